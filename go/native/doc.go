@@ -1,0 +1,2 @@
+// Package native is Loom's cgo layer over the shim's flat C ABI.
+package native
