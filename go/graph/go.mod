@@ -2,7 +2,10 @@ module github.com/loomrt/loom/go/graph
 
 go 1.26.0
 
-require github.com/stretchr/testify v1.11.1
+require (
+	github.com/stretchr/testify v1.11.1
+	google.golang.org/protobuf v1.36.12
+)
 
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect

@@ -1,1 +1,49 @@
+// Package session runs models on Loom's native runtime (go/native).
+//
+// # ModelSession
+//
+// A ModelSession builds a model on one device and runs it:
+//
+//   - Open(i) opens host device i in a context of its own; Open(i, OnBackend(native.BackendCUDA))
+//     opens CUDA device i instead. OpenFor(i, target) also refuses a device whose code target is
+//     not target; WithCompiler(dev, compiler) uses a caller's device and compiler, refusing a
+//     compiler for another target before any code is loaded; InContext(ctx) shares a
+//     ModelContext with other sessions.
+//   - Allocate (device-local), AllocateShared (coherent, host-visible) and Weight (uploaded once,
+//     immutable) return Regions: small values {session, allocation, offset, bytes} that Slice
+//     narrows and Read/Write/ReadWrite bind to kernel parameters.
+//   - Compile compiles Loom kernels; ImportKernel adds ahead-of-time ones.
+//   - Record(key, commands) turns Dispatch, Fill and Copy commands into a graph; Replay(key)
+//     runs it; Upload, Read and ReadMany move bytes; Synchronize waits.
+//   - Benchmark compares graph replay with issuing the same commands one by one;
+//     ProfileCommands times each command alone.
+//
+// # Dependency inference
+//
+// A recorded graph has exactly the edges the commands' declared bindings imply, worked out per
+// allocation at byte granularity: a read waits for the last writer of every byte it touches; a
+// write (or read_write) waits for that writer and for every reader since; commands on disjoint
+// bytes get no edge, even in the same allocation; the bindings of one command apply in
+// declaration order and a command never waits for itself. Fills write their region; copies
+// read their source and write their destination. Kernels must therefore touch only the bytes
+// their bindings declare: a kernel's buffer pointer reaches to the end of the allocation (the
+// shim's ABI passes no region length), so a kernel is trusted to stay inside its region through
+// its own size arguments.
+//
+// # Contexts, definitions and slots
+//
+// A ModelContext holds what sessions on one device share: the device, a Loom compiler created
+// on first use, and an allocation budget that every allocation is charged against before it is
+// made. ModelSession.Freeze turns a built session into a ModelDefinition: the weights are kept
+// (and charged once), every other allocation becomes scratch of the same size, and the kernels
+// are kept. ModelDefinition.Fragment validates a command list with its inputs and outputs, and
+// Fragment.Prepare makes slots: fixed-address copies with private scratch, graph and stream
+// that run concurrently.
+//
+// # Failures
+//
+// Every error is an *Error matching one of the Err* sentinels with errors.Is. When an operation
+// on a session's stream fails, the session latches failed: every later call returns ErrFailed
+// with the stream's failure as the cause, and only Close remains useful. Slots latch the same
+// way, independently of each other.
 package session

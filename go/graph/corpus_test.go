@@ -1,0 +1,58 @@
+package graph
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+)
+
+// nodeTestRoot is where Debian's libonnx-testdata puts the ONNX node tests.
+const nodeTestRoot = "/usr/share/libonnx-testdata/data/node"
+
+// nodeTestModels lists the node-test models, skipping the test when the package is missing.
+func nodeTestModels(t testing.TB) []string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(nodeTestRoot, "*", "model.onnx"))
+	if len(dirs) == 0 {
+		t.Skipf("ONNX node tests not installed at %s (apt-get install -y libonnx-testdata)", nodeTestRoot)
+	}
+	sort.Strings(dirs)
+	return dirs
+}
+
+// referenceModels lists the real models available beside the checkout (shared/models) and
+// through LOOM_ONNX_MODELS (a directory of .onnx files); none is required.
+func referenceModels() []string {
+	var out []string
+	dirs := []string{"../../../shared/models", "/work/shared/models"}
+	if d := os.Getenv("LOOM_ONNX_MODELS"); d != "" {
+		dirs = append(dirs, d)
+	}
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		files, _ := filepath.Glob(filepath.Join(d, "*.onnx"))
+		for _, f := range files {
+			abs, err := filepath.Abs(f)
+			if err != nil {
+				continue
+			}
+			if real, err := filepath.EvalSymlinks(abs); err == nil {
+				abs = real
+			}
+			if !seen[abs] {
+				seen[abs] = true
+				out = append(out, abs)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// testDirName names a node test by its directory.
+func testDirName(path string) string { return filepath.Base(filepath.Dir(path)) }
+
+func globNodeTests() ([]string, error) {
+	return filepath.Glob(filepath.Join(nodeTestRoot, "*", "model.onnx"))
+}

@@ -1,0 +1,130 @@
+package graph
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// compareDeclared checks every graph output (of the main graph and of subgraphs) whose declared
+// and inferred types are both known, returning how many dimensions were compared and a
+// description of each disagreement.
+func compareDeclared(m *Model) (dims int, problems []string) {
+	m.Graph.Walk(func(g *Graph) {
+		for _, o := range g.Outputs {
+			d, inf := o.Declared, o.Inferred
+			if d.Kind != KindTensor || inf.Kind != KindTensor {
+				continue
+			}
+			if d.Elem != Undefined && inf.Elem != Undefined && d.Elem != inf.Elem {
+				problems = append(problems, fmt.Sprintf("%s: declared %v, inferred %v", o.Name, d, inf))
+				continue
+			}
+			if !d.Ranked || !inf.Ranked {
+				continue
+			}
+			if len(d.Shape) != len(inf.Shape) {
+				problems = append(problems, fmt.Sprintf("%s: declared %v, inferred %v", o.Name, d, inf))
+				continue
+			}
+			for i := range d.Shape {
+				if d.Shape[i].Known() && inf.Shape[i].Known() {
+					dims++
+					if d.Shape[i].Value != inf.Shape[i].Value {
+						problems = append(problems, fmt.Sprintf("%s: declared %v, inferred %v", o.Name, d, inf))
+						break
+					}
+				}
+			}
+		}
+	})
+	return dims, problems
+}
+
+// declaredUnmatched counts the known declared output dimensions inference left unknown.
+func declaredUnmatched(m *Model) int {
+	n := 0
+	for _, o := range m.Graph.Outputs {
+		if o.Declared.Ranked && o.Inferred.Ranked && len(o.Declared.Shape) == len(o.Inferred.Shape) {
+			for i, d := range o.Declared.Shape {
+				if d.Known() && !o.Inferred.Shape[i].Known() {
+					n++
+				}
+			}
+		} else if o.Declared.Ranked && o.Declared.Kind == KindTensor {
+			n += len(o.Declared.Shape)
+		}
+	}
+	return n
+}
+
+func TestInferNodeTests(t *testing.T) {
+	models := nodeTestModels(t)
+	var failed, compared, missed int
+	for _, p := range models {
+		name := testDirName(p)
+		m, err := Load(p)
+		require.NoError(t, err, name)
+		if err := m.InferShapes(); err != nil {
+			failed++
+			t.Errorf("%s: infer: %v", name, err)
+			m.Close()
+			continue
+		}
+		if err := m.Check(); err != nil {
+			failed++
+			t.Errorf("%s: check after inference: %v", name, err)
+		}
+		d, probs := compareDeclared(m)
+		compared += d
+		missed += declaredUnmatched(m)
+		for _, pr := range probs {
+			t.Errorf("%s: %s", name, pr)
+		}
+		require.NoError(t, m.Close())
+	}
+	t.Logf("%d node-test models: %d failed; %d declared output dims matched by inference, %d left unknown",
+		len(models), failed, compared, missed)
+}
+
+func TestInferReferenceModels(t *testing.T) {
+	models := referenceModels()
+	if len(models) == 0 {
+		t.Skip("no reference models found (shared/models beside the checkout, or LOOM_ONNX_MODELS)")
+	}
+	for _, p := range models {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			m, err := Load(p)
+			require.NoError(t, err)
+			defer m.Close()
+			require.NoError(t, m.InferShapes())
+			require.NoError(t, m.Check())
+			d, probs := compareDeclared(m)
+			require.Empty(t, probs)
+			for _, o := range m.Graph.Outputs {
+				t.Logf("output %s: declared %v inferred %v", o.Name, o.Declared, o.Inferred)
+			}
+			t.Logf("%d declared dims matched", d)
+		})
+	}
+}
+
+func TestInferCoverageReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("report only")
+	}
+	for _, p := range nodeTestModels(t) {
+		m, err := Load(p)
+		require.NoError(t, err)
+		if m.InferShapes() == nil {
+			if n := declaredUnmatched(m); n > 0 {
+				for _, o := range m.Graph.Outputs {
+					t.Logf("%s: %s declared %v inferred %v", testDirName(p), o.Name, o.Declared, o.Inferred)
+				}
+			}
+		}
+		m.Close()
+	}
+}

@@ -1,0 +1,1791 @@
+package graph
+
+import (
+	"fmt"
+	"math"
+)
+
+type inferFunc func(c *inferNode) error
+
+var inferFuncs map[string]inferFunc
+
+var inferMLFuncs = map[string]inferFunc{}
+
+func init() {
+	inferFuncs = map[string]inferFunc{}
+	for _, op := range []string{"Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Celu", "Cos",
+		"Cosh", "Elu", "Erf", "Exp", "Floor", "HardSigmoid", "HardSwish", "Hardmax", "LeakyRelu", "Log",
+		"LogSoftmax", "Neg", "Reciprocal", "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin", "Sinh", "Softmax",
+		"Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Shrink", "Mish", "Gelu", "LRN",
+		"MeanVarianceNormalization", "InstanceNormalization", "Not", "BitwiseNot", "Clip", "CumSum", "Trilu",
+		"ReverseSequence", "LpNormalization", "GroupNormalization", "RMSNormalization", "RotaryEmbedding",
+		"Scatter", "ScatterElements", "ScatterND", "PRelu"} {
+		inferFuncs[op] = inferSame
+	}
+	for _, op := range []string{"Add", "Sub", "Mul", "Div", "Pow", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr",
+		"BitwiseXor", "Max", "Min", "Mean", "Sum"} {
+		inferFuncs[op] = inferBroadcast(Undefined)
+	}
+	for _, op := range []string{"And", "Or", "Xor", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"} {
+		inferFuncs[op] = inferBroadcast(Bool)
+	}
+	for _, op := range []string{"IsInf", "IsNaN"} {
+		inferFuncs[op] = inferSameAs(Bool)
+	}
+	for op, fn := range map[string]inferFunc{
+		"Identity": inferIdentity, "Dropout": inferDropout, "Where": inferWhere,
+		"Cast": inferCast, "CastLike": inferCastLike, "Reshape": inferReshape, "Flatten": inferFlatten,
+		"Squeeze": inferSqueeze, "Unsqueeze": inferUnsqueeze, "Transpose": inferTranspose, "Concat": inferConcat,
+		"Split": inferSplit, "Slice": inferSlice, "Gather": inferGather, "GatherElements": inferGatherElements,
+		"GatherND": inferGatherND, "Expand": inferExpand, "Tile": inferTile, "Pad": inferPad, "Shape": inferShapeOp,
+		"Size": inferSize, "ConstantOfShape": inferConstantOfShape, "Constant": inferConstant, "Range": inferRange,
+		"OneHot": inferOneHot, "EyeLike": inferEyeLike, "Compress": inferCompress, "NonZero": inferNonZero,
+		"TopK": inferTopK, "ArgMax": inferArgReduce, "ArgMin": inferArgReduce, "DepthToSpace": inferDepthToSpace,
+		"SpaceToDepth": inferSpaceToDepth, "Resize": inferResize, "Upsample": inferResize, "MatMul": inferMatMul,
+		"MatMulInteger": inferMatMul, "QLinearMatMul": inferQLinearMatMul, "Gemm": inferGemm,
+		"BatchNormalization": inferBatchNorm, "LayerNormalization": inferLayerNorm,
+		"QuantizeLinear": inferQuantize, "DequantizeLinear": inferDequantize,
+		"DynamicQuantizeLinear": inferDynamicQuantize, "NonMaxSuppression": inferNMS, "Det": inferDet,
+		"Unique": inferUnique, "Einsum": inferEinsum, "Optional": inferOptional,
+		"OptionalGetElement": inferOptionalGet, "OptionalHasElement": inferOptionalHas,
+		"SequenceConstruct": inferSeqConstruct, "SequenceEmpty": inferSeqEmpty, "SequenceInsert": inferSeqInsert,
+		"SequenceAt": inferSeqAt, "SequenceLength": inferSeqLength, "SequenceErase": inferIdentity,
+		"ConcatFromSequence": inferConcatFromSeq, "SplitToSequence": inferSplitToSeq,
+		"RandomUniformLike": inferRandomLike, "RandomNormalLike": inferRandomLike, "Bernoulli": inferRandomLike,
+		"RandomUniform": inferRandom, "RandomNormal": inferRandom, "Multinomial": inferMultinomial,
+		"BlackmanWindow": inferWindow, "HammingWindow": inferWindow, "HannWindow": inferWindow,
+		"MelWeightMatrix": inferMelWeight, "TfIdfVectorizer": inferTfIdf, "StringNormalizer": inferStringNormalizer,
+		"NegativeLogLikelihoodLoss": inferNLLLoss, "SoftmaxCrossEntropyLoss": inferSCELoss,
+		"Adagrad": inferOptimizer(3, []int{0, 2}), "Momentum": inferOptimizer(3, []int{0, 2}),
+		"Adam": inferOptimizer(4, []int{0, 2, 3}),
+	} {
+		inferFuncs[op] = fn
+	}
+	for op, fn := range map[string]inferFunc{
+		"Conv": inferConv, "ConvInteger": inferConv, "QLinearConv": inferConv, "DeformConv": inferConv,
+		"ConvTranspose": inferConvTranspose, "AveragePool": inferPool, "MaxPool": inferPool, "LpPool": inferPool,
+		"GlobalAveragePool": inferGlobalPool, "GlobalMaxPool": inferGlobalPool, "GlobalLpPool": inferGlobalPool,
+		"MaxUnpool": inferMaxUnpool, "MaxRoiPool": inferRoiPool, "RoiAlign": inferRoiPool,
+		"LSTM": inferRNN, "GRU": inferRNN, "RNN": inferRNN, "DFT": inferDFT, "STFT": inferSTFT,
+		"GridSample": inferGridSample, "Col2Im": inferCol2Im, "CenterCropPad": inferCenterCropPad,
+		"AffineGrid": inferAffineGrid, "Attention": inferAttention,
+		"ReduceL1": inferReduce, "ReduceL2": inferReduce, "ReduceLogSum": inferReduce, "ReduceLogSumExp": inferReduce,
+		"ReduceMax": inferReduce, "ReduceMean": inferReduce, "ReduceMin": inferReduce, "ReduceProd": inferReduce,
+		"ReduceSum": inferReduce, "ReduceSumSquare": inferReduce,
+		"If": inferIf, "Loop": inferLoop, "Scan": inferScan, "SequenceMap": inferSequenceMap,
+	} {
+		inferFuncs[op] = fn
+	}
+}
+
+func tensorOut(elem DataType, s Shape, ranked bool) Type {
+	if !ranked {
+		return UnrankedTensor(elem)
+	}
+	return TensorType(elem, s)
+}
+
+// inferSame gives output 0 the type of input 0.
+func inferSame(c *inferNode) error { return c.out(0, c.in(0)) }
+
+func inferSameAs(elem DataType) inferFunc {
+	return func(c *inferNode) error {
+		t := c.in(0).Clone()
+		if t.Kind == KindUnknown {
+			t = Type{Kind: KindTensor}
+		}
+		t.Elem = elem
+		return c.out(0, t)
+	}
+}
+
+func inferIdentity(c *inferNode) error {
+	if d, ok := c.data(0); ok {
+		c.outData(0, d)
+	}
+	if t := c.constant(0); t != nil {
+		c.s.consts[c.n.Outputs[0]] = t
+	}
+	return c.out(0, c.in(0))
+}
+
+func inferDropout(c *inferNode) error {
+	if err := c.out(0, c.in(0)); err != nil {
+		return err
+	}
+	t := c.in(0).Clone()
+	t.Elem = Bool
+	return c.out(1, t)
+}
+
+func inferBroadcast(outElem DataType) inferFunc {
+	return func(c *inferNode) error {
+		elem := outElem
+		var shapes []Shape
+		ranked := true
+		for i := 0; i < c.numIn(); i++ {
+			t := c.in(i)
+			if elem == Undefined {
+				elem = t.Elem
+			}
+			if !t.Ranked || t.Kind != KindTensor {
+				ranked = false
+				continue
+			}
+			shapes = append(shapes, t.Shape)
+		}
+		if c.n.OpType == "PRelu" {
+			ranked = false
+		}
+		var s Shape
+		if ranked {
+			var err error
+			if s, err = broadcastShapes(shapes...); err != nil {
+				return err
+			}
+		}
+		c.propagateArith()
+		return c.out(0, tensorOut(elem, s, ranked))
+	}
+}
+
+// propagateArith tracks integer Add/Sub/Mul/Div over shape-derived values.
+func (c *inferNode) propagateArith() {
+	op := map[string]string{"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}[c.n.OpType]
+	if op == "" || c.numIn() != 2 {
+		return
+	}
+	a, okA := c.data(0)
+	b, okB := c.data(1)
+	if !okA || !okB {
+		return
+	}
+	n := len(a.vals)
+	if len(b.vals) > n {
+		n = len(b.vals)
+	}
+	if (len(a.vals) != n && len(a.vals) != 1) || (len(b.vals) != n && len(b.vals) != 1) {
+		return
+	}
+	out := symData{scalar: a.scalar && b.scalar}
+	for i := 0; i < n; i++ {
+		x, y := a.vals[0], b.vals[0]
+		if len(a.vals) > 1 {
+			x = a.vals[i]
+		}
+		if len(b.vals) > 1 {
+			y = b.vals[i]
+		}
+		out.vals = append(out.vals, symArith(op, x, y))
+	}
+	c.outData(0, out)
+}
+
+func inferWhere(c *inferNode) error {
+	var shapes []Shape
+	for i := 0; i < 3; i++ {
+		s, ok := c.shape(i)
+		if !ok {
+			return c.out(0, UnrankedTensor(c.elem(1)))
+		}
+		shapes = append(shapes, s)
+	}
+	s, err := broadcastShapes(shapes...)
+	if err != nil {
+		return err
+	}
+	return c.out(0, TensorType(c.elem(1), s))
+}
+
+func inferCast(c *inferNode) error {
+	t := c.in(0).Clone()
+	if t.Kind == KindUnknown {
+		t.Kind = KindTensor
+	}
+	to := DataType(c.n.AttrInt("to", 0))
+	if !to.Valid() {
+		return fmt.Errorf("attribute to=%d is not an element type", to)
+	}
+	t.Elem = to
+	if d, ok := c.data(0); ok && to.IsInteger() {
+		c.outData(0, d)
+	}
+	return c.out(0, t)
+}
+
+func inferCastLike(c *inferNode) error {
+	t := c.in(0).Clone()
+	if t.Kind == KindUnknown {
+		t.Kind = KindTensor
+	}
+	t.Elem = c.elem(1)
+	if d, ok := c.data(0); ok && t.Elem.IsInteger() {
+		c.outData(0, d)
+	}
+	return c.out(0, t)
+}
+
+func inferReshape(c *inferNode) error {
+	elem := c.elem(0)
+	var target symData
+	var ok bool
+	if c.opset < 5 {
+		target.vals = nil
+		if sh := c.n.AttrInts("shape"); sh != nil {
+			for _, v := range sh {
+				target.vals = append(target.vals, knownInt(v))
+			}
+			ok = true
+		}
+	} else {
+		target, ok = c.data(1)
+	}
+	if !ok {
+		if s, ok := c.shape(1); ok && len(s) == 1 && s[0].Known() {
+			if s[0].Value > int64(c.inf.lim.MaxRank) {
+				return fmt.Errorf("shape input of %d entries gives a rank over the limit of %d", s[0].Value, c.inf.lim.MaxRank)
+			}
+			return c.out(0, TensorType(elem, unknownDims(int(s[0].Value))))
+		}
+		return c.out(0, UnrankedTensor(elem))
+	}
+	allowZero := c.n.AttrInt("allowzero", 0) != 0
+	in, inRanked := c.shape(0)
+	out := make(Shape, len(target.vals))
+	neg := -1
+	for i, v := range target.vals {
+		switch {
+		case v.known && v.v == -1:
+			if neg >= 0 {
+				return fmt.Errorf("shape %v has more than one -1", target.vals)
+			}
+			neg = i
+			out[i] = UnknownDim()
+		case v.known && v.v == 0 && !allowZero:
+			if inRanked && i < len(in) {
+				out[i] = in[i]
+			} else if inRanked {
+				return fmt.Errorf("shape entry %d is 0 but the input has rank %d", i, len(in))
+			} else {
+				out[i] = UnknownDim()
+			}
+		case v.known && v.v < -1:
+			return fmt.Errorf("shape entry %d is %d", i, v.v)
+		default:
+			out[i] = v.dim()
+		}
+	}
+	if neg >= 0 && inRanked {
+		out[neg] = reshapeInfer(in, out, neg)
+	}
+	if inRanked && neg < 0 {
+		if a, b := in.NumElements(), out.NumElements(); a >= 0 && b >= 0 && a != b {
+			return fmt.Errorf("cannot reshape %v (%d elements) to %v (%d elements)", in, a, out, b)
+		}
+	}
+	if d, ok := c.data(0); ok && len(out) <= 1 {
+		c.outData(0, symData{vals: d.vals, scalar: len(out) == 0})
+	}
+	return c.out(0, TensorType(elem, out))
+}
+
+// reshapeInfer computes the -1 entry: the input's element count over the other entries',
+// cancelling equal symbolic dimensions.
+func reshapeInfer(in, out Shape, neg int) Dim {
+	rest := append(Shape{}, in...)
+	var others Shape
+	for i, d := range out {
+		if i == neg {
+			continue
+		}
+		matched := false
+		if !d.Known() && d.Param != "" {
+			for j, r := range rest {
+				if r.Same(d) {
+					rest = append(rest[:j:j], rest[j+1:]...)
+					matched = true
+					break
+				}
+			}
+		}
+		if !matched {
+			others = append(others, d)
+		}
+	}
+	num := int64(1)
+	var syms []Dim
+	for _, d := range rest {
+		if d.Known() {
+			num *= d.Value
+		} else {
+			syms = append(syms, d)
+		}
+	}
+	den := int64(1)
+	for _, d := range others {
+		if !d.Known() {
+			return UnknownDim()
+		}
+		den *= d.Value
+	}
+	if den == 0 {
+		return UnknownDim()
+	}
+	if len(syms) == 0 {
+		if num%den != 0 {
+			return UnknownDim()
+		}
+		return DimOf(num / den)
+	}
+	if num%den == 0 {
+		d := DimOf(num / den)
+		for _, s := range syms {
+			d = dimMul(d, s)
+		}
+		return d
+	}
+	return UnknownDim()
+}
+
+func inferFlatten(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok {
+		return c.out(0, TensorType(c.elem(0), unknownDims(2)))
+	}
+	axis := c.n.AttrInt("axis", 1)
+	if axis < 0 {
+		axis += int64(len(in))
+	}
+	if axis < 0 || axis > int64(len(in)) {
+		return fmt.Errorf("axis %d out of range for rank %d", c.n.AttrInt("axis", 1), len(in))
+	}
+	return c.out(0, TensorType(c.elem(0), Shape{dimsProduct(in[:axis]), dimsProduct(in[axis:])}))
+}
+
+// axesArg reads the axes of Squeeze, Unsqueeze and the reductions: an attribute before
+// fromOpset, an optional input after.
+func (c *inferNode) axesArg(fromOpset int64, input int) (axes []int64, given bool, known bool) {
+	if c.opset < fromOpset {
+		a := c.n.Attr("axes")
+		if a == nil {
+			return nil, false, true
+		}
+		return a.Ints, true, true
+	}
+	if !c.has(input) {
+		return nil, false, true
+	}
+	v, ok := c.ints(input)
+	return v, true, ok
+}
+
+func inferSqueeze(c *inferNode) error {
+	in, ok := c.shape(0)
+	axes, given, known := c.axesArg(13, 1)
+	if !ok || !known {
+		return c.out(0, UnrankedTensor(c.elem(0)))
+	}
+	drop := map[int]bool{}
+	if given {
+		for _, a := range axes {
+			ax, err := normAxis(a, len(in))
+			if err != nil {
+				return err
+			}
+			if in[ax].Known() && in[ax].Value != 1 {
+				return fmt.Errorf("cannot squeeze axis %d of size %d", ax, in[ax].Value)
+			}
+			drop[ax] = true
+		}
+	} else {
+		for i, d := range in {
+			if !d.Known() {
+				return c.out(0, UnrankedTensor(c.elem(0)))
+			}
+			if d.Value == 1 {
+				drop[i] = true
+			}
+		}
+	}
+	var out Shape
+	for i, d := range in {
+		if !drop[i] {
+			out = append(out, d)
+		}
+	}
+	if d, ok := c.data(0); ok {
+		c.outData(0, symData{vals: d.vals, scalar: len(out) == 0})
+	}
+	return c.out(0, TensorType(c.elem(0), out))
+}
+
+func inferUnsqueeze(c *inferNode) error {
+	in, ok := c.shape(0)
+	axes, _, known := c.axesArg(13, 1)
+	if !ok || !known {
+		return c.out(0, UnrankedTensor(c.elem(0)))
+	}
+	rank := len(in) + len(axes)
+	ins := map[int]bool{}
+	for _, a := range axes {
+		ax, err := normAxis(a, rank)
+		if err != nil {
+			return err
+		}
+		if ins[ax] {
+			return fmt.Errorf("axis %d given twice", ax)
+		}
+		ins[ax] = true
+	}
+	out := make(Shape, 0, rank)
+	j := 0
+	for i := 0; i < rank; i++ {
+		if ins[i] {
+			out = append(out, DimOf(1))
+		} else {
+			out = append(out, in[j])
+			j++
+		}
+	}
+	if d, ok := c.data(0); ok && rank <= 1 {
+		c.outData(0, symData{vals: d.vals})
+	}
+	return c.out(0, TensorType(c.elem(0), out))
+}
+
+func inferTranspose(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok {
+		return c.out(0, UnrankedTensor(c.elem(0)))
+	}
+	perm := c.n.AttrInts("perm")
+	if perm == nil {
+		for i := len(in) - 1; i >= 0; i-- {
+			perm = append(perm, int64(i))
+		}
+	}
+	if len(perm) != len(in) {
+		return fmt.Errorf("perm %v does not match rank %d", perm, len(in))
+	}
+	out := make(Shape, len(in))
+	seen := map[int]bool{}
+	for i, p := range perm {
+		ax, err := normAxis(p, len(in))
+		if err != nil || seen[ax] {
+			return fmt.Errorf("perm %v is not a permutation", perm)
+		}
+		seen[ax] = true
+		out[i] = in[ax]
+	}
+	return c.out(0, TensorType(c.elem(0), out))
+}
+
+func inferConcat(c *inferNode) error {
+	elem := Undefined
+	var shapes []Shape
+	ranked := true
+	for i := 0; i < c.numIn(); i++ {
+		if elem == Undefined {
+			elem = c.elem(i)
+		}
+		s, ok := c.shape(i)
+		if !ok {
+			ranked = false
+			continue
+		}
+		shapes = append(shapes, s)
+	}
+	if len(shapes) == 0 {
+		return c.out(0, UnrankedTensor(elem))
+	}
+	rank := len(shapes[0])
+	ax, err := normAxis(c.n.AttrInt("axis", 0), rank)
+	if err != nil {
+		return err
+	}
+	out := shapes[0].Clone()
+	for _, s := range shapes[1:] {
+		if len(s) != rank {
+			return fmt.Errorf("inputs have ranks %d and %d", rank, len(s))
+		}
+		for i := range s {
+			if i == ax {
+				out[i] = dimAdd(out[i], s[i])
+				continue
+			}
+			if out[i].Known() && s[i].Known() && out[i].Value != s[i].Value {
+				return fmt.Errorf("inputs differ in dimension %d: %d and %d", i, out[i].Value, s[i].Value)
+			}
+			if !out[i].Known() && s[i].Known() {
+				out[i] = s[i]
+			}
+		}
+	}
+	if !ranked {
+		out[ax] = UnknownDim()
+	}
+	if rank == 1 {
+		var vals []symInt
+		all := true
+		for i := 0; i < c.numIn(); i++ {
+			d, ok := c.data(i)
+			if !ok {
+				all = false
+				break
+			}
+			vals = append(vals, d.vals...)
+		}
+		if all {
+			c.outData(0, symData{vals: vals})
+		}
+	}
+	return c.out(0, TensorType(elem, out))
+}
+
+func inferSplit(c *inferNode) error {
+	in, ok := c.shape(0)
+	nOut := len(c.n.Outputs)
+	if !ok {
+		for i := 0; i < nOut; i++ {
+			if err := c.out(i, UnrankedTensor(c.elem(0))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ax, err := normAxis(c.n.AttrInt("axis", 0), len(in))
+	if err != nil {
+		return err
+	}
+	var split []int64
+	splitKnown := true
+	if c.opset < 13 {
+		split = c.n.AttrInts("split")
+		if split == nil && c.opset >= 2 && c.has(1) {
+			split, splitKnown = c.ints(1)
+		}
+	} else if c.has(1) {
+		split, splitKnown = c.ints(1)
+	}
+	sizes := make([]Dim, nOut)
+	switch {
+	case !splitKnown:
+		for i := range sizes {
+			sizes[i] = UnknownDim()
+		}
+	case split != nil:
+		if len(split) != nOut {
+			return fmt.Errorf("split %v has %d entries for %d outputs", split, len(split), nOut)
+		}
+		var sum int64
+		for i, v := range split {
+			if v < 0 {
+				return fmt.Errorf("split %v has a negative entry", split)
+			}
+			sizes[i] = DimOf(v)
+			sum += v
+		}
+		if in[ax].Known() && sum != in[ax].Value {
+			return fmt.Errorf("split %v sums to %d, axis %d has %d", split, sum, ax, in[ax].Value)
+		}
+	default:
+		n := int64(nOut)
+		if a := c.n.Attr("num_outputs"); a != nil {
+			n = a.Int
+		}
+		if n <= 0 || n != int64(nOut) {
+			return fmt.Errorf("num_outputs %d does not match %d outputs", n, nOut)
+		}
+		d := in[ax]
+		for i := range sizes {
+			switch {
+			case !d.Known():
+				sizes[i] = dimDiv(d, n, c.opset >= 18)
+				if c.opset >= 18 && i == nOut-1 {
+					sizes[i] = UnknownDim()
+				}
+			case c.opset >= 18:
+				chunk := (d.Value + n - 1) / n
+				v := d.Value - chunk*int64(i)
+				if v > chunk {
+					v = chunk
+				}
+				if v < 0 {
+					v = 0
+				}
+				sizes[i] = DimOf(v)
+			default:
+				if d.Value%n != 0 {
+					return fmt.Errorf("axis size %d does not split evenly in %d", d.Value, n)
+				}
+				sizes[i] = DimOf(d.Value / n)
+			}
+		}
+	}
+	for i := 0; i < nOut; i++ {
+		s := in.Clone()
+		s[ax] = sizes[i]
+		if err := c.out(i, TensorType(c.elem(0), s)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func clampIndex(v, dim, step int64, isEnd bool) int64 {
+	if v < 0 {
+		v += dim
+	}
+	if step > 0 {
+		if v < 0 {
+			v = 0
+		}
+		if v > dim {
+			v = dim
+		}
+	} else {
+		if v < -1 {
+			v = -1
+		}
+		if v > dim-1 {
+			v = dim - 1
+		}
+	}
+	return v
+}
+
+// sliceLen counts the elements a Slice takes from an axis of size dim, without overflowing
+// for extreme starts, ends and steps.
+func sliceLen(dim, start, end, step int64) int64 {
+	if step > 1<<40 {
+		step = 1 << 40
+	}
+	if step < -(1 << 40) {
+		step = -(1 << 40)
+	}
+	s := clampIndex(start, dim, step, false)
+	e := clampIndex(end, dim, step, true)
+	if step > 0 && e > s {
+		return (e-s-1)/step + 1
+	}
+	if step < 0 && s > e {
+		return (s-e-1)/(-step) + 1
+	}
+	return 0
+}
+
+func inferSlice(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok {
+		return c.out(0, UnrankedTensor(c.elem(0)))
+	}
+	var starts, ends, axes, steps []int64
+	known := true
+	if c.opset < 10 {
+		starts, ends, axes = c.n.AttrInts("starts"), c.n.AttrInts("ends"), c.n.AttrInts("axes")
+	} else {
+		var ok1, ok2 bool
+		starts, ok1 = c.ints(1)
+		ends, ok2 = c.ints(2)
+		known = ok1 && ok2
+		if c.has(3) {
+			var ok3 bool
+			axes, ok3 = c.ints(3)
+			if !ok3 {
+				return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+			}
+		}
+		if c.has(4) {
+			var ok4 bool
+			steps, ok4 = c.ints(4)
+			known = known && ok4
+		}
+	}
+	if axes == nil {
+		n := len(starts)
+		if !known {
+			if s, ok := c.shape(1); ok && len(s) == 1 && s[0].Known() {
+				if s[0].Value > int64(len(in)) {
+					return fmt.Errorf("%d starts for rank %d", s[0].Value, len(in))
+				}
+				n = int(s[0].Value)
+			} else {
+				return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+			}
+		}
+		for i := 0; i < n; i++ {
+			axes = append(axes, int64(i))
+		}
+	}
+	out := in.Clone()
+	if !known {
+		for _, a := range axes {
+			ax, err := normAxis(a, len(in))
+			if err != nil {
+				return err
+			}
+			out[ax] = UnknownDim()
+		}
+		return c.out(0, TensorType(c.elem(0), out))
+	}
+	if len(starts) != len(axes) || len(ends) != len(axes) || (steps != nil && len(steps) != len(axes)) {
+		return fmt.Errorf("starts %v, ends %v, axes %v and steps %v differ in length", starts, ends, axes, steps)
+	}
+	type span struct{ start, end, step int64 }
+	spans := map[int]span{}
+	for i, a := range axes {
+		ax, err := normAxis(a, len(in))
+		if err != nil {
+			return err
+		}
+		step := int64(1)
+		if steps != nil {
+			step = steps[i]
+		}
+		if step == 0 {
+			return fmt.Errorf("step 0 on axis %d", ax)
+		}
+		spans[ax] = span{starts[i], ends[i], step}
+		d := in[ax]
+		if d.Known() {
+			out[ax] = DimOf(sliceLen(d.Value, starts[i], ends[i], step))
+		} else if step == 1 && starts[i] == 0 && ends[i] >= math.MaxInt32 {
+			out[ax] = d
+		} else if step == 1 && starts[i] >= 0 && ends[i] >= 0 && ends[i] < math.MaxInt32 && ends[i] >= starts[i] && false {
+			out[ax] = UnknownDim()
+		} else {
+			out[ax] = UnknownDim()
+		}
+	}
+	if d, ok := c.data(0); ok && len(in) == 1 {
+		if sp, ok := spans[0]; ok {
+			n := int64(len(d.vals))
+			var vals []symInt
+			s := clampIndex(sp.start, n, sp.step, false)
+			for k := int64(0); k < sliceLen(n, sp.start, sp.end, sp.step); k++ {
+				vals = append(vals, d.vals[s+k*sp.step])
+			}
+			c.outData(0, symData{vals: vals})
+		}
+	}
+	return c.out(0, TensorType(c.elem(0), out))
+}
+
+func inferGather(c *inferNode) error {
+	data, ok := c.shape(0)
+	idx, ok2 := c.shape(1)
+	if !ok || !ok2 {
+		return c.out(0, UnrankedTensor(c.elem(0)))
+	}
+	ax, err := normAxis(c.n.AttrInt("axis", 0), len(data))
+	if err != nil {
+		return err
+	}
+	out := append(append(append(Shape{}, data[:ax]...), idx...), data[ax+1:]...)
+	if d, ok := c.data(0); ok && len(data) == 1 {
+		if iv, ok := c.ints(1); ok {
+			n := int64(len(d.vals))
+			var vals []symInt
+			for _, i := range iv {
+				if i < 0 {
+					i += n
+				}
+				if i < 0 || i >= n {
+					return fmt.Errorf("index %d out of range for %d elements", i, n)
+				}
+				vals = append(vals, d.vals[i])
+			}
+			c.outData(0, symData{vals: vals, scalar: len(idx) == 0})
+		}
+	}
+	return c.out(0, TensorType(c.elem(0), out))
+}
+
+func inferGatherElements(c *inferNode) error {
+	idx, ok := c.shape(1)
+	return c.out(0, tensorOut(c.elem(0), idx, ok))
+}
+
+func inferGatherND(c *inferNode) error {
+	data, ok := c.shape(0)
+	idx, ok2 := c.shape(1)
+	if !ok || !ok2 || len(idx) == 0 || !idx[len(idx)-1].Known() {
+		return c.out(0, UnrankedTensor(c.elem(0)))
+	}
+	b := int(c.n.AttrInt("batch_dims", 0))
+	k := int(idx[len(idx)-1].Value)
+	if b < 0 || b+k > len(data) || b >= len(idx) {
+		return fmt.Errorf("indices %v with batch_dims %d do not fit data %v", idx, b, data)
+	}
+	out := append(append(Shape{}, idx[:len(idx)-1]...), data[b+k:]...)
+	return c.out(0, TensorType(c.elem(0), out))
+}
+
+func inferExpand(c *inferNode) error {
+	in, ok := c.shape(0)
+	target, ok2 := c.data(1)
+	if !ok || !ok2 {
+		if s, ok := c.shape(1); ok && len(s) == 1 && s[0].Known() && ok {
+			if s[0].Value > int64(c.inf.lim.MaxRank) {
+				return fmt.Errorf("shape input of %d entries gives a rank over the limit of %d", s[0].Value, c.inf.lim.MaxRank)
+			}
+			r := int(s[0].Value)
+			if len(in) > r {
+				r = len(in)
+			}
+			return c.out(0, TensorType(c.elem(0), unknownDims(r)))
+		}
+		return c.out(0, UnrankedTensor(c.elem(0)))
+	}
+	ts := make(Shape, len(target.vals))
+	for i, v := range target.vals {
+		ts[i] = v.dim()
+	}
+	out, err := broadcastShapes(in, ts)
+	if err != nil {
+		return err
+	}
+	return c.out(0, TensorType(c.elem(0), out))
+}
+
+func inferTile(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok {
+		return c.out(0, UnrankedTensor(c.elem(0)))
+	}
+	reps, ok := c.ints(1)
+	if !ok {
+		return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+	}
+	if len(reps) != len(in) {
+		return fmt.Errorf("repeats %v do not match rank %d", reps, len(in))
+	}
+	out := make(Shape, len(in))
+	for i, d := range in {
+		out[i] = dimMul(d, DimOf(reps[i]))
+	}
+	return c.out(0, TensorType(c.elem(0), out))
+}
+
+func inferPad(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok {
+		return c.out(0, UnrankedTensor(c.elem(0)))
+	}
+	var pads []int64
+	if c.opset < 11 {
+		pads = c.n.AttrInts("pads")
+		if pads == nil {
+			pads = c.n.AttrInts("paddings")
+		}
+	} else {
+		var ok bool
+		if pads, ok = c.ints(1); !ok {
+			return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+		}
+	}
+	axes := make([]int, len(in))
+	for i := range axes {
+		axes[i] = i
+	}
+	if c.opset >= 18 && c.has(3) {
+		av, ok := c.ints(3)
+		if !ok {
+			return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+		}
+		axes = axes[:0]
+		for _, a := range av {
+			ax, err := normAxis(a, len(in))
+			if err != nil {
+				return err
+			}
+			axes = append(axes, ax)
+		}
+	}
+	if len(pads) != 2*len(axes) {
+		return fmt.Errorf("pads %v do not fit %d axes", pads, len(axes))
+	}
+	out := in.Clone()
+	for i, ax := range axes {
+		d := in[ax]
+		if d.Known() {
+			v := d.Value + pads[i] + pads[i+len(axes)]
+			if v < 0 {
+				return fmt.Errorf("padding makes axis %d negative", ax)
+			}
+			out[ax] = DimOf(v)
+		} else {
+			out[ax] = dimAddConst(d, pads[i]+pads[i+len(axes)])
+		}
+	}
+	return c.out(0, TensorType(c.elem(0), out))
+}
+
+func inferShapeOp(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok {
+		return c.out(0, TensorType(Int64, unknownDims(1)))
+	}
+	r := int64(len(in))
+	start, end := c.n.AttrInt("start", 0), c.n.AttrInt("end", r)
+	if start < 0 {
+		start += r
+	}
+	if end < 0 {
+		end += r
+	}
+	start = max(0, min(start, r))
+	end = max(0, min(end, r))
+	if end < start {
+		end = start
+	}
+	var vals []symInt
+	for _, d := range in[start:end] {
+		vals = append(vals, symFromDim(d))
+	}
+	c.outData(0, symData{vals: vals})
+	return c.out(0, TensorType(Int64, ShapeOf(end-start)))
+}
+
+func inferSize(c *inferNode) error {
+	if in, ok := c.shape(0); ok {
+		p := dimsProduct(in)
+		c.outData(0, symData{vals: []symInt{symFromDim(p)}, scalar: true})
+	}
+	return c.out(0, TensorType(Int64, Shape{}))
+}
+
+func inferConstantOfShape(c *inferNode) error {
+	elem := Float
+	if a := c.n.Attr("value"); a != nil && a.Tensor != nil {
+		elem = a.Tensor.DType
+	}
+	d, ok := c.data(0)
+	if !ok {
+		if s, ok := c.shape(0); ok && len(s) == 1 && s[0].Known() {
+			if s[0].Value > int64(c.inf.lim.MaxRank) {
+				return fmt.Errorf("shape input of %d entries gives a rank over the limit of %d", s[0].Value, c.inf.lim.MaxRank)
+			}
+			return c.out(0, TensorType(elem, unknownDims(int(s[0].Value))))
+		}
+		return c.out(0, UnrankedTensor(elem))
+	}
+	out := make(Shape, len(d.vals))
+	for i, v := range d.vals {
+		if v.known && v.v < 0 {
+			return fmt.Errorf("negative dimension %d", v.v)
+		}
+		out[i] = v.dim()
+	}
+	if a := c.n.Attr("value"); elem == Int64 && len(out) == 1 && out[0].Known() && out[0].Value <= maxTrackedElements && a != nil && a.Tensor != nil {
+		if v, err := a.Tensor.Int64s(); err == nil && len(v) == 1 {
+			vals := make([]symInt, out[0].Value)
+			for i := range vals {
+				vals[i] = knownInt(v[0])
+			}
+			c.outData(0, symData{vals: vals})
+		}
+	}
+	return c.out(0, TensorType(elem, out))
+}
+
+// ConstantValue returns the tensor a Constant node produces, decoding the value_* attribute
+// forms of opsets 12 and later.
+func ConstantValue(n *Node) (*Tensor, error) {
+	name := ""
+	if len(n.Outputs) > 0 {
+		name = n.Outputs[0]
+	}
+	for _, a := range n.Attrs {
+		switch a.Name {
+		case "value":
+			if a.Tensor == nil {
+				return nil, fmt.Errorf("value attribute holds no tensor")
+			}
+			t := *a.Tensor
+			t.Name = name
+			return &t, nil
+		case "sparse_value":
+			if a.Sparse == nil {
+				return nil, fmt.Errorf("sparse_value attribute holds no sparse tensor")
+			}
+			t, err := densify(a.Sparse, DefaultLimits())
+			if err != nil {
+				return nil, err
+			}
+			t.Name = name
+			return t, nil
+		case "value_float":
+			return TensorFromFloat32(name, nil, []float32{a.Float}), nil
+		case "value_floats":
+			return TensorFromFloat32(name, []int64{int64(len(a.Floats))}, a.Floats), nil
+		case "value_int":
+			return TensorFromInt64(name, nil, []int64{a.Int}), nil
+		case "value_ints":
+			return TensorFromInt64(name, []int64{int64(len(a.Ints))}, a.Ints), nil
+		case "value_string":
+			return &Tensor{Name: name, DType: String, Strings: [][]byte{a.String}}, nil
+		case "value_strings":
+			return &Tensor{Name: name, DType: String, Dims: []int64{int64(len(a.Strings))}, Strings: a.Strings}, nil
+		}
+	}
+	return nil, fmt.Errorf("Constant has no value attribute")
+}
+
+func inferConstant(c *inferNode) error {
+	t, err := ConstantValue(c.n)
+	if err != nil {
+		return err
+	}
+	if len(c.n.Outputs) > 0 && c.n.Outputs[0] != "" {
+		c.s.consts[c.n.Outputs[0]] = t
+		if d, ok := tensorSymData(t); ok {
+			c.outData(0, d)
+		}
+	}
+	return c.out(0, t.Type())
+}
+
+func inferRange(c *inferNode) error {
+	elem := c.elem(0)
+	st, lt, dt := c.constant(0), c.constant(1), c.constant(2)
+	if st == nil || lt == nil || dt == nil {
+		// Integer ranges over tracked (possibly symbolic) bounds with step 1.
+		s, ok1 := c.data(0)
+		l, ok2 := c.data(1)
+		d, ok3 := c.ints(2)
+		if ok1 && ok2 && ok3 && len(s.vals) == 1 && len(l.vals) == 1 && len(d) == 1 && d[0] == 1 {
+			n := symArith("-", l.vals[0], s.vals[0])
+			return c.out(0, TensorType(elem, Shape{n.dim()}))
+		}
+		return c.out(0, TensorType(elem, unknownDims(1)))
+	}
+	s, e1 := st.Float64s()
+	l, e2 := lt.Float64s()
+	d, e3 := dt.Float64s()
+	if e1 != nil || e2 != nil || e3 != nil || len(s) != 1 || len(l) != 1 || len(d) != 1 || d[0] == 0 {
+		return fmt.Errorf("start, limit and delta must be non-zero-delta scalars")
+	}
+	n := math.Ceil((l[0] - s[0]) / d[0])
+	if n < 0 || math.IsNaN(n) {
+		n = 0
+	}
+	if n > float64(c.inf.lim.MaxElements) {
+		return fmt.Errorf("range of %g elements over the limit", n)
+	}
+	if elem == Int64 && n <= maxTrackedElements {
+		vals := make([]symInt, int(n))
+		for i := range vals {
+			vals[i] = knownInt(int64(s[0]) + int64(i)*int64(d[0]))
+		}
+		c.outData(0, symData{vals: vals})
+	}
+	return c.out(0, TensorType(elem, ShapeOf(int64(n))))
+}
+
+func inferOneHot(c *inferNode) error {
+	elem := c.elem(2)
+	idx, ok := c.shape(0)
+	if !ok {
+		return c.out(0, UnrankedTensor(elem))
+	}
+	depth := UnknownDim()
+	if t := c.constant(1); t != nil {
+		if v, err := t.Float64s(); err == nil && len(v) == 1 {
+			depth = DimOf(int64(v[0]))
+		}
+	}
+	ax, err := normAxis(c.n.AttrInt("axis", -1), len(idx)+1)
+	if err != nil {
+		return err
+	}
+	out := append(append(append(Shape{}, idx[:ax]...), depth), idx[ax:]...)
+	return c.out(0, TensorType(elem, out))
+}
+
+func inferEyeLike(c *inferNode) error {
+	t := c.in(0).Clone()
+	if a := c.n.Attr("dtype"); a != nil {
+		t.Elem = DataType(a.Int)
+	}
+	if t.Kind == KindUnknown {
+		t.Kind = KindTensor
+	}
+	return c.out(0, t)
+}
+
+func inferCompress(c *inferNode) error {
+	in, ok := c.shape(0)
+	a := c.n.Attr("axis")
+	if a == nil || !ok {
+		return c.out(0, TensorType(c.elem(0), unknownDims(1)))
+	}
+	ax, err := normAxis(a.Int, len(in))
+	if err != nil {
+		return err
+	}
+	out := in.Clone()
+	out[ax] = UnknownDim()
+	return c.out(0, TensorType(c.elem(0), out))
+}
+
+func inferNonZero(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok {
+		return c.out(0, TensorType(Int64, unknownDims(2)))
+	}
+	return c.out(0, TensorType(Int64, Shape{DimOf(int64(len(in))), UnknownDim()}))
+}
+
+func inferTopK(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok {
+		if err := c.out(0, UnrankedTensor(c.elem(0))); err != nil {
+			return err
+		}
+		return c.out(1, UnrankedTensor(Int64))
+	}
+	ax, err := normAxis(c.n.AttrInt("axis", -1), len(in))
+	if err != nil {
+		return err
+	}
+	k := UnknownDim()
+	if c.opset < 10 {
+		k = DimOf(c.n.AttrInt("k", 0))
+	} else if v, ok := c.ints(1); ok && len(v) == 1 {
+		k = DimOf(v[0])
+	}
+	out := in.Clone()
+	out[ax] = k
+	if err := c.out(0, TensorType(c.elem(0), out)); err != nil {
+		return err
+	}
+	return c.out(1, TensorType(Int64, out))
+}
+
+func reducedShape(in Shape, axes []int64, keep bool) (Shape, error) {
+	red := map[int]bool{}
+	if len(axes) == 0 {
+		for i := range in {
+			red[i] = true
+		}
+	}
+	for _, a := range axes {
+		ax, err := normAxis(a, len(in))
+		if err != nil {
+			return nil, err
+		}
+		red[ax] = true
+	}
+	out := Shape{}
+	for i, d := range in {
+		switch {
+		case !red[i]:
+			out = append(out, d)
+		case keep:
+			out = append(out, DimOf(1))
+		}
+	}
+	return out, nil
+}
+
+func inferArgReduce(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok {
+		return c.out(0, UnrankedTensor(Int64))
+	}
+	ax := c.n.AttrInt("axis", 0)
+	out, err := reducedShape(in, []int64{ax}, c.n.AttrInt("keepdims", 1) != 0)
+	if err != nil {
+		return err
+	}
+	return c.out(0, TensorType(Int64, out))
+}
+
+func inferReduce(c *inferNode) error {
+	in, ok := c.shape(0)
+	fromOpset := int64(18)
+	if c.n.OpType == "ReduceSum" {
+		fromOpset = 13
+	}
+	axes, given, known := c.axesArg(fromOpset, 1)
+	keep := c.n.AttrInt("keepdims", 1) != 0
+	if !ok || !known {
+		if ok && keep {
+			return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+		}
+		return c.out(0, UnrankedTensor(c.elem(0)))
+	}
+	if (!given || len(axes) == 0) && c.n.AttrInt("noop_with_empty_axes", 0) != 0 {
+		return c.out(0, TensorType(c.elem(0), in.Clone()))
+	}
+	out, err := reducedShape(in, axes, keep)
+	if err != nil {
+		return err
+	}
+	if c.n.OpType == "ReduceProd" && !keep && len(out) == 0 {
+		if d, ok := c.data(0); ok {
+			p := knownInt(1)
+			for _, v := range d.vals {
+				p = symArith("*", p, v)
+			}
+			c.outData(0, symData{vals: []symInt{p}, scalar: true})
+		}
+	}
+	return c.out(0, TensorType(c.elem(0), out))
+}
+
+func inferDepthToSpace(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok || len(in) != 4 {
+		return c.out(0, TensorType(c.elem(0), unknownDims(4)))
+	}
+	b := c.n.AttrInt("blocksize", 0)
+	if b <= 0 {
+		return fmt.Errorf("blocksize %d", b)
+	}
+	return c.out(0, TensorType(c.elem(0), Shape{in[0], dimDiv(in[1], b*b, false), dimMul(in[2], DimOf(b)), dimMul(in[3], DimOf(b))}))
+}
+
+func inferSpaceToDepth(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok || len(in) != 4 {
+		return c.out(0, TensorType(c.elem(0), unknownDims(4)))
+	}
+	b := c.n.AttrInt("blocksize", 0)
+	if b <= 0 {
+		return fmt.Errorf("blocksize %d", b)
+	}
+	return c.out(0, TensorType(c.elem(0), Shape{in[0], dimMul(in[1], DimOf(b*b)), dimDiv(in[2], b, false), dimDiv(in[3], b, false)}))
+}
+
+func inferResize(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok {
+		return c.out(0, UnrankedTensor(c.elem(0)))
+	}
+	var scales []float64
+	var sizes []int64
+	switch {
+	case c.n.OpType == "Upsample" && c.opset < 9:
+		for _, f := range c.n.AttrFloats("scales") {
+			scales = append(scales, float64(f))
+		}
+	case c.n.OpType == "Upsample" || c.opset < 11:
+		if t := c.constant(1); t != nil {
+			scales, _ = t.Float64s()
+		}
+	default:
+		if t := c.constant(2); t != nil && t.NumElements() > 0 {
+			scales, _ = t.Float64s()
+		}
+		if c.has(3) {
+			sizes, _ = c.ints(3)
+		}
+	}
+	axes := make([]int, len(in))
+	for i := range axes {
+		axes[i] = i
+	}
+	if a := c.n.AttrInts("axes"); a != nil && c.n.OpType == "Resize" {
+		axes = axes[:0]
+		for _, v := range a {
+			ax, err := normAxis(v, len(in))
+			if err != nil {
+				return err
+			}
+			axes = append(axes, ax)
+		}
+	}
+	out := in.Clone()
+	switch {
+	case sizes != nil:
+		if len(sizes) != len(axes) {
+			return fmt.Errorf("sizes %v do not fit %d axes", sizes, len(axes))
+		}
+		policy := c.n.AttrString("keep_aspect_ratio_policy", "stretch")
+		if policy != "stretch" {
+			scale := math.Inf(1)
+			if policy == "not_smaller" {
+				scale = math.Inf(-1)
+			}
+			for i, ax := range axes {
+				if !in[ax].Known() {
+					return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+				}
+				s := float64(sizes[i]) / float64(in[ax].Value)
+				if (policy == "not_larger" && s < scale) || (policy == "not_smaller" && s > scale) {
+					scale = s
+				}
+			}
+			for _, ax := range axes {
+				out[ax] = DimOf(int64(math.Round(float64(in[ax].Value) * scale)))
+			}
+			break
+		}
+		for i, ax := range axes {
+			out[ax] = DimOf(sizes[i])
+		}
+	case scales != nil:
+		if len(scales) != len(axes) {
+			return fmt.Errorf("scales %v do not fit %d axes", scales, len(axes))
+		}
+		for i, ax := range axes {
+			if in[ax].Known() {
+				out[ax] = DimOf(int64(math.Floor(float64(in[ax].Value) * scales[i])))
+			} else if scales[i] != 1 {
+				if scales[i] == math.Trunc(scales[i]) && scales[i] > 0 {
+					out[ax] = dimMul(in[ax], DimOf(int64(scales[i])))
+				} else {
+					out[ax] = UnknownDim()
+				}
+			}
+		}
+	default:
+		out = unknownDims(len(in))
+	}
+	return c.out(0, TensorType(c.elem(0), out))
+}
+
+func matmulShape(a, b Shape) (Shape, error) {
+	if len(a) == 0 || len(b) == 0 {
+		return nil, fmt.Errorf("MatMul of a scalar")
+	}
+	aa, bb := a, b
+	if len(a) == 1 {
+		aa = Shape{DimOf(1), a[0]}
+	}
+	if len(b) == 1 {
+		bb = Shape{b[0], DimOf(1)}
+	}
+	k1, k2 := aa[len(aa)-1], bb[len(bb)-2]
+	if k1.Known() && k2.Known() && k1.Value != k2.Value {
+		return nil, fmt.Errorf("inner dimensions differ: %v x %v", a, b)
+	}
+	batch, err := broadcastShapes(aa[:len(aa)-2], bb[:len(bb)-2])
+	if err != nil {
+		return nil, err
+	}
+	out := append(batch, aa[len(aa)-2], bb[len(bb)-1])
+	if len(a) == 1 {
+		out = append(out[:len(out)-2], out[len(out)-1])
+	}
+	if len(b) == 1 {
+		out = out[:len(out)-1]
+	}
+	return out, nil
+}
+
+func inferMatMul(c *inferNode) error {
+	elem := c.elem(0)
+	if c.n.OpType == "MatMulInteger" {
+		elem = Int32
+	}
+	a, ok := c.shape(0)
+	b, ok2 := c.shape(1)
+	if !ok || !ok2 {
+		return c.out(0, UnrankedTensor(elem))
+	}
+	out, err := matmulShape(a, b)
+	if err != nil {
+		return err
+	}
+	return c.out(0, TensorType(elem, out))
+}
+
+func inferQLinearMatMul(c *inferNode) error {
+	a, ok := c.shape(0)
+	b, ok2 := c.shape(3)
+	if !ok || !ok2 {
+		return c.out(0, UnrankedTensor(c.elem(7)))
+	}
+	out, err := matmulShape(a, b)
+	if err != nil {
+		return err
+	}
+	return c.out(0, TensorType(c.elem(7), out))
+}
+
+func inferGemm(c *inferNode) error {
+	a, ok := c.shape(0)
+	b, ok2 := c.shape(1)
+	if !ok || !ok2 || len(a) != 2 || len(b) != 2 {
+		return c.out(0, TensorType(c.elem(0), unknownDims(2)))
+	}
+	m, k1 := a[0], a[1]
+	if c.n.AttrInt("transA", 0) != 0 {
+		m, k1 = a[1], a[0]
+	}
+	k2, n := b[0], b[1]
+	if c.n.AttrInt("transB", 0) != 0 {
+		k2, n = b[1], b[0]
+	}
+	if k1.Known() && k2.Known() && k1.Value != k2.Value {
+		return fmt.Errorf("inner dimensions differ: %v and %v", k1, k2)
+	}
+	return c.out(0, TensorType(c.elem(0), Shape{m, n}))
+}
+
+func inferBatchNorm(c *inferNode) error {
+	if err := c.out(0, c.in(0)); err != nil {
+		return err
+	}
+	for i := 1; i < len(c.n.Outputs); i++ {
+		t := c.in(3)
+		if c.opset < 9 && i >= 3 {
+			t = c.in(1)
+		}
+		if err := c.out(i, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func inferLayerNorm(c *inferNode) error {
+	if err := c.out(0, c.in(0)); err != nil {
+		return err
+	}
+	stash := DataType(c.n.AttrInt("stash_type", 1))
+	in, ok := c.shape(0)
+	if !ok {
+		for i := 1; i < 3; i++ {
+			if err := c.out(i, UnrankedTensor(stash)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ax, err := normAxis(c.n.AttrInt("axis", -1), len(in))
+	if err != nil {
+		return err
+	}
+	s := in.Clone()
+	for i := ax; i < len(s); i++ {
+		s[i] = DimOf(1)
+	}
+	for i := 1; i < 3; i++ {
+		if err := c.out(i, TensorType(stash, s)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func inferQuantize(c *inferNode) error {
+	elem := Uint8
+	if c.has(2) {
+		elem = c.elem(2)
+	}
+	if a := c.n.Attr("output_dtype"); a != nil && a.Int != 0 {
+		elem = DataType(a.Int)
+	}
+	t := c.in(0).Clone()
+	t.Kind, t.Elem = KindTensor, elem
+	return c.out(0, t)
+}
+
+func inferDequantize(c *inferNode) error {
+	elem := c.elem(1)
+	if elem == Undefined {
+		elem = Float
+	}
+	if a := c.n.Attr("output_dtype"); a != nil && a.Int != 0 {
+		elem = DataType(a.Int)
+	}
+	t := c.in(0).Clone()
+	t.Kind, t.Elem = KindTensor, elem
+	return c.out(0, t)
+}
+
+func inferDynamicQuantize(c *inferNode) error {
+	t := c.in(0).Clone()
+	t.Kind, t.Elem = KindTensor, Uint8
+	if err := c.out(0, t); err != nil {
+		return err
+	}
+	if err := c.out(1, TensorType(Float, Shape{})); err != nil {
+		return err
+	}
+	return c.out(2, TensorType(Uint8, Shape{}))
+}
+
+func inferNMS(c *inferNode) error {
+	return c.out(0, TensorType(Int64, Shape{UnknownDim(), DimOf(3)}))
+}
+
+func inferDet(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok || len(in) < 2 {
+		return c.out(0, UnrankedTensor(c.elem(0)))
+	}
+	return c.out(0, TensorType(c.elem(0), in[:len(in)-2].Clone()))
+}
+
+func inferUnique(c *inferNode) error {
+	in, ok := c.shape(0)
+	a := c.n.Attr("axis")
+	y := TensorType(c.elem(0), unknownDims(1))
+	inv := TensorType(Int64, unknownDims(1))
+	if a != nil && ok {
+		ax, err := normAxis(a.Int, len(in))
+		if err != nil {
+			return err
+		}
+		s := in.Clone()
+		s[ax] = UnknownDim()
+		y = TensorType(c.elem(0), s)
+		inv = TensorType(Int64, Shape{in[ax]})
+	} else if ok {
+		inv = TensorType(Int64, Shape{dimsProduct(in)})
+	}
+	for i, t := range []Type{y, TensorType(Int64, unknownDims(1)), inv, TensorType(Int64, unknownDims(1))} {
+		if err := c.out(i, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func inferOptional(c *inferNode) error {
+	var inner Type
+	if c.has(0) {
+		inner = c.in(0).Clone()
+	} else if a := c.n.Attr("type"); a != nil && a.TypeProto != nil {
+		inner = a.TypeProto.Clone()
+	}
+	return c.out(0, Type{Kind: KindOptional, Inner: &inner})
+}
+
+func inferOptionalGet(c *inferNode) error {
+	t := c.in(0)
+	if t.Kind == KindOptional {
+		if t.Inner == nil {
+			return c.out(0, Type{})
+		}
+		return c.out(0, *t.Inner)
+	}
+	return c.out(0, t)
+}
+
+func inferOptionalHas(c *inferNode) error { return c.out(0, TensorType(Bool, Shape{})) }
+
+func seqOf(t Type) Type { return Type{Kind: KindSequence, Inner: &t} }
+
+func inferSeqConstruct(c *inferNode) error {
+	var elem Type
+	for i := 0; i < c.numIn(); i++ {
+		if i == 0 {
+			elem = c.in(0).Clone()
+		} else {
+			elem = unifyTypes(elem, c.in(i))
+		}
+	}
+	return c.out(0, seqOf(elem))
+}
+
+func inferSeqEmpty(c *inferNode) error {
+	elem := DataType(c.n.AttrInt("dtype", int64(Float)))
+	return c.out(0, seqOf(UnrankedTensor(elem)))
+}
+
+func inferSeqInsert(c *inferNode) error {
+	s := c.in(0)
+	if s.Kind != KindSequence || s.Inner == nil {
+		return c.out(0, seqOf(c.in(1)))
+	}
+	return c.out(0, seqOf(unifyTypes(*s.Inner, c.in(1))))
+}
+
+func inferSeqAt(c *inferNode) error {
+	s := c.in(0)
+	if s.Kind != KindSequence || s.Inner == nil {
+		return c.out(0, Type{})
+	}
+	return c.out(0, *s.Inner)
+}
+
+func inferSeqLength(c *inferNode) error { return c.out(0, TensorType(Int64, Shape{})) }
+
+func inferConcatFromSeq(c *inferNode) error {
+	s := c.in(0)
+	if s.Kind != KindSequence || s.Inner == nil || !s.Inner.Ranked {
+		elem := Undefined
+		if s.Inner != nil {
+			elem = s.Inner.Elem
+		}
+		return c.out(0, UnrankedTensor(elem))
+	}
+	in := s.Inner.Shape
+	newAxis := c.n.AttrInt("new_axis", 0) != 0
+	rank := len(in)
+	if newAxis {
+		rank++
+	}
+	ax, err := normAxis(c.n.AttrInt("axis", 0), rank)
+	if err != nil {
+		return err
+	}
+	var out Shape
+	if newAxis {
+		out = append(append(append(Shape{}, in[:ax]...), UnknownDim()), in[ax:]...)
+	} else {
+		out = in.Clone()
+		out[ax] = UnknownDim()
+	}
+	return c.out(0, TensorType(s.Inner.Elem, out))
+}
+
+func inferSplitToSeq(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok {
+		return c.out(0, seqOf(UnrankedTensor(c.elem(0))))
+	}
+	ax, err := normAxis(c.n.AttrInt("axis", 0), len(in))
+	if err != nil {
+		return err
+	}
+	out := in.Clone()
+	if !c.has(1) {
+		if c.n.AttrInt("keepdims", 1) == 0 {
+			out = append(out[:ax:ax], in[ax+1:]...)
+		} else {
+			out[ax] = DimOf(1)
+		}
+	} else if s, ok := c.shape(1); ok && len(s) == 0 {
+		if v, ok := c.ints(1); ok && len(v) == 1 && in[ax].Known() && v[0] > 0 && in[ax].Value%v[0] == 0 {
+			out[ax] = DimOf(v[0])
+		} else {
+			out[ax] = UnknownDim()
+		}
+	} else {
+		out[ax] = UnknownDim()
+	}
+	return c.out(0, seqOf(TensorType(c.elem(0), out)))
+}
+
+func inferRandomLike(c *inferNode) error {
+	t := c.in(0).Clone()
+	if t.Kind == KindUnknown {
+		t.Kind = KindTensor
+	}
+	if a := c.n.Attr("dtype"); a != nil {
+		t.Elem = DataType(a.Int)
+	}
+	return c.out(0, t)
+}
+
+func inferRandom(c *inferNode) error {
+	elem := DataType(c.n.AttrInt("dtype", int64(Float)))
+	s := c.n.AttrInts("shape")
+	return c.out(0, TensorType(elem, ShapeOf(s...)))
+}
+
+func inferMultinomial(c *inferNode) error {
+	in, ok := c.shape(0)
+	elem := DataType(c.n.AttrInt("dtype", int64(Int32)))
+	if !ok || len(in) != 2 {
+		return c.out(0, TensorType(elem, unknownDims(2)))
+	}
+	return c.out(0, TensorType(elem, Shape{in[0], DimOf(c.n.AttrInt("sample_size", 1))}))
+}
+
+func inferWindow(c *inferNode) error {
+	elem := DataType(c.n.AttrInt("output_datatype", int64(Float)))
+	size := UnknownDim()
+	if v, ok := c.ints(0); ok && len(v) == 1 {
+		size = DimOf(v[0])
+	}
+	return c.out(0, TensorType(elem, Shape{size}))
+}
+
+func inferMelWeight(c *inferNode) error {
+	elem := DataType(c.n.AttrInt("output_datatype", int64(Float)))
+	bins, dft := UnknownDim(), UnknownDim()
+	if v, ok := c.ints(0); ok && len(v) == 1 {
+		bins = DimOf(v[0])
+	}
+	if v, ok := c.ints(1); ok && len(v) == 1 {
+		dft = DimOf(v[0]/2 + 1)
+	}
+	return c.out(0, TensorType(elem, Shape{dft, bins}))
+}
+
+func inferTfIdf(c *inferNode) error {
+	in, ok := c.shape(0)
+	var width int64 = -1
+	for _, v := range c.n.AttrInts("ngram_indexes") {
+		if v+1 > width {
+			width = v + 1
+		}
+	}
+	w := DimOf(width)
+	if width < 0 {
+		w = UnknownDim()
+	}
+	if !ok {
+		return c.out(0, UnrankedTensor(Float))
+	}
+	switch len(in) {
+	case 1:
+		return c.out(0, TensorType(Float, Shape{w}))
+	case 2:
+		return c.out(0, TensorType(Float, Shape{in[0], w}))
+	}
+	return fmt.Errorf("input must be 1-D or 2-D, got %v", in)
+}
+
+func inferStringNormalizer(c *inferNode) error {
+	in, ok := c.shape(0)
+	if !ok {
+		return c.out(0, UnrankedTensor(String))
+	}
+	out := in.Clone()
+	if a := c.n.Attr("stopwords"); a != nil && len(a.Strings) > 0 {
+		out[len(out)-1] = UnknownDim()
+	}
+	return c.out(0, TensorType(String, out))
+}
+
+func inferNLLLoss(c *inferNode) error {
+	elem := c.elem(0)
+	if c.n.AttrString("reduction", "mean") == "none" {
+		s, ok := c.shape(1)
+		return c.out(0, tensorOut(elem, s, ok))
+	}
+	return c.out(0, TensorType(elem, Shape{}))
+}
+
+func inferSCELoss(c *inferNode) error {
+	elem := c.elem(0)
+	var err error
+	if c.n.AttrString("reduction", "mean") == "none" {
+		s, ok := c.shape(1)
+		err = c.out(0, tensorOut(elem, s, ok))
+	} else {
+		err = c.out(0, TensorType(elem, Shape{}))
+	}
+	if err != nil {
+		return err
+	}
+	return c.out(1, c.in(0))
+}
+
+// inferOptimizer covers the training-domain optimizers: after the two leading inputs come
+// groups of n tensors each (X, G, then per-optimizer state); outputs are the updated groups
+// listed in outGroups, each shaped like its input group.
+func inferOptimizer(groups int, outGroups []int) inferFunc {
+	return func(c *inferNode) error {
+		n := (c.numIn() - 2) / groups
+		for j := 0; j < len(c.n.Outputs); j++ {
+			g, k := j/max(n, 1), j%max(n, 1)
+			if g >= len(outGroups) {
+				break
+			}
+			if err := c.out(j, c.in(2+outGroups[g]*n+k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}

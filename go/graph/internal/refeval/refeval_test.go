@@ -1,0 +1,72 @@
+package refeval
+
+import (
+	"math"
+	"testing"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func val(dims []int64, data ...float64) *Value {
+	return &Value{DType: graph.Float, Dims: dims, Data: data}
+}
+
+func eval(t *testing.T, n *graph.Node, args ...*Value) *Value {
+	t.Helper()
+	out, err := Eval(n, 17, args)
+	require.NoError(t, err)
+	return out[0]
+}
+
+func TestMatMulBroadcast(t *testing.T) {
+	a := val([]int64{2, 1, 2}, 1, 2, 3, 4)
+	b := val([]int64{2, 1}, 5, 6)
+	got := eval(t, graph.NewNode("m", "MatMul", nil, nil), a, b)
+	assert.Equal(t, []int64{2, 1, 1}, got.Dims)
+	assert.Equal(t, []float64{17, 39}, got.Data)
+}
+
+func TestConvByHand(t *testing.T) {
+	x := val([]int64{1, 1, 3, 3}, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	w := val([]int64{1, 1, 2, 2}, 1, 0, 0, -1)
+	got := eval(t, graph.NewNode("c", "Conv", nil, nil), x, w)
+	assert.Equal(t, []int64{1, 1, 2, 2}, got.Dims)
+	assert.Equal(t, []float64{-4, -4, -4, -4}, got.Data)
+	got = eval(t, graph.NewNode("c", "Conv", nil, nil, graph.IntsAttr("pads", 1, 1, 0, 0), graph.IntsAttr("strides", 2, 2)), x, w)
+	assert.Equal(t, []int64{1, 1, 2, 2}, got.Dims)
+	assert.Equal(t, []float64{-1, -3, -7, -4}, got.Data)
+}
+
+func TestSoftmaxAndLayerNorm(t *testing.T) {
+	got := eval(t, graph.NewNode("s", "Softmax", nil, nil), val([]int64{1, 2}, 0, math.Log(3)))
+	assert.InDelta(t, 0.25, got.Data[0], 1e-7)
+	assert.InDelta(t, 0.75, got.Data[1], 1e-7)
+	ln := eval(t, graph.NewNode("l", "LayerNormalization", nil, nil, graph.FloatAttr("epsilon", 0)),
+		val([]int64{1, 2}, 1, 3), val([]int64{2}, 1, 2), val([]int64{2}, 0, 1))
+	assert.Equal(t, []float64{-1, 3}, ln.Data)
+}
+
+func TestSliceTransposeGather(t *testing.T) {
+	x := val([]int64{2, 3}, 0, 1, 2, 3, 4, 5)
+	i64 := func(v ...float64) *Value { return &Value{DType: graph.Int64, Dims: []int64{int64(len(v))}, Data: v} }
+	got := eval(t, graph.NewNode("s", "Slice", nil, nil), x, i64(-1), i64(-4), i64(1), i64(-2))
+	assert.Equal(t, []int64{2, 2}, got.Dims)
+	assert.Equal(t, []float64{2, 0, 5, 3}, got.Data)
+	got = eval(t, graph.NewNode("t", "Transpose", nil, nil), x)
+	assert.Equal(t, []float64{0, 3, 1, 4, 2, 5}, got.Data)
+	got = eval(t, graph.NewNode("g", "Gather", nil, nil, graph.IntAttr("axis", 1)), x, i64(2, 0))
+	assert.Equal(t, []float64{2, 0, 5, 3}, got.Data)
+}
+
+func TestUnsupportedOpIsAnError(t *testing.T) {
+	_, err := Eval(graph.NewNode("x", "NonMaxSuppression", nil, nil), 17, []*Value{val([]int64{1}, 1)})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not supported")
+}
+
+func TestFloat32Rounding(t *testing.T) {
+	got := eval(t, graph.NewNode("a", "Add", nil, nil), val([]int64{1}, 1), val([]int64{1}, 1e-9))
+	assert.Equal(t, 1.0, got.Data[0], "float tensors hold float32 precision")
+}

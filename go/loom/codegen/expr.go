@@ -1,0 +1,312 @@
+package codegen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/loomrt/loom/go/loom/ir"
+	"github.com/loomrt/loom/go/loom/types"
+)
+
+var cOps = map[int]string{
+	ir.BinAdd: "+", ir.BinSub: "-", ir.BinMul: "*", ir.BinDiv: "/", ir.BinRem: "%",
+	ir.BinAnd: "&", ir.BinOr: "|", ir.BinXor: "^",
+	ir.CmpEq: "==", ir.CmpNe: "!=", ir.CmpLt: "<", ir.CmpLe: "<=", ir.CmpGt: ">", ir.CmpGe: ">=",
+}
+
+var mathFns = map[int]string{
+	ir.UnSqrt: "sqrt", ir.UnExp: "exp", ir.UnLog: "log", ir.UnTanh: "tanh", ir.UnSin: "sin",
+	ir.UnCos: "cos", ir.UnFloor: "floor", ir.UnCeil: "ceil", ir.UnAbs: "fabs",
+}
+
+// expr renders a pure op as a C expression.
+func (e *emitter) expr(op *ir.Op) string {
+	rt := op.Result.Type
+	if vt, ok := rt.(*types.Vector); ok && op.Code != ir.OpReduce {
+		return e.vexpr(op, vt)
+	}
+	b, _ := rt.(*types.Basic)
+	args := make([]string, len(op.Args))
+	for i, a := range op.Args {
+		args[i] = e.val(a)
+	}
+	switch op.Code {
+	case ir.OpBinary:
+		return e.scalarBinary(op.Sub, args[0], args[1], b, op.Args[1])
+	case ir.OpCmp:
+		return "(" + args[0] + " " + cOps[op.Sub] + " " + args[1] + ")"
+	case ir.OpUnary:
+		return e.scalarUnary(op.Sub, args[0], b)
+	case ir.OpCast:
+		return e.convert(args[0], op.Args[0].Basic(), b)
+	case ir.OpSelect:
+		return "(" + args[0] + " ? " + args[1] + " : " + args[2] + ")"
+	case ir.OpFma:
+		fn := "fmaf"
+		if b.Kind() == types.F64 {
+			fn = "fma"
+		}
+		return round(fn+"("+strings.Join(args, ", ")+")", b)
+	case ir.OpReduce:
+		vt := op.Args[0].Type.(*types.Vector)
+		return e.reduce(op.Sub, args[0], vt)
+	case ir.OpInf:
+		return e.floatLit(posInf, b)
+	case ir.OpThreadID:
+		return e.tid[op.Int]
+	case ir.OpBlockID:
+		if e.lang.Host {
+			return fmt.Sprintf("((loom_i64)args->block_id[%d])", op.Int)
+		}
+		return fmt.Sprintf("((loom_i64)blockIdx.%c)", "xyz"[op.Int])
+	case ir.OpBufLen:
+		return "n" + strings.TrimPrefix(args[0], "b")
+	case ir.OpConst:
+		return e.val(op.Result)
+	}
+	e.err = fmt.Errorf("codegen: cannot render %s", op.Name())
+	return "0"
+}
+
+var posInf = func() float64 { var z float64; return 1 / z }()
+
+func (e *emitter) wrap(x string, b *types.Basic) string {
+	if b.IsBool() {
+		return "(" + x + ")"
+	}
+	return "((" + cType(b) + ")(" + x + "))"
+}
+
+// scalarBinary renders x op y with Loom semantics (wrapping, total division, masked shifts).
+func (e *emitter) scalarBinary(sub int, x, y string, b *types.Basic, yv *ir.Value) string {
+	if b.IsFloat() {
+		switch sub {
+		case ir.BinMin:
+			return "(" + y + " < " + x + " ? " + y + " : " + x + ")"
+		case ir.BinMax:
+			return "(" + y + " > " + x + " ? " + y + " : " + x + ")"
+		}
+		return round("("+x+" "+cOps[sub]+" "+y+")", b)
+	}
+	t := cType(b)
+	switch sub {
+	case ir.BinAdd, ir.BinSub, ir.BinMul:
+		if b.IsSigned() && !e.lang.Host && b.Size() >= 4 {
+			u := unsignedOf(b)
+			return fmt.Sprintf("((%s)((%s)%s %s (%s)%s))", t, u, x, cOps[sub], u, y)
+		}
+		return e.wrap(x+" "+cOps[sub]+" "+y, b)
+	case ir.BinAnd, ir.BinOr, ir.BinXor:
+		return e.wrap(x+" "+cOps[sub]+" "+y, b)
+	case ir.BinDiv, ir.BinRem:
+		if c, ok := ir.ConstInt(yv); ok && c != 0 && c != -1 {
+			return e.wrap(x+" "+cOps[sub]+" "+y, b)
+		}
+		name := fmt.Sprintf("loom_%s_%s", map[int]string{ir.BinDiv: "div", ir.BinRem: "rem"}[sub], shortName(b))
+		var body string
+		if sub == ir.BinDiv {
+			if b.IsUnsigned() {
+				body = "return y == 0 ? 0 : (" + t + ")(x / y);"
+			} else {
+				body = fmt.Sprintf("return y == 0 ? 0 : y == -1 ? (%s)(0 - (%s)x) : (%s)(x / y);", t, unsignedOf(b), t)
+			}
+		} else {
+			if b.IsUnsigned() {
+				body = "return y == 0 ? x : (" + t + ")(x % y);"
+			} else {
+				body = "return y == 0 ? x : y == -1 ? 0 : (" + t + ")(x % y);"
+			}
+		}
+		e.helper(name, fmt.Sprintf("static LOOM_INLINE %s %s(%s x, %s y) { %s }\n", t, name, t, t, body))
+		return name + "(" + x + ", " + y + ")"
+	case ir.BinShl, ir.BinShr:
+		mask := b.Bits() - 1
+		u := unsignedOf(b)
+		if sub == ir.BinShl {
+			return fmt.Sprintf("((%s)((%s)%s << ((%s)%s & %d)))", t, u, x, u, y, mask)
+		}
+		return fmt.Sprintf("((%s)(%s >> ((%s)%s & %d)))", t, x, u, y, mask)
+	case ir.BinMin:
+		return "(" + y + " < " + x + " ? " + y + " : " + x + ")"
+	case ir.BinMax:
+		return "(" + y + " > " + x + " ? " + y + " : " + x + ")"
+	case ir.BinCeilDiv:
+		name := "loom_ceil_div_" + shortName(b)
+		body := "return y <= 0 ? 0 : (" + t + ")(x / y + (x % y > 0));"
+		if b.IsUnsigned() {
+			body = "return y == 0 ? 0 : (" + t + ")(x / y + (x % y != 0));"
+		}
+		e.helper(name, fmt.Sprintf("static LOOM_INLINE %s %s(%s x, %s y) { %s }\n", t, name, t, t, body))
+		return name + "(" + x + ", " + y + ")"
+	}
+	e.err = fmt.Errorf("codegen: binary op %s on %s", ir.SubName(sub), b)
+	return "0"
+}
+
+func (e *emitter) scalarUnary(sub int, x string, b *types.Basic) string {
+	if b.IsFloat() {
+		switch sub {
+		case ir.UnNeg:
+			return "(-" + x + ")"
+		}
+		fn := mathFns[sub]
+		if b.Kind() != types.F64 {
+			fn += "f"
+		}
+		return round(fn+"("+x+")", b)
+	}
+	switch sub {
+	case ir.UnNeg:
+		if b.IsSigned() && b.Size() >= 4 {
+			return fmt.Sprintf("((%s)(0 - (%s)%s))", cType(b), unsignedOf(b), x)
+		}
+		return e.wrap("-"+x, b)
+	case ir.UnNot:
+		if b.IsBool() {
+			return "(!" + x + ")"
+		}
+		return e.wrap("~"+x, b)
+	case ir.UnAbs:
+		if b.IsUnsigned() {
+			return x
+		}
+		return fmt.Sprintf("(%s < 0 ? (%s)(0 - (%s)%s) : %s)", x, cType(b), unsignedOf(b), x, x)
+	}
+	e.err = fmt.Errorf("codegen: unary op %s on %s", ir.SubName(sub), b)
+	return "0"
+}
+
+// convert renders a scalar conversion with Loom semantics.
+func (e *emitter) convert(x string, from, to *types.Basic) string {
+	switch {
+	case to.IsBool():
+		return "(" + x + " != 0)"
+	case to.IsFloat():
+		if from.IsFloat() {
+			switch to.Kind() {
+			case types.F16, types.BF16:
+				return round("(float)"+x, to)
+			case types.F32:
+				return "((float)" + x + ")"
+			}
+			return "((double)" + x + ")"
+		}
+		return round("(("+cType(to)+")"+x+")", to)
+	case from.IsFloat():
+		return e.f2i(x, to)
+	}
+	return "((" + cType(to) + ")" + x + ")"
+}
+
+func (e *emitter) f2i(x string, to *types.Basic) string {
+	name := "loom_f2" + shortName(to)
+	t := cType(to)
+	var body string
+	switch to.Kind() {
+	case types.U64:
+		body = "if (!(x > -1.0)) return 0; if (x >= 18446744073709551616.0) return 0xffffffffffffffffULL; return (loom_u64)x;"
+	case types.I64, types.Index:
+		body = "if (x != x) return 0; if (x >= 9223372036854775808.0) return 0x7fffffffffffffffLL; if (x < -9223372036854775808.0) return (-0x7fffffffffffffffLL - 1); return (loom_i64)x;"
+	default:
+		bits := to.Bits()
+		if to.IsUnsigned() {
+			max := uint64(1)<<uint(bits) - 1
+			body = fmt.Sprintf("if (!(x > -1.0)) return 0; if (x >= %d.0) return (%s)%dULL; return (%s)x;", max+1, t, max, t)
+		} else {
+			max := int64(1)<<uint(bits-1) - 1
+			body = fmt.Sprintf("if (x != x) return 0; if (x >= %d.0) return (%s)%dLL; if (x <= %d.0) return (%s)(%dLL); return (%s)x;", max+1, t, max, -max-2, t, -max-1, t)
+		}
+	}
+	e.helper(name, fmt.Sprintf("static LOOM_INLINE %s %s(double x) { %s }\n", t, name, body))
+	return name + "(" + x + ")"
+}
+
+func (e *emitter) reduce(sub int, x string, vt *types.Vector) string {
+	vn := e.vecType(vt)
+	t := cType(vt.Elem)
+	name := fmt.Sprintf("loom_reduce_%s_%s", ir.SubName(sub), vn)
+	var step string
+	switch sub {
+	case ir.BinAdd:
+		step = "r = r + " + e.lane("x", "i") + ";"
+		if !vt.Elem.IsFloat() {
+			step = "r = (" + t + ")(r + " + e.lane("x", "i") + ");"
+		}
+	case ir.BinMax:
+		step = "if (" + e.lane("x", "i") + " > r) r = " + e.lane("x", "i") + ";"
+	case ir.BinMin:
+		step = "if (" + e.lane("x", "i") + " < r) r = " + e.lane("x", "i") + ";"
+	}
+	e.helper(name, fmt.Sprintf("static LOOM_INLINE %s %s(%s x) { %s r = %s; for (int i = 1; i < %d; i++) %s return r; }\n",
+		t, name, vn, t, e.lane("x", "0"), vt.Len, step))
+	return name + "(" + x + ")"
+}
+
+// vexpr renders a vector op. Host C uses GCC vector extensions where their semantics match
+// Loom's and lane loops elsewhere; CUDA uses lane loops throughout.
+func (e *emitter) vexpr(op *ir.Op, vt *types.Vector) string {
+	vn := e.vecType(vt)
+	el := vt.Elem
+	t := cType(el)
+	args := make([]string, len(op.Args))
+	for i, a := range op.Args {
+		args[i] = e.val(a)
+	}
+	native := e.lang.NativeVectors
+	lanes := func(kind string, params []string, laneExpr string) string {
+		name := fmt.Sprintf("loom_v%s_%s", kind, vn)
+		var ps []string
+		for i, p := range params {
+			ps = append(ps, p+" a"+fmt.Sprint(i))
+		}
+		e.helper(name, fmt.Sprintf("static LOOM_INLINE %s %s(%s) { %s r; for (int i = 0; i < %d; i++) %s = %s; return r; }\n",
+			vn, name, strings.Join(ps, ", "), vn, vt.Len, e.lane("r", "i"), laneExpr))
+		return name + "(" + strings.Join(args, ", ") + ")"
+	}
+	a := func(i int) string { return e.lane(fmt.Sprintf("a%d", i), "i") }
+	switch op.Code {
+	case ir.OpSplat:
+		return lanes("splat", []string{t}, "a0")
+	case ir.OpBinary:
+		s := op.Sub
+		if native && (s == ir.BinAdd || s == ir.BinSub || s == ir.BinMul || s == ir.BinAnd || s == ir.BinOr || s == ir.BinXor || (s == ir.BinDiv && el.IsFloat())) {
+			return "(" + args[0] + " " + cOps[s] + " " + args[1] + ")"
+		}
+		lane := e.scalarBinary(s, a(0), a(1), el, op.Args[1])
+		return lanes(ir.SubName(s), []string{vn, vn}, lane)
+	case ir.OpUnary:
+		if native && op.Sub == ir.UnNeg {
+			return "(-" + args[0] + ")"
+		}
+		return lanes(ir.SubName(op.Sub), []string{vn}, e.scalarUnary(op.Sub, a(0), el))
+	case ir.OpCast:
+		from := op.Args[0].Type.(*types.Vector)
+		fn := e.vecType(from)
+		if native && !(from.Elem.IsFloat() && !el.IsFloat()) {
+			return "__builtin_convertvector(" + args[0] + ", " + vn + ")"
+		}
+		name := fmt.Sprintf("loom_vcvt_%s_%s", fn, vn)
+		e.helper(name, fmt.Sprintf("static LOOM_INLINE %s %s(%s a0) { %s r; for (int i = 0; i < %d; i++) %s = %s; return r; }\n",
+			vn, name, fn, vn, vt.Len, e.lane("r", "i"), e.convert(e.lane("a0", "i"), from.Elem, el)))
+		return name + "(" + args[0] + ")"
+	case ir.OpSelect:
+		if native {
+			return "(" + args[0] + " ? " + args[1] + " : " + args[2] + ")"
+		}
+		return "(" + args[0] + " ? " + args[1] + " : " + args[2] + ")"
+	case ir.OpFma:
+		if native {
+			// -ffp-contract=fast fuses this into one instruction on FMA targets.
+			return "(" + args[0] + " * " + args[1] + " + " + args[2] + ")"
+		}
+		fn := "fmaf"
+		if el.Kind() == types.F64 {
+			fn = "fma"
+		}
+		return lanes("fma", []string{vn, vn, vn}, fn+"("+a(0)+", "+a(1)+", "+a(2)+")")
+	case ir.OpConst:
+		return e.val(op.Result)
+	}
+	e.err = fmt.Errorf("codegen: cannot render vector op %s", op.Name())
+	return "0"
+}

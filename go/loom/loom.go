@@ -1,0 +1,342 @@
+package loom
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// CompilerVersion identifies the code this compiler generates; it is part of every cache key
+// and changes whenever generated code may change.
+const CompilerVersion = "loom-0.1.0"
+
+// Config configures a Compiler. The zero Config works: it caches under LOOM_CACHE_DIR (or the
+// user cache directory's loom/), uses $CC (or gcc) and compiles up to GOMAXPROCS kernels at once.
+type Config struct {
+	// CacheDir holds compiled artifacts. Empty: $LOOM_CACHE_DIR, else os.UserCacheDir()/loom.
+	CacheDir string
+	// NoCache disables the on-disk cache: artifacts live in a private directory removed by Close.
+	NoCache bool
+	// CC is the C compiler for host targets. Empty: $CC, else "gcc".
+	CC string
+	// Parallelism bounds concurrent compilations in CompileBatch. Zero: GOMAXPROCS.
+	Parallelism int
+}
+
+// Specialization selects a kernel in a source file and binds its specialization constants.
+// Keys hold only [A-Za-z0-9._-]; values are spelled as in source (256, f16, true, 0.5).
+type Specialization struct {
+	Symbol string
+	Config map[string]string
+}
+
+// KernelSource is a kernel to compile: the file's name (for positions and messages), its text
+// and the specialization.
+type KernelSource struct {
+	Name           string
+	Source         []byte
+	Specialization Specialization
+}
+
+// CacheStats counts cache outcomes since the Compiler was created.
+type CacheStats struct {
+	Hits    int64 // artifacts served from disk
+	Misses  int64 // artifacts compiled (no entry, or a corrupt one)
+	Corrupt int64 // entries that failed verification and were recompiled
+}
+
+// Compiler compiles kernels. It is safe for concurrent use; Close releases its private files.
+type Compiler struct {
+	cfg Config
+
+	initOnce sync.Once
+	initErr  error
+	cacheDir string
+	private  string // NoCache: private directory removed by Close
+	cc       string
+	ccID     string
+
+	mu       sync.Mutex
+	inflight map[string]*flight
+	closed   bool
+
+	hits, misses, corrupt atomic.Int64
+}
+
+type flight struct {
+	done chan struct{}
+	art  *Artifact
+	err  error
+}
+
+// NewCompiler returns a Compiler for cfg.
+func NewCompiler(cfg Config) *Compiler {
+	return &Compiler{cfg: cfg, inflight: map[string]*flight{}}
+}
+
+// ErrClosed is returned by a Compiler after Close.
+var ErrClosed = errors.New("loom: compiler closed")
+
+// Close removes the compiler's private files (NoCache). Artifacts that point into them become
+// unusable. Close is idempotent.
+func (c *Compiler) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	if c.private != "" {
+		return os.RemoveAll(c.private)
+	}
+	return nil
+}
+
+// Stats returns the cache counters.
+func (c *Compiler) Stats() CacheStats {
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Corrupt: c.corrupt.Load()}
+}
+
+// CacheDir returns the directory artifacts are cached in (after the first compilation).
+func (c *Compiler) CacheDir() string {
+	c.init()
+	return c.cacheDir
+}
+
+func (c *Compiler) init() error {
+	c.initOnce.Do(func() {
+		c.cc = c.cfg.CC
+		if c.cc == "" {
+			c.cc = os.Getenv("CC")
+		}
+		if c.cc == "" {
+			c.cc = "gcc"
+		}
+		if c.cfg.NoCache {
+			dir, err := os.MkdirTemp("", "loom-private-")
+			if err != nil {
+				c.initErr = fmt.Errorf("loom: private directory: %w", err)
+				return
+			}
+			c.private = dir
+			c.cacheDir = dir
+			return
+		}
+		dir := c.cfg.CacheDir
+		if dir == "" {
+			dir = os.Getenv("LOOM_CACHE_DIR")
+		}
+		if dir == "" {
+			base, err := os.UserCacheDir()
+			if err != nil {
+				c.initErr = fmt.Errorf("loom: no cache directory (set LOOM_CACHE_DIR): %w", err)
+				return
+			}
+			dir = filepath.Join(base, "loom")
+		}
+		c.cacheDir = dir
+	})
+	return c.initErr
+}
+
+// ccIdentity returns the C compiler's version line (part of host cache keys), found once.
+func (c *Compiler) ccIdentity(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	id := c.ccID
+	c.mu.Unlock()
+	if id != "" {
+		return id, nil
+	}
+	out, err := exec.CommandContext(ctx, c.cc, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("loom: C compiler %q: %w", c.cc, err)
+	}
+	id = strings.SplitN(string(out), "\n", 2)[0]
+	c.mu.Lock()
+	c.ccID = id
+	c.mu.Unlock()
+	return id, nil
+}
+
+// Compile compiles one kernel for target.
+func (c *Compiler) Compile(src KernelSource, target Target) (*Artifact, error) {
+	return c.CompileContext(context.Background(), src, target)
+}
+
+// CompileContext is Compile with a context that bounds the C compiler's run.
+func (c *Compiler) CompileContext(ctx context.Context, src KernelSource, target Target) (*Artifact, error) {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if err := c.init(); err != nil {
+		return nil, err
+	}
+	if target.Kind != TargetHost && target.Kind != TargetCUDA {
+		return nil, fmt.Errorf("loom: invalid target %v", target)
+	}
+	if _, err := ParseTarget(target.String()); err != nil {
+		return nil, fmt.Errorf("loom: %w", err)
+	}
+	symbol, err := resolveSymbol(src)
+	if err != nil {
+		return nil, err
+	}
+	src.Specialization.Symbol = symbol
+	key, err := c.key(ctx, src, target)
+	if err != nil {
+		return nil, err
+	}
+	// One compilation per key at a time in this process.
+	c.mu.Lock()
+	if f, ok := c.inflight[key]; ok {
+		c.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.art, f.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	c.inflight[key] = f
+	c.mu.Unlock()
+	f.art, f.err = c.compileKey(ctx, src, target, key)
+	c.mu.Lock()
+	delete(c.inflight, key)
+	c.mu.Unlock()
+	close(f.done)
+	return f.art, f.err
+}
+
+func (c *Compiler) compileKey(ctx context.Context, src KernelSource, target Target, key string) (*Artifact, error) {
+	if art, status := c.lookup(key, target); status == cacheHit {
+		c.hits.Add(1)
+		return art, nil
+	} else if status == cacheCorrupt {
+		c.corrupt.Add(1)
+	}
+	c.misses.Add(1)
+	fe, err := frontend(src, target, nil)
+	if err != nil {
+		return nil, err
+	}
+	art := fe.artifact(key, target)
+	if target.Kind == TargetHost {
+		so, err := c.buildSharedObject(ctx, fe.source, target, key)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.publish(art, so); err != nil {
+			return nil, err
+		}
+	} else if err := c.publish(art, nil); err != nil {
+		return nil, err
+	}
+	return art, nil
+}
+
+// key derives the content address of a compilation.
+func (c *Compiler) key(ctx context.Context, src KernelSource, target Target) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "version=%s\n", CompilerVersion)
+	sum := sha256.Sum256(src.Source)
+	fmt.Fprintf(h, "source=%x\n", sum)
+	fmt.Fprintf(h, "symbol=%s\n", src.Specialization.Symbol)
+	fmt.Fprintf(h, "target=%s\n", target)
+	keys := make([]string, 0, len(src.Specialization.Config))
+	for k := range src.Specialization.Config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(h, "spec %q=%q\n", k, src.Specialization.Config[k])
+	}
+	if target.Kind == TargetHost {
+		id, err := c.ccIdentity(ctx)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "cc=%s\nflags=%s\n", id, strings.Join(cflags(target), " "))
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func cflags(t Target) []string {
+	f := []string{"-O3", "-std=gnu11", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-ffp-contract=fast", "-fvisibility=hidden"}
+	return append(f, t.hostFlags()...)
+}
+
+// buildSharedObject compiles C source into a shared object and returns its bytes.
+func (c *Compiler) buildSharedObject(ctx context.Context, source string, target Target, key string) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "loom-cc-")
+	if err != nil {
+		return nil, fmt.Errorf("loom: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	cfile := filepath.Join(dir, "kernel.c")
+	sofile := filepath.Join(dir, "kernel.so")
+	if err := os.WriteFile(cfile, []byte(source), 0o644); err != nil {
+		return nil, fmt.Errorf("loom: %w", err)
+	}
+	args := append(cflags(target), "-o", sofile, cfile, "-lm")
+	cmd := exec.CommandContext(ctx, c.cc, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("loom: %s failed for %s: %v\n%s", c.cc, key[:12], err, out)
+	}
+	return os.ReadFile(sofile)
+}
+
+// Request is one compilation of a batch.
+type Request struct {
+	Source KernelSource
+	Target Target
+}
+
+// Result is the outcome of one Request.
+type Result struct {
+	Artifact *Artifact
+	Err      error
+}
+
+// CompileBatch compiles requests concurrently (at most Config.Parallelism at a time) and returns
+// the results in request order.
+func (c *Compiler) CompileBatch(ctx context.Context, reqs []Request) []Result {
+	n := c.cfg.Parallelism
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	out := make([]Result, len(reqs))
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i := range reqs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				out[i].Err = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			out[i].Artifact, out[i].Err = c.CompileContext(ctx, reqs[i].Source, reqs[i].Target)
+		}(i)
+	}
+	wg.Wait()
+	return out
+}

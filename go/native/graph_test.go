@@ -1,0 +1,204 @@
+package native_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/native"
+)
+
+// chainGraph is a 100-node graph over n-element vectors: ten independent chains, each a fill
+// of its accumulator and eight axpy steps (acc += alpha * x), then an empty join node and nine
+// adds that sum the accumulators into total. It mirrors nativedemo's graph.
+type chainGraph struct {
+	graph  *native.Graph
+	alphas [10][8]uint32
+	// axpyNodes[c][j] is the node of chain c's j-th axpy step.
+	axpyNodes [10][8]native.GraphNode
+	x, total  *native.Buffer
+	accs      [10]*native.Buffer
+}
+
+func buildChainGraph(t testing.TB, r *rand.Rand, dev *native.Device, m *native.Module, n int) *chainGraph {
+	t.Helper()
+	axpy, add := kernel(t, m, "axpy_u32"), kernel(t, m, "add_u32")
+	cg := &chainGraph{}
+	// Buffers first: cleanups run last-in first-out, and the graph must go before them.
+	cg.x = alloc(t, dev, native.DeviceMemory, uint64(4*n))
+	cg.total = alloc(t, dev, native.DeviceMemory, uint64(4*n))
+	for c := range cg.accs {
+		cg.accs[c] = alloc(t, dev, native.DeviceMemory, uint64(4*n))
+	}
+	g, err := dev.NewGraph()
+	require.NoError(t, err)
+	closeLater(t, g)
+	cg.graph = g
+	var ends []native.GraphNode
+	for c := range cg.accs {
+		prev, err := g.AddFill(cg.accs[c], 0, uint64(4*n), 0)
+		require.NoError(t, err)
+		for j := range cg.alphas[c] {
+			cg.alphas[c][j] = r.Uint32()
+			prev, err = g.AddKernel(axpy, axpyParams(cg.x, cg.accs[c], cg.alphas[c][j], n), prev)
+			require.NoError(t, err)
+			cg.axpyNodes[c][j] = prev
+		}
+		ends = append(ends, prev)
+	}
+	join, err := g.AddEmpty(ends...)
+	require.NoError(t, err)
+	prev, err := g.AddKernel(add, addParams(cg.accs[0], cg.accs[1], cg.total, n), join)
+	require.NoError(t, err)
+	for c := 2; c < 10; c++ {
+		prev, err = g.AddKernel(add, addParams(cg.total, cg.accs[c], cg.total, n), prev)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 100, g.NodeCount())
+	return cg
+}
+
+// want is the graph's result for input x, computed in Go.
+func (cg *chainGraph) want(x []uint32) []uint32 {
+	out := make([]uint32, len(x))
+	for i, v := range x {
+		for c := range cg.alphas {
+			for _, a := range cg.alphas[c] {
+				out[i] += a * v
+			}
+		}
+	}
+	return out
+}
+
+func TestGraphOf100NodesMatchesGo(t *testing.T) {
+	r := newRand(t)
+	dev := openHost(t)
+	m := kernels(t, dev)
+	s := newStream(t, dev)
+	n := 1 + r.IntN(700)
+	cg := buildChainGraph(t, r, dev, m, n)
+	exec, err := cg.graph.Instantiate()
+	require.NoError(t, err)
+	closeLater(t, exec)
+	// The exec is independent of the graph.
+	require.NoError(t, cg.graph.Close())
+
+	for round := 0; round < 3; round++ {
+		x := randomU32(r, n)
+		require.NoError(t, s.Upload(cg.x, 0, u32Bytes(x)))
+		require.NoError(t, exec.Launch(s))
+		require.Equal(t, cg.want(x), bytesU32(download(t, s, cg.total)), "round %d", round)
+	}
+
+	// Replace one axpy step's alpha; later launches use it.
+	cg.alphas[3][5] = r.Uint32()
+	require.NoError(t, exec.UpdateKernelNode(cg.axpyNodes[3][5], axpyParams(cg.x, cg.accs[3], cg.alphas[3][5], n)))
+	x := randomU32(r, n)
+	require.NoError(t, s.Upload(cg.x, 0, u32Bytes(x)))
+	require.NoError(t, exec.Launch(s))
+	require.Equal(t, cg.want(x), bytesU32(download(t, s, cg.total)))
+}
+
+func TestGraphCopyFillEmptyNodes(t *testing.T) {
+	r := newRand(t)
+	dev := openHost(t)
+	s := newStream(t, dev)
+	a := alloc(t, dev, native.DeviceMemory, 64)
+	b := alloc(t, dev, native.DeviceMemory, 64)
+	v := byte(1 + r.IntN(255))
+	g, err := dev.NewGraph()
+	require.NoError(t, err)
+	closeLater(t, g)
+	fillA, err := g.AddFill(a, 0, 64, v)
+	require.NoError(t, err)
+	fillB, err := g.AddFill(b, 0, 64, 0)
+	require.NoError(t, err)
+	join, err := g.AddEmpty(fillA, fillB)
+	require.NoError(t, err)
+	_, err = g.AddCopy(b, 8, a, 0, 16, join)
+	require.NoError(t, err)
+	_, err = g.AddEmpty(native.GraphNode(99))
+	require.ErrorIs(t, err, native.ErrInvalidArgument, "a dependency on a node that does not exist")
+	exec, err := g.Instantiate()
+	require.NoError(t, err)
+	closeLater(t, exec)
+	require.NoError(t, exec.Launch(s))
+	want := make([]byte, 64)
+	for i := 8; i < 24; i++ {
+		want[i] = v
+	}
+	require.Equal(t, want, download(t, s, b))
+
+	// The graph and the exec keep the buffers they use open.
+	err = a.Close()
+	require.ErrorIs(t, err, native.ErrInUse)
+	assert.Contains(t, err.Error(), g.String())
+	assert.Contains(t, err.Error(), exec.String())
+}
+
+func TestStreamCaptureRecordsAGraph(t *testing.T) {
+	r := newRand(t)
+	dev := openHost(t)
+	m := kernels(t, dev)
+	axpy := kernel(t, m, "axpy_u32")
+	s := newStream(t, dev)
+	n := 1 + r.IntN(1000)
+	x := alloc(t, dev, native.DeviceMemory, uint64(4*n))
+	y := alloc(t, dev, native.DeviceMemory, uint64(4*n))
+	alphas := randomU32(r, 5)
+
+	require.NoError(t, s.BeginCapture())
+	assert.True(t, s.IsCapturing())
+	require.NoError(t, s.Fill(y, 0, uint64(4*n), 0))
+	for _, a := range alphas {
+		require.NoError(t, s.Launch(axpy, axpyParams(x, y, a, n)))
+	}
+	// What captured work uses cannot be closed mid-capture.
+	require.ErrorIs(t, y.Close(), native.ErrInUse)
+	g, err := s.EndCapture()
+	require.NoError(t, err)
+	closeLater(t, g)
+	assert.False(t, s.IsCapturing())
+	assert.Equal(t, 1+len(alphas), g.NodeCount())
+	exec, err := g.Instantiate()
+	require.NoError(t, err)
+	closeLater(t, exec)
+
+	for round := 0; round < 2; round++ {
+		xv := randomU32(r, n)
+		require.NoError(t, s.Upload(x, 0, u32Bytes(xv)))
+		require.NoError(t, exec.Launch(s))
+		got := bytesU32(download(t, s, y))
+		for i := range xv {
+			var want uint32
+			for _, a := range alphas {
+				want += a * xv[i]
+			}
+			require.Equal(t, want, got[i])
+		}
+	}
+}
+
+func TestCaptureRefusesHostCopies(t *testing.T) {
+	dev := openHost(t)
+	s := newStream(t, dev)
+	b, err := dev.Alloc(native.DeviceMemory, 16)
+	require.NoError(t, err)
+	require.NoError(t, s.BeginCapture())
+	require.ErrorIs(t, s.BeginCapture(), native.ErrCapture)
+	require.NoError(t, s.Fill(b, 0, 16, 1))
+	err = s.Upload(b, 0, make([]byte, 16))
+	require.ErrorIs(t, err, native.ErrCapture)
+	assert.Contains(t, err.Error(), "not allowed during stream capture")
+	_, err = s.EndCapture()
+	require.ErrorIs(t, err, native.ErrCapture, "the capture was invalidated")
+	_, err = s.EndCapture()
+	require.ErrorIs(t, err, native.ErrCapture, "no capture to end")
+	// Usable again, and the failed capture let go of the buffer.
+	require.NoError(t, s.Fill(b, 0, 16, 1))
+	require.NoError(t, s.Synchronize())
+	require.NoError(t, b.Close())
+}

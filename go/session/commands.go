@@ -1,0 +1,314 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/loomrt/loom/go/native"
+)
+
+// Command is one step of a recording: a Dispatch, a Fill or a Copy.
+type Command interface{ command() }
+
+// Dispatch launches a kernel. Args are the device function's scalar arguments as raw bits
+// (math.Float32bits for f32, two's complement for signed integers), one per scalar parameter;
+// Workload is the launch program's arguments, also as bits, from which LaunchConfig computes
+// the shape; Bindings bind the kernel's buffer parameters, in order, to regions with the
+// access the dispatch declares.
+type Dispatch struct {
+	Kernel   KernelID
+	Args     []uint64
+	Workload []uint64
+	Bindings []Binding
+}
+
+// Fill sets every byte of Region to Byte.
+type Fill struct {
+	Region Region
+	Byte   byte
+}
+
+// Copy copies Src to Dst, which must have the same length and must not overlap.
+type Copy struct {
+	Src, Dst Region
+}
+
+func (Dispatch) command() {}
+func (Fill) command()     {}
+func (Copy) command()     {}
+
+// allocation is one buffer of a session (or of a prepared slot, which mirrors the session's
+// allocations at the same indices).
+type allocation struct {
+	index  int
+	buf    *native.Buffer
+	bytes  uint64
+	kind   native.MemoryKind
+	weight bool // immutable: written once by Weight, never by commands
+}
+
+func (a *allocation) hostVisible() bool { return a.kind == native.SharedMemory }
+
+type commandKind uint8
+
+const (
+	dispatchCommand commandKind = iota
+	fillCommand
+	copyCommand
+)
+
+// preparedCommand is a validated command with every address resolved: what a graph node and
+// a direct submission are built from.
+type preparedCommand struct {
+	kind   commandKind
+	desc   string
+	kernel *native.Kernel
+	params native.LaunchParams
+	dst    *native.Buffer
+	src    *native.Buffer
+	dstOff uint64
+	srcOff uint64
+	bytes  uint64
+	value  byte
+	uses   []byteUse
+}
+
+// memoryMap resolves regions and kernel ids for one owner: a session, or a slot of a prepared
+// definition (whose allocation i is its private copy of the session's allocation i).
+type memoryMap struct {
+	owner   *owner
+	alloc   func(i int) *allocation
+	count   int
+	kernels []*kernelEntry
+}
+
+// region checks that r belongs to the map's owner and lies inside its allocation.
+func (m *memoryMap) region(op, what string, r Region) (*allocation, error) {
+	if r.owner == nil {
+		return nil, newError(op, ErrInvalidArgument, "%s is the zero Region", what)
+	}
+	if r.owner != m.owner {
+		return nil, newError(op, ErrInvalidArgument, "%s (%s) belongs to another session", what, r)
+	}
+	if r.alloc < 0 || r.alloc >= m.count {
+		return nil, newError(op, ErrInvalidArgument, "%s (%s) names no allocation of this session", what, r)
+	}
+	a := m.alloc(r.alloc)
+	if a == nil {
+		return nil, newError(op, ErrInvalidArgument, "%s (%s) is not available here", what, r)
+	}
+	if r.offset > a.bytes || r.bytes > a.bytes-r.offset {
+		return nil, newError(op, ErrInvalidArgument, "%s (%s) lies outside its allocation of %d bytes", what, r, a.bytes)
+	}
+	return a, nil
+}
+
+func (m *memoryMap) kernel(op, what string, id KernelID) (*kernelEntry, error) {
+	if id.owner == nil {
+		return nil, newError(op, ErrInvalidArgument, "%s is the zero KernelID", what)
+	}
+	if id.owner != m.owner || id.index < 0 || id.index >= len(m.kernels) {
+		return nil, newError(op, ErrInvalidArgument, "%s (%s) belongs to another session", what, id)
+	}
+	return m.kernels[id.index], nil
+}
+
+func reads(a Access) bool { return a == AccessRead || a == AccessReadWrite }
+
+// prepare validates commands and resolves them against m.
+func (m *memoryMap) prepare(op string, commands []Command) ([]preparedCommand, error) {
+	out := make([]preparedCommand, len(commands))
+	for i, c := range commands {
+		p, err := m.prepareOne(op, c)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				e.Message = fmt.Sprintf("command %d: %s", i, e.Message)
+				return nil, e
+			}
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+func (m *memoryMap) prepareOne(op string, c Command) (preparedCommand, error) {
+	switch c := c.(type) {
+	case Dispatch:
+		return m.prepareDispatch(op, c)
+	case *Dispatch:
+		if c == nil {
+			return preparedCommand{}, newError(op, ErrInvalidArgument, "nil *Dispatch")
+		}
+		return m.prepareDispatch(op, *c)
+	case Fill:
+		return m.prepareFill(op, c)
+	case *Fill:
+		if c == nil {
+			return preparedCommand{}, newError(op, ErrInvalidArgument, "nil *Fill")
+		}
+		return m.prepareFill(op, *c)
+	case Copy:
+		return m.prepareCopy(op, c)
+	case *Copy:
+		if c == nil {
+			return preparedCommand{}, newError(op, ErrInvalidArgument, "nil *Copy")
+		}
+		return m.prepareCopy(op, *c)
+	case nil:
+		return preparedCommand{}, newError(op, ErrInvalidArgument, "nil command")
+	}
+	return preparedCommand{}, newError(op, ErrInvalidArgument, "unknown command type %T", c)
+}
+
+func (m *memoryMap) prepareDispatch(op string, d Dispatch) (preparedCommand, error) {
+	k, err := m.kernel(op, "the dispatch's kernel", d.Kernel)
+	if err != nil {
+		return preparedCommand{}, err
+	}
+	sig := &k.sig
+	p := preparedCommand{kind: dispatchCommand, kernel: k.kernel, desc: "dispatch of " + sig.Name}
+	if len(d.Bindings) != len(sig.Buffers) {
+		return p, newError(op, ErrInvalidArgument, "kernel %q has %d buffer parameters, the dispatch binds %d", sig.Name, len(sig.Buffers), len(d.Bindings))
+	}
+	scalars, err := sig.packScalars(op, d.Args)
+	if err != nil {
+		return p, err
+	}
+	cfg, err := sig.launchConfig(op, d.Workload)
+	if err != nil {
+		return p, err
+	}
+	p.params = native.LaunchParams{
+		Grid:        cfg.Grid,
+		Block:       cfg.Block,
+		SharedBytes: cfg.SharedBytes,
+		Buffers:     make([]native.Binding, len(d.Bindings)),
+		Scalars:     scalars,
+	}
+	for i, b := range d.Bindings {
+		param := sig.Buffers[i]
+		what := fmt.Sprintf("binding %d (%s) of kernel %q", i, param.Name, sig.Name)
+		if !b.Access.valid() {
+			return p, newError(op, ErrInvalidArgument, "%s has no valid access; use Region.Read, Write or ReadWrite", what)
+		}
+		if (reads(param.Access) && !reads(b.Access)) || (param.Access.writes() && !b.Access.writes()) {
+			return p, newError(op, ErrInvalidArgument, "%s is declared %s by the kernel but bound for %s", what, param.Access, b.Access)
+		}
+		a, err := m.region(op, what, b.Region)
+		if err != nil {
+			return p, err
+		}
+		if b.Region.bytes == 0 {
+			return p, newError(op, ErrInvalidArgument, "%s is bound to an empty region", what)
+		}
+		if b.Access.writes() && a.weight {
+			return p, newError(op, ErrImmutable, "%s writes %s, which is a weight", what, b.Region)
+		}
+		p.params.Buffers[i] = native.Binding{Buffer: a.buf, Offset: b.Region.offset}
+		p.uses = append(p.uses, byteUse{alloc: a.index, start: b.Region.offset, end: b.Region.end(), access: b.Access})
+	}
+	return p, nil
+}
+
+func (m *memoryMap) prepareFill(op string, f Fill) (preparedCommand, error) {
+	a, err := m.region(op, "the fill's region", f.Region)
+	if err != nil {
+		return preparedCommand{}, err
+	}
+	if a.weight {
+		return preparedCommand{}, newError(op, ErrImmutable, "the fill's region (%s) is a weight", f.Region)
+	}
+	return preparedCommand{
+		kind: fillCommand, desc: fmt.Sprintf("fill of %s", f.Region),
+		dst: a.buf, dstOff: f.Region.offset, bytes: f.Region.bytes, value: f.Byte,
+		uses: []byteUse{{alloc: a.index, start: f.Region.offset, end: f.Region.end(), access: AccessWrite}},
+	}, nil
+}
+
+func (m *memoryMap) prepareCopy(op string, c Copy) (preparedCommand, error) {
+	src, err := m.region(op, "the copy's source", c.Src)
+	if err != nil {
+		return preparedCommand{}, err
+	}
+	dst, err := m.region(op, "the copy's destination", c.Dst)
+	if err != nil {
+		return preparedCommand{}, err
+	}
+	if c.Src.bytes != c.Dst.bytes {
+		return preparedCommand{}, newError(op, ErrInvalidArgument, "the copy's source (%s) and destination (%s) differ in length", c.Src, c.Dst)
+	}
+	if c.Src.overlaps(c.Dst) {
+		return preparedCommand{}, newError(op, ErrInvalidArgument, "the copy's source (%s) and destination (%s) overlap", c.Src, c.Dst)
+	}
+	if dst.weight {
+		return preparedCommand{}, newError(op, ErrImmutable, "the copy's destination (%s) is a weight", c.Dst)
+	}
+	return preparedCommand{
+		kind: copyCommand, desc: fmt.Sprintf("copy of %s to %s", c.Src, c.Dst),
+		dst: dst.buf, dstOff: c.Dst.offset, src: src.buf, srcOff: c.Src.offset, bytes: c.Src.bytes,
+		uses: []byteUse{
+			{alloc: src.index, start: c.Src.offset, end: c.Src.end(), access: AccessRead},
+			{alloc: dst.index, start: c.Dst.offset, end: c.Dst.end(), access: AccessWrite},
+		},
+	}, nil
+}
+
+// enqueue submits the command on s.
+func (p *preparedCommand) enqueue(s *native.Stream) error {
+	switch p.kind {
+	case dispatchCommand:
+		return s.Launch(p.kernel, p.params)
+	case fillCommand:
+		return s.Fill(p.dst, p.dstOff, p.bytes, p.value)
+	default:
+		return s.Copy(p.dst, p.dstOff, p.src, p.srcOff, p.bytes)
+	}
+}
+
+// addNode adds the command to g after deps.
+func (p *preparedCommand) addNode(g *native.Graph, deps []native.GraphNode) (native.GraphNode, error) {
+	switch p.kind {
+	case dispatchCommand:
+		return g.AddKernel(p.kernel, p.params, deps...)
+	case fillCommand:
+		return g.AddFill(p.dst, p.dstOff, p.bytes, p.value, deps...)
+	default:
+		return g.AddCopy(p.dst, p.dstOff, p.src, p.srcOff, p.bytes, deps...)
+	}
+}
+
+// edgeFilter, when a test sets one, may change a node's inferred edges before the graph is
+// built: the property tests drop edges with it to show that a missing edge is caught.
+type edgeFilter func(node int, deps []int) []int
+
+// buildGraph builds and instantiates the graph of commands with the edges inferred from their
+// declared uses (filtered by filter when not nil).
+func buildGraph(dev *native.Device, commands []preparedCommand, filter edgeFilter) (*native.GraphExec, error) {
+	tracker := newDependencyTracker()
+	g, err := dev.NewGraph()
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	var deps []native.GraphNode
+	for i := range commands {
+		edges := tracker.add(i, commands[i].uses)
+		if filter != nil {
+			edges = filter(i, edges)
+		}
+		deps = deps[:0]
+		for _, e := range edges {
+			deps = append(deps, native.GraphNode(e))
+		}
+		n, err := commands[i].addNode(g, deps)
+		if err != nil {
+			return nil, fmt.Errorf("command %d (%s): %w", i, commands[i].desc, err)
+		}
+		if int(n) != i {
+			return nil, fmt.Errorf("graph node %d was created for command %d", n, i)
+		}
+	}
+	return g.Instantiate()
+}

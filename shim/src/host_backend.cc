@@ -1,0 +1,828 @@
+// host_backend.cc: the CPU backend. Streams are worker threads draining FIFO queues; kernel grids
+// and graph nodes run on a worker pool owned by the device; memory is 64-byte aligned host memory.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <thread>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "backend.h"
+
+namespace loom {
+namespace host {
+
+constexpr uint64_t kAlignment = 64;
+constexpr uint32_t kMaxWorkers = 1024;
+
+void* AlignedAlloc(uint64_t bytes) {
+  uint64_t rounded = (bytes + kAlignment - 1) & ~(kAlignment - 1);
+  void* pointer = nullptr;
+  if (rounded < bytes || posix_memalign(&pointer, kAlignment, rounded) != 0) return nullptr;
+  return pointer;
+}
+
+// ---------------------------------------------------------------- target and props
+
+#if defined(__x86_64__)
+uint64_t ReadXcr0() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+#endif
+
+// The x86-64 psABI microarchitecture level (v2, v3, v4) of this CPU, from cpuid and from what
+// the OS saves (XCR0): the levels need every listed feature.
+std::string DetectTarget() {
+#if defined(__x86_64__)
+  unsigned a, b, c, d;
+  unsigned max_leaf = __get_cpuid_max(0, nullptr);
+  if (max_leaf < 1) return "host-x86_64-v1";
+  __cpuid(1, a, b, c, d);
+  auto bit = [](unsigned reg, int n) { return (reg >> n) & 1u; };
+  bool sse3 = bit(c, 0), ssse3 = bit(c, 9), fma = bit(c, 12), cx16 = bit(c, 13);
+  bool sse41 = bit(c, 19), sse42 = bit(c, 20), movbe = bit(c, 22), popcnt = bit(c, 23);
+  bool osxsave = bit(c, 27), avx = bit(c, 28), f16c = bit(c, 29);
+  bool lahf = false, lzcnt = false;
+  if (__get_cpuid(0x80000001u, &a, &b, &c, &d)) {
+    lahf = bit(c, 0);
+    lzcnt = bit(c, 5);
+  }
+  bool avx2 = false, bmi1 = false, bmi2 = false;
+  bool avx512f = false, avx512dq = false, avx512cd = false, avx512bw = false, avx512vl = false;
+  if (max_leaf >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    bmi1 = bit(b, 3);
+    avx2 = bit(b, 5);
+    bmi2 = bit(b, 8);
+    avx512f = bit(b, 16);
+    avx512dq = bit(b, 17);
+    avx512cd = bit(b, 28);
+    avx512bw = bit(b, 30);
+    avx512vl = bit(b, 31);
+  }
+  uint64_t xcr0 = osxsave ? ReadXcr0() : 0;
+  bool os_ymm = (xcr0 & 0x6) == 0x6;    // SSE and AVX state
+  bool os_zmm = (xcr0 & 0xe6) == 0xe6;  // plus opmask and the upper ZMM registers
+  bool v2 = cx16 && lahf && popcnt && sse3 && sse41 && sse42 && ssse3;
+  bool v3 = v2 && avx && avx2 && bmi1 && bmi2 && f16c && fma && lzcnt && movbe && osxsave && os_ymm;
+  bool v4 = v3 && avx512f && avx512bw && avx512cd && avx512dq && avx512vl && os_zmm;
+  return v4 ? "host-x86_64-v4" : v3 ? "host-x86_64-v3" : v2 ? "host-x86_64-v2" : "host-x86_64-v1";
+#elif defined(__aarch64__)
+  return "host-aarch64-v8";
+#else
+  return "host-unknown";
+#endif
+}
+
+std::string CpuName() {
+#if defined(__x86_64__)
+  unsigned regs[12];
+  if (__get_cpuid_max(0x80000000u, nullptr) >= 0x80000004u) {
+    for (unsigned i = 0; i < 3; i++) {
+      __get_cpuid(0x80000002u + i, &regs[4 * i], &regs[4 * i + 1], &regs[4 * i + 2],
+                  &regs[4 * i + 3]);
+    }
+    std::string name(reinterpret_cast<const char*>(regs), sizeof(regs));
+    name = name.c_str();  // up to the first NUL
+    size_t first = name.find_first_not_of(' ');
+    size_t last = name.find_last_not_of(' ');
+    if (first != std::string::npos) return name.substr(first, last - first + 1);
+  }
+#endif
+  return "host CPU";
+}
+
+// ---------------------------------------------------------------- worker pool and grids
+
+class WorkerPool {
+ public:
+  explicit WorkerPool(uint32_t workers) {
+    for (uint32_t i = 0; i < workers; i++) threads_.emplace_back([this] { Loop(); });
+  }
+  ~WorkerPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+  }
+  uint32_t size() const { return static_cast<uint32_t>(threads_.size()); }
+  void Submit(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+        if (stop_) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// A launch with every address resolved, shared by the blocks that run it.
+struct ResolvedLaunch {
+  loom_host_kernel_fn fn = nullptr;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t shared_bytes = 0;
+  std::vector<void*> buffers;
+  std::vector<uint64_t> buffer_bytes;
+  std::vector<uint8_t> scalars;
+  uint32_t* violation = nullptr;
+  uint32_t private_violation = 0;  // the discarded word when the launch names none
+};
+
+// One grid in flight: blocks are claimed with an atomic counter by the launching thread and by
+// helpers on the pool. The launching thread always takes part, so a grid finishes even when
+// every pool worker is busy (graph nodes launch grids from pool workers).
+struct GridJob {
+  const ResolvedLaunch* launch = nullptr;
+  uint64_t total = 0;
+  std::atomic<uint64_t> next{0};
+  std::atomic<uint64_t> done{0};
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+void RunBlocks(GridJob& job) {
+  void* shared = nullptr;
+  for (;;) {
+    uint64_t index = job.next.fetch_add(1);
+    if (index >= job.total) break;
+    const ResolvedLaunch& launch = *job.launch;
+    if (shared == nullptr && launch.shared_bytes > 0) {
+      shared = AlignedAlloc(launch.shared_bytes);
+      if (shared == nullptr) abort();  // a few KiB of scratch: nothing sensible is left to do
+    }
+    loom_host_kernel_args args;
+    memcpy(args.grid, launch.grid, sizeof(args.grid));
+    memcpy(args.block, launch.block, sizeof(args.block));
+    args.block_id[0] = static_cast<uint32_t>(index % launch.grid[0]);
+    args.block_id[1] = static_cast<uint32_t>(index / launch.grid[0] % launch.grid[1]);
+    args.block_id[2] = static_cast<uint32_t>(index / (uint64_t{launch.grid[0]} * launch.grid[1]));
+    args.buffers = launch.buffers.data();
+    args.buffer_bytes = launch.buffer_bytes.data();
+    args.buffer_count = static_cast<uint32_t>(launch.buffers.size());
+    args.scalars = launch.scalars.empty() ? nullptr : launch.scalars.data();
+    args.scalar_bytes = static_cast<uint32_t>(launch.scalars.size());
+    args.shared = shared;
+    args.violation = launch.violation;
+    launch.fn(&args);
+    if (job.done.fetch_add(1) + 1 == job.total) {
+      std::lock_guard<std::mutex> lock(job.mu);
+      job.cv.notify_all();
+    }
+  }
+  free(shared);
+}
+
+void RunGrid(WorkerPool& pool, const ResolvedLaunch& launch) {
+  auto job = std::make_shared<GridJob>();
+  job->launch = &launch;
+  job->total = uint64_t{launch.grid[0]} * launch.grid[1] * launch.grid[2];
+  uint64_t helpers = std::min<uint64_t>(pool.size(), job->total - 1);
+  for (uint64_t i = 0; i < helpers; i++) pool.Submit([job] { RunBlocks(*job); });
+  RunBlocks(*job);
+  std::unique_lock<std::mutex> lock(job->mu);
+  job->cv.wait(lock, [&] { return job->done.load() == job->total; });
+}
+
+// ---------------------------------------------------------------- handles
+
+class HostBuffer : public loom_buffer {
+ public:
+  ~HostBuffer() override { free(data); }
+  uint8_t* data = nullptr;
+};
+
+uint8_t* Address(loom_buffer* buffer, uint64_t offset) {
+  return static_cast<HostBuffer*>(buffer)->data + offset;
+}
+
+class HostKernel : public loom_kernel {
+ public:
+  explicit HostKernel(loom_host_kernel_fn f) : fn(f) {}
+  loom_host_kernel_fn fn;
+};
+
+std::shared_ptr<ResolvedLaunch> Resolve(loom_kernel* kernel, const LaunchSpec& spec) {
+  auto launch = std::make_shared<ResolvedLaunch>();
+  launch->fn = static_cast<HostKernel*>(kernel)->fn;
+  memcpy(launch->grid, spec.grid, sizeof(spec.grid));
+  memcpy(launch->block, spec.block, sizeof(spec.block));
+  launch->shared_bytes = spec.shared_bytes;
+  for (size_t i = 0; i < spec.buffers.size(); i++) {
+    launch->buffers.push_back(Address(spec.buffers[i], spec.offsets[i]));
+    launch->buffer_bytes.push_back(spec.buffers[i]->size - spec.offsets[i]);
+  }
+  launch->scalars = spec.scalars;
+  launch->violation =
+      spec.violation != nullptr
+          ? reinterpret_cast<uint32_t*>(Address(spec.violation, spec.violation_offset))
+          : &launch->private_violation;
+  return launch;
+}
+
+class HostModule : public loom_module {
+ public:
+  ~HostModule() override {
+    if (library != nullptr) dlclose(library);
+  }
+  void* library = nullptr;
+  std::map<std::string, loom_host_kernel_fn> entries;
+
+ protected:
+  Status FindKernel(const std::string& kernel_name, std::unique_ptr<loom_kernel>* out) override {
+    auto it = entries.find(kernel_name);
+    if (it == entries.end()) {
+      return Errorf(LOOM_ERR_NOT_FOUND, "kernel '%s' not found in host module '%s'",
+                    kernel_name.c_str(), name.c_str());
+    }
+    out->reset(new HostKernel(it->second));
+    return Ok();
+  }
+};
+
+struct StaticModule {
+  std::string target;
+  std::map<std::string, loom_host_kernel_fn> entries;
+};
+
+std::mutex& StaticModulesMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::map<std::string, StaticModule>& StaticModules() {
+  static std::map<std::string, StaticModule> modules;
+  return modules;
+}
+
+// ---- events: a record counter and the count of records the streams have passed
+
+struct EventState {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t recorded = 0;  // records enqueued
+  uint64_t reached = 0;   // the newest record a stream passed
+  std::chrono::steady_clock::time_point when;
+};
+
+class HostEvent : public loom_event {
+ public:
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
+
+  Status Synchronize() override {
+    std::unique_lock<std::mutex> lock(state->mu);
+    uint64_t target = state->recorded;
+    state->cv.wait(lock, [&] { return state->reached >= target; });
+    return Ok();
+  }
+  Status Query(bool* done) override {
+    std::lock_guard<std::mutex> lock(state->mu);
+    *done = state->reached >= state->recorded;
+    return Ok();
+  }
+  Status ElapsedMs(loom_event* end, float* ms) override {
+    auto* other = static_cast<HostEvent*>(end);
+    std::chrono::steady_clock::time_point from, to;
+    for (auto* event : {this, other}) {
+      std::lock_guard<std::mutex> lock(event->state->mu);
+      if (event->state->recorded == 0) {
+        return Errorf(LOOM_ERR_INVALID_ARGUMENT, "event_elapsed_ms: an event was never recorded");
+      }
+      if (event->state->reached < event->state->recorded) {
+        return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                      "event_elapsed_ms: an event's recorded point was not reached yet");
+      }
+      (event == this ? from : to) = event->state->when;
+    }
+    *ms = std::chrono::duration<float, std::milli>(to - from).count();
+    return Ok();
+  }
+};
+
+// ---- graphs: a plan is an immutable, resolved copy of the nodes with successor lists
+
+struct PlanNode {
+  NodeKind kind = NodeKind::kEmpty;
+  std::shared_ptr<ResolvedLaunch> launch;
+  uint8_t* dst = nullptr;
+  const uint8_t* src = nullptr;
+  uint64_t bytes = 0;
+  uint8_t value = 0;
+  uint32_t indegree = 0;
+  std::vector<uint32_t> successors;
+};
+
+struct Plan {
+  std::vector<PlanNode> nodes;
+  std::vector<uint32_t> roots;
+};
+
+std::shared_ptr<Plan> BuildPlan(const std::vector<Node>& nodes) {
+  auto plan = std::make_shared<Plan>();
+  plan->nodes.resize(nodes.size());
+  for (uint32_t i = 0; i < nodes.size(); i++) {
+    const Node& node = nodes[i];
+    PlanNode& step = plan->nodes[i];
+    step.kind = node.kind;
+    if (node.kind == NodeKind::kKernel) step.launch = Resolve(node.kernel, node.launch);
+    if (node.dst != nullptr) step.dst = Address(node.dst, node.dst_offset);
+    if (node.src != nullptr) step.src = Address(node.src, node.src_offset);
+    step.bytes = node.bytes;
+    step.value = node.value;
+    step.indegree = static_cast<uint32_t>(node.deps.size());
+    for (uint32_t dep : node.deps) plan->nodes[dep].successors.push_back(i);
+    if (node.deps.empty()) plan->roots.push_back(i);
+  }
+  return plan;
+}
+
+// One launch of a plan: dependency counters; a node is submitted to the pool when its counter
+// reaches zero.
+struct PlanRun {
+  std::shared_ptr<const Plan> plan;
+  WorkerPool* pool = nullptr;
+  std::unique_ptr<std::atomic<uint32_t>[]> pending;
+  std::atomic<size_t> remaining{0};
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+void RunPlanNodes(const std::shared_ptr<PlanRun>& run, uint32_t id) {
+  for (;;) {
+    const PlanNode& node = run->plan->nodes[id];
+    switch (node.kind) {
+      case NodeKind::kKernel:
+        RunGrid(*run->pool, *node.launch);
+        break;
+      case NodeKind::kCopy:
+        memmove(node.dst, node.src, node.bytes);
+        break;
+      case NodeKind::kFill:
+        memset(node.dst, node.value, node.bytes);
+        break;
+      case NodeKind::kEmpty:
+        break;
+    }
+    int64_t next = -1;  // one ready successor continues on this thread
+    for (uint32_t successor : node.successors) {
+      if (run->pending[successor].fetch_sub(1) != 1) continue;
+      if (next < 0) {
+        next = successor;
+      } else {
+        run->pool->Submit([run, successor] { RunPlanNodes(run, successor); });
+      }
+    }
+    if (run->remaining.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(run->mu);
+      run->cv.notify_all();
+    }
+    if (next < 0) return;
+    id = static_cast<uint32_t>(next);
+  }
+}
+
+void RunPlan(WorkerPool& pool, const std::shared_ptr<const Plan>& plan) {
+  if (plan->nodes.empty()) return;
+  auto run = std::make_shared<PlanRun>();
+  run->plan = plan;
+  run->pool = &pool;
+  run->pending.reset(new std::atomic<uint32_t>[plan->nodes.size()]);
+  for (size_t i = 0; i < plan->nodes.size(); i++) run->pending[i] = plan->nodes[i].indegree;
+  run->remaining = plan->nodes.size();
+  for (uint32_t root : plan->roots) pool.Submit([run, root] { RunPlanNodes(run, root); });
+  std::unique_lock<std::mutex> lock(run->mu);
+  run->cv.wait(lock, [&] { return run->remaining.load() == 0; });
+}
+
+class HostExec : public loom_graph_exec {
+ public:
+  std::shared_ptr<const Plan> Current() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return plan_;
+  }
+  void SetPlan(std::shared_ptr<const Plan> plan) {
+    std::lock_guard<std::mutex> lock(mu_);
+    plan_ = std::move(plan);
+  }
+  // Copy-on-write: launches already enqueued keep the plan they were given.
+  Status UpdateKernelNode(uint32_t node, const LaunchSpec& launch) override {
+    auto plan = std::make_shared<Plan>(*Current());
+    plan->nodes[node].launch = Resolve(nodes[node].kernel, launch);
+    SetPlan(std::move(plan));
+    return Ok();
+  }
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<const Plan> plan_;
+};
+
+class HostGraph : public loom_graph {
+ public:
+  Status Instantiate(loom_graph_exec** out) override {
+    auto* exec = new HostExec();
+    exec->device = device;
+    exec->nodes = nodes;
+    exec->SetPlan(BuildPlan(nodes));
+    *out = exec;
+    return Ok();
+  }
+};
+
+class HostDevice;
+
+// ---- streams
+
+class HostStream : public loom_stream {
+ public:
+  explicit HostStream(WorkerPool* pool) : pool_(pool) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~HostStream() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  Status CopyH2D(loom_buffer* dst, uint64_t dst_offset, const void* src, uint64_t bytes) override {
+    uint8_t* to = Address(dst, dst_offset);
+    return Push("copy_h2d", [=] { memcpy(to, src, bytes); });
+  }
+  Status CopyD2H(void* dst, loom_buffer* src, uint64_t src_offset, uint64_t bytes) override {
+    const uint8_t* from = Address(src, src_offset);
+    return Push("copy_d2h", [=] { memcpy(dst, from, bytes); });
+  }
+  Status CopyD2D(loom_buffer* dst, uint64_t dst_offset, loom_buffer* src, uint64_t src_offset,
+                 uint64_t bytes) override {
+    uint8_t* to = Address(dst, dst_offset);
+    const uint8_t* from = Address(src, src_offset);
+    return Push("copy_d2d", [=] { memcpy(to, from, bytes); });
+  }
+  Status Fill(loom_buffer* dst, uint64_t offset, uint64_t bytes, uint8_t value) override {
+    uint8_t* to = Address(dst, offset);
+    return Push("fill", [=] { memset(to, value, bytes); });
+  }
+  Status HostCallback(loom_host_fn fn, void* user) override {
+    return Push("host callback", [=] { fn(user); });
+  }
+  Status Launch(loom_kernel* kernel, const LaunchSpec& spec) override {
+    std::shared_ptr<ResolvedLaunch> launch = Resolve(kernel, spec);
+    WorkerPool* pool = pool_;
+    return Push("kernel launch '" + kernel->name + "'", [=] { RunGrid(*pool, *launch); });
+  }
+  Status RecordEvent(loom_event* event) override {
+    std::shared_ptr<EventState> state = static_cast<HostEvent*>(event)->state;
+    uint64_t record;
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      record = ++state->recorded;
+    }
+    return Push(
+        "event record",
+        [=] {
+          {
+            std::lock_guard<std::mutex> lock(state->mu);
+            if (record > state->reached) {
+              state->reached = record;
+              state->when = std::chrono::steady_clock::now();
+            }
+          }
+          state->cv.notify_all();
+        },
+        /*always=*/true);
+  }
+  Status WaitEvent(loom_event* event) override {
+    std::shared_ptr<EventState> state = static_cast<HostEvent*>(event)->state;
+    uint64_t target;
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      target = state->recorded;
+    }
+    if (target == 0) return Ok();  // never recorded: nothing to wait for
+    return Push(
+        "cross-stream wait",
+        [=] {
+          std::unique_lock<std::mutex> lock(state->mu);
+          state->cv.wait(lock, [&] { return state->reached >= target; });
+        },
+        /*always=*/true);
+  }
+  Status LaunchGraph(loom_graph_exec* exec) override {
+    std::shared_ptr<const Plan> plan = static_cast<HostExec*>(exec)->Current();
+    WorkerPool* pool = pool_;
+    return Push("graph launch", [=] { RunPlan(*pool, plan); });
+  }
+  Status Synchronize() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    uint64_t target = enqueued_;
+    done_cv_.wait(lock, [&] { return completed_ >= target; });
+    return Ok();
+  }
+  Status EndCapture(bool invalidated, std::vector<Node> nodes, loom_graph** out) override {
+    if (invalidated) return Ok();
+    auto* graph = new HostGraph();
+    graph->device = device;
+    graph->nodes = std::move(nodes);
+    *out = graph;
+    return Ok();
+  }
+
+ private:
+  struct Op {
+    std::string what;
+    std::function<void()> run;
+    bool always = false;  // runs even on a failed stream (event records and waits), so that
+                          // other streams waiting on this one never hang
+    bool fault = false;   // injected: fails the stream as a device fault would
+    uint64_t sequence = 0;
+  };
+
+  Status Push(std::string what, std::function<void()> run, bool always = false) {
+    Op op;
+    op.what = std::move(what);
+    op.run = std::move(run);
+    op.always = always;
+    op.fault = TakeNextOperationFault();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      op.sequence = ++enqueued_;
+      queue_.push_back(std::move(op));
+    }
+    cv_.notify_one();
+    return Ok();
+  }
+
+  void Loop() {
+    for (;;) {
+      Op op;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and drained
+        op = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      if (op.always || !Failed(nullptr)) {
+        op.run();
+        if (op.fault) {
+          Fail(op.what + " (stream operation #" + std::to_string(op.sequence) +
+               ") failed on the device: injected fault");
+        }
+      }
+      op.run = nullptr;  // release what the operation held before it counts as done
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        completed_ = op.sequence;
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  WorkerPool* pool_;
+  std::mutex mu_;
+  std::condition_variable cv_;       // work arrived or stop
+  std::condition_variable done_cv_;  // an operation completed
+  std::deque<Op> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t completed_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// ---- device
+
+class HostDevice : public loom_device {
+ public:
+  explicit HostDevice(uint32_t workers) : pool_(workers) {
+    props.struct_size = sizeof(props);
+    props.backend = LOOM_BACKEND_HOST;
+    props.index = 0;
+    snprintf(props.name, sizeof(props.name), "%s", CpuName().c_str());
+    snprintf(props.target, sizeof(props.target), "%s", DetectTarget().c_str());
+    long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+    props.total_memory = pages > 0 && page_size > 0 ? uint64_t(pages) * uint64_t(page_size) : 0;
+    props.compute_units = workers;
+    props.max_threads_per_block = 1024;
+    props.max_block_dim[0] = 1024;
+    props.max_block_dim[1] = 1024;
+    props.max_block_dim[2] = 64;
+    props.max_grid_dim[0] = 0x7fffffff;
+    props.max_grid_dim[1] = 65535;
+    props.max_grid_dim[2] = 65535;
+    props.max_shared_memory_per_block = 1 << 20;
+    props.warp_size = 1;
+  }
+
+  Status CreateBuffer(loom_memory_kind kind, uint64_t bytes, loom_buffer** out) override {
+    // More than the machine has cannot succeed: refuse it before the allocator (which might
+    // overcommit and fail only when the pages are touched).
+    void* data =
+        props.total_memory == 0 || bytes <= props.total_memory ? AlignedAlloc(bytes) : nullptr;
+    if (data == nullptr) {
+      return Errorf(LOOM_ERR_OUT_OF_MEMORY,
+                    "buffer_create: cannot allocate %llu bytes of host memory",
+                    static_cast<unsigned long long>(bytes));
+    }
+    auto* buffer = new HostBuffer();
+    buffer->device = this;
+    buffer->kind = kind;
+    buffer->size = bytes;
+    buffer->data = static_cast<uint8_t*>(data);
+    buffer->host = kind == LOOM_MEMORY_SHARED ? data : nullptr;
+    *out = buffer;
+    return Ok();
+  }
+
+  Status CreateStream(loom_stream** out) override {
+    try {
+      auto* stream = new HostStream(&pool_);
+      stream->device = this;
+      *out = stream;
+      return Ok();
+    } catch (const std::exception& e) {
+      return Errorf(LOOM_ERR_INTERNAL, "stream_create: cannot start the stream's thread: %s",
+                    e.what());
+    }
+  }
+
+  Status CreateEvent(loom_event** out) override {
+    auto* event = new HostEvent();
+    event->device = this;
+    *out = event;
+    return Ok();
+  }
+
+  Status LoadModule(const loom_module_load_params& params, loom_module** out) override {
+    std::unique_ptr<HostModule> module(new HostModule());
+    module->device = this;
+    if (params.format == LOOM_MODULE_HOST_SHARED_OBJECT) {
+      module->name = params.name ? params.name : params.path;
+      Status status = LoadSharedObject(params.path, module.get());
+      if (!status.ok()) return status;
+    } else if (params.format == LOOM_MODULE_HOST_STATIC) {
+      module->name = params.name;
+      std::lock_guard<std::mutex> lock(StaticModulesMutex());
+      auto it = StaticModules().find(params.name);
+      if (it == StaticModules().end()) {
+        return Errorf(LOOM_ERR_NOT_FOUND, "module_load: no static host module '%s' is registered",
+                      params.name);
+      }
+      if (it->second.target != props.target) {
+        return Errorf(LOOM_ERR_TARGET_MISMATCH,
+                      "module_load: static host module '%s' was registered for target '%s', but "
+                      "the device's target is '%s'",
+                      params.name, it->second.target.c_str(), props.target);
+      }
+      module->entries = it->second.entries;
+    } else {
+      return Errorf(LOOM_ERR_NOT_SUPPORTED,
+                    "module_load '%s': the host backend loads only host modules (format %d)",
+                    params.name ? params.name : "<unnamed>", static_cast<int>(params.format));
+    }
+    *out = module.release();
+    return Ok();
+  }
+
+  Status CreateGraph(loom_graph** out) override {
+    auto* graph = new HostGraph();
+    graph->device = this;
+    *out = graph;
+    return Ok();
+  }
+
+ private:
+  Status LoadSharedObject(const char* path, HostModule* module) {
+    typedef const loom_host_kernel_entry* (*EntriesFn)(uint32_t*, const char**);
+    module->library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (module->library == nullptr) {
+      const char* why = dlerror();
+      return Errorf(LOOM_ERR_NOT_FOUND, "module_load: cannot load host module '%s': %s", path,
+                    why ? why : "unknown error");
+    }
+    auto entries_fn =
+        reinterpret_cast<EntriesFn>(dlsym(module->library, "loom_host_module_entries"));
+    if (entries_fn == nullptr) {
+      return Errorf(LOOM_ERR_NOT_FOUND,
+                    "module_load: host module '%s' does not export loom_host_module_entries", path);
+    }
+    uint32_t count = 0;
+    const char* target = nullptr;
+    const loom_host_kernel_entry* entries = entries_fn(&count, &target);
+    if (target == nullptr || strcmp(target, props.target) != 0) {
+      return Errorf(LOOM_ERR_TARGET_MISMATCH,
+                    "module_load: host module '%s' was compiled for target '%s', but the "
+                    "device's target is '%s'",
+                    path, target ? target : "(none)", props.target);
+    }
+    if (count > 0 && entries == nullptr) {
+      return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                    "module_load: host module '%s' lists %u kernels but no entries", path, count);
+    }
+    for (uint32_t i = 0; i < count; i++) {
+      if (entries[i].name == nullptr || entries[i].fn == nullptr) {
+        return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                      "module_load: host module '%s' has an entry %u without name or function",
+                      path, i);
+      }
+      module->entries[entries[i].name] = entries[i].fn;
+    }
+    return Ok();
+  }
+
+  // Declared last: destroyed first, after every stream of the device is gone.
+  WorkerPool pool_;
+};
+
+Status DeviceCount(int32_t* count) {
+  *count = 1;
+  return Ok();
+}
+
+Status OpenDevice(const loom_device_open_params& params, loom_device** out) {
+  if (params.index != 0) {
+    return Errorf(LOOM_ERR_NO_DEVICE, "loom_device_open: no host device with index %d (there is 1)",
+                  params.index);
+  }
+  uint32_t workers = params.worker_threads;
+  if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
+  if (workers > kMaxWorkers) {
+    return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                  "loom_device_open: worker_threads %u exceeds the host backend's limit of %u",
+                  workers, kMaxWorkers);
+  }
+  try {
+    *out = new HostDevice(workers);
+    return Ok();
+  } catch (const std::exception& e) {
+    return Errorf(LOOM_ERR_INTERNAL, "loom_device_open: cannot start the worker pool: %s",
+                  e.what());
+  }
+}
+
+}  // namespace host
+
+extern const BackendInfo kHostBackend = {LOOM_BACKEND_HOST, "host", host::DeviceCount,
+                                         host::OpenDevice};
+
+Status RegisterHostModule(const char* module_name, const char* target,
+                          const loom_host_kernel_entry* entries, uint32_t count) {
+  if (module_name == nullptr || *module_name == '\0' || target == nullptr) {
+    return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                  "host_module_register: module name or target is NULL or empty");
+  }
+  if (count > 0 && entries == nullptr) {
+    return Errorf(LOOM_ERR_INVALID_ARGUMENT, "host_module_register: entries is NULL");
+  }
+  host::StaticModule module;
+  module.target = target;
+  for (uint32_t i = 0; i < count; i++) {
+    if (entries[i].name == nullptr || entries[i].fn == nullptr) {
+      return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                    "host_module_register: entry %u has no name or function", i);
+    }
+    module.entries[entries[i].name] = entries[i].fn;
+  }
+  std::lock_guard<std::mutex> lock(host::StaticModulesMutex());
+  host::StaticModules()[module_name] = std::move(module);
+  return Ok();
+}
+
+}  // namespace loom

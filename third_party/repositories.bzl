@@ -1,0 +1,45 @@
+"""All external repositories of the Loom workspace, for //:WORKSPACE.
+
+Nothing here downloads from a code host: Bazel's own dependencies come from
+Debian's packages, rules_go and the Go modules from the Go module proxy,
+checked against //third_party:go.sum.
+"""
+
+load(":go_module.bzl", "go_module")
+load(":local_repositories.bzl", "DEBIAN_BAZEL", "coverage_tools_stub", "debian_rules_cc")
+
+def loom_repositories():
+    """Declares every external repository except the Go SDK."""
+    debian_rules_cc(name = "rules_cc")
+    native.local_repository(name = "rules_java", path = DEBIAN_BAZEL + "/rules/java")
+    native.local_repository(name = "rules_proto", path = DEBIAN_BAZEL + "/rules/proto")
+    native.local_repository(name = "bazel_skylib", path = DEBIAN_BAZEL + "/tools/skylib")
+    coverage_tools_stub(name = "remote_coverage_tools")
+
+    # rules_go v0.34.0 is the newest release that Bazel 4.2.3 can load; the
+    # patch adapts it to Go 1.26 (see third_party/README.md).
+    go_module(
+        name = "io_bazel_rules_go",
+        importpath = "github.com/bazelbuild/rules_go",
+        version = "v0.34.0",
+        keep_build_files = True,
+        patches = ["//third_party/rules_go:rules_go.patch"],
+    )
+
+    # Go modules, with gazelle-style repository names; the versions match
+    # the go.mod files of the Go modules in this repository.
+    _module("com_github_stretchr_testify", "github.com/stretchr/testify", "v1.11.1")
+    _module("com_github_davecgh_go_spew", "github.com/davecgh/go-spew", "v1.1.1")
+    _module("com_github_pmezard_go_difflib", "github.com/pmezard/go-difflib", "v1.0.0")
+    _module("in_gopkg_yaml_v3", "gopkg.in/yaml.v3", "v3.0.1")
+    _module("org_golang_x_exp", "golang.org/x/exp", "v0.0.0-20261113113407-e3970619a1a4")
+    _module("org_golang_x_sys", "golang.org/x/sys", "v0.50.0")
+    _module("org_golang_google_protobuf", "google.golang.org/protobuf", "v1.36.12")
+
+def _module(name, importpath, version):
+    go_module(
+        name = name,
+        importpath = importpath,
+        version = version,
+        build_files = "//third_party/go_modules:%s/MANIFEST" % name,
+    )

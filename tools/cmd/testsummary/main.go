@@ -1,0 +1,98 @@
+// Command testsummary reads `go test -json` events on standard input, passes the human-readable
+// output through to standard output, and ends with one line counting the tests:
+//
+//	go: N passed, N failed, N skipped
+//
+// It exits non-zero when any test or package failed, so a shell pipeline can rely on its status.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// event is the subset of test2json's TestEvent that the summary needs.
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+// summary counts test outcomes and remembers which packages failed outside any test
+// (build errors, panics in init, TestMain failures).
+type summary struct {
+	passed, failed, skipped int
+	failedTests             []string
+	failedPackages          map[string]bool
+}
+
+func main() {
+	label := "go"
+	if len(os.Args) > 1 {
+		label = os.Args[1]
+	}
+	s, err := summarize(os.Stdin, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		os.Exit(2)
+	}
+	if len(s.failedTests) > 0 {
+		fmt.Println("failed tests:")
+		for _, name := range s.failedTests {
+			fmt.Println("  ", name)
+		}
+	}
+	pkgs := make([]string, 0, len(s.failedPackages))
+	for p := range s.failedPackages {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	for _, p := range pkgs {
+		fmt.Println("failed package:", p)
+	}
+	fmt.Printf("%s: %d passed, %d failed, %d skipped\n", label, s.passed, s.failed, s.skipped)
+	if s.failed > 0 || len(pkgs) > 0 {
+		os.Exit(1)
+	}
+}
+
+// summarize consumes the event stream. Lines that are not JSON (build errors printed by
+// `go test` itself) are echoed and counted as a package failure.
+func summarize(r io.Reader, w io.Writer) (*summary, error) {
+	s := &summary{failedPackages: map[string]bool{}}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var e event
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil {
+			fmt.Fprintln(w, string(line))
+			continue
+		}
+		switch e.Action {
+		case "output":
+			fmt.Fprint(w, e.Output)
+		case "pass":
+			if e.Test != "" {
+				s.passed++
+			}
+		case "fail":
+			if e.Test != "" {
+				s.failed++
+				s.failedTests = append(s.failedTests, e.Package+"."+e.Test)
+			} else {
+				s.failedPackages[e.Package] = true
+			}
+		case "skip":
+			if e.Test != "" {
+				s.skipped++
+			}
+		}
+	}
+	return s, sc.Err()
+}
