@@ -57,6 +57,9 @@ status=${PIPESTATUS[0]}
 # "... FAILED TO BUILD", "... NO STATUS", "... TIMEOUT in 60s", "... FLAKY, ...".
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) +)?PASSED( |$)' "$log")
 failed=$(grep -cE '^//[^ ]+ +(\(cached\) +)?(FAILED|FAILED TO BUILD|NO STATUS|TIMEOUT|INCOMPLETE|FLAKY)( |,|$)' "$log")
+# Targets that failed analysis (a bad BUILD file) have no summary line.
+unanalyzed=$(grep -cE "^WARNING: errors encountered while analyzing target '[^']+': it will not be built" "$log")
+failed=$((failed + unanalyzed))
 
 case "$status" in
   0)

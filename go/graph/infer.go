@@ -13,12 +13,32 @@ import (
 // Inferred type records what inference found on its own; Type merges it with what the model
 // declared. A declared type that contradicts the inferred one (element type, rank, or a known
 // dimension) is an error naming the node and value.
-func (m *Model) InferShapes() error { return m.InferShapesWith(nil) }
+func (m *Model) InferShapes() error { return m.InferShapesFor(Signature{}) }
 
-// InferShapesWith is InferShapes with some graph inputs bound to concrete shapes (a shape
-// signature), which must agree with what the model declares for them. Call InferShapes again
-// to return to the declared, possibly symbolic, shapes.
-func (m *Model) InferShapesWith(inputs map[string]Shape) (err error) {
+// Signature binds graph inputs for inference: concrete shapes, and values for small inputs
+// that steer control flow or shapes (a sample rate choosing an If branch, say).
+type Signature struct {
+	Shapes map[string]Shape
+	Values map[string]*Tensor
+}
+
+// InferShapesFor is InferShapes with graph inputs bound by a signature, which must agree with
+// what the model declares for them. Call InferShapes again to return to the declared, possibly
+// symbolic, shapes.
+func (m *Model) InferShapesFor(sig Signature) (err error) {
+	inputs := map[string]Shape{}
+	for name, s := range sig.Shapes {
+		inputs[name] = s
+	}
+	for name, t := range sig.Values {
+		if t == nil {
+			return &Error{Model: m.Name, Value: name, Msg: "nil value"}
+		}
+		if s, ok := inputs[name]; ok && !s.Static() || ok && s.String() != t.Shape().String() {
+			return &Error{Model: m.Name, Value: name, Msg: fmt.Sprintf("value of shape %v contradicts shape %v", t.Shape(), s)}
+		}
+		inputs[name] = t.Shape()
+	}
 	if m.Graph == nil {
 		return &Error{Model: m.Name, Msg: "model has no graph"}
 	}
@@ -32,7 +52,7 @@ func (m *Model) InferShapesWith(inputs map[string]Shape) (err error) {
 	}()
 	el := &errorList{}
 	inf := &inferrer{m: m, el: el, lim: DefaultLimits()}
-	root := &inferScope{g: m.Graph, path: graphPath(m.Graph, ""), data: map[string]symData{}, consts: map[string]*Tensor{}}
+	root := &inferScope{g: m.Graph, path: graphPath(m.Graph, ""), data: map[string]symData{}, consts: map[string]*Tensor{}, fixedInits: m.IRVersion < 4}
 	for _, in := range m.Graph.Inputs {
 		if in.Initializer == nil || in.Declared.Kind == KindUnknown {
 			in.Type = in.Declared.Clone()
@@ -56,6 +76,15 @@ func (m *Model) InferShapesWith(inputs map[string]Shape) (err error) {
 			return &Error{Model: m.Name, Value: name, Msg: "no graph input of this name"}
 		}
 	}
+	for name, t := range sig.Values {
+		if v := m.Graph.Values[name]; v != nil && v.Type.Elem != Undefined && v.Type.Elem != t.DType {
+			return &Error{Model: m.Name, Value: name, Msg: fmt.Sprintf("value of type %v for an input of type %v", t.DType, v.Type.Elem)}
+		}
+		root.consts[name] = t
+		if d, ok := tensorSymData(t); ok {
+			root.data[name] = d
+		}
+	}
 	inf.graph(root)
 	return el.err()
 }
@@ -75,6 +104,9 @@ type inferScope struct {
 	data   map[string]symData
 	consts map[string]*Tensor
 	depth  int // subgraph nesting
+	// fixedInits: before IR version 4 every initializer had to be listed as a graph input, so
+	// such inputs are constants rather than overridable defaults.
+	fixedInits bool
 }
 
 func (s *inferScope) lookupData(name string) (symData, bool) {
@@ -95,7 +127,7 @@ func (s *inferScope) lookupConst(name string) *Tensor {
 			return t
 		}
 		if t, ok := c.g.Initializers[name]; ok {
-			if c.g.isInput(name) {
+			if c.g.isInput(name) && !c.fixedInits {
 				return nil // an input with a default value may be overridden at run time
 			}
 			return t
@@ -113,7 +145,7 @@ func (inf *inferrer) graph(s *inferScope) {
 	g := s.g
 	for _, name := range g.InitOrder {
 		t := g.Initializers[name]
-		if g.isInput(name) {
+		if g.isInput(name) && !s.fixedInits {
 			continue
 		}
 		if d, ok := tensorSymData(t); ok {
@@ -145,7 +177,7 @@ func (inf *inferrer) graph(s *inferScope) {
 
 // tensorSymData tracks a small integer constant.
 func tensorSymData(t *Tensor) (symData, bool) {
-	if t == nil || !(t.DType == Int64 || t.DType == Int32) || len(t.Dims) > 1 || t.NumElements() > maxTrackedElements {
+	if t == nil || !(t.DType == Int64 || t.DType == Int32 || t.DType == Bool) || len(t.Dims) > 1 || t.NumElements() > maxTrackedElements {
 		return symData{}, false
 	}
 	vals, err := t.Int64s()

@@ -110,21 +110,3 @@ func TestInferReferenceModels(t *testing.T) {
 		})
 	}
 }
-
-func TestInferCoverageReport(t *testing.T) {
-	if testing.Short() {
-		t.Skip("report only")
-	}
-	for _, p := range nodeTestModels(t) {
-		m, err := Load(p)
-		require.NoError(t, err)
-		if m.InferShapes() == nil {
-			if n := declaredUnmatched(m); n > 0 {
-				for _, o := range m.Graph.Outputs {
-					t.Logf("%s: %s declared %v inferred %v", testDirName(p), o.Name, o.Declared, o.Inferred)
-				}
-			}
-		}
-		m.Close()
-	}
-}

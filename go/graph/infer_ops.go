@@ -17,7 +17,7 @@ func init() {
 		"Cosh", "Elu", "Erf", "Exp", "Floor", "HardSigmoid", "HardSwish", "Hardmax", "LeakyRelu", "Log",
 		"LogSoftmax", "Neg", "Reciprocal", "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin", "Sinh", "Softmax",
 		"Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Shrink", "Mish", "Gelu", "LRN",
-		"MeanVarianceNormalization", "InstanceNormalization", "Not", "BitwiseNot", "Clip", "CumSum", "Trilu",
+		"MeanVarianceNormalization", "InstanceNormalization", "BitwiseNot", "Clip", "CumSum", "Trilu",
 		"ReverseSequence", "LpNormalization", "GroupNormalization", "RMSNormalization", "RotaryEmbedding",
 		"Scatter", "ScatterElements", "ScatterND", "PRelu"} {
 		inferFuncs[op] = inferSame
@@ -33,7 +33,7 @@ func init() {
 		inferFuncs[op] = inferSameAs(Bool)
 	}
 	for op, fn := range map[string]inferFunc{
-		"Identity": inferIdentity, "Dropout": inferDropout, "Where": inferWhere,
+		"Identity": inferIdentity, "Dropout": inferDropout, "Not": inferNot, "Where": inferWhere,
 		"Cast": inferCast, "CastLike": inferCastLike, "Reshape": inferReshape, "Flatten": inferFlatten,
 		"Squeeze": inferSqueeze, "Unsqueeze": inferUnsqueeze, "Transpose": inferTranspose, "Concat": inferConcat,
 		"Split": inferSplit, "Slice": inferSlice, "Gather": inferGather, "GatherElements": inferGatherElements,
@@ -109,6 +109,21 @@ func inferIdentity(c *inferNode) error {
 	return c.out(0, c.in(0))
 }
 
+// inferNot also tracks known boolean contents, which steer If conditions.
+func inferNot(c *inferNode) error {
+	if d, ok := c.data(0); ok {
+		out := symData{scalar: d.scalar}
+		for _, v := range d.vals {
+			if !v.known {
+				return c.out(0, c.in(0))
+			}
+			out.vals = append(out.vals, knownInt(boolInt(v.v == 0)))
+		}
+		c.outData(0, out)
+	}
+	return c.out(0, c.in(0))
+}
+
 func inferDropout(c *inferNode) error {
 	if err := c.out(0, c.in(0)); err != nil {
 		return err
@@ -151,7 +166,7 @@ func inferBroadcast(outElem DataType) inferFunc {
 
 // propagateArith tracks integer Add/Sub/Mul/Div over shape-derived values.
 func (c *inferNode) propagateArith() {
-	op := map[string]string{"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}[c.n.OpType]
+	op := map[string]string{"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Equal": "==", "Less": "<", "Greater": ">"}[c.n.OpType]
 	if op == "" || c.numIn() != 2 {
 		return
 	}
@@ -207,8 +222,29 @@ func inferCast(c *inferNode) error {
 		return fmt.Errorf("attribute to=%d is not an element type", to)
 	}
 	t.Elem = to
-	if d, ok := c.data(0); ok && to.IsInteger() {
+	if d, ok := c.data(0); ok && to == Bool {
+		out := symData{scalar: d.scalar}
+		for _, v := range d.vals {
+			if !v.known {
+				return c.out(0, t)
+			}
+			out.vals = append(out.vals, knownInt(boolInt(v.v != 0)))
+		}
+		c.outData(0, out)
+	} else if d, ok := c.data(0); ok && to.IsInteger() {
 		c.outData(0, d)
+	} else if k := c.constant(0); k != nil && to.IsInteger() && len(k.Dims) <= 1 && k.NumElements() <= maxTrackedElements {
+		// Small float constants cast to integers (pads, sizes) become tracked integers.
+		if vals, err := k.Float64s(); err == nil {
+			d := symData{scalar: len(k.Dims) == 0}
+			for _, v := range vals {
+				if math.IsNaN(v) || math.Abs(v) > 1<<53 {
+					return c.out(0, t)
+				}
+				d.vals = append(d.vals, knownInt(int64(v)))
+			}
+			c.outData(0, d)
+		}
 	}
 	return c.out(0, t)
 }

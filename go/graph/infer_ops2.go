@@ -531,7 +531,7 @@ func (c *inferNode) subgraph(g *Graph, inputs []Type, scratch bool) []Type {
 		cp.el = &errorList{}
 		inf = &cp
 	}
-	s := &inferScope{g: g, parent: c.s, path: graphPath(g, c.s.path+"/"+c.n.label()), data: map[string]symData{}, consts: map[string]*Tensor{}, depth: c.s.depth + 1}
+	s := &inferScope{g: g, parent: c.s, path: graphPath(g, c.s.path+"/"+c.n.label()), data: map[string]symData{}, consts: map[string]*Tensor{}, depth: c.s.depth + 1, fixedInits: c.s.fixedInits}
 	for i, in := range g.Inputs {
 		var t Type
 		if i < len(inputs) {
@@ -552,18 +552,33 @@ func (c *inferNode) subgraph(g *Graph, inputs []Type, scratch bool) []Type {
 }
 
 func inferIf(c *inferNode) error {
+	// A condition known from constants or the signature selects its branch; the other branch
+	// is still inferred, but its errors are dropped, as its assumptions need not hold.
+	taken := -1
+	if v, ok := c.ints(0); ok && len(v) == 1 {
+		taken = 1
+		if v[0] != 0 {
+			taken = 0
+		}
+	}
 	var outs [][]Type
-	for _, name := range []string{"then_branch", "else_branch"} {
+	for i, name := range []string{"then_branch", "else_branch"} {
 		a := c.n.Attr(name)
 		if a == nil || a.Graph == nil {
 			return fmt.Errorf("missing %s", name)
 		}
-		outs = append(outs, c.subgraph(a.Graph, nil, false))
+		outs = append(outs, c.subgraph(a.Graph, nil, taken >= 0 && taken != i))
 	}
 	if len(outs[0]) != len(outs[1]) || len(outs[0]) != len(c.n.Outputs) {
 		return fmt.Errorf("branches have %d and %d outputs for %d node outputs", len(outs[0]), len(outs[1]), len(c.n.Outputs))
 	}
 	for i := range c.n.Outputs {
+		if taken >= 0 {
+			if err := c.out(i, outs[taken][i]); err != nil {
+				return err
+			}
+			continue
+		}
 		a, b := outs[0][i], outs[1][i]
 		if a.Kind == KindTensor && b.Kind == KindTensor && a.Elem != Undefined && b.Elem != Undefined && a.Elem != b.Elem {
 			return fmt.Errorf("output %d is %v in one branch and %v in the other", i, a.Elem, b.Elem)

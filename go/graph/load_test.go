@@ -369,3 +369,24 @@ func TestFromGraphRequiresInlineWeights(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "4 bytes of data for 2 float elements")
 }
+
+func TestSignatureValueSelectsIfBranch(t *testing.T) {
+	wide := &Graph{Name: "wide", Outputs: []*Value{Output("w", Type{})}, Nodes: []*Node{NewNode("cat", "Concat", []string{"x", "x"}, []string{"w"}, IntAttr("axis", 1))}}
+	narrow := &Graph{Name: "narrow", Outputs: []*Value{Output("n", Type{})}, Nodes: []*Node{NewNode("neg", "Neg", []string{"x"}, []string{"n"})}}
+	m := buildModel(t, []*Value{Input("x", f32(2, 3)), Input("sr", TensorType(Int64, Shape{}))}, []*Value{Output("y", Type{})},
+		[]*Node{
+			NewNode("eq", "Equal", []string{"sr", "k"}, []string{"c"}),
+			NewNode("if", "If", []string{"c"}, []string{"y"}, &Attribute{Name: "then_branch", Type: AttrGraph, Graph: wide}, &Attribute{Name: "else_branch", Type: AttrGraph, Graph: narrow}),
+		}, []*Tensor{TensorFromInt64("k", nil, []int64{16000})})
+	require.NoError(t, m.InferShapes())
+	assert.Equal(t, "tensor(float)[2,?]", m.Graph.Outputs[0].Type.String())
+	require.NoError(t, m.InferShapesFor(Signature{Values: map[string]*Tensor{"sr": TensorFromInt64("sr", nil, []int64{16000})}}))
+	assert.Equal(t, "tensor(float)[2,6]", m.Graph.Outputs[0].Type.String())
+	require.NoError(t, m.InferShapesFor(Signature{Values: map[string]*Tensor{"sr": TensorFromInt64("sr", nil, []int64{8000})}}))
+	assert.Equal(t, "tensor(float)[2,3]", m.Graph.Outputs[0].Type.String())
+	err := m.InferShapesFor(Signature{Values: map[string]*Tensor{"sr": TensorFromFloat32("sr", nil, []float32{1})}})
+	require.Error(t, err)
+	err = m.InferShapesFor(Signature{Shapes: map[string]Shape{"nope": ShapeOf(1)}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no graph input")
+}

@@ -11,6 +11,8 @@ type PlanOptions struct {
 	// Inputs binds graph inputs to static shapes; inputs whose declared shapes are static may
 	// be left out.
 	Inputs map[string]Shape
+	// Values binds small inputs that steer control flow (see Signature).
+	Values map[string]*Tensor
 	// Alignment of every buffer offset in bytes (default 64).
 	Alignment int64
 }
@@ -27,8 +29,8 @@ const (
 	// BufferView values alias (part of) another value's memory without copying: Reshape,
 	// Squeeze, Unsqueeze, Flatten, Identity and contiguous Slice.
 	BufferView
-	// BufferExternal values live outside the arena: graph inputs and initializers, and views
-	// of them.
+	// BufferExternal values live outside the arena: graph inputs, initializers and Constant
+	// outputs, and views of them.
 	BufferExternal
 )
 
@@ -77,7 +79,7 @@ func PlanMemory(m *Model, opts PlanOptions) (*MemoryPlan, error) {
 	if opts.Alignment <= 0 {
 		opts.Alignment = 64
 	}
-	if err := m.InferShapesWith(opts.Inputs); err != nil {
+	if err := m.InferShapesFor(Signature{Shapes: opts.Inputs, Values: opts.Values}); err != nil {
 		return nil, err
 	}
 	g := m.Graph
@@ -122,7 +124,11 @@ func PlanMemory(m *Model, opts PlanOptions) (*MemoryPlan, error) {
 				plan.Unplanned = append(plan.Unplanned, fmt.Sprintf("%s (%v)", o, err))
 				continue
 			}
-			add(&Buffer{Value: o, Kind: BufferArena, Root: o, First: i, Last: i, Size: sz})
+			kind := BufferArena
+			if n.OpType == "Constant" && n.Domain == "" {
+				kind = BufferExternal // weights spelled as Constant nodes live with the initializers
+			}
+			add(&Buffer{Value: o, Kind: kind, Root: o, First: i, Last: i, Size: sz})
 		}
 		for _, in := range append(append([]string{}, n.Inputs...), n.ImplicitInputs()...) {
 			if b := bufs[in]; b != nil && b.Last < i {
@@ -175,7 +181,7 @@ func PlanMemory(m *Model, opts PlanOptions) (*MemoryPlan, error) {
 					continue
 				}
 				r := root(in)
-				if r.Last > i || aliasedLater(bufs, r.Value, i) {
+				if r.Last > i || aliasedLater(bufs, r.Value, i) || readsRootTwice(n, in, r.Value, root) {
 					continue // another value still reads this memory
 				}
 				// out takes over the memory; its owner's range extends to out's.
@@ -234,6 +240,20 @@ func PlanMemory(m *Model, opts PlanOptions) (*MemoryPlan, error) {
 func aliasedLater(bufs map[string]*Buffer, name string, i int) bool {
 	for _, b := range bufs {
 		if b.Kind == BufferView && b.Root == name && b.Last > i {
+			return true
+		}
+	}
+	return false
+}
+
+// readsRootTwice reports whether a node input other than in shares root's memory; writing the
+// output over in could then clobber elements the other input still has to read.
+func readsRootTwice(n *Node, in, root string, rootOf func(string) *Buffer) bool {
+	for _, other := range n.Inputs {
+		if other == "" || other == in {
+			continue
+		}
+		if r := rootOf(other); r != nil && r.Value == root {
 			return true
 		}
 	}

@@ -125,6 +125,18 @@ func symArith(op string, a, b symInt) symInt {
 				return symInt{}
 			}
 			return knownInt(a.v / b.v) // ONNX integer Div truncates, as Go does
+		case "==":
+			return knownInt(boolInt(a.v == b.v))
+		case "<":
+			return knownInt(boolInt(a.v < b.v))
+		case ">":
+			return knownInt(boolInt(a.v > b.v))
+		}
+		return symInt{}
+	}
+	if op == "==" || op == "<" || op == ">" {
+		if op == "==" && !a.known && !b.known && a.sym != "" && a.sym == b.sym {
+			return knownInt(1)
 		}
 		return symInt{}
 	}
@@ -164,4 +176,11 @@ func symForm(s symInt) (linForm, bool) {
 		return linForm{}, false
 	}
 	return parseLin(s.sym), true
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -55,6 +55,7 @@ const (
 	dispatchCommand commandKind = iota
 	fillCommand
 	copyCommand
+	emptyCommand // a dispatch whose grid is empty
 )
 
 // preparedCommand is a validated command with every address resolved: what a graph node and
@@ -172,21 +173,8 @@ func (m *memoryMap) prepareDispatch(op string, d Dispatch) (preparedCommand, err
 	if len(d.Bindings) != len(sig.Buffers) {
 		return p, newError(op, ErrInvalidArgument, "kernel %q has %d buffer parameters, the dispatch binds %d", sig.Name, len(sig.Buffers), len(d.Bindings))
 	}
-	scalars, err := sig.packScalars(op, d.Args)
-	if err != nil {
-		return p, err
-	}
-	cfg, err := sig.launchConfig(op, d.Workload)
-	if err != nil {
-		return p, err
-	}
-	p.params = native.LaunchParams{
-		Grid:        cfg.Grid,
-		Block:       cfg.Block,
-		SharedBytes: cfg.SharedBytes,
-		Buffers:     make([]native.Binding, len(d.Bindings)),
-		Scalars:     scalars,
-	}
+	buffers := make([]native.Binding, len(d.Bindings))
+	sizes := make([]uint64, len(d.Bindings))
 	for i, b := range d.Bindings {
 		param := sig.Buffers[i]
 		what := fmt.Sprintf("binding %d (%s) of kernel %q", i, param.Name, sig.Name)
@@ -206,8 +194,32 @@ func (m *memoryMap) prepareDispatch(op string, d Dispatch) (preparedCommand, err
 		if b.Access.writes() && a.weight {
 			return p, newError(op, ErrImmutable, "%s writes %s, which is a weight", what, b.Region)
 		}
-		p.params.Buffers[i] = native.Binding{Buffer: a.buf, Offset: b.Region.offset}
+		buffers[i] = native.Binding{Buffer: a.buf, Offset: b.Region.offset}
+		sizes[i] = b.Region.bytes
 		p.uses = append(p.uses, byteUse{alloc: a.index, start: b.Region.offset, end: b.Region.end(), access: b.Access})
+	}
+	scalars, err := sig.packScalars(op, d.Args, sizes)
+	if err != nil {
+		return p, err
+	}
+	workload, err := sig.workload(op, d.Workload, d.Args)
+	if err != nil {
+		return p, err
+	}
+	cfg, empty, err := sig.launchConfig(op, workload)
+	if err != nil {
+		return p, err
+	}
+	if empty {
+		// Nothing runs, so nothing is read or written: a node without edges.
+		return preparedCommand{kind: emptyCommand, desc: "empty dispatch of " + sig.Name}, nil
+	}
+	p.params = native.LaunchParams{
+		Grid:        cfg.Grid,
+		Block:       cfg.Block,
+		SharedBytes: cfg.SharedBytes,
+		Buffers:     buffers,
+		Scalars:     scalars,
 	}
 	return p, nil
 }
@@ -262,9 +274,10 @@ func (p *preparedCommand) enqueue(s *native.Stream) error {
 		return s.Launch(p.kernel, p.params)
 	case fillCommand:
 		return s.Fill(p.dst, p.dstOff, p.bytes, p.value)
-	default:
+	case copyCommand:
 		return s.Copy(p.dst, p.dstOff, p.src, p.srcOff, p.bytes)
 	}
+	return nil
 }
 
 // addNode adds the command to g after deps.
@@ -274,9 +287,10 @@ func (p *preparedCommand) addNode(g *native.Graph, deps []native.GraphNode) (nat
 		return g.AddKernel(p.kernel, p.params, deps...)
 	case fillCommand:
 		return g.AddFill(p.dst, p.dstOff, p.bytes, p.value, deps...)
-	default:
+	case copyCommand:
 		return g.AddCopy(p.dst, p.dstOff, p.src, p.srcOff, p.bytes, deps...)
 	}
+	return g.AddEmpty(deps...)
 }
 
 // edgeFilter, when a test sets one, may change a node's inferred edges before the graph is

@@ -1,73 +1,169 @@
 package session
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
 
+	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/native"
 )
 
-// Compiler compiles Loom kernels for one code target. A ModelContext creates one for its
-// device on first use (see ModelContext.Compiler); WithCompiler takes one from the caller.
-type Compiler interface {
-	// Target is the code target the compiler emits ("host-x86_64-v3", "sm_90", ...).
-	Target() string
-	// CompileKernel compiles one kernel to loadable code with its signature.
-	CompileKernel(src KernelSource) (*CompiledKernel, error)
+// Compiler is a Loom compiler paired with the code target it compiles for.
+type Compiler struct {
+	Loom   *loom.Compiler
+	Target loom.Target
 }
 
-// CodeFormat says how a CompiledKernel's code is loaded.
-type CodeFormat int
-
-const (
-	// HostSharedObject: Path is a shared object exporting loom_host_module_entries.
-	HostSharedObject CodeFormat = iota + 1
-	// CUDASource: Code is CUDA C, compiled by NVRTC when loaded.
-	CUDASource
-	// CUDAPTX: Code is PTX text.
-	CUDAPTX
-)
-
-// CompiledKernel is a compiled kernel: its code, the entry point's name in it, the target it
-// was compiled for, and the signature a session dispatches it by.
-type CompiledKernel struct {
-	Signature KernelSignature
-	Target    string
-	Format    CodeFormat
-	Path      string // HostSharedObject
-	Code      []byte // CUDA formats
-	Entry     string // the kernel's name in the loaded module
+// defaultCompiler is the compiler a context makes for its device on first use: Loom's default
+// configuration (the on-disk cache under $LOOM_CACHE_DIR or the user cache directory, $CC or
+// gcc for host code).
+func defaultCompiler(op string, dev *native.Device) (Compiler, error) {
+	target, err := loom.ParseTarget(dev.Target())
+	if err != nil {
+		return Compiler{}, wrapError(op, ErrTargetMismatch, err, "Loom cannot compile for %s", dev)
+	}
+	return Compiler{Loom: loom.NewCompiler(loom.Config{}), Target: target}, nil
 }
 
-// newDefaultCompiler creates the Loom compiler a context uses when none was supplied.
-var newDefaultCompiler = func(target string) (Compiler, error) {
-	return nil, errors.New("no Loom compiler is linked into go/session yet")
+// checkFor refuses a compiler that cannot produce code for dev.
+func (c Compiler) checkFor(op string, dev *native.Device) error {
+	if c.Loom == nil {
+		return newError(op, ErrInvalidArgument, "the compiler has no Loom compiler")
+	}
+	if c.Target.String() != dev.Target() {
+		return newError(op, ErrTargetMismatch, "the compiler targets %s but %s needs %s", c.Target, dev, dev.Target())
+	}
+	return nil
 }
 
-// loadModule loads compiled code on dev, checking its target first.
-func loadModule(op string, dev *native.Device, ck *CompiledKernel) (*native.Module, error) {
-	if ck.Target != dev.Target() {
-		return nil, newError(op, ErrTargetMismatch, "kernel %q was compiled for %s but %s needs %s", ck.Signature.Name, ck.Target, dev, dev.Target())
+// compiledKernel is a compiled kernel ready to load.
+type compiledKernel struct {
+	artifact *loom.Artifact
+	sig      KernelSignature
+}
+
+// compile compiles sources (concurrently, as Loom's CompileBatch does) and derives each
+// kernel's signature, in request order.
+func (c Compiler) compile(op string, dev *native.Device, sources []KernelSource) ([]compiledKernel, error) {
+	requests := make([]loom.Request, len(sources))
+	for i, src := range sources {
+		requests[i] = loom.Request{Source: src, Target: c.Target}
+	}
+	results := c.Loom.CompileBatch(context.Background(), requests)
+	out := make([]compiledKernel, len(results))
+	for i, r := range results {
+		if r.Err != nil {
+			return nil, wrapError(op, ErrCompile, r.Err, "source %d (%s) does not compile", i, describeSource(sources[i]))
+		}
+		if err := loom.CheckTarget(r.Artifact, c.Target); err != nil {
+			return nil, wrapError(op, ErrTargetMismatch, err, "source %d", i)
+		}
+		sig, err := signatureOf(r.Artifact, dev.Props())
+		if err != nil {
+			return nil, wrapError(op, ErrCompile, err, "source %d (%s)", i, describeSource(sources[i]))
+		}
+		if sig, err = sig.normalize(op); err != nil {
+			return nil, err
+		}
+		out[i] = compiledKernel{artifact: r.Artifact, sig: sig}
+	}
+	return out, nil
+}
+
+func describeSource(src KernelSource) string {
+	name := src.Name
+	if name == "" {
+		name = "unnamed source"
+	}
+	if src.Specialization.Symbol != "" {
+		return fmt.Sprintf("kernel %s of %s", src.Specialization.Symbol, name)
+	}
+	return name
+}
+
+// signatureOf derives a session signature from a Loom artifact's metadata.
+func signatureOf(a *loom.Artifact, props native.Props) (KernelSignature, error) {
+	sig := KernelSignature{Name: a.Kernel, BlobBytes: a.BlobBytes, BindingSizeOffsets: slices.Clone(a.HiddenOffsets)}
+	buffers := a.Buffers()
+	slices.SortFunc(buffers, func(x, y loom.Param) int { return x.Binding - y.Binding })
+	for i, p := range buffers {
+		if p.Binding != i {
+			return sig, fmt.Errorf("kernel %s: buffer %s has binding %d, want %d", a.Kernel, p.Name, p.Binding, i)
+		}
+		var access Access
+		switch p.Access {
+		case "read":
+			access = AccessRead
+		case "write":
+			access = AccessWrite
+		case "read_write":
+			access = AccessReadWrite
+		default:
+			return sig, fmt.Errorf("kernel %s: buffer %s has unknown access %q", a.Kernel, p.Name, p.Access)
+		}
+		sig.Buffers = append(sig.Buffers, BufferParam{Name: p.Name, Access: access})
+	}
+	scalars := a.Scalars()
+	for _, p := range scalars {
+		sig.Scalars = append(sig.Scalars, ScalarParam{Name: p.Name, Bytes: p.Size, Offset: p.Offset})
+	}
+	for _, w := range a.Workload {
+		if w.Param < 0 || w.Param >= len(a.Params) {
+			return sig, fmt.Errorf("kernel %s: launch parameter %s names parameter %d of %d", a.Kernel, w.Name, w.Param, len(a.Params))
+		}
+		name := a.Params[w.Param].Name
+		index := slices.IndexFunc(scalars, func(p loom.Param) bool { return p.Name == name })
+		if index < 0 {
+			return sig, fmt.Errorf("kernel %s: launch parameter %s is not a device scalar", a.Kernel, w.Name)
+		}
+		sig.WorkloadScalars = append(sig.WorkloadScalars, index)
+	}
+	limits := loom.Limits{
+		MaxThreadsPerBlock:      props.MaxThreadsPerBlock,
+		MaxBlockDim:             props.MaxBlockDim,
+		MaxGridDim:              props.MaxGridDim,
+		MaxSharedMemoryPerBlock: props.MaxSharedMemoryPerBlock,
+	}
+	sig.Launch = func(workload []uint64) (LaunchConfig, error) {
+		g, err := a.LaunchConfig(workload, limits)
+		if err != nil {
+			return LaunchConfig{}, err
+		}
+		cfg := LaunchConfig{
+			Grid:        native.Dim3{X: g.Grid[0], Y: g.Grid[1], Z: g.Grid[2]},
+			Block:       native.Dim3{X: g.Block[0], Y: g.Block[1], Z: g.Block[2]},
+			SharedBytes: g.SharedBytes,
+		}
+		if g.Empty() {
+			cfg.Grid = native.Dim3{} // grid X of 0: nothing to launch
+		}
+		return cfg, nil
+	}
+	return sig, nil
+}
+
+// loadArtifact loads a compiled kernel's module on dev.
+func loadArtifact(op string, dev *native.Device, a *loom.Artifact) (*native.Module, error) {
+	if a.Target != dev.Target() {
+		return nil, newError(op, ErrTargetMismatch, "kernel %s was compiled for %s but %s needs %s", a.Kernel, a.Target, dev, dev.Target())
 	}
 	var (
 		m   *native.Module
 		err error
 	)
-	switch ck.Format {
-	case HostSharedObject:
-		m, err = dev.LoadHostSharedObject(ck.Path, ck.Target)
-	case CUDASource:
-		m, err = dev.LoadCUDASource(ck.Signature.Name, ck.Code, ck.Target)
-	case CUDAPTX:
-		m, err = dev.LoadCUDAPTX(ck.Signature.Name, ck.Code, ck.Target)
-	default:
-		return nil, newError(op, ErrInvalidArgument, "kernel %q has unknown code format %d", ck.Signature.Name, ck.Format)
+	if dev.Backend() == native.BackendCUDA {
+		m, err = dev.LoadCUDASource(a.Kernel, []byte(a.Source), a.Target)
+	} else {
+		m, err = dev.LoadHostSharedObject(a.SharedObject, a.Target)
 	}
 	if err != nil {
 		kind := ErrDevice
 		if errors.Is(err, native.ErrTargetMismatch) {
 			kind = ErrTargetMismatch
 		}
-		return nil, wrapError(op, kind, err, "cannot load kernel %q", ck.Signature.Name)
+		return nil, wrapError(op, kind, err, "cannot load kernel %s", a.Kernel)
 	}
 	return m, nil
 }

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"io"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -27,7 +26,7 @@ type ModelContext struct {
 	charged    atomic.Uint64
 
 	compilerMu   sync.Mutex
-	compiler     Compiler
+	compiler     Compiler // zero until first use or setCompiler
 	ownsCompiler bool
 
 	mu     sync.Mutex
@@ -61,36 +60,34 @@ func (c *ModelContext) Budget() uint64 { return c.budget }
 func (c *ModelContext) Charged() uint64 { return c.charged.Load() }
 
 // Compiler returns the context's Loom compiler for its device's target, creating it on the
-// first call. Sessions made in the context share it.
+// first call (Loom's default configuration: the on-disk cache under $LOOM_CACHE_DIR or the
+// user cache directory, $CC or gcc for host code). Sessions made in the context share it.
 func (c *ModelContext) Compiler() (Compiler, error) {
 	const op = "ModelContext.Compiler"
 	c.compilerMu.Lock()
 	defer c.compilerMu.Unlock()
 	if err := c.usable(op); err != nil {
-		return nil, err
+		return Compiler{}, err
 	}
-	if c.compiler != nil {
+	if c.compiler.Loom != nil {
 		return c.compiler, nil
 	}
-	comp, err := newDefaultCompiler(c.Target())
+	comp, err := defaultCompiler(op, c.dev)
 	if err != nil {
-		return nil, wrapError(op, ErrInvalidArgument, err, "cannot create a Loom compiler for target %s", c.Target())
+		return Compiler{}, err
 	}
 	c.compiler, c.ownsCompiler = comp, true
 	return comp, nil
 }
 
-// setCompiler installs a caller-owned compiler (WithCompiler); it must match the device.
+// setCompiler installs a caller-owned compiler (WithCompiler); it must target the device.
 func (c *ModelContext) setCompiler(op string, comp Compiler) error {
-	if comp == nil {
-		return newError(op, ErrInvalidArgument, "nil compiler")
-	}
-	if comp.Target() != c.Target() {
-		return newError(op, ErrTargetMismatch, "the compiler targets %s but %s needs %s", comp.Target(), c.dev, c.Target())
+	if err := comp.checkFor(op, c.dev); err != nil {
+		return err
 	}
 	c.compilerMu.Lock()
 	defer c.compilerMu.Unlock()
-	if c.compiler != nil {
+	if c.compiler.Loom != nil {
 		return newError(op, ErrInvalidArgument, "the context already has a compiler")
 	}
 	c.compiler, c.ownsCompiler = comp, false
@@ -183,10 +180,10 @@ func (c *ModelContext) Close() error {
 	c.mu.Unlock()
 	var errs []error
 	c.compilerMu.Lock()
-	if closer, ok := c.compiler.(io.Closer); ok && c.ownsCompiler {
-		errs = append(errs, closer.Close())
+	if c.ownsCompiler && c.compiler.Loom != nil {
+		errs = append(errs, c.compiler.Loom.Close())
 	}
-	c.compiler = nil
+	c.compiler = Compiler{}
 	c.compilerMu.Unlock()
 	if c.ownsDevice {
 		errs = append(errs, c.dev.Close())

@@ -82,7 +82,7 @@ func (s *ModelSession) Freeze(ctx *ModelContext) (*ModelDefinition, error) {
 		s.ctx.credit(weightBytes)
 	}
 	errs = append(errs, s.stream.Close())
-	s.modules, s.kernels = nil, nil
+	s.modules, s.kernels, s.moduleByKey = nil, nil, nil
 	s.frozen = true
 	s.ctx.release()
 	if s.ownsCtx {

@@ -25,6 +25,8 @@ var (
 	// ErrDevice: the device or go/native refused or failed an operation that is not otherwise
 	// classified (out of device memory, a failed Close); the cause says which.
 	ErrDevice = errors.New("device error")
+	// ErrCompile: a Loom kernel did not compile; the cause is the compiler's message.
+	ErrCompile = errors.New("compile error")
 	// ErrInUse: Close refused because sessions, definitions or slots still depend on it.
 	ErrInUse = errors.New("in use")
 )

@@ -24,6 +24,14 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Contexts compile with Loom's default configuration; keep its cache out of the home
+	// directory and fresh for every run.
+	cache, err := os.MkdirTemp("", "loom-session-test-cache-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("LOOM_CACHE_DIR", cache)
 	native.SetLeakHook(func(kind string) {
 		leakMu.Lock()
 		leakKinds = append(leakKinds, kind)
@@ -40,6 +48,7 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	leakMu.Unlock()
+	os.RemoveAll(cache)
 	os.Exit(code)
 }
 
@@ -98,12 +107,12 @@ func oneBlock([]uint64) (LaunchConfig, error) {
 func mixSignature(modes []Access) KernelSignature {
 	sig := KernelSignature{
 		Name:    fmt.Sprintf("mix%v", modes),
-		Scalars: []ScalarParam{{"seed", 4}, {"delay_us", 4}},
+		Scalars: []ScalarParam{{Name: "seed", Bytes: 4}, {Name: "delay_us", Bytes: 4}},
 		Launch:  oneBlock,
 	}
 	for i, m := range modes {
 		sig.Buffers = append(sig.Buffers, BufferParam{Name: fmt.Sprintf("b%d", i), Access: m})
-		sig.Scalars = append(sig.Scalars, ScalarParam{fmt.Sprintf("mode%d", i), 4}, ScalarParam{fmt.Sprintf("bytes%d", i), 4})
+		sig.Scalars = append(sig.Scalars, ScalarParam{Name: fmt.Sprintf("mode%d", i), Bytes: 4}, ScalarParam{Name: fmt.Sprintf("bytes%d", i), Bytes: 4})
 	}
 	return sig
 }
@@ -122,7 +131,7 @@ func axpySignature() KernelSignature {
 	return KernelSignature{
 		Name:    "axpy_f32",
 		Buffers: []BufferParam{{"x", AccessRead}, {"y", AccessReadWrite}},
-		Scalars: []ScalarParam{{"alpha", 4}, {"n", 4}},
+		Scalars: []ScalarParam{{Name: "alpha", Bytes: 4}, {Name: "n", Bytes: 4}},
 		Launch: func(w []uint64) (LaunchConfig, error) {
 			if len(w) != 1 {
 				return LaunchConfig{}, fmt.Errorf("axpy_f32 takes one launch argument (n), got %d", len(w))

@@ -19,19 +19,20 @@ import (
 //
 // The methods are safe for concurrent use; they are serialized.
 type ModelSession struct {
-	mu         sync.Mutex
-	ctx        *ModelContext
-	ownsCtx    bool
-	owner      *owner
-	stream     *native.Stream
-	allocs     []*allocation
-	kernels    []*kernelEntry
-	modules    []*native.Module // loaded by Compile, owned by the session
-	recordings map[string]*recording
-	readback   *native.Buffer // grow-only, host-visible (ReadMany)
-	failed     error
-	closed     bool
-	frozen     bool
+	mu          sync.Mutex
+	ctx         *ModelContext
+	ownsCtx     bool
+	owner       *owner
+	stream      *native.Stream
+	allocs      []*allocation
+	kernels     []*kernelEntry
+	modules     []*native.Module          // owned: loaded by Compile or taken over by ImportKernel
+	moduleByKey map[string]*native.Module // Compile's modules by artifact key
+	recordings  map[string]*recording
+	readback    *native.Buffer // grow-only, host-visible (ReadMany)
+	failed      error
+	closed      bool
+	frozen      bool
 
 	edgeFilter edgeFilter // tests only
 }
@@ -114,8 +115,8 @@ func openSession(op string, index int, expectedTarget string, opts []Option) (*M
 }
 
 // WithCompiler makes a session on dev (which stays the caller's) that compiles with compiler
-// (also the caller's). It refuses a compiler whose target differs from the device's, before
-// any code is loaded.
+// (also the caller's, to close after the session). It refuses a compiler whose target differs
+// from the device's, before any code is compiled or loaded.
 func WithCompiler(dev *native.Device, compiler Compiler, opts ...Option) (*ModelSession, error) {
 	const op = "WithCompiler"
 	if dev == nil {
@@ -156,7 +157,7 @@ func newSession(op string, ctx *ModelContext, ownsCtx bool) (*ModelSession, erro
 	}
 	return &ModelSession{
 		ctx: ctx, ownsCtx: ownsCtx, owner: newOwner(), stream: stream,
-		recordings: make(map[string]*recording),
+		recordings: make(map[string]*recording), moduleByKey: make(map[string]*native.Module),
 	}, nil
 }
 
@@ -411,7 +412,8 @@ func (s *ModelSession) ImportKernel(k *native.Kernel, sig KernelSignature) (Kern
 	if k.Module().Device() != s.ctx.dev {
 		return KernelID{}, newError(op, ErrInvalidArgument, "kernel %q was loaded on %s, not on the session's %s", k.Name(), k.Module().Device(), s.ctx.dev)
 	}
-	if err := sig.check(op); err != nil {
+	sig, err := sig.normalize(op)
+	if err != nil {
 		return KernelID{}, err
 	}
 	if !slices.Contains(s.modules, k.Module()) {
@@ -425,8 +427,9 @@ func (s *ModelSession) addKernel(k *native.Kernel, sig KernelSignature) KernelID
 	return KernelID{owner: s.owner, index: len(s.kernels) - 1}
 }
 
-// Compile compiles Loom kernels with the context's compiler, loads them on the device, and
-// returns their ids in request order. On error nothing is added.
+// Compile compiles Loom kernels with the context's compiler (concurrently), loads them on the
+// device, and returns their ids in request order. Kernels compiled more than once share one
+// module. On error nothing is added.
 func (s *ModelSession) Compile(sources []KernelSource) ([]KernelID, error) {
 	const op = "ModelSession.Compile"
 	s.mu.Lock()
@@ -441,46 +444,43 @@ func (s *ModelSession) Compile(sources []KernelSource) ([]KernelID, error) {
 	if err != nil {
 		return nil, err
 	}
-	if comp.Target() != s.Target() {
-		return nil, newError(op, ErrTargetMismatch, "the context's compiler targets %s but the device needs %s", comp.Target(), s.Target())
+	if err := comp.checkFor(op, s.ctx.dev); err != nil {
+		return nil, err
 	}
-	type loaded struct {
-		kernel *native.Kernel
-		sig    KernelSignature
+	compiled, err := comp.compile(op, s.ctx.dev, sources)
+	if err != nil {
+		return nil, err
 	}
-	var (
-		modules []*native.Module
-		results []loaded
-	)
+	loaded := make(map[string]*native.Module) // by artifact key, this call's new modules
 	fail := func(err error) ([]KernelID, error) {
-		for _, m := range modules {
+		for _, m := range loaded {
 			m.Close()
 		}
 		return nil, err
 	}
-	for i, src := range sources {
-		ck, err := comp.CompileKernel(src)
-		if err != nil {
-			return fail(wrapError(op, ErrInvalidArgument, err, "source %d (kernel %q) does not compile", i, src.Name))
+	kernels := make([]*native.Kernel, len(compiled))
+	for i, ck := range compiled {
+		m := s.moduleByKey[ck.artifact.Key]
+		if m == nil {
+			m = loaded[ck.artifact.Key]
 		}
-		if err := ck.Signature.check(op); err != nil {
-			return fail(err)
+		if m == nil {
+			if m, err = loadArtifact(op, s.ctx.dev, ck.artifact); err != nil {
+				return fail(err)
+			}
+			loaded[ck.artifact.Key] = m
 		}
-		m, err := loadModule(op, s.ctx.dev, ck)
-		if err != nil {
-			return fail(err)
+		if kernels[i], err = m.Kernel(ck.artifact.Entry); err != nil {
+			return fail(wrapError(op, ErrDevice, err, "source %d: the compiled module has no kernel %s", i, ck.artifact.Entry))
 		}
-		modules = append(modules, m)
-		k, err := m.Kernel(ck.Entry)
-		if err != nil {
-			return fail(wrapError(op, ErrDevice, err, "source %d: the compiled module has no kernel %q", i, ck.Entry))
-		}
-		results = append(results, loaded{k, ck.Signature})
 	}
-	s.modules = append(s.modules, modules...)
-	ids := make([]KernelID, len(results))
-	for i, r := range results {
-		ids[i] = s.addKernel(r.kernel, r.sig)
+	for key, m := range loaded {
+		s.moduleByKey[key] = m
+		s.modules = append(s.modules, m)
+	}
+	ids := make([]KernelID, len(compiled))
+	for i, ck := range compiled {
+		ids[i] = s.addKernel(kernels[i], ck.sig)
 	}
 	return ids, nil
 }
@@ -498,7 +498,8 @@ func (s *ModelSession) LaunchConfig(kernel KernelID, workload []uint64) (LaunchC
 	if err != nil {
 		return LaunchConfig{}, err
 	}
-	return k.sig.launchConfig(op, workload)
+	cfg, _, err := k.sig.launchConfig(op, workload)
+	return cfg, err
 }
 
 // ---------------------------------------------------------------- recordings
@@ -624,6 +625,6 @@ func (s *ModelSession) releaseDeviceState() []error {
 	for _, m := range s.modules {
 		errs = append(errs, m.Close())
 	}
-	s.modules = nil
+	s.modules, s.moduleByKey = nil, nil
 	return errs
 }

@@ -1,32 +1,15 @@
 package session
 
 import (
-	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/native"
 )
-
-// fakeCompiler is a Compiler for tests of compiler plumbing: it records calls and fails them.
-type fakeCompiler struct {
-	target string
-	mu     sync.Mutex
-	calls  int
-}
-
-func (f *fakeCompiler) Target() string { return f.target }
-
-func (f *fakeCompiler) CompileKernel(src KernelSource) (*CompiledKernel, error) {
-	f.mu.Lock()
-	f.calls++
-	f.mu.Unlock()
-	return nil, errors.New("fake compiler: no code")
-}
 
 func TestOpen(t *testing.T) {
 	s, err := Open(0, WithWorkerThreads(2), WithBudget(1<<20))
@@ -80,38 +63,48 @@ func TestOpenFor(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidArgument)
 }
 
+// hostCompiler is a Loom compiler without an on-disk cache for dev's target.
+func hostCompiler(t testing.TB, dev *native.Device) Compiler {
+	t.Helper()
+	c := loom.NewCompiler(loom.Config{NoCache: true})
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return Compiler{Loom: c, Target: loom.MustParseTarget(dev.Target())}
+}
+
 func TestWithCompiler(t *testing.T) {
 	dev := openHost(t, 2)
-	comp := &fakeCompiler{target: dev.Target()}
+	comp := hostCompiler(t, dev)
 	s, err := WithCompiler(dev, comp)
 	require.NoError(t, err)
 	got, err := s.Context().Compiler()
 	require.NoError(t, err)
-	require.Same(t, comp, got)
-	// The supplied compiler is used: its failure is reported, naming the source.
-	_, err = s.Compile([]KernelSource{{Source: "kernel k {}", Name: "k"}})
-	require.ErrorIs(t, err, ErrInvalidArgument)
-	require.ErrorContains(t, err, `source 0 (kernel "k") does not compile`)
-	require.Equal(t, 1, comp.calls)
+	require.Same(t, comp.Loom, got.Loom)
+	ids, err := s.Compile([]KernelSource{fillSource("f32")})
+	require.NoError(t, err)
+	require.Len(t, ids, 1)
+	require.Equal(t, int64(1), comp.Loom.Stats().Misses, "the supplied compiler did the work")
 	require.NoError(t, s.Close())
-	// The device stays the caller's: it is still open.
+	// The device and the compiler stay the caller's: both still work.
 	require.NotEmpty(t, dev.Target())
+	_, err = comp.Loom.Compile(fillSource("f32"), comp.Target)
+	require.NoError(t, err)
 }
 
 func TestWithCompilerErrors(t *testing.T) {
 	dev := openHost(t, 2)
-	_, err := WithCompiler(nil, &fakeCompiler{target: dev.Target()})
+	comp := hostCompiler(t, dev)
+	_, err := WithCompiler(nil, comp)
 	require.ErrorIs(t, err, ErrInvalidArgument)
-	_, err = WithCompiler(dev, nil)
+	_, err = WithCompiler(dev, Compiler{Target: comp.Target})
 	require.ErrorIs(t, err, ErrInvalidArgument)
-	_, err = WithCompiler(dev, &fakeCompiler{target: dev.Target()}, WithBudget(0))
+	_, err = WithCompiler(dev, comp, WithBudget(0))
 	require.ErrorIs(t, err, ErrInvalidArgument)
 
-	wrong := &fakeCompiler{target: "sm_90"}
+	wrong := Compiler{Loom: comp.Loom, Target: loom.MustParseTarget("sm_90")}
 	_, err = WithCompiler(dev, wrong)
 	require.ErrorIs(t, err, ErrTargetMismatch)
 	require.ErrorContains(t, err, "the compiler targets sm_90")
-	require.Zero(t, wrong.calls, "nothing may be compiled or loaded with a mismatched compiler")
+	require.Zero(t, comp.Loom.Stats(), "nothing may be compiled or loaded with a mismatched compiler")
 }
 
 func TestInContext(t *testing.T) {
@@ -165,6 +158,16 @@ func TestAllocate(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidArgument)
 	}
 	require.Equal(t, uint64(200), s.Context().Charged())
+}
+
+func TestAllocateDeviceFailure(t *testing.T) {
+	s := hostSession(t)
+	_, err := s.Allocate(1 << 50) // a petabyte: within the unlimited budget, beyond the device
+	require.ErrorIs(t, err, ErrDevice)
+	require.ErrorIs(t, err, native.ErrOutOfMemory)
+	require.Zero(t, s.Context().Charged(), "the failed allocation's charge was returned")
+	_, err = s.Allocate(8)
+	require.NoError(t, err, "a refused allocation does not fail the session")
 }
 
 func TestAllocateOverBudget(t *testing.T) {
@@ -375,7 +378,7 @@ func TestFailureLatches(t *testing.T) {
 				"Replay":          func() error { return s.Replay("fill") },
 				"Benchmark":       func() error { _, err := s.Benchmark("fill", 10); return err },
 				"Profile":         func() error { _, err := s.ProfileCommands("fill", 10); return err },
-				"Compile":         func() error { _, err := s.Compile([]KernelSource{{Source: "x"}}); return err },
+				"Compile":         func() error { _, err := s.Compile([]KernelSource{{Source: []byte("x")}}); return err },
 				"ImportKernel":    func() error { _, err := s.ImportKernel(nil, KernelSignature{}); return err },
 				"LaunchConfig":    func() error { _, err := s.LaunchConfig(KernelID{}, nil); return err },
 				"Freeze":          func() error { _, err := s.Freeze(s.Context()); return err },

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/native"
 )
 
 // propertyCase is a random program: allocations with random initial contents and a random
@@ -27,10 +29,117 @@ type propertyCase struct {
 // recorded graph on the host backend's concurrent graph executor, from the same initial
 // memory, and the final memory of both runs is compared.
 type propertyHarness struct {
-	t      *testing.T
-	ctx    *ModelContext
-	filter edgeFilter // nil: the inferred edges
-	delay  uint32     // microseconds every mix dispatch sleeps between reading and writing
+	t           *testing.T
+	maxBindings int // per dispatch
+	ctx         *ModelContext
+	mixes       mixKernels
+	filter      edgeFilter // nil: the inferred edges
+	delay       uint32     // microseconds every mix dispatch sleeps between reading and writing
+}
+
+// mixKernels supplies random kernels: for any list of binding accesses, a kernel with one
+// byte buffer per access that hashes everything it reads and overwrites everything it writes
+// with bytes derived from the hash, touching nothing else.
+type mixKernels interface {
+	// kernel returns the kernel for modes in session s (made once per session and modes).
+	kernel(t *testing.T, s *ModelSession, modes []Access) KernelID
+	// args are a dispatch's scalar arguments.
+	args(seed, delayMicros uint32, bindings []Binding) []uint64
+	// done is called after s is closed.
+	done(t *testing.T, s *ModelSession)
+}
+
+// staticMixes are the C mix kernel of internal/testkernels, imported once per access list.
+type staticMixes struct {
+	module map[*ModelSession]*native.Kernel
+	ids    map[*ModelSession]map[string]KernelID
+}
+
+func newStaticMixes() *staticMixes {
+	return &staticMixes{module: map[*ModelSession]*native.Kernel{}, ids: map[*ModelSession]map[string]KernelID{}}
+}
+
+func (m *staticMixes) kernel(t *testing.T, s *ModelSession, modes []Access) KernelID {
+	if m.module[s] == nil {
+		m.module[s] = testKernel(t, s.ctx.dev, "mix")
+		m.ids[s] = map[string]KernelID{}
+	}
+	key := fmt.Sprint(modes)
+	id, ok := m.ids[s][key]
+	if !ok {
+		var err error
+		id, err = s.ImportKernel(m.module[s], mixSignature(modes))
+		require.NoError(t, err)
+		m.ids[s][key] = id
+	}
+	return id
+}
+
+func (m *staticMixes) args(seed, delayMicros uint32, bindings []Binding) []uint64 {
+	return mixArgs(seed, delayMicros, bindings)
+}
+
+func (m *staticMixes) done(t *testing.T, s *ModelSession) {
+	delete(m.module, s)
+	delete(m.ids, s)
+}
+
+// loomMixes are Loom kernels generated for each access list and compiled by the session.
+type loomMixes struct {
+	ids map[*ModelSession]map[string]KernelID
+}
+
+func (m *loomMixes) kernel(t *testing.T, s *ModelSession, modes []Access) KernelID {
+	if m.ids[s] == nil {
+		m.ids[s] = map[string]KernelID{}
+	}
+	key := fmt.Sprint(modes)
+	id, ok := m.ids[s][key]
+	if !ok {
+		ids, err := s.Compile([]KernelSource{loomMixSource(modes)})
+		require.NoError(t, err)
+		id = ids[0]
+		m.ids[s][key] = id
+	}
+	return id
+}
+
+// args are the seed, then each binding's length; the Loom kernels take no delay.
+func (m *loomMixes) args(seed, _ uint32, bindings []Binding) []uint64 {
+	args := []uint64{uint64(seed)}
+	for _, b := range bindings {
+		args = append(args, b.Region.Bytes())
+	}
+	return args
+}
+
+func (m *loomMixes) done(t *testing.T, s *ModelSession) { delete(m.ids, s) }
+
+// loomMixSource writes the Loom mix kernel for modes.
+func loomMixSource(modes []Access) KernelSource {
+	var params, scalars, fold, write strings.Builder
+	for i, m := range modes {
+		fmt.Fprintf(&params, "b%d buffer[u8] %s, ", i, m)
+		fmt.Fprintf(&scalars, ", n%d index", i)
+		if reads(m) {
+			fmt.Fprintf(&fold, "\t\tfor j := range(n%d) {\n\t\t\th = (h ^ u32(b%d[j])) * 16777619\n\t\t}\n", i, i)
+		}
+		if m.writes() {
+			fmt.Fprintf(&write, "\t\tfor j := range(n%d) {\n\t\t\tx := h + u32(j) * 2654435761 + %d\n\t\t\tx = (x ^ (x >> 15)) * 2246822519\n\t\t\tb%d[j] = u8(x ^ (x >> 13))\n\t\t}\n", i, 40503*(i+1), i)
+		}
+	}
+	src := fmt.Sprintf(`
+kernel mix {
+	launch() {
+		grid = (1, 1, 1)
+		block = (1, 1, 1)
+	}
+	device(%sseed u32%s) {
+		h := seed
+%s%s	}
+}
+`, params.String(), scalars.String(), fold.String(), write.String())
+	return KernelSource{Name: fmt.Sprintf("mix%v.loom", modes), Source: []byte(src)}
 }
 
 func (h *propertyHarness) generate(r *rand.Rand) propertyCase {
@@ -65,13 +174,9 @@ func (h *propertyHarness) run(r *rand.Rand, c propertyCase) string {
 	t := h.t
 	s, err := InContext(h.ctx)
 	require.NoError(t, err)
-	mix := testKernel(t, h.ctx.dev, "mix")
-	kernels := map[string]KernelID{}
 	defer func() {
 		require.NoError(t, s.Close())
-		if len(kernels) == 0 {
-			require.NoError(t, mix.Module().Close()) // no import took it over
-		}
+		h.mixes.done(t, s)
 	}()
 	s.edgeFilter = h.filter
 	var regions []Region
@@ -95,7 +200,7 @@ func (h *propertyHarness) run(r *rand.Rand, c propertyCase) string {
 	for range commands {
 		switch p := r.IntN(10); {
 		case p < 7:
-			bindings := make([]Binding, 1+r.IntN(4))
+			bindings := make([]Binding, 1+r.IntN(h.maxBindings))
 			modes := make([]Access, len(bindings))
 			for i := range bindings {
 				modes[i] = Access(1 + r.IntN(3))
@@ -105,14 +210,8 @@ func (h *propertyHarness) run(r *rand.Rand, c propertyCase) string {
 				}
 				bindings[i] = Binding{Region: randomRegion(r, pool), Access: modes[i]}
 			}
-			key := fmt.Sprint(modes)
-			id, ok := kernels[key]
-			if !ok {
-				id, err = s.ImportKernel(mix, mixSignature(modes))
-				require.NoError(t, err)
-				kernels[key] = id
-			}
-			c.commands = append(c.commands, Dispatch{Kernel: id, Args: mixArgs(r.Uint32(), h.delay, bindings), Bindings: bindings})
+			id := h.mixes.kernel(t, s, modes)
+			c.commands = append(c.commands, Dispatch{Kernel: id, Args: h.mixes.args(r.Uint32(), h.delay, bindings), Bindings: bindings})
 			c.describe = append(c.describe, fmt.Sprintf("mix %v", bindings))
 		case p < 8:
 			reg := randomRegion(r, regions)
@@ -178,7 +277,7 @@ func TestRecordedGraphMatchesSequentialExecution(t *testing.T) {
 		cases = 200
 	}
 	r := newRand(t)
-	h := &propertyHarness{t: t, ctx: newContext(t, openHost(t, 4), Unlimited)}
+	h := &propertyHarness{t: t, ctx: newContext(t, openHost(t, 4), Unlimited), mixes: newStaticMixes(), maxBindings: 4}
 	for i := range cases {
 		c := h.generate(r)
 		if diff := h.run(r, c); diff != "" {
@@ -193,7 +292,7 @@ func TestRecordedGraphMatchesSequentialExecution(t *testing.T) {
 // disagree.
 func TestDroppedEdgeIsCaught(t *testing.T) {
 	r := newRand(t)
-	h := &propertyHarness{t: t, ctx: newContext(t, openHost(t, 4), Unlimited), delay: 300}
+	h := &propertyHarness{t: t, ctx: newContext(t, openHost(t, 4), Unlimited), mixes: newStaticMixes(), maxBindings: 4, delay: 300}
 	dropped := 0
 	h.filter = func(node int, deps []int) []int {
 		// Drop every edge of the first node that has one: it becomes a root and starts with
@@ -215,4 +314,22 @@ func TestDroppedEdgeIsCaught(t *testing.T) {
 	}
 	t.Logf("%d of %d cases with a dropped edge disagreed with sequential execution", detected, cases)
 	require.Positive(t, detected, "dropping edges went unnoticed: the property test cannot catch a missing edge")
+}
+
+// TestRecordedGraphMatchesSequentialExecutionLoom is the property test with Loom-compiled
+// random kernels: one generated kernel per access list of up to two bindings (12 kernels, each
+// compiled once by the context's shared compiler, then served from its cache).
+func TestRecordedGraphMatchesSequentialExecutionLoom(t *testing.T) {
+	cases := 600
+	if testing.Short() {
+		cases = 60
+	}
+	r := newRand(t)
+	h := &propertyHarness{t: t, ctx: newContext(t, openHost(t, 4), Unlimited), mixes: &loomMixes{ids: map[*ModelSession]map[string]KernelID{}}, maxBindings: 2}
+	for i := range cases {
+		c := h.generate(r)
+		if diff := h.run(r, c); diff != "" {
+			t.Fatalf("case %d: %s", i, diff)
+		}
+	}
 }

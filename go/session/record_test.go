@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -128,7 +129,6 @@ func TestRecordErrors(t *testing.T) {
 		{"too few args", Dispatch{Kernel: k, Args: []uint64{0}, Workload: []uint64{16}, Bindings: []Binding{x.Read(), y.ReadWrite()}}, ErrInvalidArgument, "2 scalar arguments, got 1"},
 		{"arg too wide", Dispatch{Kernel: k, Args: []uint64{0, 1 << 40}, Workload: []uint64{16}, Bindings: []Binding{x.Read(), y.ReadWrite()}}, ErrInvalidArgument, "does not fit in 4 bytes"},
 		{"bad workload", Dispatch{Kernel: k, Args: []uint64{0, 16}, Bindings: []Binding{x.Read(), y.ReadWrite()}}, ErrInvalidArgument, "rejected workload"},
-		{"empty launch", Dispatch{Kernel: k, Args: []uint64{0, 16}, Workload: []uint64{0}, Bindings: []Binding{x.Read(), y.ReadWrite()}}, ErrInvalidArgument, "empty launch"},
 		{"access does not cover", Dispatch{Kernel: k, Args: []uint64{0, 16}, Workload: []uint64{16}, Bindings: []Binding{x.Read(), y.Read()}}, ErrInvalidArgument, "declared read_write by the kernel but bound for read"},
 		{"invalid access", Dispatch{Kernel: k, Args: []uint64{0, 16}, Workload: []uint64{16}, Bindings: []Binding{{Region: x}, y.ReadWrite()}}, ErrInvalidArgument, "no valid access"},
 		{"empty binding", axpy(k, 1, 16, empty, y), ErrInvalidArgument, "empty region"},
@@ -197,8 +197,14 @@ func TestImportKernelErrors(t *testing.T) {
 		message string
 	}{
 		{"no launch", KernelSignature{Name: "k"}, "no launch rule"},
-		{"bad access", KernelSignature{Name: "k", Launch: oneBlock, Buffers: []BufferParam{{"b", 0}}}, "no valid access mode"},
-		{"bad scalar", KernelSignature{Name: "k", Launch: oneBlock, Scalars: []ScalarParam{{"s", 3}}}, "is 3 bytes"},
+		{"bad access", KernelSignature{Name: "k", Launch: oneBlock, Buffers: []BufferParam{{Name: "b"}}}, "no valid access mode"},
+		{"bad scalar", KernelSignature{Name: "k", Launch: oneBlock, Scalars: []ScalarParam{{Name: "s", Bytes: 3}}}, "is 3 bytes"},
+		{"misaligned scalar", KernelSignature{Name: "k", Launch: oneBlock, BlobBytes: 8, Scalars: []ScalarParam{{Name: "s", Bytes: 4, Offset: 2}}}, "does not fit, aligned"},
+		{"scalar past the blob", KernelSignature{Name: "k", Launch: oneBlock, BlobBytes: 8, Scalars: []ScalarParam{{Name: "s", Bytes: 8, Offset: 8}}}, "does not fit, aligned"},
+		{"sizes without a blob", KernelSignature{Name: "k", Launch: oneBlock, Buffers: []BufferParam{{Name: "b", Access: AccessRead}}, BindingSizeOffsets: []int{0}}, "gives no blob size"},
+		{"size offsets per binding", KernelSignature{Name: "k", Launch: oneBlock, BlobBytes: 16, BindingSizeOffsets: []int{0}}, "0 buffer parameters but 1 binding size offsets"},
+		{"size past the blob", KernelSignature{Name: "k", Launch: oneBlock, BlobBytes: 16, Buffers: []BufferParam{{Name: "b", Access: AccessRead}}, BindingSizeOffsets: []int{16}}, "binding size 0"},
+		{"workload scalar", KernelSignature{Name: "k", Launch: oneBlock, WorkloadScalars: []int{0}}, "names scalar 0 of 0"},
 	}
 	for _, tc := range bad {
 		_, err := s.ImportKernel(mix, tc.sig)
@@ -226,9 +232,6 @@ func TestLaunchConfig(t *testing.T) {
 	_, err = s.LaunchConfig(k, nil)
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	require.ErrorContains(t, err, "takes one launch argument")
-	_, err = s.LaunchConfig(k, []uint64{0})
-	require.ErrorIs(t, err, ErrInvalidArgument)
-	require.ErrorContains(t, err, "empty launch")
 	_, err = s.LaunchConfig(KernelID{}, nil)
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	_, err = s.LaunchConfig(KernelID{owner: newOwner()}, nil)
@@ -236,18 +239,58 @@ func TestLaunchConfig(t *testing.T) {
 }
 
 func TestPackScalars(t *testing.T) {
-	sig := KernelSignature{Name: "k", Scalars: []ScalarParam{{"a", 1}, {"b", 4}, {"c", 2}, {"d", 8}, {"e", 4}}}
-	blob, err := sig.packScalars("test", []uint64{0x12, 0xdeadbeef, 0xffff, 1 << 40, uint64(0xffffffffffffffff)})
+	sig, err := KernelSignature{Name: "k", Launch: oneBlock, Scalars: []ScalarParam{
+		{Name: "a", Bytes: 1}, {Name: "b", Bytes: 4}, {Name: "c", Bytes: 2}, {Name: "d", Bytes: 8}, {Name: "e", Bytes: 4},
+	}}.normalize("test")
 	require.NoError(t, err)
-	require.Len(t, blob, 24+4)
+	// Natural alignment: a@0, b@4, c@8, d@16, e@24.
+	offsets := []int{0, 4, 8, 16, 24}
+	for i, p := range sig.Scalars {
+		require.Equal(t, offsets[i], p.Offset, p.Name)
+	}
+	require.Equal(t, 28, sig.BlobBytes)
+	blob, err := sig.packScalars("test", []uint64{0x12, 0xdeadbeef, 0xffff, 1 << 40, 0xffffffffffffffff}, nil)
+	require.NoError(t, err)
+	require.Len(t, blob, 28)
 	require.Equal(t, byte(0x12), blob[0])
+	require.Equal(t, uint32(0xdeadbeef), binary.NativeEndian.Uint32(blob[4:]))
+	require.Equal(t, uint64(1<<40), binary.NativeEndian.Uint64(blob[16:]))
 	// A negative value sign-extended to 64 bits fits its narrower parameter.
-	_, err = sig.packScalars("test", []uint64{0xffffffffffffff80, 0, 0, 0, 0})
+	_, err = sig.packScalars("test", []uint64{0xffffffffffffff80, 0, 0, 0, 0}, nil)
 	require.NoError(t, err)
-	_, err = sig.packScalars("test", []uint64{0x100, 0, 0, 0, 0})
+	_, err = sig.packScalars("test", []uint64{0x100, 0, 0, 0, 0}, nil)
 	require.ErrorIs(t, err, ErrInvalidArgument)
-	_, err = sig.packScalars("test", []uint64{0, 0, 0x1ffff, 0, 0})
+	_, err = sig.packScalars("test", []uint64{0, 0, 0x1ffff, 0, 0}, nil)
 	require.ErrorIs(t, err, ErrInvalidArgument)
+
+	// An explicit layout with binding sizes (Loom's CUDA convention).
+	sig, err = KernelSignature{Name: "k", Launch: oneBlock, BlobBytes: 24,
+		Buffers:            []BufferParam{{Name: "x", Access: AccessRead}, {Name: "y", Access: AccessWrite}},
+		Scalars:            []ScalarParam{{Name: "n", Bytes: 4, Offset: 4}},
+		BindingSizeOffsets: []int{8, 16},
+	}.normalize("test")
+	require.NoError(t, err)
+	blob, err = sig.packScalars("test", []uint64{7}, []uint64{100, 200})
+	require.NoError(t, err)
+	require.Equal(t, uint32(7), binary.NativeEndian.Uint32(blob[4:]))
+	require.Equal(t, uint64(100), binary.NativeEndian.Uint64(blob[8:]))
+	require.Equal(t, uint64(200), binary.NativeEndian.Uint64(blob[16:]))
+}
+
+func TestEmptyDispatch(t *testing.T) {
+	s, k, x, y := axpySession(t, 16)
+	cfg, err := s.LaunchConfig(k, []uint64{0})
+	require.NoError(t, err)
+	require.Zero(t, cfg.Grid.X, "a grid of zero blocks")
+	require.NoError(t, s.Upload(y, float32Bytes(make([]float32, 16))))
+	require.NoError(t, s.Record("empty", []Command{axpy(k, 1, 0, x, y), Fill{Region: x, Byte: 0}}))
+	require.NoError(t, s.Replay("empty"))
+	timings, err := s.Benchmark("empty", 10)
+	require.NoError(t, err)
+	require.Equal(t, 10, timings.Samples)
+	got := make([]byte, 64)
+	require.NoError(t, s.Read(y, got))
+	require.Equal(t, make([]byte, 64), got, "the empty dispatch wrote nothing")
 }
 
 func TestBenchmark(t *testing.T) {

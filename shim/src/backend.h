@@ -136,6 +136,7 @@ struct loom_module {
   std::map<std::string, std::unique_ptr<loom_kernel>> kernels_;
 };
 
+// Like CUDA graphs, a graph (unlike a stream) is not safe to modify from several threads at once.
 struct loom_graph {
   virtual ~loom_graph() = default;
   loom_device* device = nullptr;

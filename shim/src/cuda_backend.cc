@@ -683,6 +683,8 @@ class CudaGraph : public loom_graph {
         copy.srcDevice = Address(node.src, node.src_offset);
         copy.dstMemoryType = kMemoryTypeDevice;
         copy.dstDevice = Address(node.dst, node.dst_offset);
+        copy.srcPitch = copy.dstPitch = node.bytes;  // one row
+        copy.srcHeight = copy.dstHeight = 1;
         copy.WidthInBytes = node.bytes;
         copy.Height = 1;
         copy.Depth = 1;

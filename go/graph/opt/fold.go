@@ -95,6 +95,12 @@ func foldEval(m *graph.Model, g *graph.Graph, n *graph.Node) []*graph.Tensor {
 	if len(n.Inputs) == 0 {
 		return nil
 	}
+	for _, o := range n.Outputs {
+		// Refuse before evaluating when inference already knows the result grows too much.
+		if s, ok := shapeOf(g, o); ok && s.NumElements() > maxFoldedElements && s.NumElements() > int64(inElems) {
+			return nil
+		}
+	}
 	outs, err := refeval.Eval(n, m.Opset(n.Domain), args)
 	if err != nil {
 		return nil

@@ -146,9 +146,6 @@ func FuseConvActivation(m *graph.Model) (bool, error) {
 			if !isOp(conv, "Conv") || dead[conv] || !singleUse(g, u, conv.Outputs[0]) || elemOf(g, conv.Outputs[0]) != graph.Float {
 				continue
 			}
-			if ap := conv.AttrString("auto_pad", "NOTSET"); ap != "NOTSET" && ap != "VALID" {
-				continue
-			}
 			conv.OpType, conv.Domain = "FusedConv", graph.LoomDomain
 			conv.SetAttr(graph.StringAttr("activation", act.OpType))
 			if params != nil {
@@ -164,4 +161,91 @@ func FuseConvActivation(m *graph.Model) (bool, error) {
 		}
 	})
 	return changed, nil
+}
+
+// FuseConvAdd folds Add(Conv(x), c) into the Conv's bias when c is a constant holding one value
+// per output channel (shape [C,1,...] or [1,C,1,...]) and the Conv feeds only the Add.
+func FuseConvAdd(m *graph.Model) (bool, error) {
+	changed := false
+	m.Graph.Walk(func(g *graph.Graph) {
+		u := uses(g)
+		dead := map[*graph.Node]bool{}
+		for _, add := range g.Nodes {
+			if !isOp(add, "Add") || len(add.Inputs) != 2 {
+				continue
+			}
+			for side := 0; side < 2; side++ {
+				conv := producerOf(g, add.Inputs[side])
+				c := constant(g, add.Inputs[1-side])
+				if !isOp(conv, "Conv") || dead[conv] || c == nil || !singleUse(g, u, conv.Outputs[0]) || len(conv.Inputs) < 2 {
+					continue
+				}
+				w := constant(g, conv.Inputs[1])
+				os, ok := shapeOf(g, conv.Outputs[0])
+				if w == nil || !ok || len(w.Dims) < 3 || c.DType != w.DType || !w.DType.IsFloat() {
+					continue
+				}
+				outC := w.Dims[0]
+				if !perChannel(c.Dims, outC, len(os)) {
+					continue
+				}
+				cv, err := c.Float64s()
+				if err != nil {
+					continue
+				}
+				bias := make([]float64, outC)
+				for i := range bias {
+					bias[i] = cv[i%len(cv)]
+				}
+				if len(conv.Inputs) > 2 && conv.Inputs[2] != "" {
+					b := constant(g, conv.Inputs[2])
+					if b == nil {
+						continue
+					}
+					bv, err := b.Float64s()
+					if err != nil || len(bv) != int(outC) {
+						continue
+					}
+					for i := range bias {
+						bias[i] += bv[i]
+					}
+				}
+				bt, err := graph.TensorFromValues(uniqueName(m, conv.Name+"_bias"), w.DType, []int64{outC}, bias)
+				if err != nil {
+					continue
+				}
+				g.AddInitializer(bt)
+				conv.Inputs = []string{conv.Inputs[0], conv.Inputs[1], bt.Name}
+				conv.Outputs[0] = add.Outputs[0]
+				dead[add] = true
+				break
+			}
+		}
+		if len(dead) > 0 {
+			removeNodes(g, dead)
+			changed = true
+		}
+	})
+	return changed, nil
+}
+
+// perChannel accepts the shapes of a per-channel constant broadcast against [N,C,spatial...]
+// of the given rank without changing the result's shape: [C,1,...], [1,C,1,...], [1] or [].
+func perChannel(dims []int64, c int64, rank int) bool {
+	if len(dims) > rank {
+		return false
+	}
+	n := int64(1)
+	for _, d := range dims {
+		n *= d
+	}
+	if n == 1 {
+		return true
+	}
+	if n != c {
+		return false
+	}
+	// The channel axis is rank-2 positions from the end of a rank-`rank` output.
+	axis := len(dims) - (rank - 1)
+	return axis >= 0 && dims[axis] == c
 }

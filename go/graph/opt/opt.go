@@ -64,6 +64,7 @@ func Passes() []Pass {
 		{"constant_folding", LevelBasic, FoldConstants},
 		{"common_subexpression_elimination", LevelBasic, EliminateCommonSubexpressions},
 		{"dead_code_elimination", LevelBasic, EliminateDeadCode},
+		{"conv_add_fusion", LevelExtended, FuseConvAdd},
 		{"conv_batchnorm_fusion", LevelExtended, FuseConvBatchNorm},
 		{"layernorm_fusion", LevelExtended, FuseLayerNorm},
 		{"gelu_fusion", LevelExtended, FuseGelu},
@@ -77,7 +78,22 @@ func Passes() []Pass {
 // Optimize infers shapes, runs every pass up to level in order, and records each pass with the
 // node counts before and after in m.Passes. The model is re-resolved and re-inferred after
 // each pass that changed it, so an error names the pass that broke an invariant.
+//
+// Models older than IR version 4 had to list every initializer as a graph input too; for
+// them those inputs are dropped first, as they are constants, not inputs a caller may feed.
 func Optimize(m *graph.Model, level Level) error {
+	if level > LevelDisabled && m.IRVersion < 4 {
+		kept := m.Graph.Inputs[:0]
+		for _, in := range m.Graph.Inputs {
+			if _, isInit := m.Graph.Initializers[in.Name]; !isInit {
+				kept = append(kept, in)
+			}
+		}
+		m.Graph.Inputs = kept
+		if err := m.Resolve(); err != nil {
+			return err
+		}
+	}
 	if err := m.InferShapes(); err != nil {
 		return err
 	}

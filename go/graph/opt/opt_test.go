@@ -410,7 +410,7 @@ func referenceModel(t *testing.T, name string) *graph.Model {
 	return nil
 }
 
-func TestOptimizeReferenceTransformers(t *testing.T) {
+func TestOptimizeReferenceModels(t *testing.T) {
 	for _, tc := range []struct {
 		file string
 		dims map[string]int64
@@ -418,6 +418,10 @@ func TestOptimizeReferenceTransformers(t *testing.T) {
 	}{
 		{"tiny_encoder.onnx", map[string]int64{"B": 2, "T": 5}, []string{"LayerNormalization", "Attention", "MatMulAdd"}},
 		{"tiny_gpt_kv.onnx", map[string]int64{"B": 1, "T": 3, "S": 2, "int_max": 512}, []string{"LayerNormalization", "Gelu", "Attention"}},
+		// CNNs, used when LOOM_ONNX_MODELS holds them (see shared/notes/data.md for the packages).
+		{"mnist.onnx", nil, []string{"FusedConv", "Gemm"}},
+		{"ch_PP-OCRv4_rec_infer.onnx", map[string]int64{"p2o.DynamicDimension.0": 1, "p2o.DynamicDimension.1": 16},
+			[]string{"FusedConv", "LayerNormalization", "MatMulAdd"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			m := referenceModel(t, tc.file)
@@ -430,4 +434,22 @@ func TestOptimizeReferenceTransformers(t *testing.T) {
 			t.Logf("%s: %d nodes before, %d after; ops %v", tc.file, before, after.Graph.NodeCount(), ops)
 		})
 	}
+}
+
+func TestConvAddFusion(t *testing.T) {
+	for _, bias := range []*graph.Tensor{randTensor("c", 4, 1, 1), randTensor("c", 1, 4, 1, 1), randTensor("c", 1)} {
+		m := model(t, 17, []*graph.Value{graph.Input("x", f32(1, 3, 5, 5))}, []string{"y"},
+			[]*graph.Node{
+				graph.NewNode("conv", "Conv", []string{"x", "W", "B"}, []string{"a"}, graph.StringAttr("auto_pad", "SAME_UPPER"), graph.IntsAttr("strides", 2, 2)),
+				graph.NewNode("add", "Add", []string{"c", "a"}, []string{"y"}),
+			}, randTensor("W", 4, 3, 2, 2), randTensor("B", 4), bias)
+		after := preserves(t, m, runPass("conv_add_fusion"), nil)
+		assert.Equal(t, map[string]int{"Conv": 1}, opCount(after), "bias dims %v", bias.Dims)
+	}
+	// A bias along the last axis would change the result's layout: no fusion.
+	m := model(t, 17, []*graph.Value{graph.Input("x", f32(1, 3, 4, 4))}, []string{"y"},
+		[]*graph.Node{graph.NewNode("conv", "Conv", []string{"x", "W"}, []string{"a"}), graph.NewNode("add", "Add", []string{"a", "c"}, []string{"y"})},
+		randTensor("W", 4, 3, 1, 1), randTensor("c", 4))
+	after := preserves(t, m, runPass("conv_add_fusion"), nil)
+	assert.Equal(t, map[string]int{"Conv": 1, "Add": 1}, opCount(after))
 }

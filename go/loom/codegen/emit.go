@@ -290,7 +290,7 @@ func (e *emitter) function() {
 			e.line("%s%s* const %s = (%s%s*)args->buffers[%d];", cq, st, bn, cq, st, b.Binding)
 			e.line("const loom_i64 n%d = (loom_i64)(args->buffer_bytes[%d] / sizeof(%s));", b.Binding, b.Binding, st)
 			if b.Elem.Size() > 1 {
-				e.line("if (((uintptr_t)%s) %% %dU != 0) %s", bn, b.Elem.Size(), e.abort(ir.ViolationLaunch))
+				e.line("if (((loom_u64)%s) %% %dU != 0) %s", bn, b.Elem.Size(), e.abort(ir.ViolationLaunch))
 			}
 			e.names[b.Value] = bn
 		}
@@ -309,7 +309,7 @@ func (e *emitter) function() {
 			if b.Access == types.Read {
 				cq = "const "
 			}
-			params = append(params, fmt.Sprintf("%s%s* __restrict__ b%d", cq, st, b.Binding))
+			params = append(params, fmt.Sprintf("%s%s* b%d", cq, st, b.Binding))
 		}
 		params = append(params, "unsigned int* loom_violation")
 		for _, s := range k.Scalars {
@@ -371,6 +371,14 @@ func (e *emitter) function() {
 		cur = append(cur, op)
 	}
 	segs = append(segs, cur)
+	defSeg := map[*ir.Value]int{}
+	for i, seg := range segs {
+		for _, op := range seg {
+			if op.Result != nil {
+				defSeg[op.Result] = i
+			}
+		}
+	}
 	for i, seg := range segs {
 		if i > 0 && !e.lang.Host {
 			e.line("__syncthreads();")
@@ -379,7 +387,7 @@ func (e *emitter) function() {
 			continue
 		}
 		if e.lang.Host {
-			e.threadLoops(seg)
+			e.threadLoops(seg, e.rematerialize(seg, i, defSeg))
 		} else {
 			for d := 0; d < 3; d++ {
 				e.tid[d] = fmt.Sprintf("((loom_i64)threadIdx.%c)", "xyz"[d])
@@ -398,7 +406,55 @@ func (e *emitter) function() {
 	e.line("}")
 }
 
-func (e *emitter) threadLoops(seg []*ir.Op) {
+// rematerialize lists the ops of earlier barrier segments whose (pure) results segment i uses:
+// each host segment runs in its own loop over the threads, so such values are recomputed.
+func (e *emitter) rematerialize(seg []*ir.Op, i int, defSeg map[*ir.Value]int) []*ir.Op {
+	need := map[*ir.Op]bool{}
+	var visit func(v *ir.Value)
+	visit = func(v *ir.Value) {
+		s, ok := defSeg[v]
+		if !ok || s >= i || need[v.Def] {
+			return
+		}
+		if !v.Def.Pure() {
+			e.err = fmt.Errorf("codegen: value %%%d (%s) crosses a barrier", v.ID, v.Def.Name())
+			return
+		}
+		need[v.Def] = true
+		for _, a := range v.Def.Args {
+			visit(a)
+		}
+	}
+	for _, op := range seg {
+		ir.Walk(&ir.Block{Ops: []*ir.Op{op}}, func(o *ir.Op) {
+			for _, a := range o.Args {
+				visit(a)
+			}
+		})
+	}
+	var out []*ir.Op
+	for j := 0; j < i; j++ {
+		for _, op := range segsOp(defSeg, j) {
+			if need[op] {
+				out = append(out, op)
+			}
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].Result.ID < out[b].Result.ID })
+	return out
+}
+
+func segsOp(defSeg map[*ir.Value]int, j int) []*ir.Op {
+	var out []*ir.Op
+	for v, s := range defSeg {
+		if s == j {
+			out = append(out, v.Def)
+		}
+	}
+	return out
+}
+
+func (e *emitter) threadLoops(seg []*ir.Op, pre []*ir.Op) {
 	dims := e.check.Args[3:6]
 	opened := 0
 	for d := 2; d >= 0; d-- {
@@ -416,6 +472,9 @@ func (e *emitter) threadLoops(seg []*ir.Op) {
 		e.line("{")
 		e.indent++
 		opened = 1
+	}
+	for _, op := range pre {
+		e.op(op)
 	}
 	for _, op := range seg {
 		e.op(op)
@@ -591,7 +650,7 @@ func (e *emitter) view(op *ir.Op) {
 	e.line("{ const loom_i64 loom_end = %s;", span)
 	cond := fmt.Sprintf("loom_end < 0 || (!(%s) && loom_end >= %s)", strings.Join(empty, " || "), length)
 	if op.Code == ir.OpSharedView && elem.Size() > 1 {
-		cond += fmt.Sprintf(" || ((uintptr_t)%s) %% %dU != 0", n, elem.Size())
+		cond += fmt.Sprintf(" || ((loom_u64)%s) %% %dU != 0", n, elem.Size())
 	}
 	e.line("  if (%s) %s }", cond, e.abort(op.Bit))
 }
@@ -652,6 +711,11 @@ func (e *emitter) access(op *ir.Op, mem *ir.Value, idx []*ir.Value) (ptr string,
 			terms = []string{"0"}
 		}
 		ptr = e.val(mem) + " + (" + strings.Join(terms, " + ") + ")"
+	case *types.Vector:
+		slot = true
+		x := e.val(idx[0])
+		addCheck(0, x, strconv.Itoa(t.Len), false)
+		ptr = e.lane(e.val(mem), x)
 	case *ir.Slot:
 		slot = true
 		s := e.val(mem)

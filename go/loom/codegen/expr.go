@@ -264,13 +264,32 @@ func (e *emitter) vexpr(op *ir.Op, vt *types.Vector) string {
 		return name + "(" + strings.Join(args, ", ") + ")"
 	}
 	a := func(i int) string { return e.lane(fmt.Sprintf("a%d", i), "i") }
+	// GCC broadcasts a scalar operand of a vector operation itself (one vbroadcastss, or a
+	// broadcast memory operand folded into the FMA).
+	scalarOr := func(i int) string {
+		if a := op.Args[i]; native && a.Def != nil && a.Def.Code == ir.OpSplat {
+			return e.val(a.Def.Args[0])
+		}
+		return args[i]
+	}
 	switch op.Code {
 	case ir.OpSplat:
+		if native {
+			xs := make([]string, vt.Len)
+			for i := range xs {
+				xs[i] = args[0]
+			}
+			return "((" + vn + "){" + strings.Join(xs, ", ") + "})"
+		}
 		return lanes("splat", []string{t}, "a0")
 	case ir.OpBinary:
 		s := op.Sub
 		if native && (s == ir.BinAdd || s == ir.BinSub || s == ir.BinMul || s == ir.BinAnd || s == ir.BinOr || s == ir.BinXor || (s == ir.BinDiv && el.IsFloat())) {
-			return "(" + args[0] + " " + cOps[s] + " " + args[1] + ")"
+			x, y := scalarOr(0), scalarOr(1)
+			if x != args[0] && y != args[1] {
+				x = args[0] // at least one operand must be a vector
+			}
+			return "(" + x + " " + cOps[s] + " " + y + ")"
 		}
 		lane := e.scalarBinary(s, a(0), a(1), el, op.Args[1])
 		return lanes(ir.SubName(s), []string{vn, vn}, lane)
@@ -297,7 +316,11 @@ func (e *emitter) vexpr(op *ir.Op, vt *types.Vector) string {
 	case ir.OpFma:
 		if native {
 			// -ffp-contract=fast fuses this into one instruction on FMA targets.
-			return "(" + args[0] + " * " + args[1] + " + " + args[2] + ")"
+			x, y := scalarOr(0), scalarOr(1)
+			if x != args[0] && y != args[1] {
+				x = args[0]
+			}
+			return "(" + x + " * " + y + " + " + args[2] + ")"
 		}
 		fn := "fmaf"
 		if el.Kind() == types.F64 {

@@ -400,6 +400,11 @@ func (b *builder) element(e *ast.IndexExpr) (mem *Value, idx []*Value, width int
 		} else {
 			bit = b.viewBits[mem]
 		}
+	case *types.Vector:
+		// A lane of a vector value.
+		mem = b.expr(base)
+		elemT = t.Elem
+		bit = ViolationLocal
 	case *types.Array:
 		id, ok := base.(*ast.Ident)
 		if !ok {

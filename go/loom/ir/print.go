@@ -85,6 +85,8 @@ func (op *Op) Name() string {
 			return "buffer" + verb
 		case *types.View:
 			return "view" + verb
+		case *types.Vector:
+			return "vector.extract"
 		}
 		return "local" + verb
 	case OpViewMake:

@@ -763,6 +763,8 @@ func extents(mem *ir.Value) (ext []*ir.Value, dims []int) {
 		return op.Args[0:r], nil
 	case *ir.Slot:
 		return nil, t.Dims
+	case *types.Vector:
+		return nil, []int{t.Len}
 	}
 	return nil, nil
 }

@@ -457,7 +457,9 @@ func dce(b *ir.Block) bool {
 // loadIsLocal reports whether a load reads a local slot with no bounds check left (so removing
 // it changes nothing, not even the violation word).
 func loadIsLocal(op *ir.Op) bool {
-	if _, ok := op.Args[0].Type.(*ir.Slot); !ok {
+	switch op.Args[0].Type.(type) {
+	case *ir.Slot, *types.Vector:
+	default:
 		return false
 	}
 	for _, c := range op.Checks {

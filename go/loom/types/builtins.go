@@ -119,6 +119,11 @@ func (c *checker) values(s *scope, args []ast.Expr) ([]operand, bool) {
 		if xs[i].mode != ModeConstant && xs[i].mode != ModeValue {
 			c.errorf(a.Pos(), "%s is not a value", exprString(a))
 			ok = false
+			continue
+		}
+		if !isArith(xs[i].typ) {
+			c.errorf(a.Pos(), "%s (type %s) is not a scalar or vector", exprString(a), xs[i].typ)
+			ok = false
 		}
 	}
 	return xs, ok

@@ -601,7 +601,7 @@ func (c *checker) deviceBody(ks *scope, d *ast.DeviceDecl) {
 		c.stmt(s, st)
 	}
 	for _, u := range c.crossUses {
-		if !u.obj.Uniform && u.obj.Segment != u.segment {
+		if !u.obj.Uniform && !u.obj.Pure && u.obj.Segment != u.segment {
 			c.errorf(u.pos, "%s is declared before a barrier and used after it; pass values across barriers through shared memory", u.obj.Name)
 		}
 	}
@@ -677,6 +677,7 @@ func (c *checker) stmt(s *scope, st ast.Stmt) {
 					}
 					if c.level != 0 {
 						c.errorf(call.Pos(), "barrier() belongs at the top level of the device body")
+						return
 					}
 					c.segment++
 					return
@@ -768,11 +769,16 @@ func (c *checker) assign(s *scope, st *ast.AssignStmt) {
 			}
 			_ = v
 		}
-		if _, isBuf := t.(*Buffer); isBuf {
+		switch t.(type) {
+		case *Buffer:
 			c.errorf(st.Rhs.Pos(), "cannot copy buffer %s; make a view of it", exprString(st.Rhs))
+			t = Typ[Invalid]
+		case *Array:
+			c.errorf(st.Rhs.Pos(), "cannot copy array %s; copy its elements", exprString(st.Rhs))
 			t = Typ[Invalid]
 		}
 		obj := c.newLocal(id, t, x.uniform, VarLocal)
+		obj.Pure = !obj.Mutable && c.pure(st.Rhs)
 		if _, isView := t.(*View); isView {
 			if obj.Mutable {
 				c.errorf(id.Pos(), "view %s cannot be assigned again", id.Name)
@@ -827,6 +833,10 @@ func (c *checker) assign(s *scope, st *ast.AssignStmt) {
 		return
 	}
 	t := c.indexExpr(s, ix, accessWrite(st.Tok))
+	if _, isArr := t.(*Array); isArr {
+		c.errorf(st.Lhs.Pos(), "cannot assign a whole array; assign its elements")
+		t = Typ[Invalid]
+	}
 	if IsInvalid(t) {
 		c.expr(s, st.Rhs)
 		return
@@ -962,6 +972,44 @@ func (c *checker) forStmt(s *scope, st *ast.ForStmt) {
 		c.info.LoopVar[st] = obj
 	}
 	c.block(inner, st.Body)
+}
+
+// pure reports whether e is computed from parameters, constants, ids and other pure variables
+// only (no loads, no mutable variables): such a value may be recomputed after a barrier.
+func (c *checker) pure(e ast.Expr) bool {
+	switch e := e.(type) {
+	case nil:
+		return true
+	case *ast.Ident:
+		obj := c.info.Uses[e]
+		if obj == nil || obj.Kind != ObjVar {
+			return true
+		}
+		return obj.VarKind == VarParam || (!obj.Mutable && obj.Pure)
+	case *ast.BasicLit:
+		return true
+	case *ast.ParenExpr:
+		return c.pure(e.X)
+	case *ast.UnaryExpr:
+		return c.pure(e.X)
+	case *ast.BinaryExpr:
+		return c.pure(e.X) && c.pure(e.Y)
+	case *ast.SelectorExpr:
+		return true
+	case *ast.CallExpr:
+		if c.info.Calls[e] == BuiltinView || c.info.Calls[e] == BuiltinShared {
+			return true
+		}
+		for _, a := range e.Args {
+			if !c.pure(a) {
+				return false
+			}
+		}
+		return true
+	case *ast.VecType, *ast.ArrayType, *ast.BufferType:
+		return true
+	}
+	return false
 }
 
 // indexValue requires an integer value usable as an index: index itself or an untyped constant.

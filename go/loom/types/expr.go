@@ -107,6 +107,14 @@ func (c *checker) ident(s *scope, id *ast.Ident) operand {
 	}
 	obj := s.lookup(id.Name)
 	if obj == nil {
+		if c.inLaunch {
+			for _, p := range c.kernel.Params {
+				if p.Name == id.Name {
+					c.errorf(id.Pos(), "launch programs see only their workload parameters, not device parameter %s", id.Name)
+					return invalid(id)
+				}
+			}
+		}
 		c.errorf(id.Pos(), "undefined: %s", id.Name)
 		return invalid(id)
 	}
@@ -344,6 +352,10 @@ func (c *checker) unary(e *ast.UnaryExpr, x operand) operand {
 		c.errorf(e.X.Pos(), "%s is not a value", exprString(e.X))
 		return invalid(e)
 	}
+	if !isArith(x.typ) {
+		c.errorf(e.OpPos, "operator %s not defined on %s (type %s)", e.Op, exprString(e.X), x.typ)
+		return invalid(e)
+	}
 	elem := Elem(x.typ)
 	_, isVec := x.typ.(*Vector)
 	ok := false
@@ -392,6 +404,10 @@ func (c *checker) binaryOp(e ast.Expr, op token.Token, opPos token.Pos, x, y ope
 	for _, o := range []operand{x, y} {
 		if o.mode != ModeConstant && o.mode != ModeValue {
 			c.errorf(o.expr.Pos(), "%s is not a value", exprString(o.expr))
+			return invalid(e)
+		}
+		if !isArith(o.typ) {
+			c.errorf(opPos, "operator %s not defined on %s (type %s)", op, exprString(o.expr), o.typ)
 			return invalid(e)
 		}
 	}
@@ -484,6 +500,15 @@ func (c *checker) binaryOp(e ast.Expr, op token.Token, opPos token.Pos, x, y ope
 		return c.foldBinary(e, op, opPos, x, y, rt)
 	}
 	return operand{mode: ModeValue, typ: rt, uniform: x.uniform && y.uniform}
+}
+
+// isArith reports whether values of type t take part in arithmetic: scalars and vectors.
+func isArith(t Type) bool {
+	switch t.(type) {
+	case *Basic, *Vector:
+		return true
+	}
+	return false
 }
 
 func elemOrSelf(t Type) Type {
@@ -628,6 +653,12 @@ func (c *checker) indexExpr(s *scope, e *ast.IndexExpr, how accessKind) Type {
 		rank, elem, access, what = t.Rank, t.Elem, t.Access, "view"
 	case *Array:
 		rank, elem, access, what = 1, t.Elem, ReadWrite, "array"
+	case *Vector:
+		rank, elem, access, what = 1, t.Elem, Read, "vector"
+		if how&accessStore != 0 {
+			c.errorf(e.Pos(), "cannot assign to a lane of vector %s", exprString(e.X))
+			return Typ[Invalid]
+		}
 	default:
 		c.errorf(e.Lbrack, "cannot index %s (type %s)", exprString(e.X), x.typ)
 		return Typ[Invalid]
@@ -660,8 +691,8 @@ func (c *checker) indexExpr(s *scope, e *ast.IndexExpr, how accessKind) Type {
 				c.errorf(sl.Colon, "only the last index may be a slice lo:hi")
 				return Typ[Invalid]
 			}
-			if what == "array" {
-				c.errorf(sl.Colon, "arrays are indexed element by element")
+			if what == "array" || what == "vector" {
+				c.errorf(sl.Colon, "%ss are indexed element by element", what)
 				return Typ[Invalid]
 			}
 			if lo.mode == ModeInvalid || hi.mode == ModeInvalid {

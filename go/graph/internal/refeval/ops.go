@@ -21,8 +21,19 @@ func arg(args []*Value, i int) *Value {
 	return nil
 }
 
-// Eval computes one node.
-func Eval(n *graph.Node, opset int64, args []*Value) ([]*Value, error) {
+// Eval computes one node. Results over maxElements elements are refused.
+func Eval(n *graph.Node, opset int64, args []*Value) (outs []*Value, err error) {
+	defer func() {
+		// Malformed arguments (wrong arity or ranks the checks upstream did not catch) end up
+		// here as runtime errors; constant folding must get an error, not a crash.
+		if r := recover(); r != nil {
+			if tl, ok := r.(tooLarge); ok {
+				outs, err = nil, fmt.Errorf("result of shape %v is too large for the reference evaluator", tl.dims)
+				return
+			}
+			outs, err = nil, fmt.Errorf("cannot evaluate %s on these inputs: %v", n.OpType, r)
+		}
+	}()
 	for i, a := range args {
 		if a == nil && i == 0 && n.OpType != "Constant" {
 			return nil, fmt.Errorf("first input missing")
@@ -136,6 +147,21 @@ func Eval(n *graph.Node, opset int64, args []*Value) ([]*Value, error) {
 	case "Gather":
 		return one(gather(n, x, args[1]))
 	case "Slice":
+		if opset < 10 {
+			// Opsets 1-9 take starts, ends and axes as attributes.
+			attr := func(name string) *Value {
+				v := n.AttrInts(name)
+				if v == nil {
+					return nil
+				}
+				out := &Value{DType: graph.Int64, Dims: []int64{int64(len(v))}}
+				for _, x := range v {
+					out.Data = append(out.Data, float64(x))
+				}
+				return out
+			}
+			return one(slice([]*Value{x, attr("starts"), attr("ends"), attr("axes")}))
+		}
 		return one(slice(args))
 	case "Split":
 		return split(n, opset, args)
@@ -181,6 +207,30 @@ func Eval(n *graph.Node, opset int64, args []*Value) ([]*Value, error) {
 		return one(conv(n, args))
 	case "Attention":
 		return one(attention(n, args))
+	case "MaxPool", "AveragePool":
+		return one(pool(n, x))
+	case "GlobalAveragePool", "GlobalMaxPool":
+		outDims := append([]int64{}, x.Dims[:2]...)
+		for range x.Dims[2:] {
+			outDims = append(outDims, 1)
+		}
+		out := newValue(x.DType, outDims)
+		inner := numel(x.Dims[2:])
+		for c := range out.Data {
+			acc := math.Inf(-1)
+			if n.OpType == "GlobalAveragePool" {
+				acc = 0
+			}
+			for _, v := range x.Data[c*inner : (c+1)*inner] {
+				if n.OpType == "GlobalAveragePool" {
+					acc += v / float64(inner)
+				} else {
+					acc = math.Max(acc, v)
+				}
+			}
+			out.Data[c] = acc
+		}
+		return []*Value{out.finish()}, nil
 	case "MatMulAdd":
 		p, err := matmul(x, args[1])
 		if err != nil {
@@ -833,9 +883,6 @@ func conv(n *graph.Node, args []*Value) (*Value, error) {
 	if ns < 1 || len(w.Dims) != r {
 		return nil, fmt.Errorf("Conv ranks %v %v", x.Dims, w.Dims)
 	}
-	if ap := n.AttrString("auto_pad", "NOTSET"); ap != "NOTSET" && ap != "VALID" {
-		return nil, fmt.Errorf("auto_pad %s not supported", ap)
-	}
 	group := int(n.AttrInt("group", 1))
 	get := func(name string, cnt int, def int64) []int64 {
 		v := n.AttrInts(name)
@@ -849,6 +896,7 @@ func conv(n *graph.Node, args []*Value) (*Value, error) {
 	}
 	st, dil, pads := get("strides", ns, 1), get("dilations", ns, 1), get("pads", 2*ns, 0)
 	kernel := w.Dims[2:]
+	pads = autoPads(n.AttrString("auto_pad", "NOTSET"), x.Dims[2:], kernel, st, dil, pads)
 	outDims := []int64{x.Dims[0], w.Dims[0]}
 	for i := 0; i < ns; i++ {
 		eff := (kernel[i]-1)*dil[i] + 1
@@ -952,4 +1000,116 @@ func attention(n *graph.Node, args []*Value) (*Value, error) {
 		return nil, err
 	}
 	return matmul(p, v)
+}
+
+// pool is MaxPool or AveragePool over N spatial axes (auto_pad NOTSET or VALID, floor or ceil
+// mode; AveragePool divides by the window cells inside the input unless count_include_pad).
+func pool(n *graph.Node, x *Value) (*Value, error) {
+	r := len(x.Dims)
+	ns := r - 2
+	kernel := n.AttrInts("kernel_shape")
+	if ns < 1 || len(kernel) != ns {
+		return nil, fmt.Errorf("pool kernel %v for input %v", kernel, x.Dims)
+	}
+	get := func(name string, cnt int, def int64) []int64 {
+		if v := n.AttrInts(name); v != nil {
+			return v
+		}
+		v := make([]int64, cnt)
+		for i := range v {
+			v[i] = def
+		}
+		return v
+	}
+	st, dil, pads := get("strides", ns, 1), get("dilations", ns, 1), get("pads", 2*ns, 0)
+	pads = autoPads(n.AttrString("auto_pad", "NOTSET"), x.Dims[2:], kernel, st, dil, pads)
+	ceil := n.AttrInt("ceil_mode", 0) != 0
+	includePad := n.AttrInt("count_include_pad", 0) != 0
+	outDims := append([]int64{}, x.Dims[:2]...)
+	for i := 0; i < ns; i++ {
+		eff := (kernel[i]-1)*dil[i] + 1
+		span := x.Dims[2+i] + pads[i] + pads[i+ns] - eff
+		o := span/st[i] + 1
+		if ceil {
+			o = (span+st[i]-1)/st[i] + 1
+			if (o-1)*st[i] >= x.Dims[2+i]+pads[i] {
+				o--
+			}
+		}
+		outDims = append(outDims, o)
+	}
+	out := newValue(x.DType, outDims)
+	os, xs, ks := strides(outDims), strides(x.Dims), strides(kernel)
+	kn := numel(kernel)
+	isMax := n.OpType == "MaxPool"
+	for i := range out.Data {
+		base := (i / os[1]) * xs[1] // batch*channels plane
+		acc, cnt := 0.0, 0
+		if isMax {
+			acc = math.Inf(-1)
+		}
+		padded := 0
+		for k := 0; k < kn; k++ {
+			off, inside, inPadded := base, true, true
+			for d := 0; d < ns; d++ {
+				o := int64((i / os[2+d]) % int(outDims[2+d]))
+				p := o*st[d] - pads[d] + int64((k/ks[d])%int(kernel[d]))*dil[d]
+				if p < -pads[d] || p >= x.Dims[2+d]+pads[d+ns] {
+					inPadded = false
+				}
+				if p < 0 || p >= x.Dims[2+d] {
+					inside = false
+					continue
+				}
+				off += int(p) * xs[2+d]
+			}
+			if inPadded {
+				padded++
+			}
+			if !inside {
+				continue
+			}
+			v := x.Data[off]
+			if isMax {
+				acc = math.Max(acc, v)
+			} else {
+				acc += v
+			}
+			cnt++
+		}
+		if !isMax {
+			if includePad {
+				cnt = padded
+			}
+			if cnt > 0 {
+				acc /= float64(cnt)
+			}
+		}
+		out.Data[i] = acc
+	}
+	return out.finish(), nil
+}
+
+// autoPads turns auto_pad into explicit pads: SAME_* pads so that out = ceil(in/stride), the
+// odd cell at the end (UPPER) or the beginning (LOWER); VALID pads nothing.
+func autoPads(mode string, in, kernel, st, dil, pads []int64) []int64 {
+	ns := len(in)
+	switch mode {
+	case "VALID":
+		return make([]int64, 2*ns)
+	case "SAME_UPPER", "SAME_LOWER":
+		out := make([]int64, 2*ns)
+		for i := 0; i < ns; i++ {
+			o := (in[i] + st[i] - 1) / st[i]
+			total := max(0, (o-1)*st[i]+(kernel[i]-1)*dil[i]+1-in[i])
+			small := total / 2
+			if mode == "SAME_UPPER" {
+				out[i], out[i+ns] = small, total-small
+			} else {
+				out[i], out[i+ns] = total-small, small
+			}
+		}
+		return out
+	}
+	return pads
 }

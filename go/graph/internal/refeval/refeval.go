@@ -45,7 +45,10 @@ func (v *Value) ToTensor(name string) (*graph.Tensor, error) {
 }
 
 // maxElements bounds every intermediate so that a bad model cannot exhaust memory.
-const maxElements = 1 << 26
+const maxElements = 1 << 24
+
+// tooLarge is raised by newValue and turned into an error by Eval.
+type tooLarge struct{ dims []int64 }
 
 // Run evaluates the main graph of m on the given inputs and returns every graph output.
 func Run(m *graph.Model, inputs map[string]*Value) (map[string]*Value, error) {
@@ -123,7 +126,14 @@ func round(dt graph.DataType, x float64) float64 {
 }
 
 func newValue(dt graph.DataType, dims []int64) *Value {
-	return &Value{DType: dt, Dims: dims, Data: make([]float64, numel(dims))}
+	n := int64(1)
+	for _, d := range dims {
+		if d < 0 || (d > 0 && n > maxElements/d) {
+			panic(tooLarge{dims})
+		}
+		n *= d
+	}
+	return &Value{DType: dt, Dims: dims, Data: make([]float64, n)}
 }
 
 func (v *Value) finish() *Value {

@@ -70,3 +70,22 @@ func TestFloat32Rounding(t *testing.T) {
 	got := eval(t, graph.NewNode("a", "Add", nil, nil), val([]int64{1}, 1), val([]int64{1}, 1e-9))
 	assert.Equal(t, 1.0, got.Data[0], "float tensors hold float32 precision")
 }
+
+func TestHugeResultsAreRefused(t *testing.T) {
+	shape := &Value{DType: graph.Int64, Dims: []int64{2}, Data: []float64{1 << 20, 1 << 20}}
+	_, err := Eval(graph.NewNode("c", "ConstantOfShape", nil, nil), 17, []*Value{shape})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "too large")
+}
+
+func TestPoolsByHand(t *testing.T) {
+	x := val([]int64{1, 1, 3, 3}, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	got := eval(t, graph.NewNode("p", "MaxPool", nil, nil, graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2), graph.IntAttr("ceil_mode", 1)), x)
+	assert.Equal(t, []int64{1, 1, 2, 2}, got.Dims)
+	assert.Equal(t, []float64{5, 6, 8, 9}, got.Data)
+	got = eval(t, graph.NewNode("p", "AveragePool", nil, nil, graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("pads", 1, 1, 0, 0)), x)
+	assert.Equal(t, []int64{1, 1, 3, 3}, got.Dims)
+	assert.Equal(t, []float64{1, 1.5, 2.5, 2.5, 3, 4, 5.5, 6, 7}, got.Data)
+	got = eval(t, graph.NewNode("g", "GlobalAveragePool", nil, nil), x)
+	assert.Equal(t, []float64{5}, got.Data)
+}

@@ -75,7 +75,8 @@ type Launch struct {
 type Result struct {
 	Violation uint32
 	Buffers   [][]byte
-	Seconds   float64 // best time of one launch over the iterations
+	Seconds    float64 // best wall-clock time of one launch over the iterations
+	CPUSeconds float64 // best CPU time (all threads) of one launch: robust to other load
 }
 
 // Run launches entry of the shared object so (compiled for target).
@@ -116,11 +117,15 @@ func Run(so, entry, target string, l Launch) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(data) < 16 {
+	if len(data) < 24 {
 		return nil, fmt.Errorf("loomrun: short output")
 	}
-	r := &Result{Violation: binary.LittleEndian.Uint32(data), Seconds: math.Float64frombits(binary.LittleEndian.Uint64(data[8:]))}
-	data = data[16:]
+	r := &Result{
+		Violation:  binary.LittleEndian.Uint32(data),
+		Seconds:    math.Float64frombits(binary.LittleEndian.Uint64(data[8:])),
+		CPUSeconds: math.Float64frombits(binary.LittleEndian.Uint64(data[16:])),
+	}
+	data = data[24:]
 	for _, b := range l.Buffers {
 		if len(data) < len(b) {
 			return nil, fmt.Errorf("loomrun: short output")

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# tools/devicecheck/build.sh: the build half of the device check. Runs on a machine like ours (Go,
+# g++, no GPU) and writes a self-contained folder, out/devicecheck/, that run.sh executes on a GPU
+# machine which has the NVIDIA driver, NVRTC and nvcc but no Go toolchain and no network:
+#
+#   tools/devicecheck/build.sh
+#   (carry out/devicecheck to the GPU machine, e.g. with the device tool's carry)
+#   bash out/devicecheck/run.sh          # prints the table, writes out/devicecheck/devicecheck.log
+#
+# What it builds, each a test binary of the CUDA backend:
+#   shim_cuda_test   shim/tests/cuda_test.cc: the C ABI on a real GPU (NVRTC kernel, copies, fills,
+#                    shared memory, events, host callbacks, explicit and captured graphs with
+#                    in-place updates, sticky injected faults)
+#   shim_abi_test    shim/tests/abi_test.cc: the ABI contract, now with a driver present
+#   native.test      go test -c of go/native: its TestCUDA* tests (NVRTC kernels against Go,
+#                    graph and capture replay, a fenced NativeSession on a CUDA runtime)
+# Binaries link libstdc++ and libgcc statically; glibc stays dynamic because the driver is loaded
+# with dlopen (a fully static binary cannot dlopen libcuda reliably).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+root=$PWD
+out=$root/out/devicecheck
+rm -rf "$out"
+mkdir -p "$out/bin"
+
+cxxflags=(-std=c++17 -O2 -g -Wall -Wextra -I"$root/shim/include" -I"$root/shim/src")
+shim_srcs=("$root"/shim/src/*.cc)
+for suite in cuda abi; do
+  echo "building shim_${suite}_test"
+  g++ "${cxxflags[@]}" "$root/shim/tests/${suite}_test.cc" "${shim_srcs[@]}" \
+    -static-libstdc++ -static-libgcc -ldl -lpthread -o "$out/bin/shim_${suite}_test"
+done
+
+echo "building native.test"
+# -race is left out: the race runtime wants a newer glibc than some GPU images have.
+(cd go/native && GOTOOLCHAIN=local CGO_LDFLAGS="-static-libstdc++ -static-libgcc" \
+  go test -c -o "$out/bin/native.test" .)
+
+cp tools/devicecheck/run.sh "$out/run.sh"
+chmod +x "$out/run.sh"
+git rev-parse HEAD > "$out/COMMIT" 2>/dev/null || true
+du -sh "$out"
+echo "built $out; run it on the GPU machine with: bash out/devicecheck/run.sh"

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# tools/devicecheck/run.sh: the run half of the device check (copied into out/devicecheck by
+# build.sh). Needs only bash, coreutils and the NVIDIA driver. Runs each CUDA test binary with a
+# time limit, prints a short pass/fail table, and writes the full log to devicecheck.log beside
+# this script (and to $OUT/devicecheck.log when $OUT is set, so the device tool brings it back).
+# A skipped test counts as a failure here: on a GPU machine it means the device was not found.
+# Total budget: well under 8 minutes (each step has its own limit below).
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+log=$here/devicecheck.log
+: > "$log"
+rows=()
+failures=0
+
+note() { echo "$*" | tee -a "$log"; }
+
+note "== devicecheck $(cat "$here/COMMIT" 2>/dev/null) on $(hostname) at $(date -u +%FT%TZ)"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader >>"$log" 2>&1
+  note "gpu: $(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | head -1)"
+else
+  note "gpu: nvidia-smi not found"
+fi
+command -v nvcc >/dev/null && note "nvcc: $(nvcc --version | tail -1)"
+
+# step NAME LIMIT_SECONDS COMMAND...: runs one check, records PASS/FAIL/SKIP and its duration.
+step() {
+  local name=$1 limit=$2; shift 2
+  note ""
+  note "== $name: $*"
+  local start=$SECONDS
+  local out=$here/step.out
+  timeout --kill-after=10 "$limit" "$@" >"$out" 2>&1
+  local rc=$?
+  cat "$out" >>"$log"
+  local took=$((SECONDS - start))
+  local verdict=PASS
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then verdict="FAIL (timeout ${limit}s)"
+  elif [ $rc -ne 0 ]; then verdict="FAIL (exit $rc)"
+  elif grep -q -E '^ *(--- SKIP|SKIP)' "$out"; then verdict="FAIL (tests skipped)"
+  fi
+  [[ $verdict == FAIL* ]] && failures=$((failures + 1))
+  rows+=("$(printf '%-34s %-28s %4ss' "$name" "$verdict" "$took")")
+}
+
+cd "$here/bin" || exit 2
+step "shim ABI contract" 60 ./shim_abi_test
+step "shim CUDA backend" 180 ./shim_cuda_test
+step "go/native CUDA tests" 240 ./native.test -test.run 'CUDA|NoDriver' -test.v -test.count=1
+
+echo ""
+echo "check                              result                       time"
+for r in "${rows[@]}"; do echo "$r"; done
+echo "full log: $log"
+[ -n "${OUT:-}" ] && cp "$log" "$OUT/devicecheck.log"
+[ $failures -eq 0 ]
