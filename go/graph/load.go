@@ -3,6 +3,7 @@ package graph
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -52,7 +53,7 @@ func LoadWithOptions(path string, opts LoadOptions) (*Model, error) {
 		return nil, &Error{Model: opts.Name, Msg: fmt.Sprintf("file is %d bytes, over the %d byte limit", st.Size(), lim.MaxModelBytes)}
 	}
 	data := make([]byte, st.Size())
-	if _, err := io_ReadFull(f, data); err != nil {
+	if _, err := io.ReadFull(f, data); err != nil {
 		return nil, &Error{Model: opts.Name, Msg: err.Error()}
 	}
 	return LoadBytesWithOptions(data, opts)
@@ -78,21 +79,6 @@ func LoadBytesWithOptions(data []byte, opts LoadOptions) (*Model, error) {
 		return nil, &Error{Model: opts.Name, Msg: "not a valid ONNX ModelProto: " + err.Error()}
 	}
 	return fromProto(&mp, opts, lim)
-}
-
-func io_ReadFull(f *os.File, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := f.Read(buf[n:])
-		n += m
-		if err != nil {
-			if n == len(buf) {
-				break
-			}
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 type loader struct {

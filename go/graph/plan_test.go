@@ -100,9 +100,8 @@ func TestPlanReferenceModels(t *testing.T) {
 		"tiny_encoder.onnx":          {"x": ShapeOf(2, 32, 64)},
 		"ch_PP-OCRv4_rec_infer.onnx": {"x": ShapeOf(1, 3, 48, 320)},
 		"mnist.onnx":                 {},
-		"silero_vad_v5.onnx":         {"input": ShapeOf(1, 512), "state": ShapeOf(2, 1, 128)},
 	}
-	values := map[string]map[string]*Tensor{"silero_vad_v5.onnx": {"sr": TensorFromInt64("sr", nil, []int64{16000})}}
+	// Silero VAD is planned in package opt: its If branches need constant folding first.
 	planned := 0
 	for _, path := range referenceModels() {
 		sig, ok := signatures[filepath.Base(path)]
@@ -113,11 +112,11 @@ func TestPlanReferenceModels(t *testing.T) {
 			m, err := Load(path)
 			require.NoError(t, err)
 			defer m.Close()
-			p, err := PlanMemory(m, PlanOptions{Inputs: sig, Values: values[filepath.Base(path)]})
+			p, err := PlanMemory(m, PlanOptions{Inputs: sig})
 			require.NoError(t, err)
 			checkPlan(t, p)
 			assert.Empty(t, p.Unplanned)
-			assert.LessOrEqual(t, p.ArenaBytes, p.NaiveBytes)
+			assert.Less(t, p.ArenaBytes, p.NaiveBytes)
 			planned++
 			t.Logf("%s: %v; unplanned %v", filepath.Base(path), p, p.Unplanned)
 		})

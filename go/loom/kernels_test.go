@@ -302,8 +302,10 @@ func TestGEMM(t *testing.T) {
 		m, n, k int
 	}{
 		// Full tiles (fast path) with k not a multiple of KC, then ragged edges.
-		{map[string]string{"MB": "16", "NB": "64", "KC": "32", "MR": "4", "VL": "8"}, 32, 128, 70},
-		{map[string]string{"MB": "16", "NB": "64", "KC": "32", "MR": "4", "VL": "8"}, 1 + r.IntN(60), 1 + r.IntN(200), 1 + r.IntN(100)},
+		{map[string]string{"MB": "16", "MT": "2", "NB": "64", "KC": "32", "MR": "4", "VL": "8"}, 64, 128, 70},
+		{map[string]string{"MB": "16", "MT": "2", "NB": "64", "KC": "32", "MR": "4", "VL": "8"}, 1 + r.IntN(60), 1 + r.IntN(200), 1 + r.IntN(100)},
+		{map[string]string{"MB": "24", "MT": "3", "NB": "96", "KC": "64", "MR": "6", "VL": "16", "NV": "3"}, 1 + r.IntN(100), 1 + r.IntN(300), 1 + r.IntN(200)},
+		{map[string]string{"MB": "8", "MT": "1", "NB": "32", "KC": "16", "MR": "8", "VL": "8"}, 17, 33, 0},
 		{nil, 128, 256, 300},
 		{nil, 1 + r.IntN(150), 1 + r.IntN(300), 1 + r.IntN(300)},
 	} {

@@ -1,0 +1,246 @@
+package session
+
+import (
+	"embed"
+	"fmt"
+	"strconv"
+	"unsafe"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/loom"
+)
+
+// opFunc computes a node's outputs from its inputs (an omitted optional input is the zero
+// Tensor). Host functions never modify their inputs.
+type opFunc func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error)
+
+// hostOps holds the Go host functions by ai.onnx op type; kernelOps the ops that run Loom
+// kernels for the cases they cover (falling back to the host function otherwise).
+var (
+	hostOps   = map[string]opFunc{}
+	kernelOps = map[string]opFunc{}
+)
+
+func lookupOp(n *graph.Node) (opFunc, bool) {
+	if n.Domain != "" && n.Domain != "ai.onnx" {
+		return nil, false
+	}
+	if f, ok := kernelOps[n.OpType]; ok {
+		return f, true
+	}
+	f, ok := hostOps[n.OpType]
+	return f, ok
+}
+
+// SupportedOps lists the ai.onnx operators the library implements, and for each whether a Loom
+// kernel backs it.
+func SupportedOps() map[string]bool {
+	out := map[string]bool{}
+	for k := range hostOps {
+		out[k] = false
+	}
+	for k := range kernelOps {
+		out[k] = true
+	}
+	return out
+}
+
+// scope holds the values of one graph evaluation; subgraphs see their parents' values.
+type scope struct {
+	vals   map[string]Tensor
+	parent *scope
+}
+
+func (sc *scope) lookup(name string) (Tensor, bool) {
+	for s := sc; s != nil; s = s.parent {
+		if t, ok := s.vals[name]; ok {
+			return t, true
+		}
+	}
+	return Tensor{}, false
+}
+
+// runCtx is one Run's private state: the opset and, opened on first use, a ModelSession in the
+// session's context for the Loom kernels of this run (its memory is freed when the run ends).
+type runCtx struct {
+	s     *InferenceSession
+	opset int64
+	ms    *ModelSession
+	keys  int
+}
+
+func (rc *runCtx) close() {
+	if rc.ms != nil {
+		rc.ms.Close()
+	}
+}
+
+// evalGraph evaluates g's nodes in order in sc and returns g's outputs.
+func (rc *runCtx) evalGraph(g *graph.Graph, sc *scope) ([]Tensor, error) {
+	for name, gt := range g.Initializers {
+		if _, ok := sc.vals[name]; ok {
+			continue
+		}
+		if g.Parent == nil {
+			continue // the session converted the main graph's initializers once
+		}
+		t, err := FromGraphTensor(gt)
+		if err != nil {
+			return nil, err
+		}
+		sc.vals[name] = t
+	}
+	for _, n := range g.Nodes {
+		f, ok := lookupOp(n)
+		if !ok {
+			return nil, newError("Run", ErrInvalidArgument, "node %q: operator %s is not supported", n.Name, n.OpType)
+		}
+		in := make([]Tensor, len(n.Inputs))
+		for i, name := range n.Inputs {
+			if name == "" {
+				continue
+			}
+			t, ok := sc.lookup(name)
+			if !ok {
+				return nil, newError("Run", ErrInvalidArgument, "node %q (%s): input %q has no value", n.Name, n.OpType, name)
+			}
+			in[i] = t
+		}
+		var outs []Tensor
+		var err error
+		if n.OpType == "If" || n.OpType == "Loop" || n.OpType == "Scan" {
+			outs, err = rc.controlFlow(n, in, sc)
+		} else {
+			outs, err = f(rc, n, in)
+		}
+		if err != nil {
+			if _, ok := err.(*Error); ok {
+				return nil, err
+			}
+			return nil, newError("Run", ErrInvalidArgument, "node %q (%s): %v", n.Name, n.OpType, err)
+		}
+		for i, name := range n.Outputs {
+			if name == "" || i >= len(outs) {
+				continue
+			}
+			sc.vals[name] = outs[i]
+		}
+	}
+	outs := make([]Tensor, len(g.Outputs))
+	for i, v := range g.Outputs {
+		t, ok := sc.lookup(v.Name)
+		if !ok {
+			return nil, newError("Run", ErrInvalidArgument, "graph output %q was not computed", v.Name)
+		}
+		outs[i] = t
+	}
+	return outs, nil
+}
+
+//go:embed opkernels/*.loom
+var opKernelFS embed.FS
+
+// kernelSource returns the embedded Loom source of file (under opkernels/) specialized for
+// symbol with config.
+func kernelSource(file, symbol string, config map[string]string) (KernelSource, error) {
+	src, err := opKernelFS.ReadFile("opkernels/" + file)
+	if err != nil {
+		return KernelSource{}, err
+	}
+	return KernelSource{Name: file, Source: src, Specialization: loom.Specialization{Symbol: symbol, Config: config}}, nil
+}
+
+// device returns the run's ModelSession, opening it on first use.
+func (rc *runCtx) device() (*ModelSession, error) {
+	if rc.ms == nil {
+		ms, err := InContext(rc.s.ctx)
+		if err != nil {
+			return nil, err
+		}
+		rc.ms = ms
+	}
+	return rc.ms, nil
+}
+
+// compile compiles (through the compiler's disk cache) and loads one kernel.
+func (rc *runCtx) compile(file, symbol string, config map[string]string) (*ModelSession, KernelID, error) {
+	ms, err := rc.device()
+	if err != nil {
+		return nil, KernelID{}, err
+	}
+	src, err := kernelSource(file, symbol, config)
+	if err != nil {
+		return nil, KernelID{}, err
+	}
+	ids, err := ms.Compile([]KernelSource{src})
+	if err != nil {
+		return nil, KernelID{}, err
+	}
+	return ms, ids[0], nil
+}
+
+// upload copies a float32 tensor's elements into new device memory.
+func (rc *runCtx) uploadF32(v []float32) (Region, error) {
+	ms, err := rc.device()
+	if err != nil {
+		return Region{}, err
+	}
+	n := max(len(v), 1) * 4
+	r, err := ms.Allocate(uint64(n))
+	if err != nil {
+		return Region{}, err
+	}
+	if len(v) > 0 {
+		if err := ms.Upload(r, f32AsBytes(v)); err != nil {
+			return Region{}, err
+		}
+	}
+	return r, nil
+}
+
+// allocF32 allocates device memory for n float32 elements.
+func (rc *runCtx) allocF32(n int) (Region, error) {
+	ms, err := rc.device()
+	if err != nil {
+		return Region{}, err
+	}
+	return ms.Allocate(uint64(max(n, 1) * 4))
+}
+
+// run records the commands under a fresh key of this run and replays them.
+func (rc *runCtx) run(cmds []Command) error {
+	ms, err := rc.device()
+	if err != nil {
+		return err
+	}
+	rc.keys++
+	key := "k" + strconv.Itoa(rc.keys)
+	if err := ms.Record(key, cmds); err != nil {
+		return err
+	}
+	return ms.Replay(key)
+}
+
+// readF32 reads n float32 elements back.
+func (rc *runCtx) readF32(r Region, n int) ([]float32, error) {
+	out := make([]float32, n)
+	if n == 0 {
+		return out, nil
+	}
+	if err := rc.ms.Read(r, f32AsBytes(out)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func f32AsBytes(v []float32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}
+
+func f32bits(f float32) uint64 { return uint64(*(*uint32)(unsafe.Pointer(&f))) }
+
+// opErr formats an op error; evalGraph adds the node.
+func opErr(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -1,0 +1,488 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/graph/opt"
+	"github.com/loomrt/loom/go/native"
+)
+
+// ExecutionProvider names where an InferenceSession runs its kernels.
+type ExecutionProvider string
+
+// The execution providers.
+const (
+	// ProviderHost runs everything on the host backend.
+	ProviderHost ExecutionProvider = "host"
+	// ProviderCUDA runs Loom kernels on CUDA device 0; without a driver or device the session
+	// falls back to the host and ExecutionProviderFallbackReport says why.
+	ProviderCUDA ExecutionProvider = "cuda"
+	// ProviderAuto is CUDA when a driver and a device exist, else the host.
+	ProviderAuto ExecutionProvider = "auto"
+)
+
+// The session options that SessionBuilder.WithOption accepts.
+const (
+	OptionEPContextEnable    = "ep.context_enable"     // "0" or "1"
+	OptionEPContextFilePath  = "ep.context_file_path"  // a non-empty path
+	OptionEPContextEmbedMode = "ep.context_embed_mode" // "0" or "1"
+)
+
+// SessionBuilder collects the options of an InferenceSession; its Load, LoadBytes and
+// FromGraph make the session. The first invalid option is reported by those calls.
+type SessionBuilder struct {
+	provider ExecutionProvider
+	level    opt.Level
+	threads  int
+	options  map[string]string
+	err      error
+}
+
+// Builder starts a session configuration: provider auto, optimization level basic, the
+// host's default thread count, no options.
+func Builder() *SessionBuilder {
+	return &SessionBuilder{provider: ProviderAuto, level: opt.LevelBasic, options: map[string]string{}}
+}
+
+func (b *SessionBuilder) fail(format string, args ...any) *SessionBuilder {
+	if b.err == nil {
+		b.err = newError("SessionBuilder", ErrInvalidArgument, format, args...)
+	}
+	return b
+}
+
+// WithExecutionProvider selects host, cuda or auto.
+func (b *SessionBuilder) WithExecutionProvider(p ExecutionProvider) *SessionBuilder {
+	switch p {
+	case ProviderHost, ProviderCUDA, ProviderAuto:
+		b.provider = p
+		return b
+	}
+	return b.fail("unknown execution provider %q (want host, cuda or auto)", p)
+}
+
+// WithOptimizationLevel selects the graph optimization level.
+func (b *SessionBuilder) WithOptimizationLevel(l opt.Level) *SessionBuilder {
+	if l < opt.LevelDisabled || l > opt.LevelAll {
+		return b.fail("unknown graph optimization level %d", int(l))
+	}
+	b.level = l
+	return b
+}
+
+// WithIntraOpThreads sets the host backend's worker threads (0: the hardware concurrency).
+func (b *SessionBuilder) WithIntraOpThreads(n int) *SessionBuilder {
+	if n < 0 {
+		return b.fail("intra-op threads must be >= 0, got %d", n)
+	}
+	b.threads = n
+	return b
+}
+
+// WithOption sets a string session option (the Option* constants). An unknown key or a
+// malformed value is an error naming it.
+func (b *SessionBuilder) WithOption(key, value string) *SessionBuilder {
+	switch key {
+	case OptionEPContextEnable, OptionEPContextEmbedMode:
+		if value != "0" && value != "1" {
+			return b.fail("session option %s must be 0 or 1, got %q", key, value)
+		}
+	case OptionEPContextFilePath:
+		if strings.TrimSpace(value) == "" || strings.ContainsRune(value, 0) {
+			return b.fail("session option %s must be a file path, got %q", key, value)
+		}
+	default:
+		return b.fail("unknown session option %q", key)
+	}
+	b.options[key] = value
+	return b
+}
+
+// Load makes a session for the model file at path.
+func (b *SessionBuilder) Load(path string) (*InferenceSession, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	m, err := graph.Load(path)
+	if err != nil {
+		return nil, wrapError("Load", ErrInvalidArgument, err, "cannot load %s", path)
+	}
+	s, err := b.build(m, true)
+	if err != nil {
+		m.Close()
+	}
+	return s, err
+}
+
+// LoadBytes makes a session for a serialized model.
+func (b *SessionBuilder) LoadBytes(data []byte) (*InferenceSession, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	m, err := graph.LoadBytes(data)
+	if err != nil {
+		return nil, wrapError("LoadBytes", ErrInvalidArgument, err, "cannot decode the model")
+	}
+	s, err := b.build(m, true)
+	if err != nil {
+		m.Close()
+	}
+	return s, err
+}
+
+// FromGraph makes a session for a model built in memory (graph.FromGraph); the session
+// optimizes it in place, so the caller must not change it afterwards.
+func (b *SessionBuilder) FromGraph(m *graph.Model) (*InferenceSession, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	if m == nil || m.Graph == nil {
+		return nil, newError("FromGraph", ErrInvalidArgument, "nil model")
+	}
+	return b.build(m, false)
+}
+
+// Load makes a session with the default options for the model file at path.
+func Load(path string) (*InferenceSession, error) { return Builder().Load(path) }
+
+// LoadBytes makes a session with the default options for a serialized model.
+func LoadBytes(data []byte) (*InferenceSession, error) { return Builder().LoadBytes(data) }
+
+// FromGraph makes a session with the default options for a model built in memory.
+func FromGraph(m *graph.Model) (*InferenceSession, error) { return Builder().FromGraph(m) }
+
+// IoMeta describes one graph input or output: its name, element type and shape, where a
+// dimension is a number, a symbol (Dim.Param) or unknown.
+type IoMeta struct {
+	Name  string
+	DType DType
+	Shape graph.Shape
+	// Ranked is false when even the rank is unknown.
+	Ranked bool
+}
+
+// ModelMetadata is what the model file says about itself.
+type ModelMetadata struct {
+	ProducerName, ProducerVersion, Domain, Description, GraphName string
+	Version                                                       int64
+	Custom                                                        map[string]string
+}
+
+// FallbackEntry is one node that does not run on the requested provider, and why.
+type FallbackEntry struct {
+	Node, Op string
+	Provider ExecutionProvider // where it runs
+	Reason   string
+}
+
+// InferenceSession runs an ONNX model. Run is safe for concurrent use: the weights are
+// shared and read-only, every run has private intermediate values and device memory.
+type InferenceSession struct {
+	model    *graph.Model
+	ownModel bool
+	provider ExecutionProvider // the provider actually used
+	fallback []FallbackEntry
+	options  map[string]string
+	inputs   []IoMeta
+	outputs  []IoMeta
+	weights  map[string]Tensor
+	opset    int64
+
+	dev *native.Device
+	ctx *ModelContext
+
+	mu     sync.RWMutex
+	closed bool
+}
+
+func (b *SessionBuilder) build(m *graph.Model, ownModel bool) (*InferenceSession, error) {
+	const op = "InferenceSession"
+	if err := m.Check(); err != nil {
+		return nil, wrapError(op, ErrInvalidArgument, err, "the model does not check")
+	}
+	if err := opt.Optimize(m, b.level); err != nil {
+		return nil, wrapError(op, ErrInvalidArgument, err, "graph optimization (level %s) failed", b.level)
+	}
+	s := &InferenceSession{model: m, ownModel: ownModel, options: map[string]string{}, opset: m.Opset("")}
+	for k, v := range b.options {
+		s.options[k] = v
+	}
+	if s.options[OptionEPContextEnable] == "1" && s.options[OptionEPContextFilePath] == "" {
+		// The context file defaults to the model's path with a suffix, as ONNX Runtime does;
+		// for an in-memory model there is no path to derive it from.
+		if m.Name == "" {
+			return nil, newError(op, ErrInvalidArgument, "session option %s=1 needs %s for a model without a file name", OptionEPContextEnable, OptionEPContextFilePath)
+		}
+		s.options[OptionEPContextFilePath] = m.Name + "_ctx.onnx"
+	}
+	if err := checkOps(m); err != nil {
+		return nil, err
+	}
+	g := m.Graph
+	s.weights = make(map[string]Tensor, len(g.Initializers))
+	for name, gt := range g.Initializers {
+		t, err := FromGraphTensor(gt)
+		if err != nil {
+			return nil, wrapError(op, ErrInvalidArgument, err, "initializer %q", name)
+		}
+		s.weights[name] = t
+	}
+	for _, v := range g.Inputs {
+		if v.Initializer != nil || g.Initializers[v.Name] != nil {
+			continue
+		}
+		s.inputs = append(s.inputs, ioMeta(v))
+	}
+	for _, v := range g.Outputs {
+		s.outputs = append(s.outputs, ioMeta(v))
+	}
+	if err := s.chooseProvider(b.provider); err != nil {
+		return nil, err
+	}
+	dev, err := native.Open(backendOf(s.provider), 0, &native.OpenOptions{WorkerThreads: b.threads})
+	if err != nil {
+		return nil, wrapError(op, ErrDevice, err, "cannot open the %s device", s.provider)
+	}
+	ctx, err := NewContext(dev, Unlimited)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	s.dev, s.ctx = dev, ctx
+	return s, nil
+}
+
+func backendOf(p ExecutionProvider) native.Backend {
+	if p == ProviderCUDA {
+		return native.BackendCUDA
+	}
+	return native.BackendHost
+}
+
+// chooseProvider settles the provider and, when it is not the requested one, records why for
+// every node.
+func (s *InferenceSession) chooseProvider(requested ExecutionProvider) error {
+	if requested == ProviderHost {
+		s.provider = ProviderHost
+		return nil
+	}
+	n, err := native.Devices(native.BackendCUDA)
+	var reason string
+	switch {
+	case err != nil:
+		reason = "CUDA unavailable: " + err.Error()
+	case n == 0:
+		reason = "CUDA driver present but no CUDA device"
+	}
+	if reason == "" {
+		s.provider = ProviderCUDA
+		// Host-natured ops (shape arithmetic, control flow) run on the host on every provider.
+		for _, nd := range s.model.Graph.Nodes {
+			if _, ok := kernelOps[nd.OpType]; !ok && nd.Domain == "" {
+				s.fallback = append(s.fallback, FallbackEntry{Node: nd.Name, Op: nd.OpType, Provider: ProviderHost,
+					Reason: "no Loom kernel for this op: it runs as a Go host function"})
+			}
+		}
+		return nil
+	}
+	s.provider = ProviderHost
+	if requested == ProviderCUDA {
+		for _, nd := range s.model.Graph.Nodes {
+			s.fallback = append(s.fallback, FallbackEntry{Node: nd.Name, Op: nd.OpType, Provider: ProviderHost, Reason: reason})
+		}
+	}
+	return nil
+}
+
+func ioMeta(v *graph.Value) IoMeta {
+	t := v.Type
+	if t.Kind == graph.KindUnknown {
+		t = v.Declared
+	}
+	return IoMeta{Name: v.Name, DType: t.Elem, Shape: append(graph.Shape{}, t.Shape...), Ranked: t.Ranked}
+}
+
+// checkOps refuses a model with an operator the library lacks, naming the node.
+func checkOps(m *graph.Model) error {
+	var errs []string
+	m.Graph.Walk(func(g *graph.Graph) {
+		for _, n := range g.Nodes {
+			if _, ok := lookupOp(n); !ok {
+				dom := n.Domain
+				if dom == "" {
+					dom = "ai.onnx"
+				}
+				errs = append(errs, fmt.Sprintf("node %q: operator %s (domain %s) is not supported", n.Name, n.OpType, dom))
+			}
+		}
+	})
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return newError("InferenceSession", ErrInvalidArgument, "%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Provider is the execution provider the session runs on.
+func (s *InferenceSession) Provider() ExecutionProvider { return s.provider }
+
+// ExecutionProviderFallbackReport lists the nodes that do not run on the requested provider,
+// with the reason; empty when everything runs where asked.
+func (s *InferenceSession) ExecutionProviderFallbackReport() []FallbackEntry {
+	return append([]FallbackEntry{}, s.fallback...)
+}
+
+// SessionOptions returns the string options in effect (after defaults were filled in).
+func (s *InferenceSession) SessionOptions() map[string]string {
+	out := make(map[string]string, len(s.options))
+	for k, v := range s.options {
+		out[k] = v
+	}
+	return out
+}
+
+// Inputs describes the inputs a Run must feed, in graph order (initializers excluded).
+func (s *InferenceSession) Inputs() []IoMeta { return append([]IoMeta{}, s.inputs...) }
+
+// Outputs describes the outputs Run returns, in order.
+func (s *InferenceSession) Outputs() []IoMeta { return append([]IoMeta{}, s.outputs...) }
+
+// Graph is the optimized model the session runs; it must not be changed.
+func (s *InferenceSession) Graph() *graph.Model { return s.model }
+
+// ModelMetadata returns the model's self-description.
+func (s *InferenceSession) ModelMetadata() ModelMetadata {
+	m := s.model
+	custom := make(map[string]string, len(m.MetadataProps))
+	for k, v := range m.MetadataProps {
+		custom[k] = v
+	}
+	return ModelMetadata{ProducerName: m.ProducerName, ProducerVersion: m.ProducerVersion, Domain: m.Domain,
+		Description: m.Doc, GraphName: m.Graph.Name, Version: m.ModelVersion, Custom: custom}
+}
+
+// Close releases the device and, for models the session loaded, the model. It waits for
+// running Runs. Idempotent.
+func (s *InferenceSession) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	errs = append(errs, s.ctx.Close(), s.dev.Close())
+	if s.ownModel {
+		errs = append(errs, s.model.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// checkInputs matches the fed tensors to the graph inputs, naming the input at fault.
+func (s *InferenceSession) checkInputs(inputs []NamedTensor) (map[string]Tensor, error) {
+	const op = "Run"
+	fed := make(map[string]Tensor, len(inputs))
+	for _, in := range inputs {
+		if _, dup := fed[in.Name]; dup {
+			return nil, newError(op, ErrInvalidArgument, "input %q fed twice", in.Name)
+		}
+		if !in.Tensor.IsValid() {
+			return nil, newError(op, ErrInvalidArgument, "input %q: empty Tensor value", in.Name)
+		}
+		fed[in.Name] = in.Tensor
+	}
+	known := map[string]bool{}
+	for _, meta := range s.inputs {
+		known[meta.Name] = true
+		t, ok := fed[meta.Name]
+		if !ok {
+			return nil, newError(op, ErrInvalidArgument, "missing input %q (%s)", meta.Name, describeMeta(meta))
+		}
+		if meta.DType != graph.Undefined && t.dtype != meta.DType {
+			return nil, newError(op, ErrInvalidArgument, "input %q: element type %s, the model wants %s", meta.Name, t.dtype, meta.DType)
+		}
+		if !meta.Ranked {
+			continue
+		}
+		if len(t.shape) != len(meta.Shape) {
+			return nil, newError(op, ErrInvalidArgument, "input %q: rank %d (shape %v), the model wants rank %d (%s)", meta.Name, len(t.shape), t.shape, len(meta.Shape), describeMeta(meta))
+		}
+		for i, d := range meta.Shape {
+			if d.Known() && d.Value != t.shape[i] {
+				return nil, newError(op, ErrInvalidArgument, "input %q: dimension %d is %d, the model wants %d (%s)", meta.Name, i, t.shape[i], d.Value, describeMeta(meta))
+			}
+		}
+	}
+	for name := range fed {
+		if known[name] {
+			continue
+		}
+		if _, ok := s.weights[name]; ok && s.isOverridable(name) {
+			continue
+		}
+		names := make([]string, len(s.inputs))
+		for i, m := range s.inputs {
+			names[i] = m.Name
+		}
+		return nil, newError(op, ErrInvalidArgument, "no input named %q (inputs: %s)", name, strings.Join(names, ", "))
+	}
+	return fed, nil
+}
+
+// isOverridable reports whether an initializer is also declared a graph input, which a caller
+// may feed to replace its default.
+func (s *InferenceSession) isOverridable(name string) bool {
+	for _, v := range s.model.Graph.Inputs {
+		if v.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func describeMeta(m IoMeta) string {
+	if !m.Ranked {
+		return "tensor(" + m.DType.String() + ")"
+	}
+	dims := make([]string, len(m.Shape))
+	for i, d := range m.Shape {
+		dims[i] = d.String()
+	}
+	return "tensor(" + m.DType.String() + ")[" + strings.Join(dims, ",") + "]"
+}
+
+// Run feeds the named inputs and returns the graph outputs in order. Errors name the input or
+// node at fault.
+func (s *InferenceSession) Run(inputs []NamedTensor) ([]Tensor, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, newError("Run", ErrClosed, "the session is closed")
+	}
+	fed, err := s.checkInputs(inputs)
+	if err != nil {
+		return nil, err
+	}
+	rc := &runCtx{s: s, opset: s.opset}
+	defer rc.close()
+	scope := &scope{vals: make(map[string]Tensor, len(fed)+len(s.weights))}
+	for k, v := range s.weights {
+		scope.vals[k] = v
+	}
+	for k, v := range fed {
+		scope.vals[k] = v
+	}
+	outs, err := rc.evalGraph(s.model.Graph, scope)
+	if err != nil {
+		return nil, err
+	}
+	return outs, nil
+}
+
+func parseBool01(s string) bool { v, _ := strconv.Atoi(s); return v == 1 }
