@@ -70,25 +70,33 @@ def _download(ctx):
              (ctx.name, module, got, want))
     return info["Dir"]
 
-def _write_build_files(ctx):
-    """Copies the BUILD.in files that ctx.attr.build_files lists."""
+def _build_file_sources(ctx):
+    """Returns {dest: path} for the BUILD.in files that build_files lists."""
     manifest = ctx.attr.build_files
     if not manifest:
-        return
+        return {}
     manifest_dir = manifest.name.rpartition("/")[0]
     prefix = manifest_dir + "/" if manifest_dir else ""
+    sources = {}
     for package in ctx.read(ctx.path(manifest)).splitlines():
         package = package.strip()
         if not package or package.startswith("#"):
             continue
         name = "BUILD.in" if package == "." else package + "/BUILD.in"
+        dest = "BUILD.bazel" if package == "." else package + "/BUILD.bazel"
 
         # A label, not a path, so that editing the file refetches the module.
-        source = manifest.relative(":" + prefix + name)
-        dest = "BUILD.bazel" if package == "." else package + "/BUILD.bazel"
-        ctx.file(dest, ctx.read(ctx.path(source)), executable = False)
+        sources[dest] = ctx.path(manifest.relative(":" + prefix + name))
+    return sources
 
 def _go_module_impl(ctx):
+    # Resolve every label first: Bazel restarts a repository function each
+    # time it resolves a label it has not seen, and a restart after the copy
+    # below would repeat it, once per BUILD file.
+    build_files = _build_file_sources(ctx)
+    patches = [ctx.path(patch) for patch in ctx.attr.patches]
+    ctx.path(Label(_GO_SUM))
+
     source_dir = _download(ctx)
 
     # The module cache is read-only: copy it, then make the copy writable so
@@ -109,14 +117,15 @@ def _go_module_impl(ctx):
         _run(ctx, args, "deleting the module's own BUILD files")
 
     # GNU patch: Bazel 4's own patcher rejects some valid unified diffs.
-    for patch in ctx.attr.patches:
+    for patch in patches:
         _run(
             ctx,
-            ["patch", "--batch", "--forward", "--silent"] + ctx.attr.patch_args + ["-i", ctx.path(patch)],
-            "patch %s" % patch,
+            ["patch", "--batch", "--forward", "--silent"] + ctx.attr.patch_args + ["-i", patch],
+            "patch %s" % patch.basename,
         )
 
-    _write_build_files(ctx)
+    for dest, source in build_files.items():
+        ctx.file(dest, ctx.read(source), executable = False)
     if not ctx.path("WORKSPACE").exists:
         ctx.file("WORKSPACE", 'workspace(name = "%s")\n' % ctx.name, executable = False)
 

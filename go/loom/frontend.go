@@ -1,6 +1,7 @@
 package loom
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -237,6 +238,31 @@ func ParseSpec(pairs []string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// CompileFile is what `loom compile FILE.loom --target T --spec k=v [--emit ir|c|cuda]` does:
+// it reads path, parses the target and the key=value pairs, and returns the emitted text when
+// emit is set, or compiles (through the cache) and returns the artifact. symbol may be empty
+// when the file declares one kernel.
+func (c *Compiler) CompileFile(ctx context.Context, path, symbol, target string, spec []string, emit EmitKind) (string, *Artifact, error) {
+	t, err := ParseTarget(target)
+	if err != nil {
+		return "", nil, fmt.Errorf("loom: %w", err)
+	}
+	config, err := ParseSpec(spec)
+	if err != nil {
+		return "", nil, err
+	}
+	src, err := ReadSource(path, symbol, config)
+	if err != nil {
+		return "", nil, err
+	}
+	if emit != "" {
+		text, err := Emit(src, t, emit)
+		return text, nil, err
+	}
+	art, err := c.CompileContext(ctx, src, t)
+	return "", art, err
 }
 
 // Kernels lists the kernel names declared in a source.

@@ -81,7 +81,9 @@ func requireClose(t testing.TB, want, got []float32, tol float64) {
 }
 
 // generatedGuards counts the run-time bounds checks in generated C.
-func generatedGuards(src string) int { return strings.Count(src, "LOOM_CHECK(") - 1 /* the macro definition */ }
+func generatedGuards(src string) int {
+	return strings.Count(src, "LOOM_CHECK(") - 1 /* the macro definition */
+}
 
 func TestFill(t *testing.T) {
 	c := newCompiler(t)

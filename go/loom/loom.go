@@ -50,7 +50,7 @@ type KernelSource struct {
 
 // CacheStats counts cache outcomes since the Compiler was created.
 type CacheStats struct {
-	Hits    int64 // artifacts served from disk
+	Hits    int64 // artifacts served from disk (or by a concurrent compilation of the same key)
 	Misses  int64 // artifacts compiled (no entry, or a corrupt one)
 	Corrupt int64 // entries that failed verification and were recompiled
 }
@@ -206,6 +206,9 @@ func (c *Compiler) CompileContext(ctx context.Context, src KernelSource, target 
 		c.mu.Unlock()
 		select {
 		case <-f.done:
+			if f.err == nil {
+				c.hits.Add(1) // served without compiling
+			}
 			return f.art, f.err
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -10,6 +10,7 @@ require (
 
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
+	github.com/loomrt/loom/go/graph v0.0.0
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
@@ -18,3 +19,5 @@ require (
 replace github.com/loomrt/loom/go/native => ../native
 
 replace github.com/loomrt/loom/go/loom => ../loom
+
+replace github.com/loomrt/loom/go/graph => ../graph

@@ -240,7 +240,5 @@ func f32AsBytes(v []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
 }
 
-func f32bits(f float32) uint64 { return uint64(*(*uint32)(unsafe.Pointer(&f))) }
-
 // opErr formats an op error; evalGraph adds the node.
 func opErr(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -484,5 +483,3 @@ func (s *InferenceSession) Run(inputs []NamedTensor) ([]Tensor, error) {
 	}
 	return outs, nil
 }
-
-func parseBool01(s string) bool { v, _ := strconv.Atoi(s); return v == 1 }

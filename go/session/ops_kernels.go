@@ -41,7 +41,7 @@ func init() {
 		return hostOps["MatMul"](rc, n, in)
 	}
 	kernelOps["Gemm"] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-		a, b, c := in[0], in[1], in[2]
+		a, b, c := in[0], in[1], optional(in, 2)
 		if a.dtype != graph.Float || len(a.shape) != 2 || len(b.shape) != 2 || (c.IsValid() && len(c.shape) > 2) {
 			return hostOps["Gemm"](rc, n, in)
 		}
@@ -76,7 +76,7 @@ func init() {
 		if x.dtype == graph.Float && len(x.shape) == 4 {
 			p, err := convParamsOf(n, x.shape, in[1].shape)
 			if err == nil {
-				out, err := rc.convKernel(x, in[1], in[2], p)
+				out, err := rc.convKernel(x, in[1], optional(in, 2), p)
 				return []Tensor{out}, err
 			}
 		}

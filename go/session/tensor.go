@@ -52,11 +52,10 @@ type NamedTensor struct {
 
 // DTypeOf returns the element type that Go type T stands for.
 func DTypeOf[T Element]() DType {
-	var z T
-	return dtypeOfSlice(any([]T(nil)), z)
+	return dtypeOfSlice([]T(nil))
 }
 
-func dtypeOfSlice(s any, _ any) DType {
+func dtypeOfSlice(s any) DType {
 	switch s.(type) {
 	case []float32:
 		return graph.Float
@@ -542,4 +541,12 @@ func (t Tensor) elemString(i int) string {
 		return fmt.Sprint(v[i])
 	}
 	return fmt.Sprint(t.float64s()[i])
+}
+
+// Reshaped returns t with another shape of the same element count, sharing the elements.
+func (t Tensor) Reshaped(shape ...int64) Tensor {
+	if n, err := elementCount(shape); err != nil || int(n) != t.Len() {
+		panic("session: Reshaped changes the element count")
+	}
+	return t.reshaped(shape)
 }

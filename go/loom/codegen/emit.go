@@ -839,10 +839,3 @@ func (e *emitter) vecTypeOf(v *types.Vector) *types.Vector {
 	e.vecType(v)
 	return v
 }
-
-// sortedHelpers is used by tests to list emitted helpers deterministically.
-func (e *emitter) sortedHelpers() []string {
-	s := append([]string(nil), e.order...)
-	sort.Strings(s)
-	return s
-}

@@ -7,10 +7,15 @@ import (
 	"github.com/loomrt/loom/go/loom/types"
 )
 
+// MaxOps bounds the ops of a function after unrolling (nested unroll loops multiply).
+const MaxOps = 200000
+
 // Unroll fully unrolls scf.for ops marked unroll whose bounds folded to constants; an unroll
-// loop whose bounds are not constant is an error.
+// loop whose bounds are not constant is an error, and so is code that grows beyond MaxOps.
 func Unroll(f *ir.Func) error {
 	var err error
+	total := 0
+	ir.Walk(f.Body, func(*ir.Op) { total++ })
 	var visit func(b *ir.Block)
 	visit = func(b *ir.Block) {
 		var out []*ir.Op
@@ -40,6 +45,20 @@ func Unroll(f *ir.Func) error {
 				continue
 			}
 			body := op.Regions[0]
+			size := 0
+			ir.Walk(body, func(*ir.Op) { size++ })
+			trips := int64(0)
+			if hi > lo {
+				trips = (hi - lo + st - 1) / st
+			}
+			if int64(total)+trips*int64(size+1) > MaxOps {
+				if err == nil {
+					err = fmt.Errorf("%s:%d:%d: unrolled code would exceed %d operations", f.Filename, op.Pos.Line, op.Pos.Col, MaxOps)
+				}
+				out = append(out, op)
+				continue
+			}
+			total += int(trips) * (size + 1)
 			for i := lo; i < hi; i += st {
 				c := &ir.Op{Code: ir.OpConst, Int: i}
 				c.Result = f.NewValue(types.Typ[types.Index], "")

@@ -21,6 +21,24 @@ type operand struct {
 	builtin Builtin
 }
 
+// maxConstBits bounds the size of constant integers (as Go's compiler does).
+const maxConstBits = 512
+
+// tooBig reports whether a constant exceeds maxConstBits.
+func tooBig(v constant.Value) bool {
+	if v == nil {
+		return false
+	}
+	switch v.Kind() {
+	case constant.Int:
+		return constant.BitLen(v) > maxConstBits
+	case constant.Float:
+		// Float constants are kept as exact rationals; bound numerator and denominator.
+		return constant.BitLen(constant.Num(v)) > 4*maxConstBits || constant.BitLen(constant.Denom(v)) > 4*maxConstBits
+	}
+	return false
+}
+
 func (c *checker) record(x *operand) {
 	if x.expr == nil || c.info == nil {
 		return
@@ -34,6 +52,10 @@ func invalid(e ast.Expr) operand { return operand{mode: ModeInvalid, typ: Typ[In
 func (c *checker) expr(s *scope, e ast.Expr) operand {
 	x := c.expr0(s, e)
 	x.expr = e
+	if x.mode == ModeConstant && tooBig(x.val) {
+		c.errorf(e.Pos(), "constant %s overflows", exprString(e))
+		x.mode = ModeInvalid
+	}
 	if x.typ == nil {
 		x.typ = Typ[Invalid]
 	}

@@ -73,8 +73,8 @@ type Launch struct {
 
 // Result is what a launch produced.
 type Result struct {
-	Violation uint32
-	Buffers   [][]byte
+	Violation  uint32
+	Buffers    [][]byte
 	Seconds    float64 // best wall-clock time of one launch over the iterations
 	CPUSeconds float64 // best CPU time (all threads) of one launch: robust to other load
 }

@@ -1,0 +1,352 @@
+// Package conformance runs ONNX node-test directories (model.onnx with
+// test_data_set_*/input_N.pb and output_N.pb) through an InferenceSession and compares the
+// outputs with the expected ones.
+package conformance
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session"
+)
+
+// Status is the outcome of one test directory.
+type Status string
+
+// The outcomes.
+const (
+	Pass Status = "pass"
+	Fail Status = "fail"
+	Skip Status = "skip"
+)
+
+// Result is one test directory's outcome; Message says why it failed or was skipped.
+type Result struct {
+	Name    string `json:"name"`
+	Status  Status `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
+// Options tunes a run. The zero value compares at rtol 1e-3, atol 1e-7 and runs every test.
+type Options struct {
+	Filter     *regexp.Regexp // only test names matching it
+	RTol, ATol float64
+}
+
+// Summary counts the outcomes.
+type Summary struct {
+	Passed, Failed, Skipped int
+}
+
+// String is the runner's last line: "N passed, N failed, N skipped".
+func (s Summary) String() string {
+	return fmt.Sprintf("%d passed, %d failed, %d skipped", s.Passed, s.Failed, s.Skipped)
+}
+
+// Tally counts results.
+func Tally(rs []Result) Summary {
+	var s Summary
+	for _, r := range rs {
+		switch r.Status {
+		case Pass:
+			s.Passed++
+		case Fail:
+			s.Failed++
+		default:
+			s.Skipped++
+		}
+	}
+	return s
+}
+
+// Discover lists the test directories under each of dirs: a directory holding model.onnx is a
+// test; otherwise its immediate subdirectories holding one are.
+func Discover(dirs []string) ([]string, error) {
+	var out []string
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "model.onnx")); err == nil {
+			out = append(out, d)
+			continue
+		}
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if _, err := os.Stat(filepath.Join(d, e.Name(), "model.onnx")); err == nil {
+				out = append(out, filepath.Join(d, e.Name()))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Run runs every test directory and calls report (if not nil) after each.
+func Run(tests []string, opts Options, report func(Result)) []Result {
+	if opts.RTol == 0 && opts.ATol == 0 {
+		opts.RTol, opts.ATol = 1e-3, 1e-7
+	}
+	var out []Result
+	for _, dir := range tests {
+		name := filepath.Base(dir)
+		if opts.Filter != nil && !opts.Filter.MatchString(name) {
+			continue
+		}
+		r := runOne(dir, opts)
+		r.Name = name
+		out = append(out, r)
+		if report != nil {
+			report(r)
+		}
+	}
+	return out
+}
+
+func runOne(dir string, opts Options) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = Result{Status: Fail, Message: fmt.Sprintf("panic: %v", p)}
+		}
+	}()
+	m, err := graph.Load(filepath.Join(dir, "model.onnx"))
+	if err != nil {
+		return Result{Status: Fail, Message: err.Error()}
+	}
+	for _, v := range append(append([]*graph.Value{}, m.Graph.Inputs...), m.Graph.Outputs...) {
+		t := v.Declared
+		if t.Kind != graph.KindTensor && t.Kind != graph.KindUnknown {
+			m.Close()
+			return Result{Status: Skip, Message: fmt.Sprintf("%s has type %s: only tensors are supported", v.Name, t)}
+		}
+	}
+	s, err := session.Builder().WithExecutionProvider(session.ProviderHost).FromGraph(m)
+	if err != nil {
+		m.Close()
+		return Result{Status: Fail, Message: err.Error()}
+	}
+	defer func() { s.Close(); m.Close() }()
+	sets, _ := filepath.Glob(filepath.Join(dir, "test_data_set_*"))
+	if len(sets) == 0 {
+		return Result{Status: Skip, Message: "no test_data_set_*"}
+	}
+	graphInputs := m.Graph.Inputs
+	for _, set := range sets {
+		var feeds []session.NamedTensor
+		for i := 0; ; i++ {
+			b, err := os.ReadFile(filepath.Join(set, fmt.Sprintf("input_%d.pb", i)))
+			if err != nil {
+				break
+			}
+			t, name, err := DecodeTensor(b)
+			if err != nil {
+				return Result{Status: Fail, Message: fmt.Sprintf("%s input_%d.pb: %v", filepath.Base(set), i, err)}
+			}
+			if name == "" && i < len(graphInputs) {
+				name = graphInputs[i].Name
+			}
+			t = bfloat16Quirk(t, declaredType(graphInputs, name))
+			feeds = append(feeds, session.NamedTensor{Name: name, Tensor: t})
+		}
+		got, err := s.Run(feeds)
+		if err != nil {
+			return Result{Status: Fail, Message: err.Error()}
+		}
+		for i := range got {
+			b, err := os.ReadFile(filepath.Join(set, fmt.Sprintf("output_%d.pb", i)))
+			if err != nil {
+				return Result{Status: Fail, Message: fmt.Sprintf("output_%d.pb: %v", i, err)}
+			}
+			want, _, err := DecodeTensor(b)
+			if err != nil {
+				return Result{Status: Fail, Message: fmt.Sprintf("output_%d.pb: %v", i, err)}
+			}
+			if got[i].DType() == graph.BFloat16 && want.DType() == graph.Uint16 {
+				want = bfloat16Quirk(want, graph.BFloat16)
+			}
+			if msg := Compare(got[i], want, opts.RTol, opts.ATol); msg != "" {
+				return Result{Status: Fail, Message: fmt.Sprintf("output %d (%s): %s", i, s.Outputs()[i].Name, msg)}
+			}
+		}
+	}
+	return Result{Status: Pass}
+}
+
+// DecodeTensor decodes a serialized TensorProto and returns it with its name. It reuses the
+// model decoder: the bytes become the one initializer of a minimal ModelProto (a trailing
+// name field wins over the tensor's own, as protobuf's last-field rule says).
+func DecodeTensor(b []byte) (session.Tensor, string, error) {
+	name := tensorName(b)
+	tensor := append(append([]byte{}, b...), field(8, []byte("__t"))...)
+	g := field(5, tensor)
+	model := append([]byte{0x08, 8}, field(8, []byte{0x10, 13})...)
+	model = append(model, field(7, g)...)
+	m, err := graph.LoadBytes(model)
+	if err != nil {
+		return session.Tensor{}, "", err
+	}
+	defer m.Close()
+	gt := m.Graph.Initializers["__t"]
+	if gt == nil {
+		return session.Tensor{}, "", fmt.Errorf("not a TensorProto")
+	}
+	t, err := session.FromGraphTensor(gt)
+	return t, name, err
+}
+
+func field(num int, payload []byte) []byte {
+	out := binary.AppendUvarint(nil, uint64(num<<3|2))
+	out = binary.AppendUvarint(out, uint64(len(payload)))
+	return append(out, payload...)
+}
+
+// tensorName scans the top-level fields of a TensorProto for its name (field 8).
+func tensorName(b []byte) string {
+	name := ""
+	for len(b) > 0 {
+		key, n := binary.Uvarint(b)
+		if n <= 0 {
+			return name
+		}
+		b = b[n:]
+		switch key & 7 {
+		case 0:
+			_, n = binary.Uvarint(b)
+			if n <= 0 {
+				return name
+			}
+			b = b[n:]
+		case 1:
+			if len(b) < 8 {
+				return name
+			}
+			b = b[8:]
+		case 5:
+			if len(b) < 4 {
+				return name
+			}
+			b = b[4:]
+		case 2:
+			l, n := binary.Uvarint(b)
+			if n <= 0 || uint64(len(b)-n) < l {
+				return name
+			}
+			if key>>3 == 8 {
+				name = string(b[n : n+int(l)])
+			}
+			b = b[n+int(l):]
+		default:
+			return name
+		}
+	}
+	return name
+}
+
+// Compare checks got against want: same type and shape, and every element within
+// atol + rtol·|want| (NaN matches NaN); "" when they agree, else the first difference.
+func Compare(got, want session.Tensor, rtol, atol float64) string {
+	if got.DType() != want.DType() {
+		return fmt.Sprintf("element type %s, want %s", got.DType(), want.DType())
+	}
+	gs, ws := got.Shape(), want.Shape()
+	if fmt.Sprint(gs) != fmt.Sprint(ws) {
+		return fmt.Sprintf("shape %v, want %v", gs, ws)
+	}
+	if g, ok := got.Data().([]string); ok {
+		w := want.Data().([]string)
+		for i := range g {
+			if g[i] != w[i] {
+				return fmt.Sprintf("element %d is %q, want %q", i, g[i], w[i])
+			}
+		}
+		return ""
+	}
+	gv, wv := values(got), values(want)
+	exact := !got.DType().IsFloat()
+	bad := 0
+	first := ""
+	for i := range gv {
+		g, w := gv[i], wv[i]
+		if math.IsNaN(w) && math.IsNaN(g) || g == w {
+			continue
+		}
+		if !exact && math.Abs(g-w) <= atol+rtol*math.Abs(w) {
+			continue
+		}
+		if bad == 0 {
+			first = fmt.Sprintf("element %d is %v, want %v", i, g, w)
+		}
+		bad++
+	}
+	if bad > 0 {
+		return fmt.Sprintf("%d of %d elements differ; %s", bad, len(gv), first)
+	}
+	return ""
+}
+
+func values(t session.Tensor) []float64 {
+	out := make([]float64, t.Len())
+	switch v := t.Data().(type) {
+	case []float32:
+		for i, x := range v {
+			out[i] = float64(x)
+		}
+	case []float64:
+		copy(out, v)
+	case []session.Float16:
+		for i, x := range v {
+			out[i] = float64(x.Float32())
+		}
+	case []session.BFloat16:
+		for i, x := range v {
+			out[i] = float64(x.Float32())
+		}
+	case []int64:
+		for i, x := range v {
+			out[i] = float64(x)
+		}
+	case []bool:
+		for i, x := range v {
+			if x {
+				out[i] = 1
+			}
+		}
+	default:
+		s := fmt.Sprint(v)
+		s = strings.Trim(s, "[]")
+		for i, f := range strings.Fields(s) {
+			fmt.Sscan(f, &out[i])
+		}
+	}
+	return out
+}
+
+// bfloat16Quirk reinterprets a uint16 tensor as bfloat16 where bfloat16 is wanted: the ONNX
+// 1.12 test generator stored bfloat16 data as uint16 TensorProtos.
+func bfloat16Quirk(t session.Tensor, want graph.DataType) session.Tensor {
+	if want != graph.BFloat16 || t.DType() != graph.Uint16 {
+		return t
+	}
+	v := t.Data().([]uint16)
+	bf := make([]session.BFloat16, len(v))
+	for i, x := range v {
+		bf[i] = session.BFloat16(x)
+	}
+	return session.MustTensor(t.Shape(), bf)
+}
+
+func declaredType(vs []*graph.Value, name string) graph.DataType {
+	for _, v := range vs {
+		if v.Name == name {
+			return v.Declared.Elem
+		}
+	}
+	return graph.Undefined
+}

@@ -1,0 +1,69 @@
+package conformance
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/session"
+)
+
+const nodeTests = "/usr/share/libonnx-testdata/data/node"
+
+// TestNodeConformance runs the ONNX node tests of Debian's libonnx-testdata and fails when
+// fewer pass than testdata/conformance_threshold.txt records.
+func TestNodeConformance(t *testing.T) {
+	if _, err := os.Stat(nodeTests); err != nil {
+		t.Skipf("%s is absent (apt-get install -y libonnx-testdata): %v", nodeTests, err)
+	}
+	raw, err := os.ReadFile(filepath.Join("testdata", "conformance_threshold.txt"))
+	require.NoError(t, err)
+	threshold, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+	tests, err := Discover([]string{nodeTests})
+	require.NoError(t, err)
+	require.NotEmpty(t, tests)
+	results := Run(tests, Options{}, nil)
+	sum := Tally(results)
+	t.Logf("%s (threshold %d)", sum, threshold)
+	if sum.Passed < threshold {
+		for _, r := range results {
+			if r.Status == Fail {
+				t.Logf("%s: %s", r.Name, r.Message)
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, sum.Passed, threshold, "conformance regressed")
+}
+
+func TestDecodeTensorAndCompare(t *testing.T) {
+	if _, err := os.Stat(nodeTests); err != nil {
+		t.Skipf("%s is absent: %v", nodeTests, err)
+	}
+	dir := filepath.Join(nodeTests, "test_add", "test_data_set_0")
+	b, err := os.ReadFile(filepath.Join(dir, "input_0.pb"))
+	require.NoError(t, err)
+	x, name, err := DecodeTensor(b)
+	require.NoError(t, err)
+	assert.Equal(t, "x", name)
+	assert.Equal(t, []int64{3, 4, 5}, x.Shape())
+	assert.Equal(t, "", Compare(x, x, 1e-3, 1e-7))
+	v, err := session.TensorOf[float32](x)
+	require.NoError(t, err)
+	moved := append([]float32{}, v...)
+	moved[7] += 1
+	assert.Contains(t, Compare(session.MustTensor(x.Shape(), moved), x, 1e-3, 1e-7), "1 of 60 elements differ; element 7")
+	assert.Contains(t, Compare(x.Reshaped(60), x, 1e-3, 1e-7), "shape")
+	_, _, err = DecodeTensor([]byte{0xff, 0xff, 0xff})
+	assert.Error(t, err)
+}
+
+func TestSummaryLine(t *testing.T) {
+	rs := []Result{{Status: Pass}, {Status: Fail}, {Status: Skip}, {Status: Pass}}
+	assert.Equal(t, "2 passed, 1 failed, 1 skipped", Tally(rs).String())
+}

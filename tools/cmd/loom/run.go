@@ -1,0 +1,163 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session"
+)
+
+func init() {
+	register("run", "run a model on inputs from .npy files, random shapes or constants", runModel)
+}
+
+func runModel(args []string) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	outDir := fs.String("o", ".", "directory to write each output to as NAME.npy")
+	provider := fs.String("ep", "auto", "execution provider: host, cuda or auto")
+	seed := fs.Uint64("seed", 1, "seed of the random inputs given as name=shape:...")
+	fs.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: loom run MODEL [name=FILE.npy | name=shape:2x3x4 | name=value:V]... [-o DIR]")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return 2
+	}
+	s, err := session.Builder().WithExecutionProvider(session.ExecutionProvider(*provider)).Load(pos[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loom run: %v\n", err)
+		return 1
+	}
+	defer s.Close()
+	for _, fb := range s.ExecutionProviderFallbackReport() {
+		fmt.Fprintf(os.Stderr, "loom run: node %q (%s) runs on %s: %s\n", fb.Node, fb.Op, fb.Provider, fb.Reason)
+	}
+	metas := map[string]session.IoMeta{}
+	for _, m := range s.Inputs() {
+		metas[m.Name] = m
+	}
+	rnd := rand.New(rand.NewPCG(*seed, *seed^0x9e3779b97f4a7c15))
+	var feeds []session.NamedTensor
+	for _, spec := range pos[1:] {
+		name, val, ok := strings.Cut(spec, "=")
+		if !ok {
+			fmt.Fprintf(os.Stderr, "loom run: input %q: want name=FILE.npy, name=shape:DIMS or name=value:V\n", spec)
+			return 2
+		}
+		meta, ok := metas[name]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "loom run: the model has no input %q\n", name)
+			return 2
+		}
+		t, err := makeInput(meta, val, rnd)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "loom run: input %q: %v\n", name, err)
+			return 2
+		}
+		feeds = append(feeds, session.NamedTensor{Name: name, Tensor: t})
+	}
+	outs, err := s.Run(feeds)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loom run: %v\n", err)
+		return 1
+	}
+	if err := os.MkdirAll(*outDir, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "loom run: %v\n", err)
+		return 1
+	}
+	for i, meta := range s.Outputs() {
+		path := filepath.Join(*outDir, sanitize(meta.Name)+".npy")
+		if err := writeNpy(path, outs[i]); err != nil {
+			fmt.Fprintf(os.Stderr, "loom run: output %q: %v\n", meta.Name, err)
+			return 1
+		}
+		fmt.Printf("%s %s -> %s\n", meta.Name, outs[i], path)
+	}
+	return 0
+}
+
+func sanitize(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 {
+			return '_'
+		}
+		return r
+	}, name)
+}
+
+// makeInput builds an input from FILE.npy, shape:AxBxC (seeded random values of the input's
+// type) or value:V (a scalar, or V repeated over the input's static shape).
+func makeInput(meta session.IoMeta, val string, rnd *rand.Rand) (session.Tensor, error) {
+	switch {
+	case strings.HasPrefix(val, "shape:"):
+		var shape []int64
+		if s := strings.TrimPrefix(val, "shape:"); s != "" {
+			for _, d := range strings.Split(s, "x") {
+				v, err := strconv.ParseInt(d, 10, 64)
+				if err != nil || v < 0 {
+					return session.Tensor{}, fmt.Errorf("bad dimension %q in %q", d, val)
+				}
+				shape = append(shape, v)
+			}
+		}
+		n := 1
+		for _, d := range shape {
+			n *= int(d)
+		}
+		vals := make([]float64, n)
+		for i := range vals {
+			if meta.DType.IsFloat() {
+				vals[i] = rnd.Float64()*2 - 1
+			} else {
+				vals[i] = float64(rnd.IntN(10))
+			}
+		}
+		return fromValues(meta.DType, shape, vals)
+	case strings.HasPrefix(val, "value:"):
+		v, err := strconv.ParseFloat(strings.TrimPrefix(val, "value:"), 64)
+		if err != nil {
+			return session.Tensor{}, fmt.Errorf("bad value in %q", val)
+		}
+		var shape []int64
+		for _, d := range meta.Shape {
+			if !d.Known() {
+				shape = nil
+				break
+			}
+			shape = append(shape, d.Value)
+		}
+		if len(shape) != len(meta.Shape) {
+			shape = nil
+		}
+		n := 1
+		for _, d := range shape {
+			n *= int(d)
+		}
+		vals := make([]float64, n)
+		for i := range vals {
+			vals[i] = v
+		}
+		return fromValues(meta.DType, shape, vals)
+	default:
+		return readNpy(val)
+	}
+}
+
+func fromValues(dt session.DType, shape []int64, vals []float64) (session.Tensor, error) {
+	gt, err := graph.TensorFromValues("input", dt, shape, vals)
+	if err != nil {
+		return session.Tensor{}, err
+	}
+	return session.FromGraphTensor(gt)
+}
