@@ -224,3 +224,77 @@ func TestConversionSemantics(t *testing.T) {
 		}
 	}
 }
+
+const vecSrc = `
+kernel vecops {
+	launch(n index) {
+		grid = (ceil_div(n, 8), 1, 1)
+		block = (8, 1, 1)
+	}
+	device(x buffer[i32] read, y buffer[i32] read, out buffer[i32] write, d buffer[f64] read_write, n index) {
+		assume len(x) >= n * 4 && len(y) >= n * 4 && len(out) >= n * 4 && len(d) >= n * 4
+		i := (block_id.x * 8 + thread_id.x) * 4
+		if i < n * 4 {
+			a := x[i : i + 4]
+			b := y[i : i + 4]
+			q := a / b + (a % b) * 3
+			s := (a << b) ^ (a >> 3) | ^b
+			m := min(a, b) - max(a, 7)
+			c := select(reduce_max(a) > reduce_min(b), q, s)
+			out[i : i + 4] = c + m + vec[4]i32(i32(b[0])) - abs(a)
+			f := d[i : i + 4]
+			d[i : i + 4] = sqrt(abs(f)) * f + vec[4]f64(f64(reduce_add(a))) - floor(f)
+		}
+	}
+}
+`
+
+func TestVectorSemantics(t *testing.T) {
+	c := newCompiler(t)
+	r := newRand(t)
+	a := compileInline(t, c, vecSrc, "vecops", nil)
+	require.Equal(t, 0, generatedGuards(a.Source))
+	n := 50
+	x, y := make([]int32, 4*n), make([]int32, 4*n)
+	d := make([]float64, 4*n)
+	for i := range x {
+		x[i], y[i] = interestingI32(r), interestingI32(r)
+		d[i] = r.NormFloat64() * 100
+	}
+	db := make([]byte, 8*len(d))
+	for i, v := range d {
+		binary.LittleEndian.PutUint64(db[8*i:], math.Float64bits(v))
+	}
+	res := launch(t, a, [][]byte{i32s(x...), i32s(y...), make([]byte, 16*n), db}, 1, int64(n))
+	require.Zero(t, res.Violation)
+	out := i32Slice(res.Buffers[2])
+	div, rem := intOps[3].ref, intOps[4].ref
+	for v := 0; v < n; v++ {
+		i := 4 * v
+		maxA, minB := x[i], y[i]
+		var sumA int32
+		for l := 0; l < 4; l++ {
+			maxA, minB = max(maxA, x[i+l]), min(minB, y[i+l])
+			sumA += x[i+l]
+		}
+		for l := 0; l < 4; l++ {
+			av, bv := x[i+l], y[i+l]
+			q := div(av, bv) + rem(av, bv)*3
+			s := (av << (uint32(bv) & 31)) ^ (av >> 3) | ^bv
+			m := min(av, bv) - max(av, 7)
+			cv := s
+			if maxA > minB {
+				cv = q
+			}
+			absA := av
+			if absA < 0 {
+				absA = -absA
+			}
+			require.Equal(t, cv+m+y[i]-absA, out[i+l], "lane %d of vector %d", l, v)
+			f := d[i+l]
+			want := math.Sqrt(math.Abs(f))*f + float64(sumA) - math.Floor(f)
+			got := math.Float64frombits(binary.LittleEndian.Uint64(res.Buffers[3][8*(i+l):]))
+			require.InDelta(t, want, got, 1e-9*math.Max(1, math.Abs(want)))
+		}
+	}
+}

@@ -3,6 +3,7 @@ package codegen
 import (
 	"fmt"
 	"math"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,7 +85,7 @@ type emitter struct {
 func Emit(k *Kernel, lang *Language) (src string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("codegen: internal error: %v", r)
+			err = fmt.Errorf("codegen: internal error: %v\n%s", r, debug.Stack())
 		}
 	}()
 	e := &emitter{lang: lang, k: k, helpers: map[string]string{}, names: map[*ir.Value]string{}, viewBuf: map[*ir.Value]string{}}

@@ -1,6 +1,7 @@
 package scratch
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -9,9 +10,9 @@ import (
 
 func TestRev(t *testing.T) {
 	data, _ := os.ReadFile("/tmp/scratch/rev.loom")
-	out, err := loom.Emit(loom.KernelSource{Name: "r.loom", Source: data}, loom.HostTarget(), loom.EmitC)
-	if err != nil {
-		t.Fatal(err)
+	st, err := loom.EmitStages(loom.KernelSource{Name: "r.loom", Source: data}, loom.HostTarget())
+	fmt.Println(err)
+	if len(st) > 0 {
+		fmt.Println(st[len(st)-1].IR)
 	}
-	os.WriteFile("/tmp/scratch/rev.c", []byte(out), 0o644)
 }
