@@ -50,7 +50,7 @@ type CheckStats struct {
 type Artifact struct {
 	Target         string            `json:"target"`
 	Kernel         string            `json:"kernel"`
-	Entry          string            `json:"entry"` // name to look the kernel up by in its module
+	Entry          string            `json:"entry"` // the kernel's name in its module: the kernel name (host), loom_k_<name> (CUDA)
 	Key            string            `json:"key"`   // cache key (hex SHA-256)
 	Specialization map[string]string `json:"specialization"`
 	Params         []Param           `json:"params"`

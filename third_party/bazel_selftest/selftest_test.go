@@ -2,10 +2,12 @@ package selftest
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/exp/slices"
+	"golang.org/x/sys/cpu"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -53,4 +55,15 @@ func TestExternalModules(t *testing.T) {
 		buf = buf[n:]
 	}
 	require.True(t, slices.Equal(values, decoded))
+}
+
+// TestAssemblyLinks covers Go assembly in a dependency: x/sys/cpu reads CPUID
+// in an assembly function, which links only if the rules built its ABI
+// information with the package path.
+func TestAssemblyLinks(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("CPUID check for amd64 only")
+	}
+	// Every amd64 processor has SSE2; false would mean CPUID was not read.
+	require.True(t, cpu.X86.HasSSE2)
 }

@@ -80,6 +80,8 @@ type Field struct {
 	Access *Ident // read, write or read_write; nil for scalars
 }
 
+// Pos implementations for declarations.
+
 func (d *KernelDecl) Pos() token.Pos { return d.Kernel }
 func (d *ConstDecl) Pos() token.Pos  { return d.Const }
 func (d *LaunchDecl) Pos() token.Pos { return d.Launch }
@@ -191,6 +193,8 @@ type (
 	}
 )
 
+// Pos implementations for expressions.
+
 func (x *BadExpr) Pos() token.Pos      { return x.From }
 func (x *Ident) Pos() token.Pos        { return x.NamePos }
 func (x *BasicLit) Pos() token.Pos     { return x.ValuePos }
@@ -280,6 +284,8 @@ type (
 	// ExprStmt is a call used as a statement (barrier()).
 	ExprStmt struct{ X Expr }
 )
+
+// Pos implementations for statements.
 
 func (s *BadStmt) Pos() token.Pos    { return s.From }
 func (s *BlockStmt) Pos() token.Pos  { return s.Lbrace }

@@ -645,10 +645,9 @@ func (b *builder) binary(e *ast.BinaryExpr) *Value {
 func (b *builder) arith(op token.Token, x, y *Value, t types.Type, pos token.Pos) *Value {
 	sub := binSubs[op]
 	if op == token.SHL || op == token.SHR {
-		// the shift count takes the shifted operand's type
-		y = b.coerce(b.toType(y, types.Elem(t)), t)
-		if _, ok := t.(*types.Vector); !ok {
-			y = b.toType(y, t)
+		// The shift count takes the shifted operand's type (a vector count stays lane-wise).
+		if _, isVec := y.Type.(*types.Vector); !isVec {
+			y = b.coerce(b.toType(y, types.Elem(t)), t)
 		}
 		return b.emit(&Op{Code: OpBinary, Sub: sub, Args: []*Value{b.coerce(x, t), y}, Pos: pos}, t, "")
 	}

@@ -105,6 +105,7 @@ type Slot struct {
 	Dims []int      // empty for a plain variable
 }
 
+// String prints the slot type.
 func (s *Slot) String() string {
 	str := "slot<"
 	for _, d := range s.Dims {
@@ -112,9 +113,6 @@ func (s *Slot) String() string {
 	}
 	return str + s.Elem.String() + ">"
 }
-
-// Implements types.Type loosely for printing; slots never reach the checker.
-func (s *Slot) isSlot() {}
 
 // Value is an SSA value.
 type Value struct {

@@ -139,6 +139,7 @@ type Vector struct {
 	Len  int
 }
 
+// String spells the type as in source.
 func (v *Vector) String() string { return fmt.Sprintf("vec[%d]%s", v.Len, v.Elem) }
 
 // Buffer is a buffer binding: a kernel parameter with an access mode.
@@ -147,6 +148,7 @@ type Buffer struct {
 	Access Access
 }
 
+// String spells the type with its access mode.
 func (b *Buffer) String() string { return fmt.Sprintf("buffer[%s] %s", b.Elem, b.Access) }
 
 // View is a strided, shaped window of a buffer (or of the block's shared scratch).
@@ -157,6 +159,7 @@ type View struct {
 	Shared bool
 }
 
+// String describes the view type.
 func (v *View) String() string {
 	s := fmt.Sprintf("view[%s, %d] %s", v.Elem, v.Rank, v.Access)
 	if v.Shared {
@@ -172,6 +175,7 @@ type Array struct {
 	Len  int
 }
 
+// String spells the type as in source.
 func (a *Array) String() string { return fmt.Sprintf("[%d]%s", a.Len, a.Elem) }
 
 // Dims returns the array's dimensions and its innermost element type.
@@ -191,6 +195,7 @@ func (a *Array) Dims() ([]int, Type) {
 // Tuple is the type of a (a, b, c) expression.
 type Tuple struct{ Elems []Type }
 
+// String lists the element types.
 func (t *Tuple) String() string {
 	var parts []string
 	for _, e := range t.Elems {
