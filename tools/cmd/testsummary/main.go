@@ -1,5 +1,6 @@
-// Command testsummary reads `go test -json` events on standard input, passes the human-readable
-// output through to standard output, and ends with one line counting the tests:
+// Command testsummary reads `go test -json` events on standard input, prints each package's
+// result line and the output of failed tests (a passing test's output is dropped, so CI logs stay
+// short), and ends with one line counting the tests:
 //
 //	go: N passed, N failed, N skipped
 //
@@ -65,6 +66,8 @@ func main() {
 // `go test` itself) are echoed and counted as a package failure.
 func summarize(r io.Reader, w io.Writer) (*summary, error) {
 	s := &summary{failedPackages: map[string]bool{}}
+	// Output of tests still running, keyed by package and test, printed only if they fail.
+	pending := map[string][]string{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -74,15 +77,25 @@ func summarize(r io.Reader, w io.Writer) (*summary, error) {
 			fmt.Fprintln(w, string(line))
 			continue
 		}
+		key := e.Package + "." + e.Test
 		switch e.Action {
 		case "output":
-			fmt.Fprint(w, e.Output)
+			if e.Test == "" {
+				fmt.Fprint(w, e.Output)
+			} else {
+				pending[key] = append(pending[key], e.Output)
+			}
 		case "pass":
 			if e.Test != "" {
 				s.passed++
+				delete(pending, key)
 			}
 		case "fail":
 			if e.Test != "" {
+				for _, line := range pending[key] {
+					fmt.Fprint(w, line)
+				}
+				delete(pending, key)
 				s.failed++
 				s.failedTests = append(s.failedTests, e.Package+"."+e.Test)
 			} else {
@@ -91,6 +104,7 @@ func summarize(r io.Reader, w io.Writer) (*summary, error) {
 		case "skip":
 			if e.Test != "" {
 				s.skipped++
+				delete(pending, key)
 			}
 		}
 	}
