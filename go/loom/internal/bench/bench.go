@@ -80,15 +80,20 @@ func Peak(isa string) (wall, cpu float64, err error) {
 }
 
 // OpenBLAS times cblas_sgemm on n x n row-major matrices with the given thread count and
-// returns the best seconds per call (wall and CPU time of all threads). It fails when
+// returns the best seconds per call (wall and CPU time of all threads). coreType, when set,
+// forces OpenBLAS's kernel selection (OPENBLAS_CORETYPE, e.g. SkylakeX): OpenBLAS 0.3.21 does
+// not recognise every CPU and then falls back to old SSE kernels. It fails when
 // libopenblas-dev is not installed.
-func OpenBLAS(n, threads, iters int) (wall, cpu float64, err error) {
+func OpenBLAS(n, threads, iters int, coreType string) (wall, cpu float64, err error) {
 	bin, err := build("blas", "-I/usr/include/x86_64-linux-gnu/openblas-pthread", "-lopenblas")
 	if err != nil {
 		return 0, 0, err
 	}
 	cmd := exec.Command(bin, strconv.Itoa(n), strconv.Itoa(iters))
 	cmd.Env = append(os.Environ(), "OPENBLAS_NUM_THREADS="+strconv.Itoa(threads))
+	if coreType != "" {
+		cmd.Env = append(cmd.Env, "OPENBLAS_CORETYPE="+coreType)
+	}
 	out, err := cmd.Output()
 	if err != nil {
 		return 0, 0, fmt.Errorf("blas: %v", err)
