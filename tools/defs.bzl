@@ -27,3 +27,7 @@ go_library = _go_library
 go_test = _go_test
 
 # Loom-specific rules (loom_kernel, ...) go below.
+
+def filegroup(**kwargs):
+    """Bazel's filegroup, re-exported so BUILD files load every rule from here."""
+    native.filegroup(**kwargs)

@@ -23,7 +23,8 @@ const CompilerVersion = "loom-0.1.0"
 // Config configures a Compiler. The zero Config works: it caches under LOOM_CACHE_DIR (or the
 // user cache directory's loom/), uses $CC (or gcc) and compiles up to GOMAXPROCS kernels at once.
 type Config struct {
-	// CacheDir holds compiled artifacts. Empty: $LOOM_CACHE_DIR, else os.UserCacheDir()/loom.
+	// CacheDir holds compiled artifacts. Empty: $LOOM_CACHE_DIR, else os.UserCacheDir()/loom,
+	// else (no HOME, as in a Bazel test sandbox) $TMPDIR/loom-cache-<uid>.
 	CacheDir string
 	// NoCache disables the on-disk cache: artifacts live in a private directory removed by Close.
 	NoCache bool
@@ -138,12 +139,13 @@ func (c *Compiler) init() error {
 			dir = os.Getenv("LOOM_CACHE_DIR")
 		}
 		if dir == "" {
-			base, err := os.UserCacheDir()
-			if err != nil {
-				c.initErr = fmt.Errorf("loom: no cache directory (set LOOM_CACHE_DIR): %w", err)
-				return
+			if base, err := os.UserCacheDir(); err == nil {
+				dir = filepath.Join(base, "loom")
+			} else {
+				// Hermetic sandboxes (Bazel tests, services without HOME) have no user cache
+				// directory: fall back to a per-user directory under the temporary directory.
+				dir = filepath.Join(os.TempDir(), fmt.Sprintf("loom-cache-%d", os.Getuid()))
 			}
-			dir = filepath.Join(base, "loom")
 		}
 		c.cacheDir = dir
 	})
