@@ -28,6 +28,148 @@ go_test = _go_test
 
 # Loom-specific rules (loom_kernel, ...) go below.
 
+# Flags for the host C of ahead-of-time kernels: the ones package loom builds JIT kernels with
+# (loom.StaticCFlags; tools/cmd/loomc's test checks the two agree), so both paths produce the
+# same machine code. -w: the generated C is not ours to lint under the toolchain's -Wall.
+_LOOM_HOST_COPTS = [
+    "-O3",
+    "-std=gnu11",
+    "-fwrapv",
+    "-fno-math-errno",
+    "-ffp-contract=fast",
+]
+
+# -march for each host target (the x86-64 psABI micro-architecture levels).
+_LOOM_HOST_MARCH = {
+    "host-x86_64-v1": "-march=x86-64",
+    "host-x86_64-v2": "-march=x86-64-v2",
+    "host-x86_64-v3": "-march=x86-64-v3",
+    "host-x86_64-v4": "-march=x86-64-v4",
+    "host-aarch64-v8": "-march=armv8-a",
+}
+
+def _loom_kernel_source_impl(ctx):
+    args = ctx.actions.args()
+    args.add("--src", ctx.file.src)
+    args.add("--symbol", ctx.attr.symbol)
+    args.add("--target", ctx.attr.target)
+    args.add("--module", ctx.attr.module)
+    for key in sorted(ctx.attr.spec.keys()):
+        args.add("--spec", key + "=" + ctx.attr.spec[key])
+    if ctx.attr.target.startswith("sm_"):
+        args.add("--out_cuda", ctx.outputs.out_code)
+    else:
+        args.add("--out_c", ctx.outputs.out_code)
+    args.add("--out_meta", ctx.outputs.out_meta)
+    ctx.actions.run(
+        executable = ctx.executable._loomc,
+        arguments = [args],
+        inputs = [ctx.file.src],
+        outputs = [ctx.outputs.out_code, ctx.outputs.out_meta],
+        mnemonic = "LoomCompile",
+        progress_message = "Compiling Loom kernel %s (%s) for %s" % (ctx.attr.symbol, ctx.file.src.short_path, ctx.attr.target),
+    )
+    return [DefaultInfo(files = depset([ctx.outputs.out_code, ctx.outputs.out_meta]))]
+
+# Runs loomc on one kernel for one target: the code (host C or CUDA C) and its metadata JSON.
+_loom_kernel_source = rule(
+    implementation = _loom_kernel_source_impl,
+    attrs = {
+        "src": attr.label(allow_single_file = [".loom"], mandatory = True),
+        "symbol": attr.string(mandatory = True),
+        "target": attr.string(mandatory = True),
+        "module": attr.string(mandatory = True),
+        "spec": attr.string_dict(),
+        "out_code": attr.output(mandatory = True),
+        "out_meta": attr.output(mandatory = True),
+        "_loomc": attr.label(
+            default = Label("//tools/cmd/loomc"),
+            executable = True,
+            cfg = "exec",
+        ),
+    },
+)
+
+def loom_kernel(
+        name,
+        src,
+        symbol,
+        spec = {},
+        targets = ["host-x86_64-v3"],
+        module = None,
+        visibility = None,
+        testonly = False,
+        tags = []):
+    """Compiles a Loom kernel ahead of time into a cc_library.
+
+    The library `name` holds the kernel's host C (compiled with the target's -march and linked
+    with alwayslink, so its constructor registers the module with the shim before main) and, as
+    data, `<name>.<target>.json` (loom.StaticMetadata: bindings, access modes, scalar blob,
+    launch program) for every target and `<name>.<target>.cu` (CUDA C for NVRTC) for each sm_XX
+    target. A binary that depends on it (and on //shim) loads the kernel with
+    LOOM_MODULE_HOST_STATIC under the module name, without a C compiler at run time.
+
+    The default target is host-x86_64-v3, the baseline of x86-64 machines of the last decade
+    (AVX2, FMA): the binary runs on any x86-64-v3 or v4 CPU (the shim accepts code for a lower
+    level than the device's). Name host-x86_64-v4 to use AVX-512, at the price of not running
+    on v3 machines.
+
+    Args:
+      name: the cc_library.
+      src: the .loom file.
+      symbol: the kernel in src.
+      spec: specialization constants, {"BLOCK": "128", "T": "f32"}.
+      targets: at most one host target (one module per library) and any sm_XX targets.
+      module: the module name; default "<package>/<name>" (kernels/fill).
+      visibility: of the library.
+      testonly: of every target made.
+      tags: of every target made.
+    """
+    if module == None:
+        module = native.package_name() + "/" + name
+    host = [t for t in targets if t.startswith("host-")]
+    cuda = [t for t in targets if t.startswith("sm_")]
+    for t in targets:
+        if t not in _LOOM_HOST_MARCH and t not in cuda:
+            fail("loom_kernel %s: unknown target %r (want one of %s or sm_XX)" % (name, t, ", ".join(_LOOM_HOST_MARCH.keys())))
+    if len(host) > 1:
+        fail("loom_kernel %s: one host target per library (a module registers for one target), got %s" % (name, host))
+    srcs = []
+    data = []
+    for t in targets:
+        base = "%s.%s" % (name, t)
+        code = base + (".cu" if t in cuda else ".c")
+        _loom_kernel_source(
+            name = base + "_gen",
+            src = src,
+            symbol = symbol,
+            target = t,
+            module = module,
+            spec = spec,
+            out_code = code,
+            out_meta = base + ".json",
+            testonly = testonly,
+            tags = tags,
+            visibility = ["//visibility:private"],
+        )
+        data.append(base + ".json")
+        if t in cuda:
+            data.append(code)
+        else:
+            srcs.append(code)
+    _cc_library(
+        name = name,
+        srcs = srcs,
+        copts = _LOOM_HOST_COPTS + ["-w"] + [_LOOM_HOST_MARCH[t] for t in host],
+        data = data,
+        alwayslink = True,
+        linkstatic = True,
+        deps = [Label("//shim:loom_abi")],
+        testonly = testonly,
+        tags = tags,
+        visibility = visibility,
+    )
+
 def filegroup(**kwargs):
     """Bazel's filegroup, re-exported so BUILD files load every rule from here."""
     native.filegroup(**kwargs)

@@ -617,6 +617,8 @@ func (rc *runCtx) controlFlow(n *graph.Node, in []Tensor, sc *scope) ([]Tensor, 
 			res = append(res, joined.reshaped(append([]int64{int64(len(scans[i]))}, scans[i][0].shape...)))
 		}
 		return res, nil
+	case "Scan":
+		return rc.scan(n, in, sc)
 	}
 	return nil, fmt.Errorf("%s is not supported", n.OpType)
 }

@@ -637,7 +637,7 @@ loom_status loom_module_load(loom_device* device, const loom_module_load_params*
       if (format != LOOM_MODULE_CUDA_SOURCE) {
         status = Errorf(LOOM_ERR_INVALID_ARGUMENT, "module_load '%s': target is NULL", name);
       }
-    } else if (strcmp(p.target, device->props.target) != 0) {
+    } else if (!loom::CodeRunsOn(p.target, device->props.target)) {
       status = Errorf(LOOM_ERR_TARGET_MISMATCH,
                       "module_load '%s': compiled for target '%s', but the device's target is "
                       "'%s'",

@@ -91,8 +91,8 @@ struct loom_device {
   virtual loom::Status CreateBuffer(loom_memory_kind kind, uint64_t bytes, loom_buffer** out) = 0;
   virtual loom::Status CreateStream(loom_stream** out) = 0;
   virtual loom::Status CreateEvent(loom_event** out) = 0;
-  // params were checked by api.cc: format, target (equal to the device's, or NULL for CUDA
-  // source), and the path, name or data the format needs.
+  // params were checked by api.cc: format, target (one that runs on the device, see
+  // CodeRunsOn, or NULL for CUDA source), and the path, name or data the format needs.
   virtual loom::Status LoadModule(const loom_module_load_params& params, loom_module** out) = 0;
   virtual loom::Status CreateGraph(loom_graph** out) = 0;
 };
@@ -237,6 +237,12 @@ int32_t RawEnum(const E& value) {
   memcpy(&raw, &value, sizeof(raw));
   return raw;
 }
+
+// Whether code compiled for target `code` runs on a device whose target is `device`: the same
+// target, or x86-64 host code for a lower micro-architecture level, since each level includes
+// the ones below it (ahead-of-time kernels built for the x86-64-v3 baseline run on v4 CPUs).
+// host_backend.cc.
+bool CodeRunsOn(const std::string& code, const std::string& device);
 
 // Process-wide table of ahead-of-time host kernels (host_backend.cc).
 Status RegisterHostModule(const char* module_name, const char* target,

@@ -705,7 +705,7 @@ class HostDevice : public loom_device {
         return Errorf(LOOM_ERR_NOT_FOUND, "module_load: no static host module '%s' is registered",
                       params.name);
       }
-      if (it->second.target != props.target) {
+      if (!CodeRunsOn(it->second.target, props.target)) {
         return Errorf(LOOM_ERR_TARGET_MISMATCH,
                       "module_load: static host module '%s' was registered for target '%s', but "
                       "the device's target is '%s'",
@@ -746,7 +746,7 @@ class HostDevice : public loom_device {
     uint32_t count = 0;
     const char* target = nullptr;
     const loom_host_kernel_entry* entries = entries_fn(&count, &target);
-    if (target == nullptr || strcmp(target, props.target) != 0) {
+    if (target == nullptr || !CodeRunsOn(target, props.target)) {
       return Errorf(LOOM_ERR_TARGET_MISMATCH,
                     "module_load: host module '%s' was compiled for target '%s', but the "
                     "device's target is '%s'",
@@ -801,6 +801,17 @@ Status OpenDevice(const loom_device_open_params& params, loom_device** out) {
 
 extern const BackendInfo kHostBackend = {LOOM_BACKEND_HOST, "host", host::DeviceCount,
                                          host::OpenDevice};
+
+bool CodeRunsOn(const std::string& code, const std::string& device) {
+  if (code == device) return true;
+  const std::string prefix = "host-x86_64-v";
+  if (code.size() != prefix.size() + 1 || device.size() != prefix.size() + 1) return false;
+  if (code.compare(0, prefix.size(), prefix) != 0) return false;
+  if (device.compare(0, prefix.size(), prefix) != 0) return false;
+  char code_level = code.back(), device_level = device.back();
+  return code_level >= '1' && code_level <= '4' && device_level >= '1' && device_level <= '4' &&
+         code_level <= device_level;
+}
 
 Status RegisterHostModule(const char* module_name, const char* target,
                           const loom_host_kernel_entry* entries, uint32_t count) {

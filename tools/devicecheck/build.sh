@@ -14,6 +14,8 @@
 #   shim_abi_test    shim/tests/abi_test.cc: the ABI contract, now with a driver present
 #   native.test      go test -c of go/native: its TestCUDA* tests (NVRTC kernels against Go,
 #                    graph and capture replay, a fenced NativeSession on a CUDA runtime)
+#   session.test     go test -c of go/session: its TestCUDA* tests (Loom kernels compiled to CUDA C,
+#                    loaded through NVRTC, recorded graphs against sequential execution)
 # Binaries link libstdc++ and libgcc statically; glibc stays dynamic because the driver is loaded
 # with dlopen (a fully static binary cannot dlopen libcuda reliably).
 set -euo pipefail
@@ -31,10 +33,12 @@ for suite in cuda abi; do
     -static-libstdc++ -static-libgcc -ldl -lpthread -o "$out/bin/shim_${suite}_test"
 done
 
-echo "building native.test"
+echo "building native.test and session.test"
 # -race is left out: the race runtime wants a newer glibc than some GPU images have.
 (cd go/native && GOTOOLCHAIN=local CGO_LDFLAGS="-static-libstdc++ -static-libgcc" \
   go test -c -o "$out/bin/native.test" .)
+(cd go/session && GOTOOLCHAIN=local CGO_LDFLAGS="-static-libstdc++ -static-libgcc" \
+  go test -c -o "$out/bin/session.test" .)
 
 cp tools/devicecheck/run.sh "$out/run.sh"
 chmod +x "$out/run.sh"

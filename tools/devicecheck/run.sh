@@ -44,9 +44,10 @@ step() {
 }
 
 cd "$here/bin" || exit 2
-step "shim ABI contract" 60 ./shim_abi_test
-step "shim CUDA backend" 180 ./shim_cuda_test
-step "go/native CUDA tests" 240 ./native.test -test.run 'CUDA|NoDriver' -test.v -test.count=1
+step "shim ABI contract" 45 ./shim_abi_test
+step "shim CUDA backend" 150 ./shim_cuda_test
+step "go/native CUDA tests" 120 ./native.test -test.run 'CUDA|NoDriver' -test.v -test.count=1
+step "go/session CUDA tests" 120 ./session.test -test.run 'CUDA' -test.v -test.count=1
 
 echo ""
 echo "check                              result                       time"

@@ -172,7 +172,8 @@ typedef struct loom_module_load_params {
   uint32_t struct_size;
   loom_module_format format;
   /* The target the code was compiled for; must equal the device's target
-     (LOOM_ERR_TARGET_MISMATCH otherwise). */
+     (LOOM_ERR_TARGET_MISMATCH otherwise), except that host code for a lower x86-64 level runs
+     on a device of a higher one (host-x86_64-v3 code on a host-x86_64-v4 device). */
   const char* target;
   const char* path;  /* LOOM_MODULE_HOST_SHARED_OBJECT */
   const char* name;  /* LOOM_MODULE_HOST_STATIC; also used in error messages */

@@ -1,0 +1,401 @@
+// aot_test: the op library compiled ahead of time (loom_kernel rules in BUILD.bazel) and linked
+// into this binary, run through the shim's host backend as static modules
+// (LOOM_MODULE_HOST_STATIC) and compared with a reference on fresh random inputs. Nothing here
+// compiles C at run time: the kernels registered themselves before main.
+//
+// The scalar blob layouts and launch geometries below mirror the kernels' parameter lists and
+// launch programs; the Metadata test checks them against the JSON loomc wrote.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "loom/loom.h"
+#include "shim/tests/harness.h"
+
+namespace {
+
+// The target every kernel in BUILD.bazel is compiled for.
+constexpr const char* kTarget = "host-x86_64-v3";
+
+std::mt19937_64& Rng() {
+  static std::mt19937_64 rng = [] {
+    uint64_t seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    printf("seed %llu\n", static_cast<unsigned long long>(seed));
+    return std::mt19937_64(seed);
+  }();
+  return rng;
+}
+
+int64_t RandInt(int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(Rng());
+}
+
+std::vector<float> RandFloats(size_t n) {
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(Rng());
+  return v;
+}
+
+bool Close(double got, double want, double tolerance) {
+  return std::fabs(got - want) <= tolerance * (1.0 + std::fabs(want));
+}
+
+// ---------------------------------------------------------------- metadata
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The raw JSON value (number or string, quotes kept) of the first "key" at or after `from`.
+std::string JsonValue(const std::string& json, const std::string& key, size_t from = 0) {
+  size_t at = json.find("\"" + key + "\": ", from);
+  if (at == std::string::npos) return "";
+  at += key.size() + 4;
+  size_t end = json.find_first_of(",\n}", at);
+  return json.substr(at, end - at);
+}
+
+// The value of `key` in the parameter named `param`.
+std::string ParamField(const std::string& json, const std::string& param, const std::string& key) {
+  size_t at = json.find("\"name\": \"" + param + "\"");
+  if (at == std::string::npos) return "";
+  return JsonValue(json, key, at);
+}
+
+// ---------------------------------------------------------------- running kernels
+
+struct Host {
+  loom_device* device = nullptr;
+  loom_stream* stream = nullptr;
+  std::vector<loom_module*> modules;
+  std::vector<loom_buffer*> buffers;
+
+  Host() {
+    loom_device_open_params params = {};
+    params.struct_size = sizeof(params);
+    params.backend = LOOM_BACKEND_HOST;
+    params.worker_threads = 2;
+    if (loom_device_open(&params, &device, nullptr, 0) != LOOM_OK) return;
+    if (loom_stream_create(device, &stream) != LOOM_OK) stream = nullptr;
+  }
+  ~Host() {
+    loom_stream_destroy(stream);
+    for (loom_buffer* b : buffers) loom_buffer_destroy(b);
+    for (loom_module* m : modules) loom_module_destroy(m);
+    loom_device_destroy(device);
+  }
+  std::string Error() {
+    char text[LOOM_ERROR_CAPACITY];
+    loom_device_last_error(device, text, sizeof(text));
+    return text;
+  }
+  // The kernel `name` of the static module `module`, or NULL (with the shim's message printed).
+  loom_kernel* Kernel(const char* module, const char* name) {
+    loom_module_load_params load = {};
+    load.struct_size = sizeof(load);
+    load.format = LOOM_MODULE_HOST_STATIC;
+    load.target = kTarget;
+    load.name = module;
+    loom_module* m = nullptr;
+    if (loom_module_load(device, &load, &m) != LOOM_OK) {
+      fprintf(stderr, "    module_load %s: %s\n", module, Error().c_str());
+      return nullptr;
+    }
+    modules.push_back(m);
+    loom_kernel* k = nullptr;
+    if (loom_module_get_kernel(m, name, &k) != LOOM_OK) return nullptr;
+    return k;
+  }
+  // A shared buffer holding `values` (or `bytes` of garbage: kernels must overwrite outputs).
+  template <typename T>
+  loom_buffer* Buffer(const std::vector<T>& values) {
+    loom_buffer* b = nullptr;
+    uint64_t bytes = values.size() * sizeof(T);
+    if (loom_buffer_create(device, LOOM_MEMORY_SHARED, bytes == 0 ? 1 : bytes, &b) != LOOM_OK) {
+      return nullptr;
+    }
+    buffers.push_back(b);
+    if (bytes > 0) memcpy(loom_buffer_host_pointer(b), values.data(), bytes);
+    return b;
+  }
+  loom_buffer* Garbage(size_t floats) {
+    std::vector<float> v(floats, std::nanf(""));
+    return Buffer(v);
+  }
+  // Launches and waits; returns the violation word (~0u if the launch failed).
+  uint32_t Run(loom_kernel* kernel, const uint32_t grid[3], const uint32_t block[3],
+               uint32_t shared, std::vector<loom_buffer*> bindings, const void* blob,
+               uint32_t blob_bytes) {
+    loom_buffer* violation = Buffer(std::vector<uint32_t>{0});
+    std::vector<uint64_t> offsets(bindings.size(), 0);
+    loom_launch_params p = {};
+    p.struct_size = sizeof(p);
+    memcpy(p.grid, grid, sizeof(p.grid));
+    memcpy(p.block, block, sizeof(p.block));
+    p.shared_bytes = shared;
+    p.buffers = bindings.data();
+    p.buffer_offsets = offsets.data();
+    p.buffer_count = static_cast<uint32_t>(bindings.size());
+    p.scalars = blob;
+    p.scalar_bytes = blob_bytes;
+    p.violation = violation;
+    if (loom_kernel_launch(stream, kernel, &p) != LOOM_OK) return ~0u;
+    if (loom_stream_synchronize(stream) != LOOM_OK) return ~0u;
+    return *static_cast<uint32_t*>(loom_buffer_host_pointer(violation));
+  }
+};
+
+template <typename T>
+const T* Data(loom_buffer* b) {
+  return static_cast<const T*>(loom_buffer_host_pointer(b));
+}
+
+uint32_t CeilDiv(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+// Scalar blobs: the device scalars in declaration order at their natural alignment.
+struct FillBlob {
+  float value;
+  int64_t n;
+};
+struct NBlob {
+  int64_t n;
+};
+struct ElementwiseBlob {
+  int64_t d[4], xs[4], ys[4];
+};
+struct ReduceBlob {
+  int64_t outer, axis, inner;
+};
+struct SoftmaxBlob {
+  int64_t rows, cols;
+};
+struct GemmBlob {
+  int64_t m, n, k;
+};
+
+// Row-major strides of a [d0, d1, d2, d3] shape, with the broadcast dimensions' set to 0.
+void Strides(const int64_t d[4], const bool broadcast[4], int64_t s[4], int64_t* size) {
+  int64_t stride = 1;
+  for (int i = 3; i >= 0; i--) {
+    s[i] = broadcast[i] ? 0 : stride;
+    if (!broadcast[i]) stride *= d[i];
+  }
+  *size = stride;
+}
+
+}  // namespace
+
+LOOM_TEST(Metadata) {
+  struct Expect {
+    const char* kernel;
+    const char* entry;
+    uint32_t blob_bytes;
+    std::vector<std::pair<const char*, const char*>> fields;  // param, access or offset
+  };
+  const Expect expects[] = {
+      {"fill", "fill", sizeof(FillBlob), {{"out", "\"write\""}, {"value", "0"}, {"n", "8"}}},
+      {"copy", "copy", sizeof(NBlob), {{"dst", "\"write\""}, {"src", "\"read\""}, {"n", "0"}}},
+      {"add", "add", sizeof(ElementwiseBlob), {{"z", "\"write\""}, {"d3", "24"}, {"ys3", "88"}}},
+      {"mul", "mul", sizeof(ElementwiseBlob), {{"x", "\"read\""}, {"xs0", "32"}}},
+      {"reduce_sum", "reduce_sum", sizeof(ReduceBlob), {{"y", "\"write\""}, {"inner", "16"}}},
+      {"reduce_max", "reduce_max", sizeof(ReduceBlob), {{"x", "\"read\""}, {"axis", "8"}}},
+      {"softmax", "softmax", sizeof(SoftmaxBlob), {{"y", "\"write\""}, {"cols", "8"}}},
+      {"sgemm", "sgemm", sizeof(GemmBlob), {{"c", "\"read_write\""}, {"k", "16"}}},
+  };
+  for (const Expect& e : expects) {
+    std::string json = ReadFile(std::string("kernels/") + e.kernel + "." + kTarget + ".json");
+    REQUIRE(!json.empty());
+    CHECK_EQ(JsonValue(json, "module"), "\"kernels/" + std::string(e.kernel) + "\"");
+    CHECK_EQ(JsonValue(json, "target"), "\"" + std::string(kTarget) + "\"");
+    CHECK_EQ(JsonValue(json, "entry"), "\"" + std::string(e.entry) + "\"");
+    CHECK_EQ(JsonValue(json, "blob_bytes"), std::to_string(e.blob_bytes));
+    for (const auto& f : e.fields) {
+      bool is_access = f.second[0] == '"';
+      CHECK_EQ(ParamField(json, f.first, is_access ? "access" : "offset"), std::string(f.second));
+    }
+  }
+}
+
+LOOM_TEST(TargetRules) {
+  Host h;
+  REQUIRE(h.device != nullptr);
+  loom_device_props props = {};
+  props.struct_size = sizeof(props);
+  REQUIRE_OK(loom_device_get_props(h.device, &props));
+  // The v3 baseline loads on this (v3 or v4) machine: checked by every test below. Code for an
+  // architecture the device is not refuses to load.
+  static const loom_host_kernel_entry entries[] = {
+      {"nop", [](const loom_host_kernel_args*) {}}};
+  REQUIRE_OK(loom_host_module_register("aot_test_arm", "host-aarch64-v8", entries, 1));
+  loom_module_load_params load = {};
+  load.struct_size = sizeof(load);
+  load.format = LOOM_MODULE_HOST_STATIC;
+  load.target = "host-aarch64-v8";
+  load.name = "aot_test_arm";
+  loom_module* m = nullptr;
+  CHECK_STATUS(LOOM_ERR_TARGET_MISMATCH, loom_module_load(h.device, &load, &m));
+  if (std::string(props.target) == "host-x86_64-v3") {
+    // A level above the device's is refused too.
+    REQUIRE_OK(loom_host_module_register("aot_test_v4", "host-x86_64-v4", entries, 1));
+    load.target = "host-x86_64-v4";
+    load.name = "aot_test_v4";
+    CHECK_STATUS(LOOM_ERR_TARGET_MISMATCH, loom_module_load(h.device, &load, &m));
+  }
+}
+
+LOOM_TEST(Fill) {
+  Host h;
+  loom_kernel* k = h.Kernel("kernels/fill", "fill");
+  REQUIRE(k != nullptr);
+  for (int trial = 0; trial < 3; trial++) {
+    int64_t n = RandInt(1, 5000);
+    FillBlob blob = {RandFloats(1)[0], n};
+    loom_buffer* out = h.Garbage(n);
+    uint32_t grid[3] = {CeilDiv(n, 256), 1, 1}, block[3] = {256, 1, 1};
+    REQUIRE_EQ(h.Run(k, grid, block, 0, {out}, &blob, sizeof(blob)), 0u);
+    for (int64_t i = 0; i < n; i++) REQUIRE_EQ(Data<float>(out)[i], blob.value);
+  }
+}
+
+LOOM_TEST(Copy) {
+  Host h;
+  loom_kernel* k = h.Kernel("kernels/copy", "copy");
+  REQUIRE(k != nullptr);
+  int64_t n = RandInt(1, 5000);
+  std::vector<float> src = RandFloats(n);
+  loom_buffer* in = h.Buffer(src);
+  loom_buffer* out = h.Garbage(n);
+  NBlob blob = {n};
+  uint32_t grid[3] = {CeilDiv(n, 256), 1, 1}, block[3] = {256, 1, 1};
+  REQUIRE_EQ(h.Run(k, grid, block, 0, {out, in}, &blob, sizeof(blob)), 0u);
+  CHECK(memcmp(Data<float>(out), src.data(), n * sizeof(float)) == 0);
+}
+
+// add and mul, with broadcasting in random dimensions of either input.
+LOOM_TEST(Elementwise) {
+  Host h;
+  const char* names[2] = {"add", "mul"};
+  for (int op = 0; op < 2; op++) {
+    loom_kernel* k = h.Kernel(op == 0 ? "kernels/add" : "kernels/mul", names[op]);
+    REQUIRE(k != nullptr);
+    for (int trial = 0; trial < 3; trial++) {
+      ElementwiseBlob blob;
+      bool bx[4], by[4];
+      for (int i = 0; i < 4; i++) {
+        blob.d[i] = RandInt(1, i == 3 ? 300 : 5);
+        bx[i] = RandInt(0, 3) == 0;
+        by[i] = RandInt(0, 3) == 0;
+      }
+      int64_t xsize, ysize, zs[4], zsize;
+      bool none[4] = {false, false, false, false};
+      Strides(blob.d, bx, blob.xs, &xsize);
+      Strides(blob.d, by, blob.ys, &ysize);
+      Strides(blob.d, none, zs, &zsize);
+      std::vector<float> x = RandFloats(xsize), y = RandFloats(ysize);
+      loom_buffer* z = h.Garbage(zsize);
+      uint32_t grid[3] = {CeilDiv(blob.d[3], 128), static_cast<uint32_t>(blob.d[2]),
+                          static_cast<uint32_t>(blob.d[1])};
+      uint32_t block[3] = {128, 1, 1};
+      REQUIRE_EQ(h.Run(k, grid, block, 0, {h.Buffer(x), h.Buffer(y), z}, &blob, sizeof(blob)), 0u);
+      for (int64_t i0 = 0; i0 < blob.d[0]; i0++)
+        for (int64_t i1 = 0; i1 < blob.d[1]; i1++)
+          for (int64_t i2 = 0; i2 < blob.d[2]; i2++)
+            for (int64_t i3 = 0; i3 < blob.d[3]; i3++) {
+              float a = x[i0 * blob.xs[0] + i1 * blob.xs[1] + i2 * blob.xs[2] + i3 * blob.xs[3]];
+              float b = y[i0 * blob.ys[0] + i1 * blob.ys[1] + i2 * blob.ys[2] + i3 * blob.ys[3]];
+              float want = op == 0 ? a + b : a * b;
+              float got = Data<float>(z)[i0 * zs[0] + i1 * zs[1] + i2 * zs[2] + i3];
+              REQUIRE_EQ(got, want);
+            }
+    }
+  }
+}
+
+LOOM_TEST(Reductions) {
+  Host h;
+  loom_kernel* sum = h.Kernel("kernels/reduce_sum", "reduce_sum");
+  loom_kernel* max = h.Kernel("kernels/reduce_max", "reduce_max");
+  REQUIRE(sum != nullptr && max != nullptr);
+  ReduceBlob blob = {RandInt(1, 6), RandInt(1, 200), RandInt(1, 300)};
+  std::vector<float> x = RandFloats(blob.outer * blob.axis * blob.inner);
+  loom_buffer* bx = h.Buffer(x);
+  loom_buffer* ys = h.Garbage(blob.outer * blob.inner);
+  loom_buffer* ym = h.Garbage(blob.outer * blob.inner);
+  uint32_t grid[3] = {CeilDiv(blob.inner, 64), static_cast<uint32_t>(blob.outer), 1};
+  uint32_t block[3] = {64, 1, 1};
+  REQUIRE_EQ(h.Run(sum, grid, block, 0, {bx, ys}, &blob, sizeof(blob)), 0u);
+  REQUIRE_EQ(h.Run(max, grid, block, 0, {bx, ym}, &blob, sizeof(blob)), 0u);
+  for (int64_t o = 0; o < blob.outer; o++) {
+    for (int64_t j = 0; j < blob.inner; j++) {
+      double s = 0, magnitude = 0;
+      float m = -INFINITY;
+      for (int64_t a = 0; a < blob.axis; a++) {
+        float v = x[(o * blob.axis + a) * blob.inner + j];
+        s += v;
+        magnitude += std::fabs(v);
+        m = std::max(m, v);
+      }
+      // f32 accumulation: the error grows with the sum of magnitudes.
+      CHECK(std::fabs(Data<float>(ys)[o * blob.inner + j] - s) <= 1e-6 * blob.axis * magnitude + 1e-6);
+      REQUIRE_EQ(Data<float>(ym)[o * blob.inner + j], m);
+    }
+  }
+}
+
+LOOM_TEST(Softmax) {
+  Host h;
+  loom_kernel* k = h.Kernel("kernels/softmax", "softmax");
+  REQUIRE(k != nullptr);
+  SoftmaxBlob blob = {RandInt(1, 300), RandInt(1, 100)};
+  std::vector<float> x = RandFloats(blob.rows * blob.cols);
+  loom_buffer* y = h.Garbage(blob.rows * blob.cols);
+  uint32_t grid[3] = {CeilDiv(blob.rows, 64), 1, 1}, block[3] = {64, 1, 1};
+  REQUIRE_EQ(h.Run(k, grid, block, 0, {h.Buffer(x), y}, &blob, sizeof(blob)), 0u);
+  for (int64_t r = 0; r < blob.rows; r++) {
+    double m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < blob.cols; j++) m = std::max(m, double(x[r * blob.cols + j]));
+    for (int64_t j = 0; j < blob.cols; j++) s += std::exp(x[r * blob.cols + j] - m);
+    for (int64_t j = 0; j < blob.cols; j++) {
+      double want = std::exp(x[r * blob.cols + j] - m) / s;
+      REQUIRE(Close(Data<float>(y)[r * blob.cols + j], want, 1e-5));
+    }
+  }
+}
+
+// sgemm with edges in every dimension, often more than one column block and KC slice of k.
+LOOM_TEST(Sgemm) {
+  Host h;
+  loom_kernel* k = h.Kernel("kernels/sgemm", "sgemm");
+  REQUIRE(k != nullptr);
+  // The BUILD file's specialization: MB=96, MT=11, NB=512, KC=256 (MR=6, VL=8, NV=2).
+  const int64_t MB = 96, MT = 11, NB = 512, KC = 256;
+  GemmBlob blob = {RandInt(1, 200), RandInt(1, 2 * NB - 100), RandInt(1, 2 * KC + 50)};
+  std::vector<float> a = RandFloats(blob.m * blob.k), b = RandFloats(blob.k * blob.n);
+  loom_buffer* c = h.Garbage(blob.m * blob.n);
+  uint32_t grid[3] = {CeilDiv(blob.n, NB), CeilDiv(blob.m, MB * MT), 1}, block[3] = {1, 1, 1};
+  uint32_t shared = static_cast<uint32_t>(KC * (NB + MB) * sizeof(float));
+  REQUIRE_EQ(h.Run(k, grid, block, shared, {h.Buffer(a), h.Buffer(b), c}, &blob, sizeof(blob)), 0u);
+  for (int64_t i = 0; i < blob.m; i++) {
+    for (int64_t j = 0; j < blob.n; j++) {
+      double want = 0, magnitude = 0;
+      for (int64_t p = 0; p < blob.k; p++) {
+        want += double(a[i * blob.k + p]) * b[p * blob.n + j];
+        magnitude += std::fabs(double(a[i * blob.k + p]) * b[p * blob.n + j]);
+      }
+      double got = Data<float>(c)[i * blob.n + j];
+      REQUIRE(std::fabs(got - want) <= 1e-6 * blob.k * magnitude + 1e-5);
+    }
+  }
+}
+
+int main() { return loomtest::RunAll(); }
