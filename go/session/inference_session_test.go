@@ -158,12 +158,12 @@ func TestInferenceSessionUnsupportedOp(t *testing.T) {
 	g := &graph.Graph{Name: "g"}
 	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.ShapeOf(2)))}
 	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
-	g.Nodes = []*graph.Node{graph.NewNode("odd_node", "RoiAlign", []string{"x"}, []string{"y"})}
+	g.Nodes = []*graph.Node{graph.NewNode("odd_node", "RandomUniformLike", []string{"x"}, []string{"y"})}
 	m, err := graph.FromGraph("g", g, map[string]int64{"": 13})
 	require.NoError(t, err)
 	_, err = Builder().FromGraph(m)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `node "odd_node": operator RoiAlign`)
+	assert.Contains(t, err.Error(), `node "odd_node": operator RandomUniformLike`)
 }
 
 func TestInferenceSessionOptions(t *testing.T) {
