@@ -1776,6 +1776,9 @@ func inferStringNormalizer(c *inferNode) error {
 	if !ok {
 		return c.out(0, UnrankedTensor(String))
 	}
+	if len(in) != 1 && len(in) != 2 {
+		return fmt.Errorf("input must be 1-D or 2-D, got %v", in)
+	}
 	out := in.Clone()
 	if a := c.n.Attr("stopwords"); a != nil && len(a.Strings) > 0 {
 		out[len(out)-1] = UnknownDim()
