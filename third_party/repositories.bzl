@@ -36,6 +36,12 @@ def loom_repositories():
     _module("org_golang_x_sys", "golang.org/x/sys", "v0.50.0")
     _module("org_golang_google_protobuf", "google.golang.org/protobuf", "v1.36.12")
 
+    # The loom command's progress bar and its dependencies.
+    _module("com_github_schollz_progressbar_v3", "github.com/schollz/progressbar/v3", "v3.19.1")
+    _module("com_github_mitchellh_colorstring", "github.com/mitchellh/colorstring", "v0.0.0-20190213212951-d06e56a500db")
+    _module("com_github_rivo_uniseg", "github.com/rivo/uniseg", "v0.4.7")
+    _module("org_golang_x_term", "golang.org/x/term", "v0.44.0")
+
 def _module(name, importpath, version):
     go_module(
         name = name,

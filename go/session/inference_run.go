@@ -22,6 +22,10 @@ var (
 )
 
 func lookupOp(n *graph.Node) (opFunc, bool) {
+	if n.Domain == graph.LoomDomain {
+		f, ok := loomOps[n.OpType]
+		return f, ok
+	}
 	if n.Domain != "" && n.Domain != "ai.onnx" {
 		return nil, false
 	}

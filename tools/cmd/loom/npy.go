@@ -59,6 +59,11 @@ func readNpy(path string) (session.Tensor, error) {
 	if err != nil {
 		return session.Tensor{}, err
 	}
+	return decodeNpy(path, b)
+}
+
+// decodeNpy decodes the bytes of a .npy file; path names it in errors.
+func decodeNpy(path string, b []byte) (session.Tensor, error) {
 	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
 		return session.Tensor{}, fmt.Errorf("%s is not a .npy file", path)
 	}

@@ -43,29 +43,11 @@ func runModel(args []string) int {
 	for _, fb := range s.ExecutionProviderFallbackReport() {
 		fmt.Fprintf(os.Stderr, "loom run: node %q (%s) runs on %s: %s\n", fb.Node, fb.Op, fb.Provider, fb.Reason)
 	}
-	metas := map[string]session.IoMeta{}
-	for _, m := range s.Inputs() {
-		metas[m.Name] = m
-	}
 	rnd := rand.New(rand.NewPCG(*seed, *seed^0x9e3779b97f4a7c15))
-	var feeds []session.NamedTensor
-	for _, spec := range pos[1:] {
-		name, val, ok := strings.Cut(spec, "=")
-		if !ok {
-			fmt.Fprintf(os.Stderr, "loom run: input %q: want name=FILE.npy, name=shape:DIMS or name=value:V\n", spec)
-			return 2
-		}
-		meta, ok := metas[name]
-		if !ok {
-			fmt.Fprintf(os.Stderr, "loom run: the model has no input %q\n", name)
-			return 2
-		}
-		t, err := makeInput(meta, val, rnd)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "loom run: input %q: %v\n", name, err)
-			return 2
-		}
-		feeds = append(feeds, session.NamedTensor{Name: name, Tensor: t})
+	feeds, err := parseInputs(s, pos[1:], rnd, false)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loom run: %v\n", err)
+		return 2
 	}
 	outs, err := s.Run(feeds)
 	if err != nil {
@@ -85,6 +67,73 @@ func runModel(args []string) int {
 		fmt.Printf("%s %s -> %s\n", meta.Name, outs[i], path)
 	}
 	return 0
+}
+
+// parseInputs turns name=FILE.npy, name=shape:DIMS and name=value:V arguments into feeds for
+// s. With fillMissing, inputs not named get seeded random values of their declared shape, a
+// symbolic or unknown dimension counting as 1 (as the ONNX Runtime bench scripts do), so that
+// `loom bench MODEL` works without arguments.
+func parseInputs(s *session.InferenceSession, specs []string, rnd *rand.Rand, fillMissing bool) ([]session.NamedTensor, error) {
+	metas := map[string]session.IoMeta{}
+	for _, m := range s.Inputs() {
+		metas[m.Name] = m
+	}
+	given := map[string]bool{}
+	var feeds []session.NamedTensor
+	for _, spec := range specs {
+		name, val, ok := strings.Cut(spec, "=")
+		if !ok {
+			return nil, fmt.Errorf("input %q: want name=FILE.npy, name=shape:DIMS or name=value:V", spec)
+		}
+		meta, ok := metas[name]
+		if !ok {
+			return nil, fmt.Errorf("the model has no input %q (it has %s)", name, inputNames(s))
+		}
+		if given[name] {
+			return nil, fmt.Errorf("input %q is given twice", name)
+		}
+		given[name] = true
+		t, err := makeInput(meta, val, rnd)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %v", name, err)
+		}
+		feeds = append(feeds, session.NamedTensor{Name: name, Tensor: t})
+	}
+	if !fillMissing {
+		return feeds, nil
+	}
+	for _, meta := range s.Inputs() {
+		if given[meta.Name] {
+			continue
+		}
+		if !meta.Ranked {
+			return nil, fmt.Errorf("input %q has no declared rank: give it as %s=shape:DIMS", meta.Name, meta.Name)
+		}
+		dims := make([]string, len(meta.Shape))
+		for i, d := range meta.Shape {
+			dims[i] = "1"
+			if d.Known() {
+				dims[i] = strconv.FormatInt(d.Value, 10)
+			}
+		}
+		t, err := makeInput(meta, "shape:"+strings.Join(dims, "x"), rnd)
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %v", meta.Name, err)
+		}
+		feeds = append(feeds, session.NamedTensor{Name: meta.Name, Tensor: t})
+	}
+	return feeds, nil
+}
+
+func inputNames(s *session.InferenceSession) string {
+	var names []string
+	for _, m := range s.Inputs() {
+		names = append(names, strconv.Quote(m.Name))
+	}
+	if len(names) == 0 {
+		return "no inputs"
+	}
+	return strings.Join(names, ", ")
 }
 
 func sanitize(name string) string {

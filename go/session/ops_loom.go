@@ -1,0 +1,177 @@
+package session
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// loomOps holds the functions of the fused operators of graph.LoomDomain, which the graph
+// optimizer (go/graph/opt) creates at the extended and all levels. Each composes the ai.onnx
+// functions it fuses, so that it computes what the unfused graph did and runs the same Loom
+// kernels where those cover the shapes.
+var loomOps = map[string]opFunc{}
+
+func init() {
+	loomOps["FusedConv"] = fusedConv
+	loomOps["MatMulAdd"] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+		if len(in) != 3 || !in[2].IsValid() {
+			return nil, opErr("MatMulAdd needs inputs A, B and C, got %d", len(in))
+		}
+		p, err := kernelOps["MatMul"](rc, n, in[:2])
+		if err != nil {
+			return nil, err
+		}
+		return kernelOps["Add"](rc, n, []Tensor{p[0], in[2]})
+	}
+	loomOps["Attention"] = loomAttention
+	// Before opset 17 (LayerNormalization) and 20 (Gelu) the optimizer puts these standard
+	// operators in Loom's domain; their semantics are ai.onnx's.
+	loomOps["LayerNormalization"] = hostOps["LayerNormalization"]
+	loomOps["Gelu"] = gelu
+	hostOps["Gelu"] = gelu
+}
+
+// gelu is x·Φ(x), exact (erf) or with the tanh approximation (approximate="tanh").
+func gelu(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	x := in[0]
+	if !x.dtype.IsFloat() {
+		return nil, opErr("Gelu needs a floating-point input, got %s", x.dtype)
+	}
+	var f func(float64) float64
+	switch a := n.AttrString("approximate", "none"); a {
+	case "none":
+		f = func(v float64) float64 { return 0.5 * v * (1 + math.Erf(v/math.Sqrt2)) }
+	case "tanh":
+		c := math.Sqrt(2 / math.Pi)
+		f = func(v float64) float64 { return 0.5 * v * (1 + math.Tanh(c*(v+0.044715*v*v*v))) }
+	default:
+		return nil, opErr("Gelu: unknown approximate=%q (want none or tanh)", a)
+	}
+	return unaryOp(simple(f))(rc, n, in)
+}
+
+// fusedConv is Conv followed by the activation named by the activation attribute, with its
+// parameters in activation_params (LeakyRelu alpha; HardSigmoid alpha, beta; Clip min, max).
+func fusedConv(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	act := n.AttrString("activation", "")
+	params := n.AttrFloats("activation_params")
+	param := func(i int, def float64) float64 {
+		if i < len(params) {
+			return float64(params[i])
+		}
+		return def
+	}
+	var f func(float64) float64
+	switch act {
+	case "Relu":
+		f = func(v float64) float64 { return math.Max(v, 0) }
+	case "Sigmoid":
+		f = func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }
+	case "Tanh":
+		f = math.Tanh
+	case "LeakyRelu":
+		a := param(0, 0.01)
+		f = func(v float64) float64 { return mathSelect(v < 0, a*v, v) }
+	case "HardSigmoid":
+		a, b := param(0, 0.2), param(1, 0.5)
+		f = func(v float64) float64 { return math.Max(0, math.Min(1, a*v+b)) }
+	case "Clip":
+		lo, hi := param(0, math.Inf(-1)), param(1, math.Inf(1))
+		f = func(v float64) float64 { return math.Min(math.Max(v, lo), hi) }
+	default:
+		return nil, opErr("FusedConv: unknown activation %q", act)
+	}
+	y, err := kernelOps["Conv"](rc, n, in)
+	if err != nil {
+		return nil, err
+	}
+	out, ok := y[0].data.([]float32)
+	if !ok {
+		return nil, opErr("FusedConv needs float input, got %s", y[0].dtype)
+	}
+	// The convolution's output is this node's own, so the activation may overwrite it.
+	for i, v := range out {
+		out[i] = float32(f(float64(v)))
+	}
+	return y, nil
+}
+
+// loomAttention is softmax(Q·Kᵀ·scale ⊕ mask)·V over the last two axes: K is given as Kᵀ when
+// k_transposed=1; mask_mode 1 adds the mask, 2 keeps the scores where the boolean mask is
+// true and puts mask_fill elsewhere, 3 puts mask_fill where it is true.
+func loomAttention(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	if len(in) < 3 {
+		return nil, opErr("Attention needs Q, K and V, got %d inputs", len(in))
+	}
+	q, k, v := in[0], in[1], in[2]
+	if len(k.shape) < 2 {
+		return nil, opErr("Attention: K must have rank 2 or more, got %v", k.shape)
+	}
+	if n.AttrInt("k_transposed", 0) == 0 {
+		r := len(k.shape)
+		perm := make([]int, r)
+		for i := range perm {
+			perm[i] = i
+		}
+		perm[r-1], perm[r-2] = r-2, r-1
+		s, idx := transposeIndex(k.shape, perm)
+		k = take(k, s, idx)
+	}
+	scores, err := kernelOps["MatMul"](rc, n, []Tensor{q, k})
+	if err != nil {
+		return nil, err
+	}
+	s := scores[0]
+	if scale := n.AttrFloat("scale", 1); scale != 1 {
+		if s, err = scalarOp(rc, "Mul", s, scale); err != nil {
+			return nil, err
+		}
+	}
+	mask := optional(in, 3)
+	mode := n.AttrInt("mask_mode", 0)
+	if mode != 0 && !mask.IsValid() {
+		return nil, opErr("Attention: mask_mode %d without a mask input", mode)
+	}
+	switch mode {
+	case 0:
+	case 1:
+		r, err := kernelOps["Add"](rc, n, []Tensor{s, mask})
+		if err != nil {
+			return nil, err
+		}
+		s = r[0]
+	case 2, 3:
+		fill := MustTensor([]int64{}, []float32{n.AttrFloat("mask_fill", 0)})
+		args := []Tensor{mask, s, fill}
+		if mode == 3 {
+			args = []Tensor{mask, fill, s}
+		}
+		r, err := hostOps["Where"](rc, n, args)
+		if err != nil {
+			return nil, err
+		}
+		s = r[0]
+	default:
+		return nil, opErr("Attention: unknown mask_mode %d", mode)
+	}
+	softmax := &graph.Node{Name: n.Name, OpType: "Softmax", Attrs: []*graph.Attribute{graph.IntAttr("axis", -1)}}
+	p, err := kernelOps["Softmax"](rc, softmax, []Tensor{s})
+	if err != nil {
+		return nil, err
+	}
+	return kernelOps["MatMul"](rc, n, []Tensor{p[0], v})
+}
+
+// scalarOp applies the binary op to x and a float32 scalar c.
+func scalarOp(rc *runCtx, op string, x Tensor, c float32) (Tensor, error) {
+	if x.dtype != graph.Float {
+		return Tensor{}, fmt.Errorf("%s by a scalar needs float input, got %s", op, x.dtype)
+	}
+	r, err := kernelOps[op](rc, &graph.Node{OpType: op}, []Tensor{x, MustTensor([]int64{}, []float32{c})})
+	if err != nil {
+		return Tensor{}, err
+	}
+	return r[0], nil
+}
