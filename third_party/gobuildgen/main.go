@@ -172,6 +172,13 @@ func newTarget(module string, pkg listedPackage) (*target, error) {
 	candidates = append(candidates, pkg.GoFiles...)
 	candidates = append(candidates, pkg.CgoFiles...)
 	candidates = append(candidates, pkg.IgnoredGoFiles...)
+	// Files the go command leaves out on this host (other operating systems) stay in srcs, as
+	// rules_go filters by build constraint, but their imports do not become deps: only Linux is
+	// supported, and packages such as x/sys/windows have no BUILD file here.
+	hostFiles := map[string]bool{}
+	for _, name := range append(append([]string{}, pkg.GoFiles...), pkg.CgoFiles...) {
+		hostFiles[name] = true
+	}
 	packageName := ""
 	for _, name := range candidates {
 		if strings.HasSuffix(name, "_test.go") {
@@ -191,6 +198,9 @@ func newTarget(module string, pkg listedPackage) (*target, error) {
 			continue
 		}
 		t.srcs = append(t.srcs, name)
+		if !hostFiles[name] {
+			continue
+		}
 		for _, spec := range file.Imports {
 			importPath, err := strconv.Unquote(spec.Path.Value)
 			if err != nil {
