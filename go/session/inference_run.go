@@ -71,6 +71,8 @@ type runCtx struct {
 	opset int64
 	ms    *ModelSession
 	keys  int
+	// kernels are the session's loaded kernels registered with ms, so each is added once a run.
+	kernels map[*loadedKernel]KernelID
 }
 
 func (rc *runCtx) close() {
@@ -166,21 +168,29 @@ func (rc *runCtx) device() (*ModelSession, error) {
 	return rc.ms, nil
 }
 
-// compile compiles (through the compiler's disk cache) and loads one kernel.
+// compile returns a kernel of this run: compiled and loaded once per InferenceSession (see
+// kernelCache), registered once per run with the run's ModelSession.
 func (rc *runCtx) compile(file, symbol string, config map[string]string) (*ModelSession, KernelID, error) {
 	ms, err := rc.device()
 	if err != nil {
 		return nil, KernelID{}, err
 	}
-	src, err := kernelSource(file, symbol, config)
+	k, err := rc.s.kernels.get(rc.s.ctx, file, symbol, config)
 	if err != nil {
 		return nil, KernelID{}, err
 	}
-	ids, err := ms.Compile([]KernelSource{src})
+	if id, ok := rc.kernels[k]; ok {
+		return ms, id, nil
+	}
+	id, err := ms.useLoadedKernel("Run", k)
 	if err != nil {
 		return nil, KernelID{}, err
 	}
-	return ms, ids[0], nil
+	if rc.kernels == nil {
+		rc.kernels = map[*loadedKernel]KernelID{}
+	}
+	rc.kernels[k] = id
+	return ms, id, nil
 }
 
 // upload copies a float32 tensor's elements into new device memory.

@@ -193,8 +193,9 @@ type InferenceSession struct {
 	weights  map[string]Tensor
 	opset    int64
 
-	dev *native.Device
-	ctx *ModelContext
+	dev     *native.Device
+	ctx     *ModelContext
+	kernels kernelCache // the Loom kernels the runs use, loaded once
 
 	mu     sync.RWMutex
 	closed bool
@@ -376,6 +377,9 @@ func (s *InferenceSession) Close() error {
 	}
 	s.closed = true
 	var errs []error
+	// The runs' ModelSessions are closed (Close waited for the runs), so the modules can go,
+	// then the context and the device they live on.
+	errs = append(errs, s.kernels.close()...)
 	errs = append(errs, s.ctx.Close(), s.dev.Close())
 	if s.ownModel {
 		errs = append(errs, s.model.Close())
