@@ -21,11 +21,19 @@ func nodeTestModels(t testing.TB) []string {
 	return dirs
 }
 
-// referenceModels lists the real models available beside the checkout (shared/models) and
-// through LOOM_ONNX_MODELS (a directory of .onnx files); none is required.
+// referenceModels lists the real models available: the small generated ones committed in
+// go/session/testdata/models, the ones tools/models/fetch.sh puts in $LOOM_MODELS_DIR (default
+// ~/.cache/loom-models), and any in LOOM_ONNX_MODELS (a directory of .onnx files). None is
+// required.
 func referenceModels() []string {
 	var out []string
-	dirs := []string{"../../../shared/models", "/work/shared/models"}
+	dirs := []string{"../session/testdata/models"}
+	if d := os.Getenv("LOOM_MODELS_DIR"); d != "" {
+		dirs = append(dirs, d, filepath.Join(d, "mnist"))
+	} else if home, err := os.UserHomeDir(); err == nil {
+		d := filepath.Join(home, ".cache", "loom-models")
+		dirs = append(dirs, d, filepath.Join(d, "mnist"))
+	}
 	if d := os.Getenv("LOOM_ONNX_MODELS"); d != "" {
 		dirs = append(dirs, d)
 	}

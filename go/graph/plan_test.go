@@ -122,6 +122,6 @@ func TestPlanReferenceModels(t *testing.T) {
 		})
 	}
 	if planned == 0 {
-		t.Skip("no reference models found (shared/models beside the checkout, or LOOM_ONNX_MODELS)")
+		t.Skip("no reference models found (go/session/testdata/models, tools/models/fetch.sh, or LOOM_ONNX_MODELS)")
 	}
 }

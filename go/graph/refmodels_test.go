@@ -10,7 +10,7 @@ import (
 func TestLoadCheckReferenceModels(t *testing.T) {
 	models := referenceModels()
 	if len(models) == 0 {
-		t.Skip("no reference models found (shared/models beside the checkout, or LOOM_ONNX_MODELS)")
+		t.Skip("no reference models found (go/session/testdata/models, tools/models/fetch.sh, or LOOM_ONNX_MODELS)")
 	}
 	for _, p := range models {
 		t.Run(filepath.Base(p), func(t *testing.T) {

@@ -130,3 +130,119 @@ func (s *ModelSession) useLoadedKernel(op string, k *loadedKernel) (KernelID, er
 	}
 	return s.addKernel(k.kernel, k.sig), nil
 }
+
+// runSessionPool keeps the ModelSessions of finished runs for later runs, so a run does not
+// create (and a finished one tear down) a stream, with its thread, every time. Each idle
+// session has been reset: no allocations, recordings or kernels, a fresh owner. At most
+// maxIdle are kept; concurrent runs beyond that open their own and close them.
+type runSessionPool struct {
+	mu     sync.Mutex
+	idle   []*ModelSession
+	closed bool
+}
+
+// maxIdleRunSessions bounds the idle per-run sessions an InferenceSession keeps.
+const maxIdleRunSessions = 8
+
+// get returns an idle session, or nil when there is none.
+func (p *runSessionPool) get() *ModelSession {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.idle); n > 0 {
+		ms := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		return ms
+	}
+	return nil
+}
+
+// put resets ms and keeps it for a later run; a session that cannot be reset (its stream
+// failed, say) or does not fit is closed instead.
+func (p *runSessionPool) put(ms *ModelSession) {
+	if err := ms.resetForReuse("Run"); err != nil {
+		ms.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.closed || len(p.idle) >= maxIdleRunSessions {
+		p.mu.Unlock()
+		ms.Close()
+		return
+	}
+	p.idle = append(p.idle, ms)
+	p.mu.Unlock()
+}
+
+// close closes the idle sessions; later puts close theirs. Idempotent.
+func (p *runSessionPool) close() []error {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	var errs []error
+	for _, ms := range idle {
+		errs = append(errs, ms.Close())
+	}
+	return errs
+}
+
+// resetForReuse waits for the session's work and releases its recordings and allocations,
+// keeping its stream and readback buffer, so that a later run can use it as if new. The
+// session gets a fresh owner, so regions and kernel ids of the earlier use are refused rather
+// than resolved against the new ones. It fails (leaving the session to be closed) when the
+// session is closed, frozen or failed, or owns modules (a session of runCtx never does: its
+// kernels are the InferenceSession's).
+func (s *ModelSession) resetForReuse(op string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(op); err != nil {
+		return err
+	}
+	if len(s.modules) > 0 {
+		return newError(op, ErrInvalidArgument, "the session owns modules")
+	}
+	if err := s.synchronize(op); err != nil {
+		return err
+	}
+	var errs []error
+	for key, rec := range s.recordings {
+		errs = append(errs, rec.exec.Close())
+		delete(s.recordings, key)
+	}
+	for _, a := range s.allocs {
+		if a.buf != nil {
+			errs = append(errs, s.ctx.free(a.buf))
+			a.buf = nil
+		}
+	}
+	clear(s.allocs)
+	s.allocs = s.allocs[:0]
+	clear(s.kernels)
+	s.kernels = s.kernels[:0]
+	s.owner = newOwner()
+	if err := joinErrors(op, errs); err != nil {
+		s.failed = err
+		return err
+	}
+	return nil
+}
+
+// issueOnce validates commands and enqueues them directly on the session's stream, after the
+// work enqueued before them: what Record and Replay do for a command list run once, without
+// building a graph (one stream runs its work in order, so the inferred edges add nothing).
+func (s *ModelSession) issueOnce(op string, commands []Command) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(op); err != nil {
+		return err
+	}
+	if len(commands) == 0 {
+		return newError(op, ErrInvalidArgument, "no commands")
+	}
+	prepared, err := s.memory().prepare(op, commands)
+	if err != nil {
+		return err
+	}
+	return s.issueDirect(op, &recording{commands: prepared})
+}

@@ -3,7 +3,6 @@ package session
 import (
 	"embed"
 	"fmt"
-	"strconv"
 	"unsafe"
 
 	"github.com/loomrt/loom/go/graph"
@@ -64,20 +63,25 @@ func (sc *scope) lookup(name string) (Tensor, bool) {
 	return Tensor{}, false
 }
 
-// runCtx is one Run's private state: the opset and, opened on first use, a ModelSession in the
-// session's context for the Loom kernels of this run (its memory is freed when the run ends).
+// runCtx is one Run's private state: the opset and, taken on first use from the session's pool
+// (or opened), a ModelSession in the session's context for the Loom kernels of this run (its
+// memory is freed when the run ends).
 type runCtx struct {
 	s     *InferenceSession
 	opset int64
 	ms    *ModelSession
-	keys  int
+	// dispatches counts the command lists the run issued on ms.
+	dispatches int
 	// kernels are the session's loaded kernels registered with ms, so each is added once a run.
 	kernels map[*loadedKernel]KernelID
 }
 
+// close hands the run's ModelSession back to the session's pool, which frees the run's
+// device memory and keeps the stream for a later run.
 func (rc *runCtx) close() {
 	if rc.ms != nil {
-		rc.ms.Close()
+		rc.s.runSessions.put(rc.ms)
+		rc.ms = nil
 	}
 }
 
@@ -156,12 +160,15 @@ func kernelSource(file, symbol string, config map[string]string) (KernelSource, 
 	return KernelSource{Name: file, Source: src, Specialization: loom.Specialization{Symbol: symbol, Config: config}}, nil
 }
 
-// device returns the run's ModelSession, opening it on first use.
+// device returns the run's ModelSession, taking or opening it on first use.
 func (rc *runCtx) device() (*ModelSession, error) {
 	if rc.ms == nil {
-		ms, err := InContext(rc.s.ctx)
-		if err != nil {
-			return nil, err
+		ms := rc.s.runSessions.get()
+		if ms == nil {
+			var err error
+			if ms, err = InContext(rc.s.ctx); err != nil {
+				return nil, err
+			}
 		}
 		rc.ms = ms
 	}
@@ -221,18 +228,14 @@ func (rc *runCtx) allocF32(n int) (Region, error) {
 	return ms.Allocate(uint64(max(n, 1) * 4))
 }
 
-// run records the commands under a fresh key of this run and replays them.
+// run issues the commands on the run's stream (once each, so no graph is built for them).
 func (rc *runCtx) run(cmds []Command) error {
 	ms, err := rc.device()
 	if err != nil {
 		return err
 	}
-	rc.keys++
-	key := "k" + strconv.Itoa(rc.keys)
-	if err := ms.Record(key, cmds); err != nil {
-		return err
-	}
-	return ms.Replay(key)
+	rc.dispatches++
+	return ms.issueOnce("Run", cmds)
 }
 
 // readF32 reads n float32 elements back.

@@ -197,6 +197,8 @@ type InferenceSession struct {
 	ctx     *ModelContext
 	kernels kernelCache // the Loom kernels the runs use, loaded once
 
+	runSessions runSessionPool // idle per-run ModelSessions
+
 	mu     sync.RWMutex
 	closed bool
 }
@@ -379,6 +381,7 @@ func (s *InferenceSession) Close() error {
 	var errs []error
 	// The runs' ModelSessions are closed (Close waited for the runs), so the modules can go,
 	// then the context and the device they live on.
+	errs = append(errs, s.runSessions.close()...)
 	errs = append(errs, s.kernels.close()...)
 	errs = append(errs, s.ctx.Close(), s.dev.Close())
 	if s.ownModel {

@@ -393,11 +393,21 @@ func TestLevelsSelectPasses(t *testing.T) {
 
 // referenceModel loads a model from shared/models when present.
 func referenceModel(t *testing.T, name string) *graph.Model {
-	for _, dir := range []string{"../../../../shared/models", "/work/shared/models", os.Getenv("LOOM_ONNX_MODELS")} {
+	// The small generated models are committed in go/session/testdata/models; the real ones are
+	// fetched by tools/models/fetch.sh into $LOOM_MODELS_DIR (default ~/.cache/loom-models).
+	fetched := os.Getenv("LOOM_MODELS_DIR")
+	if home, err := os.UserHomeDir(); fetched == "" && err == nil {
+		fetched = filepath.Join(home, ".cache", "loom-models")
+	}
+	file := name
+	if name == "mnist.onnx" {
+		file = filepath.Join("mnist", "model.onnx")
+	}
+	for _, dir := range []string{"../../session/testdata/models", fetched, os.Getenv("LOOM_ONNX_MODELS")} {
 		if dir == "" {
 			continue
 		}
-		p := filepath.Join(dir, name)
+		p := filepath.Join(dir, file)
 		if _, err := os.Stat(p); err == nil {
 			m, err := graph.Load(p)
 			require.NoError(t, err)
@@ -406,7 +416,7 @@ func referenceModel(t *testing.T, name string) *graph.Model {
 			return m
 		}
 	}
-	t.Skipf("%s not found (shared/models beside the checkout, or LOOM_ONNX_MODELS)", name)
+	t.Skipf("%s not found (go/session/testdata/models, tools/models/fetch.sh, or LOOM_ONNX_MODELS)", name)
 	return nil
 }
 
