@@ -1,0 +1,125 @@
+package session
+
+import (
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestInferenceSessionReusesKernelsAndRunSessions runs a model many times, in turn and at
+// once, and checks that every result matches the reference, that the kernels were compiled and
+// loaded once for all runs, that finished runs' ModelSessions are pooled (bounded) and that
+// no run's device memory outlives it.
+func TestInferenceSessionReusesKernelsAndRunSessions(t *testing.T) {
+	rnd := inferRand()
+	const in, out = 12, 5
+	w, b := randomF32(rnd, in*out), randomF32(rnd, out)
+	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(mlpModel(t, w, b, in, out))
+	require.NoError(t, err)
+	defer s.Close()
+	check := func(rows int, x []float32) error {
+		res, err := s.Run([]NamedTensor{{"x", MustTensor([]int64{int64(rows), in}, x)}})
+		if err != nil {
+			return err
+		}
+		got, err := TensorOf[float32](res[0])
+		if err != nil {
+			return err
+		}
+		for i, v := range mlpReference(x, w, b, rows, in, out) {
+			if math.Abs(float64(v-got[i])) > 1e-5 {
+				return assert.AnError
+			}
+		}
+		return nil
+	}
+	// pooled holds the bytes idle sessions keep: their readback buffers, nothing of the runs.
+	pooled := func() uint64 {
+		s.runSessions.mu.Lock()
+		defer s.runSessions.mu.Unlock()
+		var total uint64
+		for _, ms := range s.runSessions.idle {
+			ms.mu.Lock()
+			assert.Empty(t, ms.allocs, "an idle session holds no allocation")
+			if ms.readback != nil {
+				total += ms.readback.Size()
+			}
+			ms.mu.Unlock()
+		}
+		return total
+	}
+	require.NoError(t, check(3, randomF32(rnd, 3*in)))
+	s.kernels.mu.Lock()
+	kernels, modules := len(s.kernels.kernels), len(s.kernels.modules)
+	s.kernels.mu.Unlock()
+	require.Positive(t, kernels, "the first run loaded the model's kernels")
+	assert.LessOrEqual(t, modules, kernels)
+	assert.Equal(t, pooled(), s.ctx.Charged(), "the run's device memory was freed")
+
+	for rows := 1; rows <= 4; rows++ {
+		require.NoError(t, check(rows, randomF32(rnd, rows*in)))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2*maxIdleRunSessions)
+	for g := range errs {
+		rows := g%3 + 1
+		x := randomF32(rnd, rows*in)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3 {
+				if errs[g] = check(rows, x); errs[g] != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for g, err := range errs {
+		assert.NoError(t, err, "goroutine %d", g)
+	}
+	s.kernels.mu.Lock()
+	assert.Equal(t, kernels, len(s.kernels.kernels), "later runs compiled nothing new")
+	assert.Equal(t, modules, len(s.kernels.modules), "later runs loaded no module")
+	s.kernels.mu.Unlock()
+	s.runSessions.mu.Lock()
+	idle := len(s.runSessions.idle)
+	s.runSessions.mu.Unlock()
+	assert.Positive(t, idle, "finished runs keep their ModelSession")
+	assert.LessOrEqual(t, idle, maxIdleRunSessions)
+	assert.Equal(t, pooled(), s.ctx.Charged(), "no run's device memory outlives it")
+
+	require.NoError(t, s.Close())
+	assert.Empty(t, s.runSessions.idle, "Close closes the idle sessions")
+	assert.Empty(t, s.kernels.modules, "Close unloads the modules")
+	assert.Zero(t, s.ctx.Charged(), "Close freed the idle sessions' buffers")
+	require.NoError(t, s.Close(), "Close is idempotent")
+}
+
+// TestResetForReuseRefusesEarlierRegions checks that a reset ModelSession frees its memory and
+// refuses the regions and kernels of its earlier use instead of resolving them anew.
+func TestResetForReuseRefusesEarlierRegions(t *testing.T) {
+	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(mlpModel(t, randomF32(inferRand(), 4), randomF32(inferRand(), 2), 2, 2))
+	require.NoError(t, err)
+	defer s.Close()
+	rc := &runCtx{s: s, opset: 13}
+	defer rc.close()
+	ms, k, err := rc.compile("elementwise.loom", "unary", map[string]string{"OP": "0"})
+	require.NoError(t, err)
+	r, err := ms.Allocate(64)
+	require.NoError(t, err)
+	require.NoError(t, ms.Upload(r, make([]byte, 64)))
+	assert.Equal(t, uint64(64), s.ctx.Charged())
+
+	require.NoError(t, ms.resetForReuse("test"))
+	assert.Zero(t, s.ctx.Charged(), "reset freed the allocation")
+	assert.ErrorIs(t, ms.Upload(r, make([]byte, 64)), ErrInvalidArgument, "a region of the earlier use is refused")
+	_, err = ms.LaunchConfig(k, []uint64{1})
+	assert.ErrorIs(t, err, ErrInvalidArgument, "a kernel id of the earlier use is refused")
+	r2, err := ms.Allocate(32)
+	require.NoError(t, err, "the reset session still works")
+	assert.NoError(t, ms.Upload(r2, make([]byte, 32)))
+}
