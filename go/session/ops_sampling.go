@@ -1,0 +1,460 @@
+package session
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// Host functions for sampling-style ops: GridSample, RoiAlign, MaxUnpool, MelWeightMatrix, and
+// BatchNormalization's training mode (batch statistics plus updated running mean/var).
+
+func init() {
+	hostOps["GridSample"] = opGridSample
+	hostOps["RoiAlign"] = opRoiAlign
+	hostOps["MaxUnpool"] = opMaxUnpool
+	hostOps["MelWeightMatrix"] = opMelWeightMatrix
+	inference := hostOps["BatchNormalization"]
+	hostOps["BatchNormalization"] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+		if n.AttrInt("training_mode", 0) != 0 {
+			return batchNormTraining(n, in)
+		}
+		return inference(rc, n, in)
+	}
+}
+
+// gridTap is one input index along a spatial axis with its interpolation weight; index -1 reads
+// zero (zeros padding outside the input).
+type gridTap struct {
+	index  int
+	weight float64
+}
+
+// gridSampler maps normalized grid coordinates to weighted input taps along one axis.
+type gridSampler struct {
+	mode, padding string
+	alignCorners  bool
+}
+
+// denormalize maps a grid coordinate in [-1, 1] to an input coordinate on an axis of size n.
+func (g gridSampler) denormalize(v float64, n int) float64 {
+	if g.alignCorners {
+		return (v + 1) / 2 * float64(n-1)
+	}
+	return ((v+1)*float64(n) - 1) / 2
+}
+
+// bounds is the coordinate range reflection padding mirrors about.
+func (g gridSampler) bounds(n int) (float64, float64) {
+	if g.alignCorners {
+		return 0, float64(n - 1)
+	}
+	return -0.5, float64(n) - 0.5
+}
+
+// reflect mirrors v into [lo, hi] as many times as needed.
+func reflect(v, lo, hi float64) float64 {
+	span := hi - lo
+	if span <= 0 {
+		return lo
+	}
+	switch {
+	case v < lo:
+		d := lo - v
+		k := math.Floor(d / span)
+		r := d - k*span
+		if int64(k)%2 == 0 {
+			return lo + r
+		}
+		return hi - r
+	case v > hi:
+		d := v - hi
+		k := math.Floor(d / span)
+		r := d - k*span
+		if int64(k)%2 == 0 {
+			return hi - r
+		}
+		return lo + r
+	}
+	return v
+}
+
+// index resolves integer position i on an axis of size n per padding mode (-1: reads zero).
+func (g gridSampler) index(i, n int) int {
+	if i >= 0 && i < n {
+		return i
+	}
+	switch g.padding {
+	case "border":
+		return max(0, min(n-1, i))
+	case "reflection":
+		lo, hi := g.bounds(n)
+		return max(0, min(n-1, int(reflect(float64(i), lo, hi))))
+	}
+	return -1
+}
+
+// cubicWeights are the A=-0.75 cubic convolution weights for taps at floor-1 .. floor+2.
+func cubicWeights(t float64) [4]float64 {
+	const a = -0.75
+	near := func(x float64) float64 { return ((a+2)*x-(a+3))*x*x + 1 }
+	far := func(x float64) float64 { return ((a*x-5*a)*x+8*a)*x - 4*a }
+	return [4]float64{far(t + 1), near(t), near(1 - t), far(2 - t)}
+}
+
+// taps lists the weighted input indices for grid coordinate v on an axis of size n.
+func (g gridSampler) taps(v float64, n int) []gridTap {
+	x := g.denormalize(v, n)
+	switch g.padding {
+	case "border":
+		x = math.Max(0, math.Min(float64(n-1), x))
+	case "reflection":
+		lo, hi := g.bounds(n)
+		x = reflect(x, lo, hi)
+	}
+	switch g.mode {
+	case "nearest":
+		return []gridTap{{g.index(int(math.RoundToEven(x)), n), 1}}
+	case "cubic":
+		f := math.Floor(x)
+		w := cubicWeights(x - f)
+		out := make([]gridTap, 4)
+		for k := range out {
+			out[k] = gridTap{g.index(int(f)-1+k, n), w[k]}
+		}
+		return out
+	}
+	f := math.Floor(x)
+	t := x - f
+	return []gridTap{{g.index(int(f), n), 1 - t}, {g.index(int(f)+1, n), t}}
+}
+
+func opGridSample(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	x, grid := in[0], in[1]
+	r := len(x.shape)
+	spatial := r - 2
+	if spatial < 1 || len(grid.shape) != r || grid.shape[0] != x.shape[0] || grid.shape[r-1] != int64(spatial) {
+		return nil, fmt.Errorf("GridSample: X %v and grid %v must be (N, C, D1..Dk) and (N, O1..Ok, k)", x.shape, grid.shape)
+	}
+	g := gridSampler{
+		mode:         n.AttrString("mode", "linear"),
+		padding:      n.AttrString("padding_mode", "zeros"),
+		alignCorners: n.AttrInt("align_corners", 0) != 0,
+	}
+	switch g.mode { // opset 16 names, renamed in opset 20
+	case "bilinear":
+		g.mode = "linear"
+	case "bicubic":
+		g.mode = "cubic"
+	case "linear", "cubic", "nearest":
+	default:
+		return nil, fmt.Errorf("GridSample: mode %q is not supported (want linear, nearest or cubic)", g.mode)
+	}
+	if g.padding != "zeros" && g.padding != "border" && g.padding != "reflection" {
+		return nil, fmt.Errorf("GridSample: padding_mode %q is not supported (want zeros, border or reflection)", g.padding)
+	}
+	batch, channels := int(x.shape[0]), int(x.shape[1])
+	inDims := x.shape[2:]
+	inStrides := stridesOf(inDims)
+	inSize, outSize := numel(inDims), numel(grid.shape[1:r-1])
+	xv, gv := x.float64s(), grid.float64s()
+	out := make([]float64, batch*channels*outSize)
+	perAxis := make([][]gridTap, spatial)
+	for b := 0; b < batch; b++ {
+		for o := 0; o < outSize; o++ {
+			coords := gv[(b*outSize+o)*spatial : (b*outSize+o+1)*spatial]
+			for d := 0; d < spatial; d++ {
+				// The grid's last axis lists coordinates innermost spatial axis first (x, y, ...).
+				perAxis[d] = g.taps(coords[spatial-1-d], int(inDims[d]))
+			}
+			for c := 0; c < channels; c++ {
+				plane := xv[(b*channels+c)*inSize : (b*channels+c+1)*inSize]
+				out[(b*channels+c)*outSize+o] = gatherTaps(plane, perAxis, inStrides, 0, 0, 1)
+			}
+		}
+	}
+	shape := append([]int64{x.shape[0], x.shape[1]}, grid.shape[1:r-1]...)
+	return floatResult(x.dtype, shape, out)
+}
+
+// gatherTaps sums the tensor product of per-axis taps from axis d on, flat offset and weight so
+// far; a tap outside the input (index -1) contributes zero.
+func gatherTaps(plane []float64, perAxis [][]gridTap, strides []int, d, offset int, weight float64) float64 {
+	if d == len(perAxis) {
+		return weight * plane[offset]
+	}
+	sum := 0.0
+	for _, t := range perAxis[d] {
+		if t.index < 0 || t.weight == 0 {
+			continue
+		}
+		sum += gatherTaps(plane, perAxis, strides, d+1, offset+t.index*strides[d], weight*t.weight)
+	}
+	return sum
+}
+
+// roiBilinear is one RoiAlign sample: four input offsets with their weights (all zero when the
+// sample lies beyond the one-pixel margin around the feature map).
+type roiBilinear struct {
+	idx [4]int
+	w   [4]float64
+}
+
+func roiSample(y, x float64, h, w int) roiBilinear {
+	var s roiBilinear
+	if y < -1 || y > float64(h) || x < -1 || x > float64(w) {
+		return s
+	}
+	y, x = math.Max(y, 0), math.Max(x, 0)
+	yl, xl := int(y), int(x)
+	yh, xh := yl+1, xl+1
+	if yl >= h-1 {
+		yl, yh, y = h-1, h-1, float64(h-1)
+	}
+	if xl >= w-1 {
+		xl, xh, x = w-1, w-1, float64(w-1)
+	}
+	ly, lx := y-float64(yl), x-float64(xl)
+	hy, hx := 1-ly, 1-lx
+	s.idx = [4]int{yl*w + xl, yl*w + xh, yh*w + xl, yh*w + xh}
+	s.w = [4]float64{hy * hx, hy * lx, ly * hx, ly * lx}
+	return s
+}
+
+func opRoiAlign(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	x, rois, bidx := in[0], in[1], in[2]
+	if len(x.shape) != 4 || len(rois.shape) != 2 || rois.shape[1] != 4 || len(bidx.shape) != 1 || bidx.shape[0] != rois.shape[0] {
+		return nil, fmt.Errorf("RoiAlign: X %v, rois %v and batch_indices %v must be (N, C, H, W), (R, 4) and (R)", x.shape, rois.shape, bidx.shape)
+	}
+	mode := n.AttrString("mode", "avg")
+	if mode != "avg" && mode != "max" {
+		return nil, fmt.Errorf("RoiAlign: mode %q is not supported (want avg or max)", mode)
+	}
+	// Opset 16 added coordinate_transformation_mode with default half_pixel; opset 10 had none
+	// and behaved as output_half_pixel.
+	ctm := "output_half_pixel"
+	if rc.opset >= 16 {
+		ctm = n.AttrString("coordinate_transformation_mode", "half_pixel")
+	}
+	if ctm != "half_pixel" && ctm != "output_half_pixel" {
+		return nil, fmt.Errorf("RoiAlign: coordinate_transformation_mode %q is not supported", ctm)
+	}
+	ph, pw := int(n.AttrInt("output_height", 1)), int(n.AttrInt("output_width", 1))
+	ratio := int(n.AttrInt("sampling_ratio", 0))
+	scale := float64(n.AttrFloat("spatial_scale", 1))
+	if ph < 1 || pw < 1 || ratio < 0 {
+		return nil, fmt.Errorf("RoiAlign: output %dx%d and sampling_ratio %d must be positive", ph, pw, ratio)
+	}
+	nb, channels, h, w := int(x.shape[0]), int(x.shape[1]), int(x.shape[2]), int(x.shape[3])
+	xv, rv, bv := x.float64s(), rois.float64s(), bidx.int64s()
+	numRois := int(rois.shape[0])
+	offset := 0.0
+	if ctm == "half_pixel" {
+		offset = 0.5
+	}
+	out := make([]float64, numRois*channels*ph*pw)
+	for r := 0; r < numRois; r++ {
+		b := int(bv[r])
+		if b < 0 || b >= nb {
+			return nil, fmt.Errorf("RoiAlign: batch index %d of roi %d outside [0, %d)", b, r, nb)
+		}
+		x0, y0 := rv[r*4]*scale-offset, rv[r*4+1]*scale-offset
+		rw, rh := rv[r*4+2]*scale-offset-x0, rv[r*4+3]*scale-offset-y0
+		if ctm == "output_half_pixel" { // legacy behaviour forces at least one pixel
+			rw, rh = math.Max(rw, 1), math.Max(rh, 1)
+		}
+		binH, binW := rh/float64(ph), rw/float64(pw)
+		gh, gw := ratio, ratio
+		if ratio == 0 {
+			gh, gw = int(math.Ceil(rh/float64(ph))), int(math.Ceil(rw/float64(pw)))
+		}
+		count := float64(max(gh*gw, 1))
+		for i := 0; i < ph; i++ {
+			for j := 0; j < pw; j++ {
+				samples := make([]roiBilinear, 0, gh*gw)
+				for iy := 0; iy < gh; iy++ {
+					y := y0 + float64(i)*binH + (float64(iy)+0.5)*binH/float64(gh)
+					for ix := 0; ix < gw; ix++ {
+						xx := x0 + float64(j)*binW + (float64(ix)+0.5)*binW/float64(gw)
+						samples = append(samples, roiSample(y, xx, h, w))
+					}
+				}
+				for c := 0; c < channels; c++ {
+					plane := xv[(b*channels+c)*h*w : (b*channels+c+1)*h*w]
+					acc := 0.0
+					for k, s := range samples {
+						if mode == "avg" {
+							for q := 0; q < 4; q++ {
+								acc += s.w[q] * plane[s.idx[q]]
+							}
+							continue
+						}
+						// Max mode takes the largest weighted corner, as the reference does.
+						m := s.w[0] * plane[s.idx[0]]
+						for q := 1; q < 4; q++ {
+							m = math.Max(m, s.w[q]*plane[s.idx[q]])
+						}
+						if k == 0 || m > acc {
+							acc = m
+						}
+					}
+					if mode == "avg" {
+						acc /= count
+					}
+					out[((r*channels+c)*ph+i)*pw+j] = acc
+				}
+			}
+		}
+	}
+	return floatResult(x.dtype, []int64{int64(numRois), int64(channels), int64(ph), int64(pw)}, out)
+}
+
+func opMaxUnpool(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	x, ind := in[0], in[1]
+	if len(x.shape) < 3 || len(ind.shape) != len(x.shape) || numel(ind.shape) != numel(x.shape) {
+		return nil, fmt.Errorf("MaxUnpool: X %v and I %v must have the same (N, C, D1..Dk) shape", x.shape, ind.shape)
+	}
+	spatial := len(x.shape) - 2
+	kernel := n.AttrInts("kernel_shape")
+	if len(kernel) != spatial {
+		return nil, fmt.Errorf("MaxUnpool: kernel_shape %v must have %d entries", kernel, spatial)
+	}
+	strides, pads := n.AttrInts("strides"), n.AttrInts("pads")
+	shape := append([]int64{}, x.shape...)
+	for d := 0; d < spatial; d++ {
+		s, pb, pe := int64(1), int64(0), int64(0)
+		if len(strides) == spatial {
+			s = strides[d]
+		}
+		if len(pads) == 2*spatial {
+			pb, pe = pads[d], pads[d+spatial]
+		}
+		shape[d+2] = (x.shape[d+2]-1)*s + kernel[d] - pb - pe
+	}
+	if t := optional(in, 2); t.IsValid() {
+		want := t.int64s()
+		if len(want) != len(shape) {
+			return nil, fmt.Errorf("MaxUnpool: output_shape %v must have rank %d", want, len(shape))
+		}
+		for d, v := range want {
+			if v < shape[d] || (d < 2 && v != shape[d]) {
+				return nil, fmt.Errorf("MaxUnpool: output_shape %v is smaller than the default %v", want, shape)
+			}
+		}
+		shape = append([]int64{}, want...)
+	}
+	total := numel(shape)
+	out := make([]float64, total)
+	xv, iv := x.float64s(), ind.int64s()
+	for k, i := range iv {
+		if i < 0 || i >= int64(total) {
+			return nil, fmt.Errorf("MaxUnpool: index %d outside the output's %d elements", i, total)
+		}
+		out[i] = xv[k]
+	}
+	return floatResult(x.dtype, shape, out)
+}
+
+func opMelWeightMatrix(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	for i, name := range []string{"num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"} {
+		if in[i].Len() != 1 {
+			return nil, fmt.Errorf("MelWeightMatrix: %s must be a scalar, got shape %v", name, in[i].shape)
+		}
+	}
+	bins, dft, rate := in[0].int64s()[0], in[1].int64s()[0], in[2].int64s()[0]
+	lower, upper := in[3].float64s()[0], in[4].float64s()[0]
+	if bins < 1 || bins > 1<<16 || dft < 1 || dft > 1<<24 || rate < 1 {
+		return nil, fmt.Errorf("MelWeightMatrix: num_mel_bins %d, dft_length %d and sample_rate %d out of range", bins, dft, rate)
+	}
+	if lower < 0 || upper <= lower {
+		return nil, fmt.Errorf("MelWeightMatrix: edges %g..%g must satisfy 0 <= lower < upper", lower, upper)
+	}
+	spectrum := int(dft/2 + 1)
+	mel := func(hz float64) float64 { return 2595 * math.Log10(1+hz/700) }
+	lowMel, highMel := mel(lower), mel(upper)
+	// The spec spaces num_mel_bins+2 points by (high-low)/(num_mel_bins+2) and floors each
+	// frequency to a DFT bin.
+	points := make([]int, bins+2)
+	step := (highMel - lowMel) / float64(len(points))
+	for i := range points {
+		hz := 700 * (math.Pow(10, (float64(i)*step+lowMel)/2595) - 1)
+		points[i] = int(math.Floor(float64(dft+1) * hz / float64(rate)))
+	}
+	out := make([]float64, spectrum*int(bins))
+	set := func(j, i int, v float64) {
+		if j >= 0 && j < spectrum {
+			out[j*int(bins)+i] = v
+		}
+	}
+	for i := 0; i < int(bins); i++ {
+		lo, center, hi := points[i], points[i+1], points[i+2]
+		if center == lo {
+			set(center, i, 1)
+		} else {
+			for j := lo; j <= center; j++ {
+				set(j, i, float64(j-lo)/float64(center-lo))
+			}
+		}
+		for j := center; j < hi; j++ {
+			set(j, i, float64(hi-j)/float64(hi-center))
+		}
+	}
+	return floatResult(DType(n.AttrInt("output_datatype", int64(graph.Float))), []int64{int64(spectrum), bins}, out)
+}
+
+// batchNormTraining normalizes with the batch's own per-channel mean and (population) variance
+// and returns the running statistics blended with them by momentum.
+func batchNormTraining(n *graph.Node, in []Tensor) ([]Tensor, error) {
+	x := in[0]
+	if len(x.shape) < 2 {
+		return nil, fmt.Errorf("BatchNormalization: X %v must be (N, C, ...)", x.shape)
+	}
+	eps := float64(n.AttrFloat("epsilon", 1e-5))
+	momentum := float64(n.AttrFloat("momentum", 0.9))
+	c, inner := int(x.shape[1]), numel(x.shape[2:])
+	sc, bi, runMean, runVar := in[1].float64s(), in[2].float64s(), in[3].float64s(), in[4].float64s()
+	for i, v := range [][]float64{sc, bi, runMean, runVar} {
+		if len(v) != c {
+			return nil, fmt.Errorf("BatchNormalization: input %d has %d elements, want %d channels", i+1, len(v), c)
+		}
+	}
+	v := x.float64s()
+	count := float64(len(v) / max(c, 1))
+	mean, variance := make([]float64, c), make([]float64, c)
+	for i, e := range v {
+		mean[(i/inner)%c] += e
+	}
+	for ch := range mean {
+		mean[ch] /= count
+	}
+	for i, e := range v {
+		d := e - mean[(i/inner)%c]
+		variance[(i/inner)%c] += d * d
+	}
+	for ch := range variance {
+		variance[ch] /= count
+	}
+	for i := range v {
+		ch := (i / inner) % c
+		v[i] = sc[ch]*(v[i]-mean[ch])/math.Sqrt(variance[ch]+eps) + bi[ch]
+	}
+	y, err := fromFloat64s(x.dtype, x.shape, v)
+	if err != nil {
+		return nil, err
+	}
+	newMean, newVar := make([]float64, c), make([]float64, c)
+	for ch := 0; ch < c; ch++ {
+		newMean[ch] = runMean[ch]*momentum + mean[ch]*(1-momentum)
+		newVar[ch] = runVar[ch]*momentum + variance[ch]*(1-momentum)
+	}
+	m, err := fromFloat64s(in[3].dtype, in[3].shape, newMean)
+	if err != nil {
+		return nil, err
+	}
+	vr, err := fromFloat64s(in[4].dtype, in[4].shape, newVar)
+	if err != nil {
+		return nil, err
+	}
+	return []Tensor{y, m, vr}, nil
+}
