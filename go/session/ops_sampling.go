@@ -243,8 +243,8 @@ func opRoiAlign(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 	ph, pw := int(n.AttrInt("output_height", 1)), int(n.AttrInt("output_width", 1))
 	ratio := int(n.AttrInt("sampling_ratio", 0))
 	scale := float64(n.AttrFloat("spatial_scale", 1))
-	if ph < 1 || pw < 1 || ratio < 0 {
-		return nil, fmt.Errorf("RoiAlign: output %dx%d and sampling_ratio %d must be positive", ph, pw, ratio)
+	if ph < 1 || pw < 1 || ratio < 0 || ratio > 1<<10 || ph > 1<<12 || pw > 1<<12 {
+		return nil, fmt.Errorf("RoiAlign: output %dx%d and sampling_ratio %d out of range", ph, pw, ratio)
 	}
 	nb, channels, h, w := int(x.shape[0]), int(x.shape[1]), int(x.shape[2]), int(x.shape[3])
 	xv, rv, bv := x.float64s(), rois.float64s(), bidx.int64s()
@@ -267,7 +267,13 @@ func opRoiAlign(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 		binH, binW := rh/float64(ph), rw/float64(pw)
 		gh, gw := ratio, ratio
 		if ratio == 0 {
-			gh, gw = int(math.Ceil(rh/float64(ph))), int(math.Ceil(rw/float64(pw)))
+			// Adaptive sampling: about one sample per input pixel of the bin; an empty or
+			// inverted roi takes none.
+			fh, fw := math.Ceil(rh/float64(ph)), math.Ceil(rw/float64(pw))
+			if math.IsNaN(fh) || math.IsNaN(fw) || fh*fw > 1<<20 {
+				return nil, fmt.Errorf("RoiAlign: roi %d %v needs too many samples per bin", r, rv[r*4:r*4+4])
+			}
+			gh, gw = max(int(fh), 0), max(int(fw), 0)
 		}
 		count := float64(max(gh*gw, 1))
 		for i := 0; i < ph; i++ {
@@ -344,6 +350,14 @@ func opMaxUnpool(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 		}
 		shape = append([]int64{}, want...)
 	}
+	for d, v := range shape {
+		if v < 1 {
+			return nil, fmt.Errorf("MaxUnpool: output dimension %d is %d (shape %v)", d, v, shape)
+		}
+	}
+	if _, err := elementCount(shape); err != nil {
+		return nil, fmt.Errorf("MaxUnpool: output shape %v: %w", shape, err)
+	}
 	total := numel(shape)
 	out := make([]float64, total)
 	xv, iv := x.float64s(), ind.int64s()
@@ -389,14 +403,15 @@ func opMelWeightMatrix(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error)
 	}
 	for i := 0; i < int(bins); i++ {
 		lo, center, hi := points[i], points[i+1], points[i+2]
+		// Loops stay inside the spectrum however far the edges reach beyond it.
 		if center == lo {
 			set(center, i, 1)
 		} else {
-			for j := lo; j <= center; j++ {
+			for j := max(lo, 0); j <= min(center, spectrum-1); j++ {
 				set(j, i, float64(j-lo)/float64(center-lo))
 			}
 		}
-		for j := center; j < hi; j++ {
+		for j := max(center, 0); j < min(hi, spectrum); j++ {
 			set(j, i, float64(hi-j)/float64(hi-center))
 		}
 	}

@@ -174,3 +174,39 @@ func TestBatchNormTrainingUpdatesRunningStats(t *testing.T) {
 		}
 	}
 }
+
+// TestGridSamplePaddingModesMatchFoldedGrids checks border and reflection padding (with
+// align_corners=1, whose bounds are the corner pixels) against sampling a grid already clamped
+// or mirrored into [-1, 1].
+func TestGridSamplePaddingModesMatchFoldedGrids(t *testing.T) {
+	rnd := inferRand()
+	rc := &runCtx{opset: 20}
+	x := MustTensor([]int64{1, 2, 5, 4}, randomF32(rnd, 40))
+	raw := randomF32(rnd, 3*4*2)
+	clamped, mirrored := make([]float32, len(raw)), make([]float32, len(raw))
+	for i := range raw {
+		raw[i] *= 2.5 // in [-2.5, 2.5]: up to one reflection on either side
+		clamped[i] = max(-1, min(1, raw[i]))
+		switch m := raw[i]; {
+		case m > 1 && m <= 3:
+			mirrored[i] = 2 - m
+		case m < -1 && m >= -3:
+			mirrored[i] = -2 - m
+		default:
+			mirrored[i] = m
+		}
+	}
+	sample := func(mode, padding string, g []float32) []float64 {
+		n := graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", mode),
+			graph.StringAttr("padding_mode", padding), graph.IntAttr("align_corners", 1))
+		got, err := opGridSample(rc, n, []Tensor{x, MustTensor([]int64{1, 3, 4, 2}, g)})
+		require.NoError(t, err)
+		return got[0].float64s()
+	}
+	for _, mode := range []string{"linear", "cubic"} {
+		assert.InDeltaSlice(t, sample(mode, "border", clamped), sample(mode, "border", raw), 1e-5, mode)
+		assert.InDeltaSlice(t, sample(mode, "reflection", mirrored), sample(mode, "reflection", raw), 1e-5, mode)
+	}
+	assert.InDeltaSlice(t, sample("linear", "zeros", clamped), sample("linear", "border", clamped), 1e-5,
+		"inside [-1, 1] with align_corners=1 padding never applies to linear sampling")
+}
