@@ -25,6 +25,7 @@ type kernelCache struct {
 	moduleByKey map[string]*native.Module
 	modules     []*native.Module // owned, in load order
 	closed      bool
+	counts      [phaseCount]kernelPhaseCounts // by phase (see CacheStats)
 }
 
 // kernelCacheKey spells out a kernel request; the configuration's keys are sorted so the same
@@ -49,8 +50,8 @@ func kernelCacheKey(file, symbol string, config map[string]string) string {
 }
 
 // get returns the kernel for the request, compiling (through the context's compiler and its
-// disk cache) and loading it on first use.
-func (c *kernelCache) get(ctx *ModelContext, file, symbol string, config map[string]string) (*loadedKernel, error) {
+// disk cache) and loading it on first use; the outcome is counted under phase.
+func (c *kernelCache) get(ctx *ModelContext, phase runPhase, file, symbol string, config map[string]string) (*loadedKernel, error) {
 	const op = "Run"
 	key := kernelCacheKey(file, symbol, config)
 	c.mu.Lock()
@@ -59,8 +60,10 @@ func (c *kernelCache) get(ctx *ModelContext, file, symbol string, config map[str
 		return nil, newError(op, ErrClosed, "the session is closed")
 	}
 	if k := c.kernels[key]; k != nil {
+		c.counts[phase].hits++
 		return k, nil
 	}
+	c.counts[phase].misses++
 	src, err := kernelSource(file, symbol, config)
 	if err != nil {
 		return nil, err
@@ -72,7 +75,11 @@ func (c *kernelCache) get(ctx *ModelContext, file, symbol string, config map[str
 	if err := comp.checkFor(op, ctx.dev); err != nil {
 		return nil, err
 	}
+	// The session's context owns its compiler and only this (locked) path compiles with it, so
+	// the change in its counters is this kernel's.
+	before := comp.Loom.Stats().Misses
 	compiled, err := comp.compile(op, ctx.dev, []KernelSource{src})
+	c.counts[phase].compiles += comp.Loom.Stats().Misses - before
 	if err != nil {
 		return nil, err
 	}

@@ -74,6 +74,8 @@ type runCtx struct {
 	dispatches int
 	// kernels are the session's loaded kernels registered with ms, so each is added once a run.
 	kernels map[*loadedKernel]KernelID
+	// phase says whether this run is a Warmup, for the session's statistics.
+	phase runPhase
 }
 
 // close hands the run's ModelSession back to the session's pool, which frees the run's
@@ -87,7 +89,23 @@ func (rc *runCtx) close() {
 
 // evalGraph evaluates g's nodes in order in sc and returns g's outputs.
 func (rc *runCtx) evalGraph(g *graph.Graph, sc *scope) ([]Tensor, error) {
+	return rc.evalGraphWith(g, sc, nil)
+}
+
+// evalGraphWith is evalGraph using p, when not nil, for g's converted initializers and
+// resolved operators (a cached subgraph body, see evalBody).
+func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]Tensor, error) {
+	if p != nil {
+		for name, t := range p.inits {
+			if _, ok := sc.vals[name]; !ok {
+				sc.vals[name] = t
+			}
+		}
+	}
 	for name, gt := range g.Initializers {
+		if p != nil {
+			break
+		}
 		if _, ok := sc.vals[name]; ok {
 			continue
 		}
@@ -100,8 +118,14 @@ func (rc *runCtx) evalGraph(g *graph.Graph, sc *scope) ([]Tensor, error) {
 		}
 		sc.vals[name] = t
 	}
-	for _, n := range g.Nodes {
-		f, ok := lookupOp(n)
+	for ni, n := range g.Nodes {
+		var f opFunc
+		ok := p != nil
+		if ok {
+			f = p.ops[ni]
+		} else {
+			f, ok = lookupOp(n)
+		}
 		if !ok {
 			return nil, newError("Run", ErrInvalidArgument, "node %q: operator %s is not supported", n.Name, n.OpType)
 		}
@@ -182,7 +206,7 @@ func (rc *runCtx) compile(file, symbol string, config map[string]string) (*Model
 	if err != nil {
 		return nil, KernelID{}, err
 	}
-	k, err := rc.s.kernels.get(rc.s.ctx, file, symbol, config)
+	k, err := rc.s.kernels.get(rc.s.ctx, rc.phase, file, symbol, config)
 	if err != nil {
 		return nil, KernelID{}, err
 	}

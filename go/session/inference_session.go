@@ -196,6 +196,7 @@ type InferenceSession struct {
 	dev     *native.Device
 	ctx     *ModelContext
 	kernels kernelCache // the Loom kernels the runs use, loaded once
+	bodies  bodyCache   // the prepared If/Loop/Scan subgraphs, by input shape signature
 
 	runSessions runSessionPool // idle per-run ModelSessions
 
@@ -383,6 +384,7 @@ func (s *InferenceSession) Close() error {
 	// then the context and the device they live on.
 	errs = append(errs, s.runSessions.close()...)
 	errs = append(errs, s.kernels.close()...)
+	s.bodies.close()
 	errs = append(errs, s.ctx.Close(), s.dev.Close())
 	if s.ownModel {
 		errs = append(errs, s.model.Close())
@@ -466,6 +468,11 @@ func describeMeta(m IoMeta) string {
 // Run feeds the named inputs and returns the graph outputs in order. Errors name the input or
 // node at fault.
 func (s *InferenceSession) Run(inputs []NamedTensor) ([]Tensor, error) {
+	return s.run(inputs, phaseRun)
+}
+
+// run is Run, counting its kernel cache outcomes under phase.
+func (s *InferenceSession) run(inputs []NamedTensor, phase runPhase) ([]Tensor, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -475,7 +482,7 @@ func (s *InferenceSession) Run(inputs []NamedTensor) ([]Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc := &runCtx{s: s, opset: s.opset}
+	rc := &runCtx{s: s, opset: s.opset, phase: phase}
 	defer rc.close()
 	scope := &scope{vals: make(map[string]Tensor, len(fed)+len(s.weights))}
 	for k, v := range s.weights {

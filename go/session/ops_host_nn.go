@@ -564,7 +564,7 @@ func (rc *runCtx) controlFlow(n *graph.Node, in []Tensor, sc *scope) ([]Tensor, 
 		if a == nil || a.Graph == nil {
 			return nil, fmt.Errorf("If has no %s", branch)
 		}
-		return rc.evalGraph(a.Graph, &scope{vals: map[string]Tensor{}, parent: sc})
+		return rc.evalBody(n.OpType, a.Graph, &scope{vals: map[string]Tensor{}, parent: sc})
 	case "Loop":
 		body := n.Attr("body")
 		if body == nil || body.Graph == nil {
@@ -592,7 +592,7 @@ func (rc *runCtx) controlFlow(n *graph.Node, in []Tensor, sc *scope) ([]Tensor, 
 			for i, t := range carried {
 				inner.vals[g.Inputs[2+i].Name] = t
 			}
-			outs, err := rc.evalGraph(g, inner)
+			outs, err := rc.evalBody(n.OpType, g, inner)
 			if err != nil {
 				return nil, err
 			}

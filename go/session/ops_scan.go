@@ -56,7 +56,7 @@ func (rc *runCtx) scanOnce(n *graph.Node, g *graph.Graph, states, scans []Tensor
 			shape := append(append([]int64{}, t.shape[:axes[i]]...), t.shape[axes[i]+1:]...)
 			inner.vals[g.Inputs[len(states)+i].Name] = s.reshaped(shape)
 		}
-		outs, err := rc.evalGraph(g, inner)
+		outs, err := rc.evalBody(n.OpType, g, inner)
 		if err != nil {
 			return nil, err
 		}

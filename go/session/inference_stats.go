@@ -1,0 +1,327 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/loom"
+)
+
+// runPhase says whether a run is a Warmup or a Run, so the statistics can tell them apart.
+type runPhase int
+
+const (
+	phaseRun runPhase = iota
+	phaseWarmup
+	phaseCount
+)
+
+// kernelPhaseCounts are the kernel cache outcomes of one phase; kernelCache updates them under
+// its lock.
+type kernelPhaseCounts struct{ hits, misses, compiles int64 }
+
+// KernelCacheCounts are the per-session kernel cache outcomes of one phase.
+type KernelCacheCounts struct {
+	// Hits are kernel requests served by a kernel this session had already compiled and loaded.
+	Hits int64
+	// Misses are requests that had to go to the Loom compiler (and its disk cache) and load.
+	Misses int64
+	// Compiles are the misses the Loom compiler really compiled (its disk cache had no entry).
+	Compiles int64
+}
+
+// CacheStats reports an InferenceSession's kernel cache, split by phase.
+type CacheStats struct {
+	Warmup KernelCacheCounts // during Warmup
+	Run    KernelCacheCounts // during Run
+	// Compiler is the session's Loom compiler's disk cache counters since it was created (zero
+	// before the first miss creates it).
+	Compiler loom.CacheStats
+}
+
+// CacheStats returns the session's kernel cache counters.
+func (s *InferenceSession) CacheStats() CacheStats {
+	c := &s.kernels
+	c.mu.Lock()
+	counts := c.counts
+	c.mu.Unlock()
+	conv := func(p kernelPhaseCounts) KernelCacheCounts {
+		return KernelCacheCounts{Hits: p.hits, Misses: p.misses, Compiles: p.compiles}
+	}
+	out := CacheStats{Warmup: conv(counts[phaseWarmup]), Run: conv(counts[phaseRun])}
+	// The compiler is only looked at, never created here: a stats call should not make one.
+	s.ctx.compilerMu.Lock()
+	if l := s.ctx.compiler.Loom; l != nil {
+		out.Compiler = l.Stats()
+	}
+	s.ctx.compilerMu.Unlock()
+	return out
+}
+
+// SubgraphStats counts the subgraph bodies of one control-flow operator kind.
+type SubgraphStats struct {
+	// Builds are the bodies prepared (initializers converted, operators resolved): one per
+	// subgraph and input shape signature while the session's cache has room.
+	Builds int64
+	// Runs are the body evaluations (one per If, one per Loop or Scan iteration).
+	Runs int64
+}
+
+// ControlFlowStats reports the subgraph builds and runs of If, Loop and Scan nodes.
+type ControlFlowStats struct {
+	If, Loop, Scan SubgraphStats
+}
+
+// ControlFlowStats returns the session's subgraph counters, over all Runs and Warmups.
+func (s *InferenceSession) ControlFlowStats() ControlFlowStats {
+	b := &s.bodies
+	get := func(k int) SubgraphStats {
+		return SubgraphStats{Builds: b.builds[k].Load(), Runs: b.runs[k].Load()}
+	}
+	return ControlFlowStats{If: get(flowIf), Loop: get(flowLoop), Scan: get(flowScan)}
+}
+
+const (
+	flowIf = iota
+	flowLoop
+	flowScan
+	flowKinds
+)
+
+func flowKind(opType string) int {
+	switch opType {
+	case "Loop":
+		return flowLoop
+	case "Scan":
+		return flowScan
+	}
+	return flowIf
+}
+
+// preparedBody is a subgraph made ready to evaluate: its initializers converted and its
+// operators resolved once, instead of on every iteration.
+type preparedBody struct {
+	inits map[string]Tensor
+	ops   []opFunc
+}
+
+type bodyKey struct {
+	g   *graph.Graph
+	sig string
+}
+
+// maxPreparedBodies bounds the bodyCache: a Loop whose carried shapes change every iteration
+// would otherwise add an entry per iteration. Beyond it bodies are built and not kept.
+const maxPreparedBodies = 1024
+
+// bodyCache keeps an InferenceSession's prepared subgraphs by subgraph and the shapes and
+// types of its inputs. Prepared bodies are read-only, so concurrent runs share them.
+type bodyCache struct {
+	mu     sync.Mutex
+	bodies map[bodyKey]*preparedBody
+	builds [flowKinds]atomic.Int64
+	runs   [flowKinds]atomic.Int64
+}
+
+// get returns the prepared body for g with signature sig, building it on first use.
+func (c *bodyCache) get(kind int, g *graph.Graph, sig string) (*preparedBody, error) {
+	key := bodyKey{g: g, sig: sig}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.bodies[key]; p != nil {
+		return p, nil
+	}
+	p, err := prepareBody(g)
+	if err != nil {
+		return nil, err
+	}
+	c.builds[kind].Add(1)
+	if c.bodies == nil {
+		c.bodies = map[bodyKey]*preparedBody{}
+	}
+	if len(c.bodies) < maxPreparedBodies {
+		c.bodies[key] = p
+	}
+	return p, nil
+}
+
+// close drops the prepared bodies. Idempotent.
+func (c *bodyCache) close() {
+	c.mu.Lock()
+	c.bodies = nil
+	c.mu.Unlock()
+}
+
+func prepareBody(g *graph.Graph) (*preparedBody, error) {
+	p := &preparedBody{inits: make(map[string]Tensor, len(g.Initializers)), ops: make([]opFunc, len(g.Nodes))}
+	for name, gt := range g.Initializers {
+		t, err := FromGraphTensor(gt)
+		if err != nil {
+			return nil, fmt.Errorf("subgraph %q initializer %q: %w", g.Name, name, err)
+		}
+		p.inits[name] = t
+	}
+	for i, n := range g.Nodes {
+		f, ok := lookupOp(n)
+		if !ok {
+			return nil, newError("Run", ErrInvalidArgument, "node %q: operator %s is not supported", n.Name, n.OpType)
+		}
+		p.ops[i] = f
+	}
+	return p, nil
+}
+
+// bodySignature spells out the element types and shapes of g's inputs as bound in sc.
+func bodySignature(g *graph.Graph, sc *scope) string {
+	var b strings.Builder
+	for _, v := range g.Inputs {
+		t, ok := sc.vals[v.Name]
+		if !ok {
+			b.WriteString("-;")
+			continue
+		}
+		b.WriteString(strconv.Itoa(int(t.dtype)))
+		for _, d := range t.shape {
+			b.WriteByte(',')
+			b.WriteString(strconv.FormatInt(d, 10))
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// evalBody evaluates the subgraph g of an If, Loop or Scan node (opType) in sc, whose values
+// bind g's inputs, using the session's prepared body for that input signature.
+func (rc *runCtx) evalBody(opType string, g *graph.Graph, sc *scope) ([]Tensor, error) {
+	kind := flowKind(opType)
+	p, err := rc.s.bodies.get(kind, g, bodySignature(g, sc))
+	if err != nil {
+		return nil, err
+	}
+	rc.s.bodies.runs[kind].Add(1)
+	return rc.evalGraphWith(g, sc, p)
+}
+
+// Warmup runs the model once on random non-zero inputs of the given shapes so that every
+// kernel those shapes need is compiled and loaded before the first Run; its kernel cache
+// outcomes count as warmup in CacheStats. shapes maps input names to shapes; an input it
+// omits must have a fully known declared shape. A name that is not an input, a rank or a fixed
+// dimension that disagrees with the model, or a negative dimension is an error.
+func (s *InferenceSession) Warmup(shapes map[string][]int64) error {
+	const op = "Warmup"
+	known := map[string]IoMeta{}
+	names := make([]string, len(s.inputs))
+	for i, m := range s.inputs {
+		known[m.Name] = m
+		names[i] = m.Name
+	}
+	asked := make([]string, 0, len(shapes))
+	for name := range shapes {
+		asked = append(asked, name)
+	}
+	sort.Strings(asked)
+	for _, name := range asked {
+		if _, ok := known[name]; !ok {
+			return newError(op, ErrInvalidArgument, "no input named %q (inputs: %s)", name, strings.Join(names, ", "))
+		}
+	}
+	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	feeds := make([]NamedTensor, 0, len(s.inputs))
+	for _, m := range s.inputs {
+		shape, ok := shapes[m.Name]
+		if !ok {
+			var err error
+			if shape, err = declaredShape(m); err != nil {
+				return wrapError(op, ErrInvalidArgument, err, "input %q", m.Name)
+			}
+		}
+		if m.Ranked && len(shape) != len(m.Shape) {
+			return newError(op, ErrInvalidArgument, "input %q: rank %d (shape %v), the model wants rank %d (%s)", m.Name, len(shape), shape, len(m.Shape), describeMeta(m))
+		}
+		for i, d := range shape {
+			if d < 0 {
+				return newError(op, ErrInvalidArgument, "input %q: dimension %d is negative (%d)", m.Name, i, d)
+			}
+			if m.Ranked && m.Shape[i].Known() && m.Shape[i].Value != d {
+				return newError(op, ErrInvalidArgument, "input %q: dimension %d is %d, the model wants %d (%s)", m.Name, i, d, m.Shape[i].Value, describeMeta(m))
+			}
+		}
+		t, err := randomNonZero(rnd, m.DType, shape)
+		if err != nil {
+			return wrapError(op, ErrInvalidArgument, err, "input %q", m.Name)
+		}
+		feeds = append(feeds, NamedTensor{Name: m.Name, Tensor: t})
+	}
+	if _, err := s.run(feeds, phaseWarmup); err != nil {
+		kind := ErrInvalidArgument
+		var se *Error
+		if errors.As(err, &se) {
+			kind = se.Kind
+		}
+		return wrapError(op, kind, err, "the warmup run failed")
+	}
+	return nil
+}
+
+// declaredShape is m's shape when every dimension is known.
+func declaredShape(m IoMeta) ([]int64, error) {
+	if !m.Ranked {
+		return nil, fmt.Errorf("its rank is unknown, so Warmup needs its shape")
+	}
+	shape := make([]int64, len(m.Shape))
+	for i, d := range m.Shape {
+		if !d.Known() {
+			return nil, fmt.Errorf("dimension %d is %s, so Warmup needs its shape (%s)", i, d, describeMeta(m))
+		}
+		shape[i] = d.Value
+	}
+	return shape, nil
+}
+
+// randomNonZero makes a tensor of random non-zero values: floats in ±[0.5, 1.5), integers 1 or
+// 2 (small, as integer inputs are often indices or counts), booleans true.
+func randomNonZero(rnd *rand.Rand, dtype DType, shape []int64) (Tensor, error) {
+	n, err := elementCount(shape)
+	if err != nil {
+		return Tensor{}, err
+	}
+	vals := make([]float64, n)
+	for i := range vals {
+		switch dtype {
+		case graph.Float, graph.Double, graph.Float16, graph.BFloat16:
+			v := 0.5 + rnd.Float64()
+			if rnd.IntN(2) == 0 {
+				v = -v
+			}
+			vals[i] = v
+		case graph.Bool:
+			vals[i] = 1
+		default:
+			vals[i] = float64(1 + rnd.IntN(2))
+		}
+	}
+	return fromFloat64s(dtype, append([]int64{}, shape...), vals)
+}
+
+// DeviceID names the device an InferenceSession runs its kernels on.
+type DeviceID struct {
+	Backend string // "host" or "cuda"
+	Index   int    // the device index within the backend
+	Target  string // the code target kernels are compiled for, e.g. "host-x86_64-v4"
+}
+
+// String is "backend:index target", e.g. "host:0 host-x86_64-v4".
+func (d DeviceID) String() string { return fmt.Sprintf("%s:%d %s", d.Backend, d.Index, d.Target) }
+
+// DeviceID returns the device the session runs on.
+func (s *InferenceSession) DeviceID() DeviceID {
+	p := s.dev.Props()
+	return DeviceID{Backend: p.Backend.String(), Index: p.Index, Target: p.Target}
+}
