@@ -42,6 +42,19 @@ def loom_repositories():
     _module("com_github_rivo_uniseg", "github.com/rivo/uniseg", "v0.4.7")
     _module("org_golang_x_term", "golang.org/x/term", "v0.44.0")
 
+    # OpenTelemetry tracing of InferenceSession runs (go/session) and its
+    # dependencies; the SDK and google/uuid only for go/session's tests.
+    # v1.45.0: the newest release whose go.mod keeps testify at v1.11.1.
+    _module("io_opentelemetry_go_otel", "go.opentelemetry.io/otel", "v1.45.0")
+    _module("io_opentelemetry_go_otel_trace", "go.opentelemetry.io/otel/trace", "v1.45.0")
+    _module("io_opentelemetry_go_otel_metric", "go.opentelemetry.io/otel/metric", "v1.45.0")
+    _module("io_opentelemetry_go_otel_sdk", "go.opentelemetry.io/otel/sdk", "v1.45.0")
+    _module("io_opentelemetry_go_auto_sdk", "go.opentelemetry.io/auto/sdk", "v1.2.1")
+    _module("com_github_go_logr_logr", "github.com/go-logr/logr", "v1.4.4")
+    _module("com_github_go_logr_stdr", "github.com/go-logr/stdr", "v1.2.2")
+    _module("com_github_cespare_xxhash_v2", "github.com/cespare/xxhash/v2", "v2.3.0")
+    _module("com_github_google_uuid", "github.com/google/uuid", "v1.6.0")
+
 def _module(name, importpath, version):
     go_module(
         name = name,

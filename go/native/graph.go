@@ -1,6 +1,7 @@
 package native
 
 import (
+	"math"
 	"sync"
 
 	"github.com/loomrt/loom/go/native/internal/cabi"
@@ -273,6 +274,36 @@ func (x *GraphExec) Launch(s *Stream) error {
 		return err
 	}
 	return fromFailure(op, cabi.GraphExecLaunch(x.h, s.s.h))
+}
+
+// Run runs the whole graph to completion before returning, after the work enqueued on s
+// before it. The host backend runs the nodes on the calling goroutine's thread in node order,
+// each kernel's blocks on at most maxThreads threads (the caller included; 0: the device's
+// worker pool too), which for small graphs avoids the hand-offs of Launch + Synchronize. Other
+// backends launch and synchronize.
+func (x *GraphExec) Run(s *Stream, maxThreads int) error {
+	const op = "GraphExec.Run"
+	if s == nil {
+		return newError(op, StatusInvalidArgument, "nil stream")
+	}
+	if maxThreads < 0 {
+		return newError(op, StatusInvalidArgument, "maxThreads %d is negative", maxThreads)
+	}
+	if err := x.dev.checkOwner(op, s.s.c, s.dev); err != nil {
+		return err
+	}
+	if err := x.c.pin(op); err != nil {
+		return err
+	}
+	defer x.c.unpin()
+	if err := s.s.c.pin(op); err != nil {
+		return err
+	}
+	defer s.s.c.unpin()
+	if err := s.s.record(op, x.c, x); err != nil {
+		return err
+	}
+	return fromFailure(op, cabi.GraphExecRun(x.h, s.s.h, uint32(min(maxThreads, math.MaxUint32))))
 }
 
 // UpdateKernelNode replaces the launch parameters of kernel node n (same kernel) for later

@@ -202,3 +202,77 @@ func TestCaptureRefusesHostCopies(t *testing.T) {
 	require.NoError(t, s.Synchronize())
 	require.NoError(t, b.Close())
 }
+
+// Run executes the graph on the calling thread: results equal Launch's, it is ordered after
+// work enqueued before it, any thread limit gives the same result, and a failed stream refuses
+// it for good.
+func TestGraphRunInlineMatchesLaunch(t *testing.T) {
+	r := newRand(t)
+	dev := openHost(t)
+	m := kernels(t, dev)
+	s := newStream(t, dev)
+	n := 1 + r.IntN(700)
+	cg := buildChainGraph(t, r, dev, m, n)
+	exec, err := cg.graph.Instantiate()
+	require.NoError(t, err)
+	closeLater(t, exec)
+	for _, threads := range []int{1, 2, 0} {
+		x := randomU32(r, n)
+		// The upload is enqueued, not waited for: Run must wait for it.
+		require.NoError(t, s.Upload(cg.x, 0, u32Bytes(x)))
+		require.NoError(t, exec.Run(s, threads))
+		require.Equal(t, cg.want(x), bytesU32(download(t, s, cg.total)), "max threads %d", threads)
+	}
+	require.ErrorIs(t, exec.Run(nil, 1), native.ErrInvalidArgument)
+	require.ErrorIs(t, exec.Run(s, -1), native.ErrInvalidArgument)
+
+	require.NoError(t, s.InjectFault(native.FaultNextOperation))
+	require.ErrorIs(t, exec.Run(s, 1), native.ErrDevice, "the injected fault fails the run")
+	require.ErrorIs(t, exec.Run(s, 1), native.ErrDevice, "and the stream stays failed")
+}
+
+func BenchmarkGraphRun100Inline(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	dev := openHost(b)
+	m := kernels(b, dev)
+	s := newStream(b, dev)
+	cg := buildChainGraph(b, r, dev, m, 256)
+	exec, err := cg.graph.Instantiate()
+	require.NoError(b, err)
+	closeLater(b, exec)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := exec.Run(s, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// An inline stream runs each operation before the enqueue returns, in order, with the same
+// results and failure rules as a threaded stream.
+func TestInlineStreamRunsOnEnqueue(t *testing.T) {
+	r := newRand(t)
+	dev := openHost(t)
+	m := kernels(t, dev)
+	for _, threads := range []int{1, 0} {
+		s, err := dev.NewStreamWith(native.StreamOptions{Inline: true, MaxThreads: threads})
+		require.NoError(t, err)
+		closeLater(t, s)
+		n := 1 + r.IntN(500)
+		cg := buildChainGraph(t, r, dev, m, n)
+		exec, err := cg.graph.Instantiate()
+		require.NoError(t, err)
+		closeLater(t, exec)
+		x := randomU32(r, n)
+		require.NoError(t, s.Upload(cg.x, 0, u32Bytes(x)))
+		require.NoError(t, exec.Launch(s))
+		require.Equal(t, cg.want(x), bytesU32(download(t, s, cg.total)), "max threads %d", threads)
+		require.NoError(t, exec.Run(s, threads))
+		require.Equal(t, cg.want(x), bytesU32(download(t, s, cg.total)))
+		require.NoError(t, s.InjectFault(native.FaultNextOperation))
+		require.NoError(t, exec.Launch(s), "the fault shows at the next synchronize")
+		require.ErrorIs(t, s.Synchronize(), native.ErrDevice)
+	}
+	_, err := dev.NewStreamWith(native.StreamOptions{MaxThreads: -1})
+	require.ErrorIs(t, err, native.ErrInvalidArgument)
+}

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -55,7 +56,30 @@ type pendingDownload struct {
 
 // NewStream creates a stream on the device.
 func (d *Device) NewStream() (*Stream, error) {
-	const op = "Device.NewStream"
+	return d.newStream("Device.NewStream", StreamOptions{})
+}
+
+// StreamOptions are the options of NewStreamWith.
+type StreamOptions struct {
+	// Inline runs each operation on the goroutine's thread that enqueues it, before the call
+	// returns, instead of on the stream's own thread (host backend; ignored by backends whose
+	// work runs on a device). For callers that wait for each piece of work anyway, it saves
+	// the hand-off to the stream's thread and back, which dominates small kernels.
+	Inline bool
+	// MaxThreads bounds the threads, the caller's included, that run one kernel's blocks on
+	// the host backend (0: the device's whole worker pool too).
+	MaxThreads int
+}
+
+// NewStreamWith creates a stream with options.
+func (d *Device) NewStreamWith(o StreamOptions) (*Stream, error) {
+	return d.newStream("Device.NewStreamWith", o)
+}
+
+func (d *Device) newStream(op string, o StreamOptions) (*Stream, error) {
+	if o.MaxThreads < 0 {
+		return nil, newError(op, StatusInvalidArgument, "MaxThreads %d is negative", o.MaxThreads)
+	}
 	if err := d.c.pin(op); err != nil {
 		return nil, err
 	}
@@ -64,7 +88,11 @@ func (d *Device) NewStream() (*Stream, error) {
 	if staging.IsNil() {
 		return nil, newError(op, StatusOutOfMemory, "cannot allocate the stream's staging list")
 	}
-	h, f := cabi.StreamCreate(d.h)
+	var flags uint32
+	if o.Inline {
+		flags |= cabi.StreamInline
+	}
+	h, f := cabi.StreamCreateWith(d.h, flags, uint32(min(o.MaxThreads, math.MaxUint32)))
 	if f != nil {
 		cabi.StagingListFree(staging)
 		return nil, fromFailure(op, f)

@@ -26,6 +26,7 @@ type kernelCache struct {
 	modules     []*native.Module // owned, in load order
 	closed      bool
 	counts      [phaseCount]kernelPhaseCounts // by phase (see CacheStats)
+	kept        map[string]keptKernel         // non-nil: compiled kernels recorded for an EP context model
 }
 
 // kernelCacheKey spells out a kernel request; the configuration's keys are sorted so the same
@@ -110,6 +111,7 @@ func (c *kernelCache) get(ctx *ModelContext, phase runPhase, file, symbol string
 	}
 	k := &loadedKernel{kernel: kernel, sig: ck.sig}
 	c.kernels[key] = k
+	c.keepArtifact(key, file, symbol, config, ck.artifact)
 	return k, nil
 }
 

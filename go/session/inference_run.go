@@ -76,6 +76,14 @@ type runCtx struct {
 	kernels map[*loadedKernel]KernelID
 	// phase says whether this run is a Warmup, for the session's statistics.
 	phase runPhase
+	// kernelVariant and kernelReason name the Loom kernels the current op ran and why (empty
+	// when it ran as a host function); see runKernelPlan.
+	kernelVariant, kernelReason string
+	// observe, when set, sees every node of the main graph the run evaluates, with its
+	// inputs and outputs (the trace a compiled run plan is built from).
+	observe func(n *graph.Node, in, out []Tensor)
+	// trace is the run's tracing state, nil when tracing is off (see inference_trace.go).
+	trace *runTrace
 }
 
 // close hands the run's ModelSession back to the session's pool, which frees the run's
@@ -140,13 +148,18 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 			}
 			in[i] = t
 		}
+		if err := checkValueInputs(n, in); err != nil {
+			return nil, err
+		}
+		sp := rc.opStart(n, in)
 		var outs []Tensor
 		var err error
-		if n.OpType == "If" || n.OpType == "Loop" || n.OpType == "Scan" {
+		if n.OpType == "If" || n.OpType == "Loop" || n.OpType == "Scan" || n.OpType == "SequenceMap" {
 			outs, err = rc.controlFlow(n, in, sc)
 		} else {
 			outs, err = f(rc, n, in)
 		}
+		sp.end("", "", outs, err)
 		if err != nil {
 			if _, ok := err.(*Error); ok {
 				return nil, err
@@ -158,6 +171,9 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 				continue
 			}
 			sc.vals[name] = outs[i]
+		}
+		if rc.observe != nil && g.Parent == nil {
+			rc.observe(n, in, outs)
 		}
 	}
 	outs := make([]Tensor, len(g.Outputs))
@@ -190,7 +206,7 @@ func (rc *runCtx) device() (*ModelSession, error) {
 		ms := rc.s.runSessions.get()
 		if ms == nil {
 			var err error
-			if ms, err = InContext(rc.s.ctx); err != nil {
+			if ms, err = rc.s.runSession(); err != nil {
 				return nil, err
 			}
 		}
@@ -202,6 +218,7 @@ func (rc *runCtx) device() (*ModelSession, error) {
 // compile returns a kernel of this run: compiled and loaded once per InferenceSession (see
 // kernelCache), registered once per run with the run's ModelSession.
 func (rc *runCtx) compile(file, symbol string, config map[string]string) (*ModelSession, KernelID, error) {
+	rc.noteKernel(file, symbol, config)
 	ms, err := rc.device()
 	if err != nil {
 		return nil, KernelID{}, err

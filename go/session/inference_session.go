@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/opt"
 	"github.com/loomrt/loom/go/native"
@@ -31,6 +33,10 @@ const (
 	OptionEPContextEnable    = "ep.context_enable"     // "0" or "1"
 	OptionEPContextFilePath  = "ep.context_file_path"  // a non-empty path
 	OptionEPContextEmbedMode = "ep.context_embed_mode" // "0" or "1"
+	// OptionRunPlan "1" (the default) runs each input signature through a compiled run plan
+	// (plan.go: folded constants, one arena, recorded kernel segments; ExecutionPlans audits
+	// them); "0" interprets the graph node by node on every run.
+	OptionRunPlan = "loom.run_plan"
 )
 
 // SessionBuilder collects the options of an InferenceSession; its Load, LoadBytes and
@@ -40,13 +46,15 @@ type SessionBuilder struct {
 	level    opt.Level
 	threads  int
 	options  map[string]string
-	err      error
+	// tracerProvider receives the session's traces; nil: OpenTelemetry's global provider.
+	tracerProvider trace.TracerProvider
+	err            error
 }
 
-// Builder starts a session configuration: provider auto, optimization level basic, the
-// host's default thread count, no options.
+// Builder starts a session configuration: provider auto, optimization level all (as ONNX
+// Runtime's default, ORT_ENABLE_ALL), the host's default thread count, no options.
 func Builder() *SessionBuilder {
-	return &SessionBuilder{provider: ProviderAuto, level: opt.LevelBasic, options: map[string]string{}}
+	return &SessionBuilder{provider: ProviderAuto, level: opt.LevelAll, options: map[string]string{}}
 }
 
 func (b *SessionBuilder) fail(format string, args ...any) *SessionBuilder {
@@ -88,7 +96,7 @@ func (b *SessionBuilder) WithIntraOpThreads(n int) *SessionBuilder {
 // malformed value is an error naming it.
 func (b *SessionBuilder) WithOption(key, value string) *SessionBuilder {
 	switch key {
-	case OptionEPContextEnable, OptionEPContextEmbedMode:
+	case OptionEPContextEnable, OptionEPContextEmbedMode, OptionRunPlan:
 		if value != "0" && value != "1" {
 			return b.fail("session option %s must be 0 or 1, got %q", key, value)
 		}
@@ -112,7 +120,7 @@ func (b *SessionBuilder) Load(path string) (*InferenceSession, error) {
 	if err != nil {
 		return nil, wrapError("Load", ErrInvalidArgument, err, "cannot load %s", path)
 	}
-	s, err := b.build(m, true)
+	s, err := b.build(m, true, path)
 	if err != nil {
 		m.Close()
 	}
@@ -128,7 +136,7 @@ func (b *SessionBuilder) LoadBytes(data []byte) (*InferenceSession, error) {
 	if err != nil {
 		return nil, wrapError("LoadBytes", ErrInvalidArgument, err, "cannot decode the model")
 	}
-	s, err := b.build(m, true)
+	s, err := b.build(m, true, "")
 	if err != nil {
 		m.Close()
 	}
@@ -144,7 +152,7 @@ func (b *SessionBuilder) FromGraph(m *graph.Model) (*InferenceSession, error) {
 	if m == nil || m.Graph == nil {
 		return nil, newError("FromGraph", ErrInvalidArgument, "nil model")
 	}
-	return b.build(m, false)
+	return b.build(m, false, "")
 }
 
 // Load makes a session with the default options for the model file at path.
@@ -156,14 +164,20 @@ func LoadBytes(data []byte) (*InferenceSession, error) { return Builder().LoadBy
 // FromGraph makes a session with the default options for a model built in memory.
 func FromGraph(m *graph.Model) (*InferenceSession, error) { return Builder().FromGraph(m) }
 
-// IoMeta describes one graph input or output: its name, element type and shape, where a
-// dimension is a number, a symbol (Dim.Param) or unknown.
+// IoMeta describes one graph input or output: its name, kind, element type and shape, where a
+// dimension is a number, a symbol (Dim.Param) or unknown. For a sequence or an optional, DType,
+// Shape and Ranked describe the tensors it holds.
 type IoMeta struct {
 	Name  string
 	DType DType
 	Shape graph.Shape
 	// Ranked is false when even the rank is unknown.
 	Ranked bool
+	// Kind is ValueTensor (also when the model does not say), ValueSequence or ValueOptional;
+	// Run feeds and returns tensors only, RunOutputs every kind.
+	Kind ValueKind
+	// Holds is, for an optional, the kind it holds: ValueTensor or ValueSequence.
+	Holds ValueKind
 }
 
 // ModelMetadata is what the model file says about itself.
@@ -200,29 +214,52 @@ type InferenceSession struct {
 
 	runSessions runSessionPool // idle per-run ModelSessions
 
+	plans    planCache // compiled run plans by input signature (plan.go)
+	planning bool      // whether runs use compiled plans (OptionRunPlan)
+	threads  int       // intra-op threads (0: the hardware's)
+
+	epContextPath string // the EP context model this session wrote, if any
+
+	tracing sessionTracing // see SetTraceContext
+
 	mu     sync.RWMutex
 	closed bool
 }
 
-func (b *SessionBuilder) build(m *graph.Model, ownModel bool) (*InferenceSession, error) {
+// build makes the session for m; modelPath is the file m was loaded from ("" for a model from
+// memory), which names the EP context model's default path and anchors an EP context blob file.
+func (b *SessionBuilder) build(m *graph.Model, ownModel bool, modelPath string) (_ *InferenceSession, err error) {
 	const op = "InferenceSession"
-	if err := m.Check(); err != nil {
-		return nil, wrapError(op, ErrInvalidArgument, err, "the model does not check")
+	epc, err := b.readEPContext(m, modelPath)
+	if err != nil {
+		return nil, err
 	}
-	if err := opt.Optimize(m, b.level); err != nil {
-		return nil, wrapError(op, ErrInvalidArgument, err, "graph optimization (level %s) failed", b.level)
+	if epc != nil {
+		// An EP context model: the session runs the optimized graph in its blob, which it owns.
+		source, ownSource := m, ownModel
+		defer func() {
+			if err != nil {
+				epc.model.Close()
+			} else if ownSource {
+				source.Close()
+			}
+		}()
+		m, ownModel = epc.model, true
+	} else {
+		if err := m.Check(); err != nil {
+			return nil, wrapError(op, ErrInvalidArgument, err, "the model does not check")
+		}
+		if err := opt.Optimize(m, b.level); err != nil {
+			return nil, wrapError(op, ErrInvalidArgument, err, "graph optimization (level %s) failed", b.level)
+		}
 	}
 	s := &InferenceSession{model: m, ownModel: ownModel, options: map[string]string{}, opset: m.Opset("")}
+	s.tracing.provider = b.tracerProvider
 	for k, v := range b.options {
 		s.options[k] = v
 	}
-	if s.options[OptionEPContextEnable] == "1" && s.options[OptionEPContextFilePath] == "" {
-		// The context file defaults to the model's path with a suffix, as ONNX Runtime does;
-		// for an in-memory model there is no path to derive it from.
-		if m.Name == "" {
-			return nil, newError(op, ErrInvalidArgument, "session option %s=1 needs %s for a model without a file name", OptionEPContextEnable, OptionEPContextFilePath)
-		}
-		s.options[OptionEPContextFilePath] = m.Name + "_ctx.onnx"
+	if err := s.fillEPContextOptions(modelPath); err != nil {
+		return nil, err
 	}
 	if err := checkOps(m); err != nil {
 		return nil, err
@@ -245,7 +282,11 @@ func (b *SessionBuilder) build(m *graph.Model, ownModel bool) (*InferenceSession
 	for _, v := range g.Outputs {
 		s.outputs = append(s.outputs, ioMeta(v))
 	}
-	if err := s.chooseProvider(b.provider); err != nil {
+	requested := b.provider
+	if epc != nil {
+		requested = epc.requestedProvider(requested)
+	}
+	if err := s.chooseProvider(requested); err != nil {
 		return nil, err
 	}
 	dev, err := native.Open(backendOf(s.provider), 0, &native.OpenOptions{WorkerThreads: b.threads})
@@ -258,6 +299,22 @@ func (b *SessionBuilder) build(m *graph.Model, ownModel bool) (*InferenceSession
 		return nil, err
 	}
 	s.dev, s.ctx = dev, ctx
+	// Compiled plans keep their arenas in host-visible memory: on the host provider only,
+	// until device arenas with copies exist.
+	s.planning = s.options[OptionRunPlan] != "0" && s.provider == ProviderHost
+	s.threads = b.threads
+	switch {
+	case epc != nil:
+		err = s.installEPContext(epc)
+	case s.options[OptionEPContextEnable] == "1":
+		err = s.writeEPContext(modelPath)
+	}
+	if err != nil {
+		// The caller closes a model it handed over; the session must not close it too.
+		s.ownModel = false
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -308,7 +365,9 @@ func ioMeta(v *graph.Value) IoMeta {
 	if t.Kind == graph.KindUnknown {
 		t = v.Declared
 	}
-	return IoMeta{Name: v.Name, DType: t.Elem, Shape: append(graph.Shape{}, t.Shape...), Ranked: t.Ranked}
+	m := IoMeta{Name: v.Name}
+	ioKinds(&m, t)
+	return m
 }
 
 // checkOps refuses a model with an operator the library lacks, naming the node.
@@ -383,6 +442,7 @@ func (s *InferenceSession) Close() error {
 	// The runs' ModelSessions are closed (Close waited for the runs), so the modules can go,
 	// then the context and the device they live on.
 	errs = append(errs, s.runSessions.close()...)
+	errs = append(errs, s.plans.close()...)
 	errs = append(errs, s.kernels.close()...)
 	s.bodies.close()
 	errs = append(errs, s.ctx.Close(), s.dev.Close())
@@ -392,39 +452,33 @@ func (s *InferenceSession) Close() error {
 	return errors.Join(errs...)
 }
 
-// checkInputs matches the fed tensors to the graph inputs, naming the input at fault.
-func (s *InferenceSession) checkInputs(inputs []NamedTensor) (map[string]Tensor, error) {
+// checkInputs matches the fed values to the graph inputs, naming the input at fault. An
+// optional input that is not fed is none.
+func (s *InferenceSession) checkInputs(inputs []NamedValue) (map[string]Tensor, error) {
 	const op = "Run"
 	fed := make(map[string]Tensor, len(inputs))
 	for _, in := range inputs {
 		if _, dup := fed[in.Name]; dup {
 			return nil, newError(op, ErrInvalidArgument, "input %q fed twice", in.Name)
 		}
-		if !in.Tensor.IsValid() {
-			return nil, newError(op, ErrInvalidArgument, "input %q: empty Tensor value", in.Name)
+		if !in.Value.IsValid() {
+			return nil, newError(op, ErrInvalidArgument, "input %q: empty value (the zero Tensor or Value)", in.Name)
 		}
-		fed[in.Name] = in.Tensor
+		fed[in.Name] = in.Value.t
 	}
 	known := map[string]bool{}
 	for _, meta := range s.inputs {
 		known[meta.Name] = true
 		t, ok := fed[meta.Name]
+		if !ok && meta.Kind == ValueOptional {
+			fed[meta.Name] = optOf(meta.DType, nil)
+			continue
+		}
 		if !ok {
 			return nil, newError(op, ErrInvalidArgument, "missing input %q (%s)", meta.Name, describeMeta(meta))
 		}
-		if meta.DType != graph.Undefined && t.dtype != meta.DType {
-			return nil, newError(op, ErrInvalidArgument, "input %q: element type %s, the model wants %s", meta.Name, t.dtype, meta.DType)
-		}
-		if !meta.Ranked {
-			continue
-		}
-		if len(t.shape) != len(meta.Shape) {
-			return nil, newError(op, ErrInvalidArgument, "input %q: rank %d (shape %v), the model wants rank %d (%s)", meta.Name, len(t.shape), t.shape, len(meta.Shape), describeMeta(meta))
-		}
-		for i, d := range meta.Shape {
-			if d.Known() && d.Value != t.shape[i] {
-				return nil, newError(op, ErrInvalidArgument, "input %q: dimension %d is %d, the model wants %d (%s)", meta.Name, i, t.shape[i], d.Value, describeMeta(meta))
-			}
+		if err := checkFed(meta, t); err != nil {
+			return nil, newError(op, ErrInvalidArgument, "input %q: %v", meta.Name, err)
 		}
 	}
 	for name := range fed {
@@ -454,25 +508,29 @@ func (s *InferenceSession) isOverridable(name string) bool {
 	return false
 }
 
-func describeMeta(m IoMeta) string {
-	if !m.Ranked {
-		return "tensor(" + m.DType.String() + ")"
-	}
-	dims := make([]string, len(m.Shape))
-	for i, d := range m.Shape {
-		dims[i] = d.String()
-	}
-	return "tensor(" + m.DType.String() + ")[" + strings.Join(dims, ",") + "]"
-}
-
 // Run feeds the named inputs and returns the graph outputs in order. Errors name the input or
-// node at fault.
+// node at fault. Models with sequence or optional inputs or outputs run through RunOutputs.
 func (s *InferenceSession) Run(inputs []NamedTensor) ([]Tensor, error) {
-	return s.run(inputs, phaseRun)
+	for _, m := range s.outputs {
+		if m.Kind != ValueTensor {
+			return nil, newError("Run", ErrInvalidArgument, "output %q is %s, which Run cannot return; use RunOutputs", m.Name, describeMeta(m))
+		}
+	}
+	outs, err := s.run(namedTensorValues(inputs), phaseRun)
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range outs {
+		if t.box != nil {
+			return nil, newError("Run", ErrInvalidArgument, "output %q is %s (%s), which Run cannot return; use RunOutputs", s.outputs[i].Name, t.article(), t)
+		}
+	}
+	return outs, nil
 }
 
-// run is Run, counting its kernel cache outcomes under phase.
-func (s *InferenceSession) run(inputs []NamedTensor, phase runPhase) ([]Tensor, error) {
+// run evaluates the model on the fed values, counting its kernel cache outcomes under phase;
+// the outputs may be sequences or optionals.
+func (s *InferenceSession) run(inputs []NamedValue, phase runPhase) ([]Tensor, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -484,6 +542,15 @@ func (s *InferenceSession) run(inputs []NamedTensor, phase runPhase) ([]Tensor, 
 	}
 	rc := &runCtx{s: s, opset: s.opset, phase: phase}
 	defer rc.close()
+	if outs, ok, err := s.runPlanned(rc, fed); ok || err != nil {
+		return outs, err
+	}
+	return s.interpret(rc, fed)
+}
+
+// interpret evaluates the main graph node by node on fed (the interpreter).
+func (s *InferenceSession) interpret(rc *runCtx, fed map[string]Tensor) ([]Tensor, error) {
+	rc.runStart(executorInterpreter, fed)
 	scope := &scope{vals: make(map[string]Tensor, len(fed)+len(s.weights))}
 	for k, v := range s.weights {
 		scope.vals[k] = v
@@ -492,6 +559,7 @@ func (s *InferenceSession) run(inputs []NamedTensor, phase runPhase) ([]Tensor, 
 		scope.vals[k] = v
 	}
 	outs, err := rc.evalGraph(s.model.Graph, scope)
+	rc.runEnd(outs, err)
 	if err != nil {
 		return nil, err
 	}

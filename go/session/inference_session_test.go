@@ -3,6 +3,7 @@ package session
 import (
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -158,12 +159,12 @@ func TestInferenceSessionUnsupportedOp(t *testing.T) {
 	g := &graph.Graph{Name: "g"}
 	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.ShapeOf(2)))}
 	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
-	g.Nodes = []*graph.Node{graph.NewNode("odd_node", "RandomUniformLike", []string{"x"}, []string{"y"})}
+	g.Nodes = []*graph.Node{graph.NewNode("odd_node", "LpNormalization", []string{"x"}, []string{"y"})}
 	m, err := graph.FromGraph("g", g, map[string]int64{"": 13})
 	require.NoError(t, err)
 	_, err = Builder().FromGraph(m)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `node "odd_node": operator RandomUniformLike`)
+	assert.Contains(t, err.Error(), `node "odd_node": operator LpNormalization`)
 }
 
 func TestInferenceSessionOptions(t *testing.T) {
@@ -182,10 +183,11 @@ func TestInferenceSessionOptions(t *testing.T) {
 	_, err = Builder().WithIntraOpThreads(-1).FromGraph(mk())
 	assert.ErrorContains(t, err, "intra-op threads")
 
-	s, err := Builder().WithOption(OptionEPContextEnable, "1").WithOption(OptionEPContextFilePath, "/tmp/ctx.onnx").
+	ctxPath := filepath.Join(t.TempDir(), "ctx.onnx")
+	s, err := Builder().WithOption(OptionEPContextEnable, "1").WithOption(OptionEPContextFilePath, ctxPath).
 		WithOption(OptionEPContextEmbedMode, "0").WithIntraOpThreads(2).FromGraph(mk())
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{OptionEPContextEnable: "1", OptionEPContextFilePath: "/tmp/ctx.onnx", OptionEPContextEmbedMode: "0"}, s.SessionOptions())
+	assert.Equal(t, map[string]string{OptionEPContextEnable: "1", OptionEPContextFilePath: ctxPath, OptionEPContextEmbedMode: "0"}, s.SessionOptions())
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "Close is idempotent")
 	_, err = s.Run(nil)
@@ -201,7 +203,7 @@ func TestInferenceSessionCUDAFallback(t *testing.T) {
 		t.Skip("a CUDA device is present: nothing falls back")
 	}
 	report := s.ExecutionProviderFallbackReport()
-	require.Len(t, report, 4, "every node is reported")
+	require.Len(t, report, len(s.Graph().Graph.Nodes), "every node of the optimized graph is reported")
 	assert.Equal(t, "mm", report[0].Node)
 	assert.Equal(t, ProviderHost, report[0].Provider)
 	assert.Contains(t, report[0].Reason, "CUDA")

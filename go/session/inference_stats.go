@@ -74,9 +74,10 @@ type SubgraphStats struct {
 	Runs int64
 }
 
-// ControlFlowStats reports the subgraph builds and runs of If, Loop and Scan nodes.
+// ControlFlowStats reports the subgraph builds and runs of If, Loop, Scan and SequenceMap
+// nodes.
 type ControlFlowStats struct {
-	If, Loop, Scan SubgraphStats
+	If, Loop, Scan, SequenceMap SubgraphStats
 }
 
 // ControlFlowStats returns the session's subgraph counters, over all Runs and Warmups.
@@ -85,13 +86,14 @@ func (s *InferenceSession) ControlFlowStats() ControlFlowStats {
 	get := func(k int) SubgraphStats {
 		return SubgraphStats{Builds: b.builds[k].Load(), Runs: b.runs[k].Load()}
 	}
-	return ControlFlowStats{If: get(flowIf), Loop: get(flowLoop), Scan: get(flowScan)}
+	return ControlFlowStats{If: get(flowIf), Loop: get(flowLoop), Scan: get(flowScan), SequenceMap: get(flowSequenceMap)}
 }
 
 const (
 	flowIf = iota
 	flowLoop
 	flowScan
+	flowSequenceMap
 	flowKinds
 )
 
@@ -101,6 +103,8 @@ func flowKind(opType string) int {
 		return flowLoop
 	case "Scan":
 		return flowScan
+	case "SequenceMap":
+		return flowSequenceMap
 	}
 	return flowIf
 }
@@ -212,7 +216,8 @@ func (rc *runCtx) evalBody(opType string, g *graph.Graph, sc *scope) ([]Tensor, 
 // Warmup runs the model once on random non-zero inputs of the given shapes so that every
 // kernel those shapes need is compiled and loaded before the first Run; its kernel cache
 // outcomes count as warmup in CacheStats. shapes maps input names to shapes; an input it
-// omits must have a fully known declared shape. A name that is not an input, a rank or a fixed
+// omits must have a fully known declared shape. A sequence input is fed one tensor of its
+// shape, an optional input holds one. A name that is not an input, a rank or a fixed
 // dimension that disagrees with the model, or a negative dimension is an error.
 func (s *InferenceSession) Warmup(shapes map[string][]int64) error {
 	const op = "Warmup"
@@ -233,7 +238,7 @@ func (s *InferenceSession) Warmup(shapes map[string][]int64) error {
 		}
 	}
 	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	feeds := make([]NamedTensor, 0, len(s.inputs))
+	feeds := make([]NamedValue, 0, len(s.inputs))
 	for _, m := range s.inputs {
 		shape, ok := shapes[m.Name]
 		if !ok {
@@ -257,7 +262,7 @@ func (s *InferenceSession) Warmup(shapes map[string][]int64) error {
 		if err != nil {
 			return wrapError(op, ErrInvalidArgument, err, "input %q", m.Name)
 		}
-		feeds = append(feeds, NamedTensor{Name: m.Name, Tensor: t})
+		feeds = append(feeds, NamedValue{Name: m.Name, Value: warmupValue(m, t)})
 	}
 	if _, err := s.run(feeds, phaseWarmup); err != nil {
 		kind := ErrInvalidArgument
@@ -268,6 +273,19 @@ func (s *InferenceSession) Warmup(shapes map[string][]int64) error {
 		return wrapError(op, kind, err, "the warmup run failed")
 	}
 	return nil
+}
+
+// warmupValue feeds t for input m: a sequence input gets a sequence of t alone, an optional
+// one an optional holding t (or that sequence).
+func warmupValue(m IoMeta, t Tensor) Value {
+	v := t
+	if m.Kind == ValueSequence || (m.Kind == ValueOptional && m.Holds == ValueSequence) {
+		v = seqOf(t.dtype, []Tensor{t})
+	}
+	if m.Kind == ValueOptional {
+		v = optOf(t.dtype, &v)
+	}
+	return Value{t: v}
 }
 
 // declaredShape is m's shape when every dimension is known.

@@ -147,10 +147,16 @@ func InContext(ctx *ModelContext) (*ModelSession, error) {
 }
 
 func newSession(op string, ctx *ModelContext, ownsCtx bool) (*ModelSession, error) {
+	return newSessionWith(op, ctx, ownsCtx, native.StreamOptions{})
+}
+
+// newSessionWith is newSession with the session's stream made with opts (an inline stream
+// for the InferenceSession's runs, which wait for every op anyway).
+func newSessionWith(op string, ctx *ModelContext, ownsCtx bool, opts native.StreamOptions) (*ModelSession, error) {
 	if err := ctx.acquire(op); err != nil {
 		return nil, err
 	}
-	stream, err := ctx.dev.NewStream()
+	stream, err := ctx.dev.NewStreamWith(opts)
 	if err != nil {
 		ctx.release()
 		return nil, wrapError(op, ErrDevice, err, "cannot create the session's stream")

@@ -549,11 +549,16 @@ func meanVar(v []float64) (float64, float64) {
 	return m, s / float64(max(len(v), 1))
 }
 
-// controlFlow runs If and Loop with their subgraphs in a child scope.
+// controlFlow runs If, Loop, Scan and SequenceMap with their subgraphs in a child scope. Loop
+// carries sequences and optionals like tensors; its trip count, condition and scan outputs
+// must be tensors.
 func (rc *runCtx) controlFlow(n *graph.Node, in []Tensor, sc *scope) ([]Tensor, error) {
 	switch n.OpType {
 	case "If":
-		if !in[0].IsValid() || in[0].Len() != 1 {
+		if len(in) > 0 && in[0].box != nil {
+			return nil, fmt.Errorf("If condition is %s (%s), not a tensor", in[0].article(), in[0])
+		}
+		if len(in) == 0 || !in[0].IsValid() || in[0].Len() != 1 {
 			return nil, fmt.Errorf("If condition must be one element")
 		}
 		branch := "else_branch"
@@ -571,16 +576,33 @@ func (rc *runCtx) controlFlow(n *graph.Node, in []Tensor, sc *scope) ([]Tensor, 
 			return nil, fmt.Errorf("Loop has no body")
 		}
 		g := body.Graph
+		if len(in) < 2 {
+			return nil, fmt.Errorf("Loop needs the trip count and condition inputs (possibly empty)")
+		}
+		for i, what := range []string{"trip count", "condition"} {
+			if in[i].box != nil {
+				return nil, fmt.Errorf("Loop %s is %s (%s), not a tensor", what, in[i].article(), in[i])
+			}
+			if in[i].IsValid() && in[i].Len() != 1 {
+				return nil, fmt.Errorf("Loop %s has %d elements, want 1", what, in[i].Len())
+			}
+		}
 		maxTrip := int64(math.MaxInt64)
 		if in[0].IsValid() {
 			maxTrip = in[0].int64s()[0]
 		}
 		cond := true
-		if len(in) > 1 && in[1].IsValid() {
+		if in[1].IsValid() {
 			cond = in[1].float64s()[0] != 0
 		}
 		carried := append([]Tensor{}, in[2:]...)
 		nCarried := len(carried)
+		if len(g.Inputs) != 2+nCarried {
+			return nil, fmt.Errorf("Loop body has %d inputs for %d loop-carried values (want 2 + %d)", len(g.Inputs), nCarried, nCarried)
+		}
+		if len(g.Outputs) < 1+nCarried {
+			return nil, fmt.Errorf("Loop body has %d outputs for %d loop-carried values (want at least 1 + %d)", len(g.Outputs), nCarried, nCarried)
+		}
 		var scans [][]Tensor
 		for it := int64(0); it < maxTrip && cond; it++ {
 			if it > 1<<24 {
@@ -596,12 +618,18 @@ func (rc *runCtx) controlFlow(n *graph.Node, in []Tensor, sc *scope) ([]Tensor, 
 			if err != nil {
 				return nil, err
 			}
+			if outs[0].box != nil || outs[0].Len() != 1 {
+				return nil, fmt.Errorf("Loop body condition output is %s, want one element", outs[0])
+			}
 			cond = outs[0].float64s()[0] != 0
 			carried = outs[1 : 1+nCarried]
 			if scans == nil {
 				scans = make([][]Tensor, len(outs)-1-nCarried)
 			}
 			for i, t := range outs[1+nCarried:] {
+				if t.box != nil {
+					return nil, fmt.Errorf("Loop scan output %d is %s (%s); scan outputs must be tensors", i, t.article(), t)
+				}
 				scans[i] = append(scans[i], t)
 			}
 		}
@@ -619,6 +647,8 @@ func (rc *runCtx) controlFlow(n *graph.Node, in []Tensor, sc *scope) ([]Tensor, 
 		return res, nil
 	case "Scan":
 		return rc.scan(n, in, sc)
+	case "SequenceMap":
+		return rc.sequenceMap(n, in, sc)
 	}
 	return nil, fmt.Errorf("%s is not supported", n.OpType)
 }

@@ -2,125 +2,50 @@ package session
 
 import (
 	"math"
+	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
 )
 
-// The ops below run a Loom kernel (go/session/opkernels) on float32 tensors in the shapes the
-// kernel covers, and the Go host function otherwise.
+// The ops below run Loom kernels (go/session/opkernels) on float32 tensors in the shapes the
+// kernels cover, described as kernel plans (kernel_plan.go), and their Go host functions
+// otherwise.
 
 func init() {
 	for op, code := range map[string]string{"Add": "0", "Sub": "1", "Mul": "2", "Div": "3"} {
-		op, code := op, code
-		kernelOps[op] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-			if out, ok, err := rc.binaryKernel(code, in[0], in[1]); ok || err != nil {
-				return []Tensor{out}, err
-			}
-			return hostOps[op](rc, n, in)
-		}
+		registerKernelOp(op, binaryPlanner(code), hostFallback(op))
 	}
 	unary := map[string]string{"Relu": "0", "Sigmoid": "1", "Tanh": "2", "Exp": "3", "Log": "4", "Sqrt": "5",
 		"Abs": "6", "Neg": "7", "Floor": "8", "Ceil": "9", "Sin": "10", "Cos": "11", "LeakyRelu": "12", "Reciprocal": "13"}
 	for op, code := range unary {
-		op, code := op, code
-		kernelOps[op] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-			if in[0].dtype == graph.Float && in[0].Len() > 0 {
-				out, err := rc.unaryKernel(code, in[0], n.AttrFloat("alpha", 0.01))
-				return []Tensor{out}, err
-			}
-			return hostOps[op](rc, n, in)
-		}
+		registerKernelOp(op, unaryPlanner(code), hostFallback(op))
 	}
-	kernelOps["MatMul"] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-		a, b := in[0], in[1]
-		if a.dtype == graph.Float && b.dtype == graph.Float && len(a.shape) == 2 && len(b.shape) == 2 && a.shape[1] == b.shape[0] {
-			m, k, nn := int(a.shape[0]), int(a.shape[1]), int(b.shape[1])
-			out, err := rc.gemmKernel(a, b, Tensor{}, m, k, nn, [2]int{k, 1}, [2]int{nn, 1}, [2]int{}, 1, 0)
-			return []Tensor{out}, err
-		}
-		return hostOps["MatMul"](rc, n, in)
-	}
-	kernelOps["Gemm"] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-		a, b, c := in[0], in[1], optional(in, 2)
-		if a.dtype != graph.Float || len(a.shape) != 2 || len(b.shape) != 2 || (c.IsValid() && len(c.shape) > 2) {
-			return hostOps["Gemm"](rc, n, in)
-		}
-		ta, tb := n.AttrInt("transA", 0) != 0, n.AttrInt("transB", 0) != 0
-		m, k, as := int(a.shape[0]), int(a.shape[1]), [2]int{int(a.shape[1]), 1}
-		if ta {
-			m, k, as = k, m, [2]int{1, int(a.shape[1])}
-		}
-		kb, nn, bs := int(b.shape[0]), int(b.shape[1]), [2]int{int(b.shape[1]), 1}
-		if tb {
-			kb, nn, bs = nn, kb, [2]int{1, int(b.shape[1])}
-		}
-		if kb != k {
-			return nil, opErr("inner dimensions differ: A gives %d, B gives %d", k, kb)
-		}
-		var cs [2]int
-		beta := n.AttrFloat("beta", 1)
-		if c.IsValid() {
-			st, err := broadcastStrides(c.shape, []int64{int64(m), int64(nn)})
-			if err != nil {
-				return nil, err
-			}
-			cs = [2]int{st[0], st[1]}
-		} else {
-			beta = 0
-		}
-		out, err := rc.gemmKernel(a, b, c, m, k, nn, as, bs, cs, n.AttrFloat("alpha", 1), beta)
-		return []Tensor{out}, err
-	}
-	kernelOps["Conv"] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-		x := in[0]
-		if x.dtype == graph.Float && len(x.shape) == 4 {
-			p, err := convParamsOf(n, x.shape, in[1].shape)
-			if err == nil {
-				out, err := rc.convKernel(x, in[1], optional(in, 2), p)
-				return []Tensor{out}, err
-			}
-		}
-		return hostOps["Conv"](rc, n, in)
-	}
+	registerKernelOp("MatMul", planMatMul, hostFallback("MatMul"))
+	registerKernelOp("Gemm", planGemm, hostFallback("Gemm"))
+	registerKernelOp("Conv", convPlanner(false), hostFallback("Conv"))
+	registerKernelOp(graph.LoomDomain+":FusedConv", convPlanner(true), fusedConvHost)
+	registerKernelOp(graph.LoomDomain+":MatMulAdd", planMatMulAdd, matMulAddHost)
 	for op, isMax := range map[string]bool{"MaxPool": true, "AveragePool": false} {
-		op, isMax := op, isMax
-		kernelOps[op] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-			x := in[0]
-			if x.dtype == graph.Float && len(x.shape) == 4 && len(n.Outputs) == 1 && n.AttrInt("storage_order", 0) == 0 {
-				p, err := poolParamsOf(n, x.shape)
-				if err == nil {
-					out, err := rc.poolKernel(x, p, isMax, n.AttrInt("count_include_pad", 0) != 0)
-					return []Tensor{out}, err
-				}
-			}
-			return hostOps[op](rc, n, in)
-		}
+		registerKernelOp(op, poolPlanner(isMax), hostFallback(op))
 	}
 	for op, log := range map[string]string{"Softmax": "false", "LogSoftmax": "true"} {
-		op, log := op, log
-		kernelOps[op] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-			x := in[0]
-			r := len(x.shape)
-			axis := int(n.AttrInt("axis", softmaxDefaultAxis(rc.opset)))
-			if axis < 0 {
-				axis += r
-			}
-			if x.dtype == graph.Float && x.Len() > 0 && axis >= 0 && axis < max(r, 1) && (rc.opset < 13 || axis == r-1) {
-				rows, cols := 1, 1
-				for i, d := range x.shape {
-					if i < axis {
-						rows *= int(d)
-					} else {
-						cols *= int(d)
-					}
-				}
-				out, err := rc.softmaxKernel(x, rows, cols, log)
-				return []Tensor{out}, err
-			}
-			return hostOps[op](rc, n, in)
-		}
+		registerKernelOp(op, softmaxPlanner(log), hostFallback(op))
 	}
 }
+
+// hostFallback runs op's host function, looked up when the op runs (host functions register
+// in init functions of other files).
+func hostFallback(op string) opFunc {
+	return func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+		f, ok := hostOps[op]
+		if !ok {
+			return nil, opErr("no Loom kernel covers these inputs and %s has no host function", op)
+		}
+		return f(rc, n, in)
+	}
+}
+
+const reasonFloat32 = "Loom kernel: float32 operands"
 
 func softmaxDefaultAxis(opset int64) int64 {
 	if opset < 13 {
@@ -129,209 +54,257 @@ func softmaxDefaultAxis(opset int64) int64 {
 	return -1
 }
 
-// binaryKernel runs the binary kernel when both operands are float32, of rank at most 4, and
-// broadcast together; ok is false when the kernel does not cover the case.
-func (rc *runCtx) binaryKernel(code string, a, b Tensor) (Tensor, bool, error) {
-	if a.dtype != graph.Float || b.dtype != graph.Float || len(a.shape) > 4 || len(b.shape) > 4 {
-		return Tensor{}, false, nil
+func allFloat32(in []valueInfo, idx ...int) bool {
+	for _, i := range idx {
+		if i >= len(in) || !in[i].present || in[i].dtype != graph.Float {
+			return false
+		}
 	}
-	shape, err := broadcastShapes(a.shape, b.shape)
-	if err != nil {
-		return Tensor{}, true, err
-	}
-	total, _ := elementCount(shape)
-	if total == 0 {
-		return Tensor{}, false, nil
-	}
-	out4 := pad4(shape)
-	as, err := broadcastStrides(a.shape, shape)
-	if err != nil {
-		return Tensor{}, true, err
-	}
-	bs, _ := broadcastStrides(b.shape, shape)
-	as4, bs4 := padStrides4(as), padStrides4(bs)
-	ms, k, err := rc.compile("elementwise.loom", "binary", map[string]string{"OP": code})
-	if err != nil {
-		return Tensor{}, true, err
-	}
-	x, err := rc.uploadF32(a.data.([]float32))
-	if err != nil {
-		return Tensor{}, true, err
-	}
-	y, err := rc.uploadF32(b.data.([]float32))
-	if err != nil {
-		return Tensor{}, true, err
-	}
-	z, err := rc.allocF32(int(total))
-	if err != nil {
-		return Tensor{}, true, err
-	}
-	_ = ms
-	args := []uint64{u(out4[0]), u(out4[1]), u(out4[2]), u(out4[3]), u(as4[0]), u(as4[1]), u(as4[2]), u(as4[3]), u(bs4[0]), u(bs4[1]), u(bs4[2]), u(bs4[3])}
-	if err := rc.run([]Command{Dispatch{Kernel: k, Args: args, Workload: args[:4], Bindings: []Binding{x.Read(), y.Read(), z.Write()}}}); err != nil {
-		return Tensor{}, true, err
-	}
-	v, err := rc.readF32(z, int(total))
-	return Tensor{dtype: graph.Float, shape: shape, data: v}, true, err
+	return true
 }
 
-func (rc *runCtx) unaryKernel(code string, a Tensor, alpha float32) (Tensor, error) {
-	_, k, err := rc.compile("elementwise.loom", "unary", map[string]string{"OP": code})
-	if err != nil {
-		return Tensor{}, err
+func declineType(in []valueInfo) string {
+	for _, v := range in {
+		if v.present && v.dtype != graph.Float {
+			return "host: the Loom kernels cover float32 only, got " + v.dtype.String()
+		}
 	}
-	x, err := rc.uploadF32(a.data.([]float32))
-	if err != nil {
-		return Tensor{}, err
-	}
-	y, err := rc.allocF32(a.Len())
-	if err != nil {
-		return Tensor{}, err
-	}
-	n := uint64(a.Len())
-	if err := rc.run([]Command{Dispatch{Kernel: k, Args: []uint64{uint64(math.Float32bits(alpha)), n}, Workload: []uint64{n},
-		Bindings: []Binding{x.Read(), y.Write()}}}); err != nil {
-		return Tensor{}, err
-	}
-	v, err := rc.readF32(y, a.Len())
-	return Tensor{dtype: graph.Float, shape: append([]int64{}, a.shape...), data: v}, err
+	return "host: the Loom kernels do not cover these inputs"
 }
 
-func (rc *runCtx) gemmKernel(a, b, c Tensor, m, k, n int, as, bs, cs [2]int, alpha, beta float32) (Tensor, error) {
-	if m*n == 0 {
-		return Zeros(graph.Float, []int64{int64(m), int64(n)})
+// binaryPlanner: the broadcasting binary kernel, for float32 operands of rank at most 4.
+func binaryPlanner(code string) kernelPlanner {
+	return func(n *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, error) {
+		if len(in) < 2 || !allFloat32(in, 0, 1) {
+			return nil, declineType(in), nil
+		}
+		a, b := in[0], in[1]
+		if len(a.shape) > 4 || len(b.shape) > 4 {
+			return nil, "host: the binary kernel covers rank <= 4", nil
+		}
+		shape, err := broadcastShapes(a.shape, b.shape)
+		if err != nil {
+			return nil, "", err
+		}
+		p := &kernelPlan{outputs: []valueType{{graph.Float, shape}}, reason: reasonFloat32 + ", rank <= 4, broadcast by strides"}
+		if numel(shape) == 0 {
+			return p, "", nil
+		}
+		out4 := pad4(shape)
+		as, _ := broadcastStrides(a.shape, shape)
+		bs, _ := broadcastStrides(b.shape, shape)
+		as4, bs4 := padStrides4(as), padStrides4(bs)
+		args := []uint64{u(out4[0]), u(out4[1]), u(out4[2]), u(out4[3]), u(as4[0]), u(as4[1]), u(as4[2]), u(as4[3]),
+			u(bs4[0]), u(bs4[1]), u(bs4[2]), u(bs4[3])}
+		p.calls = []kernelCall{{file: "elementwise.loom", symbol: "binary", config: map[string]string{"OP": code},
+			args: args, workload: args[:4], bind: []kernelBinding{readOf(inputOperand(0)), readOf(inputOperand(1)), writeOf(outputOperand(0))}}}
+		return p, "", nil
 	}
-	_, kid, err := rc.compile("linalg.loom", "gemm", nil)
-	if err != nil {
-		return Tensor{}, err
-	}
-	A, err := rc.uploadF32(a.data.([]float32))
-	if err != nil {
-		return Tensor{}, err
-	}
-	B, err := rc.uploadF32(b.data.([]float32))
-	if err != nil {
-		return Tensor{}, err
-	}
-	var cv []float32
-	if c.IsValid() {
-		cv = c.data.([]float32)
-	}
-	C, err := rc.uploadF32(cv)
-	if err != nil {
-		return Tensor{}, err
-	}
-	Y, err := rc.allocF32(m * n)
-	if err != nil {
-		return Tensor{}, err
-	}
-	args := []uint64{u(m), u(n), u(k), u(as[0]), u(as[1]), u(bs[0]), u(bs[1]), u(cs[0]), u(cs[1]),
-		uint64(math.Float32bits(alpha)), uint64(math.Float32bits(beta))}
-	if err := rc.run([]Command{Dispatch{Kernel: kid, Args: args, Workload: args[:2], Bindings: []Binding{A.Read(), B.Read(), C.Read(), Y.Write()}}}); err != nil {
-		return Tensor{}, err
-	}
-	v, err := rc.readF32(Y, m*n)
-	return Tensor{dtype: graph.Float, shape: []int64{int64(m), int64(n)}, data: v}, err
 }
 
-func (rc *runCtx) convKernel(x, w, b Tensor, p convParams) (Tensor, error) {
-	if w.dtype != graph.Float {
-		return Tensor{}, opErr("weight type %s differs from input type float", w.dtype)
+// unaryPlanner: the unary kernel over every element of a float32 tensor.
+func unaryPlanner(code string) kernelPlanner {
+	return func(n *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, error) {
+		if len(in) < 1 || !allFloat32(in, 0) {
+			return nil, declineType(in), nil
+		}
+		x := in[0]
+		p := &kernelPlan{outputs: []valueType{{graph.Float, append([]int64{}, x.shape...)}}, reason: reasonFloat32}
+		count := numel(x.shape)
+		if count == 0 {
+			return p, "", nil
+		}
+		alpha := n.AttrFloat("alpha", 0.01)
+		p.calls = []kernelCall{{file: "elementwise.loom", symbol: "unary", config: map[string]string{"OP": code},
+			args: []uint64{uint64(math.Float32bits(alpha)), u(count)}, workload: []uint64{u(count)},
+			bind: []kernelBinding{readOf(inputOperand(0)), writeOf(outputOperand(0))}}}
+		return p, "", nil
 	}
-	nb, c, h, wd := int(x.shape[0]), int(x.shape[1]), int(x.shape[2]), int(x.shape[3])
-	m := int(w.shape[0])
-	oh, ow := p.out[0], p.out[1]
-	outShape := []int64{int64(nb), int64(m), int64(oh), int64(ow)}
-	if nb*m*oh*ow == 0 {
-		return Zeros(graph.Float, outShape)
-	}
-	_, kid, err := rc.compile("linalg.loom", "conv2d", nil)
-	if err != nil {
-		return Tensor{}, err
-	}
-	bias := make([]float32, m)
-	if b.IsValid() {
-		bias = b.data.([]float32)
-	}
-	X, err := rc.uploadF32(x.data.([]float32))
-	if err != nil {
-		return Tensor{}, err
-	}
-	W, err := rc.uploadF32(w.data.([]float32))
-	if err != nil {
-		return Tensor{}, err
-	}
-	B, err := rc.uploadF32(bias)
-	if err != nil {
-		return Tensor{}, err
-	}
-	Y, err := rc.allocF32(nb * m * oh * ow)
-	if err != nil {
-		return Tensor{}, err
-	}
-	args := []uint64{u(nb), u(m), u(oh), u(ow), u(c), u(h), u(wd), u(p.kernel[0]), u(p.kernel[1]), u(p.group),
-		u(p.strides[0]), u(p.strides[1]), u(p.padBegin[0]), u(p.padBegin[1]), u(p.dilations[0]), u(p.dilations[1])}
-	if err := rc.run([]Command{Dispatch{Kernel: kid, Args: args, Workload: args[:4], Bindings: []Binding{X.Read(), W.Read(), B.Read(), Y.Write()}}}); err != nil {
-		return Tensor{}, err
-	}
-	v, err := rc.readF32(Y, nb*m*oh*ow)
-	return Tensor{dtype: graph.Float, shape: outShape, data: v}, err
 }
 
-func (rc *runCtx) poolKernel(x Tensor, p convParams, isMax, countPad bool) (Tensor, error) {
-	nc, h, wd := int(x.shape[0]*x.shape[1]), int(x.shape[2]), int(x.shape[3])
-	oh, ow := p.out[0], p.out[1]
-	outShape := []int64{x.shape[0], x.shape[1], int64(oh), int64(ow)}
-	if nc*oh*ow == 0 {
-		return Zeros(graph.Float, outShape)
+// planMatMul: gemm_fast.loom's register-tiled kernels for float32 MatMul with numpy semantics
+// (1-D operands, broadcast batch axes folded into two; a B without batch axes folds A's into
+// rows).
+func planMatMul(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, error) {
+	if len(in) < 2 || !allFloat32(in, 0, 1) {
+		return nil, declineType(in), nil
 	}
-	cfg := map[string]string{"MAX": "false", "COUNT_PAD": "false"}
-	if isMax {
-		cfg["MAX"] = "true"
+	g, out, reason, err := matMulSpec(in[0].shape, in[1].shape)
+	if err != nil || reason != "" {
+		return nil, reason, err
 	}
-	if countPad {
-		cfg["COUNT_PAD"] = "true"
+	p := &kernelPlan{outputs: []valueType{{graph.Float, out}}, reason: reasonFloat32 + ", register-tiled matrix product"}
+	if numel(out) > 0 {
+		g.emit(p, outputOperand(0))
 	}
-	_, kid, err := rc.compile("linalg.loom", "pool2d", cfg)
-	if err != nil {
-		return Tensor{}, err
-	}
-	X, err := rc.uploadF32(x.data.([]float32))
-	if err != nil {
-		return Tensor{}, err
-	}
-	Y, err := rc.allocF32(nc * oh * ow)
-	if err != nil {
-		return Tensor{}, err
-	}
-	args := []uint64{u(nc), u(oh), u(ow), u(h), u(wd), u(p.kernel[0]), u(p.kernel[1]), u(p.strides[0]), u(p.strides[1]),
-		u(p.padBegin[0]), u(p.padBegin[1]), u(p.dilations[0]), u(p.dilations[1])}
-	if err := rc.run([]Command{Dispatch{Kernel: kid, Args: args, Workload: args[:3], Bindings: []Binding{X.Read(), Y.Write()}}}); err != nil {
-		return Tensor{}, err
-	}
-	v, err := rc.readF32(Y, nc*oh*ow)
-	return Tensor{dtype: graph.Float, shape: outShape, data: v}, err
+	return p, "", nil
 }
 
-func (rc *runCtx) softmaxKernel(x Tensor, rows, cols int, log string) (Tensor, error) {
-	_, kid, err := rc.compile("linalg.loom", "softmax", map[string]string{"LOG": log})
+// planMatMulAdd is Loom's fused MatMul + Add: the MatMul of planMatMul with B a matrix (A's
+// batch axes folded into rows) and C, of rank <= 2, broadcast to the folded [M, N].
+func planMatMulAdd(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, error) {
+	if len(in) != 3 || !allFloat32(in, 0, 1, 2) {
+		return nil, declineType(in), nil
+	}
+	if len(in[0].shape) < 2 || len(in[1].shape) != 2 || len(in[2].shape) > 2 {
+		return nil, "host: the gemm kernels cover A [..., M, K] x B [K, N] + C of rank <= 2", nil
+	}
+	g, out, reason, err := matMulSpec(in[0].shape, in[1].shape)
+	if err != nil || reason != "" {
+		return nil, reason, err
+	}
+	full, err := broadcastShapes(out, in[2].shape)
 	if err != nil {
-		return Tensor{}, err
+		return nil, "", err
 	}
-	X, err := rc.uploadF32(x.data.([]float32))
+	if !equalShapes(full, out) {
+		return nil, "host: the bias broadcasts beyond the product", nil
+	}
+	st, err := broadcastStrides(in[2].shape, []int64{int64(g.m), int64(g.n)})
 	if err != nil {
-		return Tensor{}, err
+		return nil, "host: the bias does not broadcast to [M, N] once A's axes are folded", nil
 	}
-	Y, err := rc.allocF32(rows * cols)
+	g.hasC, g.c, g.beta, g.cs = true, inputOperand(2), 1, [4]int{0, 0, st[0], st[1]}
+	p := &kernelPlan{outputs: []valueType{{graph.Float, out}}, reason: reasonFloat32 + ", register-tiled matrix product, B a matrix, bias of rank <= 2"}
+	if numel(out) > 0 {
+		g.emit(p, outputOperand(0))
+	}
+	return p, "", nil
+}
+
+func equalShapes(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func matMulAddHost(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	if len(in) != 3 || !in[2].IsValid() {
+		return nil, opErr("MatMulAdd needs inputs A, B and C, got %d", len(in))
+	}
+	p, err := kernelOps["MatMul"](rc, n, in[:2])
 	if err != nil {
-		return Tensor{}, err
+		return nil, err
 	}
-	args := []uint64{u(rows), u(cols)}
-	if err := rc.run([]Command{Dispatch{Kernel: kid, Args: args, Workload: args, Bindings: []Binding{X.Read(), Y.Write()}}}); err != nil {
-		return Tensor{}, err
+	return kernelOps["Add"](rc, n, []Tensor{p[0], in[2]})
+}
+
+// planGemm: Gemm on float32 matrices with gemm_fast.loom's kernels; transposes are strides,
+// C (rank <= 2) broadcasts by strides.
+func planGemm(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, error) {
+	if len(in) < 2 || !allFloat32(in, 0, 1) || (len(in) > 2 && in[2].present && in[2].dtype != graph.Float) {
+		return nil, declineType(in), nil
 	}
-	v, err := rc.readF32(Y, rows*cols)
-	return Tensor{dtype: graph.Float, shape: append([]int64{}, x.shape...), data: v}, err
+	a, b := in[0], in[1]
+	hasC := len(in) > 2 && in[2].present
+	if len(a.shape) != 2 || len(b.shape) != 2 || (hasC && len(in[2].shape) > 2) {
+		return nil, "host: the gemm kernels cover matrices and C of rank <= 2", nil
+	}
+	ta, tb := nd.AttrInt("transA", 0) != 0, nd.AttrInt("transB", 0) != 0
+	m, k, as := int(a.shape[0]), int(a.shape[1]), [2]int{int(a.shape[1]), 1}
+	if ta {
+		m, k, as = k, m, [2]int{1, int(a.shape[1])}
+	}
+	kb, n, bs := int(b.shape[0]), int(b.shape[1]), [2]int{int(b.shape[1]), 1}
+	if tb {
+		kb, n, bs = n, kb, [2]int{1, int(b.shape[1])}
+	}
+	if kb != k {
+		return nil, "", opErr("inner dimensions differ: A gives %d, B gives %d", k, kb)
+	}
+	g := gemmSpec{m: m, n: n, k: k, nb0: 1, nb1: 1, a: inputOperand(0), b: inputOperand(1),
+		as: [4]int{0, 0, as[0], as[1]}, bs: [4]int{0, 0, bs[0], bs[1]}, alpha: nd.AttrFloat("alpha", 1), act: "0"}
+	if hasC {
+		st, err := broadcastStrides(in[2].shape, []int64{int64(m), int64(n)})
+		if err != nil {
+			return nil, "", err
+		}
+		g.hasC, g.c, g.beta, g.cs = true, inputOperand(2), nd.AttrFloat("beta", 1), [4]int{0, 0, st[0], st[1]}
+	}
+	p := &kernelPlan{outputs: []valueType{{graph.Float, []int64{int64(m), int64(n)}}}, reason: reasonFloat32 + ", register-tiled matrix product"}
+	if m*n > 0 {
+		g.emit(p, outputOperand(0))
+	}
+	return p, "", nil
+}
+
+// convActivations maps FusedConv's activation attribute to the conv2d kernel's ACT code.
+var convActivations = map[string]string{"": "0", "Relu": "1", "Sigmoid": "2", "Tanh": "3", "LeakyRelu": "4", "HardSigmoid": "5", "Clip": "6"}
+
+// convPlanner: gemm_fast.loom's and conv_fast.loom's kernels for 1-D and 2-D float32
+// convolutions (see convPlan); fused adds the activation of Loom's FusedConv.
+func convPlanner(fused bool) kernelPlanner {
+	return func(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, error) {
+		return convPlan(nd, in, fused)
+	}
+}
+
+// poolPlanner: the pool2d kernel for 2-D max and average pooling without indices.
+func poolPlanner(isMax bool) kernelPlanner {
+	return func(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, error) {
+		if len(in) < 1 || !allFloat32(in, 0) {
+			return nil, declineType(in), nil
+		}
+		x := in[0]
+		if len(x.shape) != 4 || len(nd.Outputs) != 1 || nd.AttrInt("storage_order", 0) != 0 {
+			return nil, "host: the pool2d kernel covers 2-D pooling without indices", nil
+		}
+		pr, err := poolParamsOf(nd, x.shape)
+		if err != nil {
+			return nil, "host: " + err.Error(), nil
+		}
+		nc, h, wd := int(x.shape[0]*x.shape[1]), int(x.shape[2]), int(x.shape[3])
+		oh, ow := pr.out[0], pr.out[1]
+		p := &kernelPlan{outputs: []valueType{{graph.Float, []int64{x.shape[0], x.shape[1], int64(oh), int64(ow)}}},
+			reason: reasonFloat32 + ", 2-D"}
+		if nc*oh*ow == 0 {
+			return p, "", nil
+		}
+		cfg := map[string]string{"MAX": strconv.FormatBool(isMax),
+			"COUNT_PAD": strconv.FormatBool(nd.AttrInt("count_include_pad", 0) != 0)}
+		args := []uint64{u(nc), u(oh), u(ow), u(h), u(wd), u(pr.kernel[0]), u(pr.kernel[1]), u(pr.strides[0]), u(pr.strides[1]),
+			u(pr.padBegin[0]), u(pr.padBegin[1]), u(pr.dilations[0]), u(pr.dilations[1])}
+		p.calls = []kernelCall{{file: "linalg.loom", symbol: "pool2d", config: cfg, args: args, workload: args[:3],
+			bind: []kernelBinding{readOf(inputOperand(0)), writeOf(outputOperand(0))}}}
+		return p, "", nil
+	}
+}
+
+// softmaxPlanner: the softmax kernel over a trailing block of axes (the last axis from
+// opset 13 on; from axis on, flattened, before it).
+func softmaxPlanner(log string) kernelPlanner {
+	return func(nd *graph.Node, opset int64, in []valueInfo) (*kernelPlan, string, error) {
+		if len(in) < 1 || !allFloat32(in, 0) {
+			return nil, declineType(in), nil
+		}
+		x := in[0]
+		r := len(x.shape)
+		axis := int(nd.AttrInt("axis", softmaxDefaultAxis(opset)))
+		if axis < 0 {
+			axis += r
+		}
+		if numel(x.shape) == 0 || axis < 0 || axis >= max(r, 1) || (opset >= 13 && axis != r-1) {
+			return nil, "host: the softmax kernel covers a non-empty tensor over its last axis", nil
+		}
+		rows, cols := 1, 1
+		for i, d := range x.shape {
+			if i < axis {
+				rows *= int(d)
+			} else {
+				cols *= int(d)
+			}
+		}
+		args := []uint64{u(rows), u(cols)}
+		return &kernelPlan{outputs: []valueType{{graph.Float, append([]int64{}, x.shape...)}}, reason: reasonFloat32,
+			calls: []kernelCall{{file: "linalg.loom", symbol: "softmax", config: map[string]string{"LOG": log}, args: args, workload: args,
+				bind: []kernelBinding{readOf(inputOperand(0)), writeOf(outputOperand(0))}}}}, "", nil
+	}
 }
 
 func u(v int) uint64 { return uint64(v) }

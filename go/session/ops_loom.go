@@ -14,22 +14,13 @@ import (
 var loomOps = map[string]opFunc{}
 
 func init() {
-	loomOps["FusedConv"] = fusedConv
-	loomOps["MatMulAdd"] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-		if len(in) != 3 || !in[2].IsValid() {
-			return nil, opErr("MatMulAdd needs inputs A, B and C, got %d", len(in))
-		}
-		p, err := kernelOps["MatMul"](rc, n, in[:2])
-		if err != nil {
-			return nil, err
-		}
-		return kernelOps["Add"](rc, n, []Tensor{p[0], in[2]})
-	}
-	loomOps["Attention"] = loomAttention
+	// FusedConv and MatMulAdd are kernel ops (ops_kernels.go); fusedConvHost and
+	// matMulAddHost are their host fallbacks. So is Attention (ops_kernels_attention.go), with
+	// loomAttention as its fallback.
 	// Before opset 17 (LayerNormalization) and 20 (Gelu) the optimizer puts these standard
-	// operators in Loom's domain; their semantics are ai.onnx's.
-	loomOps["LayerNormalization"] = hostOps["LayerNormalization"]
-	loomOps["Gelu"] = gelu
+	// operators in Loom's domain; their semantics are ai.onnx's. Both are kernel ops
+	// (ops_kernels_norm.go registers loomOps for them, with these host functions as
+	// fallbacks), so this init must not set loomOps: it runs after that file's.
 	hostOps["Gelu"] = gelu
 }
 
@@ -52,9 +43,9 @@ func gelu(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 	return unaryOp(simple(f))(rc, n, in)
 }
 
-// fusedConv is Conv followed by the activation named by the activation attribute, with its
+// fusedConvHost is Conv followed by the activation named by the activation attribute, with its
 // parameters in activation_params (LeakyRelu alpha; HardSigmoid alpha, beta; Clip min, max).
-func fusedConv(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+func fusedConvHost(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 	act := n.AttrString("activation", "")
 	params := n.AttrFloats("activation_params")
 	param := func(i int, def float64) float64 {

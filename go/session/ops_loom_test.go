@@ -144,7 +144,9 @@ func TestLoomAttentionMaskModes(t *testing.T) {
 }
 
 func TestGeluApproximations(t *testing.T) {
-	rc := &runCtx{opset: 20}
+	// Gelu is a kernel op (ops_kernels_norm.go): the run needs a session for its device.
+	rc := &runCtx{s: kernelCheckSession(t), opset: 20}
+	defer rc.close()
 	x := MustTensor([]int64{5}, []float32{-3, -0.5, 0, 0.7, 2.5})
 	for _, c := range []struct {
 		approximate string

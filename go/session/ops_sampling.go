@@ -3,14 +3,31 @@ package session
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"sort"
 
 	"github.com/loomrt/loom/go/graph"
 )
 
-// Host functions for sampling-style ops: GridSample, RoiAlign, MaxUnpool, MelWeightMatrix, and
-// BatchNormalization's training mode (batch statistics plus updated running mean/var).
+// Host functions for sampling-style ops: GridSample, RoiAlign, MaxUnpool, MelWeightMatrix,
+// BatchNormalization's training mode (batch statistics plus updated running mean/var), the
+// random generators Bernoulli, RandomUniform(Like), RandomNormal(Like) and Multinomial, and
+// Dropout's training mode.
 
 func init() {
+	hostOps["Bernoulli"] = opBernoulli
+	hostOps["RandomUniform"] = opRandomUniform
+	hostOps["RandomUniformLike"] = opRandomUniform
+	hostOps["RandomNormal"] = opRandomNormal
+	hostOps["RandomNormalLike"] = opRandomNormal
+	hostOps["Multinomial"] = opMultinomial
+	inferenceDropout := hostOps["Dropout"]
+	hostOps["Dropout"] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+		if t := optional(in, 2); rc.opset >= 12 && t.IsValid() && t.Len() == 1 && t.float64s()[0] != 0 {
+			return dropoutTraining(n, in)
+		}
+		return inferenceDropout(rc, n, in)
+	}
 	hostOps["GridSample"] = opGridSample
 	hostOps["RoiAlign"] = opRoiAlign
 	hostOps["MaxUnpool"] = opMaxUnpool
@@ -472,4 +489,260 @@ func batchNormTraining(n *graph.Node, in []Tensor) ([]Tensor, error) {
 		return nil, err
 	}
 	return []Tensor{y, m, vr}, nil
+}
+
+// randomSource is the generator one random node draws from in one run. With the node's seed
+// attribute (a float for the generators, an int for Dropout) it is seeded from the seed, so
+// every run (and every session) of that node draws the same values; without one it is freshly
+// seeded each run, as the spec's "if not specified we will auto generate one" asks.
+func randomSource(n *graph.Node) *rand.Rand {
+	if a := n.Attr("seed"); a != nil && (a.Type == graph.AttrFloat || a.Type == graph.AttrInt) {
+		bits := uint64(math.Float32bits(a.Float))
+		if a.Type == graph.AttrInt {
+			bits = uint64(a.Int) ^ 1<<63 // apart from the float seeds' bit patterns
+		}
+		return rand.New(rand.NewPCG(bits, bits^0x9e3779b97f4a7c15))
+	}
+	return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+}
+
+// randomOutputType is the element type of a generator's output: the dtype attribute when given,
+// else def (the input's type for the *Like ops and Bernoulli, float for the others). allowed
+// lists the types the op's schema accepts.
+func randomOutputType(n *graph.Node, def DType, allowed func(DType) bool) (DType, error) {
+	dt := def
+	if a := n.Attr("dtype"); a != nil {
+		dt = DType(a.Int)
+	}
+	if !allowed(dt) {
+		how := "the input's type"
+		if n.Attr("dtype") != nil {
+			how = "attribute dtype"
+		} else if n.OpType == "RandomUniform" || n.OpType == "RandomNormal" {
+			how = "the default type"
+		}
+		return 0, fmt.Errorf("%s: output element type %s (%s) is not supported", n.OpType, dt, how)
+	}
+	return dt, nil
+}
+
+// isRandomFloat reports whether dt is one of the float types the generators produce.
+func isRandomFloat(dt DType) bool {
+	return dt == graph.Float || dt == graph.Double || dt == graph.Float16 || dt == graph.BFloat16
+}
+
+// roundTo rounds v to the nearest value of the float type dt.
+func roundTo(dt DType, v float64) float64 {
+	switch dt {
+	case graph.Float:
+		return float64(float32(v))
+	case graph.Float16:
+		return float64(ToFloat16(float32(v)).Float32())
+	case graph.BFloat16:
+		return float64(ToBFloat16(float32(v)).Float32())
+	}
+	return v
+}
+
+// randomShape is the generator's output shape: the shape attribute for RandomUniform and
+// RandomNormal, the input's shape for the *Like ops.
+func randomShape(n *graph.Node, in []Tensor) ([]int64, error) {
+	if n.OpType == "RandomUniformLike" || n.OpType == "RandomNormalLike" {
+		if len(in) == 0 || !in[0].IsValid() {
+			return nil, fmt.Errorf("%s: input is missing", n.OpType)
+		}
+		return append([]int64{}, in[0].shape...), nil
+	}
+	a := n.Attr("shape")
+	if a == nil || a.Type != graph.AttrInts {
+		return nil, fmt.Errorf("%s: attribute shape is required", n.OpType)
+	}
+	if _, err := elementCount(a.Ints); err != nil {
+		return nil, fmt.Errorf("%s: shape: %w", n.OpType, err)
+	}
+	return append([]int64{}, a.Ints...), nil
+}
+
+// randomFloatType resolves a generator's output type: dtype, else the input's type for the
+// *Like ops, else float.
+func randomFloatType(n *graph.Node, in []Tensor) (DType, error) {
+	def := DType(graph.Float)
+	if len(in) > 0 && in[0].IsValid() {
+		def = in[0].dtype
+	}
+	return randomOutputType(n, def, isRandomFloat)
+}
+
+// opRandomUniform draws from the uniform distribution on [low, high). A draw that rounds to
+// high (or below low) in the output type is drawn again, so the bounds hold after rounding too.
+func opRandomUniform(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	shape, err := randomShape(n, in)
+	if err != nil {
+		return nil, err
+	}
+	dt, err := randomFloatType(n, in)
+	if err != nil {
+		return nil, err
+	}
+	low, high := float64(n.AttrFloat("low", 0)), float64(n.AttrFloat("high", 1))
+	if !(low <= high) || math.IsInf(low, 0) || math.IsInf(high, 0) {
+		return nil, fmt.Errorf("%s: low %g and high %g must be finite with low <= high", n.OpType, low, high)
+	}
+	r := randomSource(n)
+	out := make([]float64, numel(shape))
+	for i := range out {
+		if low == high {
+			out[i] = low
+			continue
+		}
+		const attempts = 64
+		for k := 0; ; k++ {
+			v := roundTo(dt, low+(high-low)*r.Float64())
+			if v >= low && v < high {
+				out[i] = v
+				break
+			}
+			if k == attempts {
+				return nil, fmt.Errorf("%s: [%g, %g) holds (almost) no %s value", n.OpType, low, high, dt)
+			}
+		}
+	}
+	return floatResult(dt, shape, out)
+}
+
+// opRandomNormal draws from the normal distribution with the mean and scale (standard
+// deviation) attributes.
+func opRandomNormal(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	shape, err := randomShape(n, in)
+	if err != nil {
+		return nil, err
+	}
+	dt, err := randomFloatType(n, in)
+	if err != nil {
+		return nil, err
+	}
+	mean, scale := float64(n.AttrFloat("mean", 0)), float64(n.AttrFloat("scale", 1))
+	if math.IsNaN(mean) || math.IsInf(mean, 0) || !(scale >= 0) || math.IsInf(scale, 0) {
+		return nil, fmt.Errorf("%s: mean %g must be finite and scale %g finite and not negative", n.OpType, mean, scale)
+	}
+	r := randomSource(n)
+	out := make([]float64, numel(shape))
+	for i := range out {
+		out[i] = mean + scale*r.NormFloat64()
+	}
+	return floatResult(dt, shape, out)
+}
+
+// opBernoulli draws 1 with probability p and 0 otherwise for every element p of the input,
+// which must lie in [0, 1]; the output has the dtype attribute's type, else the input's.
+func opBernoulli(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	x := in[0]
+	if !isRandomFloat(x.dtype) {
+		return nil, fmt.Errorf("Bernoulli: input element type %s is not a float type", x.dtype)
+	}
+	dt, err := randomOutputType(n, x.dtype, func(dt DType) bool {
+		return isRandomFloat(dt) || dt == graph.Bool || dt.IsInteger()
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := x.float64s()
+	r := randomSource(n)
+	out := make([]float64, len(p))
+	for i, v := range p {
+		if !(v >= 0 && v <= 1) {
+			return nil, fmt.Errorf("Bernoulli: probability %g at element %d is outside [0, 1]", v, i)
+		}
+		if r.Float64() < v {
+			out[i] = 1
+		}
+	}
+	return floatResult(dt, x.shape, out)
+}
+
+// opMultinomial draws sample_size class indices per batch row of the (batch, classes) input of
+// unnormalized log-probabilities, class k with probability softmax(row)[k].
+func opMultinomial(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	x := in[0]
+	if !isRandomFloat(x.dtype) || len(x.shape) != 2 {
+		return nil, fmt.Errorf("Multinomial: input must be a float (batch, classes) tensor, got %s %v", x.dtype, x.shape)
+	}
+	dt, err := randomOutputType(n, graph.Int32, func(dt DType) bool { return dt == graph.Int32 || dt == graph.Int64 })
+	if err != nil {
+		return nil, err
+	}
+	samples := n.AttrInt("sample_size", 1)
+	batch, classes := int(x.shape[0]), int(x.shape[1])
+	shape := []int64{x.shape[0], samples}
+	if _, err := elementCount(shape); err != nil || samples < 0 {
+		return nil, fmt.Errorf("Multinomial: sample_size %d with batch %d is out of range", samples, batch)
+	}
+	if classes == 0 && samples > 0 && batch > 0 {
+		return nil, fmt.Errorf("Multinomial: input %v has no classes to draw from", x.shape)
+	}
+	logits := x.float64s()
+	r := randomSource(n)
+	out := make([]float64, 0, batch*int(samples))
+	cdf := make([]float64, classes)
+	for b := 0; b < batch; b++ {
+		row := logits[b*classes : (b+1)*classes]
+		top := math.Inf(-1)
+		for k, v := range row {
+			if math.IsNaN(v) || math.IsInf(v, 1) {
+				return nil, fmt.Errorf("Multinomial: log-probability %g at row %d class %d", v, b, k)
+			}
+			top = max(top, v)
+		}
+		if math.IsInf(top, -1) && samples > 0 {
+			return nil, fmt.Errorf("Multinomial: row %d has no class with nonzero probability", b)
+		}
+		total := 0.0
+		for k, v := range row {
+			total += math.Exp(v - top)
+			cdf[k] = total
+		}
+		for s := int64(0); s < samples; s++ {
+			u := r.Float64() * total
+			// The first class whose cumulative mass exceeds u; a class of zero mass never is.
+			out = append(out, float64(sort.Search(classes, func(k int) bool { return cdf[k] > u })))
+		}
+	}
+	return floatResult(dt, shape, out)
+}
+
+// dropoutTraining is Dropout with training_mode true (opset 12 on): each element is kept with
+// probability 1 - ratio and scaled by 1/(1 - ratio), or dropped to zero; the mask output says
+// which were kept. Ratio 0 keeps everything.
+func dropoutTraining(n *graph.Node, in []Tensor) ([]Tensor, error) {
+	x := in[0]
+	if !x.dtype.IsFloat() {
+		return nil, fmt.Errorf("Dropout: data element type %s is not a float type", x.dtype)
+	}
+	ratio := 0.5
+	if t := optional(in, 1); t.IsValid() {
+		if t.Len() != 1 {
+			return nil, fmt.Errorf("Dropout: ratio must be a scalar, got shape %v", t.shape)
+		}
+		ratio = t.float64s()[0]
+	}
+	if !(ratio >= 0 && ratio < 1) {
+		return nil, fmt.Errorf("Dropout: ratio %g is outside [0, 1)", ratio)
+	}
+	v := x.float64s()
+	mask := make([]bool, len(v))
+	r := randomSource(n)
+	scale := 1 / (1 - ratio)
+	for i := range v {
+		mask[i] = ratio == 0 || r.Float64() >= ratio
+		if mask[i] {
+			v[i] *= scale
+		} else {
+			v[i] = 0
+		}
+	}
+	y, err := fromFloat64s(x.dtype, x.shape, v)
+	if err != nil {
+		return nil, err
+	}
+	return []Tensor{y, {dtype: graph.Bool, shape: append([]int64{}, x.shape...), data: mask}}, nil
 }

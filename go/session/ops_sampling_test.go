@@ -210,3 +210,304 @@ func TestGridSamplePaddingModesMatchFoldedGrids(t *testing.T) {
 	assert.InDeltaSlice(t, sample("linear", "zeros", clamped), sample("linear", "border", clamped), 1e-5,
 		"inside [-1, 1] with align_corners=1 padding never applies to linear sampling")
 }
+
+// randomTestDelta bounds the probability that one statistical assertion below fails a correct
+// generator.
+const randomTestDelta = 1e-9
+
+// bernsteinDeviation is the t with P(|S - E S| >= t) <= delta for a sum of independent terms
+// within 1 of their means whose variances sum to variance.
+func bernsteinDeviation(variance, delta float64) float64 {
+	l := math.Log(2 / delta)
+	return l/3 + math.Sqrt(l*l/9+2*l*variance)
+}
+
+// relativeSpacing is the spacing of dt's values at 1, which bounds its relative rounding error.
+func relativeSpacing(dt DType) float64 {
+	switch dt {
+	case graph.Float16:
+		return 0x1p-10
+	case graph.BFloat16:
+		return 0x1p-7
+	case graph.Float:
+		return 0x1p-23
+	}
+	return 0x1p-52
+}
+
+func TestRandomUniformDistributionAndTypes(t *testing.T) {
+	rnd := inferRand()
+	rc := &runCtx{opset: 22}
+	for _, dt := range []DType{graph.Float16, graph.BFloat16, graph.Float, graph.Double} {
+		low := float32(rnd.Float64()*4 - 3)
+		high := low + 0.5 + float32(rnd.Float64()*4)
+		n := graph.NewNode("u", "RandomUniform", nil, []string{"y"}, graph.IntsAttr("shape", 64, 64),
+			graph.IntAttr("dtype", int64(dt)), graph.FloatAttr("low", low), graph.FloatAttr("high", high))
+		got, err := opRandomUniform(rc, n, nil)
+		require.NoError(t, err)
+		require.Equal(t, dt, got[0].DType())
+		require.Equal(t, []int64{64, 64}, got[0].Shape())
+		v := got[0].float64s()
+		lo, hi := float64(low), float64(high)
+		for i, x := range v {
+			require.True(t, x >= lo && x < hi, "%s element %d is %v, outside [%v, %v)", dt, i, x, lo, hi)
+		}
+		// Hoeffding for the mean and the variance about the centre, widened by the rounding.
+		mean, variance := meanVar(v)
+		spread := math.Sqrt(math.Log(2/randomTestDelta) / (2 * float64(len(v))))
+		rounding := relativeSpacing(dt) * math.Max(math.Abs(lo), math.Abs(hi))
+		assert.InDelta(t, (lo+hi)/2, mean, (hi-lo)*spread+rounding, "%s mean", dt)
+		assert.InDelta(t, (hi-lo)*(hi-lo)/12, variance+(mean-(lo+hi)/2)*(mean-(lo+hi)/2), (hi-lo)*(hi-lo)/4*spread+rounding*(hi-lo), "%s variance", dt)
+	}
+	// The *Like form takes the input's shape, and its type unless dtype says otherwise.
+	x := MustTensor([]int64{5, 7}, make([]Float16, 35))
+	like := graph.NewNode("u", "RandomUniformLike", []string{"x"}, []string{"y"})
+	got, err := opRandomUniform(rc, like, []Tensor{x})
+	require.NoError(t, err)
+	assert.Equal(t, graph.Float16, got[0].DType())
+	assert.Equal(t, []int64{5, 7}, got[0].Shape())
+	like.SetAttr(graph.IntAttr("dtype", int64(graph.Double)))
+	got, err = opRandomUniform(rc, like, []Tensor{x})
+	require.NoError(t, err)
+	assert.Equal(t, graph.Double, got[0].DType())
+	_, err = opRandomUniform(rc, graph.NewNode("u", "RandomUniformLike", []string{"x"}, []string{"y"}), []Tensor{i64Tensor([]int64{3}, []int64{1, 2, 3})})
+	assert.ErrorContains(t, err, "int64 (the input's type) is not supported")
+	_, err = opRandomUniform(rc, graph.NewNode("u", "RandomUniform", nil, []string{"y"}, graph.IntsAttr("shape", 2),
+		graph.FloatAttr("low", 2), graph.FloatAttr("high", 1)), nil)
+	assert.ErrorContains(t, err, "low <= high")
+	_, err = opRandomUniform(rc, graph.NewNode("u", "RandomUniform", nil, []string{"y"}), nil)
+	assert.ErrorContains(t, err, "attribute shape is required")
+}
+
+func TestRandomNormalDistributionAndTypes(t *testing.T) {
+	rnd := inferRand()
+	rc := &runCtx{opset: 22}
+	for _, dt := range []DType{graph.Float16, graph.BFloat16, graph.Float, graph.Double} {
+		mean, scale := float32(rnd.Float64()*4-2), float32(0.25+rnd.Float64()*2)
+		n := graph.NewNode("n", "RandomNormal", nil, []string{"y"}, graph.IntsAttr("shape", 4096),
+			graph.IntAttr("dtype", int64(dt)), graph.FloatAttr("mean", mean), graph.FloatAttr("scale", scale))
+		got, err := opRandomNormal(rc, n, nil)
+		require.NoError(t, err)
+		require.Equal(t, dt, got[0].DType())
+		v := got[0].float64s()
+		mu, sigma := float64(mean), float64(scale)
+		rounding := relativeSpacing(dt) * (math.Abs(mu) + 7*sigma)
+		// The sample mean is normal with deviation sigma/sqrt(n); the sum of squared deviations
+		// from the mean over sigma² is chi-square(n) (Laurent-Massart bounds).
+		z := math.Sqrt2 * math.Erfcinv(randomTestDelta)
+		m, _ := meanVar(v)
+		assert.InDelta(t, mu, m, z*sigma/math.Sqrt(float64(len(v)))+rounding, "%s mean", dt)
+		q := 0.0
+		for _, x := range v {
+			require.Less(t, math.Abs(x-mu), 7*sigma+rounding, "%s value %v", dt, x)
+			q += (x - mu) * (x - mu) / (sigma * sigma)
+		}
+		nf, xl := float64(len(v)), math.Log(2/randomTestDelta)
+		slack := 2 * rounding / sigma * math.Sqrt(q*nf) // rounding moves each |x - mu| by at most rounding
+		assert.Less(t, q, nf+2*math.Sqrt(nf*xl)+2*xl+slack, "%s variance", dt)
+		assert.Greater(t, q, nf-2*math.Sqrt(nf*xl)-slack, "%s variance", dt)
+	}
+	like := graph.NewNode("n", "RandomNormalLike", []string{"x"}, []string{"y"})
+	got, err := opRandomNormal(rc, like, []Tensor{MustTensor([]int64{2, 3}, make([]float64, 6))})
+	require.NoError(t, err)
+	assert.Equal(t, graph.Double, got[0].DType())
+	assert.Equal(t, []int64{2, 3}, got[0].Shape())
+	_, err = opRandomNormal(rc, graph.NewNode("n", "RandomNormal", nil, []string{"y"}, graph.IntsAttr("shape", 2),
+		graph.IntAttr("dtype", int64(graph.Int32))), nil)
+	assert.ErrorContains(t, err, "int32 (attribute dtype) is not supported")
+}
+
+func TestBernoulliFrequenciesAndTypes(t *testing.T) {
+	rnd := inferRand()
+	rc := &runCtx{opset: 22}
+	// Four groups of 5000 elements with fresh probabilities, plus the exact ends 0 and 1.
+	const group = 5000
+	probs := []float64{rnd.Float64() * 0.3, 0.3 + rnd.Float64()*0.4, 0.7 + rnd.Float64()*0.3, rnd.Float64(), 0, 1}
+	p := make([]float64, group*len(probs))
+	for i := range p {
+		p[i] = probs[i/group]
+	}
+	x := MustTensor([]int64{int64(len(probs)), group}, p)
+	got, err := opBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []Tensor{x})
+	require.NoError(t, err)
+	require.Equal(t, graph.Double, got[0].DType(), "the input's type without dtype")
+	require.Equal(t, x.Shape(), got[0].Shape())
+	v := got[0].float64s()
+	for g, q := range probs {
+		ones := 0.0
+		for _, b := range v[g*group : (g+1)*group] {
+			require.True(t, b == 0 || b == 1, "value %v", b)
+			ones += b
+		}
+		assert.InDelta(t, group*q, ones, bernsteinDeviation(group*q*(1-q), randomTestDelta), "group %d, p = %v", g, q)
+	}
+	for _, dt := range []DType{graph.Bool, graph.Int32, graph.Float16} {
+		got, err := opBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}, graph.IntAttr("dtype", int64(dt))),
+			[]Tensor{MustTensor([]int64{3}, []float32{0, 1, 1})})
+		require.NoError(t, err)
+		assert.Equal(t, dt, got[0].DType())
+		assert.Equal(t, []float64{0, 1, 1}, got[0].float64s())
+	}
+	_, err = opBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []Tensor{MustTensor([]int64{2}, []float32{0.5, 1.5})})
+	assert.ErrorContains(t, err, "probability 1.5 at element 1")
+	_, err = opBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []Tensor{i64Tensor([]int64{1}, []int64{1})})
+	assert.ErrorContains(t, err, "not a float type")
+}
+
+func TestMultinomialFrequenciesAndTypes(t *testing.T) {
+	rnd := inferRand()
+	rc := &runCtx{opset: 22}
+	const classes, samples = 5, 4000
+	logits := make([]float32, 2*classes)
+	for i := range logits {
+		logits[i] = rnd.Float32()*4 - 2
+	}
+	logits[classes+2] = float32(math.Inf(-1)) // a class that must never be drawn
+	n := graph.NewNode("m", "Multinomial", []string{"x"}, []string{"y"}, graph.IntAttr("sample_size", samples))
+	got, err := opMultinomial(rc, n, []Tensor{MustTensor([]int64{2, classes}, logits)})
+	require.NoError(t, err)
+	require.Equal(t, graph.Int32, got[0].DType(), "dtype defaults to int32")
+	require.Equal(t, []int64{2, samples}, got[0].Shape())
+	v := got[0].float64s()
+	for b := 0; b < 2; b++ {
+		row := logits[b*classes : (b+1)*classes]
+		total := 0.0
+		for _, l := range row {
+			total += math.Exp(float64(l))
+		}
+		counts := make([]float64, classes)
+		for _, k := range v[b*samples : (b+1)*samples] {
+			require.True(t, k >= 0 && k < classes, "index %v", k)
+			counts[int(k)]++
+		}
+		for k, c := range counts {
+			q := math.Exp(float64(row[k])) / total
+			assert.InDelta(t, samples*q, c, bernsteinDeviation(samples*q*(1-q), randomTestDelta/classes), "row %d class %d", b, k)
+		}
+		if b == 1 {
+			assert.Zero(t, counts[2], "class of probability 0")
+		}
+	}
+	n.SetAttr(graph.IntAttr("dtype", int64(graph.Int64)))
+	got, err = opMultinomial(rc, n, []Tensor{MustTensor([]int64{2, classes}, logits)})
+	require.NoError(t, err)
+	assert.Equal(t, graph.Int64, got[0].DType())
+	n.SetAttr(graph.IntAttr("dtype", int64(graph.Float)))
+	_, err = opMultinomial(rc, n, []Tensor{MustTensor([]int64{2, classes}, logits)})
+	assert.ErrorContains(t, err, "float (attribute dtype) is not supported")
+	_, err = opMultinomial(rc, graph.NewNode("m", "Multinomial", []string{"x"}, []string{"y"}), []Tensor{MustTensor([]int64{4}, logits[:4])})
+	assert.ErrorContains(t, err, "(batch, classes)")
+}
+
+// TestRandomSeedAttribute: with a seed every call draws the same values (and another seed other
+// values); without one every call draws afresh.
+func TestRandomSeedAttribute(t *testing.T) {
+	rnd := inferRand()
+	rc := &runCtx{opset: 22}
+	x := MustTensor([]int64{4, 16}, randomF32(rnd, 64))
+	p := MustTensor([]int64{4, 16}, make([]float32, 64))
+	for i := range p.Data().([]float32) {
+		p.Data().([]float32)[i] = 0.5
+	}
+	cases := []struct {
+		op string
+		f  opFunc
+		in []Tensor
+	}{
+		{"RandomUniform", opRandomUniform, nil},
+		{"RandomUniformLike", opRandomUniform, []Tensor{x}},
+		{"RandomNormal", opRandomNormal, nil},
+		{"RandomNormalLike", opRandomNormal, []Tensor{x}},
+		{"Bernoulli", opBernoulli, []Tensor{p}},
+		{"Multinomial", opMultinomial, []Tensor{x}},
+	}
+	seed := float32(rnd.IntN(1000))
+	for _, c := range cases {
+		draw := func(attrs ...*graph.Attribute) []float64 {
+			attrs = append(attrs, graph.IntsAttr("shape", 64), graph.IntAttr("sample_size", 64))
+			got, err := c.f(rc, graph.NewNode("r", c.op, []string{"x"}, []string{"y"}, attrs...), c.in)
+			require.NoError(t, err, c.op)
+			return got[0].float64s()
+		}
+		assert.Equal(t, draw(graph.FloatAttr("seed", seed)), draw(graph.FloatAttr("seed", seed)), "%s with a seed", c.op)
+		// 64 draws (each 1 bit at least) agree by chance with probability 2^-64 at most.
+		assert.NotEqual(t, draw(graph.FloatAttr("seed", seed)), draw(graph.FloatAttr("seed", seed+1)), "%s with another seed", c.op)
+		assert.NotEqual(t, draw(), draw(), "%s without a seed", c.op)
+	}
+}
+
+// TestRandomOpsAcrossSessionRuns: a seeded generator repeats across runs of a session, an
+// unseeded one does not, and the session reports the dtype attribute's type.
+func TestRandomOpsAcrossSessionRuns(t *testing.T) {
+	g := &graph.Graph{Name: "random"}
+	g.Outputs = []*graph.Value{graph.Output("seeded", graph.Type{}), graph.Output("fresh", graph.Type{})}
+	g.Nodes = []*graph.Node{
+		graph.NewNode("u", "RandomUniform", nil, []string{"seeded"}, graph.IntsAttr("shape", 4, 8), graph.FloatAttr("seed", 7)),
+		graph.NewNode("n", "RandomNormal", nil, []string{"fresh"}, graph.IntsAttr("shape", 32), graph.IntAttr("dtype", int64(graph.Double))),
+	}
+	m, err := graph.FromGraph("random", g, map[string]int64{"": 15})
+	require.NoError(t, err)
+	defer m.Close()
+	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	require.NoError(t, err)
+	defer s.Close()
+	first, err := s.Run(nil)
+	require.NoError(t, err)
+	second, err := s.Run(nil)
+	require.NoError(t, err)
+	assert.Equal(t, graph.Float, first[0].DType())
+	assert.Equal(t, []int64{4, 8}, first[0].Shape())
+	assert.Equal(t, graph.Double, first[1].DType())
+	assert.Equal(t, first[0].float64s(), second[0].float64s(), "seeded")
+	assert.NotEqual(t, first[1].float64s(), second[1].float64s(), "unseeded")
+}
+
+// TestRandomDropoutTrainingMode: training-mode Dropout keeps each element with probability
+// 1 - ratio, scaled by 1/(1 - ratio), and its mask says which; with training_mode false it is
+// the identity; an int seed repeats the draw.
+func TestRandomDropoutTrainingMode(t *testing.T) {
+	rnd := inferRand()
+	rc := &runCtx{opset: 13}
+	x := MustTensor([]int64{64, 64}, randomF32(rnd, 4096))
+	for i, v := range x.Data().([]float32) {
+		if v == 0 {
+			x.Data().([]float32)[i] = 0.5
+		}
+	}
+	ratio := float32(0.1 + rnd.Float64()*0.7)
+	on, off := MustTensor(nil, []bool{true}), MustTensor(nil, []bool{false})
+	node := graph.NewNode("d", "Dropout", []string{"x", "r", "t"}, []string{"y", "m"})
+	got, err := hostOps["Dropout"](rc, node, []Tensor{x, MustTensor(nil, []float32{ratio}), on})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, graph.Float, got[0].DType())
+	require.Equal(t, graph.Bool, got[1].DType())
+	scale := 1 / (1 - float64(ratio))
+	xv, yv, mask := x.float64s(), got[0].float64s(), got[1].Data().([]bool)
+	kept := 0.0
+	for i := range xv {
+		if mask[i] {
+			kept++
+			require.InDelta(t, xv[i]*scale, yv[i], 1e-6*math.Abs(xv[i]*scale), "element %d", i)
+		} else {
+			require.Zero(t, yv[i], "element %d", i)
+		}
+	}
+	keep := 1 - float64(ratio)
+	n := float64(len(xv))
+	assert.InDelta(t, n*keep, kept, bernsteinDeviation(n*keep*(1-keep), randomTestDelta), "kept, ratio %v", ratio)
+
+	got, err = hostOps["Dropout"](rc, node, []Tensor{x, MustTensor(nil, []float32{ratio}), off})
+	require.NoError(t, err)
+	assert.Equal(t, xv, got[0].float64s(), "training_mode false")
+	assert.NotContains(t, got[1].Data().([]bool), false)
+	_, err = hostOps["Dropout"](rc, node, []Tensor{x, MustTensor(nil, []float32{1}), on})
+	assert.ErrorContains(t, err, "ratio 1 is outside [0, 1)")
+
+	seeded := graph.NewNode("d", "Dropout", []string{"x", "r", "t"}, []string{"y", "m"}, graph.IntAttr("seed", int64(rnd.IntN(100))))
+	a, err := hostOps["Dropout"](rc, seeded, []Tensor{x, MustTensor(nil, []float32{0.5}), on})
+	require.NoError(t, err)
+	b, err := hostOps["Dropout"](rc, seeded, []Tensor{x, MustTensor(nil, []float32{0.5}), on})
+	require.NoError(t, err)
+	assert.Equal(t, a[1].Data(), b[1].Data(), "seeded masks")
+}

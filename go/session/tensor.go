@@ -42,6 +42,10 @@ type Tensor struct {
 	dtype DType
 	shape []int64
 	data  any // one of the slice types of Element
+	// box, when set, makes this a sequence or an optional flowing through the interpreter
+	// (dtype is then the element type of the tensors inside, shape and data are unset); see
+	// Value. Only the ops in valueOps accept one, so every other op sees plain tensors.
+	box *composite
 }
 
 // NamedTensor is a tensor bound to a graph input name.
@@ -153,10 +157,15 @@ func (t Tensor) Len() int { return sliceLen(t.data) }
 func (t Tensor) Data() any { return t.data }
 
 // IsValid reports whether t holds elements (the zero Tensor does not).
-func (t Tensor) IsValid() bool { return t.data != nil }
+func (t Tensor) IsValid() bool { return t.data != nil || t.box != nil }
 
 // String describes the type and shape, as tensor(float)[2,3].
-func (t Tensor) String() string { return fmt.Sprintf("tensor(%s)%v", t.dtype, t.shape) }
+func (t Tensor) String() string {
+	if t.box != nil {
+		return t.box.describe(t.dtype)
+	}
+	return fmt.Sprintf("tensor(%s)%v", t.dtype, t.shape)
+}
 
 func elementCount(shape []int64) (int64, error) {
 	n := int64(1)

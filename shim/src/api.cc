@@ -414,6 +414,27 @@ loom_status loom_stream_create(loom_device* device, loom_stream** out) {
   return status;
 }
 
+loom_status loom_stream_create_with(loom_device* device, const loom_stream_params* params,
+                                    loom_stream** out) {
+  if (params == nullptr) return loom_stream_create(device, out);
+  if (device == nullptr) return LOOM_ERR_INVALID_ARGUMENT;
+  if (out == nullptr)
+    return Report(device->error, loom::api::Invalid("stream_create_with: out is NULL"));
+  *out = nullptr;
+  loom_stream_params p;
+  if (!loom::api::ReadStruct(params, &p)) {
+    return Report(device->error,
+                  loom::api::Invalid("stream_create_with: params->struct_size is too small"));
+  }
+  if ((p.flags & ~uint32_t{LOOM_STREAM_INLINE}) != 0) {
+    return Report(device->error, Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                                        "stream_create_with: unknown flags 0x%x", p.flags));
+  }
+  loom_status status = Report(device->error, device->CreateStreamWith(p, out));
+  if (status == LOOM_OK) loom::api::ApplyEnvironmentFault(*out);
+  return status;
+}
+
 void loom_stream_destroy(loom_stream* stream) { delete stream; }
 
 loom_status loom_stream_synchronize(loom_stream* stream) {
@@ -853,6 +874,34 @@ loom_status loom_graph_exec_launch(loom_graph_exec* exec, loom_stream* stream) {
   } else {
     status = loom::api::RunOp(stream, "graph launch", nullptr, false,
                               [&] { return stream->LaunchGraph(exec); });
+  }
+  return ReportBoth(stream->error, exec->device->error, status);
+}
+
+loom_status loom_graph_exec_run(loom_graph_exec* exec, loom_stream* stream,
+                                const loom_graph_run_params* params) {
+  if (exec == nullptr) {
+    if (stream != nullptr) Report(stream->error, loom::api::Invalid("graph_exec_run: exec is NULL"));
+    return LOOM_ERR_INVALID_ARGUMENT;
+  }
+  if (stream == nullptr) {
+    return Report(exec->device->error, loom::api::Invalid("graph_exec_run: stream is NULL"));
+  }
+  loom_graph_run_params run = {};
+  Status status;
+  if (params != nullptr && !loom::api::ReadStruct(params, &run)) {
+    status = loom::api::Invalid("graph_exec_run: params->struct_size is too small");
+  } else if (exec->device != stream->device) {
+    status = loom::api::Invalid(
+        "graph_exec_run: the graph and the stream belong to different devices");
+  } else {
+    // Not capturable: it waits for the stream, as synchronize does.
+    status = loom::api::RunOp(stream, "graph run", nullptr, false,
+                              [&] { return stream->RunGraph(exec, run.max_threads); });
+  }
+  if (status.ok()) {
+    std::string failure;
+    if (stream->Failed(&failure)) status = Errorf(LOOM_ERR_DEVICE, "graph run: %s", failure.c_str());
   }
   return ReportBoth(stream->error, exec->device->error, status);
 }

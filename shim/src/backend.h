@@ -90,6 +90,11 @@ struct loom_device {
 
   virtual loom::Status CreateBuffer(loom_memory_kind kind, uint64_t bytes, loom_buffer** out) = 0;
   virtual loom::Status CreateStream(loom_stream** out) = 0;
+  // params checked by api.cc (known flags only). The default ignores them.
+  virtual loom::Status CreateStreamWith(const loom_stream_params& params, loom_stream** out) {
+    (void)params;
+    return CreateStream(out);
+  }
   virtual loom::Status CreateEvent(loom_event** out) = 0;
   // params were checked by api.cc: format, target (one that runs on the device, see
   // CodeRunsOn, or NULL for CUDA source), and the path, name or data the format needs.
@@ -180,6 +185,14 @@ struct loom_stream {
   virtual loom::Status LaunchGraph(loom_graph_exec* exec) = 0;
   // Waits for everything enqueued so far. A device failure found here is made sticky with Fail.
   virtual loom::Status Synchronize() = 0;
+  // Runs exec to completion after the work enqueued before it (loom_graph_exec_run). The
+  // default launches it and synchronizes; the host backend runs it on the calling thread.
+  virtual loom::Status RunGraph(loom_graph_exec* exec, uint32_t max_threads) {
+    (void)max_threads;
+    loom::Status status = LaunchGraph(exec);
+    if (!status.ok()) return status;
+    return Synchronize();
+  }
   // Native capture only (device->native_capture): start and stop the backend's own recording.
   virtual loom::Status BeginCapture() { return loom::Ok(); }
   // Ends a capture. `invalidated`: api.cc already knows the capture failed; the backend only

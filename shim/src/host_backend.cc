@@ -176,30 +176,40 @@ struct GridJob {
   std::condition_variable cv;
 };
 
+// Runs block `index` of a launch; shared is the block's scratch (allocated by the caller once
+// for all the blocks it runs).
+void RunBlock(const ResolvedLaunch& launch, uint64_t index, void* shared) {
+  loom_host_kernel_args args;
+  memcpy(args.grid, launch.grid, sizeof(args.grid));
+  memcpy(args.block, launch.block, sizeof(args.block));
+  args.block_id[0] = static_cast<uint32_t>(index % launch.grid[0]);
+  args.block_id[1] = static_cast<uint32_t>(index / launch.grid[0] % launch.grid[1]);
+  args.block_id[2] = static_cast<uint32_t>(index / (uint64_t{launch.grid[0]} * launch.grid[1]));
+  args.buffers = launch.buffers.data();
+  args.buffer_bytes = launch.buffer_bytes.data();
+  args.buffer_count = static_cast<uint32_t>(launch.buffers.size());
+  args.scalars = launch.scalars.empty() ? nullptr : launch.scalars.data();
+  args.scalar_bytes = static_cast<uint32_t>(launch.scalars.size());
+  args.shared = shared;
+  args.violation = launch.violation;
+  launch.fn(&args);
+}
+
+void* BlockScratch(const ResolvedLaunch& launch) {
+  if (launch.shared_bytes == 0) return nullptr;
+  void* shared = AlignedAlloc(launch.shared_bytes);
+  if (shared == nullptr) abort();  // a few KiB of scratch: nothing sensible is left to do
+  return shared;
+}
+
 void RunBlocks(GridJob& job) {
   void* shared = nullptr;
   for (;;) {
     uint64_t index = job.next.fetch_add(1);
     if (index >= job.total) break;
     const ResolvedLaunch& launch = *job.launch;
-    if (shared == nullptr && launch.shared_bytes > 0) {
-      shared = AlignedAlloc(launch.shared_bytes);
-      if (shared == nullptr) abort();  // a few KiB of scratch: nothing sensible is left to do
-    }
-    loom_host_kernel_args args;
-    memcpy(args.grid, launch.grid, sizeof(args.grid));
-    memcpy(args.block, launch.block, sizeof(args.block));
-    args.block_id[0] = static_cast<uint32_t>(index % launch.grid[0]);
-    args.block_id[1] = static_cast<uint32_t>(index / launch.grid[0] % launch.grid[1]);
-    args.block_id[2] = static_cast<uint32_t>(index / (uint64_t{launch.grid[0]} * launch.grid[1]));
-    args.buffers = launch.buffers.data();
-    args.buffer_bytes = launch.buffer_bytes.data();
-    args.buffer_count = static_cast<uint32_t>(launch.buffers.size());
-    args.scalars = launch.scalars.empty() ? nullptr : launch.scalars.data();
-    args.scalar_bytes = static_cast<uint32_t>(launch.scalars.size());
-    args.shared = shared;
-    args.violation = launch.violation;
-    launch.fn(&args);
+    if (shared == nullptr) shared = BlockScratch(launch);
+    RunBlock(launch, index, shared);
     if (job.done.fetch_add(1) + 1 == job.total) {
       std::lock_guard<std::mutex> lock(job.mu);
       job.cv.notify_all();
@@ -208,11 +218,21 @@ void RunBlocks(GridJob& job) {
   free(shared);
 }
 
-void RunGrid(WorkerPool& pool, const ResolvedLaunch& launch) {
+// Runs a launch's grid with the calling thread and up to max_threads - 1 pool workers
+// (max_threads 0: the whole pool). Alone, the caller runs the blocks without any hand-off.
+void RunGrid(WorkerPool& pool, const ResolvedLaunch& launch, uint32_t max_threads = 0) {
+  uint64_t total = uint64_t{launch.grid[0]} * launch.grid[1] * launch.grid[2];
+  uint64_t helpers = std::min<uint64_t>(pool.size(), total - 1);
+  if (max_threads > 0) helpers = std::min<uint64_t>(helpers, max_threads - 1);
+  if (helpers == 0) {
+    void* shared = BlockScratch(launch);
+    for (uint64_t index = 0; index < total; index++) RunBlock(launch, index, shared);
+    free(shared);
+    return;
+  }
   auto job = std::make_shared<GridJob>();
   job->launch = &launch;
-  job->total = uint64_t{launch.grid[0]} * launch.grid[1] * launch.grid[2];
-  uint64_t helpers = std::min<uint64_t>(pool.size(), job->total - 1);
+  job->total = total;
   for (uint64_t i = 0; i < helpers; i++) pool.Submit([job] { RunBlocks(*job); });
   RunBlocks(*job);
   std::unique_lock<std::mutex> lock(job->mu);
@@ -429,6 +449,26 @@ void RunPlan(WorkerPool& pool, const std::shared_ptr<const Plan>& plan) {
   run->cv.wait(lock, [&] { return run->remaining.load() == 0; });
 }
 
+// Runs a plan's nodes in id order (a topological order) on the calling thread, each kernel's
+// blocks on at most max_threads threads.
+void RunPlanInline(WorkerPool& pool, const Plan& plan, uint32_t max_threads) {
+  for (const PlanNode& node : plan.nodes) {
+    switch (node.kind) {
+      case NodeKind::kKernel:
+        RunGrid(pool, *node.launch, max_threads);
+        break;
+      case NodeKind::kCopy:
+        memmove(node.dst, node.src, node.bytes);
+        break;
+      case NodeKind::kFill:
+        memset(node.dst, node.value, node.bytes);
+        break;
+      case NodeKind::kEmpty:
+        break;
+    }
+  }
+}
+
 class HostExec : public loom_graph_exec {
  public:
   std::shared_ptr<const Plan> Current() {
@@ -470,10 +510,13 @@ class HostDevice;
 
 class HostStream : public loom_stream {
  public:
-  explicit HostStream(WorkerPool* pool) : pool_(pool) {
-    thread_ = std::thread([this] { Loop(); });
+  // An inline stream has no thread: Push runs each operation on the enqueuing thread.
+  HostStream(WorkerPool* pool, bool inline_ops, uint32_t max_threads)
+      : pool_(pool), inline_(inline_ops), max_threads_(max_threads) {
+    if (!inline_) thread_ = std::thread([this] { Loop(); });
   }
   ~HostStream() override {
+    if (inline_) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -506,7 +549,8 @@ class HostStream : public loom_stream {
   Status Launch(loom_kernel* kernel, const LaunchSpec& spec) override {
     std::shared_ptr<ResolvedLaunch> launch = Resolve(kernel, spec);
     WorkerPool* pool = pool_;
-    return Push("kernel launch '" + kernel->name + "'", [=] { RunGrid(*pool, *launch); });
+    uint32_t threads = max_threads_;
+    return Push("kernel launch '" + kernel->name + "'", [=] { RunGrid(*pool, *launch, threads); });
   }
   Status RecordEvent(loom_event* event) override {
     std::shared_ptr<EventState> state = static_cast<HostEvent*>(event)->state;
@@ -548,12 +592,29 @@ class HostStream : public loom_stream {
   Status LaunchGraph(loom_graph_exec* exec) override {
     std::shared_ptr<const Plan> plan = static_cast<HostExec*>(exec)->Current();
     WorkerPool* pool = pool_;
+    if (inline_) {
+      uint32_t threads = max_threads_;
+      return Push("graph launch", [=] { RunPlanInline(*pool, *plan, threads); });
+    }
     return Push("graph launch", [=] { RunPlan(*pool, plan); });
   }
   Status Synchronize() override {
     std::unique_lock<std::mutex> lock(mu_);
     uint64_t target = enqueued_;
     done_cv_.wait(lock, [&] { return completed_ >= target; });
+    return Ok();
+  }
+  // Runs the graph's nodes in id order (ids are a topological order) on the calling thread,
+  // once the work enqueued before has completed. exec_mu_ keeps the stream's thread from
+  // starting operations enqueued meanwhile, so they run after it, as stream order requires.
+  Status RunGraph(loom_graph_exec* exec, uint32_t max_threads) override {
+    Synchronize();
+    std::lock_guard<std::mutex> exclusive(exec_mu_);
+    bool fault = TakeNextOperationFault();
+    if (Failed(nullptr)) return Ok();  // api.cc reports the sticky failure
+    std::shared_ptr<const Plan> plan = static_cast<HostExec*>(exec)->Current();
+    RunPlanInline(*pool_, *plan, max_threads);
+    if (fault) Fail("graph run failed on the device: injected fault");
     return Ok();
   }
   Status EndCapture(bool invalidated, std::vector<Node> nodes, loom_graph** out) override {
@@ -576,6 +637,7 @@ class HostStream : public loom_stream {
   };
 
   Status Push(std::string what, std::function<void()> run, bool always = false) {
+    if (inline_) return RunInline(what, run, always);
     Op op;
     op.what = std::move(what);
     op.run = std::move(run);
@@ -590,6 +652,31 @@ class HostStream : public loom_stream {
     return Ok();
   }
 
+  // An inline stream's Push: the operation runs now, in stream order (exec_mu_ serializes it
+  // with RunGraph and other enqueuing threads), with the same failure rules as Loop.
+  Status RunInline(const std::string& what, const std::function<void()>& run, bool always) {
+    bool fault = TakeNextOperationFault();
+    std::lock_guard<std::mutex> exclusive(exec_mu_);
+    uint64_t sequence;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sequence = ++enqueued_;
+    }
+    if (always || !Failed(nullptr)) {
+      run();
+      if (fault) {
+        Fail(what + " (stream operation #" + std::to_string(sequence) +
+             ") failed on the device: injected fault");
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      completed_ = sequence;
+    }
+    done_cv_.notify_all();
+    return Ok();
+  }
+
   void Loop() {
     for (;;) {
       Op op;
@@ -601,6 +688,7 @@ class HostStream : public loom_stream {
         queue_.pop_front();
       }
       if (op.always || !Failed(nullptr)) {
+        std::lock_guard<std::mutex> exclusive(exec_mu_);
         op.run();
         if (op.fault) {
           Fail(op.what + " (stream operation #" + std::to_string(op.sequence) +
@@ -617,6 +705,9 @@ class HostStream : public loom_stream {
   }
 
   WorkerPool* pool_;
+  bool inline_ = false;
+  uint32_t max_threads_ = 0;
+  std::mutex exec_mu_;  // held while an operation runs, by the stream's thread or RunGraph
   std::mutex mu_;
   std::condition_variable cv_;       // work arrived or stop
   std::condition_variable done_cv_;  // an operation completed
@@ -672,8 +763,14 @@ class HostDevice : public loom_device {
   }
 
   Status CreateStream(loom_stream** out) override {
+    loom_stream_params params = {};
+    params.struct_size = sizeof(params);
+    return CreateStreamWith(params, out);
+  }
+  Status CreateStreamWith(const loom_stream_params& params, loom_stream** out) override {
     try {
-      auto* stream = new HostStream(&pool_);
+      auto* stream =
+          new HostStream(&pool_, (params.flags & LOOM_STREAM_INLINE) != 0, params.max_threads);
       stream->device = this;
       *out = stream;
       return Ok();

@@ -9,7 +9,9 @@
 // whatever their build constraints (rules_go applies those at build time),
 // and deps are the imports of all those files. A package importing a module
 // not named with -dep, or depending on such a package, gets no BUILD file;
-// MANIFEST lists the skipped packages with the reason.
+// MANIFEST lists the skipped packages with the reason. A -dep module nested
+// in the module's path (go.opentelemetry.io/otel/trace in
+// go.opentelemetry.io/otel) is another repository: its packages get its labels.
 //
 // Run from the repository root, for example:
 //
@@ -302,7 +304,7 @@ func targetName(importPath string) string {
 func markUnbuildable(module string, targets map[string]*target, deps depFlag) {
 	for _, t := range targets {
 		for _, importPath := range t.imports {
-			if isInModule(importPath, module) {
+			if ownPackage(importPath, module, deps) {
 				if targets[importPath] == nil {
 					t.skipReason = "imports " + importPath + ", which has no buildable files"
 				}
@@ -334,6 +336,17 @@ func isInModule(importPath, module string) bool {
 	return importPath == module || strings.HasPrefix(importPath, module+"/")
 }
 
+// ownPackage reports whether importPath is a package of module itself rather than of a
+// module nested inside it (go.opentelemetry.io/otel/trace inside go.opentelemetry.io/otel),
+// which a longer -dep names.
+func ownPackage(importPath, module string, deps depFlag) bool {
+	if !isInModule(importPath, module) {
+		return false
+	}
+	other, ok := externalModule(importPath, deps)
+	return !ok || len(other) <= len(module)
+}
+
 // externalModule returns the longest -dep module that contains importPath.
 func externalModule(importPath string, deps depFlag) (string, bool) {
 	best := ""
@@ -348,7 +361,7 @@ func externalModule(importPath string, deps depFlag) (string, bool) {
 // label returns the gazelle-style label of an imported package.
 func label(importPath, module string, deps depFlag) string {
 	repo := ""
-	if !isInModule(importPath, module) {
+	if !ownPackage(importPath, module, deps) {
 		module, _ = externalModule(importPath, deps)
 		repo = "@" + deps[module]
 	}
@@ -363,15 +376,31 @@ func label(importPath, module string, deps depFlag) string {
 	return repo + "//" + dir + ":" + name
 }
 
-// visibility follows Go's internal-package rule, as gazelle does.
-func visibility(dir string) string {
+// visibility follows Go's internal-package rule, as gazelle does. The packages allowed to
+// import an internal package include those of -dep modules nested below its parent
+// (go.opentelemetry.io/otel/sdk may import go.opentelemetry.io/otel/internal/global), whose
+// repositories are listed too.
+func visibility(module, dir string, deps depFlag) []string {
 	elements := strings.Split(dir, "/")
 	for i := len(elements) - 1; i >= 0; i-- {
 		if elements[i] == "internal" {
-			return "//" + strings.Join(elements[:i], "/") + ":__subpackages__"
+			parent := strings.Join(elements[:i], "/")
+			out := []string{"//" + parent + ":__subpackages__"}
+			parentPath := module
+			if parent != "" {
+				parentPath += "/" + parent
+			}
+			var nested []string
+			for other, repo := range deps {
+				if other != module && isInModule(other, parentPath) {
+					nested = append(nested, "@"+repo+"//:__subpackages__")
+				}
+			}
+			sort.Strings(nested)
+			return append(out, nested...)
 		}
 	}
-	return "//visibility:public"
+	return []string{"//visibility:public"}
 }
 
 func writeOutput(module, version, out string, targets map[string]*target, deps depFlag) error {
@@ -431,7 +460,7 @@ func renderBuild(module, version string, t *target, deps depFlag) string {
 	if !t.isCommand {
 		fmt.Fprintf(&b, "    importpath = %q,\n", t.importPath)
 	}
-	fmt.Fprintf(&b, "    visibility = [%q],\n", visibility(t.dir))
+	writeList(&b, "visibility", visibility(module, t.dir, deps))
 	var labels []string
 	for _, importPath := range t.imports {
 		labels = append(labels, label(importPath, module, deps))
@@ -440,7 +469,9 @@ func renderBuild(module, version string, t *target, deps depFlag) string {
 	writeList(&b, "deps", labels)
 	b.WriteString(")\n")
 	if !t.isCommand {
-		fmt.Fprintf(&b, "\nalias(\n    name = \"go_default_library\",\n    actual = \":%s\",\n    visibility = [%q],\n)\n", t.name, visibility(t.dir))
+		fmt.Fprintf(&b, "\nalias(\n    name = \"go_default_library\",\n    actual = \":%s\",\n", t.name)
+		writeList(&b, "visibility", visibility(module, t.dir, deps))
+		b.WriteString(")\n")
 	}
 	return b.String()
 }

@@ -121,6 +121,30 @@ void* loom_buffer_host_pointer(loom_buffer* buffer);
 /* ---------------------------------------------------------------- streams */
 
 loom_status loom_stream_create(loom_device* device, loom_stream** out);
+
+/* Stream flags (loom_stream_params.flags). */
+enum {
+  /* Host backend: each operation runs on the thread that enqueues it, before the enqueue call
+     returns, instead of on the stream's own thread (which an inline stream does not have):
+     no hand-off per operation, for callers that wait for every operation anyway. Stream
+     order, sticky failure, events and capture behave as on any stream. Ignored by backends
+     whose work runs on a device. */
+  LOOM_STREAM_INLINE = 1
+};
+
+/* Parameters of loom_stream_create_with (struct_size first; later versions only append). */
+typedef struct loom_stream_params {
+  uint32_t struct_size;
+  uint32_t flags; /* LOOM_STREAM_* bits */
+  /* Host backend: the most threads, the caller included, that run the blocks of one kernel
+     launched on the stream (0: the calling thread and the device's whole worker pool). */
+  uint32_t max_threads;
+} loom_stream_params;
+
+/* loom_stream_create with parameters; params NULL is loom_stream_create. Unknown flag bits are
+   LOOM_ERR_INVALID_ARGUMENT. */
+loom_status loom_stream_create_with(loom_device* device, const loom_stream_params* params,
+                                    loom_stream** out);
 /* Drains the stream's queued work, then frees it. */
 void loom_stream_destroy(loom_stream* stream);
 /* Waits until every operation enqueued so far has finished. Returns LOOM_ERR_DEVICE (and keeps
@@ -281,6 +305,23 @@ void loom_graph_exec_destroy(loom_graph_exec* exec);
 /* Runs the whole graph as one operation on the stream, respecting its edges; independent nodes
    may run concurrently. */
 loom_status loom_graph_exec_launch(loom_graph_exec* exec, loom_stream* stream);
+/* Parameters of loom_graph_exec_run (struct_size first; later versions only append fields). */
+typedef struct loom_graph_run_params {
+  uint32_t struct_size;
+  /* Host backend: the most threads, the caller included, that run the blocks of one kernel node
+     (1: the caller alone; 0: the caller and every worker of the device's pool). Ignored by
+     backends whose kernels run on a device. */
+  uint32_t max_threads;
+} loom_graph_run_params;
+
+/* Runs the whole graph to completion before returning, ordered after everything enqueued on the
+   stream before it (which it waits for) and subject to the stream's sticky failure and capture
+   rules like any stream operation. The host backend runs the nodes on the calling thread, in id
+   order, instead of handing them to the stream's thread and the pool: for small graphs the
+   hand-offs cost more than the work. Other backends launch the graph on the stream and
+   synchronize it. params may be NULL (defaults: max_threads 0). */
+loom_status loom_graph_exec_run(loom_graph_exec* exec, loom_stream* stream,
+                                const loom_graph_run_params* params);
 /* Replaces a kernel node's launch parameters (same kernel) for later launches. */
 loom_status loom_graph_exec_update_kernel_node(loom_graph_exec* exec, uint32_t node,
                                                const loom_launch_params* params);

@@ -22,8 +22,9 @@ func runModel(args []string) int {
 	outDir := fs.String("o", ".", "directory to write each output to as NAME.npy")
 	provider := fs.String("ep", "auto", "execution provider: host, cuda or auto")
 	seed := fs.Uint64("seed", 1, "seed of the random inputs given as name=shape:...")
+	showPlan := fs.Bool("plan", false, "print the compiled run plan: segments of Loom kernels, host steps and why")
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: loom run MODEL [name=FILE.npy | name=shape:2x3x4 | name=value:V]... [-o DIR]")
+		fmt.Fprintln(os.Stderr, "usage: loom run MODEL [name=FILE.npy | name=shape:2x3x4 | name=value:V]... [-o DIR] [--plan]")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterleaved(fs, args)
@@ -53,6 +54,9 @@ func runModel(args []string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "loom run: %v\n", err)
 		return 1
+	}
+	if *showPlan {
+		printPlans(s.ExecutionPlans())
 	}
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		fmt.Fprintf(os.Stderr, "loom run: %v\n", err)
@@ -209,4 +213,24 @@ func fromValues(dt session.DType, shape []int64, vals []float64) (session.Tensor
 		return session.Tensor{}, err
 	}
 	return session.FromGraphTensor(gt)
+}
+
+// printPlans prints the compiled run plans' audit: what runs as recorded Loom kernel
+// segments, what runs on the host and why.
+func printPlans(plans []session.PlanReport) {
+	for _, p := range plans {
+		fmt.Printf("plan for %s\n", p.Signature)
+		if !p.Planned {
+			fmt.Printf("  not planned (interpreted): %s\n", p.Reason)
+			continue
+		}
+		fmt.Printf("  %d kernel steps in %d recorded segments, %d host steps, %d nodes folded, %d aliases, arena %d bytes\n",
+			p.KernelSteps, len(p.Segments), len(p.HostSteps), p.Folded, p.Aliases, p.ArenaBytes)
+		for i, seg := range p.Segments {
+			fmt.Printf("  segment %d: %d nodes: %s\n", i, len(seg), strings.Join(seg, ", "))
+		}
+		for _, h := range p.HostSteps {
+			fmt.Printf("  host %s (%s): %s\n", h.Node, h.OpType, h.Reason)
+		}
+	}
 }

@@ -25,6 +25,8 @@ package cabi
 #cgo nocallback w_buffer_create
 #cgo noescape w_stream_create
 #cgo nocallback w_stream_create
+#cgo noescape w_stream_create_with
+#cgo nocallback w_stream_create_with
 #cgo noescape w_stream_synchronize_staged
 #cgo nocallback w_stream_synchronize_staged
 #cgo nocallback w_staging_list_new
@@ -79,6 +81,8 @@ package cabi
 #cgo nocallback w_graph_instantiate
 #cgo noescape w_graph_exec_launch
 #cgo nocallback w_graph_exec_launch
+#cgo noescape w_graph_exec_run
+#cgo nocallback w_graph_exec_run
 #cgo noescape w_graph_exec_update_kernel_node
 #cgo nocallback w_graph_exec_update_kernel_node
 #cgo nocallback loom_abi_version
@@ -282,6 +286,17 @@ func BufferDestroy(b Buffer) { C.loom_buffer_destroy(b.p) }
 
 // BufferHostPointer is loom_buffer_host_pointer: C memory, nil for device-local buffers.
 func BufferHostPointer(b Buffer) unsafe.Pointer { return C.loom_buffer_host_pointer(b.p) }
+
+// StreamInline is LOOM_STREAM_INLINE.
+const StreamInline = uint32(C.LOOM_STREAM_INLINE)
+
+// StreamCreateWith is loom_stream_create_with.
+func StreamCreateWith(d Device, flags, maxThreads uint32) (Stream, *Failure) {
+	var e errBuf
+	var s *C.loom_stream
+	f := failed(C.w_stream_create_with(d.p, C.uint32_t(flags), C.uint32_t(maxThreads), &s, &e[0]), &e)
+	return Stream{s}, f
+}
 
 // StreamCreate is loom_stream_create.
 func StreamCreate(d Device) (Stream, *Failure) {
@@ -530,6 +545,13 @@ func GraphExecDestroy(x GraphExec) { C.loom_graph_exec_destroy(x.p) }
 func GraphExecLaunch(x GraphExec, s Stream) *Failure {
 	var e errBuf
 	return failed(C.w_graph_exec_launch(x.p, s.p, &e[0]), &e)
+}
+
+// GraphExecRun is loom_graph_exec_run (the host backend runs kernels on the calling thread:
+// C code that never calls back into Go).
+func GraphExecRun(x GraphExec, s Stream, maxThreads uint32) *Failure {
+	var e errBuf
+	return failed(C.w_graph_exec_run(x.p, s.p, C.uint32_t(maxThreads), &e[0]), &e)
 }
 
 // GraphExecUpdateKernelNode is loom_graph_exec_update_kernel_node.

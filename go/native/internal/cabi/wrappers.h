@@ -70,6 +70,16 @@ static inline loom_status w_stream_create(loom_device* device, loom_stream** out
   return w_device_failed(loom_stream_create(device, out), device, err);
 }
 
+static inline loom_status w_stream_create_with(loom_device* device, uint32_t flags,
+                                               uint32_t max_threads, loom_stream** out,
+                                               char* err) {
+  loom_stream_params p;
+  p.struct_size = sizeof(p);
+  p.flags = flags;
+  p.max_threads = max_threads;
+  return w_device_failed(loom_stream_create_with(device, &p, out), device, err);
+}
+
 /* Upload staging. Each upload copies its source into a malloc'd block; a host callback on the
    stream frees the block's data as soon as the copy has run. A stream skips host callbacks once
    it has failed, so the blocks are also kept on a per-stream list: entries whose callback ran are
@@ -377,6 +387,14 @@ static inline loom_status w_graph_instantiate(loom_graph* graph, loom_device* de
 static inline loom_status w_graph_exec_launch(loom_graph_exec* exec, loom_stream* stream,
                                               char* err) {
   return w_stream_failed(loom_graph_exec_launch(exec, stream), stream, err);
+}
+
+static inline loom_status w_graph_exec_run(loom_graph_exec* exec, loom_stream* stream,
+                                           uint32_t max_threads, char* err) {
+  loom_graph_run_params p;
+  p.struct_size = sizeof(p);
+  p.max_threads = max_threads;
+  return w_stream_failed(loom_graph_exec_run(exec, stream, &p), stream, err);
 }
 
 static inline loom_status w_graph_exec_update_kernel_node(

@@ -1,0 +1,230 @@
+package session
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// The register-tiled Conv and GEMM kernels (gemm_fast.loom, conv_fast.loom) against the Go
+// host functions on fresh random inputs, one case per path of their planners.
+
+// convGemmTol: float32 sums of up to a few thousand products, in another order than the
+// host's.
+const convGemmTol = 2e-4
+
+func f32Rand(t *testing.T) func(shape ...int64) Tensor {
+	rnd := newRand(t)
+	return func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+}
+
+// requirePlanUses requires that node's plan for inputs in launches symbol (so that a case
+// tests the path it is named after).
+func requirePlanUses(t *testing.T, n *graph.Node, in []Tensor, symbol string) {
+	t.Helper()
+	p, reason, err := kernelPlanners[plannerKey(n)](n, 18, infosOf(in))
+	require.NoError(t, err)
+	require.NotNil(t, p, "declined: %s", reason)
+	var got []string
+	for _, c := range p.calls {
+		if c.symbol == symbol {
+			return
+		}
+		got = append(got, c.describe())
+	}
+	require.Failf(t, "wrong kernels", "want %s, plan runs %v", symbol, got)
+}
+
+func TestConvKernelsAgainstHost(t *testing.T) {
+	s := kernelCheckSession(t)
+	f32 := f32Rand(t)
+	conv := func(attrs ...*graph.Attribute) *graph.Node { return graph.NewNode("n", "Conv", nil, []string{"y"}, attrs...) }
+	pads := func(p ...int64) *graph.Attribute { return graph.IntsAttr("pads", p...) }
+	strides := func(s ...int64) *graph.Attribute { return graph.IntsAttr("strides", s...) }
+	dil := func(d ...int64) *graph.Attribute { return graph.IntsAttr("dilations", d...) }
+	group := func(g int64) *graph.Attribute { return graph.IntAttr("group", g) }
+	cases := []struct {
+		name   string
+		node   *graph.Node
+		in     []Tensor
+		symbol string
+	}{
+		{"1x1", conv(), []Tensor{f32(1, 16, 6, 7), f32(20, 16, 1, 1), f32(20)}, "gemm_nn"},
+		{"1x1_no_bias_batch", conv(), []Tensor{f32(3, 5, 4, 9), f32(7, 5, 1, 1)}, "gemm_nn"},
+		{"1x1_grouped", conv(group(3)), []Tensor{f32(2, 6, 5, 5), f32(9, 2, 1, 1), f32(9)}, "gemm_nn"},
+		{"1x1_one_pixel", conv(), []Tensor{f32(1, 120, 1, 1), f32(480, 120, 1, 1), f32(480)}, "gemm_nt"},
+		{"1x1_strided", conv(strides(2, 2)), []Tensor{f32(1, 4, 9, 10), f32(6, 4, 1, 1), f32(6)}, "conv2d_direct"},
+		{"1x1_padded", conv(pads(1, 0, 0, 2)), []Tensor{f32(1, 3, 5, 6), f32(4, 3, 1, 1)}, "conv2d_direct"},
+		{"3x3_valid", conv(), []Tensor{f32(1, 5, 11, 19), f32(13, 5, 3, 3), f32(13)}, "conv2d_direct"},
+		{"3x3_pad_stride_batch", conv(pads(1, 2, 0, 1), strides(2, 1)), []Tensor{f32(2, 3, 9, 8), f32(4, 3, 3, 3), f32(4)}, "conv_pad"},
+		{"3x3_stride2", conv(pads(1, 1, 1, 1), strides(2, 2)), []Tensor{f32(1, 3, 48, 64), f32(16, 3, 3, 3), f32(16)}, "conv_pad"},
+		{"3x3_stride_cols", conv(pads(0, 1, 0, 1), strides(1, 3)), []Tensor{f32(1, 2, 7, 20), f32(5, 2, 3, 3), f32(5)}, "conv_pad"},
+		{"dilated", conv(pads(2, 2, 2, 2), dil(2, 2)), []Tensor{f32(1, 4, 12, 12), f32(6, 4, 3, 3), f32(6)}, "conv2d_direct"},
+		{"dilated_strided", conv(pads(1, 3, 1, 3), dil(1, 3), strides(2, 2)), []Tensor{f32(1, 2, 10, 21), f32(3, 2, 2, 3)}, "conv2d_direct"},
+		{"grouped", conv(group(2), pads(1, 1, 1, 1)), []Tensor{f32(1, 4, 6, 6), f32(6, 2, 3, 3)}, "conv2d_direct"},
+		{"depthwise", conv(group(16), pads(1, 1, 1, 1)), []Tensor{f32(1, 16, 24, 40), f32(16, 1, 3, 3), f32(16)}, "conv2d_direct"},
+		{"depthwise_5x5_stride_rows", conv(group(24), pads(2, 2, 2, 2), strides(2, 1)), []Tensor{f32(1, 24, 12, 20), f32(24, 1, 5, 5), f32(24)}, "conv2d_direct"},
+		{"depthwise_stride_cols", conv(group(8), pads(1, 1, 1, 1), strides(1, 2)), []Tensor{f32(1, 8, 12, 30), f32(8, 1, 3, 3), f32(8)}, "conv_pad"},
+		{"depthwise_multiplier", conv(group(4), pads(1, 1, 1, 1)), []Tensor{f32(2, 4, 7, 9), f32(8, 1, 3, 3), f32(8)}, "conv2d_direct"},
+		{"mnist_same_upper", conv(graph.StringAttr("auto_pad", "SAME_UPPER"), graph.IntsAttr("kernel_shape", 5, 5)),
+			[]Tensor{f32(1, 8, 14, 14), f32(16, 8, 5, 5), f32(16)}, "conv2d_direct"},
+		{"row_1x3", conv(pads(0, 1, 0, 1)), []Tensor{f32(1, 48, 1, 40), f32(6, 48, 1, 3), f32(6)}, "conv2d_direct"},
+		{"tiny_output", conv(), []Tensor{f32(1, 2, 3, 3), f32(3, 2, 3, 3), f32(3)}, "conv2d_direct"},
+		{"narrow_output", conv(pads(1, 1, 1, 1)), []Tensor{f32(1, 3, 17, 3), f32(5, 3, 3, 3)}, "conv2d_direct"},
+		{"conv1d", conv(pads(2, 1), strides(2)), []Tensor{f32(2, 3, 37), f32(5, 3, 4), f32(5)}, "conv2d_direct"},
+		{"conv1d_1x1", conv(), []Tensor{f32(1, 8, 33), f32(4, 8, 1)}, "gemm_nn"},
+		{"large_k", conv(pads(1, 1, 1, 1)), []Tensor{f32(1, 96, 5, 9), f32(7, 96, 3, 3), f32(7)}, "conv2d_direct"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			requirePlanUses(t, c.node, c.in, c.symbol)
+			checkKernelOp(t, s, c.node, 18, c.in, nil, convGemmTol, convGemmTol)
+		})
+	}
+}
+
+// activationRef is FusedConv's activation, written out independently of the kernels.
+func activationRef(name string, params []float32) func(float64) float64 {
+	p := func(i int, def float64) float64 {
+		if i < len(params) {
+			return float64(params[i])
+		}
+		return def
+	}
+	switch name {
+	case "Relu":
+		return func(v float64) float64 { return math.Max(v, 0) }
+	case "Sigmoid":
+		return func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }
+	case "Tanh":
+		return math.Tanh
+	case "LeakyRelu":
+		return func(v float64) float64 {
+			if v < 0 {
+				return v * p(0, 0.01)
+			}
+			return v
+		}
+	case "HardSigmoid":
+		return func(v float64) float64 { return math.Max(0, math.Min(1, p(0, 0.2)*v+p(1, 0.5))) }
+	case "Clip":
+		return func(v float64) float64 { return math.Min(math.Max(v, p(0, math.Inf(-1))), p(1, math.Inf(1))) }
+	}
+	return func(v float64) float64 { return v }
+}
+
+// fusedConvRef is FusedConv as the host Conv followed by activationRef.
+func fusedConvRef(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	y, err := hostOps["Conv"](rc, n, in)
+	if err != nil {
+		return nil, err
+	}
+	f := activationRef(n.AttrString("activation", ""), n.AttrFloats("activation_params"))
+	out := y[0].data.([]float32)
+	for i, v := range out {
+		out[i] = float32(f(float64(v)))
+	}
+	return y, nil
+}
+
+func TestFusedConvActivationsAgainstHost(t *testing.T) {
+	s := kernelCheckSession(t)
+	f32 := f32Rand(t)
+	acts := []struct {
+		name   string
+		params []float32
+	}{{"", nil}, {"Relu", nil}, {"Sigmoid", nil}, {"Tanh", nil}, {"LeakyRelu", []float32{0.3}}, {"LeakyRelu", nil},
+		{"HardSigmoid", []float32{0.25, 0.4}}, {"HardSigmoid", nil}, {"Clip", []float32{-0.5, 0.7}}, {"Clip", nil}}
+	shapes := []struct {
+		name   string
+		in     []Tensor
+		attrs  []*graph.Attribute
+		symbol string
+	}{
+		{"direct", []Tensor{f32(1, 3, 10, 21), f32(5, 3, 3, 3), f32(5)}, []*graph.Attribute{graph.IntsAttr("pads", 1, 1, 1, 1)}, "conv2d_direct"},
+		{"1x1", []Tensor{f32(1, 7, 4, 20), f32(6, 7, 1, 1), f32(6)}, nil, "gemm_nn"},
+		{"1x1_one_pixel", []Tensor{f32(1, 40, 1, 1), f32(9, 40, 1, 1), f32(9)}, nil, "gemm_nt"},
+		{"no_bias", []Tensor{f32(1, 2, 6, 6), f32(3, 2, 3, 3)}, nil, "conv2d_direct"},
+	}
+	for _, a := range acts {
+		for _, sh := range shapes {
+			if sh.name == "no_bias" && a.name != "Relu" {
+				continue // one activation is enough for the BIAS=false variant
+			}
+			t.Run(a.name+"_"+sh.name, func(t *testing.T) {
+				attrs := append([]*graph.Attribute{graph.StringAttr("activation", a.name)}, sh.attrs...)
+				if a.params != nil {
+					attrs = append(attrs, &graph.Attribute{Name: "activation_params", Type: graph.AttrFloats, Floats: a.params})
+				}
+				n := graph.NewNode("n", "FusedConv", nil, []string{"y"}, attrs...)
+				n.Domain = graph.LoomDomain
+				requirePlanUses(t, n, sh.in, sh.symbol)
+				checkKernelOp(t, s, n, 18, sh.in, fusedConvRef, convGemmTol, convGemmTol)
+			})
+		}
+	}
+}
+
+// matMulAddRef is MatMulAdd as the host MatMul and Add.
+func matMulAddRef(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
+	p, err := hostOps["MatMul"](rc, n, in[:2])
+	if err != nil {
+		return nil, err
+	}
+	return hostOps["Add"](rc, n, []Tensor{p[0], in[2]})
+}
+
+func TestGemmKernelsAgainstHost(t *testing.T) {
+	s := kernelCheckSession(t)
+	f32 := f32Rand(t)
+	node := func(op string, attrs ...*graph.Attribute) *graph.Node {
+		return graph.NewNode("n", op, nil, []string{"y"}, attrs...)
+	}
+	gemm := func(ta, tb int64, alpha, beta float32) *graph.Node {
+		return node("Gemm", graph.IntAttr("transA", ta), graph.IntAttr("transB", tb), graph.FloatAttr("alpha", alpha), graph.FloatAttr("beta", beta))
+	}
+	mma := node("MatMulAdd")
+	mma.Domain = graph.LoomDomain
+	cases := []struct {
+		name   string
+		node   *graph.Node
+		in     []Tensor
+		host   opFunc
+		symbol string
+	}{
+		{"matmul_2d", node("MatMul"), []Tensor{f32(37, 53), f32(53, 45)}, nil, "gemm_nn"},
+		{"matmul_folded_batch", node("MatMul"), []Tensor{f32(2, 3, 17), f32(17, 5)}, nil, "gemm_nn"},
+		{"matmul_folded_4d", node("MatMul"), []Tensor{f32(2, 3, 4, 33), f32(33, 70)}, nil, "gemm_nn"},
+		{"matmul_batched", node("MatMul"), []Tensor{f32(3, 4, 5), f32(3, 5, 6)}, nil, "gemm_nn"},
+		{"matmul_broadcast_batch", node("MatMul"), []Tensor{f32(2, 1, 4, 5), f32(3, 5, 6)}, nil, "gemm_nn"},
+		{"matmul_broadcast_a", node("MatMul"), []Tensor{f32(4, 9), f32(2, 3, 9, 7)}, nil, "gemm_nn"},
+		{"matmul_attention", node("MatMul"), []Tensor{f32(1, 8, 40, 15), f32(1, 8, 15, 40)}, nil, "gemm_nn"},
+		{"matmul_vector_a", node("MatMul"), []Tensor{f32(19), f32(19, 23)}, nil, "gemm_nn"},
+		{"matmul_vector_b", node("MatMul"), []Tensor{f32(2, 6, 19), f32(19)}, nil, "gemm_nt"},
+		{"matmul_k1", node("MatMul"), []Tensor{f32(7, 1), f32(1, 9)}, nil, "gemm_nn"},
+		{"matmul_m1", node("MatMul"), []Tensor{f32(1, 256), f32(256, 10)}, nil, "gemm_nn"},
+		{"matmul_n1", node("MatMul"), []Tensor{f32(30, 200), f32(200, 1)}, nil, "gemm_nt"},
+		{"matmul_large", node("MatMul"), []Tensor{f32(70, 300), f32(300, 90)}, nil, "gemm_nn"},
+		{"matmuladd_vector_bias", mma, []Tensor{f32(2, 7, 64), f32(64, 128), f32(128)}, matMulAddRef, "gemm_nn"},
+		{"matmuladd_matrix_bias", mma, []Tensor{f32(5, 9), f32(9, 7), f32(5, 7)}, matMulAddRef, "gemm_nn"},
+		{"matmuladd_column_bias", mma, []Tensor{f32(5, 9), f32(9, 7), f32(5, 1)}, matMulAddRef, "gemm_nn"},
+		{"gemm_plain", gemm(0, 0, 1, 1), []Tensor{f32(1, 256), f32(256, 10), f32(1, 10)}, nil, "gemm_nn"},
+		{"gemm_no_c", gemm(0, 0, 1.5, 1), []Tensor{f32(9, 12), f32(12, 20)}, nil, "gemm_nn"},
+		{"gemm_trans_a", gemm(1, 0, 0.5, 2), []Tensor{f32(11, 6), f32(11, 18), f32(18)}, nil, "gemm_nn"},
+		{"gemm_trans_b", gemm(0, 1, 1, 1), []Tensor{f32(5, 40), f32(7, 40), f32(5, 7)}, nil, "gemm_nt"},
+		{"gemm_trans_b_gemv", gemm(0, 1, 1, 1), []Tensor{f32(1, 300), f32(120, 300), f32(120)}, nil, "gemm_nt"},
+		{"gemm_trans_both", gemm(1, 1, 0.5, 2), []Tensor{f32(6, 4), f32(3, 6), f32(3)}, nil, "transpose2d"},
+		{"gemm_scalar_c", gemm(0, 0, 1, -0.5), []Tensor{f32(4, 3), f32(3, 5), f32(1)}, nil, "gemm_nn"},
+		{"gemm_column_c", gemm(0, 1, 2, 1), []Tensor{f32(4, 33), f32(5, 33), f32(4, 1)}, nil, "gemm_nt"},
+		{"gemm_beta0", gemm(0, 0, 1, 0), []Tensor{f32(3, 8), f32(8, 17), f32(3, 17)}, nil, "gemm_nn"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			requirePlanUses(t, c.node, c.in, c.symbol)
+			checkKernelOp(t, s, c.node, 18, c.in, c.host, convGemmTol, convGemmTol)
+		})
+	}
+}

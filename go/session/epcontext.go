@@ -1,0 +1,581 @@
+package session
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/graph/opt"
+	"github.com/loomrt/loom/go/loom"
+	"github.com/loomrt/loom/go/native"
+)
+
+// EP context models (docs/epcontext.md). With ep.context_enable=1 a session, once built, warms
+// up and writes a context model: an ONNX model whose graph is one com.microsoft EPContext node
+// of source "loom" whose payload (the context blob, epcontext_blob.go) holds the optimized
+// graph and every compiled kernel. Loading such a model skips optimization and compilation:
+// the session runs the embedded graph with the kernels installed straight into its cache.
+
+// The EPContext node's identity, as ONNX Runtime defines the contrib operator.
+const (
+	epContextOpType = "EPContext"
+	epContextDomain = "com.microsoft"
+	// epContextSource is the source attribute of the nodes Loom writes and the only one it runs.
+	epContextSource = "loom"
+)
+
+// epContextBlobSuffix replaces ".onnx" in the context model's file name to name the blob file
+// written beside it when ep.context_embed_mode=0.
+const epContextBlobSuffix = "_loom.bin"
+
+// EPContextPath is the path of the EP context model the session wrote when it was built with
+// ep.context_enable=1; "" when it wrote none.
+func (s *InferenceSession) EPContextPath() string { return s.epContextPath }
+
+// defaultEPContextPath is the context model's path for a model file when ep.context_file_path
+// is not set: the model's path with ".onnx" replaced by "_ctx.onnx", as ONNX Runtime does.
+func defaultEPContextPath(modelPath string) string {
+	return strings.TrimSuffix(modelPath, ".onnx") + "_ctx.onnx"
+}
+
+// fillEPContextOptions completes the ep.context_* options of a session that writes a context
+// model: the file path (derived from modelPath, the file the model was loaded from, "" for a
+// model from memory) and the embed mode (1, the EPContext operator's default).
+func (s *InferenceSession) fillEPContextOptions(modelPath string) error {
+	if s.options[OptionEPContextEnable] != "1" {
+		return nil
+	}
+	if s.options[OptionEPContextFilePath] == "" {
+		// For a model from memory there is no path to derive the context model's from.
+		if modelPath == "" {
+			return newError("InferenceSession", ErrInvalidArgument, "session option %s=1 needs %s for a model loaded from memory (LoadBytes, FromGraph): there is no model file to derive the context model's path from",
+				OptionEPContextEnable, OptionEPContextFilePath)
+		}
+		s.options[OptionEPContextFilePath] = defaultEPContextPath(modelPath)
+	}
+	if s.options[OptionEPContextEmbedMode] == "" {
+		s.options[OptionEPContextEmbedMode] = "1"
+	}
+	return nil
+}
+
+// keptKernel is a kernel the kernel cache compiled while it kept artifacts (startKeeping).
+type keptKernel struct {
+	file, symbol string
+	config       map[string]string
+	artifact     *loom.Artifact
+}
+
+// keepArtifact records a compiled kernel while the cache keeps them; c.mu is held.
+func (c *kernelCache) keepArtifact(key, file, symbol string, config map[string]string, a *loom.Artifact) {
+	if c.kept == nil {
+		return
+	}
+	c.kept[key] = keptKernel{file: file, symbol: symbol, config: maps.Clone(config), artifact: a}
+}
+
+// startKeeping makes the cache record the artifact of every kernel it compiles from now on.
+func (c *kernelCache) startKeeping() {
+	c.mu.Lock()
+	c.kept = map[string]keptKernel{}
+	c.mu.Unlock()
+}
+
+// stopKeeping drops the recorded artifacts and stops recording.
+func (c *kernelCache) stopKeeping() {
+	c.mu.Lock()
+	c.kept = nil
+	c.mu.Unlock()
+}
+
+// keptKernels returns the recorded kernels with their module images, sorted by cache key:
+// host shared objects are read back from the Loom cache and checked against their digest.
+func (c *kernelCache) keptKernels(backend native.Backend) ([]epContextKernel, error) {
+	c.mu.Lock()
+	kept := make([]keptKernel, 0, len(c.kept))
+	for _, k := range c.kept {
+		kept = append(kept, k)
+	}
+	c.mu.Unlock()
+	out := make([]epContextKernel, 0, len(kept))
+	for _, k := range kept {
+		src, err := opKernelFS.ReadFile("opkernels/" + k.file)
+		if err != nil {
+			return nil, fmt.Errorf("kernel %s of %s: %w", k.symbol, k.file, err)
+		}
+		sum := sha256.Sum256(src)
+		a := *k.artifact
+		var image []byte
+		if backend == native.BackendCUDA {
+			image = []byte(a.Source)
+		} else {
+			if image, err = a.SharedObjectBytes(); err != nil {
+				return nil, fmt.Errorf("kernel %s of %s: %w", k.symbol, k.file, err)
+			}
+			if got := sha256.Sum256(image); hex.EncodeToString(got[:]) != a.SOSHA256 {
+				return nil, fmt.Errorf("kernel %s of %s: the shared object %s changed since it was loaded (SHA-256 %x, want %s)",
+					k.symbol, k.file, a.SharedObject, got[:], a.SOSHA256)
+			}
+		}
+		// The module image carries the code; the C or CUDA text and the IR are not needed to run.
+		a.Source, a.IR, a.SharedObject = "", "", ""
+		out = append(out, epContextKernel{
+			epContextKernelRecord: epContextKernelRecord{File: k.file, Symbol: k.symbol, Config: k.config,
+				SourceSHA256: hex.EncodeToString(sum[:]), Artifact: &a},
+			Image: image,
+		})
+	}
+	sortEPContextKernels(out)
+	return out, nil
+}
+
+// epContextWarmupShapes are the shapes the context warmup feeds: each input's declared shape
+// with symbolic and unknown dimensions set to 1.
+func (s *InferenceSession) epContextWarmupShapes() (map[string][]int64, error) {
+	shapes := make(map[string][]int64, len(s.inputs))
+	for _, m := range s.inputs {
+		if !m.Ranked {
+			return nil, newError("InferenceSession", ErrInvalidArgument, "input %q has an unknown rank, so the kernels of an EP context model cannot be compiled ahead (%s=1 warms the session up with the declared input shapes)", m.Name, OptionEPContextEnable)
+		}
+		shape := make([]int64, len(m.Shape))
+		for i, d := range m.Shape {
+			shape[i] = 1
+			if d.Known() {
+				shape[i] = d.Value
+			}
+		}
+		shapes[m.Name] = shape
+	}
+	return shapes, nil
+}
+
+// epContextNotes is the JSON of the EPContext node's notes attribute.
+type epContextNotes struct {
+	LoomTarget  string `json:"loom_target"`
+	LoomBackend string `json:"loom_backend"`
+	BlobFormat  string `json:"blob_format"`
+	Kernels     int    `json:"kernels"`
+}
+
+// writeEPContext warms the session up with its declared input shapes, so that the kernels a run
+// needs are compiled, then writes the context model to ep.context_file_path (and, for embed
+// mode 0, the blob beside it). modelPath is the source model's file ("" for one from memory).
+func (s *InferenceSession) writeEPContext(modelPath string) error {
+	const op = "InferenceSession"
+	path := s.options[OptionEPContextFilePath]
+	embed := s.options[OptionEPContextEmbedMode] != "0"
+	if modelPath != "" && sameFile(modelPath, path) {
+		return newError(op, ErrInvalidArgument, "session option %s %q is the source model itself; the context model would overwrite it", OptionEPContextFilePath, path)
+	}
+	shapes, err := s.epContextWarmupShapes()
+	if err != nil {
+		return err
+	}
+	s.kernels.startKeeping()
+	defer s.kernels.stopKeeping()
+	if err := s.Warmup(shapes); err != nil {
+		return wrapError(op, kindOf(err), err, "warming the session up for the EP context model (symbolic input dimensions set to 1)")
+	}
+	kernels, err := s.kernels.keptKernels(s.dev.Backend())
+	if err != nil {
+		return wrapError(op, ErrCompile, err, "collecting the kernels of the EP context model")
+	}
+	graphBytes, err := s.model.Marshal()
+	if err != nil {
+		return wrapError(op, ErrInvalidArgument, err, "serializing the optimized graph for the EP context model")
+	}
+	g := s.model.Graph
+	partition := "loom_" + g.Name
+	if g.Name == "" {
+		partition = "loom_graph"
+	}
+	target := s.dev.Target()
+	blob, err := encodeEPContextBlob(&epContextBlob{
+		Meta: epContextMeta{CompilerVersion: loom.CompilerVersion, Target: target, Backend: string(s.provider),
+			PartitionName: partition, SourceModel: s.model.Name},
+		Graph:   graphBytes,
+		Kernels: kernels,
+	})
+	if err != nil {
+		return wrapError(op, ErrInvalidArgument, err, "encoding the EP context blob")
+	}
+	notes, err := json.Marshal(epContextNotes{LoomTarget: target, LoomBackend: string(s.provider),
+		BlobFormat: fmt.Sprintf("%s/%d", epContextFormatName, epContextFormatVersion), Kernels: len(kernels)})
+	if err != nil {
+		return wrapError(op, ErrInvalidArgument, err, "encoding the EPContext notes")
+	}
+	cache := &graph.Attribute{Name: "ep_cache_context", Type: graph.AttrString, String: blob}
+	var blobPath string
+	if !embed {
+		name := strings.TrimSuffix(filepath.Base(path), ".onnx") + epContextBlobSuffix
+		blobPath = filepath.Join(filepath.Dir(path), name)
+		cache.String = []byte(name) // relative to the context model's directory
+	}
+	embedMode := int64(0)
+	if embed {
+		embedMode = 1
+	}
+	cg := &graph.Graph{Name: g.Name, Doc: g.Doc}
+	var ins, outs []string
+	for _, v := range g.Inputs {
+		if v.Initializer != nil || g.Initializers[v.Name] != nil {
+			continue // an overridable initializer stays in the embedded graph, not a required input
+		}
+		in := graph.Input(v.Name, v.Declared)
+		in.Doc = v.Doc
+		cg.Inputs = append(cg.Inputs, in)
+		ins = append(ins, v.Name)
+	}
+	for _, v := range g.Outputs {
+		o := graph.Output(v.Name, v.Declared)
+		o.Doc = v.Doc
+		cg.Outputs = append(cg.Outputs, o)
+		outs = append(outs, v.Name)
+	}
+	node := graph.NewNode(partition, epContextOpType, ins, outs,
+		graph.IntAttr("main_context", 1),
+		cache,
+		graph.IntAttr("embed_mode", embedMode),
+		graph.StringAttr("source", epContextSource),
+		graph.StringAttr("ep_sdk_version", loom.CompilerVersion),
+		graph.StringAttr("partition_name", partition),
+		graph.StringAttr("hardware_architecture", target),
+		graph.StringAttr("notes", string(notes)),
+	)
+	node.Domain = epContextDomain
+	cg.Nodes = []*graph.Node{node}
+	src := s.model
+	cm := &graph.Model{
+		Name: filepath.Base(path), IRVersion: max(src.IRVersion, 7), ProducerName: src.ProducerName,
+		ProducerVersion: src.ProducerVersion, Domain: src.Domain, ModelVersion: src.ModelVersion, Doc: src.Doc,
+		MetadataProps: maps.Clone(src.MetadataProps), Opsets: map[string]int64{}, Graph: cg,
+	}
+	for d, v := range src.Opsets {
+		if d != graph.LoomDomain { // the fused operators live only inside the blob's graph
+			cm.Opsets[d] = v
+		}
+	}
+	cm.Opsets[epContextDomain] = 1
+	data, err := cm.Marshal()
+	if err != nil {
+		return wrapError(op, ErrInvalidArgument, err, "serializing the EP context model")
+	}
+	// The blob first: a context model on disk always finds the blob it names.
+	if blobPath != "" {
+		if err := writeFileAtomic(blobPath, blob); err != nil {
+			return wrapError(op, ErrInvalidArgument, err, "cannot write the EP context blob")
+		}
+	}
+	if err := writeFileAtomic(path, data); err != nil {
+		return wrapError(op, ErrInvalidArgument, err, "cannot write the EP context model (session option %s)", OptionEPContextFilePath)
+	}
+	s.epContextPath = path
+	return nil
+}
+
+// kindOf is the sentinel of a session error, ErrInvalidArgument for any other error.
+func kindOf(err error) error {
+	var se *Error
+	if errors.As(err, &se) {
+		return se.Kind
+	}
+	return ErrInvalidArgument
+}
+
+// sameFile reports whether a and b name the same existing file (or the same path).
+func sameFile(a, b string) bool {
+	if fa, err := os.Stat(a); err == nil {
+		if fb, err := os.Stat(b); err == nil {
+			return os.SameFile(fa, fb)
+		}
+	}
+	aa, err1 := filepath.Abs(a)
+	ab, err2 := filepath.Abs(b)
+	return err1 == nil && err2 == nil && aa == ab
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames it over path, so a
+// reader never sees a half-written file.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// epContextLoad is a context model being loaded: its EPContext node, decoded blob and the
+// embedded optimized graph, which the session runs and owns.
+type epContextLoad struct {
+	node  string
+	blob  *epContextBlob
+	model *graph.Model
+}
+
+// readEPContext recognizes a context model: nil when m has no EPContext node. Any EPContext
+// node Loom cannot run, a blob that does not decode or versions that differ from this Loom's
+// are errors naming the node. modelPath is the file m was loaded from ("" for memory).
+func (b *SessionBuilder) readEPContext(m *graph.Model, modelPath string) (*epContextLoad, error) {
+	const op = "InferenceSession"
+	var nodes []*graph.Node
+	for _, n := range m.Graph.Nodes {
+		if n.OpType == epContextOpType && n.Domain == epContextDomain {
+			nodes = append(nodes, n)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, nil
+	}
+	for _, n := range nodes {
+		if src := n.AttrString("source", ""); src != epContextSource {
+			return nil, newError(op, ErrInvalidArgument, "EPContext node %q has source %q: Loom runs only the EPContext nodes it wrote (source %q); load the original model instead",
+				n.Name, src, epContextSource)
+		}
+	}
+	n := nodes[0]
+	fail := func(kind error, format string, args ...any) (*epContextLoad, error) {
+		return nil, newError(op, kind, "EPContext node %q: %s", n.Name, fmt.Sprintf(format, args...))
+	}
+	if len(m.Graph.Nodes) != 1 {
+		return fail(ErrInvalidArgument, "a Loom context model holds one EPContext node and no other, this graph has %d nodes", len(m.Graph.Nodes))
+	}
+	if b.options[OptionEPContextEnable] == "1" {
+		return fail(ErrInvalidArgument, "the model is already an EP context model; load it without %s=1", OptionEPContextEnable)
+	}
+	if mc := n.AttrInt("main_context", 1); mc != 1 {
+		return fail(ErrInvalidArgument, "main_context is %d; Loom writes (and reads) only main_context=1", mc)
+	}
+	if v := n.AttrString("ep_sdk_version", ""); v != loom.CompilerVersion {
+		return fail(ErrInvalidArgument, "ep_sdk_version is %q but this Loom is %q; regenerate the context model with this Loom", v, loom.CompilerVersion)
+	}
+	attr := n.Attr("ep_cache_context")
+	if attr == nil || attr.Type != graph.AttrString {
+		return fail(ErrInvalidArgument, "no string attribute ep_cache_context")
+	}
+	var data []byte
+	what := "embedded blob"
+	switch mode := n.AttrInt("embed_mode", 1); mode {
+	case 1:
+		data = attr.String
+	case 0:
+		name := string(attr.String)
+		what = fmt.Sprintf("blob file %q", name)
+		dir := ""
+		switch {
+		case modelPath != "":
+			dir = filepath.Dir(modelPath)
+		case b.options[OptionEPContextFilePath] != "":
+			dir = filepath.Dir(b.options[OptionEPContextFilePath])
+		default:
+			return fail(ErrInvalidArgument, "embed_mode=0 names the blob file %q relative to the context model, which was loaded from memory: set session option %s to the context model's path",
+				name, OptionEPContextFilePath)
+		}
+		full, err := resolveInside(dir, name)
+		if err != nil {
+			return fail(ErrInvalidArgument, "ep_cache_context: %v", err)
+		}
+		if data, err = os.ReadFile(full); err != nil {
+			return fail(ErrInvalidArgument, "cannot read the blob file: %v", err)
+		}
+	default:
+		return fail(ErrInvalidArgument, "embed_mode is %d, want 0 or 1", mode)
+	}
+	blob, err := decodeEPContextBlob(data)
+	if err != nil {
+		return fail(ErrInvalidArgument, "the %s is not a valid Loom context blob: %v", what, err)
+	}
+	if v := blob.Meta.CompilerVersion; v != loom.CompilerVersion {
+		return fail(ErrInvalidArgument, "the blob was compiled by Loom %q but this Loom is %q; regenerate the context model with this Loom", v, loom.CompilerVersion)
+	}
+	if p := blob.Meta.PartitionName; p != n.AttrString("partition_name", p) {
+		return fail(ErrInvalidArgument, "partition_name is %q but the blob is for %q", n.AttrString("partition_name", ""), p)
+	}
+	for _, k := range blob.Kernels {
+		src, err := opKernelFS.ReadFile("opkernels/" + k.File)
+		if err != nil {
+			return fail(ErrInvalidArgument, "kernel %s of %s: this Loom's op library has no such file", k.Symbol, k.File)
+		}
+		if sum := sha256.Sum256(src); hex.EncodeToString(sum[:]) != k.SourceSHA256 {
+			return fail(ErrInvalidArgument, "kernel %s was compiled from %s with SHA-256 %s but this Loom's %s has SHA-256 %x; regenerate the context model with this Loom",
+				k.Symbol, k.File, k.SourceSHA256, k.File, sum[:])
+		}
+	}
+	gm, err := graph.LoadBytesWithOptions(blob.Graph, graph.LoadOptions{Name: m.Name})
+	if err != nil {
+		return fail(ErrInvalidArgument, "the blob's graph does not load: %v", err)
+	}
+	// The graph was optimized when the context was written; optimization level "disabled" only
+	// infers the shapes the session's metadata and runs rely on.
+	if err := gm.Check(); err != nil {
+		gm.Close()
+		return fail(ErrInvalidArgument, "the blob's graph does not check: %v", err)
+	}
+	if err := opt.Optimize(gm, opt.LevelDisabled); err != nil {
+		gm.Close()
+		return fail(ErrInvalidArgument, "the blob's graph: shape inference failed: %v", err)
+	}
+	if err := sameInterface(m.Graph, gm.Graph); err != nil {
+		gm.Close()
+		return fail(ErrInvalidArgument, "%v", err)
+	}
+	return &epContextLoad{node: n.Name, blob: blob, model: gm}, nil
+}
+
+// sameInterface checks that the context model declares the inputs (initializers aside) and
+// outputs of the graph in its blob, in order.
+func sameInterface(ctxGraph, g *graph.Graph) error {
+	names := func(vs []*graph.Value, skipInit bool, inits map[string]*graph.Tensor) []string {
+		var out []string
+		for _, v := range vs {
+			if skipInit && (v.Initializer != nil || inits[v.Name] != nil) {
+				continue
+			}
+			out = append(out, v.Name)
+		}
+		return out
+	}
+	if a, b := names(ctxGraph.Inputs, true, ctxGraph.Initializers), names(g.Inputs, true, g.Initializers); !equalStrings(a, b) {
+		return fmt.Errorf("the context model's inputs %v differ from its blob graph's %v", a, b)
+	}
+	if a, b := names(ctxGraph.Outputs, false, nil), names(g.Outputs, false, nil); !equalStrings(a, b) {
+		return fmt.Errorf("the context model's outputs %v differ from its blob graph's %v", a, b)
+	}
+	return nil
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveInside returns the path of name inside dir. As ONNX Runtime does for an EPContext
+// blob file, an absolute name, one with ".." leading out of dir, or a symlink leading out of
+// it is refused.
+func resolveInside(dir, name string) (string, error) {
+	if name == "" {
+		return "", errors.New("empty file name")
+	}
+	if strings.ContainsRune(name, 0) {
+		return "", fmt.Errorf("file name %q contains NUL", name)
+	}
+	if filepath.IsAbs(name) || strings.HasPrefix(name, "/") || strings.HasPrefix(name, `\`) {
+		return "", fmt.Errorf("file name %q is absolute; it must be relative to the context model's directory", name)
+	}
+	clean := filepath.Clean(filepath.FromSlash(name))
+	escapes := func(p string) bool { return p == ".." || strings.HasPrefix(p, ".."+string(filepath.Separator)) }
+	if escapes(clean) || clean == "." {
+		return "", fmt.Errorf("file name %q escapes the context model's directory %s", name, dir)
+	}
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("context model directory: %w", err)
+	}
+	full, err := filepath.EvalSymlinks(filepath.Join(root, clean))
+	if err != nil {
+		return "", fmt.Errorf("blob file %q: %w", name, err)
+	}
+	if rel, err := filepath.Rel(root, full); err != nil || escapes(rel) {
+		return "", fmt.Errorf("file name %q escapes the context model's directory %s (through a symbolic link)", name, dir)
+	}
+	return full, nil
+}
+
+// requestedProvider is the provider a context model's session asks for: auto means the backend
+// the context was compiled for.
+func (l *epContextLoad) requestedProvider(p ExecutionProvider) ExecutionProvider {
+	if p == ProviderAuto {
+		return ExecutionProvider(l.blob.Meta.Backend)
+	}
+	return p
+}
+
+// installEPContext loads the context's kernels into the session's kernel cache, compiling
+// nothing, after checking that they were compiled for the session's device.
+func (s *InferenceSession) installEPContext(l *epContextLoad) error {
+	const op = "InferenceSession"
+	meta := l.blob.Meta
+	if t := s.dev.Target(); t != meta.Target {
+		return newError(op, ErrTargetMismatch, "EPContext node %q: the context was compiled for target %s (%s) but this session's %s device needs %s; regenerate the context model on this machine",
+			l.node, meta.Target, meta.Backend, s.provider, t)
+	}
+	// Host shared objects are written to a private directory for dlopen, which maps them with
+	// RTLD_NOW: the files can go as soon as every module is loaded.
+	var dir string
+	if s.dev.Backend() == native.BackendHost && len(l.blob.Kernels) > 0 {
+		var err error
+		if dir, err = os.MkdirTemp("", "loom-epcontext-"); err != nil {
+			return wrapError(op, ErrDevice, err, "EPContext node %q: cannot make a directory for the kernels", l.node)
+		}
+		defer os.RemoveAll(dir)
+	}
+	c := &s.kernels
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kernels == nil {
+		c.kernels = map[string]*loadedKernel{}
+	}
+	if c.moduleByKey == nil {
+		c.moduleByKey = map[string]*native.Module{}
+	}
+	for _, k := range l.blob.Kernels {
+		a := *k.Artifact
+		name := fmt.Sprintf("kernel %s of %s", k.Symbol, k.File)
+		if s.dev.Backend() == native.BackendCUDA {
+			a.Source = string(k.Image)
+		} else if c.moduleByKey[a.Key] == nil {
+			a.SharedObject = filepath.Join(dir, a.Key+".so")
+			if err := os.WriteFile(a.SharedObject, k.Image, 0o700); err != nil {
+				return wrapError(op, ErrDevice, err, "EPContext node %q: %s", l.node, name)
+			}
+		}
+		sig, err := signatureOf(&a, s.dev.Props())
+		if err != nil {
+			return wrapError(op, ErrInvalidArgument, err, "EPContext node %q: %s", l.node, name)
+		}
+		if sig, err = sig.normalize(op); err != nil {
+			return wrapError(op, ErrInvalidArgument, err, "EPContext node %q: %s", l.node, name)
+		}
+		m := c.moduleByKey[a.Key]
+		if m == nil {
+			if m, err = loadArtifact(op, s.dev, &a); err != nil {
+				return wrapError(op, kindOf(err), err, "EPContext node %q: %s", l.node, name)
+			}
+			c.moduleByKey[a.Key] = m
+			c.modules = append(c.modules, m) // owned by the cache from here, closed with the session
+		}
+		kernel, err := m.Kernel(a.Entry)
+		if err != nil {
+			return wrapError(op, ErrInvalidArgument, err, "EPContext node %q: %s: the module has no kernel %s", l.node, name, a.Entry)
+		}
+		c.kernels[kernelCacheKey(k.File, k.Symbol, k.Config)] = &loadedKernel{kernel: kernel, sig: sig}
+	}
+	return nil
+}

@@ -1,0 +1,364 @@
+package session
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// Tracing of InferenceSession runs through OpenTelemetry.
+//
+// A Run with tracing on emits one "loom.Run" span and, under it, one span per executed op
+// named by op type; the ops of If, Loop and Scan bodies nest under their control-flow op's
+// span. Tracing is off by default: a Run then loads the session's trace target once (one
+// atomic load) and every op pays one nil check of the run's state.
+//
+// The hooks an executor calls (the interpreter in inference_run.go does; any other executor
+// must too):
+//
+//	rc.runStart(executor, fed)      once, before the first op (no-op when tracing is off)
+//	sp := rc.opStart(n, in)         before each op; a zero opSpan when tracing is off
+//	sp.end(variant, reason, outs, err)  after it; variant "" derives variant and reason
+//	rc.runEnd(outs, err)            once, after the last op
+//
+// The span of an op with subgraphs (If, Loop, Scan) is the parent of the op spans started
+// until its end, which must therefore nest like calls; other ops' spans are siblings, so an
+// executor may start several before ending them (a recorded segment of kernel steps). The
+// hooks stay on the run's goroutine, like the rest of runCtx. rc.compile records the Loom
+// kernels an op requests, which is how end("", "", ...) names the variant that ran.
+
+// tracerName is the instrumentation scope of the session's spans.
+const tracerName = "github.com/loomrt/loom/go/session"
+
+// The executors a span's loom.executor names.
+const (
+	executorInterpreter = "interpreter"
+	executorPlan        = "plan"
+)
+
+// Span attribute keys.
+const (
+	attrModel        = attribute.Key("loom.model")
+	attrGraph        = attribute.Key("loom.graph")
+	attrProvider     = attribute.Key("loom.provider")
+	attrPhase        = attribute.Key("loom.phase")
+	attrExecutor     = attribute.Key("loom.executor")
+	attrNode         = attribute.Key("loom.node")
+	attrOpType       = attribute.Key("loom.op_type")
+	attrDomain       = attribute.Key("loom.domain")
+	attrVariant      = attribute.Key("loom.variant")
+	attrReason       = attribute.Key("loom.reason")
+	attrInputShapes  = attribute.Key("loom.input_shapes")
+	attrOutputShapes = attribute.Key("loom.output_shapes")
+)
+
+// variantHost is the variant of an op that ran as a Go host function.
+const variantHost = "host"
+
+// traceTarget is what SetTraceContext set: the parent of the runs' spans and the tracer.
+type traceTarget struct {
+	ctx    context.Context
+	tracer trace.Tracer
+}
+
+// sessionTracing is an InferenceSession's tracing state.
+type sessionTracing struct {
+	// provider is the builder's TracerProvider; nil means OpenTelemetry's global one.
+	provider trace.TracerProvider
+	// target is nil while tracing is off; Runs load it once each.
+	target atomic.Pointer[traceTarget]
+}
+
+// WithTracerProvider makes the session's traces (see InferenceSession.SetTraceContext) go to
+// tp instead of OpenTelemetry's global TracerProvider (otel.GetTracerProvider). nil restores
+// the global one.
+func (b *SessionBuilder) WithTracerProvider(tp trace.TracerProvider) *SessionBuilder {
+	b.tracerProvider = tp
+	return b
+}
+
+// SetTraceContext turns tracing on for the Runs (and Warmups) that start after it: each emits
+// a "loom.Run" span as a child of the span in ctx (trace.SpanFromContext; a root span when ctx
+// has none), with one child span per executed op naming the kernel variant that ran and why.
+// Only ctx's span and values are used; its cancellation does not affect Runs.
+// SetTraceContext(nil) turns tracing off again. Safe to call while Runs are in progress: a Run
+// keeps the setting it started with.
+func (s *InferenceSession) SetTraceContext(ctx context.Context) {
+	if ctx == nil {
+		s.tracing.target.Store(nil)
+		return
+	}
+	tp := s.tracing.provider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	s.tracing.target.Store(&traceTarget{ctx: ctx, tracer: tp.Tracer(tracerName)})
+}
+
+// runTrace is one traced Run's span state, owned by the run's goroutine.
+type runTrace struct {
+	tracer   trace.Tracer
+	executor string
+	run      trace.Span
+	// parent is the context of the innermost open span: the parent of the next op span.
+	parent context.Context
+	// kernels are the Loom kernel variants requested since the innermost open op started.
+	kernels []string
+}
+
+// runStart starts the run's "loom.Run" span when tracing is on; executor names the executor
+// (executorInterpreter or executorPlan) for the run's and its ops' spans, fed the run's
+// checked inputs by name.
+func (rc *runCtx) runStart(executor string, fed map[string]Tensor) {
+	target := rc.s.tracing.target.Load()
+	if target == nil {
+		return
+	}
+	// The graph's inputs in order, then any fed initializer overrides by name.
+	ins := make([]string, 0, len(fed))
+	listed := make(map[string]bool, len(rc.s.inputs))
+	for _, m := range rc.s.inputs {
+		if t, ok := fed[m.Name]; ok {
+			ins = append(ins, m.Name+": "+describeTensor(t))
+			listed[m.Name] = true
+		}
+	}
+	var extra []string
+	for name := range fed {
+		if !listed[name] {
+			extra = append(extra, name)
+		}
+	}
+	slices.Sort(extra)
+	for _, name := range extra {
+		ins = append(ins, name+": "+describeTensor(fed[name]))
+	}
+	phase := "run"
+	if rc.phase == phaseWarmup {
+		phase = "warmup"
+	}
+	m := rc.s.model
+	ctx, span := target.tracer.Start(target.ctx, "loom.Run", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attrModel.String(m.Name), attrGraph.String(m.Graph.Name),
+			attrProvider.String(string(rc.s.provider)), attrPhase.String(phase),
+			attrExecutor.String(executor), attrInputShapes.StringSlice(ins)))
+	rc.trace = &runTrace{tracer: target.tracer, executor: executor, run: span, parent: ctx}
+}
+
+// runEnd ends the run's span with the run's outputs or error.
+func (rc *runCtx) runEnd(outs []Tensor, err error) {
+	t := rc.trace
+	if t == nil {
+		return
+	}
+	rc.trace = nil
+	if t.run.IsRecording() {
+		t.run.SetAttributes(attrOutputShapes.StringSlice(describeTensors(outs)))
+		recordError(t.run, err)
+	}
+	t.run.End()
+}
+
+// opSpan is the span of one executing op; the zero opSpan (tracing off) does nothing. It is
+// one pointer, so that the hooks cost a nil check when tracing is off.
+type opSpan struct{ f *opFrame }
+
+// opFrame is a traced op's state.
+type opFrame struct {
+	rc   *runCtx
+	span trace.Span
+	node *graph.Node
+	in   []Tensor
+	// parent says whether the span is the parent of the op spans started until its end;
+	// prevParent is the parent it replaced, restored by end.
+	parent     bool
+	prevParent context.Context
+	// The enclosing op's kernel notes, restored by end so that an op inside a subgraph does
+	// not leave its kernels to its control-flow op.
+	prevKernels             []string
+	prevVariant, prevReason string
+}
+
+// opStart starts the span of node n about to run on inputs in. With tracing off it costs one
+// nil check and returns the zero opSpan.
+func (rc *runCtx) opStart(n *graph.Node, in []Tensor) opSpan {
+	if rc.trace == nil {
+		return opSpan{}
+	}
+	return rc.opStartTraced(n, in)
+}
+
+func (rc *runCtx) opStartTraced(n *graph.Node, in []Tensor) opSpan {
+	t := rc.trace
+	ctx, span := t.tracer.Start(t.parent, n.OpType, trace.WithSpanKind(trace.SpanKindInternal))
+	f := &opFrame{rc: rc, span: span, node: n, in: in, prevKernels: t.kernels,
+		prevVariant: rc.kernelVariant, prevReason: rc.kernelReason}
+	if hasSubgraph(n) {
+		f.parent, f.prevParent = true, t.parent
+		t.parent = ctx
+	}
+	t.kernels = nil
+	rc.kernelVariant, rc.kernelReason = "", ""
+	return opSpan{f}
+}
+
+// hasSubgraph reports whether n carries graphs (the bodies of If, Loop and Scan).
+func hasSubgraph(n *graph.Node) bool {
+	for _, a := range n.Attrs {
+		if a.Graph != nil || len(a.Graphs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// end ends the op's span. variant names what ran ("host", or the Loom kernels as
+// "loom:opkernels/FILE:SYMBOL[K=V,...] + ...") and reason why; with variant "" both are
+// derived from what the op noted (rc.kernelVariant and rc.kernelReason, the kernels it
+// requested through rc.compile) and from its node and inputs. err, when not nil, is recorded
+// on the span, which then has status Error.
+func (sp opSpan) end(variant, reason string, outs []Tensor, err error) {
+	if sp.f != nil {
+		sp.f.end(variant, reason, outs, err)
+	}
+}
+
+func (f *opFrame) end(variant, reason string, outs []Tensor, err error) {
+	rc := f.rc
+	t := rc.trace
+	kernels, planVariant, planReason := t.kernels, rc.kernelVariant, rc.kernelReason
+	if f.parent {
+		t.parent = f.prevParent
+	}
+	t.kernels = f.prevKernels
+	rc.kernelVariant, rc.kernelReason = f.prevVariant, f.prevReason
+	if f.span.IsRecording() {
+		if variant == "" {
+			variant, reason = deriveVariant(f.node, f.in, kernels, planVariant, planReason)
+		}
+		n := f.node
+		domain := n.Domain
+		if domain == "" {
+			domain = "ai.onnx"
+		}
+		f.span.SetAttributes(attrNode.String(n.Name), attrOpType.String(n.OpType), attrDomain.String(domain),
+			attrVariant.String(variant), attrReason.String(reason), attrExecutor.String(t.executor),
+			attrInputShapes.StringSlice(describeTensors(f.in)), attrOutputShapes.StringSlice(describeTensors(outs)))
+		recordError(f.span, err)
+	}
+	f.span.End()
+}
+
+// noteKernel records that the running op requested a Loom kernel, for its span's variant: an
+// op that runs several kernel plans (a fused op) names all their kernels.
+func (rc *runCtx) noteKernel(file, symbol string, config map[string]string) {
+	t := rc.trace
+	if t == nil {
+		return
+	}
+	v := kernelCall{file: file, symbol: symbol, config: config}.describe()
+	if !slices.Contains(t.kernels, v) {
+		t.kernels = append(t.kernels, v)
+	}
+}
+
+// deriveVariant says what ran for node n on inputs in, and why: kernels are the Loom kernels
+// the op requested, planVariant and planReason what its last kernel plan noted.
+func deriveVariant(n *graph.Node, in []Tensor, kernels []string, planVariant, planReason string) (variant, reason string) {
+	if len(kernels) > 0 {
+		variant = "loom:" + strings.Join(kernels, " + ")
+	} else if planVariant != "" {
+		variant = planVariant
+	}
+	if variant != "" {
+		if planReason == "" {
+			planReason = "Loom kernel covers " + describeInputs(in)
+		}
+		return variant, planReason
+	}
+	switch {
+	case hasSubgraph(n):
+		return variantHost, "host: control flow runs on the host; its body's ops are child spans"
+	case !mayRunKernel(n):
+		return variantHost, "host: no Loom kernel for " + n.OpType
+	}
+	var others []string
+	for _, t := range in {
+		if t.IsValid() && t.dtype != graph.Float && !slices.Contains(others, t.dtype.String()) {
+			others = append(others, t.dtype.String())
+		}
+	}
+	if len(others) > 0 {
+		return variantHost, "host: no Loom kernel for " + strings.Join(others, ", ") + " inputs"
+	}
+	for _, t := range in {
+		if t.IsValid() && t.box == nil && t.Len() == 0 {
+			return variantHost, "host: empty tensors need no kernel"
+		}
+	}
+	return variantHost, "host: no Loom kernel covers " + describeInputs(in)
+}
+
+// mayRunKernel reports whether n's function can run Loom kernels: the ops with a kernel
+// planner and Loom's fused ops, which compose kernel-backed ops.
+func mayRunKernel(n *graph.Node) bool {
+	if n.Domain == graph.LoomDomain {
+		return true
+	}
+	_, ok := kernelPlanners[plannerKey(n)]
+	return ok
+}
+
+func describeInputs(in []Tensor) string {
+	if len(in) == 0 {
+		return "no inputs"
+	}
+	return strings.Join(describeTensors(in), ", ")
+}
+
+// describeTensors spells each tensor as TYPE[d0,d1,...]; an omitted optional one as "none".
+func describeTensors(ts []Tensor) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = describeTensor(t)
+	}
+	return out
+}
+
+func describeTensor(t Tensor) string {
+	if !t.IsValid() {
+		return "none"
+	}
+	if t.box != nil {
+		return t.box.describe(t.dtype) // a sequence or an optional
+	}
+	var b strings.Builder
+	b.WriteString(t.dtype.String())
+	b.WriteByte('[')
+	for i, d := range t.shape {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(d, 10))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// recordError marks span failed with err; nothing when err is nil.
+func recordError(span trace.Span, err error) {
+	if err == nil {
+		return
+	}
+	span.RecordError(err)
+	span.SetStatus(codes.Error, err.Error())
+}

@@ -1,0 +1,106 @@
+package session
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// kernelCheckSession is a host InferenceSession whose kernel cache and device the kernel
+// checks use (its model is a placeholder: the checks call planners and host functions
+// directly).
+func kernelCheckSession(t testing.TB) *InferenceSession {
+	t.Helper()
+	g := &graph.Graph{Name: "kernel_check"}
+	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.ShapeOf(1)))}
+	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
+	g.Nodes = []*graph.Node{graph.NewNode("id", "Identity", []string{"x"}, []string{"y"})}
+	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 18})
+	require.NoError(t, err)
+	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+// checkKernelOp is the op library's backend check (as ggml's test-backend-ops): it requires
+// that node n's kernel planner accepts the inputs, runs the plan's Loom kernels and the op's
+// host function (host, or hostOps[n.OpType] when nil) on the same inputs, and requires equal
+// types and shapes and values within atol + rtol·|want| (NaNs must match NaNs). It returns
+// the kernel plan's outputs.
+func checkKernelOp(t *testing.T, s *InferenceSession, n *graph.Node, opset int64, in []Tensor, host opFunc, atol, rtol float64) []Tensor {
+	t.Helper()
+	planner, ok := kernelPlanners[plannerKey(n)]
+	require.True(t, ok, "no kernel planner for %s", plannerKey(n))
+	p, reason, err := planner(n, opset, infosOfStatic(in))
+	require.NoError(t, err)
+	require.NotNil(t, p, "the planner declined: %s", reason)
+	rc := &runCtx{s: s, opset: opset}
+	defer rc.close()
+	got, err := rc.runKernelPlan(p, in)
+	require.NoError(t, err)
+	if host == nil {
+		host = hostOps[n.OpType]
+	}
+	require.NotNil(t, host, "no host function for %s", n.OpType)
+	want, err := host(rc, n, in)
+	require.NoError(t, err)
+	require.Len(t, got, len(want))
+	for i := range want {
+		require.Equal(t, want[i].dtype, got[i].dtype, "output %d type", i)
+		require.Equal(t, want[i].shape, got[i].shape, "output %d shape", i)
+		if want[i].dtype == graph.String {
+			require.Equal(t, want[i].data, got[i].data)
+			continue
+		}
+		w, g := want[i].float64s(), got[i].float64s()
+		for j := range w {
+			if math.IsNaN(w[j]) {
+				require.True(t, math.IsNaN(g[j]), "output %d element %d: want NaN, got %v", i, j, g[j])
+				continue
+			}
+			require.InDelta(t, w[j], g[j], atol+rtol*math.Abs(w[j]), "output %d element %d (%s)", i, j, p.variant())
+		}
+	}
+	return got
+}
+
+func TestKernelOpsAgainstHost(t *testing.T) {
+	s := kernelCheckSession(t)
+	rnd := inferRand()
+	f32 := func(shape ...int64) Tensor {
+		return MustTensor(shape, randomF32(rnd, numel(shape)))
+	}
+	cases := []struct {
+		name string
+		node *graph.Node
+		in   []Tensor
+		tol  float64
+	}{
+		{"add_broadcast", graph.NewNode("n", "Add", nil, []string{"y"}), []Tensor{f32(2, 3, 4), f32(3, 1)}, 1e-6},
+		{"div", graph.NewNode("n", "Div", nil, []string{"y"}), []Tensor{f32(5, 7), f32(7)}, 1e-4},
+		{"tanh", graph.NewNode("n", "Tanh", nil, []string{"y"}), []Tensor{f32(3, 50)}, 1e-6},
+		{"leaky_relu", graph.NewNode("n", "LeakyRelu", nil, []string{"y"}, graph.FloatAttr("alpha", 0.3)), []Tensor{f32(40)}, 1e-6},
+		{"matmul_folded", graph.NewNode("n", "MatMul", nil, []string{"y"}), []Tensor{f32(2, 3, 17), f32(17, 5)}, 1e-5},
+		{"gemm_trans", graph.NewNode("n", "Gemm", nil, []string{"y"}, graph.IntAttr("transA", 1), graph.IntAttr("transB", 1),
+			graph.FloatAttr("alpha", 0.5), graph.FloatAttr("beta", 2)), []Tensor{f32(6, 4), f32(3, 6), f32(3)}, 1e-5},
+		{"conv_pad_stride", graph.NewNode("n", "Conv", nil, []string{"y"}, graph.IntsAttr("pads", 1, 2, 0, 1), graph.IntsAttr("strides", 2, 1)),
+			[]Tensor{f32(2, 3, 9, 8), f32(4, 3, 3, 3), f32(4)}, 1e-5},
+		{"conv_group_no_bias", graph.NewNode("n", "Conv", nil, []string{"y"}, graph.IntAttr("group", 2)),
+			[]Tensor{f32(1, 4, 6, 6), f32(6, 2, 3, 3)}, 1e-5},
+		{"maxpool", graph.NewNode("n", "MaxPool", nil, []string{"y"}, graph.IntsAttr("kernel_shape", 3, 2), graph.IntsAttr("pads", 1, 0, 1, 1)),
+			[]Tensor{f32(2, 3, 7, 6)}, 0},
+		{"averagepool", graph.NewNode("n", "AveragePool", nil, []string{"y"}, graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)),
+			[]Tensor{f32(1, 2, 8, 8)}, 1e-6},
+		{"softmax", graph.NewNode("n", "Softmax", nil, []string{"y"}), []Tensor{f32(4, 33)}, 1e-6},
+		{"log_softmax", graph.NewNode("n", "LogSoftmax", nil, []string{"y"}), []Tensor{f32(2, 3, 9)}, 1e-5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			checkKernelOp(t, s, c.node, 18, c.in, nil, c.tol, c.tol)
+		})
+	}
+}

@@ -1,0 +1,186 @@
+package session
+
+import (
+	"strconv"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// Batched matrix products as Loom kernels (opkernels/bmm.loom): the bmm kernel that the
+// planners of batched MatMul, Attention, the recurrent ops and ConvTranspose share, and
+// planBatchedMatMul, which covers every float32 MatMul (numpy broadcasting of the batch axes,
+// 1-D operands).
+
+// bmmBatchAxes is how many batch axes bmm indexes (after folding, see foldBatch).
+const bmmBatchAxes = 3
+
+// bmmSpec describes one bmm launch: C[z] = A[z]·B[z] over batch axes dims, A [m, k] with
+// strides (as0, as1), B [k, n] with row stride bs0 and contiguous rows, C [m, n] contiguous;
+// each operand's batch strides (0 broadcasts) in elements.
+type bmmSpec struct {
+	m, n, k  int
+	dims     [bmmBatchAxes]int
+	as0, as1 int
+	bs0      int
+	aBatch   [bmmBatchAxes]int
+	bBatch   [bmmBatchAxes]int
+	cBatch   [bmmBatchAxes]int
+	a, b, c  operand
+}
+
+// call is the launch. MR (rows per thread) shrinks for short matrices so that a product with
+// one or two rows does not compute six.
+func (s bmmSpec) call() kernelCall {
+	mr, tm := 6, 2
+	switch {
+	case s.m <= 1:
+		mr, tm = 1, 4
+	case s.m <= 2:
+		mr, tm = 2, 4
+	case s.m <= 4:
+		mr, tm = 4, 2
+	}
+	batch := s.dims[0] * s.dims[1] * s.dims[2]
+	args := []uint64{u(s.m), u(s.n), u(batch), u(s.k), u(s.as0), u(s.as1), u(s.bs0), u(s.dims[1]), u(s.dims[2]),
+		u(s.aBatch[0]), u(s.aBatch[1]), u(s.aBatch[2]), u(s.bBatch[0]), u(s.bBatch[1]), u(s.bBatch[2]),
+		u(s.cBatch[0]), u(s.cBatch[1]), u(s.cBatch[2])}
+	return kernelCall{file: "bmm.loom", symbol: "bmm", config: map[string]string{"MR": strconv.Itoa(mr), "TM": strconv.Itoa(tm)},
+		args: args, workload: args[:3], bind: []kernelBinding{readOf(s.a), readOf(s.b), writeOf(s.c)}}
+}
+
+// transposeCall transposes the bg = batch·g matrices src [h, k] into dst [batch, k, g, hp]
+// (dst[z/g, :, z%g, :]), zero-filling columns h..hp-1 (bmm.loom:transpose_pad).
+func transposeCall(src, dst operand, bg, g, h, k, hp int) kernelCall {
+	args := []uint64{u(hp), u(k), u(bg), u(h), u(g)}
+	return kernelCall{file: "bmm.loom", symbol: "transpose_pad", args: args, workload: args[:3],
+		bind: []kernelBinding{readOf(src), writeOf(dst)}}
+}
+
+// foldBatch merges adjacent batch axes that every operand walks as one (stride of the outer
+// axis = stride of the inner one · its size, which includes broadcasting on both), drops
+// axes of size 1 and pads the result to bmmBatchAxes leading axes. ok is false when more
+// axes remain.
+func foldBatch(dims []int, strides ...[]int) (outDims [bmmBatchAxes]int, outStrides [][bmmBatchAxes]int, ok bool) {
+	var fd []int
+	fs := make([][]int, len(strides))
+	for i, d := range dims {
+		if d == 1 {
+			continue
+		}
+		if len(fd) > 0 {
+			last := len(fd) - 1
+			merge := true
+			for j, st := range strides {
+				if fs[j][last] != st[i]*d {
+					merge = false
+					break
+				}
+			}
+			if merge {
+				fd[last] *= d
+				for j, st := range strides {
+					fs[j][last] = st[i]
+				}
+				continue
+			}
+		}
+		fd = append(fd, d)
+		for j, st := range strides {
+			fs[j] = append(fs[j], st[i])
+		}
+	}
+	if len(fd) > bmmBatchAxes {
+		return outDims, nil, false
+	}
+	pad := bmmBatchAxes - len(fd)
+	for i := range outDims {
+		outDims[i] = 1
+	}
+	copy(outDims[pad:], fd)
+	outStrides = make([][bmmBatchAxes]int, len(strides))
+	for j := range strides {
+		copy(outStrides[j][pad:], fs[j])
+	}
+	return outDims, outStrides, true
+}
+
+// batchStrides gives the batch-axis strides of a [batch..., r, c] operand (matrix size r·c
+// elements) broadcast to the batch axes out.
+func batchStrides(batch []int64, matrix int, out []int64) ([]int, error) {
+	st, err := broadcastStrides(batch, out)
+	if err != nil {
+		return nil, err
+	}
+	for i := range st {
+		st[i] *= matrix
+	}
+	return st, nil
+}
+
+func toInts(s []int64) []int {
+	out := make([]int, len(s))
+	for i, d := range s {
+		out[i] = int(d)
+	}
+	return out
+}
+
+// planBatchedMatMul plans any float32 MatMul as one bmm launch: batch axes broadcast as
+// numpy does (folded into at most three), a 1-D A is a row and a 1-D B a column. It is meant
+// to be chained after planMatMul (ops_kernels.go), or to replace it.
+func planBatchedMatMul(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, error) {
+	if len(in) < 2 || !allFloat32(in, 0, 1) {
+		return nil, declineType(in), nil
+	}
+	as, bs := in[0].shape, in[1].shape
+	if len(as) == 0 || len(bs) == 0 {
+		return nil, "", opErr("MatMul operands must have rank 1 or more, got %v and %v", as, bs)
+	}
+	a2, b2 := as, bs
+	if len(as) == 1 {
+		a2 = []int64{1, as[0]}
+	}
+	if len(bs) == 1 {
+		b2 = []int64{bs[0], 1}
+	}
+	m, k := int(a2[len(a2)-2]), int(a2[len(a2)-1])
+	kb, n := int(b2[len(b2)-2]), int(b2[len(b2)-1])
+	if k != kb {
+		return nil, "", opErr("MatMul: inner dimensions differ: A %v, B %v", as, bs)
+	}
+	batch, err := broadcastShapes(a2[:len(a2)-2], b2[:len(b2)-2])
+	if err != nil {
+		return nil, "", err
+	}
+	out := append([]int64{}, batch...)
+	if len(as) > 1 {
+		out = append(out, int64(m))
+	}
+	if len(bs) > 1 {
+		out = append(out, int64(n))
+	}
+	p := &kernelPlan{outputs: []valueType{{graph.Float, out}}, reason: reasonFloat32 + ", batched, broadcast batch axes"}
+	if numel(out) == 0 {
+		return p, "", nil
+	}
+	ast, err := batchStrides(a2[:len(a2)-2], m*k, batch)
+	if err != nil {
+		return nil, "", err
+	}
+	bst, err := batchStrides(b2[:len(b2)-2], k*n, batch)
+	if err != nil {
+		return nil, "", err
+	}
+	cst := stridesOf(batch)
+	for i := range cst {
+		cst[i] *= m * n
+	}
+	dims, st, ok := foldBatch(toInts(batch), ast, bst, cst)
+	if !ok {
+		return nil, "host: the batch axes do not fold into three", nil
+	}
+	s := bmmSpec{m: m, n: n, k: k, dims: dims, as0: k, as1: 1, bs0: n, aBatch: st[0], bBatch: st[1], cBatch: st[2],
+		a: inputOperand(0), b: inputOperand(1), c: outputOperand(0)}
+	p.calls = []kernelCall{s.call()}
+	return p, "", nil
+}

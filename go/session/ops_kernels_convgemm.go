@@ -1,0 +1,478 @@
+package session
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// Plans of the register-tiled kernels behind MatMul, Gemm, MatMulAdd, Conv and FusedConv
+// (opkernels/gemm_fast.loom and opkernels/conv_fast.loom). The planners in ops_kernels.go
+// describe each op as a gemmSpec or a direct convolution; the functions here choose the
+// kernels, their register tiles and their blocks from the shapes.
+
+// Tile choice works on estimated instruction counts: a step of a register tile issues its
+// fused multiply-adds and its loads, and costs the larger of the two counts (the CPU retires
+// about as many vector loads as FMAs per cycle). targetBlockMACs sizes a block: enough work
+// that the per-block cost of the host backend (one C call, its launch and view checks) stays
+// small, and still many blocks for large operands.
+const (
+	targetBlockMACs = 1 << 16
+	maxThreads      = 256
+	// maxAccumulators bounds a register tile to what 32 vector registers hold with its loads.
+	maxAccumulators = 24
+)
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// vectorWidth is the widest vector (a power of two up to 16 lanes) no longer than n (at
+// least 1): tiles overlap rather than run past the edge, so a vector must fit in n.
+func vectorWidth(n int) int {
+	vl := 16
+	for vl > 1 && vl > n {
+		vl /= 2
+	}
+	return vl
+}
+
+// pow2AtMost is the largest power of two no larger than n (1 for n < 1).
+func pow2AtMost(n int) int {
+	p := 1
+	for p*2 <= n {
+		p *= 2
+	}
+	return p
+}
+
+func pow2AtLeast(n int) int {
+	p := 1
+	for p < n {
+		p *= 2
+	}
+	return p
+}
+
+// threadShape splits the threads of a block, about want of them, over nx by ny tiles
+// (powers of two, so that few kernel specializations arise).
+func threadShape(want, nx, ny int) (tx, ty int) {
+	want = min(max(want, 1), maxThreads)
+	tx = min(pow2AtLeast(want), pow2AtLeast(nx))
+	ty = min(pow2AtLeast(ceilDiv(want, tx)), pow2AtLeast(ny))
+	return tx, ty
+}
+
+// actParams returns FusedConv's activation as the kernels' ACT code and parameters ("0"
+// and zeros when fused is false).
+func actParams(nd *graph.Node, fused bool) (act string, p0, p1 float32, err error) {
+	if !fused {
+		return "0", 0, 0, nil
+	}
+	name := nd.AttrString("activation", "")
+	code, ok := convActivations[name]
+	if !ok {
+		return "", 0, 0, opErr("FusedConv: unknown activation %q", name)
+	}
+	params := nd.AttrFloats("activation_params")
+	param := func(i int, def float32) float32 {
+		if i < len(params) {
+			return params[i]
+		}
+		return def
+	}
+	switch name {
+	case "LeakyRelu":
+		p0 = param(0, 0.01)
+	case "HardSigmoid":
+		p0, p1 = param(0, 0.2), param(1, 0.5)
+	case "Clip":
+		p0, p1 = param(0, float32(math.Inf(-1))), param(1, float32(math.Inf(1)))
+	}
+	return code, p0, p1, nil
+}
+
+// gemmSpec is y[z0, z1] = act(alpha·A[z0, z1]·B[z0, z1] + beta·C[z0, z1]) for batch axes
+// nb0 x nb1, A [m, k], B [k, n], C broadcast to [m, n], y contiguous [nb0, nb1, m, n]. Each
+// operand is given by strides in elements: batch axis 0, batch axis 1, row, column (0
+// broadcasts).
+type gemmSpec struct {
+	m, n, k     int
+	nb0, nb1    int
+	a, b, c     operand
+	as, bs, cs  [4]int
+	hasC        bool
+	alpha, beta float32
+	act         string
+	p0, p1      float32
+}
+
+// nnTile is gemm_nn's register tile: mr rows by nv vectors of vl columns, ks interleaved
+// partial sums over k.
+type nnTile struct{ mr, nv, vl, ks int }
+
+// nnCost estimates gemm_nn's instructions for the tile.
+func (g gemmSpec) nnCost(t nnTile) int {
+	tiles := ceilDiv(g.m, t.mr) * ceilDiv(g.n, t.nv*t.vl)
+	acc := t.mr * t.nv
+	return tiles * (g.k*max(acc, t.mr+t.nv) + 4*acc + 16)
+}
+
+func (g gemmSpec) bestNN() (nnTile, int) {
+	vl := vectorWidth(g.n)
+	best, bestCost := nnTile{}, math.MaxInt
+	for mr := 1; mr <= min(g.m, 8); mr++ {
+		for nv := 1; nv <= min(g.n/vl, 6); nv++ {
+			if mr*nv > maxAccumulators {
+				continue
+			}
+			t := nnTile{mr: mr, nv: nv, vl: vl}
+			if c := g.nnCost(t); c < bestCost || (c == bestCost && mr*nv > best.mr*best.nv) {
+				best, bestCost = t, c
+			}
+		}
+	}
+	// Interleave partial sums when few accumulators would wait on each other's FMAs.
+	best.ks = min(max(ceilDiv(8, best.mr*best.nv), 1), max(g.k/2, 1))
+	return best, bestCost
+}
+
+// ntTile is gemm_nt's register tile: mr rows by nc columns, dot products over vl lanes.
+type ntTile struct{ mr, nc, vl int }
+
+func (g gemmSpec) ntCost(t ntTile) int {
+	tiles := ceilDiv(g.m, t.mr) * ceilDiv(g.n, t.nc)
+	acc := t.mr * t.nc
+	return tiles * ((g.k/t.vl)*max(acc, t.mr+t.nc) + (g.k%t.vl)*acc*2 + 12*acc + 16)
+}
+
+func (g gemmSpec) bestNT() (ntTile, int) {
+	vl := vectorWidth(g.k)
+	best, bestCost := ntTile{}, math.MaxInt
+	for mr := 1; mr <= min(g.m, 6); mr++ {
+		for nc := 1; nc <= min(g.n, 6); nc++ {
+			if mr*nc > 16 {
+				continue
+			}
+			t := ntTile{mr: mr, nc: nc, vl: vl}
+			if c := g.ntCost(t); c < bestCost || (c == bestCost && mr*nc > best.mr*best.nc) {
+				best, bestCost = t, c
+			}
+		}
+	}
+	return best, bestCost
+}
+
+// cmode is how the kernels read C: 0 absent, 1 contiguous rows, 2 constant along rows.
+func (g gemmSpec) cmode() int {
+	switch {
+	case !g.hasC:
+		return 0
+	case g.cs[3] == 0:
+		return 2
+	default:
+		return 1
+	}
+}
+
+// emit appends the launches (and any scratch) that compute y into p. It needs m, n >= 1.
+func (g gemmSpec) emit(p *kernelPlan, y operand) {
+	if !g.hasC {
+		g.c, g.cs, g.beta = g.a, [4]int{}, 0
+	}
+	// gemm_nn reads B's rows as vectors; gemm_nt reads A's rows and B's columns as vectors.
+	nnOK := g.bs[3] == 1 || g.n == 1
+	ntOK := g.as[3] == 1 || g.k == 1
+	ntOK = ntOK && (g.bs[2] == 1 || g.k == 1) && g.k >= 1
+	if !nnOK && !ntOK {
+		// Neither kernel reads B as given (Gemm with transA and transB): copy B to contiguous
+		// scratch first. Gemm has no batch axes, so one matrix is copied.
+		s := len(p.scratch)
+		p.scratch = append(p.scratch, int64(4*g.k*g.n))
+		args := []uint64{1, u(g.k), u(g.n), 0, u(g.bs[2]), u(g.bs[3])}
+		p.calls = append(p.calls, kernelCall{file: "gemm_fast.loom", symbol: "transpose2d", args: args, workload: args[:2],
+			bind: []kernelBinding{readOf(g.b), writeOf(scratchOperand(s))}})
+		g.b, g.bs, nnOK = scratchOperand(s), [4]int{0, 0, g.n, 1}, true
+	}
+	if nnOK && g.n == 1 {
+		g.bs[3] = 1
+	}
+	nn, nnCost := nnTile{}, math.MaxInt
+	if nnOK {
+		nn, nnCost = g.bestNN()
+	}
+	nt, ntCost := ntTile{}, math.MaxInt
+	if ntOK {
+		nt, ntCost = g.bestNT()
+	}
+	alpha, beta := uint64(math.Float32bits(g.alpha)), uint64(math.Float32bits(g.beta))
+	p0, p1 := uint64(math.Float32bits(g.p0)), uint64(math.Float32bits(g.p1))
+	bind := []kernelBinding{readOf(g.a), readOf(g.b), readOf(g.c), writeOf(y)}
+	if nnCost <= ntCost {
+		tileMACs := nn.mr * nn.nv * nn.vl * max(g.k, 1)
+		tx, ty := threadShape(ceilDiv(targetBlockMACs, tileMACs), ceilDiv(g.n, nn.nv*nn.vl), ceilDiv(g.m, nn.mr))
+		args := []uint64{u(g.nb0), u(g.nb1), u(g.m), u(g.n), u(g.k), u(g.as[0]), u(g.as[1]), u(g.as[2]), u(g.as[3]),
+			u(g.bs[0]), u(g.bs[1]), u(g.bs[2]), u(g.cs[0]), u(g.cs[1]), u(g.cs[2]), u(g.cs[3]), alpha, beta, p0, p1}
+		p.calls = append(p.calls, kernelCall{file: "gemm_fast.loom", symbol: "gemm_nn", config: map[string]string{
+			"MR": strconv.Itoa(nn.mr), "NV": strconv.Itoa(nn.nv), "VL": strconv.Itoa(nn.vl), "KS": strconv.Itoa(nn.ks),
+			"TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "CMODE": strconv.Itoa(g.cmode()), "ACT": g.act},
+			args: args, workload: args[:4], bind: bind})
+		return
+	}
+	tileMACs := nt.mr * nt.nc * g.k
+	tx, ty := threadShape(ceilDiv(targetBlockMACs, tileMACs), ceilDiv(g.n, nt.nc), ceilDiv(g.m, nt.mr))
+	bs3 := g.bs[3]
+	if g.k == 1 {
+		bs3 = g.bs[3] // B's column j starts at j·bs3 whatever k
+	}
+	as2 := g.as[2]
+	args := []uint64{u(g.nb0), u(g.nb1), u(g.m), u(g.n), u(g.k), u(g.as[0]), u(g.as[1]), u(as2),
+		u(g.bs[0]), u(g.bs[1]), u(bs3), u(g.cs[0]), u(g.cs[1]), u(g.cs[2]), u(g.cs[3]), alpha, beta, p0, p1}
+	p.calls = append(p.calls, kernelCall{file: "gemm_fast.loom", symbol: "gemm_nt", config: map[string]string{
+		"MR": strconv.Itoa(nt.mr), "NC": strconv.Itoa(nt.nc), "VL": strconv.Itoa(nt.vl),
+		"TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "CMODE": strconv.Itoa(g.cmode()), "ACT": g.act},
+		args: args, workload: args[:4], bind: bind})
+}
+
+// mergeBatch folds the broadcast batch axes dims of operands with the given strides (one
+// slice per operand, len(dims) each) into at most two axes: adjacent axes merge when every
+// operand walks them as one, axes of size 1 drop. ok is false when more than two remain.
+func mergeBatch(dims []int, strides ...[]int) (nb [2]int, st [][2]int, ok bool) {
+	var fd []int
+	fs := make([][]int, len(strides))
+	for i, d := range dims {
+		if d == 1 {
+			continue
+		}
+		if last := len(fd) - 1; last >= 0 {
+			merge := true
+			for j := range strides {
+				if fs[j][last] != strides[j][i]*d {
+					merge = false
+				}
+			}
+			if merge {
+				fd[last] *= d
+				for j := range strides {
+					fs[j][last] = strides[j][i]
+				}
+				continue
+			}
+		}
+		fd = append(fd, d)
+		for j := range strides {
+			fs[j] = append(fs[j], strides[j][i])
+		}
+	}
+	if len(fd) > 2 {
+		return nb, nil, false
+	}
+	nb = [2]int{1, 1}
+	pad := 2 - len(fd)
+	copy(nb[pad:], fd)
+	st = make([][2]int, len(strides))
+	for j := range strides {
+		copy(st[j][pad:], fs[j])
+	}
+	return nb, st, true
+}
+
+// matMulSpec describes MatMul A·B (numpy semantics: 1-D operands, broadcast batch axes) as a
+// gemmSpec and the output shape. A B without batch axes folds A's batch axes into rows.
+func matMulSpec(as, bs []int64) (g gemmSpec, out []int64, reason string, err error) {
+	if len(as) == 0 || len(bs) == 0 {
+		return g, nil, "", opErr("MatMul operands must have rank 1 or more, got %v and %v", as, bs)
+	}
+	a2, b2 := as, bs
+	if len(as) == 1 {
+		a2 = []int64{1, as[0]}
+	}
+	if len(bs) == 1 {
+		b2 = []int64{bs[0], 1}
+	}
+	m, k := int(a2[len(a2)-2]), int(a2[len(a2)-1])
+	kb, n := int(b2[len(b2)-2]), int(b2[len(b2)-1])
+	if k != kb {
+		return g, nil, "", opErr("MatMul: inner dimensions differ: A %v, B %v", as, bs)
+	}
+	batch, err := broadcastShapes(a2[:len(a2)-2], b2[:len(b2)-2])
+	if err != nil {
+		return g, nil, "", err
+	}
+	out = append([]int64{}, batch...)
+	if len(as) > 1 {
+		out = append(out, int64(m))
+	}
+	if len(bs) > 1 {
+		out = append(out, int64(n))
+	}
+	g = gemmSpec{m: m, n: n, k: k, nb0: 1, nb1: 1, a: inputOperand(0), b: inputOperand(1),
+		as: [4]int{0, 0, k, 1}, bs: [4]int{0, 0, n, 1}, alpha: 1, act: "0"}
+	if len(b2) == 2 {
+		// One B for all: A's batch axes are more rows.
+		g.m = m * int(numel(batch))
+		return g, out, "", nil
+	}
+	ast, err := broadcastStrides(a2[:len(a2)-2], batch)
+	if err != nil {
+		return g, nil, "", err
+	}
+	bst, err := broadcastStrides(b2[:len(b2)-2], batch)
+	if err != nil {
+		return g, nil, "", err
+	}
+	dims := make([]int, len(batch))
+	yst := stridesOf(batch)
+	for i, d := range batch {
+		dims[i] = int(d)
+		ast[i] *= m * k
+		bst[i] *= k * n
+		yst[i] *= m * n
+	}
+	nb, st, ok := mergeBatch(dims, ast, bst, yst)
+	if !ok {
+		return g, nil, "host: the batch axes do not fold into two", nil
+	}
+	g.nb0, g.nb1 = nb[0], nb[1]
+	g.as[0], g.as[1], g.bs[0], g.bs[1] = st[0][0], st[0][1], st[1][0], st[1][1]
+	return g, out, "", nil
+}
+
+// convPlan plans Conv (fused false) or FusedConv: 1x1 convolutions with unit strides and no
+// padding as gemm_nn (pixels are columns), the others as conv_pad (when padding or a column
+// stride needs it) and conv2d_direct. 1-D convolutions are 2-D ones of height 1.
+func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, error) {
+	if len(in) < 2 || !allFloat32(in, 0, 1) || (len(in) > 2 && in[2].present && in[2].dtype != graph.Float) {
+		return nil, declineType(in), nil
+	}
+	x, w := in[0], in[1]
+	if len(x.shape) != 3 && len(x.shape) != 4 {
+		return nil, "host: the conv kernels cover 1-D and 2-D convolutions", nil
+	}
+	pr, err := convParamsOf(nd, x.shape, w.shape)
+	if err != nil {
+		return nil, "", err
+	}
+	act, p0, p1, err := actParams(nd, fused)
+	if err != nil {
+		return nil, "", err
+	}
+	hasBias := len(in) > 2 && in[2].present
+	if hasBias && (len(in[2].shape) != 1 || in[2].shape[0] != w.shape[0]) {
+		return nil, "", opErr("Conv: bias of shape %v for %d output channels", in[2].shape, w.shape[0])
+	}
+	// As 2-D: [N, C, H, W] with kernel [KH, KW] (a 1-D convolution has H = KH = 1).
+	two := func(v []int, one int) [2]int {
+		if len(v) == 1 {
+			return [2]int{one, v[0]}
+		}
+		return [2]int{v[0], v[1]}
+	}
+	kern, str, dil, pad, outHW := two(pr.kernel, 1), two(pr.strides, 1), two(pr.dilations, 1), two(pr.padBegin, 0), two(pr.out, 1)
+	for i, d := range w.shape[2:] {
+		if int(d) != pr.kernel[i] {
+			return nil, "", opErr("Conv: kernel_shape %v differs from the weight's %v", pr.kernel, w.shape[2:])
+		}
+	}
+	for i := range 2 {
+		if pad[i] < 0 || str[i] < 1 || dil[i] < 1 || kern[i] < 1 {
+			return nil, "host: the conv kernels cover non-negative padding and positive strides and dilations", nil
+		}
+	}
+	nb, c := int(x.shape[0]), int(x.shape[1])
+	h, wd := 1, int(x.shape[2])
+	if len(x.shape) == 4 {
+		h, wd = int(x.shape[2]), int(x.shape[3])
+	}
+	m, groups := int(w.shape[0]), pr.group
+	oh, ow := outHW[0], outHW[1]
+	outShape := []int64{int64(nb), int64(m)}
+	for _, o := range pr.out {
+		outShape = append(outShape, int64(o))
+	}
+	p := &kernelPlan{outputs: []valueType{{graph.Float, outShape}}}
+	if nb*m*oh*ow == 0 {
+		p.reason = reasonFloat32 + ", empty output"
+		return p, "", nil
+	}
+	cg, mg := c/groups, m/groups
+	if kern == [2]int{1, 1} && str == [2]int{1, 1} && pad == [2]int{} && pr.padEnd[0] == 0 && pr.padEnd[len(pr.padEnd)-1] == 0 {
+		// y[n, g] = w[g]·x[n, g] + b: rows are the group's output channels, columns pixels.
+		px := oh * ow
+		g := gemmSpec{m: mg, n: px, k: cg, nb0: nb, nb1: groups, a: inputOperand(1), b: inputOperand(0),
+			as: [4]int{0, mg * cg, cg, 1}, bs: [4]int{c * px, cg * px, px, 1}, alpha: 1, act: act, p0: p0, p1: p1}
+		if hasBias {
+			g.hasC, g.c, g.beta, g.cs = true, inputOperand(2), 1, [4]int{0, mg, 1, 0}
+		}
+		g.emit(p, outputOperand(0))
+		p.reason = reasonFloat32 + ", 1x1 convolution as a register-tiled matrix product"
+		return p, "", nil
+	}
+	// The padded, column-phase-split input (see conv_fast.loom), or x itself.
+	hp := (oh-1)*str[0] + (kern[0]-1)*dil[0] + 1
+	wq := ow + (kern[1]-1)*dil[1]/str[1]
+	xp := inputOperand(0)
+	if pad != [2]int{} || str[1] > 1 {
+		vl := vectorWidth(min(wd, wq))
+		planes := pow2AtMost(min(max(16384/(str[1]*hp*wq), 1), nb*c))
+		args := []uint64{u(nb * c), u(hp), u(h), u(wd), u(wq), u(pad[0]), u(pad[1])}
+		p.scratch = append(p.scratch, int64(4*nb*c*str[1]*hp*wq))
+		xp = scratchOperand(len(p.scratch) - 1)
+		p.calls = append(p.calls, kernelCall{file: "conv_fast.loom", symbol: "conv_pad",
+			config: map[string]string{"SW": strconv.Itoa(str[1]), "VL": strconv.Itoa(vl), "PLANES": strconv.Itoa(planes)},
+			args:   args, workload: args[:1], bind: []kernelBinding{readOf(inputOperand(0)), writeOf(xp)}})
+	} else {
+		hp, wq = h, wd
+	}
+	depthwise := cg == 1 && mg == 1
+	t := bestConvTile(mg, oh, ow)
+	// Threads: pixel tiles first, then channel tiles (channels with depthwise) of one block.
+	tileMACs := t.mr * t.nvy * t.nvx * t.vl * cg * kern[0] * kern[1]
+	want := ceilDiv(targetBlockMACs, tileMACs)
+	tx, ty := threadShape(want, ceilDiv(ow, t.nvx*t.vl), ceilDiv(oh, t.nvy))
+	units := mg / t.mr
+	if depthwise {
+		units = groups
+	}
+	tz := pow2AtMost(min(max(want/(tx*ty), 1), units, maxThreads/(tx*ty)))
+	bias := inputOperand(1) // not read without BIAS
+	if hasBias {
+		bias = inputOperand(2)
+	}
+	args := []uint64{u(nb), u(mg), u(oh), u(ow), u(groups), u(cg), u(hp), u(wq),
+		uint64(math.Float32bits(p0)), uint64(math.Float32bits(p1))}
+	cfg := map[string]string{"MR": strconv.Itoa(t.mr), "NVY": strconv.Itoa(t.nvy), "NVX": strconv.Itoa(t.nvx), "VL": strconv.Itoa(t.vl),
+		"KH": strconv.Itoa(kern[0]), "KW": strconv.Itoa(kern[1]), "SH": strconv.Itoa(str[0]), "SW": strconv.Itoa(str[1]),
+		"DH": strconv.Itoa(dil[0]), "DW": strconv.Itoa(dil[1]), "TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "TZ": strconv.Itoa(tz),
+		"DEPTHWISE": strconv.FormatBool(depthwise), "BIAS": strconv.FormatBool(hasBias), "ACT": act}
+	p.calls = append(p.calls, kernelCall{file: "conv_fast.loom", symbol: "conv2d_direct", config: cfg, args: args, workload: args[:5],
+		bind: []kernelBinding{readOf(xp), readOf(inputOperand(1)), readOf(bias), writeOf(outputOperand(0))}})
+	p.reason = reasonFloat32 + ", register-tiled direct convolution"
+	return p, "", nil
+}
+
+// convTile is conv2d_direct's register tile: mr output channels by nvy rows by nvx vectors
+// of vl columns.
+type convTile struct{ mr, nvy, nvx, vl int }
+
+// bestConvTile picks the tile with the fewest estimated instructions per input channel and
+// tap (FMAs or loads, whichever is more) over the whole output of one group.
+func bestConvTile(mg, oh, ow int) convTile {
+	vl := vectorWidth(ow)
+	best, bestCost := convTile{}, math.MaxInt
+	for mr := 1; mr <= min(mg, 8); mr++ {
+		for nvy := 1; nvy <= min(oh, 8); nvy++ {
+			for nvx := 1; nvx <= min(ow/vl, 6); nvx++ {
+				nv := nvy * nvx
+				if mr*nv > maxAccumulators || nv > 12 {
+					continue
+				}
+				tiles := ceilDiv(mg, mr) * ceilDiv(oh, nvy) * ceilDiv(ow, nvx*vl)
+				cost := tiles * (max(mr*nv, mr+nv) + 2)
+				if cost < bestCost || (cost == bestCost && mr*nv > best.mr*best.nvy*best.nvx) {
+					best, bestCost = convTile{mr: mr, nvy: nvy, nvx: nvx, vl: vl}, cost
+				}
+			}
+		}
+	}
+	return best
+}

@@ -1,0 +1,105 @@
+package session
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// The movement, reduction and normalization benchmarks time an op's kernel plan as a compiled
+// run plan runs it (operands placed once, launches recorded once, Replay + Synchronize per
+// iteration, one host worker thread: see convgemm_bench_test.go) next to its Go host function
+// on the same inputs (allocating its output, as the interpreter does).
+//
+//	go test ./go/session -run '^$' -bench 'KernelOpsVsHost' -benchtime 200x
+
+type opBench struct {
+	name string
+	node *graph.Node
+	in   []Tensor
+}
+
+func kernelOpBenches() []opBench {
+	r := movementRand{inferRand()}
+	idx := make([]int64, 128)
+	for i := range idx {
+		idx[i] = int64(r.rnd.IntN(1000))
+	}
+	return []opBench{
+		{"transpose_attention_heads", kernelNode("Transpose", graph.IntsAttr("perm", 0, 2, 1, 3)), []Tensor{r.f32(1, 128, 12, 64)}},
+		{"transpose_matrix", kernelNode("Transpose"), []Tensor{r.f32(256, 256)}},
+		{"concat_channels", kernelNode("Concat", graph.IntAttr("axis", 1)), []Tensor{r.f32(1, 64, 32, 32), r.f32(1, 64, 32, 32)}},
+		{"gather_embedding", kernelNode("Gather"), []Tensor{r.f32(1000, 256), int64Vec(idx...)}},
+		{"where_bool", kernelNode("Where"), []Tensor{r.of(graph.Bool, 128, 768), r.f32(128, 768), r.f32(1)}},
+		{"reduce_mean_rows", kernelNode("ReduceMean"), []Tensor{r.f32(128, 768), int64Vec(-1)}},
+		{"reduce_sum_middle", kernelNode("ReduceSum"), []Tensor{r.f32(64, 256, 64), int64Vec(1)}},
+		{"layernorm", multiOutputNode("LayerNormalization", []string{"y"}), []Tensor{r.f32(128, 768), r.f32(768), r.f32(768)}},
+		{"gelu", kernelNode("Gelu"), []Tensor{r.f32(128, 768)}},
+	}
+}
+
+// placeStaticPlan plans n for the tensors in (all static), places its operands in ms and
+// returns its launches.
+func placeStaticPlan(b *testing.B, ms *ModelSession, n *graph.Node, in []Tensor) []Command {
+	b.Helper()
+	p, reason, err := kernelPlanners[plannerKey(n)](n, 18, infosOfStatic(in))
+	require.NoError(b, err)
+	require.NotNil(b, p, reason)
+	regions := map[operand]Region{}
+	region := func(o operand) Region {
+		if r, ok := regions[o]; ok {
+			return r
+		}
+		var bytes int64
+		switch o.kind {
+		case operandInput:
+			bytes = in[o.index].dtype.ByteSize(int64(in[o.index].Len()))
+		case operandOutput:
+			bytes = p.outputs[o.index].bytes()
+		case operandScratch:
+			bytes = p.scratch[o.index]
+		}
+		r, err := ms.Allocate(uint64(max(bytes, 4)))
+		require.NoError(b, err)
+		if o.kind == operandInput {
+			raw, _ := rawBytes(in[o.index])
+			require.NoError(b, ms.Upload(r, raw))
+		}
+		regions[o] = r
+		return r
+	}
+	var cmds []Command
+	for _, c := range p.calls {
+		src, err := kernelSource(c.file, c.symbol, c.config)
+		require.NoError(b, err)
+		ids, err := ms.Compile([]KernelSource{src})
+		require.NoError(b, err)
+		d := Dispatch{Kernel: ids[0], Args: c.args, Workload: c.workload}
+		for _, bd := range c.bind {
+			d.Bindings = append(d.Bindings, Binding{Region: region(bd.operand), Access: bd.access})
+		}
+		cmds = append(cmds, d)
+	}
+	return cmds
+}
+
+func BenchmarkKernelOpsVsHost(b *testing.B) {
+	for _, c := range kernelOpBenches() {
+		b.Run(c.name+"/kernel", func(b *testing.B) {
+			ms := benchSession(b)
+			recordRepeated(b, ms, placeStaticPlan(b, ms, c.node, c.in))
+			replayTimes(b, ms, 0)
+		})
+		b.Run(c.name+"/host", func(b *testing.B) {
+			rc := &runCtx{opset: 18}
+			f := hostOps[c.node.OpType]
+			for b.Loop() {
+				_, err := f(rc, c.node, c.in)
+				require.NoError(b, err)
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/op")
+		})
+	}
+}

@@ -1,0 +1,315 @@
+package session
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// RNN, GRU and LSTM as Loom kernels (opkernels/rnn.loom) for float32 operands with the
+// default activations: the weights are laid out once per run (Wᵀ and Rᵀ with every gate's
+// units padded to whole vectors, the biases combined), X·Wᵀ is one bmm over all time steps,
+// then each time step is one fused launch (two for a GRU without linear_before_reset), so a
+// plan has O(seq_len) launches, which the compiled run plan replays.
+
+func init() {
+	registerKernelOp("RNN", rnnPlanner(rnnCellRNN), hostFallback("RNN"))
+	registerKernelOp("GRU", rnnPlanner(rnnCellGRU), hostFallback("GRU"))
+	registerKernelOp("LSTM", rnnPlanner(rnnCellLSTM), hostFallback("LSTM"))
+}
+
+// rnnVL is rnn_step's vector width: each gate's units are padded to a multiple of it.
+const rnnVL = 16
+
+type rnnCell int
+
+const (
+	rnnCellRNN rnnCell = iota
+	rnnCellGRU
+	rnnCellLSTM
+)
+
+// gates and defaults give the cell's gate count and default activation list.
+func (c rnnCell) gates() int { return [...]int{1, 3, 4}[c] }
+
+func (c rnnCell) defaults() []string {
+	return [...][]string{{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}}[c]
+}
+
+// rnnDefaultActivations reports whether the node's activations are the cell's defaults for
+// every direction (given once, or once per direction).
+func rnnDefaultActivations(n *graph.Node, dirs int, defaults []string) bool {
+	a := n.Attr("activations")
+	if a == nil || len(a.Strings) == 0 {
+		return true
+	}
+	if len(a.Strings) != len(defaults) && len(a.Strings) != len(defaults)*dirs {
+		return false
+	}
+	for i, s := range a.Strings {
+		if !strings.EqualFold(string(s), defaults[i%len(defaults)]) {
+			return false
+		}
+	}
+	return true
+}
+
+func rnnPlanner(cell rnnCell) kernelPlanner {
+	return func(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, error) {
+		return planRNN(cell, nd, in)
+	}
+}
+
+func planRNN(cell rnnCell, nd *graph.Node, in []valueInfo) (*kernelPlan, string, error) {
+	present := func(i int) bool { return i < len(in) && in[i].present }
+	if len(in) < 3 || !allFloat32(in, 0, 1, 2) {
+		return nil, declineType(in), nil
+	}
+	for _, i := range []int{3, 5, 6, 7} {
+		if present(i) && in[i].dtype != graph.Float {
+			return nil, declineType(in), nil
+		}
+	}
+	if cell != rnnCellLSTM && (present(6) || present(7)) {
+		return nil, "", opErr("%s has no inputs initial_c and P", nd.OpType)
+	}
+	x, w, r := in[0].shape, in[1].shape, in[2].shape
+	if len(x) != 3 || len(w) != 3 || len(r) != 3 {
+		return nil, "", opErr("X %v, W %v and R %v must all be rank 3", x, w, r)
+	}
+	layout := nd.AttrInt("layout", 0)
+	if layout != 0 && layout != 1 {
+		return nil, "", opErr("layout %d is not 0 or 1", layout)
+	}
+	seq, batch, inSize := int(x[0]), int(x[1]), int(x[2])
+	if layout == 1 {
+		seq, batch = batch, seq
+	}
+	dirs, rev0 := 1, 0
+	switch dir := nd.AttrString("direction", "forward"); dir {
+	case "forward":
+	case "reverse":
+		rev0 = 1
+	case "bidirectional":
+		dirs = 2
+	default:
+		return nil, "", opErr("direction %q is not forward, reverse or bidirectional", dir)
+	}
+	gates := cell.gates()
+	hidden := int(nd.AttrInt("hidden_size", r[2]))
+	gh := gates * hidden
+	if int(w[0]) != dirs || int(w[1]) != gh || int(w[2]) != inSize {
+		return nil, "", opErr("W shape %v, want [%d %d %d]", w, dirs, gh, inSize)
+	}
+	if int(r[0]) != dirs || int(r[1]) != gh || int(r[2]) != hidden {
+		return nil, "", opErr("R shape %v, want [%d %d %d]", r, dirs, gh, hidden)
+	}
+	if present(3) && numel(in[3].shape) != dirs*2*gh {
+		return nil, "", opErr("B has %d elements, want %d", numel(in[3].shape), dirs*2*gh)
+	}
+	state := []int64{int64(dirs), int64(batch), int64(hidden)}
+	if layout == 1 {
+		state = []int64{int64(batch), int64(dirs), int64(hidden)}
+	}
+	for _, i := range []int{5, 6} {
+		if present(i) && numel(in[i].shape) != dirs*batch*hidden {
+			return nil, "", opErr("initial state (input %d) shape %v, want %v", i, in[i].shape, state)
+		}
+	}
+	if present(7) && numel(in[7].shape) != dirs*3*hidden {
+		return nil, "", opErr("P has %d elements, want %d", numel(in[7].shape), dirs*3*hidden)
+	}
+	if !rnnDefaultActivations(nd, dirs, cell.defaults()) {
+		return nil, "host: the kernels cover the default activations only", nil
+	}
+	if cell == rnnCellLSTM && nd.AttrInt("input_forget", 0) != 0 {
+		return nil, "host: input_forget is not covered", nil
+	}
+	lens := false
+	if present(4) {
+		l := in[4]
+		if l.dtype != graph.Int32 {
+			return nil, "host: the kernels read sequence_lens as int32", nil
+		}
+		if !l.static.IsValid() {
+			return nil, "host: sequence_lens is not known before the run", nil
+		}
+		if l.static.Len() != batch {
+			return nil, "", opErr("sequence_lens has %d elements for batch %d", l.static.Len(), batch)
+		}
+		for _, v := range l.static.int64s() {
+			if v < 0 || v > int64(seq) {
+				return nil, "", opErr("sequence length %d outside [0, %d]", v, seq)
+			}
+			if v != int64(seq) {
+				lens = true
+			}
+		}
+	}
+	if seq == 0 && batch*hidden > 0 {
+		return nil, "host: an empty sequence", nil
+	}
+
+	// Outputs the node does not produce are declared empty and not written: the compiled
+	// run plan has no memory for them.
+	produced := func(j int) bool { return j < len(nd.Outputs) && nd.Outputs[j] != "" }
+	y := []int64{int64(seq), int64(dirs), int64(batch), int64(hidden)}
+	if layout == 1 {
+		y = []int64{int64(batch), int64(seq), int64(dirs), int64(hidden)}
+	}
+	outs := [][]int64{y, state}
+	if cell == rnnCellLSTM {
+		outs = append(outs, state)
+	}
+	p := &kernelPlan{reason: reasonFloat32 + ", default activations, one launch per step"}
+	for j, shape := range outs {
+		if !produced(j) {
+			shape = []int64{0}
+		}
+		p.outputs = append(p.outputs, valueType{graph.Float, append([]int64{}, shape...)})
+	}
+	if batch*hidden == 0 {
+		return p, "", nil
+	}
+
+	hp := (hidden + rnnVL - 1) / rnnVL * rnnVL
+	ghp := gates * hp
+	rowsN := seq * batch
+	const f32 = 4
+	const (
+		sWT = iota
+		sRT
+		sBias
+		sXW
+		sState
+		sPeep
+	)
+	p.scratch = []int64{
+		f32 * int64(dirs*inSize*ghp),
+		f32 * int64(dirs*hidden*ghp),
+		f32 * int64(dirs*(gates+1)*hp),
+		f32 * int64(dirs*rowsN*ghp),
+		f32 * int64(4*dirs*batch*hp),
+	}
+	peep := scratchOperand(sBias) // bound but not read without peepholes
+	hasPeep := present(7)
+	if hasPeep {
+		p.scratch = append(p.scratch, f32*int64(dirs*3*hp))
+		peep = scratchOperand(sPeep)
+	}
+	yOp := outputOperand(0)
+	if !produced(0) {
+		// rnn_step's Y view must fit its binding even when HAS_Y leaves it unwritten.
+		p.scratch = append(p.scratch, f32*int64(hidden))
+		yOp = scratchOperand(len(p.scratch) - 1)
+	}
+
+	// Weights: Wᵀ and Rᵀ padded per gate, the combined biases.
+	if inSize > 0 {
+		p.calls = append(p.calls, transposeCall(inputOperand(1), scratchOperand(sWT), dirs*gates, gates, hidden, inSize, hp))
+	}
+	p.calls = append(p.calls, transposeCall(inputOperand(2), scratchOperand(sRT), dirs*gates, gates, hidden, hidden, hp))
+	fold := gates
+	if cell == rnnCellGRU {
+		fold = 2 // the hidden gate's Rb goes inside (linear_before_reset) or after r ⊙ H
+	}
+	bsrc := inputOperand(0)
+	if present(3) {
+		bsrc = inputOperand(3)
+	}
+	cols := (gates + 1) * hp
+	biasArgs := []uint64{u(cols), u(dirs), u(hidden), u(hp), u(gates), u(fold)}
+	p.calls = append(p.calls, kernelCall{file: "rnn.loom", symbol: "rnn_bias", config: map[string]string{"HAS_B": strconv.FormatBool(present(3))},
+		args: biasArgs, workload: biasArgs[:2], bind: []kernelBinding{readOf(bsrc), writeOf(scratchOperand(sBias))}})
+
+	// X·Wᵀ for every step, rows in X's order.
+	p.calls = append(p.calls, bmmSpec{m: rowsN, n: ghp, k: inSize, dims: [3]int{1, 1, dirs}, as0: inSize, as1: 1, bs0: ghp,
+		bBatch: [3]int{0, 0, inSize * ghp}, cBatch: [3]int{0, 0, rowsN * ghp},
+		a: inputOperand(0), b: scratchOperand(sWT), c: scratchOperand(sXW)}.call())
+
+	// Initial states into slots 0 (H) and 2 (C), peepholes padded.
+	stateStrides := [2]int{batch * hidden, hidden}
+	if layout == 1 {
+		stateStrides = [2]int{hidden, dirs * hidden}
+	}
+	slot := dirs * batch * hp
+	p.calls = append(p.calls, rnnRowsIn(in, 5, scratchOperand(sState), stateStrides, dirs, batch, hidden, hp, 0))
+	if cell == rnnCellLSTM {
+		p.calls = append(p.calls, rnnRowsIn(in, 6, scratchOperand(sState), stateStrides, dirs, batch, hidden, hp, 2*slot))
+		if hasPeep {
+			p.calls = append(p.calls, rowsCall(inputOperand(7), scratchOperand(sPeep), dirs, 3, hidden, hp,
+				[3]int{3 * hidden, hidden, 0}, [3]int{3 * hp, hp, 0}))
+		}
+	}
+
+	// The steps.
+	xd, xt, xb := rowsN*ghp, batch*ghp, ghp
+	yt, yd, yb := dirs*batch*hidden, batch*hidden, hidden
+	if layout == 1 {
+		xt, xb = ghp, seq*ghp
+		yt, yd, yb = dirs*hidden, hidden, seq*dirs*hidden
+	}
+	if !produced(0) {
+		yt, yd, yb = 0, 0, 0
+	}
+	clip := nd.AttrFloat("clip", 0)
+	lensOp := inputOperand(0)
+	if lens {
+		lensOp = inputOperand(4)
+	}
+	type stepKernel struct{ cell, ng, g0 int }
+	var kernels []stepKernel
+	switch {
+	case cell == rnnCellRNN:
+		kernels = []stepKernel{{0, 1, 0}}
+	case cell == rnnCellLSTM:
+		kernels = []stepKernel{{1, 4, 0}}
+	case nd.AttrInt("linear_before_reset", 0) != 0:
+		kernels = []stepKernel{{2, 3, 0}}
+	default:
+		kernels = []stepKernel{{3, 2, 0}, {4, 1, 2}}
+	}
+	for step := range seq {
+		cur := step % 2
+		for _, k := range kernels {
+			cfg := map[string]string{"CELL": strconv.Itoa(k.cell), "GATES": strconv.Itoa(gates), "NG": strconv.Itoa(k.ng),
+				"G0": strconv.Itoa(k.g0), "CLIP": strconv.FormatBool(clip > 0), "PEEP": strconv.FormatBool(hasPeep), "LENS": strconv.FormatBool(lens),
+				"HAS_Y": strconv.FormatBool(produced(0))}
+			args := []uint64{u(hp), u(batch), u(dirs), u(hidden), u(seq), u(step), u(cur), u(rev0), u(xd), u(xt), u(xb),
+				u(yt), u(yd), u(yb), uint64(math.Float32bits(clip))}
+			p.calls = append(p.calls, kernelCall{file: "rnn.loom", symbol: "rnn_step", config: cfg, args: args, workload: args[:3],
+				bind: []kernelBinding{readOf(scratchOperand(sXW)), readOf(scratchOperand(sRT)), readOf(scratchOperand(sBias)),
+					readOf(peep), readOf(lensOp), readWriteOf(scratchOperand(sState)), writeOf(yOp)}})
+		}
+	}
+
+	// Final states.
+	last := seq % 2
+	if produced(1) {
+		p.calls = append(p.calls, rowsCall(scratchOperand(sState), outputOperand(1), dirs, batch, hidden, hidden,
+			[3]int{batch * hp, hp, last * slot}, [3]int{stateStrides[0], stateStrides[1], 0}))
+	}
+	if cell == rnnCellLSTM && produced(2) {
+		p.calls = append(p.calls, rowsCall(scratchOperand(sState), outputOperand(2), dirs, batch, hidden, hidden,
+			[3]int{batch * hp, hp, 2 * slot}, [3]int{stateStrides[0], stateStrides[1], 0}))
+	}
+	return p, "", nil
+}
+
+// rowsCall copies src [r0, r1, n] (strides and offset s) to dst [r0, r1, w] (strides and
+// offset t), zero-filling columns n..w-1 (rnn.loom:rows).
+func rowsCall(src, dst operand, r0, r1, n, w int, s, t [3]int) kernelCall {
+	args := []uint64{u(w), u(r1), u(r0), u(n), u(s[0]), u(s[1]), u(s[2]), u(t[0]), u(t[1]), u(t[2])}
+	return kernelCall{file: "rnn.loom", symbol: "rows", args: args, workload: args[:3], bind: []kernelBinding{readOf(src), writeOf(dst)}}
+}
+
+// rnnRowsIn loads the initial state input i (zeros when absent) into dst at element offset
+// off, padded to hp units.
+func rnnRowsIn(in []valueInfo, i int, dst operand, strides [2]int, dirs, batch, hidden, hp, off int) kernelCall {
+	if i < len(in) && in[i].present {
+		return rowsCall(inputOperand(i), dst, dirs, batch, hidden, hp, [3]int{strides[0], strides[1], 0}, [3]int{batch * hp, hp, off})
+	}
+	return rowsCall(inputOperand(0), dst, dirs, batch, 0, hp, [3]int{}, [3]int{batch * hp, hp, off})
+}

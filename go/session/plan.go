@@ -1,0 +1,938 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// A compiled run plan runs the main graph for one input signature (the inputs' types and
+// shapes) without interpreting it. It is built from one traced interpreter run:
+//
+//   - values that do not depend on the inputs' data (initializers, Constant, Shape and
+//     everything computed from those) are folded: computed once, kept as static tensors;
+//   - every other value gets a slot in one arena, placed by liveness so that values that are
+//     never live at once share memory; Reshape-like ops alias their input's slot;
+//   - each remaining node is a step: a kernel step when its kernel planner (kernel_plan.go)
+//     covers it, else a host step that calls the op's Go function on views of the arena;
+//   - runs of consecutive kernel steps form a segment, recorded once as a device graph (with
+//     edges inferred from the arena regions, as ModelSession.Record does) and replayed per run.
+//
+// Host steps are guarded: their outputs must have the traced types and shapes, or the run
+// falls back to the interpreter and the signature is no longer planned (a data-dependent
+// shape, say). The plans' audit (which nodes run where, and why) is ExecutionPlans.
+
+// planRef is where a value of the plan lives: a static tensor, or a slot of the arena viewed
+// with a type and shape (aliases view one slot with different shapes).
+type planRef struct {
+	fixed  bool
+	static Tensor
+	slot   int
+	dtype  DType
+	shape  []int64
+}
+
+// planSlot is a byte range of the arena. Steps are numbered from 0; inputs are written at
+// step -1 and graph outputs read after the last step.
+type planSlot struct {
+	bytes       int64
+	first, last int
+	offset      int64
+}
+
+type stepKind uint8
+
+const (
+	kernelStep stepKind = iota
+	hostStep
+)
+
+// planStep is one node of the plan.
+type planStep struct {
+	kind stepKind
+	node *graph.Node
+	in   []planRef // by node input; an omitted optional input is the zero planRef with fixed set
+	out  []planRef // by node output; "" outputs have slot -1
+	// Kernel steps.
+	kernel  *kernelPlan
+	scratch []int // slots
+	// Host steps.
+	fn       opFunc
+	implicit map[string]planRef // outer values the node's subgraphs read (If, Loop, Scan)
+	reason   string             // why this node runs where it runs
+}
+
+// planItem is a segment (a recorded graph of kernel steps) or a host step.
+type planItem struct {
+	segment int // >= 0: segments[segment]
+	step    int // host step index when segment < 0
+}
+
+// planInput is a fed input's slot.
+type planInput struct {
+	name string
+	ref  planRef
+}
+
+// planTemplate is what one signature's plan instances share.
+type planTemplate struct {
+	key        string
+	inputs     []planInput
+	steps      []planStep
+	segments   [][]int
+	items      []planItem
+	slots      []planSlot
+	arenaBytes int64
+	outputs    []planRef
+	folded     int // nodes folded into static values
+	aliases    int // nodes that only view their input
+}
+
+// planInstance is the memory and recordings one run at a time uses.
+type planInstance struct {
+	ms      *ModelSession
+	mem     []byte   // the arena, host-visible
+	segKeys []string // recording keys by segment
+}
+
+// errPlanGuard says a host step produced another type or shape than the plan traced.
+var errPlanGuard = errors.New("a host step's output differs from the traced one")
+
+// nondeterministicOps never fold: each run draws new values.
+var nondeterministicOps = map[string]bool{"RandomNormal": true, "RandomUniform": true, "RandomNormalLike": true,
+	"RandomUniformLike": true, "Bernoulli": true, "Multinomial": true}
+
+// aliasOps produce their first input's elements in a new shape.
+var aliasOps = map[string]bool{"Reshape": true, "Squeeze": true, "Unsqueeze": true, "Flatten": true, "Identity": true}
+
+// tracedNode is one top-level node of the traced interpreter run.
+type tracedNode struct {
+	node *graph.Node
+	in   []Tensor
+	out  []Tensor
+}
+
+// planKey spells the signature of the fed inputs: type and shape of each, in input order.
+func (s *InferenceSession) planKey(fed map[string]Tensor) (string, bool) {
+	var b []byte
+	for _, m := range s.inputs {
+		t, ok := fed[m.Name]
+		if !ok || t.box != nil {
+			return "", false
+		}
+		b = strconv.AppendInt(b, int64(t.dtype), 10)
+		b = append(b, ':')
+		for _, d := range t.shape {
+			b = strconv.AppendInt(b, d, 10)
+			b = append(b, ',')
+		}
+		b = append(b, ';')
+	}
+	return string(b), true
+}
+
+// buildPlanTemplate turns a traced run into a plan, or says why the signature cannot be
+// planned.
+func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, trace []tracedNode) (*planTemplate, string) {
+	g := s.model.Graph
+	if len(trace) != len(g.Nodes) {
+		return nil, fmt.Sprintf("the traced run covered %d of %d nodes", len(trace), len(g.Nodes))
+	}
+	t := &planTemplate{key: key}
+	refs := make(map[string]planRef, len(g.Nodes)*2)
+	newSlot := func(v Tensor, first int) (planRef, string) {
+		if v.box != nil {
+			return planRef{}, "a sequence or optional value"
+		}
+		if v.dtype == graph.String {
+			return planRef{}, "a string tensor"
+		}
+		t.slots = append(t.slots, planSlot{bytes: v.dtype.ByteSize(int64(v.Len())), first: first, last: first})
+		return planRef{slot: len(t.slots) - 1, dtype: v.dtype, shape: append([]int64{}, v.shape...)}, ""
+	}
+	for name, w := range s.weights {
+		refs[name] = planRef{fixed: true, static: w, dtype: w.dtype, shape: w.shape}
+	}
+	for _, m := range s.inputs {
+		v := fed[m.Name]
+		r, why := newSlot(v, -1)
+		if why != "" {
+			return nil, fmt.Sprintf("input %q is %s", m.Name, why)
+		}
+		refs[m.Name] = r
+		t.inputs = append(t.inputs, planInput{name: m.Name, ref: r})
+	}
+	use := func(r planRef, step int) {
+		if !r.fixed && r.slot >= 0 {
+			t.slots[r.slot].last = max(t.slots[r.slot].last, step)
+		}
+	}
+	for i, tn := range trace {
+		n := tn.node
+		if n != g.Nodes[i] {
+			return nil, "the traced run visited the nodes out of order"
+		}
+		step := planStep{node: n, in: make([]planRef, len(n.Inputs))}
+		dynamic := nondeterministicOps[n.OpType]
+		for j, name := range n.Inputs {
+			if name == "" {
+				step.in[j] = planRef{fixed: true}
+				continue
+			}
+			r, ok := refs[name]
+			if !ok {
+				return nil, fmt.Sprintf("node %q reads %q, which the plan does not know", n.Name, name)
+			}
+			step.in[j] = r
+			dynamic = dynamic || !r.fixed
+		}
+		if implicit := n.ImplicitInputs(); len(implicit) > 0 {
+			step.implicit = make(map[string]planRef, len(implicit))
+			for _, name := range implicit {
+				if r, ok := refs[name]; ok {
+					step.implicit[name] = r
+					dynamic = dynamic || !r.fixed
+				}
+			}
+		}
+		if (n.OpType == "Shape" || n.OpType == "Size") && (n.Domain == "" || n.Domain == "ai.onnx") {
+			dynamic = false // the shapes are fixed by the signature
+		}
+		if !dynamic {
+			for j, name := range n.Outputs {
+				if name != "" && j < len(tn.out) {
+					o := tn.out[j]
+					refs[name] = planRef{fixed: true, static: o, dtype: o.dtype, shape: o.shape}
+				}
+			}
+			t.folded++
+			continue
+		}
+		index := len(t.steps)
+		for _, r := range step.in {
+			use(r, index)
+		}
+		for _, r := range step.implicit {
+			use(r, index)
+		}
+		if aliasOps[n.OpType] && (n.Domain == "" || n.Domain == "ai.onnx") && len(tn.out) == 1 && tn.out[0].box == nil &&
+			!step.in[0].fixed && allFixedAfter(step.in, 1) {
+			o := tn.out[0]
+			refs[n.Outputs[0]] = planRef{slot: step.in[0].slot, dtype: o.dtype, shape: append([]int64{}, o.shape...)}
+			t.aliases++
+			continue
+		}
+		step.out = make([]planRef, len(n.Outputs))
+		for j, name := range n.Outputs {
+			step.out[j] = planRef{slot: -1}
+			if name == "" {
+				continue
+			}
+			if j >= len(tn.out) {
+				return nil, fmt.Sprintf("node %q (%s) produced %d outputs, output %d is used", n.Name, n.OpType, len(tn.out), j)
+			}
+			r, why := newSlot(tn.out[j], index)
+			if why != "" {
+				return nil, fmt.Sprintf("node %q (%s) produces %s at run time", n.Name, n.OpType, why)
+			}
+			step.out[j] = r
+			refs[name] = r
+		}
+		step.kind, step.reason = hostStep, "host: no Loom kernel for this op"
+		if planner, ok := kernelPlanners[plannerKey(n)]; ok {
+			infos := make([]valueInfo, len(step.in))
+			for j, r := range step.in {
+				if n.Inputs[j] == "" {
+					continue
+				}
+				infos[j] = valueInfo{valueType: valueType{r.dtype, r.shape}, present: true}
+				if r.fixed {
+					infos[j].static = r.static
+				}
+			}
+			p, reason, err := planner(n, s.opset, infos)
+			switch {
+			case err != nil:
+				return nil, fmt.Sprintf("node %q (%s): the kernel planner failed: %v", n.Name, n.OpType, err)
+			case p == nil:
+				step.reason = reason
+			default:
+				if why := p.agreesWith(tn.out); why != "" {
+					return nil, fmt.Sprintf("node %q (%s): %s", n.Name, n.OpType, why)
+				}
+				step.kind, step.kernel, step.reason = kernelStep, p, p.reason
+				for _, bytes := range p.scratch {
+					t.slots = append(t.slots, planSlot{bytes: bytes, first: index, last: index})
+					step.scratch = append(step.scratch, len(t.slots)-1)
+				}
+			}
+		}
+		if step.kind == hostStep {
+			fn, ok := lookupOp(n)
+			if !ok && n.OpType != "If" && n.OpType != "Loop" && n.OpType != "Scan" {
+				return nil, fmt.Sprintf("node %q: operator %s is not supported", n.Name, n.OpType)
+			}
+			step.fn = fn
+		}
+		t.steps = append(t.steps, step)
+	}
+	end := len(t.steps)
+	for _, v := range g.Outputs {
+		r, ok := refs[v.Name]
+		if !ok {
+			return nil, fmt.Sprintf("graph output %q was not computed", v.Name)
+		}
+		if r.fixed && r.static.box != nil {
+			return nil, fmt.Sprintf("graph output %q is a sequence or optional", v.Name)
+		}
+		use(r, end)
+		t.outputs = append(t.outputs, r)
+	}
+	// Segments: maximal runs of kernel steps with at least one launch.
+	seg := -1
+	for i, st := range t.steps {
+		if st.kind == hostStep {
+			t.items = append(t.items, planItem{segment: -1, step: i})
+			seg = -1
+			continue
+		}
+		if len(st.kernel.calls) == 0 {
+			continue
+		}
+		if seg < 0 {
+			t.segments = append(t.segments, nil)
+			seg = len(t.segments) - 1
+			t.items = append(t.items, planItem{segment: seg})
+		}
+		t.segments[seg] = append(t.segments[seg], i)
+	}
+	t.placeSlots()
+	return t, ""
+}
+
+func allFixedAfter(refs []planRef, from int) bool {
+	for _, r := range refs[from:] {
+		if !r.fixed {
+			return false
+		}
+	}
+	return true
+}
+
+// agreesWith checks the planner's output types and shapes against the traced outputs.
+func (p *kernelPlan) agreesWith(traced []Tensor) string {
+	if len(p.outputs) > len(traced) {
+		return fmt.Sprintf("the kernel plan has %d outputs, the op produced %d", len(p.outputs), len(traced))
+	}
+	for i, o := range p.outputs {
+		if traced[i].box != nil || o.dtype != traced[i].dtype || !equalShapes(o.shape, traced[i].shape) {
+			return fmt.Sprintf("the kernel plan's output %d is %s%v, the op produced %s", i, o.dtype, o.shape, traced[i])
+		}
+	}
+	return ""
+}
+
+// planAlign is the alignment of every slot (a cache line; wide vector loads).
+const planAlign = 64
+
+// placeSlots gives each slot an offset: first fit among the slots live at the same time
+// (live from the step that writes it through the last step that reads it, inclusive).
+func (t *planTemplate) placeSlots() {
+	order := make([]int, len(t.slots))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		sa, sb := t.slots[order[a]], t.slots[order[b]]
+		if sa.first != sb.first {
+			return sa.first < sb.first
+		}
+		return sa.bytes > sb.bytes
+	})
+	var live []int // slot indices, by offset
+	for _, i := range order {
+		s := &t.slots[i]
+		kept := live[:0]
+		for _, j := range live {
+			if t.slots[j].last >= s.first {
+				kept = append(kept, j)
+			}
+		}
+		live = kept
+		size := (max(s.bytes, 4) + planAlign - 1) / planAlign * planAlign
+		offset := int64(0)
+		at := len(live)
+		for k, j := range live {
+			if t.slots[j].offset-offset >= size {
+				at = k
+				break
+			}
+			offset = max(offset, t.slots[j].offset+(max(t.slots[j].bytes, 4)+planAlign-1)/planAlign*planAlign)
+		}
+		s.offset = offset
+		t.arenaBytes = max(t.arenaBytes, offset+size)
+		live = append(live, 0)
+		copy(live[at+1:], live[at:])
+		live[at] = i
+	}
+	t.arenaBytes = max(t.arenaBytes, planAlign)
+}
+
+// region is slot i of the instance's arena as a Region.
+func (t *planTemplate) region(arena Region, i int) (Region, error) {
+	s := t.slots[i]
+	return arena.Slice(uint64(s.offset), uint64(max(s.bytes, 4)))
+}
+
+// newInstance allocates an instance's arena and records its segments.
+func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *planInstance, err error) {
+	ms, err := s.runSession()
+	if err != nil {
+		return nil, err
+	}
+	inst := &planInstance{ms: ms}
+	defer func() {
+		if err != nil {
+			ms.Close()
+		}
+	}()
+	arena, err := ms.AllocateShared(uint64(t.arenaBytes))
+	if err != nil {
+		return nil, err
+	}
+	if inst.mem, err = ms.hostBytes(arena); err != nil {
+		return nil, err
+	}
+	if inst.mem == nil {
+		return nil, newError("Run", ErrDevice, "the device's shared memory is not host-visible")
+	}
+	weights := map[*byte]Region{}
+	weight := func(v Tensor) (Region, error) {
+		raw, ok := rawBytes(v)
+		if !ok {
+			return Region{}, opErr("a %s tensor cannot be bound to a kernel", v.dtype)
+		}
+		if len(raw) == 0 {
+			raw = make([]byte, 4)
+		}
+		if r, ok := weights[&raw[0]]; ok && r.Bytes() == uint64(len(raw)) {
+			return r, nil
+		}
+		r, err := ms.Weight(raw)
+		if err != nil {
+			return Region{}, err
+		}
+		weights[&raw[0]] = r
+		return r, nil
+	}
+	kernelIDs := map[*loadedKernel]KernelID{}
+	for si, steps := range t.segments {
+		var cmds []Command
+		for _, i := range steps {
+			st := &t.steps[i]
+			resolve := func(o operand) (Region, error) {
+				var r planRef
+				switch o.kind {
+				case operandInput:
+					if o.index >= len(st.in) {
+						return Region{}, opErr("kernel plan binds %s of %d", o, len(st.in))
+					}
+					r = st.in[o.index]
+					if r.fixed {
+						if !r.static.IsValid() {
+							return Region{}, opErr("kernel plan binds %s, which is absent", o)
+						}
+						return weight(r.static)
+					}
+				case operandOutput:
+					if o.index >= len(st.out) || st.out[o.index].slot < 0 {
+						return Region{}, opErr("kernel plan binds %s, which is not produced", o)
+					}
+					r = st.out[o.index]
+				case operandScratch:
+					if o.index >= len(st.scratch) {
+						return Region{}, opErr("kernel plan binds %s of %d", o, len(st.scratch))
+					}
+					return t.region(arena, st.scratch[o.index])
+				}
+				return t.region(arena, r.slot)
+			}
+			for _, c := range st.kernel.calls {
+				k, err := s.kernels.get(s.ctx, phase, c.file, c.symbol, c.config)
+				if err != nil {
+					return nil, err
+				}
+				kid, ok := kernelIDs[k]
+				if !ok {
+					if kid, err = ms.useLoadedKernel("Run", k); err != nil {
+						return nil, err
+					}
+					kernelIDs[k] = kid
+				}
+				d := Dispatch{Kernel: kid, Args: c.args, Workload: c.workload}
+				for _, b := range c.bind {
+					r, err := resolve(b.operand)
+					if err != nil {
+						return nil, newError("Run", ErrInvalidArgument, "node %q (%s): %v", st.node.Name, st.node.OpType, err)
+					}
+					d.Bindings = append(d.Bindings, Binding{Region: r, Access: b.access})
+				}
+				cmds = append(cmds, d)
+			}
+		}
+		key := "segment " + strconv.Itoa(si)
+		if err := ms.Record(key, cmds); err != nil {
+			return nil, err
+		}
+		inst.segKeys = append(inst.segKeys, key)
+	}
+	return inst, nil
+}
+
+// view is r as a tensor over the instance's arena (static values as they are).
+func (t *planTemplate) view(inst *planInstance, r planRef) Tensor {
+	if r.fixed {
+		return r.static
+	}
+	s := t.slots[r.slot]
+	return viewBytes(r.dtype, r.shape, inst.mem[s.offset:s.offset+s.bytes])
+}
+
+// viewBytes is a tensor whose elements are b (not copied).
+func viewBytes(dtype DType, shape []int64, b []byte) Tensor {
+	t := Tensor{dtype: dtype, shape: shape}
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	} else {
+		p = unsafe.Pointer(&zeroElement)
+	}
+	n := int(dtype.ByteSize(1))
+	count := 0
+	if n > 0 {
+		count = len(b) / n
+	}
+	switch dtype {
+	case graph.Float:
+		t.data = unsafe.Slice((*float32)(p), count)
+	case graph.Double:
+		t.data = unsafe.Slice((*float64)(p), count)
+	case graph.Float16:
+		t.data = unsafe.Slice((*Float16)(p), count)
+	case graph.BFloat16:
+		t.data = unsafe.Slice((*BFloat16)(p), count)
+	case graph.Int8:
+		t.data = unsafe.Slice((*int8)(p), count)
+	case graph.Int16:
+		t.data = unsafe.Slice((*int16)(p), count)
+	case graph.Int32:
+		t.data = unsafe.Slice((*int32)(p), count)
+	case graph.Int64:
+		t.data = unsafe.Slice((*int64)(p), count)
+	case graph.Uint8:
+		t.data = unsafe.Slice((*uint8)(p), count)
+	case graph.Uint16:
+		t.data = unsafe.Slice((*uint16)(p), count)
+	case graph.Uint32:
+		t.data = unsafe.Slice((*uint32)(p), count)
+	case graph.Uint64:
+		t.data = unsafe.Slice((*uint64)(p), count)
+	case graph.Bool:
+		t.data = unsafe.Slice((*bool)(p), count)
+	}
+	return t
+}
+
+// zeroElement backs the views of empty slots (a non-nil, empty slice).
+var zeroElement [8]byte
+
+// copyOut is a caller-owned copy of a tensor.
+func copyOut(v Tensor) (Tensor, error) {
+	if v.dtype == graph.String {
+		return Tensor{dtype: v.dtype, shape: append([]int64{}, v.shape...), data: append([]string{}, v.data.([]string)...)}, nil
+	}
+	out, err := Zeros(v.dtype, v.shape)
+	if err != nil {
+		return Tensor{}, err
+	}
+	dst, _ := rawBytes(out)
+	src, _ := rawBytes(v)
+	copy(dst, src)
+	return out, nil
+}
+
+// run runs the plan on inst for the fed inputs (of the plan's signature).
+func (t *planTemplate) run(rc *runCtx, inst *planInstance, fed map[string]Tensor) ([]Tensor, error) {
+	for _, in := range t.inputs {
+		src, _ := rawBytes(fed[in.name])
+		s := t.slots[in.ref.slot]
+		copy(inst.mem[s.offset:s.offset+s.bytes], src)
+	}
+	threads := rc.s.threads
+	for _, it := range t.items {
+		if it.segment >= 0 {
+			if rc.trace != nil {
+				if err := t.runSegmentTraced(rc, inst, it.segment, threads); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if err := inst.ms.runRecorded(inst.segKeys[it.segment], threads); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := t.runHostStep(rc, inst, &t.steps[it.step]); err != nil {
+			return nil, err
+		}
+	}
+	outs := make([]Tensor, len(t.outputs))
+	for i, r := range t.outputs {
+		o, err := copyOut(t.view(inst, r))
+		if err != nil {
+			return nil, err
+		}
+		outs[i] = o
+	}
+	return outs, nil
+}
+
+// runSegmentTraced runs a segment with one span per kernel step: the spans share the
+// segment's time, since its steps run as one recorded graph.
+func (t *planTemplate) runSegmentTraced(rc *runCtx, inst *planInstance, seg, threads int) error {
+	steps := t.segments[seg]
+	spans := make([]opSpan, len(steps))
+	for i, si := range steps {
+		st := &t.steps[si]
+		in := make([]Tensor, len(st.in))
+		for j, r := range st.in {
+			in[j] = t.view(inst, r)
+		}
+		spans[i] = rc.opStart(st.node, in)
+	}
+	err := inst.ms.runRecorded(inst.segKeys[seg], threads)
+	for i, si := range steps {
+		st := &t.steps[si]
+		outs := make([]Tensor, len(st.out))
+		for j, r := range st.out {
+			if r.slot >= 0 {
+				outs[j] = t.view(inst, r)
+			}
+		}
+		spans[i].end(st.kernel.variant(), fmt.Sprintf("%s (plan segment %d of %d kernel steps)", st.reason, seg, len(steps)), outs, err)
+	}
+	return err
+}
+
+// runHostStep calls a host step's Go function on views of the arena and copies its outputs
+// into their slots, after checking them against the traced types and shapes.
+func (t *planTemplate) runHostStep(rc *runCtx, inst *planInstance, st *planStep) error {
+	n := st.node
+	in := make([]Tensor, len(st.in))
+	for j, r := range st.in {
+		if n.Inputs[j] != "" {
+			in[j] = t.view(inst, r)
+		}
+	}
+	sp := rc.opStart(n, in)
+	rc.kernelVariant, rc.kernelReason = "", ""
+	var outs []Tensor
+	var err error
+	if n.OpType == "If" || n.OpType == "Loop" || n.OpType == "Scan" {
+		sc := &scope{vals: make(map[string]Tensor, len(st.implicit))}
+		for name, r := range st.implicit {
+			sc.vals[name] = t.view(inst, r)
+		}
+		outs, err = rc.controlFlow(n, in, sc)
+	} else {
+		outs, err = st.fn(rc, n, in)
+	}
+	variant := "host"
+	if rc.kernelVariant != "" {
+		variant = "host composing " + rc.kernelVariant
+	}
+	sp.end(variant, st.reason, outs, err)
+	if err != nil {
+		if _, ok := err.(*Error); ok {
+			return err
+		}
+		return newError("Run", ErrInvalidArgument, "node %q (%s): %v", n.Name, n.OpType, err)
+	}
+	for j, r := range st.out {
+		if r.slot < 0 {
+			continue
+		}
+		if j >= len(outs) || outs[j].box != nil || outs[j].dtype != r.dtype || !equalShapes(outs[j].shape, r.shape) {
+			return errPlanGuard
+		}
+		src, _ := rawBytes(outs[j])
+		s := t.slots[r.slot]
+		copy(inst.mem[s.offset:s.offset+s.bytes], src)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- the session's plans
+
+// maxPlans bounds the signatures an InferenceSession plans; further signatures run in the
+// interpreter. maxPlanInstances bounds the instances (arenas) of one signature, which
+// concurrent runs need; a run that finds them all busy runs in the interpreter.
+const (
+	maxPlans         = 16
+	maxPlanInstances = 4
+)
+
+// planEntry is one signature's plan, or why there is none.
+type planEntry struct {
+	template *planTemplate
+	reason   string
+	idle     []*planInstance
+	count    int
+	all      []*planInstance
+}
+
+// planCache holds an InferenceSession's plans by signature.
+type planCache struct {
+	mu      sync.Mutex
+	entries map[string]*planEntry
+	order   []string
+	closed  bool
+}
+
+// acquire returns an idle instance of key's plan (making one when there is room), the entry
+// (nil when key has never been traced) and whether the signature is planned.
+func (c *planCache) lookup(key string) *planEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[key]
+}
+
+func (c *planCache) take(e *planEntry) (*planInstance, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(e.idle); n > 0 {
+		inst := e.idle[n-1]
+		e.idle = e.idle[:n-1]
+		return inst, false
+	}
+	if c.closed || e.template == nil || e.count >= maxPlanInstances {
+		return nil, false
+	}
+	e.count++ // reserved: the caller builds the instance
+	return nil, true
+}
+
+func (c *planCache) give(e *planEntry, inst *planInstance, fresh bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fresh {
+		e.all = append(e.all, inst)
+	}
+	if c.closed {
+		inst.ms.Close()
+		return
+	}
+	e.idle = append(e.idle, inst)
+}
+
+// unreserve undoes take's reservation when building an instance failed.
+func (c *planCache) unreserve(e *planEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.count--
+}
+
+// drop stops planning e's signature (a guard failed): its instances close as they come back.
+func (c *planCache) drop(e *planEntry, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.template, e.reason = nil, reason
+	for _, inst := range e.idle {
+		inst.ms.Close()
+	}
+	e.idle = nil
+}
+
+// add records key's plan (or the reason it has none); false when the cache is full or
+// another run added it first.
+func (c *planCache) add(key string, e *planEntry) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.entries[key] != nil || len(c.entries) >= maxPlans {
+		return false
+	}
+	if c.entries == nil {
+		c.entries = map[string]*planEntry{}
+	}
+	c.entries[key] = e
+	c.order = append(c.order, key)
+	return true
+}
+
+// close releases every idle instance; instances in use close when given back. Idempotent.
+func (c *planCache) close() []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	var errs []error
+	for _, e := range c.entries {
+		for _, inst := range e.idle {
+			errs = append(errs, inst.ms.Close())
+		}
+		e.idle = nil
+	}
+	return errs
+}
+
+// runPlanned runs fed through the signature's plan, building it from a traced interpreter
+// run the first time. ok is false when the run must go to the interpreter instead.
+func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor) (outs []Tensor, ok bool, err error) {
+	if !s.planning {
+		return nil, false, nil
+	}
+	key, plannable := s.planKey(fed)
+	if !plannable {
+		return nil, false, nil
+	}
+	e := s.plans.lookup(key)
+	if e == nil {
+		// The signature's first run is interpreted, and traced to build its plan; the plan
+		// runs from the next run on.
+		return s.tracePlan(rc, key, fed)
+	}
+	inst, build := s.plans.take(e)
+	if inst == nil && !build {
+		return nil, false, nil
+	}
+	fresh := false
+	if build {
+		t := e.template
+		if t == nil {
+			s.plans.unreserve(e)
+			return nil, false, nil
+		}
+		if inst, err = s.newPlanInstance(t, rc.phase); err != nil {
+			s.plans.unreserve(e)
+			return nil, false, err
+		}
+		fresh = true
+	}
+	t := e.template
+	if t == nil { // dropped meanwhile
+		s.plans.give(e, inst, fresh)
+		return nil, false, nil
+	}
+	rc.runStart(executorPlan, fed)
+	outs, err = t.run(rc, inst, fed)
+	rc.runEnd(outs, err)
+	s.plans.give(e, inst, fresh)
+	if errors.Is(err, errPlanGuard) {
+		s.plans.drop(e, "a host step's output type or shape changed between runs (data-dependent shape)")
+		return nil, false, nil
+	}
+	return outs, err == nil, err
+}
+
+// tracePlan is the interpreted run of fed that records each top-level node, from which it
+// builds key's plan (or notes why there is none). The run's outputs are the interpreter's.
+func (s *InferenceSession) tracePlan(rc *runCtx, key string, fed map[string]Tensor) ([]Tensor, bool, error) {
+	var trace []tracedNode
+	rc.observe = func(n *graph.Node, in, out []Tensor) {
+		trace = append(trace, tracedNode{node: n, in: in, out: out})
+	}
+	defer func() { rc.observe = nil }()
+	outs, err := s.interpret(rc, fed)
+	if err != nil {
+		return nil, true, err
+	}
+	t, reason := s.buildPlanTemplate(key, fed, trace)
+	s.plans.add(key, &planEntry{template: t, reason: reason})
+	return outs, true, nil
+}
+
+// PlanReport audits one compiled run plan: how the model's nodes run for one input
+// signature.
+type PlanReport struct {
+	// Signature is the input types and shapes, as "x: tensor(float)[1,3,224,224]; ...".
+	Signature string
+	// Planned says whether runs of this signature use the plan; Reason says why not.
+	Planned bool
+	Reason  string
+	// Folded counts nodes computed once when the plan was built (their values do not depend
+	// on the inputs' data); Aliases the nodes that only view their input in another shape.
+	Folded, Aliases int
+	// Segments lists the recorded device graphs, in run order: the nodes of each, all
+	// running as Loom kernels.
+	Segments [][]string
+	// HostSteps lists the nodes that run as Go host functions, with the reason; each ends
+	// a segment.
+	HostSteps []PlanHostStep
+	// KernelSteps counts nodes run as Loom kernels; ArenaBytes is the memory for the
+	// values of one run (several runs at once use one arena each).
+	KernelSteps int
+	ArenaBytes  int64
+}
+
+// PlanHostStep is a node of a plan that runs on the host, and why.
+type PlanHostStep struct {
+	Node, OpType, Reason string
+}
+
+// ExecutionPlans audits the compiled run plans built so far (one per input signature seen),
+// in the order they were built.
+func (s *InferenceSession) ExecutionPlans() []PlanReport {
+	s.plans.mu.Lock()
+	defer s.plans.mu.Unlock()
+	out := make([]PlanReport, 0, len(s.plans.order))
+	for _, key := range s.plans.order {
+		e := s.plans.entries[key]
+		r := PlanReport{Signature: s.describeKey(key), Planned: e.template != nil, Reason: e.reason}
+		if t := e.template; t != nil {
+			r.Folded, r.Aliases, r.ArenaBytes = t.folded, t.aliases, t.arenaBytes
+			for _, st := range t.steps {
+				if st.kind == kernelStep {
+					r.KernelSteps++
+				}
+			}
+			for _, it := range t.items {
+				if it.segment >= 0 {
+					var names []string
+					for _, i := range t.segments[it.segment] {
+						names = append(names, t.steps[i].node.Name)
+					}
+					r.Segments = append(r.Segments, names)
+					continue
+				}
+				st := t.steps[it.step]
+				r.HostSteps = append(r.HostSteps, PlanHostStep{Node: st.node.Name, OpType: st.node.OpType, Reason: st.reason})
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// describeKey spells a plan key with the input names.
+func (s *InferenceSession) describeKey(key string) string {
+	parts := strings.Split(strings.TrimSuffix(key, ";"), ";")
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		name := "?"
+		if i < len(s.inputs) {
+			name = s.inputs[i].Name
+		}
+		dt, dims, _ := strings.Cut(p, ":")
+		code, _ := strconv.Atoi(dt)
+		fmt.Fprintf(&b, "%s: tensor(%s)[%s]", name, DType(code), strings.TrimSuffix(dims, ","))
+	}
+	return b.String()
+}

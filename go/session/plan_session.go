@@ -1,0 +1,56 @@
+package session
+
+import "github.com/loomrt/loom/go/native"
+
+// ModelSession internals for compiled run plans (plan.go).
+
+// runSession opens a ModelSession for an InferenceSession's run or plan: on the host
+// provider its stream is inline (each operation runs on the calling thread: a run waits for
+// every op anyway, and the hand-off to a stream thread costs more than small kernels).
+func (s *InferenceSession) runSession() (*ModelSession, error) {
+	opts := native.StreamOptions{MaxThreads: s.threads}
+	if s.provider == ProviderHost {
+		opts.Inline = true
+	}
+	return newSessionWith("Run", s.ctx, false, opts)
+}
+
+// hostBytes returns the bytes of r as host memory the caller may read and write while no
+// device work uses them, or nil when r's allocation is not host-visible.
+func (s *ModelSession) hostBytes(r Region) ([]byte, error) {
+	const op = "Run"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(op); err != nil {
+		return nil, err
+	}
+	a, err := s.memory().region(op, "the plan's arena", r)
+	if err != nil {
+		return nil, err
+	}
+	if !a.hostVisible() || a.buf == nil {
+		return nil, nil
+	}
+	view := a.buf.Bytes()
+	if uint64(len(view)) < r.offset+r.bytes {
+		return nil, nil
+	}
+	return view[r.offset : r.offset+r.bytes : r.offset+r.bytes], nil
+}
+
+// runRecorded runs the graph recorded under key to completion before returning, after the
+// work enqueued before it; on the host backend on the calling thread, each kernel's blocks
+// on at most maxThreads threads (0: the device's pool too). See native.GraphExec.Run.
+func (s *ModelSession) runRecorded(key string, maxThreads int) error {
+	const op = "Run"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, err := s.recording(op, key)
+	if err != nil {
+		return err
+	}
+	if err := rec.exec.Run(s.stream, maxThreads); err != nil {
+		return s.latch(op, err)
+	}
+	return nil
+}

@@ -1,0 +1,246 @@
+package session
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// planPair opens two sessions of one model: with compiled run plans (the default) and
+// interpreting every run.
+func planPair(t *testing.T, load func(b *SessionBuilder) (*InferenceSession, error)) (planned, interpreted *InferenceSession) {
+	t.Helper()
+	var err error
+	planned, err = load(Builder().WithExecutionProvider(ProviderHost))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, planned.Close()) })
+	interpreted, err = load(Builder().WithExecutionProvider(ProviderHost).WithOption(OptionRunPlan, "0"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, interpreted.Close()) })
+	return planned, interpreted
+}
+
+// requireSameOutputs runs both sessions on feeds and requires equal outputs within tol. The
+// planned session runs twice: a signature's first run is interpreted (and traced to build
+// the plan), the second runs the plan.
+func requireSameOutputs(t *testing.T, planned, interpreted *InferenceSession, feeds []NamedTensor, tol float64) {
+	t.Helper()
+	want, err := interpreted.Run(feeds)
+	require.NoError(t, err)
+	_, err = planned.Run(feeds)
+	require.NoError(t, err)
+	got, err := planned.Run(feeds)
+	require.NoError(t, err)
+	require.Len(t, got, len(want))
+	for i := range want {
+		require.Equal(t, want[i].dtype, got[i].dtype, "output %d", i)
+		require.Equal(t, want[i].shape, got[i].shape, "output %d", i)
+		w, g := want[i].float64s(), got[i].float64s()
+		for j := range w {
+			require.InDelta(t, w[j], g[j], tol*(1+math.Abs(w[j])), "output %d element %d", i, j)
+		}
+	}
+}
+
+func TestPlanMatchesInterpreterOnModels(t *testing.T) {
+	rnd := inferRand()
+	dir := filepath.Join("testdata", "models")
+	t.Run("tiny_encoder", func(t *testing.T) {
+		planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) {
+			return b.Load(filepath.Join(dir, "tiny_encoder.onnx"))
+		})
+		for _, shape := range [][]int64{{2, 7, 64}, {1, 3, 64}, {2, 7, 64}} {
+			x := MustTensor(shape, randomF32(rnd, numel(shape)))
+			requireSameOutputs(t, planned, interpreted, []NamedTensor{{Name: "x", Tensor: x}}, 1e-5)
+		}
+		plans := planned.ExecutionPlans()
+		require.Len(t, plans, 2, "one plan per input signature")
+		for _, p := range plans {
+			require.True(t, p.Planned, p.Reason)
+			assert.NotEmpty(t, p.Segments)
+			assert.Positive(t, p.KernelSteps)
+			assert.Positive(t, p.Folded, "the Shape arithmetic folds")
+		}
+	})
+	t.Run("tiny_gpt_kv", func(t *testing.T) {
+		planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) {
+			return b.Load(filepath.Join(dir, "tiny_gpt_kv.onnx"))
+		})
+		for _, c := range []struct{ b, t, s int64 }{{1, 4, 0}, {1, 1, 4}, {2, 3, 5}, {1, 1, 4}} {
+			ids := make([]int64, c.b*c.t)
+			for i := range ids {
+				ids[i] = rnd.Int64N(512)
+			}
+			feeds := []NamedTensor{{Name: "input_ids", Tensor: MustTensor([]int64{c.b, c.t}, ids)}}
+			for _, name := range []string{"past_k0", "past_v0", "past_k1", "past_v1"} {
+				shape := []int64{c.b, 4, c.s, 16}
+				feeds = append(feeds, NamedTensor{Name: name, Tensor: MustTensor(shape, randomF32(rnd, numel(shape)))})
+			}
+			requireSameOutputs(t, planned, interpreted, feeds, 1e-5)
+		}
+		for _, p := range planned.ExecutionPlans() {
+			require.True(t, p.Planned, p.Reason)
+		}
+	})
+}
+
+// nonZeroModel is y = NonZero(x > 0) cast to float and scaled: its output shape depends on
+// the data, which the plan's guard must catch.
+func nonZeroModel(t *testing.T) *graph.Model {
+	g := &graph.Graph{Name: "nonzero"}
+	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.ShapeOf(8)))}
+	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
+	g.AddInitializer(graph.TensorFromFloat32("zero", []int64{}, []float32{0}))
+	g.AddInitializer(graph.TensorFromFloat32("two", []int64{}, []float32{2}))
+	g.Nodes = []*graph.Node{
+		graph.NewNode("relu", "Relu", []string{"x"}, []string{"r"}),
+		graph.NewNode("gt", "Greater", []string{"r", "zero"}, []string{"mask"}),
+		graph.NewNode("nz", "NonZero", []string{"mask"}, []string{"idx"}),
+		graph.NewNode("cast", "Cast", []string{"idx"}, []string{"f"}, graph.IntAttr("to", int64(graph.Float))),
+		graph.NewNode("mul", "Mul", []string{"f", "two"}, []string{"y"}),
+	}
+	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 13})
+	require.NoError(t, err)
+	return m
+}
+
+func TestPlanGuardCatchesDataDependentShapes(t *testing.T) {
+	planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) {
+		return b.FromGraph(nonZeroModel(t))
+	})
+	x := func(positive int) []NamedTensor {
+		v := make([]float32, 8)
+		for i := range v {
+			v[i] = -1 - rand.Float32()
+		}
+		for _, i := range rand.Perm(8)[:positive] {
+			v[i] = 1 + rand.Float32()
+		}
+		return []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{8}, v)}}
+	}
+	requireSameOutputs(t, planned, interpreted, x(3), 0)
+	require.True(t, planned.ExecutionPlans()[0].Planned)
+	requireSameOutputs(t, planned, interpreted, x(3), 0) // same shapes: the plan holds
+	requireSameOutputs(t, planned, interpreted, x(5), 0) // NonZero's shape changes: guarded
+	p := planned.ExecutionPlans()[0]
+	require.False(t, p.Planned)
+	require.Contains(t, p.Reason, "data-dependent")
+	requireSameOutputs(t, planned, interpreted, x(2), 0)
+}
+
+func TestPlanRunsNondeterministicOpsEachRun(t *testing.T) {
+	g := &graph.Graph{Name: "random"}
+	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.ShapeOf(16)))}
+	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
+	g.Nodes = []*graph.Node{
+		graph.NewNode("r", "RandomNormal", nil, []string{"noise"}, graph.IntsAttr("shape", 16)),
+		graph.NewNode("add", "Add", []string{"x", "noise"}, []string{"y"}),
+	}
+	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 13})
+	require.NoError(t, err)
+	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	feeds := []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{16}, randomF32(inferRand(), 16))}}
+	a, err := s.Run(feeds)
+	require.NoError(t, err)
+	b, err := s.Run(feeds)
+	require.NoError(t, err)
+	require.NotEqual(t, a[0].data, b[0].data, "the noise is drawn anew each run, never folded")
+	require.True(t, s.ExecutionPlans()[0].Planned)
+}
+
+func TestPlanConcurrentRuns(t *testing.T) {
+	planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) {
+		return b.Load(filepath.Join("testdata", "models", "tiny_encoder.onnx"))
+	})
+	rnd := inferRand()
+	const runs = 12
+	feeds := make([][]NamedTensor, runs)
+	want := make([][]Tensor, runs)
+	for i := range feeds {
+		x := MustTensor([]int64{1, 5, 64}, randomF32(rnd, 5*64))
+		feeds[i] = []NamedTensor{{Name: "x", Tensor: x}}
+		var err error
+		want[i], err = interpreted.Run(feeds[i])
+		require.NoError(t, err)
+	}
+	_, err := planned.Run(feeds[0]) // traces the signature's plan
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make([]error, runs)
+	got := make([][]Tensor, runs)
+	for i := range feeds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = planned.Run(feeds[i])
+		}()
+	}
+	wg.Wait()
+	for i := range feeds {
+		require.NoError(t, errs[i])
+		w, g := want[i][0].float64s(), got[i][0].float64s()
+		for j := range w {
+			require.InDelta(t, w[j], g[j], 1e-5*(1+math.Abs(w[j])), "run %d element %d", i, j)
+		}
+	}
+}
+
+// The arena placement never lets two slots that are live at the same step overlap.
+func TestPlanSlotPlacementProperty(t *testing.T) {
+	rnd := inferRand()
+	for trial := 0; trial < 300; trial++ {
+		tmpl := &planTemplate{}
+		steps := 1 + rnd.IntN(40)
+		for i := 0; i < 1+rnd.IntN(60); i++ {
+			first := rnd.IntN(steps+1) - 1
+			last := first + rnd.IntN(steps-first+1)
+			tmpl.slots = append(tmpl.slots, planSlot{bytes: int64(rnd.IntN(5000)), first: first, last: last})
+		}
+		tmpl.placeSlots()
+		var total int64
+		for i, a := range tmpl.slots {
+			total += a.bytes
+			require.Zero(t, a.offset%planAlign)
+			require.LessOrEqual(t, a.offset+a.bytes, tmpl.arenaBytes)
+			for j, b := range tmpl.slots[:i] {
+				liveTogether := a.first <= b.last && b.first <= a.last
+				disjoint := a.offset+max(a.bytes, 4) <= b.offset || b.offset+max(b.bytes, 4) <= a.offset
+				require.True(t, !liveTogether || disjoint, "trial %d: slots %d %+v and %d %+v", trial, i, a, j, b)
+			}
+		}
+	}
+}
+
+func BenchmarkPlanVsInterpreter(b *testing.B) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for _, mode := range []string{"plan", "interpreter"} {
+		b.Run(fmt.Sprintf("tiny_encoder/%s", mode), func(b *testing.B) {
+			builder := Builder().WithExecutionProvider(ProviderHost).WithIntraOpThreads(1)
+			if mode == "interpreter" {
+				builder = builder.WithOption(OptionRunPlan, "0")
+			}
+			s, err := builder.Load(filepath.Join("testdata", "models", "tiny_encoder.onnx"))
+			require.NoError(b, err)
+			defer s.Close()
+			feeds := []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{1, 16, 64}, randomF32(rnd, 16*64))}}
+			_, err = s.Run(feeds)
+			require.NoError(b, err)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Run(feeds); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

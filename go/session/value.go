@@ -1,0 +1,339 @@
+package session
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// ValueKind says what a Value (or a graph input or output, see IoMeta) holds.
+type ValueKind int
+
+// The value kinds. ValueTensor is the zero kind, so the IoMeta of a tensor reads as before.
+const (
+	// ValueTensor is a dense tensor.
+	ValueTensor ValueKind = iota
+	// ValueSequence is an ONNX sequence: tensors of one element type, of any shapes.
+	ValueSequence
+	// ValueOptional is an ONNX optional: a tensor, a sequence, or nothing (none).
+	ValueOptional
+)
+
+// String is "tensor", "sequence" or "optional".
+func (k ValueKind) String() string {
+	switch k {
+	case ValueTensor:
+		return "tensor"
+	case ValueSequence:
+		return "sequence"
+	case ValueOptional:
+		return "optional"
+	}
+	return fmt.Sprintf("ValueKind(%d)", int(k))
+}
+
+// composite is what a Tensor carries instead of elements when it stands for a sequence or an
+// optional inside the interpreter. The tensors in elems are never modified (host functions
+// do not modify their inputs), so sequences share them freely.
+type composite struct {
+	kind  ValueKind // ValueSequence or ValueOptional
+	elems []Tensor  // a sequence's tensors; an optional's value (none when empty)
+}
+
+// describe renders the value's type as seq(tensor(float)) or optional(none).
+func (c *composite) describe(dtype DType) string {
+	if c.kind == ValueSequence {
+		return fmt.Sprintf("seq(tensor(%s)) of %d", dtype, len(c.elems))
+	}
+	if len(c.elems) == 0 {
+		return "optional(none)"
+	}
+	return "optional(" + c.elems[0].String() + ")"
+}
+
+// seqOf makes a sequence of dtype elements holding elems (the slice is not copied).
+func seqOf(dtype DType, elems []Tensor) Tensor {
+	return Tensor{dtype: dtype, box: &composite{kind: ValueSequence, elems: elems}}
+}
+
+// optOf makes an optional holding v, or none when v is nil; dtype is the element type of the
+// tensors it holds or would hold.
+func optOf(dtype DType, v *Tensor) Tensor {
+	c := &composite{kind: ValueOptional}
+	if v != nil {
+		c.elems = []Tensor{*v}
+		dtype = v.dtype
+	}
+	return Tensor{dtype: dtype, box: c}
+}
+
+// kind is t's value kind.
+func (t Tensor) kind() ValueKind {
+	if t.box == nil {
+		return ValueTensor
+	}
+	return t.box.kind
+}
+
+func (t Tensor) isSeq() bool { return t.box != nil && t.box.kind == ValueSequence }
+
+func (t Tensor) isOpt() bool { return t.box != nil && t.box.kind == ValueOptional }
+
+// seqElems returns a sequence's tensors (shared, not to be modified).
+func (t Tensor) seqElems() []Tensor { return t.box.elems }
+
+// article names t's kind for messages: "a tensor", "a sequence", "an optional".
+func (t Tensor) article() string {
+	if t.kind() == ValueOptional {
+		return "an optional"
+	}
+	return "a " + t.kind().String()
+}
+
+// Value is a graph input or output of any kind a session runs: a tensor, a sequence of
+// tensors (all of one element type), or an optional that holds a tensor, a sequence or nothing.
+// Like Tensor it is a small value whose copies share the elements. The zero Value is invalid.
+type Value struct{ t Tensor }
+
+// NamedValue is a value bound to a graph input name (see RunOutputs).
+type NamedValue struct {
+	Name  string
+	Value Value
+}
+
+// TensorValue wraps a tensor.
+func TensorValue(t Tensor) Value { return Value{t: t} }
+
+// SequenceValue makes a sequence of tensors of element type dtype (the slice is copied, the
+// tensors' elements are not). An empty sequence still has an element type.
+func SequenceValue(dtype DType, elems ...Tensor) (Value, error) {
+	if _, err := makeSlice(dtype, 0); err != nil {
+		return Value{}, fmt.Errorf("sequence: %w", err)
+	}
+	for i, e := range elems {
+		if !e.IsValid() || e.box != nil {
+			return Value{}, fmt.Errorf("sequence element %d is not a tensor", i)
+		}
+		if e.dtype != dtype {
+			return Value{}, fmt.Errorf("sequence element %d has element type %s, the sequence holds %s", i, e.dtype, dtype)
+		}
+	}
+	return Value{t: seqOf(dtype, append([]Tensor{}, elems...))}, nil
+}
+
+// OptionalValue makes an optional holding v, a tensor or a sequence.
+func OptionalValue(v Value) (Value, error) {
+	switch {
+	case !v.IsValid():
+		return Value{}, fmt.Errorf("optional of an empty Value")
+	case v.t.isOpt():
+		return Value{}, fmt.Errorf("optional of an optional is not supported")
+	}
+	return Value{t: optOf(v.t.dtype, &v.t)}, nil
+}
+
+// NoneValue makes an empty optional; dtype is the element type it would hold (Undefined when
+// it does not matter).
+func NoneValue(dtype DType) Value { return Value{t: optOf(dtype, nil)} }
+
+// IsValid reports whether v holds a value (the zero Value does not).
+func (v Value) IsValid() bool { return v.t.IsValid() }
+
+// Kind says whether v is a tensor, a sequence or an optional.
+func (v Value) Kind() ValueKind { return v.t.kind() }
+
+// IsNone reports whether v is an empty optional.
+func (v Value) IsNone() bool { return v.t.isOpt() && len(v.t.box.elems) == 0 }
+
+// ElemType is the element type of the tensors v holds.
+func (v Value) ElemType() DType { return v.t.dtype }
+
+// Tensor returns v's tensor, or an error when v is a sequence or an optional (see Element).
+func (v Value) Tensor() (Tensor, error) {
+	if !v.IsValid() {
+		return Tensor{}, fmt.Errorf("empty Value")
+	}
+	if v.t.box != nil {
+		return Tensor{}, fmt.Errorf("the value is %s, not a tensor", v.t)
+	}
+	return v.t, nil
+}
+
+// Sequence returns v's tensors (a new slice sharing their elements), or an error when v is
+// not a sequence.
+func (v Value) Sequence() ([]Tensor, error) {
+	if !v.t.isSeq() {
+		if !v.IsValid() {
+			return nil, fmt.Errorf("empty Value")
+		}
+		return nil, fmt.Errorf("the value is %s, not a sequence", v.t)
+	}
+	return append([]Tensor{}, v.t.box.elems...), nil
+}
+
+// Element returns what an optional holds; ok is false when v is none or not an optional.
+func (v Value) Element() (elem Value, ok bool) {
+	if !v.t.isOpt() || len(v.t.box.elems) == 0 {
+		return Value{}, false
+	}
+	return Value{t: v.t.box.elems[0]}, true
+}
+
+// String describes v's type: tensor(float)[2,3], seq(tensor(int64)) of 4, optional(none).
+func (v Value) String() string { return v.t.String() }
+
+// valueOps are the operators that take sequences or optionals as inputs; every other operator
+// is refused one by name before it runs (checkValueInputs), so tensor code never sees one.
+var valueOps = map[string]bool{
+	"Identity": true, "If": true, "Loop": true, "SequenceMap": true,
+	"SequenceInsert": true, "SequenceAt": true, "SequenceErase": true, "SequenceLength": true,
+	"ConcatFromSequence": true, "Optional": true, "OptionalHasElement": true, "OptionalGetElement": true,
+}
+
+// checkValueInputs refuses a sequence or an optional given to an operator that computes on
+// tensors, naming the node and the input.
+func checkValueInputs(n *graph.Node, in []Tensor) error {
+	if valueOps[n.OpType] && (n.Domain == "" || n.Domain == "ai.onnx") {
+		return nil
+	}
+	for i, t := range in {
+		if t.box != nil {
+			return newError("Run", ErrInvalidArgument, "node %q (%s): input %d (%q) is %s (%s); the operator takes tensors only",
+				n.Name, n.OpType, i, n.Inputs[i], t.article(), t)
+		}
+	}
+	return nil
+}
+
+// RunOutputs is Run for models whose inputs or outputs may be sequences or optionals: it feeds
+// the named values and returns the graph outputs in order, each of the kind the graph produced.
+// An optional input that is not fed is none. Errors name the input or node at fault.
+func (s *InferenceSession) RunOutputs(inputs []NamedValue) ([]Value, error) {
+	outs, err := s.run(inputs, phaseRun)
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]Value, len(outs))
+	for i, t := range outs {
+		vals[i] = Value{t: t}
+	}
+	return vals, nil
+}
+
+// namedTensorValues wraps Run's tensors as values.
+func namedTensorValues(inputs []NamedTensor) []NamedValue {
+	out := make([]NamedValue, len(inputs))
+	for i, in := range inputs {
+		out[i] = NamedValue{Name: in.Name, Value: TensorValue(in.Tensor)}
+	}
+	return out
+}
+
+// ioKinds sets m's Kind, Holds and tensor description from a graph type: a sequence's or an
+// optional's tensors are described by DType, Shape and Ranked.
+func ioKinds(m *IoMeta, t graph.Type) {
+	inner := func(t graph.Type) graph.Type {
+		if t.Inner == nil {
+			return graph.Type{}
+		}
+		return *t.Inner
+	}
+	switch t.Kind {
+	case graph.KindSequence:
+		m.Kind = ValueSequence
+		t = inner(t)
+	case graph.KindOptional:
+		m.Kind = ValueOptional
+		t = inner(t)
+		if t.Kind == graph.KindSequence {
+			m.Holds = ValueSequence
+			t = inner(t)
+		}
+	}
+	m.DType, m.Shape, m.Ranked = t.Elem, append(graph.Shape{}, t.Shape...), t.Ranked
+}
+
+// describeMeta renders m's declared type: tensor(float)[N,3], seq(tensor(int64)),
+// optional(seq(tensor(float)[5])).
+func describeMeta(m IoMeta) string {
+	s := "tensor(" + m.DType.String() + ")"
+	if m.Ranked {
+		dims := make([]string, len(m.Shape))
+		for i, d := range m.Shape {
+			dims[i] = d.String()
+		}
+		s += "[" + strings.Join(dims, ",") + "]"
+	}
+	if m.Kind == ValueSequence || (m.Kind == ValueOptional && m.Holds == ValueSequence) {
+		s = "seq(" + s + ")"
+	}
+	if m.Kind == ValueOptional {
+		s = "optional(" + s + ")"
+	}
+	return s
+}
+
+// checkFed checks a fed value against its input's declaration; the caller names the input.
+func checkFed(meta IoMeta, t Tensor) error {
+	switch meta.Kind {
+	case ValueSequence:
+		if !t.isSeq() {
+			return fmt.Errorf("%s was fed, the model wants %s (feed a SequenceValue through RunOutputs)", t.article(), describeMeta(meta))
+		}
+		return checkSeqElems(meta, t)
+	case ValueOptional:
+		if t.isOpt() {
+			if len(t.box.elems) == 0 {
+				return nil
+			}
+			t = t.box.elems[0]
+		}
+		// A tensor or a sequence fed for an optional is an optional holding it.
+		want := meta
+		want.Kind = meta.Holds
+		if err := checkFed(want, t); err != nil {
+			return fmt.Errorf("optional content: %w", err)
+		}
+		return nil
+	}
+	if t.box != nil {
+		if meta.DType == graph.Undefined && !meta.Ranked {
+			return nil // the model does not say what the input is
+		}
+		return fmt.Errorf("%s (%s) was fed, the model wants %s", t.article(), t, describeMeta(meta))
+	}
+	if meta.DType != graph.Undefined && t.dtype != meta.DType {
+		return fmt.Errorf("element type %s, the model wants %s", t.dtype, meta.DType)
+	}
+	if !meta.Ranked {
+		return nil
+	}
+	if len(t.shape) != len(meta.Shape) {
+		return fmt.Errorf("rank %d (shape %v), the model wants rank %d (%s)", len(t.shape), t.shape, len(meta.Shape), describeMeta(meta))
+	}
+	for i, d := range meta.Shape {
+		if d.Known() && d.Value != t.shape[i] {
+			return fmt.Errorf("dimension %d is %d, the model wants %d (%s)", i, t.shape[i], d.Value, describeMeta(meta))
+		}
+	}
+	return nil
+}
+
+// checkSeqElems checks a fed sequence's element type. The element shapes are not checked:
+// exporters (the ONNX backend tests among them) often declare a sequence's element shape as
+// rank 0 where they mean unknown, and ONNX Runtime does not check them either.
+func checkSeqElems(meta IoMeta, t Tensor) error {
+	if meta.DType == graph.Undefined {
+		return nil
+	}
+	if t.dtype != meta.DType {
+		return fmt.Errorf("a sequence of %s was fed, the model wants %s", t.dtype, describeMeta(meta))
+	}
+	for i, e := range t.box.elems {
+		if e.dtype != meta.DType {
+			return fmt.Errorf("sequence element %d has element type %s, the model wants %s", i, e.dtype, describeMeta(meta))
+		}
+	}
+	return nil
+}
