@@ -137,7 +137,7 @@ func TestFusedConvActivationsAgainstHost(t *testing.T) {
 		name   string
 		params []float32
 	}{{"", nil}, {"Relu", nil}, {"Sigmoid", nil}, {"Tanh", nil}, {"LeakyRelu", []float32{0.3}}, {"LeakyRelu", nil},
-		{"HardSigmoid", []float32{0.25, 0.4}}, {"HardSigmoid", nil}, {"Clip", []float32{-0.5, 0.7}}, {"Clip", nil}}
+		{"HardSigmoid", []float32{0.25, 0.4}}, {"HardSigmoid", nil}, {"Clip", []float32{-0.5, 0.7}}, {"Clip", []float32{0}}, {"Clip", nil}}
 	shapes := []struct {
 		name   string
 		in     []Tensor

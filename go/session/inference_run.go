@@ -79,9 +79,9 @@ type runCtx struct {
 	// kernelVariant and kernelReason name the Loom kernels the current op ran and why (empty
 	// when it ran as a host function); see runKernelPlan.
 	kernelVariant, kernelReason string
-	// observe, when set, sees every node of the main graph the run evaluates, with its
-	// inputs and outputs (the trace a compiled run plan is built from).
-	observe func(n *graph.Node, in, out []Tensor)
+	// observe, when set, sees every node the run evaluates (subgraphs' too, before the node
+	// that ran them), with its inputs and outputs: the trace a compiled run plan is built from.
+	observe func(g *graph.Graph, n *graph.Node, in, out []Tensor)
 	// trace is the run's tracing state, nil when tracing is off (see inference_trace.go).
 	trace *runTrace
 }
@@ -172,8 +172,8 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 			}
 			sc.vals[name] = outs[i]
 		}
-		if rc.observe != nil && g.Parent == nil {
-			rc.observe(n, in, outs)
+		if rc.observe != nil {
+			rc.observe(g, n, in, outs)
 		}
 	}
 	outs := make([]Tensor, len(g.Outputs))

@@ -82,6 +82,9 @@ func TestKernelOpsAgainstHost(t *testing.T) {
 	}{
 		{"add_broadcast", graph.NewNode("n", "Add", nil, []string{"y"}), []Tensor{f32(2, 3, 4), f32(3, 1)}, 1e-6},
 		{"div", graph.NewNode("n", "Div", nil, []string{"y"}), []Tensor{f32(5, 7), f32(7)}, 1e-4},
+		{"mul_flat", graph.NewNode("n", "Mul", nil, []string{"y"}), []Tensor{f32(3, 1500), f32(3, 1500)}, 1e-6},
+		{"sub_scalar_first", graph.NewNode("n", "Sub", nil, []string{"y"}), []Tensor{f32(), f32(2, 9)}, 1e-6},
+		{"div_scalar_second", graph.NewNode("n", "Div", nil, []string{"y"}), []Tensor{f32(4, 5), f32(1)}, 1e-5},
 		{"tanh", graph.NewNode("n", "Tanh", nil, []string{"y"}), []Tensor{f32(3, 50)}, 1e-6},
 		{"leaky_relu", graph.NewNode("n", "LeakyRelu", nil, []string{"y"}, graph.FloatAttr("alpha", 0.3)), []Tensor{f32(40)}, 1e-6},
 		{"matmul_folded", graph.NewNode("n", "MatMul", nil, []string{"y"}), []Tensor{f32(2, 3, 17), f32(17, 5)}, 1e-5},

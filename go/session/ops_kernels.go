@@ -87,7 +87,24 @@ func binaryPlanner(code string) kernelPlanner {
 			return nil, "", err
 		}
 		p := &kernelPlan{outputs: []valueType{{graph.Float, shape}}, reason: reasonFloat32 + ", rank <= 4, broadcast by strides"}
-		if numel(shape) == 0 {
+		total := numel(shape)
+		if total == 0 {
+			return p, "", nil
+		}
+		// Contiguous operands (or a single element against the rest) take the flat kernel.
+		na, nb := numel(a.shape), numel(b.shape)
+		if (na == total || na == 1) && (nb == total || nb == 1) {
+			xs, ys := "0", "0"
+			if na == 1 && total > 1 {
+				xs = "1"
+			}
+			if nb == 1 && total > 1 {
+				ys = "1"
+			}
+			p.reason = reasonFloat32 + ", contiguous (a single element broadcast)"
+			p.calls = []kernelCall{{file: "elementwise.loom", symbol: "binary_flat", config: map[string]string{"OP": code, "XS": xs, "YS": ys},
+				args: []uint64{u(total)}, workload: []uint64{u(total)},
+				bind: []kernelBinding{readOf(inputOperand(0)), readOf(inputOperand(1)), writeOf(outputOperand(0))}}}
 			return p, "", nil
 		}
 		out4 := pad4(shape)

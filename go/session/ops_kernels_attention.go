@@ -8,8 +8,8 @@ import (
 )
 
 // Loom's fused Attention as kernels (opkernels/attention.loom, bmm.loom) for float32 Q, K, V
-// of rank >= 2 with numpy-broadcast batch axes: [Kᵀ by transpose_pad,] S = Q·Kᵀ (bmm), the
-// scaled and masked softmax of S in place (attn_softmax), then P·V (bmm). loomAttention
+// of rank >= 2 with numpy-broadcast batch axes: S = Q·Kᵀ (bmm_nt, or bmm when K comes
+// transposed), the scaled and masked softmax of S in place (attn_softmax), then P·V (bmm). loomAttention
 // (ops_loom.go), which composes the ai.onnx ops, is the host fallback.
 
 func init() {
@@ -86,20 +86,10 @@ func planAttention(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string
 	if lk == 0 || numel(scoreShape) == 0 {
 		return nil, "host: no keys", nil
 	}
-	const f32 = 4
-	const (
-		sScores = iota
-		sKT
-	)
-	p.scratch = []int64{f32 * int64(numel(scoreShape))}
-	kOp := inputOperand(1)
-	if !kt {
-		p.scratch = append(p.scratch, f32*int64(numel(k)))
-		kOp = scratchOperand(sKT)
-		p.calls = append(p.calls, transposeCall(inputOperand(1), kOp, numel(kb), 1, lk, dk, lk))
-	}
+	const sScores = 0
+	p.scratch = []int64{4 * int64(numel(scoreShape))}
 
-	// S = Q·Kᵀ.
+	// S = Q·Kᵀ: bmm_nt reads K [.., Lk, dk] as it is, bmm reads a given Kᵀ [.., dk, Lk].
 	sbi := toInts(sb)
 	qs, err := batchStrides(qb, lq*dk, sb)
 	if err != nil {
@@ -117,8 +107,15 @@ func planAttention(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string
 	if !ok {
 		return nil, "host: the batch axes do not fold into three", nil
 	}
-	p.calls = append(p.calls, bmmSpec{m: lq, n: lk, k: dk, dims: dims, as0: dk, as1: 1, bs0: lk,
-		aBatch: st[0], bBatch: st[1], cBatch: st[2], a: inputOperand(0), b: kOp, c: scratchOperand(sScores)}.call())
+	qk := bmmSpec{m: lq, n: lk, k: dk, dims: dims, as0: dk, as1: 1, aBatch: st[0], bBatch: st[1], cBatch: st[2],
+		a: inputOperand(0), b: inputOperand(1), c: scratchOperand(sScores)}
+	if kt {
+		qk.bs0 = lk
+		p.calls = append(p.calls, qk.call())
+	} else {
+		qk.bs0 = dk
+		p.calls = append(p.calls, qk.callNT())
+	}
 
 	// softmax(S·scale ⊕ mask) in place.
 	ms := make([]int, len(sb))

@@ -48,12 +48,23 @@ func (s bmmSpec) call() kernelCall {
 		args: args, workload: args[:3], bind: []kernelBinding{readOf(s.a), readOf(s.b), writeOf(s.c)}}
 }
 
-// transposeCall transposes the bg = batch·g matrices src [h, k] into dst [batch, k, g, hp]
-// (dst[z/g, :, z%g, :]), zero-filling columns h..hp-1 (bmm.loom:transpose_pad).
-func transposeCall(src, dst operand, bg, g, h, k, hp int) kernelCall {
-	args := []uint64{u(hp), u(k), u(bg), u(h), u(g)}
-	return kernelCall{file: "bmm.loom", symbol: "transpose_pad", args: args, workload: args[:3],
-		bind: []kernelBinding{readOf(src), writeOf(dst)}}
+// callNT is the launch of C = A·Bᵀ (bmm_nt): B is [n, k] with row stride bs0 and contiguous
+// rows, as are A's rows (as1 is ignored). MR and NC (columns per thread) adapt to short
+// products.
+func (s bmmSpec) callNT() kernelCall {
+	mr, nc, tm := 4, 4, 2
+	switch {
+	case s.m <= 1:
+		mr, nc, tm = 1, 8, 1
+	case s.m <= 2:
+		mr, nc, tm = 2, 8, 1
+	}
+	batch := s.dims[0] * s.dims[1] * s.dims[2]
+	args := []uint64{u(s.m), u(s.n), u(batch), u(s.k), u(s.as0), u(s.bs0), u(s.dims[1]), u(s.dims[2]),
+		u(s.aBatch[0]), u(s.aBatch[1]), u(s.aBatch[2]), u(s.bBatch[0]), u(s.bBatch[1]), u(s.bBatch[2]),
+		u(s.cBatch[0]), u(s.cBatch[1]), u(s.cBatch[2])}
+	return kernelCall{file: "bmm.loom", symbol: "bmm_nt", config: map[string]string{"MR": strconv.Itoa(mr), "NC": strconv.Itoa(nc), "TM": strconv.Itoa(tm)},
+		args: args, workload: args[:3], bind: []kernelBinding{readOf(s.a), readOf(s.b), writeOf(s.c)}}
 }
 
 // foldBatch merges adjacent batch axes that every operand walks as one (stride of the outer

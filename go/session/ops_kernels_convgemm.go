@@ -424,7 +424,7 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 		hp, wq = h, wd
 	}
 	depthwise := cg == 1 && mg == 1
-	t := bestConvTile(mg, oh, ow)
+	t := bestConvTile(mg, oh, ow, cg, kern, str, dil)
 	// Threads: pixel tiles first, then channel tiles (channels with depthwise) of one block.
 	tileMACs := t.mr * t.nvy * t.nvx * t.vl * cg * kern[0] * kern[1]
 	want := ceilDiv(targetBlockMACs, tileMACs)
@@ -454,20 +454,39 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 // of vl columns.
 type convTile struct{ mr, nvy, nvx, vl int }
 
-// bestConvTile picks the tile with the fewest estimated instructions per input channel and
-// tap (FMAs or loads, whichever is more) over the whole output of one group.
-func bestConvTile(mg, oh, ow int) convTile {
+// bestConvTile picks the register tile of the fewest estimated cycles over the whole output
+// of one group: per input channel a tile issues MR·NV·KK FMAs (two a cycle), loads the
+// vectors of its distinct input rows (GCC loads a row shared by two taps once; unaligned
+// vectors cost about one and a half loads) and MR·KK weights (two loads a cycle), and each
+// accumulator waits KK times on the FMA latency; a tile also costs its setup and stores.
+// Measured on AVX-512: more than 16 accumulators spill (8 with depthwise, whose taps all
+// load vectors).
+func bestConvTile(mg, oh, ow, cg int, kern, str, dil [2]int) convTile {
+	maxAcc := 16
+	if cg == 1 && mg == 1 {
+		maxAcc = 8
+	}
 	vl := vectorWidth(ow)
-	best, bestCost := convTile{}, math.MaxInt
-	for mr := 1; mr <= min(mg, 8); mr++ {
+	kk := kern[0] * kern[1]
+	best, bestCost := convTile{}, math.Inf(1)
+	for mr := 1; mr <= min(mg, 16); mr++ {
 		for nvy := 1; nvy <= min(oh, 8); nvy++ {
+			rows := map[int]bool{}
+			for j := range nvy {
+				for ky := range kern[0] {
+					rows[j*str[0]+ky*dil[0]] = true
+				}
+			}
 			for nvx := 1; nvx <= min(ow/vl, 6); nvx++ {
 				nv := nvy * nvx
-				if mr*nv > maxAccumulators || nv > 12 {
+				if mr*nv > maxAcc {
 					continue
 				}
+				fmas := float64(mr * nv * kk)
+				loads := float64(len(rows)*nvx*kern[1])*1.5 + float64(mr*kk)
+				perChannel := max(fmas/2, loads/2, float64(4*kk))
 				tiles := ceilDiv(mg, mr) * ceilDiv(oh, nvy) * ceilDiv(ow, nvx*vl)
-				cost := tiles * (max(mr*nv, mr+nv) + 2)
+				cost := float64(tiles) * (float64(cg)*perChannel + float64(2*mr*nv) + 30)
 				if cost < bestCost || (cost == bestCost && mr*nv > best.mr*best.nvy*best.nvx) {
 					best, bestCost = convTile{mr: mr, nvy: nvy, nvx: nvx, vl: vl}, cost
 				}

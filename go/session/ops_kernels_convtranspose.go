@@ -88,7 +88,7 @@ func planConvTranspose(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, st
 		kh, kw = 0, 0 // no taps: col2im reads no column (and the view of the empty buffer is empty)
 	}
 	args := []uint64{u(ow), u(oh), u(nb * m), u(m), u(kh), u(kw), u(ih), u(iw), u(sh), u(sw), u(ph), u(pw), u(dh), u(dw)}
-	p.calls = append(p.calls, kernelCall{file: "convtranspose.loom", symbol: "col2im", config: map[string]string{"BIAS": strconv.FormatBool(hasBias)},
+	p.calls = append(p.calls, kernelCall{file: "convtranspose.loom", symbol: "col2im", config: map[string]string{"BIAS": strconv.FormatBool(hasBias), "DIL1": strconv.FormatBool(dh == 1 && dw == 1)},
 		args: args, workload: args[:3], bind: []kernelBinding{readOf(scratchOperand(0)), readOf(bias), writeOf(outputOperand(0))}})
 	return p, "", nil
 }

@@ -30,6 +30,8 @@ func TestConvTransposeKernelsAgainstHost(t *testing.T) {
 			[]Tensor{f32(1, 2, 5, 5), f32(2, 5, 3, 3)}},
 		{"output_shape", []*graph.Attribute{ints("strides", 2, 2), ints("output_shape", 11, 12)},
 			[]Tensor{f32(1, 3, 5, 6), f32(3, 2, 3, 3), f32(2)}},
+		{"output_shape_beyond_full", []*graph.Attribute{ints("strides", 2, 2), ints("output_shape", 1, 2, 13, 14)},
+			[]Tensor{f32(1, 3, 5, 6), f32(3, 2, 3, 3)}},
 		{"auto_pad_same_upper", []*graph.Attribute{graph.StringAttr("auto_pad", "SAME_UPPER"), ints("strides", 2, 2)},
 			[]Tensor{f32(2, 2, 4, 3), f32(2, 3, 4, 4)}},
 		{"auto_pad_same_lower", []*graph.Attribute{graph.StringAttr("auto_pad", "SAME_LOWER"), ints("strides", 3, 1)},

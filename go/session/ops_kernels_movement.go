@@ -347,8 +347,11 @@ func planSlice(n *graph.Node, opset int64, in []valueInfo) (*kernelPlan, string,
 		if err != nil {
 			return nil, "", err
 		}
-		if r == 0 || seen[ax] {
-			return nil, "", opErr("Slice: axes %v repeat an axis or slice a scalar", axes)
+		if r == 0 {
+			return nil, "", opErr("Slice of a scalar")
+		}
+		if seen[ax] {
+			return nil, "host: Slice's axes repeat an axis", nil
 		}
 		seen[ax] = true
 		d := x.shape[ax]

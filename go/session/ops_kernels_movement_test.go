@@ -220,6 +220,7 @@ func TestKernelMovementDeclines(t *testing.T) {
 	}{
 		{"transpose_strings", planTranspose, kernelNode("Transpose"), infosOf([]Tensor{strs})},
 		{"slice_dynamic_starts", planSlice, kernelNode("Slice"), infosOf([]Tensor{r.f32(4), int64Vec(1), int64Vec(3)})},
+		{"slice_repeated_axes", planSlice, kernelNode("Slice"), infosOfStatic([]Tensor{r.f32(4, 4), int64Vec(0, 1), int64Vec(2, 3), int64Vec(0, 0)})},
 		{"expand_dynamic_shape", planExpand, kernelNode("Expand"), infosOf([]Tensor{r.f32(4), int64Vec(2, 4)})},
 		{"gather_float_indices", planGather, kernelNode("Gather"), infosOf([]Tensor{r.f32(4), r.f32(2)})},
 		{"pad_wrap", planPad, kernelNode("Pad", graph.StringAttr("mode", "wrap")), infosOfStatic([]Tensor{r.f32(4), int64Vec(1, 1)})},

@@ -18,14 +18,16 @@ var activationOps = map[string]struct {
 	code   string
 	params func(n *graph.Node) (float32, float32)
 }{
-	"Erf":             {"0", nil},
-	"HardSigmoid":     {"3", func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 0.2), n.AttrFloat("beta", 0.5) }},
-	"HardSwish":       {"4", nil},
-	"Softplus":        {"5", nil},
-	"Softsign":        {"6", nil},
-	"Elu":             {"7", func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 1), 0 }},
-	"Celu":            {"8", func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 1), 0 }},
-	"Selu":            {"9", func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 1.67326319217681884765625), n.AttrFloat("gamma", 1.05070102214813232421875) }},
+	"Erf":         {"0", nil},
+	"HardSigmoid": {"3", func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 0.2), n.AttrFloat("beta", 0.5) }},
+	"HardSwish":   {"4", nil},
+	"Softplus":    {"5", nil},
+	"Softsign":    {"6", nil},
+	"Elu":         {"7", func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 1), 0 }},
+	"Celu":        {"8", func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 1), 0 }},
+	"Selu": {"9", func(n *graph.Node) (float32, float32) {
+		return n.AttrFloat("alpha", 1.67326319217681884765625), n.AttrFloat("gamma", 1.05070102214813232421875)
+	}},
 	"Mish":            {"10", nil},
 	"ThresholdedRelu": {"11", func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 1), 0 }},
 }

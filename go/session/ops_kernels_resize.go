@@ -217,7 +217,7 @@ func resizePlan(x, out []int64, scales []float64, mode, coord, nearest string) (
 		return nil, "host: linear resizing is covered on the last two axes only", nil
 	}
 	total := out4[0] + out4[1] + out4[2] + out4[3]
-	p.scratch = []int64{int64(8 * total), int64(4 * total)} // taps (2 x i32), weights (f32)
+	p.scratch = []int64{int64(8 * total), int64(4 * total)} // taps ([2, total] i32), weights (f32)
 	modeCode := 0
 	if linear {
 		modeCode = 1
@@ -231,12 +231,12 @@ func resizePlan(x, out []int64, scales []float64, mode, coord, nearest string) (
 	t1, t2, t3 := out4[0], out4[0]+out4[1], out4[0]+out4[1]+out4[2]
 	o01 := out4[0] * out4[1]
 	if linear {
-		args := []uint64{u(out4[3]), u(out4[2]), u(o01), u(in4[2]), u(in4[3]), u(t2), u(t3)}
+		args := []uint64{u(out4[3]), u(out4[2]), u(o01), u(in4[2]), u(in4[3]), u(total), u(t2), u(t3)}
 		p.calls = append(p.calls, kernelCall{file: "resize.loom", symbol: "resize_linear", args: args, workload: args[:3],
 			bind: []kernelBinding{readOf(inputOperand(0)), readOf(scratchOperand(0)), readOf(scratchOperand(1)), writeOf(outputOperand(0))}})
 		return p, "", nil
 	}
-	args = []uint64{u(out4[3]), u(out4[2]), u(o01), u(out4[1]), u(in4[0]), u(in4[1]), u(in4[2]), u(in4[3]), u(t1), u(t2), u(t3)}
+	args = []uint64{u(out4[3]), u(out4[2]), u(o01), u(out4[1]), u(in4[0]), u(in4[1]), u(in4[2]), u(in4[3]), u(total), u(t1), u(t2), u(t3)}
 	p.calls = append(p.calls, kernelCall{file: "resize.loom", symbol: "resize_nearest", args: args, workload: args[:3],
 		bind: []kernelBinding{readOf(inputOperand(0)), readOf(scratchOperand(0)), writeOf(outputOperand(0))}})
 	return p, "", nil

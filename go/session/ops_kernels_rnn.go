@@ -9,19 +9,16 @@ import (
 )
 
 // RNN, GRU and LSTM as Loom kernels (opkernels/rnn.loom) for float32 operands with the
-// default activations: the weights are laid out once per run (Wᵀ and Rᵀ with every gate's
-// units padded to whole vectors, the biases combined), X·Wᵀ is one bmm over all time steps,
-// then each time step is one fused launch (two for a GRU without linear_before_reset), so a
-// plan has O(seq_len) launches, which the compiled run plan replays.
+// default activations: the biases are combined once per run, X·Wᵀ is one bmm_nt over all
+// time steps, then each time step is one fused launch (H·Rᵀ, gates, state update; two for a
+// GRU without linear_before_reset), so a plan has O(seq_len) launches, which the compiled
+// run plan replays. W and R are read in their ONNX layout.
 
 func init() {
 	registerKernelOp("RNN", rnnPlanner(rnnCellRNN), hostFallback("RNN"))
 	registerKernelOp("GRU", rnnPlanner(rnnCellGRU), hostFallback("GRU"))
 	registerKernelOp("LSTM", rnnPlanner(rnnCellLSTM), hostFallback("LSTM"))
 }
-
-// rnnVL is rnn_step's vector width: each gate's units are padded to a multiple of it.
-const rnnVL = 16
 
 type rnnCell int
 
@@ -174,43 +171,33 @@ func planRNN(cell rnnCell, nd *graph.Node, in []valueInfo) (*kernelPlan, string,
 		return p, "", nil
 	}
 
-	hp := (hidden + rnnVL - 1) / rnnVL * rnnVL
-	ghp := gates * hp
+	gh = gates * hidden
 	rowsN := seq * batch
 	const f32 = 4
 	const (
-		sWT = iota
-		sRT
-		sBias
+		sBias = iota
 		sXW
 		sState
-		sPeep
+		sY
 	)
 	p.scratch = []int64{
-		f32 * int64(dirs*inSize*ghp),
-		f32 * int64(dirs*hidden*ghp),
-		f32 * int64(dirs*(gates+1)*hp),
-		f32 * int64(dirs*rowsN*ghp),
-		f32 * int64(4*dirs*batch*hp),
-	}
-	peep := scratchOperand(sBias) // bound but not read without peepholes
-	hasPeep := present(7)
-	if hasPeep {
-		p.scratch = append(p.scratch, f32*int64(dirs*3*hp))
-		peep = scratchOperand(sPeep)
+		f32 * int64(dirs*(gates+1)*hidden),
+		f32 * int64(dirs*rowsN*gh),
+		f32 * int64(4*dirs*batch*hidden),
 	}
 	yOp := outputOperand(0)
 	if !produced(0) {
 		// rnn_step's Y view must fit its binding even when HAS_Y leaves it unwritten.
 		p.scratch = append(p.scratch, f32*int64(hidden))
-		yOp = scratchOperand(len(p.scratch) - 1)
+		yOp = scratchOperand(sY)
+	}
+	hasPeep := present(7)
+	peep := scratchOperand(sBias) // bound but not read without peepholes
+	if hasPeep {
+		peep = inputOperand(7)
 	}
 
-	// Weights: Wᵀ and Rᵀ padded per gate, the combined biases.
-	if inSize > 0 {
-		p.calls = append(p.calls, transposeCall(inputOperand(1), scratchOperand(sWT), dirs*gates, gates, hidden, inSize, hp))
-	}
-	p.calls = append(p.calls, transposeCall(inputOperand(2), scratchOperand(sRT), dirs*gates, gates, hidden, hidden, hp))
+	// The combined biases.
 	fold := gates
 	if cell == rnnCellGRU {
 		fold = 2 // the hidden gate's Rb goes inside (linear_before_reset) or after r ⊙ H
@@ -219,36 +206,32 @@ func planRNN(cell rnnCell, nd *graph.Node, in []valueInfo) (*kernelPlan, string,
 	if present(3) {
 		bsrc = inputOperand(3)
 	}
-	cols := (gates + 1) * hp
-	biasArgs := []uint64{u(cols), u(dirs), u(hidden), u(hp), u(gates), u(fold)}
+	cols := (gates + 1) * hidden
+	biasArgs := []uint64{u(cols), u(dirs), u(hidden), u(gates), u(fold)}
 	p.calls = append(p.calls, kernelCall{file: "rnn.loom", symbol: "rnn_bias", config: map[string]string{"HAS_B": strconv.FormatBool(present(3))},
 		args: biasArgs, workload: biasArgs[:2], bind: []kernelBinding{readOf(bsrc), writeOf(scratchOperand(sBias))}})
 
 	// X·Wᵀ for every step, rows in X's order.
-	p.calls = append(p.calls, bmmSpec{m: rowsN, n: ghp, k: inSize, dims: [3]int{1, 1, dirs}, as0: inSize, as1: 1, bs0: ghp,
-		bBatch: [3]int{0, 0, inSize * ghp}, cBatch: [3]int{0, 0, rowsN * ghp},
-		a: inputOperand(0), b: scratchOperand(sWT), c: scratchOperand(sXW)}.call())
+	p.calls = append(p.calls, bmmSpec{m: rowsN, n: gh, k: inSize, dims: [3]int{1, 1, dirs}, as0: inSize, bs0: inSize,
+		bBatch: [3]int{0, 0, gh * inSize}, cBatch: [3]int{0, 0, rowsN * gh},
+		a: inputOperand(0), b: inputOperand(1), c: scratchOperand(sXW)}.callNT())
 
-	// Initial states into slots 0 (H) and 2 (C), peepholes padded.
+	// Initial states into slots 0 (H) and 2 (C).
 	stateStrides := [2]int{batch * hidden, hidden}
 	if layout == 1 {
 		stateStrides = [2]int{hidden, dirs * hidden}
 	}
-	slot := dirs * batch * hp
-	p.calls = append(p.calls, rnnRowsIn(in, 5, scratchOperand(sState), stateStrides, dirs, batch, hidden, hp, 0))
+	slot := dirs * batch * hidden
+	p.calls = append(p.calls, rnnRowsIn(in, 5, scratchOperand(sState), stateStrides, dirs, batch, hidden, 0))
 	if cell == rnnCellLSTM {
-		p.calls = append(p.calls, rnnRowsIn(in, 6, scratchOperand(sState), stateStrides, dirs, batch, hidden, hp, 2*slot))
-		if hasPeep {
-			p.calls = append(p.calls, rowsCall(inputOperand(7), scratchOperand(sPeep), dirs, 3, hidden, hp,
-				[3]int{3 * hidden, hidden, 0}, [3]int{3 * hp, hp, 0}))
-		}
+		p.calls = append(p.calls, rnnRowsIn(in, 6, scratchOperand(sState), stateStrides, dirs, batch, hidden, 2*slot))
 	}
 
 	// The steps.
-	xd, xt, xb := rowsN*ghp, batch*ghp, ghp
+	xd, xt, xb := rowsN*gh, batch*gh, gh
 	yt, yd, yb := dirs*batch*hidden, batch*hidden, hidden
 	if layout == 1 {
-		xt, xb = ghp, seq*ghp
+		xt, xb = gh, seq*gh
 		yt, yd, yb = dirs*hidden, hidden, seq*dirs*hidden
 	}
 	if !produced(0) {
@@ -277,10 +260,10 @@ func planRNN(cell rnnCell, nd *graph.Node, in []valueInfo) (*kernelPlan, string,
 			cfg := map[string]string{"CELL": strconv.Itoa(k.cell), "GATES": strconv.Itoa(gates), "NG": strconv.Itoa(k.ng),
 				"G0": strconv.Itoa(k.g0), "CLIP": strconv.FormatBool(clip > 0), "PEEP": strconv.FormatBool(hasPeep), "LENS": strconv.FormatBool(lens),
 				"HAS_Y": strconv.FormatBool(produced(0))}
-			args := []uint64{u(hp), u(batch), u(dirs), u(hidden), u(seq), u(step), u(cur), u(rev0), u(xd), u(xt), u(xb),
+			args := []uint64{u(hidden), u(batch), u(dirs), u(seq), u(step), u(cur), u(rev0), u(xd), u(xt), u(xb),
 				u(yt), u(yd), u(yb), uint64(math.Float32bits(clip))}
 			p.calls = append(p.calls, kernelCall{file: "rnn.loom", symbol: "rnn_step", config: cfg, args: args, workload: args[:3],
-				bind: []kernelBinding{readOf(scratchOperand(sXW)), readOf(scratchOperand(sRT)), readOf(scratchOperand(sBias)),
+				bind: []kernelBinding{readOf(scratchOperand(sXW)), readOf(inputOperand(2)), readOf(scratchOperand(sBias)),
 					readOf(peep), readOf(lensOp), readWriteOf(scratchOperand(sState)), writeOf(yOp)}})
 		}
 	}
@@ -289,11 +272,11 @@ func planRNN(cell rnnCell, nd *graph.Node, in []valueInfo) (*kernelPlan, string,
 	last := seq % 2
 	if produced(1) {
 		p.calls = append(p.calls, rowsCall(scratchOperand(sState), outputOperand(1), dirs, batch, hidden, hidden,
-			[3]int{batch * hp, hp, last * slot}, [3]int{stateStrides[0], stateStrides[1], 0}))
+			[3]int{batch * hidden, hidden, last * slot}, [3]int{stateStrides[0], stateStrides[1], 0}))
 	}
 	if cell == rnnCellLSTM && produced(2) {
 		p.calls = append(p.calls, rowsCall(scratchOperand(sState), outputOperand(2), dirs, batch, hidden, hidden,
-			[3]int{batch * hp, hp, 2 * slot}, [3]int{stateStrides[0], stateStrides[1], 0}))
+			[3]int{batch * hidden, hidden, 2 * slot}, [3]int{stateStrides[0], stateStrides[1], 0}))
 	}
 	return p, "", nil
 }
@@ -306,10 +289,10 @@ func rowsCall(src, dst operand, r0, r1, n, w int, s, t [3]int) kernelCall {
 }
 
 // rnnRowsIn loads the initial state input i (zeros when absent) into dst at element offset
-// off, padded to hp units.
-func rnnRowsIn(in []valueInfo, i int, dst operand, strides [2]int, dirs, batch, hidden, hp, off int) kernelCall {
+// off, as [dirs, batch, hidden].
+func rnnRowsIn(in []valueInfo, i int, dst operand, strides [2]int, dirs, batch, hidden, off int) kernelCall {
 	if i < len(in) && in[i].present {
-		return rowsCall(inputOperand(i), dst, dirs, batch, hidden, hp, [3]int{strides[0], strides[1], 0}, [3]int{batch * hp, hp, off})
+		return rowsCall(inputOperand(i), dst, dirs, batch, hidden, hidden, [3]int{strides[0], strides[1], 0}, [3]int{batch * hidden, hidden, off})
 	}
-	return rowsCall(inputOperand(0), dst, dirs, batch, 0, hp, [3]int{}, [3]int{batch * hp, hp, off})
+	return rowsCall(inputOperand(0), dst, dirs, batch, 0, hidden, [3]int{}, [3]int{batch * hidden, hidden, off})
 }

@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,6 +92,9 @@ type planTemplate struct {
 	arenaBytes int64
 	outputs    []planRef
 	folded     int // nodes folded into static values
+	inlined    int // If nodes replaced by the branch their fixed condition takes
+	// specialized are the inputs whose values the plan takes as fixed (part of its key).
+	specialized []string
 	aliases    int // nodes that only view their input
 }
 
@@ -108,18 +112,24 @@ var errPlanGuard = errors.New("a host step's output differs from the traced one"
 var nondeterministicOps = map[string]bool{"RandomNormal": true, "RandomUniform": true, "RandomNormalLike": true,
 	"RandomUniformLike": true, "Bernoulli": true, "Multinomial": true}
 
+// controlFlowOps run subgraphs through runCtx.controlFlow.
+var controlFlowOps = map[string]bool{"If": true, "Loop": true, "Scan": true, "SequenceMap": true}
+
 // aliasOps produce their first input's elements in a new shape.
 var aliasOps = map[string]bool{"Reshape": true, "Squeeze": true, "Unsqueeze": true, "Flatten": true, "Identity": true}
 
 // tracedNode is one top-level node of the traced interpreter run.
 type tracedNode struct {
-	node *graph.Node
+	graph *graph.Graph // the graph the node belongs to (subgraph nodes come before their If)
+	node  *graph.Node
 	in   []Tensor
 	out  []Tensor
 }
 
-// planKey spells the signature of the fed inputs: type and shape of each, in input order.
+// planKey spells the signature of the fed inputs: type and shape of each, in input order,
+// and the values of the inputs the plan specializes on (see specializes).
 func (s *InferenceSession) planKey(fed map[string]Tensor) (string, bool) {
+	control := s.controlInputs()
 	var b []byte
 	for _, m := range s.inputs {
 		t, ok := fed[m.Name]
@@ -132,18 +142,86 @@ func (s *InferenceSession) planKey(fed map[string]Tensor) (string, bool) {
 			b = strconv.AppendInt(b, d, 10)
 			b = append(b, ',')
 		}
+		if control[m.Name] && specializes(t) {
+			b = append(b, '=')
+			for _, v := range t.float64s() {
+				b = strconv.AppendFloat(b, v, 'g', -1, 64)
+				b = append(b, ',')
+			}
+		}
 		b = append(b, ';')
 	}
 	return string(b), true
+}
+
+// specializes says whether a plan takes an input's value as fixed when the value decides
+// shapes or control flow: small integer or boolean tensors (a sample rate, a flag, a
+// length), whose few values each get their own plan.
+func specializes(t Tensor) bool {
+	if t.Len() > 8 || t.box != nil {
+		return false
+	}
+	switch t.dtype {
+	case graph.Int64, graph.Int32, graph.Int16, graph.Int8, graph.Uint8, graph.Uint16, graph.Uint32, graph.Uint64, graph.Bool:
+		return true
+	}
+	return false
+}
+
+// controlPositions lists, by op type, the inputs whose values decide an op's output shape or
+// which subgraph runs.
+var controlPositions = map[string][]int{
+	"If": {0}, "Loop": {0, 1}, "Reshape": {1}, "Expand": {1}, "Tile": {1}, "Slice": {1, 2, 3, 4},
+	"Pad": {1, 3}, "ConstantOfShape": {0}, "Range": {0, 1, 2}, "TopK": {1}, "OneHot": {1},
+	"Squeeze": {1}, "Unsqueeze": {1}, "Resize": {1, 2, 3}, "Upsample": {1}, "Split": {1},
+	"ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1},
+	"ReduceL1": {1}, "ReduceL2": {1}, "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "ReduceSumSquare": {1},
+	"CenterCropPad": {1}, "Col2Im": {1, 2},
+}
+
+// controlInputs are the graph inputs whose values reach a control position of the main
+// graph, through any chain of ops (Shape and Size read only their input's shape).
+func (s *InferenceSession) controlInputs() map[string]bool {
+	s.controlOnce.Do(func() {
+		g := s.model.Graph
+		needed := map[string]bool{}
+		for i := len(g.Nodes) - 1; i >= 0; i-- {
+			n := g.Nodes[i]
+			if n.Domain != "" && n.Domain != "ai.onnx" {
+				continue
+			}
+			all := false
+			for _, out := range n.Outputs {
+				all = all || (out != "" && needed[out])
+			}
+			if n.OpType == "Shape" || n.OpType == "Size" {
+				continue
+			}
+			for j, in := range n.Inputs {
+				if all || slices.Contains(controlPositions[n.OpType], j) {
+					needed[in] = true
+				}
+			}
+			if all {
+				for _, in := range n.ImplicitInputs() {
+					needed[in] = true
+				}
+			}
+		}
+		s.control = map[string]bool{}
+		for _, m := range s.inputs {
+			if needed[m.Name] {
+				s.control[m.Name] = true
+			}
+		}
+	})
+	return s.control
 }
 
 // buildPlanTemplate turns a traced run into a plan, or says why the signature cannot be
 // planned.
 func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, trace []tracedNode) (*planTemplate, string) {
 	g := s.model.Graph
-	if len(trace) != len(g.Nodes) {
-		return nil, fmt.Sprintf("the traced run covered %d of %d nodes", len(trace), len(g.Nodes))
-	}
 	t := &planTemplate{key: key}
 	refs := make(map[string]planRef, len(g.Nodes)*2)
 	newSlot := func(v Tensor, first int) (planRef, string) {
@@ -159,8 +237,18 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 	for name, w := range s.weights {
 		refs[name] = planRef{fixed: true, static: w, dtype: w.dtype, shape: w.shape}
 	}
+	control := s.controlInputs()
 	for _, m := range s.inputs {
 		v := fed[m.Name]
+		if control[m.Name] && specializes(v) {
+			c, err := copyOut(v)
+			if err != nil {
+				return nil, err.Error()
+			}
+			refs[m.Name] = planRef{fixed: true, static: c, dtype: c.dtype, shape: c.shape}
+			t.specialized = append(t.specialized, m.Name)
+			continue
+		}
 		r, why := newSlot(v, -1)
 		if why != "" {
 			return nil, fmt.Sprintf("input %q is %s", m.Name, why)
@@ -173,11 +261,14 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			t.slots[r.slot].last = max(t.slots[r.slot].last, step)
 		}
 	}
-	for i, tn := range trace {
+	// Subgraph nodes come in the trace before the node that ran them; an If whose condition
+	// is fixed inlines the traced nodes of its branch.
+	pending := map[*graph.Graph][]tracedNode{}
+	var addNode func(tn tracedNode) string
+	var inlineIf func(n *graph.Node, cond Tensor, tn tracedNode) string
+	planFailure := "" // set when an inlined branch cannot be planned
+	addNode = func(tn tracedNode) string {
 		n := tn.node
-		if n != g.Nodes[i] {
-			return nil, "the traced run visited the nodes out of order"
-		}
 		step := planStep{node: n, in: make([]planRef, len(n.Inputs))}
 		dynamic := nondeterministicOps[n.OpType]
 		for j, name := range n.Inputs {
@@ -187,7 +278,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			}
 			r, ok := refs[name]
 			if !ok {
-				return nil, fmt.Sprintf("node %q reads %q, which the plan does not know", n.Name, name)
+				return fmt.Sprintf("node %q reads %q, which the plan does not know", n.Name, name)
 			}
 			step.in[j] = r
 			dynamic = dynamic || !r.fixed
@@ -212,7 +303,12 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 				}
 			}
 			t.folded++
-			continue
+			return ""
+		}
+		if n.OpType == "If" && (n.Domain == "" || n.Domain == "ai.onnx") && step.in[0].fixed && step.in[0].static.IsValid() {
+			if why := inlineIf(n, step.in[0].static, tn); why == "" {
+				return ""
+			}
 		}
 		index := len(t.steps)
 		for _, r := range step.in {
@@ -226,7 +322,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			o := tn.out[0]
 			refs[n.Outputs[0]] = planRef{slot: step.in[0].slot, dtype: o.dtype, shape: append([]int64{}, o.shape...)}
 			t.aliases++
-			continue
+			return ""
 		}
 		step.out = make([]planRef, len(n.Outputs))
 		for j, name := range n.Outputs {
@@ -235,11 +331,11 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 				continue
 			}
 			if j >= len(tn.out) {
-				return nil, fmt.Sprintf("node %q (%s) produced %d outputs, output %d is used", n.Name, n.OpType, len(tn.out), j)
+				return fmt.Sprintf("node %q (%s) produced %d outputs, output %d is used", n.Name, n.OpType, len(tn.out), j)
 			}
 			r, why := newSlot(tn.out[j], index)
 			if why != "" {
-				return nil, fmt.Sprintf("node %q (%s) produces %s at run time", n.Name, n.OpType, why)
+				return fmt.Sprintf("node %q (%s) produces %s at run time", n.Name, n.OpType, why)
 			}
 			step.out[j] = r
 			refs[name] = r
@@ -259,12 +355,12 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			p, reason, err := planner(n, s.opset, infos)
 			switch {
 			case err != nil:
-				return nil, fmt.Sprintf("node %q (%s): the kernel planner failed: %v", n.Name, n.OpType, err)
+				return fmt.Sprintf("node %q (%s): the kernel planner failed: %v", n.Name, n.OpType, err)
 			case p == nil:
 				step.reason = reason
 			default:
 				if why := p.agreesWith(tn.out); why != "" {
-					return nil, fmt.Sprintf("node %q (%s): %s", n.Name, n.OpType, why)
+					return fmt.Sprintf("node %q (%s): %s", n.Name, n.OpType, why)
 				}
 				step.kind, step.kernel, step.reason = kernelStep, p, p.reason
 				for _, bytes := range p.scratch {
@@ -275,12 +371,89 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 		}
 		if step.kind == hostStep {
 			fn, ok := lookupOp(n)
-			if !ok && n.OpType != "If" && n.OpType != "Loop" && n.OpType != "Scan" {
-				return nil, fmt.Sprintf("node %q: operator %s is not supported", n.Name, n.OpType)
+			if !ok && !controlFlowOps[n.OpType] {
+				return fmt.Sprintf("node %q: operator %s is not supported", n.Name, n.OpType)
 			}
 			step.fn = fn
 		}
 		t.steps = append(t.steps, step)
+		return ""
+	}
+	// inlineIf adds the traced nodes of the branch an If with a fixed condition took, and
+	// makes the If's outputs the branch's; "" when it did, else why not (the If then runs as
+	// a host step).
+	inlineIf = func(n *graph.Node, cond Tensor, tn tracedNode) string {
+		if cond.box != nil || cond.dtype == graph.String || cond.Len() != 1 {
+			return "the condition is not a single value"
+		}
+		c := cond.float64s()
+		branch := n.Attr("then_branch")
+		if c[0] == 0 {
+			branch = n.Attr("else_branch")
+		}
+		if branch == nil || branch.Graph == nil {
+			return "the branch is missing"
+		}
+		bg := branch.Graph
+		entries := pending[bg]
+		delete(pending, bg)
+		if len(entries) != len(bg.Nodes) || len(bg.Outputs) != len(n.Outputs) {
+			return "the branch's trace is incomplete"
+		}
+		for _, e := range entries {
+			for _, out := range e.node.Outputs {
+				if _, clash := refs[out]; clash && out != "" {
+					return fmt.Sprintf("the branch's value %q shadows another", out)
+				}
+			}
+		}
+		for _, e := range entries {
+			for j, name := range e.node.Inputs {
+				if name == "" {
+					continue
+				}
+				if _, ok := refs[name]; !ok && bg.Initializers[name] != nil && j < len(e.in) {
+					refs[name] = planRef{fixed: true, static: e.in[j], dtype: e.in[j].dtype, shape: e.in[j].shape}
+				}
+			}
+			if why := addNode(e); why != "" {
+				planFailure = why
+				return ""
+			}
+		}
+		for i, out := range n.Outputs {
+			if out == "" {
+				continue
+			}
+			r, ok := refs[bg.Outputs[i].Name]
+			if !ok {
+				planFailure = fmt.Sprintf("If %q: branch output %q was not computed", n.Name, bg.Outputs[i].Name)
+				return ""
+			}
+			refs[out] = r
+		}
+		t.inlined++
+		return ""
+	}
+	mainNodes := 0
+	for _, tn := range trace {
+		if tn.graph != g {
+			pending[tn.graph] = append(pending[tn.graph], tn)
+			continue
+		}
+		if mainNodes >= len(g.Nodes) || tn.node != g.Nodes[mainNodes] {
+			return nil, "the traced run visited the nodes out of order"
+		}
+		mainNodes++
+		if why := addNode(tn); why != "" {
+			return nil, why
+		}
+		if planFailure != "" {
+			return nil, planFailure
+		}
+	}
+	if mainNodes != len(g.Nodes) {
+		return nil, fmt.Sprintf("the traced run covered %d of %d nodes", mainNodes, len(g.Nodes))
 	}
 	end := len(t.steps)
 	for _, v := range g.Outputs {
@@ -557,13 +730,38 @@ func copyOut(v Tensor) (Tensor, error) {
 	if v.dtype == graph.String {
 		return Tensor{dtype: v.dtype, shape: append([]int64{}, v.shape...), data: append([]string{}, v.data.([]string)...)}, nil
 	}
-	out, err := Zeros(v.dtype, v.shape)
-	if err != nil {
-		return Tensor{}, err
+	// Cloning (rather than zeroing a new slice and copying) writes each byte once.
+	out := Tensor{dtype: v.dtype, shape: append([]int64{}, v.shape...)}
+	switch d := v.data.(type) {
+	case []float32:
+		out.data = slices.Clone(d)
+	case []float64:
+		out.data = slices.Clone(d)
+	case []Float16:
+		out.data = slices.Clone(d)
+	case []BFloat16:
+		out.data = slices.Clone(d)
+	case []int8:
+		out.data = slices.Clone(d)
+	case []int16:
+		out.data = slices.Clone(d)
+	case []int32:
+		out.data = slices.Clone(d)
+	case []int64:
+		out.data = slices.Clone(d)
+	case []uint8:
+		out.data = slices.Clone(d)
+	case []uint16:
+		out.data = slices.Clone(d)
+	case []uint32:
+		out.data = slices.Clone(d)
+	case []uint64:
+		out.data = slices.Clone(d)
+	case []bool:
+		out.data = slices.Clone(d)
+	default:
+		return Tensor{}, fmt.Errorf("cannot copy a %s tensor", v.dtype)
 	}
-	dst, _ := rawBytes(out)
-	src, _ := rawBytes(v)
-	copy(dst, src)
 	return out, nil
 }
 
@@ -644,7 +842,7 @@ func (t *planTemplate) runHostStep(rc *runCtx, inst *planInstance, st *planStep)
 	rc.kernelVariant, rc.kernelReason = "", ""
 	var outs []Tensor
 	var err error
-	if n.OpType == "If" || n.OpType == "Loop" || n.OpType == "Scan" {
+	if controlFlowOps[n.OpType] {
 		sc := &scope{vals: make(map[string]Tensor, len(st.implicit))}
 		for name, r := range st.implicit {
 			sc.vals[name] = t.view(inst, r)
@@ -843,8 +1041,8 @@ func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor) (outs [
 // builds key's plan (or notes why there is none). The run's outputs are the interpreter's.
 func (s *InferenceSession) tracePlan(rc *runCtx, key string, fed map[string]Tensor) ([]Tensor, bool, error) {
 	var trace []tracedNode
-	rc.observe = func(n *graph.Node, in, out []Tensor) {
-		trace = append(trace, tracedNode{node: n, in: in, out: out})
+	rc.observe = func(g *graph.Graph, n *graph.Node, in, out []Tensor) {
+		trace = append(trace, tracedNode{graph: g, node: n, in: in, out: out})
 	}
 	defer func() { rc.observe = nil }()
 	outs, err := s.interpret(rc, fed)
@@ -865,8 +1063,12 @@ type PlanReport struct {
 	Planned bool
 	Reason  string
 	// Folded counts nodes computed once when the plan was built (their values do not depend
-	// on the inputs' data); Aliases the nodes that only view their input in another shape.
-	Folded, Aliases int
+	// on the inputs' data); Aliases the nodes that only view their input in another shape;
+	// Inlined the If nodes replaced by the branch their fixed condition takes.
+	Folded, Aliases, Inlined int
+	// Specialized names the inputs whose values the plan takes as fixed: small integer
+	// inputs that decide shapes or control flow (each value seen gets its own plan).
+	Specialized []string
 	// Segments lists the recorded device graphs, in run order: the nodes of each, all
 	// running as Loom kernels.
 	Segments [][]string
@@ -894,7 +1096,8 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 		e := s.plans.entries[key]
 		r := PlanReport{Signature: s.describeKey(key), Planned: e.template != nil, Reason: e.reason}
 		if t := e.template; t != nil {
-			r.Folded, r.Aliases, r.ArenaBytes = t.folded, t.aliases, t.arenaBytes
+			r.Folded, r.Aliases, r.Inlined, r.ArenaBytes = t.folded, t.aliases, t.inlined, t.arenaBytes
+			r.Specialized = append([]string{}, t.specialized...)
 			for _, st := range t.steps {
 				if st.kind == kernelStep {
 					r.KernelSteps++
@@ -931,8 +1134,12 @@ func (s *InferenceSession) describeKey(key string) string {
 			name = s.inputs[i].Name
 		}
 		dt, dims, _ := strings.Cut(p, ":")
+		dims, vals, specialized := strings.Cut(dims, "=")
 		code, _ := strconv.Atoi(dt)
 		fmt.Fprintf(&b, "%s: tensor(%s)[%s]", name, DType(code), strings.TrimSuffix(dims, ","))
+		if specialized {
+			fmt.Fprintf(&b, " = {%s}", strings.TrimSuffix(vals, ","))
+		}
 	}
 	return b.String()
 }

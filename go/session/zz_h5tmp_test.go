@@ -20,3 +20,17 @@ func BenchmarkH5Only(b *testing.B) {
 		})
 	}
 }
+
+func TestH5Variants(t *testing.T) {
+	for _, c := range convGemmBenches() {
+		in := make([]Tensor, len(c.shapes))
+		for i, s := range c.shapes {
+			in[i] = MustTensor(s, make([]float32, numel(s)))
+		}
+		p, _, err := kernelPlanners[plannerKey(c.node)](c.node, 18, infosOf(in))
+		if err != nil || p == nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %s", c.name, p.variant())
+	}
+}

@@ -224,8 +224,11 @@ func printPlans(plans []session.PlanReport) {
 			fmt.Printf("  not planned (interpreted): %s\n", p.Reason)
 			continue
 		}
-		fmt.Printf("  %d kernel steps in %d recorded segments, %d host steps, %d nodes folded, %d aliases, arena %d bytes\n",
-			p.KernelSteps, len(p.Segments), len(p.HostSteps), p.Folded, p.Aliases, p.ArenaBytes)
+		fmt.Printf("  %d kernel steps in %d recorded segments, %d host steps, %d nodes folded, %d aliases, %d If inlined, arena %d bytes\n",
+			p.KernelSteps, len(p.Segments), len(p.HostSteps), p.Folded, p.Aliases, p.Inlined, p.ArenaBytes)
+		if len(p.Specialized) > 0 {
+			fmt.Printf("  specialized on the values of: %s\n", strings.Join(p.Specialized, ", "))
+		}
 		for i, seg := range p.Segments {
 			fmt.Printf("  segment %d: %d nodes: %s\n", i, len(seg), strings.Join(seg, ", "))
 		}
