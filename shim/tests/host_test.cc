@@ -582,11 +582,22 @@ LOOM_TEST(ViolationWordIsPassedOrPrivate) {
 
 // Builds a random DAG of kernel, copy, fill and empty nodes over 8-byte slots; checks several
 // launches against executing the nodes in id order (a topological order).
+// Every graph is run four ways: launched on a threaded stream, run on the caller with
+// loom_graph_exec_run (one thread, then the whole pool), and launched on an inline stream.
 LOOM_TEST(RandomGraphsMatchSequentialExecution) {
   Fixture f(4);
   REQUIRE(f.ok());
   loom_stream* stream = f.Stream();
   REQUIRE(stream != nullptr);
+  loom_stream_params inline_params = {};
+  inline_params.struct_size = sizeof(inline_params);
+  inline_params.flags = LOOM_STREAM_INLINE;
+  inline_params.max_threads = 2;
+  loom_stream* inline_stream = nullptr;
+  REQUIRE_OK(loom_stream_create_with(f.device, &inline_params, &inline_stream));
+  loom_graph_run_params one_thread = {};
+  one_thread.struct_size = sizeof(one_thread);
+  one_thread.max_threads = 1;
   loom_kernel* mix = f.Kernel("mix");
   for (int round = 0; round < 150; round++) {
     const uint32_t n = 2 + Uniform(47);
@@ -650,7 +661,7 @@ LOOM_TEST(RandomGraphsMatchSequentialExecution) {
     loom_graph_exec* exec = nullptr;
     REQUIRE_OK(loom_graph_instantiate(graph, &exec));
     uint64_t* host = static_cast<uint64_t*>(loom_buffer_host_pointer(slots));
-    for (int launch = 0; launch < 3; launch++) {
+    for (int launch = 0; launch < 4; launch++) {
       std::vector<uint64_t> expected(n + 1);
       for (auto& value : expected) value = Rng()();
       memcpy(host, expected.data(), (n + 1) * 8);
@@ -672,8 +683,22 @@ LOOM_TEST(RandomGraphsMatchSequentialExecution) {
             break;
         }
       }
-      REQUIRE_OK(loom_graph_exec_launch(exec, stream));
-      REQUIRE_OK(loom_stream_synchronize(stream));
+      switch (launch) {
+        case 0:
+          REQUIRE_OK(loom_graph_exec_launch(exec, stream));
+          REQUIRE_OK(loom_stream_synchronize(stream));
+          break;
+        case 1:
+          REQUIRE_OK(loom_graph_exec_run(exec, stream, &one_thread));
+          break;
+        case 2:
+          REQUIRE_OK(loom_graph_exec_run(exec, stream, nullptr));
+          break;
+        default:
+          // An inline stream has run the graph when the launch returns.
+          REQUIRE_OK(loom_graph_exec_launch(exec, inline_stream));
+          break;
+      }
       bool same = memcmp(host, expected.data(), (n + 1) * 8) == 0;
       if (!same) fprintf(stderr, "    graph %d (%u nodes), launch %d differs\n", round, n, launch);
       REQUIRE(same);
@@ -682,6 +707,48 @@ LOOM_TEST(RandomGraphsMatchSequentialExecution) {
     loom_graph_destroy(graph);
     loom_buffer_destroy(slots);
   }
+  loom_stream_destroy(inline_stream);
+  loom_stream_destroy(stream);
+}
+
+LOOM_TEST(InlineStreamAndGraphRunKeepStreamRules) {
+  Fixture f(2);
+  REQUIRE(f.ok());
+  loom_stream_params params = {};
+  params.struct_size = sizeof(params);
+  params.flags = 0x80;
+  loom_stream* bad = nullptr;
+  CHECK_EQ(loom_stream_create_with(f.device, &params, &bad), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(bad == nullptr);
+  params.flags = LOOM_STREAM_INLINE;
+  loom_stream* stream = nullptr;
+  REQUIRE_OK(loom_stream_create_with(f.device, &params, &stream));
+  loom_buffer* a = f.Buffer(64, LOOM_MEMORY_SHARED);
+  REQUIRE(a != nullptr);
+  const uint8_t* host = static_cast<const uint8_t*>(loom_buffer_host_pointer(a));
+  uint8_t value = static_cast<uint8_t>(1 + Uniform(200));
+  REQUIRE_OK(loom_stream_fill(stream, a, 0, 64, value));
+  CHECK_EQ(host[63], value);  // ran before the call returned
+  loom_graph* graph = nullptr;
+  REQUIRE_OK(loom_graph_create(f.device, &graph));
+  uint32_t node = 0;
+  REQUIRE_OK(loom_graph_add_fill_node(graph, a, 0, 32, static_cast<uint8_t>(value + 1), nullptr, 0,
+                                      &node));
+  loom_graph_exec* exec = nullptr;
+  REQUIRE_OK(loom_graph_instantiate(graph, &exec));
+  REQUIRE_OK(loom_graph_exec_run(exec, stream, nullptr));
+  CHECK_EQ(host[0], static_cast<uint8_t>(value + 1));
+  CHECK_EQ(host[40], value);
+  // A faulted operation fails the stream for good; graph runs are refused from then on.
+  REQUIRE_OK(loom_stream_inject_fault(stream, LOOM_FAULT_NEXT_OPERATION));
+  REQUIRE_OK(loom_stream_fill(stream, a, 0, 64, 0));
+  CHECK_EQ(loom_graph_exec_run(exec, stream, nullptr), LOOM_ERR_DEVICE);
+  CHECK_EQ(loom_stream_synchronize(stream), LOOM_ERR_DEVICE);
+  loom_graph_run_params tiny = {};
+  CHECK_EQ(loom_graph_exec_run(exec, stream, &tiny), LOOM_ERR_INVALID_ARGUMENT);
+  loom_graph_exec_destroy(exec);
+  loom_graph_destroy(graph);
+  loom_buffer_destroy(a);
   loom_stream_destroy(stream);
 }
 
