@@ -41,7 +41,9 @@ func requirePlanUses(t *testing.T, n *graph.Node, in []Tensor, symbol string) {
 func TestConvKernelsAgainstHost(t *testing.T) {
 	s := kernelCheckSession(t)
 	f32 := f32Rand(t)
-	conv := func(attrs ...*graph.Attribute) *graph.Node { return graph.NewNode("n", "Conv", nil, []string{"y"}, attrs...) }
+	conv := func(attrs ...*graph.Attribute) *graph.Node {
+		return graph.NewNode("n", "Conv", nil, []string{"y"}, attrs...)
+	}
 	pads := func(p ...int64) *graph.Attribute { return graph.IntsAttr("pads", p...) }
 	strides := func(s ...int64) *graph.Attribute { return graph.IntsAttr("strides", s...) }
 	dil := func(d ...int64) *graph.Attribute { return graph.IntsAttr("dilations", d...) }
@@ -76,6 +78,8 @@ func TestConvKernelsAgainstHost(t *testing.T) {
 		{"narrow_output", conv(pads(1, 1, 1, 1)), []Tensor{f32(1, 3, 17, 3), f32(5, 3, 3, 3)}, "conv2d_direct"},
 		{"conv1d", conv(pads(2, 1), strides(2)), []Tensor{f32(2, 3, 37), f32(5, 3, 4), f32(5)}, "conv2d_direct"},
 		{"conv1d_1x1", conv(), []Tensor{f32(1, 8, 33), f32(4, 8, 1)}, "gemm_nn"},
+		{"conv1d_long_kernel", conv(strides(16), pads(8, 8)), []Tensor{f32(1, 2, 300), f32(4, 2, 64), f32(4)}, "conv2d_direct"},
+		{"conv1d_prime_kernel", conv(pads(3, 0)), []Tensor{f32(2, 3, 90), f32(5, 3, 53)}, "conv2d_direct"},
 		{"large_k", conv(pads(1, 1, 1, 1)), []Tensor{f32(1, 96, 5, 9), f32(7, 96, 3, 3), f32(7)}, "conv2d_direct"},
 	}
 	for _, c := range cases {
@@ -205,6 +209,8 @@ func TestGemmKernelsAgainstHost(t *testing.T) {
 		{"matmul_vector_a", node("MatMul"), []Tensor{f32(19), f32(19, 23)}, nil, "gemm_nn"},
 		{"matmul_vector_b", node("MatMul"), []Tensor{f32(2, 6, 19), f32(19)}, nil, "gemm_nt"},
 		{"matmul_k1", node("MatMul"), []Tensor{f32(7, 1), f32(1, 9)}, nil, "gemm_nn"},
+		{"matmul_k0", node("MatMul"), []Tensor{f32(3, 0), f32(0, 4)}, nil, "gemm_nn"},
+		{"gemm_k0_bias", gemm(0, 1, 1, 1), []Tensor{f32(3, 0), f32(4, 0), f32(4)}, nil, "gemm_nn"},
 		{"matmul_m1", node("MatMul"), []Tensor{f32(1, 256), f32(256, 10)}, nil, "gemm_nn"},
 		{"matmul_n1", node("MatMul"), []Tensor{f32(30, 200), f32(200, 1)}, nil, "gemm_nt"},
 		{"matmul_large", node("MatMul"), []Tensor{f32(70, 300), f32(300, 90)}, nil, "gemm_nn"},

@@ -185,11 +185,11 @@ func TestTraceSpansPerOp(t *testing.T) {
 		byNode[attrOf(sp, attrNode).AsString()] = sp
 	}
 	addf := byNode["addf"]
-	assert.Equal(t, "loom:opkernels/elementwise.loom:binary[OP=0]", attrOf(addf, attrVariant).AsString())
+	assert.Equal(t, "loom:opkernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(addf, attrVariant).AsString())
 	assert.Contains(t, attrOf(addf, attrReason).AsString(), "Loom kernel")
 	assert.Equal(t, []string{"float[2,5]", "float[2,5]"}, attrOf(addf, attrInputShapes).AsStringSlice())
 	assert.Equal(t, []string{"float[2,5]"}, attrOf(addf, attrOutputShapes).AsStringSlice())
-	assert.Equal(t, "loom:opkernels/elementwise.loom:binary[OP=2]", attrOf(byNode["mulf"], attrVariant).AsString())
+	assert.Equal(t, "loom:opkernels/elementwise.loom:binary_flat[OP=2,XS=0,YS=0]", attrOf(byNode["mulf"], attrVariant).AsString())
 
 	addi := byNode["addi"]
 	assert.Equal(t, "host", attrOf(addi, attrVariant).AsString())
@@ -239,8 +239,12 @@ func TestTraceUsesGlobalProviderByDefault(t *testing.T) {
 func TestTracePlanExecutor(t *testing.T) {
 	tp, rec := recordingProvider(t)
 	s := newMixedSession(t, tp, executorPlan)
+	// A signature's first run is interpreted (and traced to build the plan); the next ones
+	// run the plan.
+	_, err := s.Run(mixedFeeds(t, 6))
+	require.NoError(t, err)
 	s.SetTraceContext(context.Background())
-	for range 2 { // the first run builds the plan, the second reuses it
+	for range 2 {
 		_, err := s.Run(mixedFeeds(t, 6))
 		require.NoError(t, err)
 	}
@@ -260,7 +264,7 @@ func TestTracePlanExecutor(t *testing.T) {
 			assert.NotEmpty(t, attrOf(sp, attrReason).AsString())
 			switch attrOf(sp, attrNode).AsString() {
 			case "addf":
-				assert.Equal(t, "loom:opkernels/elementwise.loom:binary[OP=0]", attrOf(sp, attrVariant).AsString())
+				assert.Equal(t, "loom:opkernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(sp, attrVariant).AsString())
 			case "addi":
 				assert.Equal(t, "host", attrOf(sp, attrVariant).AsString())
 			}
@@ -280,9 +284,14 @@ func TestTraceLoopBodyNestsUnderLoop(t *testing.T) {
 			s, err := tracedBuilder(tp, executor).FromGraph(loopModel(t, k, w))
 			require.NoError(t, err)
 			defer s.Close()
-			s.SetTraceContext(context.Background())
 			n := 2 + rnd.IntN(4)
-			_, err = s.Run([]NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: MustTensor([]int64{l}, randomF32(rnd, l))}})
+			feeds := []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: MustTensor([]int64{l}, randomF32(rnd, l))}}
+			if executor == executorPlan { // the signature's first run builds the plan
+				_, err = s.Run(feeds)
+				require.NoError(t, err)
+			}
+			s.SetTraceContext(context.Background())
+			_, err = s.Run(feeds)
 			require.NoError(t, err)
 
 			spans := rec.Ended()
@@ -309,9 +318,9 @@ func TestTraceLoopBodyNestsUnderLoop(t *testing.T) {
 				assert.False(t, sp.EndTime().After(loop.EndTime()))
 				switch node.OpType {
 				case "Mul":
-					assert.Equal(t, "loom:opkernels/elementwise.loom:binary[OP=2]", attrOf(sp, attrVariant).AsString())
+					assert.Equal(t, "loom:opkernels/elementwise.loom:binary_flat[OP=2,XS=0,YS=0]", attrOf(sp, attrVariant).AsString())
 				case "Add":
-					assert.Equal(t, "loom:opkernels/elementwise.loom:binary[OP=0]", attrOf(sp, attrVariant).AsString())
+					assert.Equal(t, "loom:opkernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(sp, attrVariant).AsString())
 				case "Identity":
 					assert.Equal(t, "host", attrOf(sp, attrVariant).AsString())
 					assert.Equal(t, "host: no Loom kernel for Identity", attrOf(sp, attrReason).AsString())
@@ -329,17 +338,32 @@ func TestTraceIfBranchNestsUnderIf(t *testing.T) {
 			s, err := tracedBuilder(tp, executor).FromGraph(ifModel(t, randomF32(rnd, 3)))
 			require.NoError(t, err)
 			defer s.Close()
+			feeds := []NamedTensor{{Name: "c", Tensor: MustTensor([]int64{}, []bool{false})}, {Name: "x", Tensor: MustTensor([]int64{3}, randomF32(rnd, 3))}}
+			if executor == executorPlan { // the signature's first run builds the plan
+				_, err = s.Run(feeds)
+				require.NoError(t, err)
+			}
 			s.SetTraceContext(context.Background())
-			_, err = s.Run([]NamedTensor{{Name: "c", Tensor: MustTensor([]int64{}, []bool{false})}, {Name: "x", Tensor: MustTensor([]int64{3}, randomF32(rnd, 3))}})
+			_, err = s.Run(feeds)
 			require.NoError(t, err)
 			spans := rec.Ended()
 			ifs := spansNamed(spans, "If")
-			require.Len(t, ifs, 1)
-			branch := childrenOf(spans, ifs[0])
+			var branch []sdktrace.ReadOnlySpan
+			if executor == executorPlan {
+				// The condition is a specialized input: the plan inlines the else branch, whose
+				// op runs as a step of the run.
+				require.Empty(t, ifs)
+				runs := spansNamed(spans, "loom.Run")
+				require.Len(t, runs, 1)
+				branch = childrenOf(spans, runs[0])
+			} else {
+				require.Len(t, ifs, 1)
+				branch = childrenOf(spans, ifs[0])
+			}
 			require.Len(t, branch, 1)
 			assert.Equal(t, "Sub", branch[0].Name())
 			assert.Equal(t, "else_op", attrOf(branch[0], attrNode).AsString())
-			assert.Equal(t, "loom:opkernels/elementwise.loom:binary[OP=1]", attrOf(branch[0], attrVariant).AsString())
+			assert.Equal(t, "loom:opkernels/elementwise.loom:binary_flat[OP=1,XS=0,YS=0]", attrOf(branch[0], attrVariant).AsString())
 		})
 	}
 }

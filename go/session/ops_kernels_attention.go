@@ -149,11 +149,11 @@ func planAttention(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string
 	if err != nil {
 		return nil, "", err
 	}
-	os := stridesOf(ob)
-	for i := range os {
-		os[i] *= lq * dv
+	cs := stridesOf(ob)
+	for i := range cs {
+		cs[i] *= lq * dv
 	}
-	dims, st, ok = foldBatch(toInts(ob), ps, vs, os)
+	dims, st, ok = foldBatch(toInts(ob), ps, vs, cs)
 	if !ok {
 		return nil, "host: the batch axes do not fold into three", nil
 	}

@@ -6,17 +6,17 @@ import (
 	"github.com/loomrt/loom/go/graph"
 )
 
-// Batched matrix products as Loom kernels (opkernels/bmm.loom): the bmm kernel that the
-// planners of batched MatMul, Attention, the recurrent ops and ConvTranspose share, and
-// planBatchedMatMul, which covers every float32 MatMul (numpy broadcasting of the batch axes,
-// 1-D operands).
+// Batched matrix products as Loom kernels (opkernels/bmm.loom): bmm (A·B) and bmm_nt (A·Bᵀ
+// with both operands' rows contiguous), which the planners of batched MatMul, Attention, the
+// recurrent ops and ConvTranspose share, and planBatchedMatMul, which covers every float32
+// MatMul (numpy broadcasting of the batch axes folded into three, 1-D operands).
 
 // bmmBatchAxes is how many batch axes bmm indexes (after folding, see foldBatch).
 const bmmBatchAxes = 3
 
 // bmmSpec describes one bmm launch: C[z] = A[z]·B[z] over batch axes dims, A [m, k] with
 // strides (as0, as1), B [k, n] with row stride bs0 and contiguous rows, C [m, n] contiguous;
-// each operand's batch strides (0 broadcasts) in elements.
+// each operand's batch strides (0 broadcasts) in elements. callNT reads B as [n, k] instead.
 type bmmSpec struct {
 	m, n, k  int
 	dims     [bmmBatchAxes]int

@@ -54,11 +54,13 @@ func pow2AtLeast(n int) int {
 }
 
 // threadShape splits the threads of a block, about want of them, over nx by ny tiles
-// (powers of two, so that few kernel specializations arise).
+// (powers of two, so that few kernel specializations arise), ny first: the host runs a
+// block's threads row by row, so a block of a column of tiles reuses that column's inputs
+// (a panel of B, or of the image) from cache while its rows change.
 func threadShape(want, nx, ny int) (tx, ty int) {
 	want = min(max(want, 1), maxThreads)
-	tx = min(pow2AtLeast(want), pow2AtLeast(nx))
-	ty = min(pow2AtLeast(ceilDiv(want, tx)), pow2AtLeast(ny))
+	ty = min(pow2AtLeast(want), pow2AtLeast(ny))
+	tx = min(pow2AtLeast(ceilDiv(want, ty)), pow2AtLeast(nx))
 	return tx, ty
 }
 
@@ -146,16 +148,19 @@ func (g gemmSpec) ntCost(t ntTile) int {
 }
 
 func (g gemmSpec) bestNT() (ntTile, int) {
-	vl := vectorWidth(g.k)
 	best, bestCost := ntTile{}, math.MaxInt
-	for mr := 1; mr <= min(g.m, 6); mr++ {
-		for nc := 1; nc <= min(g.n, 6); nc++ {
-			if mr*nc > 16 {
-				continue
-			}
-			t := ntTile{mr: mr, nc: nc, vl: vl}
-			if c := g.ntCost(t); c < bestCost || (c == bestCost && mr*nc > best.mr*best.nc) {
-				best, bestCost = t, c
+	// A narrower vector can leave no scalar tail (k = 120: 15 vectors of 8, not 7 of 16 and 8
+	// scalars).
+	for vl := vectorWidth(g.k); vl >= max(vectorWidth(g.k)/4, 1); vl /= 2 {
+		for mr := 1; mr <= min(g.m, 6); mr++ {
+			for nc := 1; nc <= min(g.n, 6); nc++ {
+				if mr*nc > 16 {
+					continue
+				}
+				t := ntTile{mr: mr, nc: nc, vl: vl}
+				if c := g.ntCost(t); c < bestCost || (c == bestCost && mr*nc > best.mr*best.nc) {
+					best, bestCost = t, c
+				}
 			}
 		}
 	}
@@ -209,7 +214,13 @@ func (g gemmSpec) emit(p *kernelPlan, y operand) {
 	bind := []kernelBinding{readOf(g.a), readOf(g.b), readOf(g.c), writeOf(y)}
 	if nnCost <= ntCost {
 		tileMACs := nn.mr * nn.nv * nn.vl * max(g.k, 1)
-		tx, ty := threadShape(ceilDiv(targetBlockMACs, tileMACs), ceilDiv(g.n, nn.nv*nn.vl), ceilDiv(g.m, nn.mr))
+		want := ceilDiv(targetBlockMACs, tileMACs)
+		if 4*g.k*g.n > 1<<20 {
+			// B does not stay in cache: a block takes all row tiles of its columns, so
+			// that B is read once (A, the smaller, is read once per block).
+			want = max(want, ceilDiv(g.m, nn.mr))
+		}
+		tx, ty := threadShape(want, ceilDiv(g.n, nn.nv*nn.vl), ceilDiv(g.m, nn.mr))
 		args := []uint64{u(g.nb0), u(g.nb1), u(g.m), u(g.n), u(g.k), u(g.as[0]), u(g.as[1]), u(g.as[2]), u(g.as[3]),
 			u(g.bs[0]), u(g.bs[1]), u(g.bs[2]), u(g.cs[0]), u(g.cs[1]), u(g.cs[2]), u(g.cs[3]), alpha, beta, p0, p1}
 		p.calls = append(p.calls, kernelCall{file: "gemm_fast.loom", symbol: "gemm_nn", config: map[string]string{
@@ -220,13 +231,9 @@ func (g gemmSpec) emit(p *kernelPlan, y operand) {
 	}
 	tileMACs := nt.mr * nt.nc * g.k
 	tx, ty := threadShape(ceilDiv(targetBlockMACs, tileMACs), ceilDiv(g.n, nt.nc), ceilDiv(g.m, nt.mr))
-	bs3 := g.bs[3]
-	if g.k == 1 {
-		bs3 = g.bs[3] // B's column j starts at j·bs3 whatever k
-	}
-	as2 := g.as[2]
-	args := []uint64{u(g.nb0), u(g.nb1), u(g.m), u(g.n), u(g.k), u(g.as[0]), u(g.as[1]), u(as2),
-		u(g.bs[0]), u(g.bs[1]), u(bs3), u(g.cs[0]), u(g.cs[1]), u(g.cs[2]), u(g.cs[3]), alpha, beta, p0, p1}
+	// B's column j starts at j·bs[3] and runs along bs[2] = 1 (any stride when k = 1).
+	args := []uint64{u(g.nb0), u(g.nb1), u(g.m), u(g.n), u(g.k), u(g.as[0]), u(g.as[1]), u(g.as[2]),
+		u(g.bs[0]), u(g.bs[1]), u(g.bs[3]), u(g.cs[0]), u(g.cs[1]), u(g.cs[2]), u(g.cs[3]), alpha, beta, p0, p1}
 	p.calls = append(p.calls, kernelCall{file: "gemm_fast.loom", symbol: "gemm_nt", config: map[string]string{
 		"MR": strconv.Itoa(nt.mr), "NC": strconv.Itoa(nt.nc), "VL": strconv.Itoa(nt.vl),
 		"TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "CMODE": strconv.Itoa(g.cmode()), "ACT": g.act},
@@ -434,6 +441,7 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 		units = groups
 	}
 	tz := pow2AtMost(min(max(want/(tx*ty), 1), units, maxThreads/(tx*ty)))
+	kv, ku := tapUnroll(kern)
 	bias := inputOperand(1) // not read without BIAS
 	if hasBias {
 		bias = inputOperand(2)
@@ -442,12 +450,33 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 		uint64(math.Float32bits(p0)), uint64(math.Float32bits(p1))}
 	cfg := map[string]string{"MR": strconv.Itoa(t.mr), "NVY": strconv.Itoa(t.nvy), "NVX": strconv.Itoa(t.nvx), "VL": strconv.Itoa(t.vl),
 		"KH": strconv.Itoa(kern[0]), "KW": strconv.Itoa(kern[1]), "SH": strconv.Itoa(str[0]), "SW": strconv.Itoa(str[1]),
-		"DH": strconv.Itoa(dil[0]), "DW": strconv.Itoa(dil[1]), "TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "TZ": strconv.Itoa(tz),
+		"DH": strconv.Itoa(dil[0]), "DW": strconv.Itoa(dil[1]), "KV": strconv.Itoa(kv), "KU": strconv.Itoa(ku),
+		"TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "TZ": strconv.Itoa(tz),
 		"DEPTHWISE": strconv.FormatBool(depthwise), "BIAS": strconv.FormatBool(hasBias), "ACT": act}
 	p.calls = append(p.calls, kernelCall{file: "conv_fast.loom", symbol: "conv2d_direct", config: cfg, args: args, workload: args[:5],
 		bind: []kernelBinding{readOf(xp), readOf(inputOperand(1)), readOf(bias), writeOf(outputOperand(0))}})
 	p.reason = reasonFloat32 + ", register-tiled direct convolution"
 	return p, "", nil
+}
+
+// maxUnrolledTaps bounds the kernel taps conv2d_direct unrolls into straight-line code: all
+// of a kernel up to 7x7; for larger ones (a 1-D convolution over 256 samples) the C compiler
+// would take minutes over the unrolled function.
+const maxUnrolledTaps = 49
+
+// tapUnroll returns how many kernel rows and columns conv2d_direct unrolls at a time
+// (divisors of the kernel's size).
+func tapUnroll(kern [2]int) (kv, ku int) {
+	if kern[0]*kern[1] <= maxUnrolledTaps {
+		return kern[0], kern[1]
+	}
+	ku = 1
+	for d := 1; d <= 8; d++ {
+		if kern[1]%d == 0 {
+			ku = d
+		}
+	}
+	return 1, ku
 }
 
 // convTile is conv2d_direct's register tile: mr output channels by nvy rows by nvx vectors

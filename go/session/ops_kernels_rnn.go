@@ -171,7 +171,6 @@ func planRNN(cell rnnCell, nd *graph.Node, in []valueInfo) (*kernelPlan, string,
 		return p, "", nil
 	}
 
-	gh = gates * hidden
 	rowsN := seq * batch
 	const f32 = 4
 	const (

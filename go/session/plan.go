@@ -363,6 +363,14 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 					return fmt.Sprintf("node %q (%s): %s", n.Name, n.OpType, why)
 				}
 				step.kind, step.kernel, step.reason = kernelStep, p, p.reason
+				// Outputs the node leaves unnamed still get memory for the kernels to write
+				// (live for this step only).
+				for j, o := range p.outputs {
+					if j < len(step.out) && step.out[j].slot < 0 {
+						t.slots = append(t.slots, planSlot{bytes: o.bytes(), first: index, last: index})
+						step.out[j] = planRef{slot: len(t.slots) - 1, dtype: o.dtype, shape: o.shape}
+					}
+				}
 				for _, bytes := range p.scratch {
 					t.slots = append(t.slots, planSlot{bytes: bytes, first: index, last: index})
 					step.scratch = append(step.scratch, len(t.slots)-1)

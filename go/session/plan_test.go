@@ -272,3 +272,26 @@ func BenchmarkPlanTinyAdd(b *testing.B) {
 		}
 	}
 }
+
+// An If whose condition is a small integer or boolean input is inlined: the input is part of
+// the plan's signature, and each value gets a plan running the branch it takes.
+func TestPlanInlinesIfOnSpecializedCondition(t *testing.T) {
+	rnd := inferRand()
+	w := randomF32(rnd, 3)
+	planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) {
+		return b.FromGraph(ifModel(t, w))
+	})
+	for _, c := range []bool{true, false, true} {
+		feeds := []NamedTensor{{Name: "c", Tensor: MustTensor([]int64{}, []bool{c})}, {Name: "x", Tensor: MustTensor([]int64{3}, randomF32(rnd, 3))}}
+		requireSameOutputs(t, planned, interpreted, feeds, 0)
+	}
+	plans := planned.ExecutionPlans()
+	require.Len(t, plans, 2, "one plan per condition value")
+	for _, p := range plans {
+		require.True(t, p.Planned, p.Reason)
+		assert.Equal(t, 1, p.Inlined)
+		assert.Equal(t, []string{"c"}, p.Specialized)
+		assert.Empty(t, p.HostSteps, "the branch's op joins the kernel segment")
+		assert.Contains(t, p.Signature, "c: tensor(bool)[] = {")
+	}
+}
