@@ -60,7 +60,7 @@ func ExampleInferenceSession_SetTraceContext() {
 		}
 	}
 	// Output:
-	// Add double: loom:opkernels/elementwise.loom:binary[OP=0]
+	// Add double: loom:opkernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]
 	// Relu relu: loom:opkernels/elementwise.loom:unary[OP=0]
 	// loom.Run
 	// request

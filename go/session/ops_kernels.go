@@ -20,7 +20,7 @@ func init() {
 	for op, code := range unary {
 		registerKernelOp(op, unaryPlanner(code), hostFallback(op))
 	}
-	registerKernelOp("MatMul", planMatMul, hostFallback("MatMul"))
+	registerKernelOp("MatMul", firstPlanner(planMatMul, planBatchedMatMul), hostFallback("MatMul"))
 	registerKernelOp("Gemm", planGemm, hostFallback("Gemm"))
 	registerKernelOp("Conv", convPlanner(false), hostFallback("Conv"))
 	registerKernelOp(graph.LoomDomain+":FusedConv", convPlanner(true), fusedConvHost)
@@ -30,6 +30,21 @@ func init() {
 	}
 	for op, log := range map[string]string{"Softmax": "false", "LogSoftmax": "true"} {
 		registerKernelOp(op, softmaxPlanner(log), hostFallback(op))
+	}
+}
+
+// firstPlanner tries planners in order: the first plan wins; the last reason is kept.
+func firstPlanner(planners ...kernelPlanner) kernelPlanner {
+	return func(n *graph.Node, opset int64, in []valueInfo) (*kernelPlan, string, error) {
+		var reason string
+		for _, planner := range planners {
+			p, why, err := planner(n, opset, in)
+			if err != nil || p != nil {
+				return p, why, err
+			}
+			reason = why
+		}
+		return nil, reason, nil
 	}
 }
 

@@ -415,17 +415,23 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 				}
 			}
 		}
-		for _, e := range entries {
-			for j, name := range e.node.Inputs {
-				if name == "" {
-					continue
-				}
-				if _, ok := refs[name]; !ok && bg.Initializers[name] != nil && j < len(e.in) {
-					refs[name] = planRef{fixed: true, static: e.in[j], dtype: e.in[j].dtype, shape: e.in[j].shape}
-				}
+		// The branch's initializers are fixed values of the plan (nested branches may read
+		// them as outer-scope values).
+		for name, gt := range bg.Initializers {
+			if _, clash := refs[name]; clash {
+				return fmt.Sprintf("the branch's initializer %q shadows another value", name)
 			}
-			if why := addNode(e); why != "" {
-				planFailure = why
+			v, err := FromGraphTensor(gt)
+			if err != nil {
+				return err.Error()
+			}
+			refs[name] = planRef{fixed: true, static: v, dtype: v.dtype, shape: v.shape}
+		}
+		for _, e := range entries {
+			if why := addNode(e); why != "" || planFailure != "" {
+				if planFailure == "" {
+					planFailure = why
+				}
 				return ""
 			}
 		}
@@ -453,11 +459,12 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			return nil, "the traced run visited the nodes out of order"
 		}
 		mainNodes++
-		if why := addNode(tn); why != "" {
-			return nil, why
-		}
+		why := addNode(tn)
 		if planFailure != "" {
 			return nil, planFailure
+		}
+		if why != "" {
+			return nil, why
 		}
 	}
 	if mainNodes != len(g.Nodes) {

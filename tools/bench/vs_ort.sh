@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# vs_ort.sh: Loom against ONNX Runtime 1.30 on the same machine, side by side: for each model
+# and thread count, `loom bench` and ../shared/bench/ortbench.sh (ORT's C API) run alternately
+# (twice each), and the table shows both medians and their ratio.
+#   tools/bench/vs_ort.sh [THREADS...]      (default: 1 2)
+# Needs ../shared/bench (beside the repository) and the fetched models (tools/models/fetch.sh).
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ort=${LOOM_ORTBENCH:-$repo/../shared/bench/ortbench.sh}
+models=${LOOM_MODELS_DIR:-$HOME/.cache/loom-models}
+threads=("$@")
+[ ${#threads[@]} -eq 0 ] && threads=(1 2)
+loom=$(mktemp -d)/loom
+(cd "$repo" && go build -o "$loom" ./tools/cmd/loom)
+
+cases=(
+  "add|200000|$repo/tools/cmd/loom/testdata/add.onnx a=shape:1024 b=shape:1024"
+  "mlp|5000|$repo/tools/cmd/loom/testdata/mlp.onnx x=shape:1x64"
+  "mnist|2000|$repo/tools/cmd/loom/demodata/mnist.onnx Input3=$repo/tools/cmd/loom/demodata/digit0.npy"
+  "tiny_encoder|1000|$repo/go/session/testdata/models/tiny_encoder.onnx x=shape:1x16x64"
+  "silero_vad_v5|1000|$models/silero_vad_v5.onnx input=shape:1x512 state=shape:2x1x128 sr=value:16000"
+  "ppocr_v4_rec|60|$models/ch_PP-OCRv4_rec_infer.onnx x=shape:1x3x48x320"
+)
+field() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p"; }
+printf "| model | threads | Loom median ms | ORT median ms | Loom / ORT | Loom p95 | ORT p95 | RSS MB Loom / ORT |\n"
+printf "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
+for c in "${cases[@]}"; do
+  IFS='|' read -r name runs args <<<"$c"
+  read -r -a argv <<<"$args"
+  [ -e "${argv[0]}" ] || { echo "| $name | - | missing ${argv[0]} |"; continue; }
+  for t in "${threads[@]}"; do
+    lm=(); om=(); lp=(); op=(); lr=(); orr=()
+    for round in 1 2; do
+      l=$("$loom" bench "${argv[@]}" --threads "$t" --runs "$runs" --warmup 20 --json 2>/dev/null | tail -1)
+      o=$(bash "$ort" bench "${argv[@]}" --threads "$t" --runs "$runs" --warmup 20 --json 2>/dev/null | tail -1)
+      lm+=("$(echo "$l" | field median_ms)"); om+=("$(echo "$o" | field median_ms)")
+      lp+=("$(echo "$l" | field p95_ms)"); op+=("$(echo "$o" | field p95_ms)")
+      lr+=("$(echo "$l" | field peak_rss_mb)"); orr+=("$(echo "$o" | field peak_rss_mb)")
+    done
+    ratio=$(awk -v a="${lm[0]}" -v b="${lm[1]}" -v c="${om[0]}" -v d="${om[1]}" 'BEGIN{l=(a<b?a:b); o=(c<d?c:d); printf "%.2f", l/o}')
+    printf "| %s | %s | %s, %s | %s, %s | %s | %s | %s | %s / %s |\n" "$name" "$t" "${lm[0]}" "${lm[1]}" "${om[0]}" "${om[1]}" \
+      "$ratio" "${lp[0]}" "${op[0]}" "${lr[0]}" "${orr[0]}"
+  done
+done
