@@ -45,6 +45,8 @@ type allocation struct {
 	bytes  uint64
 	kind   native.MemoryKind
 	weight bool // immutable: written once by Weight, never by commands
+	// released: its memory was given back early (release); regions of it are refused.
+	released bool
 }
 
 func (a *allocation) hostVisible() bool { return a.kind == native.SharedMemory }
@@ -97,6 +99,9 @@ func (m *memoryMap) region(op, what string, r Region) (*allocation, error) {
 	a := m.alloc(r.alloc)
 	if a == nil {
 		return nil, newError(op, ErrInvalidArgument, "%s (%s) is not available here", what, r)
+	}
+	if a.released {
+		return nil, newError(op, ErrInvalidArgument, "%s (%s) was released", what, r)
 	}
 	if r.offset > a.bytes || r.bytes > a.bytes-r.offset {
 		return nil, newError(op, ErrInvalidArgument, "%s (%s) lies outside its allocation of %d bytes", what, r, a.bytes)

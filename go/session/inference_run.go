@@ -3,6 +3,7 @@ package session
 import (
 	"embed"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/loomrt/loom/go/graph"
@@ -175,6 +176,10 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 		if rc.observe != nil {
 			rc.observe(g, n, in, outs)
 		}
+		// Values no later node reads are dropped, so that a run holds only live values.
+		for _, name := range deadAfter(g)[ni] {
+			delete(sc.vals, name)
+		}
 	}
 	outs := make([]Tensor, len(g.Outputs))
 	for i, v := range g.Outputs {
@@ -300,3 +305,43 @@ func f32AsBytes(v []float32) []byte {
 
 // opErr formats an op error; evalGraph adds the node.
 func opErr(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// deadAfterCache holds deadAfter's result by graph (graphs do not change once loaded).
+var deadAfterCache sync.Map // *graph.Graph -> [][]string
+
+// deadAfter lists, by node index, the values produced by g's nodes that no later node of g
+// (nor a subgraph of one) reads and that are not outputs of g: after node i they can go.
+func deadAfter(g *graph.Graph) [][]string {
+	if v, ok := deadAfterCache.Load(g); ok {
+		return v.([][]string)
+	}
+	last := map[string]int{}
+	for i, n := range g.Nodes {
+		for _, out := range n.Outputs {
+			if out != "" {
+				last[out] = i
+			}
+		}
+	}
+	for i, n := range g.Nodes {
+		for _, in := range n.Inputs {
+			if _, ok := last[in]; ok {
+				last[in] = max(last[in], i)
+			}
+		}
+		for _, in := range n.ImplicitInputs() {
+			if _, ok := last[in]; ok {
+				last[in] = max(last[in], i)
+			}
+		}
+	}
+	for _, v := range g.Outputs {
+		delete(last, v.Name)
+	}
+	dead := make([][]string, len(g.Nodes))
+	for name, i := range last {
+		dead[i] = append(dead[i], name)
+	}
+	v, _ := deadAfterCache.LoadOrStore(g, dead)
+	return v.([][]string)
+}

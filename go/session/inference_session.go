@@ -214,12 +214,12 @@ type InferenceSession struct {
 
 	runSessions runSessionPool // idle per-run ModelSessions
 
-	plans    planCache // compiled run plans by input signature (plan.go)
+	plans planCache // compiled run plans by input signature (plan.go)
 	// control are the inputs whose values decide shapes or control flow (controlInputs).
 	control     map[string]bool
 	controlOnce sync.Once
-	planning bool      // whether runs use compiled plans (OptionRunPlan)
-	threads  int       // intra-op threads (0: the hardware's)
+	planning    bool // whether runs use compiled plans (OptionRunPlan)
+	threads     int  // intra-op threads (0: the hardware's)
 
 	epContextPath string // the EP context model this session wrote, if any
 

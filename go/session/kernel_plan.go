@@ -309,6 +309,13 @@ func (rc *runCtx) runKernelPlan(p *kernelPlan, in []Tensor) ([]Tensor, error) {
 			return nil, err
 		}
 	}
+	done := make([]Region, 0, len(regions))
+	for _, r := range regions {
+		done = append(done, r)
+	}
+	if err := rc.ms.release(done); err != nil {
+		return nil, err
+	}
 	return outs, nil
 }
 

@@ -95,7 +95,7 @@ type planTemplate struct {
 	inlined    int // If nodes replaced by the branch their fixed condition takes
 	// specialized are the inputs whose values the plan takes as fixed (part of its key).
 	specialized []string
-	aliases    int // nodes that only view their input
+	aliases     int // nodes that only view their input
 }
 
 // planInstance is the memory and recordings one run at a time uses.
@@ -122,8 +122,7 @@ var aliasOps = map[string]bool{"Reshape": true, "Squeeze": true, "Unsqueeze": tr
 type tracedNode struct {
 	graph *graph.Graph // the graph the node belongs to (subgraph nodes come before their If)
 	node  *graph.Node
-	in   []Tensor
-	out  []Tensor
+	out   []Tensor // values only where they do not depend on the inputs' data (tracePlan)
 }
 
 // planKey spells the signature of the fed inputs: type and shape of each, in input order,
@@ -231,7 +230,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 		if v.dtype == graph.String {
 			return planRef{}, "a string tensor"
 		}
-		t.slots = append(t.slots, planSlot{bytes: v.dtype.ByteSize(int64(v.Len())), first: first, last: first})
+		t.slots = append(t.slots, planSlot{bytes: valueType{v.dtype, v.shape}.bytes(), first: first, last: first})
 		return planRef{slot: len(t.slots) - 1, dtype: v.dtype, shape: append([]int64{}, v.shape...)}, ""
 	}
 	for name, w := range s.weights {
@@ -295,7 +294,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 		if (n.OpType == "Shape" || n.OpType == "Size") && (n.Domain == "" || n.Domain == "ai.onnx") {
 			dynamic = false // the shapes are fixed by the signature
 		}
-		if !dynamic {
+		if !dynamic && tracedValues(tn.out) {
 			for j, name := range n.Outputs {
 				if name != "" && j < len(tn.out) {
 					o := tn.out[j]
@@ -1052,12 +1051,55 @@ func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor) (outs [
 	return outs, err == nil, err
 }
 
-// tracePlan is the interpreted run of fed that records each top-level node, from which it
-// builds key's plan (or notes why there is none). The run's outputs are the interpreter's.
+// tracedValues reports whether the trace kept the values of outs (it keeps only the types
+// and shapes of values that depend on the inputs' data).
+func tracedValues(outs []Tensor) bool {
+	for _, o := range outs {
+		if o.data == nil && o.box == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// tracePlan is the interpreted run of fed that records each node, from which it builds
+// key's plan (or notes why there is none). The run's outputs are the interpreter's. The trace
+// keeps the values only of nodes whose outputs do not depend on the inputs' data (the plan
+// folds those); of the others, types and shapes, so that a large model's activations are not
+// all held at once.
 func (s *InferenceSession) tracePlan(rc *runCtx, key string, fed map[string]Tensor) ([]Tensor, bool, error) {
 	var trace []tracedNode
+	control := s.controlInputs()
+	dyn := map[string]bool{}
+	for _, m := range s.inputs {
+		if !control[m.Name] || !specializes(fed[m.Name]) {
+			dyn[m.Name] = true
+		}
+	}
 	rc.observe = func(g *graph.Graph, n *graph.Node, in, out []Tensor) {
-		trace = append(trace, tracedNode{graph: g, node: n, in: in, out: out})
+		d := nondeterministicOps[n.OpType]
+		for _, name := range n.Inputs {
+			d = d || dyn[name]
+		}
+		for _, name := range n.ImplicitInputs() {
+			d = d || dyn[name]
+		}
+		if (n.OpType == "Shape" || n.OpType == "Size") && (n.Domain == "" || n.Domain == "ai.onnx") {
+			d = false
+		}
+		kept := out
+		if d {
+			kept = make([]Tensor, len(out))
+			for j, o := range out {
+				kept[j] = Tensor{dtype: o.dtype, shape: o.shape, box: o.box}
+			}
+			for _, name := range n.Outputs {
+				if name != "" {
+					dyn[name] = true
+				}
+			}
+		}
+		trace = append(trace, tracedNode{graph: g, node: n, out: kept})
 	}
 	defer func() { rc.observe = nil }()
 	outs, err := s.interpret(rc, fed)

@@ -54,3 +54,32 @@ func (s *ModelSession) runRecorded(key string, maxThreads int) error {
 	}
 	return nil
 }
+
+// release gives the memory of whole allocations back before the session ends (an
+// interpreted op's operands, once it has run and its outputs are read), after the work
+// enqueued so far, so that a run does not hold every op's operands until it ends. Regions of
+// released allocations are refused from then on.
+func (s *ModelSession) release(regions []Region) error {
+	const op = "Run"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(op); err != nil {
+		return err
+	}
+	if err := s.synchronize(op); err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range regions {
+		a, err := s.memory().region(op, "a released region", r)
+		if err != nil {
+			return err
+		}
+		if r.offset != 0 || r.bytes != a.bytes {
+			return newError(op, ErrInvalidArgument, "%s is not a whole allocation", r)
+		}
+		errs = append(errs, s.ctx.free(a.buf))
+		a.buf, a.released = nil, true
+	}
+	return joinErrors(op, errs)
+}
