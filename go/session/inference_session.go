@@ -292,7 +292,12 @@ func (b *SessionBuilder) build(m *graph.Model, ownModel bool, modelPath string) 
 	if err := s.chooseProvider(requested); err != nil {
 		return nil, err
 	}
-	dev, err := native.Open(backendOf(s.provider), 0, &native.OpenOptions{WorkerThreads: b.threads})
+	// The calling thread runs blocks too, so n intra-op threads need n-1 pool workers.
+	workers := b.threads
+	if workers > 1 {
+		workers--
+	}
+	dev, err := native.Open(backendOf(s.provider), 0, &native.OpenOptions{WorkerThreads: workers})
 	if err != nil {
 		return nil, wrapError(op, ErrDevice, err, "cannot open the %s device", s.provider)
 	}

@@ -107,6 +107,13 @@ std::string CpuName() {
 
 // ---------------------------------------------------------------- worker pool and grids
 
+// A pause in a spin loop (lets the sibling hyperthread run; no-op elsewhere).
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 class WorkerPool {
  public:
   explicit WorkerPool(uint32_t workers) {
@@ -125,20 +132,34 @@ class WorkerPool {
     {
       std::lock_guard<std::mutex> lock(mu_);
       tasks_.push_back(std::move(task));
+      queued_.fetch_add(1, std::memory_order_release);
     }
-    cv_.notify_one();
+    // A spinning worker sees queued_; only sleeping ones need a wake-up (a futex call).
+    if (sleepers_.load(std::memory_order_acquire) > 0) cv_.notify_one();
   }
 
  private:
+  // A worker that finished a task spins a little before it sleeps: kernels of one graph or
+  // run arrive microseconds apart, and waking a sleeping thread costs more than a small kernel.
+  static constexpr int kSpins = 20000;
+
   void Loop() {
     for (;;) {
+      for (int i = 0; i < kSpins && queued_.load(std::memory_order_acquire) == 0; i++) {
+        CpuRelax();
+      }
       std::function<void()> task;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+        if (tasks_.empty() && !stop_) {
+          sleepers_.fetch_add(1, std::memory_order_acq_rel);
+          cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+          sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+        }
         if (stop_) return;
         task = std::move(tasks_.front());
         tasks_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_acq_rel);
       }
       task();
     }
@@ -147,6 +168,8 @@ class WorkerPool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
+  std::atomic<uint32_t> queued_{0};    // tasks_.size(), readable without the lock
+  std::atomic<uint32_t> sleepers_{0};  // workers waiting on cv_
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };
@@ -235,6 +258,11 @@ void RunGrid(WorkerPool& pool, const ResolvedLaunch& launch, uint32_t max_thread
   job->total = total;
   for (uint64_t i = 0; i < helpers; i++) pool.Submit([job] { RunBlocks(*job); });
   RunBlocks(*job);
+  // The helpers' last blocks usually end within microseconds: spin before sleeping.
+  for (int i = 0; i < 20000 && job->done.load(std::memory_order_acquire) != job->total; i++) {
+    CpuRelax();
+  }
+  if (job->done.load(std::memory_order_acquire) == job->total) return;
   std::unique_lock<std::mutex> lock(job->mu);
   job->cv.wait(lock, [&] { return job->done.load() == job->total; });
 }
