@@ -474,9 +474,8 @@ func (s *InferenceSession) checkInputs(inputs []NamedValue) (map[string]Tensor, 
 		}
 		fed[in.Name] = in.Value.t
 	}
-	known := map[string]bool{}
+	matched := 0 // fed names that are graph inputs
 	for _, meta := range s.inputs {
-		known[meta.Name] = true
 		t, ok := fed[meta.Name]
 		if !ok && meta.Kind == ValueOptional {
 			fed[meta.Name] = optOf(meta.DType, nil)
@@ -485,9 +484,17 @@ func (s *InferenceSession) checkInputs(inputs []NamedValue) (map[string]Tensor, 
 		if !ok {
 			return nil, newError(op, ErrInvalidArgument, "missing input %q (%s)", meta.Name, describeMeta(meta))
 		}
+		matched++
 		if err := checkFed(meta, t); err != nil {
 			return nil, newError(op, ErrInvalidArgument, "input %q: %v", meta.Name, err)
 		}
+	}
+	if matched == len(inputs) {
+		return fed, nil // every fed name is a graph input (names are unique)
+	}
+	known := make(map[string]bool, len(s.inputs))
+	for _, meta := range s.inputs {
+		known[meta.Name] = true
 	}
 	for name := range fed {
 		if known[name] {

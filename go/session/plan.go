@@ -125,15 +125,15 @@ type tracedNode struct {
 	out   []Tensor // values only where they do not depend on the inputs' data (tracePlan)
 }
 
-// planKey spells the signature of the fed inputs: type and shape of each, in input order,
-// and the values of the inputs the plan specializes on (see specializes).
-func (s *InferenceSession) planKey(fed map[string]Tensor) (string, bool) {
+// appendPlanKey appends the signature of the fed inputs to b: type and shape of each, in
+// input order, and the values of the inputs the plan specializes on (see specializes). ok is
+// false when an input is a sequence or optional (never planned).
+func (s *InferenceSession) appendPlanKey(b []byte, fed map[string]Tensor) ([]byte, bool) {
 	control := s.controlInputs()
-	var b []byte
 	for _, m := range s.inputs {
 		t, ok := fed[m.Name]
 		if !ok || t.box != nil {
-			return "", false
+			return b, false
 		}
 		b = strconv.AppendInt(b, int64(t.dtype), 10)
 		b = append(b, ':')
@@ -150,7 +150,7 @@ func (s *InferenceSession) planKey(fed map[string]Tensor) (string, bool) {
 		}
 		b = append(b, ';')
 	}
-	return string(b), true
+	return b, true
 }
 
 // specializes says whether a plan takes an input's value as fixed when the value decides
@@ -925,6 +925,13 @@ func (c *planCache) lookup(key string) *planEntry {
 	return c.entries[key]
 }
 
+// lookupBytes is lookup without converting the key to a string (no allocation per run).
+func (c *planCache) lookupBytes(key []byte) *planEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[string(key)]
+}
+
 func (c *planCache) take(e *planEntry) (*planInstance, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1008,15 +1015,16 @@ func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor) (outs [
 	if !s.planning {
 		return nil, false, nil
 	}
-	key, plannable := s.planKey(fed)
+	var buf [256]byte
+	key, plannable := s.appendPlanKey(buf[:0], fed)
 	if !plannable {
 		return nil, false, nil
 	}
-	e := s.plans.lookup(key)
+	e := s.plans.lookupBytes(key)
 	if e == nil {
 		// The signature's first run is interpreted, and traced to build its plan; the plan
 		// runs from the next run on.
-		return s.tracePlan(rc, key, fed)
+		return s.tracePlan(rc, string(key), fed)
 	}
 	inst, build := s.plans.take(e)
 	if inst == nil && !build {
