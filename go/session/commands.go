@@ -20,6 +20,9 @@ type Dispatch struct {
 	Args     []uint64
 	Workload []uint64
 	Bindings []Binding
+	// Violation, when set, is a 4-byte region into which the kernel ORs its bounds-check
+	// violation bits (docs/loom.md, "Execution model"); the zero Region discards them.
+	Violation Region
 }
 
 // Fill sets every byte of Region to Byte.
@@ -225,6 +228,21 @@ func (m *memoryMap) prepareDispatch(op string, d Dispatch) (preparedCommand, err
 		SharedBytes: cfg.SharedBytes,
 		Buffers:     buffers,
 		Scalars:     scalars,
+	}
+	if d.Violation.owner != nil {
+		what := fmt.Sprintf("the violation word of kernel %q", sig.Name)
+		a, err := m.region(op, what, d.Violation)
+		if err != nil {
+			return p, err
+		}
+		if d.Violation.bytes != 4 || d.Violation.offset%4 != 0 {
+			return p, newError(op, ErrInvalidArgument, "%s (%s) must be 4 aligned bytes", what, d.Violation)
+		}
+		if a.weight {
+			return p, newError(op, ErrImmutable, "%s (%s) is a weight", what, d.Violation)
+		}
+		p.params.Violation, p.params.ViolationOffset = a.buf, d.Violation.offset
+		p.uses = append(p.uses, byteUse{alloc: a.index, start: d.Violation.offset, end: d.Violation.end(), access: AccessReadWrite})
 	}
 	return p, nil
 }

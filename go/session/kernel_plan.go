@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strings"
@@ -267,13 +268,31 @@ func (rc *runCtx) runKernelPlan(p *kernelPlan, in []Tensor) ([]Tensor, error) {
 		regions[o] = r
 		return r, nil
 	}
+	ms, err := rc.device()
+	if err != nil {
+		return nil, err
+	}
+	// One violation word per launch: a kernel that stops a block at a bounds check fails the
+	// op instead of leaving part of its output unwritten.
+	viol, err := ms.AllocateShared(uint64(4 * len(p.calls)))
+	if err != nil {
+		return nil, err
+	}
+	words := make([]byte, 4*len(p.calls))
+	if err := ms.Upload(viol, words); err != nil {
+		return nil, err
+	}
 	cmds := make([]Command, 0, len(p.calls))
-	for _, c := range p.calls {
+	for ci, c := range p.calls {
 		_, kid, err := rc.compile(c.file, c.symbol, c.config)
 		if err != nil {
 			return nil, err
 		}
-		d := Dispatch{Kernel: kid, Args: c.args, Workload: c.workload}
+		word, err := viol.Slice(uint64(4*ci), 4)
+		if err != nil {
+			return nil, err
+		}
+		d := Dispatch{Kernel: kid, Args: c.args, Workload: c.workload, Violation: word}
 		for _, b := range c.bind {
 			r, err := region(b.operand)
 			if err != nil {
@@ -304,17 +323,22 @@ func (rc *runCtx) runKernelPlan(p *kernelPlan, in []Tensor) ([]Tensor, error) {
 			reads = append(reads, ReadRequest{Region: part, Dst: raw})
 		}
 	}
-	if len(reads) > 0 {
-		if err := rc.ms.ReadMany(reads); err != nil {
-			return nil, err
-		}
+	reads = append(reads, ReadRequest{Region: viol, Dst: words})
+	if err := rc.ms.ReadMany(reads); err != nil {
+		return nil, err
 	}
-	done := make([]Region, 0, len(regions))
+	done := make([]Region, 0, len(regions)+1)
 	for _, r := range regions {
 		done = append(done, r)
 	}
-	if err := rc.ms.release(done); err != nil {
+	if err := rc.ms.release(append(done, viol)); err != nil {
 		return nil, err
+	}
+	for ci, c := range p.calls {
+		if bits := binary.LittleEndian.Uint32(words[4*ci:]); bits != 0 {
+			return nil, opErr("kernel %s failed a bounds check (violation bits 0x%x; an index out of range, or an assumption about the operands that does not hold)",
+				kernelCall{file: c.file, symbol: c.symbol, config: c.config}.describe(), bits)
+		}
 	}
 	return outs, nil
 }

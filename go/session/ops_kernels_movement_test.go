@@ -179,8 +179,9 @@ func TestKernelMovementOps(t *testing.T) {
 }
 
 // TestKernelGatherOutOfRange runs the gather kernel on indices it did not see before the run
-// (as a compiled run plan does): an index outside the axis must not read memory; its rows come
-// out zero while the others are gathered.
+// (as a compiled run plan does): an index outside the axis must not read memory, and the run
+// fails naming the bounds check (the kernel's violation word) rather than returning rows of
+// zeros; with the indices known before the run the planner refuses them.
 func TestKernelGatherOutOfRange(t *testing.T) {
 	s := kernelCheckSession(t)
 	r := movementRand{inferRand()}
@@ -192,16 +193,17 @@ func TestKernelGatherOutOfRange(t *testing.T) {
 	require.NotNil(t, p, reason)
 	rc := &runCtx{s: s, opset: 18}
 	defer rc.close()
-	got, err := rc.runKernelPlan(p, []Tensor{x, idx})
+	_, err = rc.runKernelPlan(p, []Tensor{x, idx})
+	require.ErrorContains(t, err, "gather")
+	require.ErrorContains(t, err, "failed a bounds check")
+	// In range, the same plan gathers.
+	ok := int64Vec(2, -1, 0, 3, -4)
+	got, err := rc.runKernelPlan(p, []Tensor{x, ok})
 	require.NoError(t, err)
 	xv, yv := x.data.([]float32), got[0].data.([]float32)
-	for row, g := range []int{2, -1, -1, 3, -1} {
+	for row, g := range []int{2, 3, 0, 3, 0} {
 		for j := range 3 {
-			want := float32(0)
-			if g >= 0 {
-				want = xv[g*3+j]
-			}
-			require.Equal(t, want, yv[row*3+j], "row %d column %d", row, j)
+			require.Equal(t, xv[g*3+j], yv[row*3+j], "row %d column %d", row, j)
 		}
 	}
 	_, _, err = planGather(n, 18, infosOfStatic([]Tensor{x, idx}))

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -103,6 +104,11 @@ type planInstance struct {
 	ms      *ModelSession
 	mem     []byte   // the arena, host-visible
 	segKeys []string // recording keys by segment
+	// words are the launches' violation words (host-visible, 4 bytes each, in launch order);
+	// wordOwners[i] is the step whose kernel owns word i, segWords[s] segment s's first word.
+	words      []byte
+	wordOwners []int
+	segWords   []int
 }
 
 // errPlanGuard says a host step produced another type or shape than the plan traced.
@@ -619,7 +625,22 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *
 		return r, nil
 	}
 	kernelIDs := map[*loadedKernel]KernelID{}
+	calls := 0
+	for _, steps := range t.segments {
+		for _, i := range steps {
+			calls += len(t.steps[i].kernel.calls)
+		}
+	}
+	viol, err := ms.AllocateShared(uint64(4 * max(calls, 1)))
+	if err != nil {
+		return nil, err
+	}
+	if inst.words, err = ms.hostBytes(viol); err != nil {
+		return nil, err
+	}
+	clear(inst.words)
 	for si, steps := range t.segments {
+		inst.segWords = append(inst.segWords, len(inst.wordOwners))
 		var cmds []Command
 		for _, i := range steps {
 			st := &t.steps[i]
@@ -662,7 +683,12 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *
 					}
 					kernelIDs[k] = kid
 				}
-				d := Dispatch{Kernel: kid, Args: c.args, Workload: c.workload}
+				word, err := viol.Slice(uint64(4*len(inst.wordOwners)), 4)
+				if err != nil {
+					return nil, err
+				}
+				inst.wordOwners = append(inst.wordOwners, i)
+				d := Dispatch{Kernel: kid, Args: c.args, Workload: c.workload, Violation: word}
 				for _, b := range c.bind {
 					r, err := resolve(b.operand)
 					if err != nil {
@@ -798,6 +824,9 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, fed map[string]Tensor
 			if err := inst.ms.runRecorded(inst.segKeys[it.segment], threads); err != nil {
 				return nil, err
 			}
+			if err := t.checkViolations(inst, it.segment); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		if err := t.runHostStep(rc, inst, &t.steps[it.step]); err != nil {
@@ -829,6 +858,9 @@ func (t *planTemplate) runSegmentTraced(rc *runCtx, inst *planInstance, seg, thr
 		spans[i] = rc.opStart(st.node, in)
 	}
 	err := inst.ms.runRecorded(inst.segKeys[seg], threads)
+	if err == nil {
+		err = t.checkViolations(inst, seg)
+	}
 	for i, si := range steps {
 		st := &t.steps[si]
 		outs := make([]Tensor, len(st.out))
@@ -840,6 +872,30 @@ func (t *planTemplate) runSegmentTraced(rc *runCtx, inst *planInstance, seg, thr
 		spans[i].end(st.kernel.variant(), fmt.Sprintf("%s (plan segment %d of %d kernel steps)", st.reason, seg, len(steps)), outs, err)
 	}
 	return err
+}
+
+// checkViolations fails the run when a kernel of segment seg stopped a block at a bounds
+// check (its output is then incomplete), naming the node and the kernel, and clears the
+// words for the next run.
+func (t *planTemplate) checkViolations(inst *planInstance, seg int) error {
+	first, last := inst.segWords[seg], len(inst.wordOwners)
+	if seg+1 < len(inst.segWords) {
+		last = inst.segWords[seg+1]
+	}
+	var failure error
+	for w := first; w < last; w++ {
+		bits := binary.LittleEndian.Uint32(inst.words[4*w:])
+		if bits == 0 {
+			continue
+		}
+		binary.LittleEndian.PutUint32(inst.words[4*w:], 0)
+		if failure == nil {
+			st := &t.steps[inst.wordOwners[w]]
+			failure = newError("Run", ErrInvalidArgument, "node %q (%s): kernel %s failed a bounds check (violation bits 0x%x; an index out of range, or an assumption about the operands that does not hold)",
+				st.node.Name, st.node.OpType, st.kernel.variant(), bits)
+		}
+	}
+	return failure
 }
 
 // runHostStep calls a host step's Go function on views of the arena and copies its outputs

@@ -295,3 +295,34 @@ func TestPlanInlinesIfOnSpecializedCondition(t *testing.T) {
 		assert.Contains(t, p.Signature, "c: tensor(bool)[] = {")
 	}
 }
+
+// A kernel that stops a block at a bounds check fails the run, naming the node and kernel,
+// instead of returning a partly written output; the next valid run works.
+func TestPlanReportsKernelBoundsViolations(t *testing.T) {
+	rnd := inferRand()
+	g := &graph.Graph{Name: "gather"}
+	g.Inputs = []*graph.Value{graph.Input("idx", graph.TensorType(graph.Int64, graph.ShapeOf(3)))}
+	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
+	g.AddInitializer(graph.TensorFromFloat32("table", []int64{5, 4}, randomF32(rnd, 20)))
+	g.Nodes = []*graph.Node{graph.NewNode("lookup", "Gather", []string{"table", "idx"}, []string{"y"})}
+	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 13})
+	require.NoError(t, err)
+	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	feed := func(idx ...int64) []NamedTensor {
+		return []NamedTensor{{Name: "idx", Tensor: MustTensor([]int64{3}, idx)}}
+	}
+	for range 2 { // the first run traces, the second runs the plan
+		_, err = s.Run(feed(0, 4, 2))
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, s.ExecutionPlans()[0].KernelSteps, "Gather runs as a kernel step")
+	_, err = s.Run(feed(1, 9, 2))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorContains(t, err, `node "lookup" (Gather)`)
+	require.ErrorContains(t, err, "bounds check")
+	out, err := s.Run(feed(4, 0, 3))
+	require.NoError(t, err, "the violation words are cleared for the next run")
+	require.Equal(t, []int64{3, 4}, out[0].Shape())
+}
