@@ -98,13 +98,7 @@ type valueType struct {
 	shape []int64
 }
 
-func (v valueType) elements() int64 {
-	n := int64(1)
-	for _, d := range v.shape {
-		n *= d
-	}
-	return n
-}
+func (v valueType) elements() int64 { return int64(numel(v.shape)) }
 
 func (v valueType) bytes() int64 { return v.dtype.ByteSize(v.elements()) }
 

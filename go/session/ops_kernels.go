@@ -2,6 +2,7 @@ package session
 
 import (
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
@@ -189,7 +190,7 @@ func planMatMulAdd(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string
 	if err != nil {
 		return nil, "", err
 	}
-	if !equalShapes(full, out) {
+	if !slices.Equal(full, out) {
 		return nil, "host: the bias broadcasts beyond the product", nil
 	}
 	st, err := broadcastStrides(in[2].shape, []int64{int64(g.m), int64(g.n)})
@@ -202,18 +203,6 @@ func planMatMulAdd(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string
 		g.emit(p, outputOperand(0))
 	}
 	return p, "", nil
-}
-
-func equalShapes(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func matMulAddHost(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
@@ -69,7 +70,7 @@ func planAttention(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string
 		if err != nil {
 			return nil, "", err
 		}
-		if !equalShapes(full, scoreShape) {
+		if !slices.Equal(full, scoreShape) {
 			return nil, "host: the mask broadcasts beyond the scores", nil
 		}
 		if maskStrides, err = broadcastStrides(in[3].shape, scoreShape); err != nil {

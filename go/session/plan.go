@@ -124,6 +124,38 @@ var controlFlowOps = map[string]bool{"If": true, "Loop": true, "Scan": true, "Se
 // aliasOps produce their first input's elements in a new shape.
 var aliasOps = map[string]bool{"Reshape": true, "Squeeze": true, "Unsqueeze": true, "Flatten": true, "Identity": true}
 
+// onnxDomain reports whether n is an ai.onnx operator.
+func onnxDomain(n *graph.Node) bool { return n.Domain == "" || n.Domain == "ai.onnx" }
+
+// readsShapesOnly reports whether n reads only its input's shape (Shape, Size), which a plan's
+// signature fixes.
+func readsShapesOnly(n *graph.Node) bool {
+	return onnxDomain(n) && (n.OpType == "Shape" || n.OpType == "Size")
+}
+
+// dependsOnData reports whether n's outputs depend on the inputs' data, given which values do
+// (dynamic): the plan builder and the trace classify nodes by this one rule, so that the trace
+// keeps the values of exactly the nodes the plan folds.
+func dependsOnData(n *graph.Node, dynamic func(name string) bool) bool {
+	if readsShapesOnly(n) {
+		return false
+	}
+	if nondeterministicOps[n.OpType] {
+		return true
+	}
+	for _, name := range n.Inputs {
+		if name != "" && dynamic(name) {
+			return true
+		}
+	}
+	for _, name := range n.ImplicitInputs() {
+		if dynamic(name) {
+			return true
+		}
+	}
+	return false
+}
+
 // tracedNode is one top-level node of the traced interpreter run.
 type tracedNode struct {
 	graph *graph.Graph // the graph the node belongs to (subgraph nodes come before their If)
@@ -192,15 +224,12 @@ func (s *InferenceSession) controlInputs() map[string]bool {
 		needed := map[string]bool{}
 		for i := len(g.Nodes) - 1; i >= 0; i-- {
 			n := g.Nodes[i]
-			if n.Domain != "" && n.Domain != "ai.onnx" {
+			if !onnxDomain(n) || readsShapesOnly(n) {
 				continue
 			}
 			all := false
 			for _, out := range n.Outputs {
 				all = all || (out != "" && needed[out])
-			}
-			if n.OpType == "Shape" || n.OpType == "Size" {
-				continue
 			}
 			for j, in := range n.Inputs {
 				if all || slices.Contains(controlPositions[n.OpType], j) {
@@ -275,7 +304,6 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 	addNode = func(tn tracedNode) string {
 		n := tn.node
 		step := planStep{node: n, in: make([]planRef, len(n.Inputs))}
-		dynamic := nondeterministicOps[n.OpType]
 		for j, name := range n.Inputs {
 			if name == "" {
 				step.in[j] = planRef{fixed: true}
@@ -286,20 +314,19 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 				return fmt.Sprintf("node %q reads %q, which the plan does not know", n.Name, name)
 			}
 			step.in[j] = r
-			dynamic = dynamic || !r.fixed
 		}
 		if implicit := n.ImplicitInputs(); len(implicit) > 0 {
 			step.implicit = make(map[string]planRef, len(implicit))
 			for _, name := range implicit {
 				if r, ok := refs[name]; ok {
 					step.implicit[name] = r
-					dynamic = dynamic || !r.fixed
 				}
 			}
 		}
-		if (n.OpType == "Shape" || n.OpType == "Size") && (n.Domain == "" || n.Domain == "ai.onnx") {
-			dynamic = false // the shapes are fixed by the signature
-		}
+		dynamic := dependsOnData(n, func(name string) bool {
+			r, ok := refs[name]
+			return ok && !r.fixed
+		})
 		if !dynamic && tracedValues(tn.out) {
 			for j, name := range n.Outputs {
 				if name != "" && j < len(tn.out) {
@@ -310,7 +337,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			t.folded++
 			return ""
 		}
-		if n.OpType == "If" && (n.Domain == "" || n.Domain == "ai.onnx") && step.in[0].fixed && step.in[0].static.IsValid() {
+		if n.OpType == "If" && onnxDomain(n) && step.in[0].fixed && step.in[0].static.IsValid() {
 			if why := inlineIf(n, step.in[0].static, tn); why == "" {
 				return ""
 			}
@@ -322,7 +349,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 		for _, r := range step.implicit {
 			use(r, index)
 		}
-		if aliasOps[n.OpType] && (n.Domain == "" || n.Domain == "ai.onnx") && len(tn.out) == 1 && tn.out[0].box == nil &&
+		if aliasOps[n.OpType] && onnxDomain(n) && len(tn.out) == 1 && tn.out[0].box == nil &&
 			!step.in[0].fixed && allFixedAfter(step.in, 1) {
 			o := tn.out[0]
 			refs[n.Outputs[0]] = planRef{slot: step.in[0].slot, dtype: o.dtype, shape: append([]int64{}, o.shape...)}
@@ -524,7 +551,7 @@ func (p *kernelPlan) agreesWith(traced []Tensor) string {
 		return fmt.Sprintf("the kernel plan has %d outputs, the op produced %d", len(p.outputs), len(traced))
 	}
 	for i, o := range p.outputs {
-		if traced[i].box != nil || o.dtype != traced[i].dtype || !equalShapes(o.shape, traced[i].shape) {
+		if traced[i].box != nil || o.dtype != traced[i].dtype || !slices.Equal(o.shape, traced[i].shape) {
 			return fmt.Sprintf("the kernel plan's output %d is %s%v, the op produced %s", i, o.dtype, o.shape, traced[i])
 		}
 	}
@@ -936,7 +963,7 @@ func (t *planTemplate) runHostStep(rc *runCtx, inst *planInstance, st *planStep)
 		if r.slot < 0 {
 			continue
 		}
-		if j >= len(outs) || outs[j].box != nil || outs[j].dtype != r.dtype || !equalShapes(outs[j].shape, r.shape) {
+		if j >= len(outs) || outs[j].box != nil || outs[j].dtype != r.dtype || !slices.Equal(outs[j].shape, r.shape) {
 			return errPlanGuard
 		}
 		src, _ := rawBytes(outs[j])
@@ -1141,16 +1168,7 @@ func (s *InferenceSession) tracePlan(rc *runCtx, key string, fed map[string]Tens
 		}
 	}
 	rc.observe = func(g *graph.Graph, n *graph.Node, in, out []Tensor) {
-		d := nondeterministicOps[n.OpType]
-		for _, name := range n.Inputs {
-			d = d || dyn[name]
-		}
-		for _, name := range n.ImplicitInputs() {
-			d = d || dyn[name]
-		}
-		if (n.OpType == "Shape" || n.OpType == "Size") && (n.Domain == "" || n.Domain == "ai.onnx") {
-			d = false
-		}
+		d := dependsOnData(n, func(name string) bool { return dyn[name] })
 		kept := out
 		if d {
 			kept = make([]Tensor, len(out))
