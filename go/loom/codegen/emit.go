@@ -457,11 +457,19 @@ func segsOp(defSeg map[*ir.Value]int, j int) []*ir.Op {
 
 func (e *emitter) threadLoops(seg []*ir.Op, pre []*ir.Op) {
 	dims := e.check.Args[3:6]
-	opened := 0
+	ops := append(append([]*ir.Op{}, pre...), seg...)
+	opened, emitted := 0, false
 	for d := 2; d >= 0; d-- {
 		if c, ok := ir.ConstInt(dims[d]); ok && c == 1 {
 			e.tid[d] = "0LL"
 			continue
+		}
+		if d == 0 {
+			if g := matchXGuard(ops); g != nil {
+				e.guardedXLoop(g, dims[0])
+				emitted = true
+				break
+			}
 		}
 		v := fmt.Sprintf("loom_t%c", "xyz"[d])
 		e.line("for (loom_i64 %s = 0; %s < %s; %s++) {", v, v, e.val(dims[d]), v)
@@ -469,21 +477,71 @@ func (e *emitter) threadLoops(seg []*ir.Op, pre []*ir.Op) {
 		opened++
 		e.tid[d] = v
 	}
-	if opened == 0 {
-		e.line("{")
-		e.indent++
-		opened = 1
-	}
-	for _, op := range pre {
-		e.op(op)
-	}
-	for _, op := range seg {
-		e.op(op)
+	if !emitted {
+		if opened == 0 {
+			e.line("{")
+			e.indent++
+			opened = 1
+		}
+		for _, op := range ops {
+			e.op(op)
+		}
 	}
 	for ; opened > 0; opened-- {
 		e.indent--
 		e.line("}")
 	}
+}
+
+// guardedXLoop emits the x thread loop of an xGuard segment: the ops that do not depend on
+// thread_id.x first, then a loop over just the admitted threads, whose body is the guarded
+// block. Threads the guard rejects have no effect, so skipping them changes nothing.
+func (e *emitter) guardedXLoop(g *xGuard, extent *ir.Value) {
+	for _, op := range g.hoisted {
+		e.op(op)
+	}
+	lo, hi := "loom_xlo", "loom_xhi"
+	e.line("loom_i64 %s = 0, %s = %s;", lo, hi, e.val(extent))
+	bound := func(b xBound) string {
+		x := e.val(b.limit)
+		if b.offset != nil {
+			x += " - " + e.val(b.offset)
+		}
+		if b.adjust != 0 {
+			x += " + " + strconv.FormatInt(b.adjust, 10)
+		}
+		return x
+	}
+	for _, b := range g.upper {
+		e.line("{ const loom_i64 loom_b = %s; if (loom_b < %s) %s = loom_b; }", bound(b), hi, hi)
+	}
+	for _, b := range g.lower {
+		e.line("{ const loom_i64 loom_b = %s; if (loom_b > %s) %s = loom_b; }", bound(b), lo, lo)
+	}
+	cond := ""
+	for _, r := range g.rest {
+		cond += " && " + e.val(r)
+	}
+	e.line("if (%s < %s%s) {", lo, hi, cond)
+	e.indent++
+	e.tid[0] = "loom_tx"
+	e.line("for (loom_i64 loom_tx = %s; loom_tx < %s; loom_tx++) {", lo, hi)
+	for _, op := range g.inner {
+		if op == g.guard {
+			e.indent++
+			for _, bop := range op.Regions[0].Ops {
+				e.op(bop)
+			}
+			e.indent--
+			continue
+		}
+		e.indent++
+		e.op(op)
+		e.indent--
+	}
+	e.line("}")
+	e.indent--
+	e.line("}")
 }
 
 func (e *emitter) fromStorage(x string, b *types.Basic) string {
