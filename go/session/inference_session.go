@@ -219,6 +219,7 @@ type InferenceSession struct {
 	control     map[string]bool
 	controlOnce sync.Once
 	planning    bool // whether runs use compiled plans (OptionRunPlan)
+	tensorIO    bool // whether every graph input and output is a tensor (not a sequence or optional)
 	threads     int  // intra-op threads (0: the hardware's)
 
 	epContextPath string // the EP context model this session wrote, if any
@@ -284,6 +285,12 @@ func (b *SessionBuilder) build(m *graph.Model, ownModel bool, modelPath string) 
 	}
 	for _, v := range g.Outputs {
 		s.outputs = append(s.outputs, ioMeta(v))
+	}
+	s.tensorIO = true
+	for _, ms := range [][]IoMeta{s.inputs, s.outputs} {
+		for _, m := range ms {
+			s.tensorIO = s.tensorIO && m.Kind == ValueTensor
+		}
 	}
 	requested := b.provider
 	if epc != nil {
@@ -526,6 +533,9 @@ func (s *InferenceSession) isOverridable(name string) bool {
 // Run feeds the named inputs and returns the graph outputs in order. Errors name the input or
 // node at fault. Models with sequence or optional inputs or outputs run through RunOutputs.
 func (s *InferenceSession) Run(inputs []NamedTensor) ([]Tensor, error) {
+	if outs, ok, err := s.runPlannedFast(inputs); ok {
+		return outs, err
+	}
 	for _, m := range s.outputs {
 		if m.Kind != ValueTensor {
 			return nil, newError("Run", ErrInvalidArgument, "output %q is %s, which Run cannot return; use RunOutputs", m.Name, describeMeta(m))

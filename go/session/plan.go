@@ -79,6 +79,7 @@ type planItem struct {
 // planInput is a fed input's slot.
 type planInput struct {
 	name string
+	pos  int // index in the session's inputs
 	ref  planRef
 }
 
@@ -166,11 +167,11 @@ type tracedNode struct {
 // appendPlanKey appends the signature of the fed inputs to b: type and shape of each, in
 // input order, and the values of the inputs the plan specializes on (see specializes). ok is
 // false when an input is a sequence or optional (never planned).
-func (s *InferenceSession) appendPlanKey(b []byte, fed map[string]Tensor) ([]byte, bool) {
+func (s *InferenceSession) appendPlanKey(b []byte, ins []Tensor) ([]byte, bool) {
 	control := s.controlInputs()
-	for _, m := range s.inputs {
-		t, ok := fed[m.Name]
-		if !ok || t.box != nil {
+	for i, m := range s.inputs {
+		t := ins[i]
+		if !t.IsValid() || t.box != nil {
 			return b, false
 		}
 		b = strconv.AppendInt(b, int64(t.dtype), 10)
@@ -272,7 +273,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 		refs[name] = planRef{fixed: true, static: w, dtype: w.dtype, shape: w.shape}
 	}
 	control := s.controlInputs()
-	for _, m := range s.inputs {
+	for pos, m := range s.inputs {
 		v := fed[m.Name]
 		if control[m.Name] && specializes(v) {
 			c, err := copyOut(v)
@@ -288,7 +289,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			return nil, fmt.Sprintf("input %q is %s", m.Name, why)
 		}
 		refs[m.Name] = r
-		t.inputs = append(t.inputs, planInput{name: m.Name, ref: r})
+		t.inputs = append(t.inputs, planInput{name: m.Name, pos: pos, ref: r})
 	}
 	use := func(r planRef, step int) {
 		if !r.fixed && r.slot >= 0 {
@@ -833,9 +834,9 @@ func copyOut(v Tensor) (Tensor, error) {
 }
 
 // run runs the plan on inst for the fed inputs (of the plan's signature).
-func (t *planTemplate) run(rc *runCtx, inst *planInstance, fed map[string]Tensor) ([]Tensor, error) {
+func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins []Tensor) ([]Tensor, error) {
 	for _, in := range t.inputs {
-		src, _ := rawBytes(fed[in.name])
+		src, _ := rawBytes(ins[in.pos])
 		s := t.slots[in.ref.slot]
 		copy(inst.mem[s.offset:s.offset+s.bytes], src)
 	}
@@ -1043,6 +1044,21 @@ func (c *planCache) give(e *planEntry, inst *planInstance, fresh bool) {
 	e.idle = append(e.idle, inst)
 }
 
+// takeIdle is lookupBytes then take for a signature whose plan has an idle instance; it
+// returns nil when there is none (no plan yet, a plan without a template, or every
+// instance busy), without reserving anything.
+func (c *planCache) takeIdle(key []byte) (*planEntry, *planInstance) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[string(key)]
+	if e == nil || e.template == nil || len(e.idle) == 0 {
+		return nil, nil
+	}
+	inst := e.idle[len(e.idle)-1]
+	e.idle = e.idle[:len(e.idle)-1]
+	return e, inst
+}
+
 // unreserve undoes take's reservation when building an instance failed.
 func (c *planCache) unreserve(e *planEntry) {
 	c.mu.Lock()
@@ -1098,8 +1114,12 @@ func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor) (outs [
 	if !s.planning {
 		return nil, false, nil
 	}
+	ins := make([]Tensor, len(s.inputs))
+	for i, m := range s.inputs {
+		ins[i] = fed[m.Name]
+	}
 	var buf [256]byte
-	key, plannable := s.appendPlanKey(buf[:0], fed)
+	key, plannable := s.appendPlanKey(buf[:0], ins)
 	if !plannable {
 		return nil, false, nil
 	}
@@ -1132,7 +1152,7 @@ func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor) (outs [
 		return nil, false, nil
 	}
 	rc.runStart(executorPlan, fed)
-	outs, err = t.run(rc, inst, fed)
+	outs, err = t.run(rc, inst, ins)
 	rc.runEnd(outs, err)
 	s.plans.give(e, inst, fresh)
 	if errors.Is(err, errPlanGuard) {
@@ -1140,6 +1160,54 @@ func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor) (outs [
 		return nil, false, nil
 	}
 	return outs, err == nil, err
+}
+
+// maxFastInputs bounds the inputs runPlannedFast keeps on the stack.
+const maxFastInputs = 8
+
+// runPlannedFast is Run's path for the steady state of a served model: every graph input fed
+// once, in the graph's order, as a tensor of the declared type, with an idle instance of the
+// signature's plan ready and tracing off. It skips what the general path builds per run (the
+// input map, the value conversions, the run context's bookkeeping). ok is false, with
+// nothing done, whenever any of that does not hold: the general path then runs (and reports
+// any error).
+func (s *InferenceSession) runPlannedFast(inputs []NamedTensor) (outs []Tensor, ok bool, err error) {
+	if !s.planning || !s.tensorIO || len(inputs) != len(s.inputs) || len(inputs) > maxFastInputs ||
+		s.tracing.target.Load() != nil {
+		return nil, false, nil
+	}
+	var stack [maxFastInputs]Tensor
+	ins := stack[:len(inputs)]
+	for i := range inputs {
+		in, m := &inputs[i], &s.inputs[i]
+		if in.Name != m.Name || in.Tensor.data == nil || in.Tensor.box != nil || checkFed(*m, in.Tensor) != nil {
+			return nil, false, nil
+		}
+		ins[i] = in.Tensor
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, false, nil
+	}
+	var buf [256]byte
+	key, plannable := s.appendPlanKey(buf[:0], ins)
+	if !plannable {
+		return nil, false, nil
+	}
+	e, inst := s.plans.takeIdle(key)
+	if inst == nil {
+		return nil, false, nil
+	}
+	rc := runCtx{s: s, opset: s.opset, phase: phaseRun}
+	outs, err = e.template.run(&rc, inst, ins)
+	rc.close()
+	s.plans.give(e, inst, false)
+	if errors.Is(err, errPlanGuard) {
+		s.plans.drop(e, "a host step's output type or shape changed between runs (data-dependent shape)")
+		return nil, false, nil
+	}
+	return outs, true, err
 }
 
 // tracedValues reports whether the trace kept the values of outs (it keeps only the types

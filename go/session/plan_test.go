@@ -326,3 +326,43 @@ func TestPlanReportsKernelBoundsViolations(t *testing.T) {
 	require.NoError(t, err, "the violation words are cleared for the next run")
 	require.Equal(t, []int64{3, 4}, out[0].Shape())
 }
+
+// Run's fast path (inputs fed in the graph's order, an idle plan instance ready) must give
+// what the interpreter gives, and leave every malformed call to the general path's errors.
+func TestPlanFastPathMatchesAndRefusesBadInput(t *testing.T) {
+	g := &graph.Graph{Name: "sub"}
+	g.Inputs = []*graph.Value{graph.Input("a", graph.TensorType(graph.Float, graph.ShapeOf(3, 5))),
+		graph.Input("b", graph.TensorType(graph.Float, graph.ShapeOf(3, 5)))}
+	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
+	g.Nodes = []*graph.Node{graph.NewNode("sub", "Sub", []string{"a", "b"}, []string{"y"})}
+	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 13})
+	require.NoError(t, err)
+	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	rnd := inferRand()
+	for run := range 4 {
+		a, b := randomF32(rnd, 15), randomF32(rnd, 15)
+		feeds := []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{3, 5}, a)}, {Name: "b", Tensor: MustTensor([]int64{3, 5}, b)}}
+		if run == 3 { // out of the graph's order: the general path
+			feeds[0], feeds[1] = feeds[1], feeds[0]
+		}
+		outs, err := s.Run(feeds)
+		require.NoError(t, err)
+		got := outs[0].data.([]float32)
+		for i := range a {
+			require.Equal(t, a[i]-b[i], got[i], "run %d element %d", run, i)
+		}
+		got[0] = 42 // the caller owns the output: the next run must not see it
+	}
+	require.Len(t, s.ExecutionPlans(), 1)
+	ok := MustTensor([]int64{3, 5}, randomF32(rnd, 15))
+	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: MustTensor([]int64{3, 5}, make([]float64, 15))}})
+	require.ErrorContains(t, err, `input "b": element type`)
+	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "c", Tensor: ok}})
+	require.ErrorContains(t, err, `missing input "b"`)
+	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: MustTensor([]int64{5, 3}, randomF32(rnd, 15))}})
+	require.ErrorContains(t, err, `input "b": dimension 0`)
+	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "b"}})
+	require.ErrorContains(t, err, `input "b": empty value`)
+}
