@@ -98,6 +98,16 @@ func TestKernelOpsAgainstHost(t *testing.T) {
 			[]Tensor{f32(2, 3, 7, 6)}, 0},
 		{"averagepool", graph.NewNode("n", "AveragePool", nil, []string{"y"}, graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)),
 			[]Tensor{f32(1, 2, 8, 8)}, 1e-6},
+		{"maxpool_window_2x2", graph.NewNode("n", "MaxPool", nil, []string{"y"}, graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)),
+			[]Tensor{f32(1, 3, 28, 27)}, 0},
+		{"maxpool_window_3x3_s3", graph.NewNode("n", "MaxPool", nil, []string{"y"}, graph.IntsAttr("kernel_shape", 3, 3), graph.IntsAttr("strides", 3, 3)),
+			[]Tensor{f32(2, 2, 14, 14)}, 0},
+		{"maxpool_window_overlap", graph.NewNode("n", "MaxPool", nil, []string{"y"}, graph.IntsAttr("kernel_shape", 3, 2), graph.IntsAttr("strides", 1, 2)),
+			[]Tensor{f32(1, 2, 9, 150)}, 0},
+		{"maxpool_ceil_overhang", graph.NewNode("n", "MaxPool", nil, []string{"y"}, graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2), graph.IntAttr("ceil_mode", 1)),
+			[]Tensor{f32(1, 2, 7, 9)}, 0},
+		{"averagepool_window_3x2", graph.NewNode("n", "AveragePool", nil, []string{"y"}, graph.IntsAttr("kernel_shape", 3, 2), graph.IntsAttr("strides", 1, 1)),
+			[]Tensor{f32(2, 3, 6, 70)}, 1e-6},
 		{"softmax", graph.NewNode("n", "Softmax", nil, []string{"y"}), []Tensor{f32(4, 33)}, 1e-6},
 		{"log_softmax", graph.NewNode("n", "LogSoftmax", nil, []string{"y"}), []Tensor{f32(2, 3, 9)}, 1e-5},
 	}
@@ -106,4 +116,21 @@ func TestKernelOpsAgainstHost(t *testing.T) {
 			checkKernelOp(t, s, c.node, 18, c.in, nil, c.tol, c.tol)
 		})
 	}
+}
+
+// The pool planner takes pool2d_window only when every window lies inside the image.
+func TestPoolPlannerChoosesWindowKernel(t *testing.T) {
+	plan := func(n *graph.Node, shape ...int64) string {
+		p, reason, err := kernelPlanners[plannerKey(n)](n, 18, []valueInfo{{valueType: valueType{graph.Float, shape}, present: true}})
+		require.NoError(t, err)
+		require.NotNil(t, p, reason)
+		return p.calls[0].symbol
+	}
+	pool := func(attrs ...*graph.Attribute) *graph.Node {
+		return graph.NewNode("n", "MaxPool", []string{"x"}, []string{"y"}, append(attrs, graph.IntsAttr("kernel_shape", 2, 2))...)
+	}
+	require.Equal(t, "pool2d_window", plan(pool(graph.IntsAttr("strides", 2, 2)), 1, 8, 28, 28))
+	require.Equal(t, "pool2d", plan(pool(graph.IntsAttr("strides", 2, 2), graph.IntAttr("ceil_mode", 1)), 1, 8, 7, 7))
+	require.Equal(t, "pool2d", plan(pool(graph.IntsAttr("pads", 1, 1, 1, 1)), 1, 8, 7, 7))
+	require.Equal(t, "pool2d", plan(pool(graph.IntsAttr("dilations", 2, 2)), 1, 8, 7, 7))
 }

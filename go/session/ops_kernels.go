@@ -256,7 +256,8 @@ func planGemm(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, err
 }
 
 // convActivations maps FusedConv's activation attribute to the conv2d kernel's ACT code.
-var convActivations = map[string]string{"": "0", "Relu": "1", "Sigmoid": "2", "Tanh": "3", "LeakyRelu": "4", "HardSigmoid": "5", "Clip": "6"}
+var convActivations = map[string]string{"": "0", "Relu": "1", "Sigmoid": "2", "Tanh": "3", "LeakyRelu": "4", "HardSigmoid": "5", "Clip": "6",
+	"HardSwish": "7", "Swish": "8"}
 
 // convPlanner: gemm_fast.loom's and conv_fast.loom's kernels for 1-D and 2-D float32
 // convolutions (see convPlan); fused adds the activation of Loom's FusedConv.
@@ -287,6 +288,11 @@ func poolPlanner(isMax bool) kernelPlanner {
 		if nc*oh*ow == 0 {
 			return p, "", nil
 		}
+		if w, ok := poolWindowCall(isMax, pr, nc, oh, ow, h, wd); ok {
+			p.calls = []kernelCall{w}
+			p.reason += ", windows inside the image"
+			return p, "", nil
+		}
 		cfg := map[string]string{"MAX": strconv.FormatBool(isMax),
 			"COUNT_PAD": strconv.FormatBool(nd.AttrInt("count_include_pad", 0) != 0)}
 		args := []uint64{u(nc), u(oh), u(ow), u(h), u(wd), u(pr.kernel[0]), u(pr.kernel[1]), u(pr.strides[0]), u(pr.strides[1]),
@@ -295,6 +301,25 @@ func poolPlanner(isMax bool) kernelPlanner {
 			bind: []kernelBinding{readOf(inputOperand(0)), writeOf(outputOperand(0))}}}
 		return p, "", nil
 	}
+}
+
+// poolWindowCall is the pool2d_window launch for pooling whose windows all lie inside the
+// image (no padding, dilation 1, small windows), or false.
+func poolWindowCall(isMax bool, pr convParams, nc, oh, ow, h, wd int) (kernelCall, bool) {
+	kh, kw, sh, sw := pr.kernel[0], pr.kernel[1], pr.strides[0], pr.strides[1]
+	if pr.padBegin[0] != 0 || pr.padBegin[1] != 0 || pr.dilations[0] != 1 || pr.dilations[1] != 1 ||
+		kh > 8 || kw > 8 || (oh-1)*sh+kh > h || (ow-1)*sw+kw > wd {
+		return kernelCall{}, false
+	}
+	block := 64
+	for block > 8 && block/2 >= ow {
+		block /= 2
+	}
+	cfg := map[string]string{"MAX": strconv.FormatBool(isMax), "KH": strconv.Itoa(kh), "KW": strconv.Itoa(kw),
+		"SH": strconv.Itoa(sh), "SW": strconv.Itoa(sw), "BLOCK": strconv.Itoa(block)}
+	args := []uint64{u(nc), u(oh), u(ow), u(h), u(wd)}
+	return kernelCall{file: "linalg.loom", symbol: "pool2d_window", config: cfg, args: args, workload: args[:3],
+		bind: []kernelBinding{readOf(inputOperand(0)), writeOf(outputOperand(0))}}, true
 }
 
 // softmaxPlanner: the softmax kernel over a trailing block of axes (the last axis from
