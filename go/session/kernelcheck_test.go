@@ -108,6 +108,9 @@ func TestKernelOpsAgainstHost(t *testing.T) {
 			[]Tensor{f32(1, 2, 7, 9)}, 0},
 		{"averagepool_window_3x2", graph.NewNode("n", "AveragePool", nil, []string{"y"}, graph.IntsAttr("kernel_shape", 3, 2), graph.IntsAttr("strides", 1, 1)),
 			[]Tensor{f32(2, 3, 6, 70)}, 1e-6},
+		{"global_average_pool", graph.NewNode("n", "GlobalAveragePool", []string{"x"}, []string{"y"}), []Tensor{f32(2, 5, 7, 9)}, 1e-5},
+		{"global_max_pool_1d", graph.NewNode("n", "GlobalMaxPool", []string{"x"}, []string{"y"}), []Tensor{f32(1, 3, 40)}, 0},
+		{"global_average_pool_3d", graph.NewNode("n", "GlobalAveragePool", []string{"x"}, []string{"y"}), []Tensor{f32(1, 2, 3, 4, 5)}, 1e-5},
 		{"softmax", graph.NewNode("n", "Softmax", nil, []string{"y"}), []Tensor{f32(4, 33)}, 1e-6},
 		{"log_softmax", graph.NewNode("n", "LogSoftmax", nil, []string{"y"}), []Tensor{f32(2, 3, 9)}, 1e-5},
 	}

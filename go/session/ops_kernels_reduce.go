@@ -26,6 +26,8 @@ func init() {
 	for op, r := range reduceOps {
 		registerKernelOp(op, reducePlanner(r.code, r.since), hostFallback(op))
 	}
+	registerKernelOp("GlobalAveragePool", globalPoolPlanner("ReduceMean"), hostFallback("GlobalAveragePool"))
+	registerKernelOp("GlobalMaxPool", globalPoolPlanner("ReduceMax"), hostFallback("GlobalMaxPool"))
 	registerKernelOp("ArgMax", argReducePlanner(true), hostFallback("ArgMax"))
 	registerKernelOp("ArgMin", argReducePlanner(false), hostFallback("ArgMin"))
 }
@@ -139,6 +141,29 @@ func reducePlanner(code string, since int64) kernelPlanner {
 				args: args, workload: args[:1], bind: bind}}
 		}
 		return p, "", nil
+	}
+}
+
+// globalPoolPlanner plans GlobalAveragePool and GlobalMaxPool as the reduction (ReduceMean,
+// ReduceMax) over every spatial axis, kept as 1s.
+func globalPoolPlanner(reduction string) kernelPlanner {
+	r := reduceOps[reduction]
+	reduce := reducePlanner(r.code, r.since)
+	return func(n *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, error) {
+		if !needInput(in, 0) {
+			return nil, "", opErr("%s needs an input", n.OpType)
+		}
+		rank := len(in[0].shape)
+		if rank < 3 {
+			return nil, "host: global pooling wants [N, C, spatial...]", nil
+		}
+		axes := make([]int64, 0, rank-2)
+		for a := 2; a < rank; a++ {
+			axes = append(axes, int64(a))
+		}
+		// Opset 1 takes the axes from the attribute.
+		as := graph.NewNode(n.Name, reduction, n.Inputs[:min(len(n.Inputs), 1)], n.Outputs, graph.IntsAttr("axes", axes...), graph.IntAttr("keepdims", 1))
+		return reduce(as, 1, in[:1])
 	}
 }
 
