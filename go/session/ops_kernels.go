@@ -311,12 +311,15 @@ func poolWindowCall(isMax bool, pr convParams, nc, oh, ow, h, wd int) (kernelCal
 		kh > 8 || kw > 8 || (oh-1)*sh+kh > h || (ow-1)*sw+kw > wd {
 		return kernelCall{}, false
 	}
+	// Blocks of about 512 outputs: a block's fixed cost (its checks and views) is then small
+	// next to its work, and small images take one block per channel.
 	block := 64
 	for block > 8 && block/2 >= ow {
 		block /= 2
 	}
+	rows := max(1, min(oh, 512/block))
 	cfg := map[string]string{"MAX": strconv.FormatBool(isMax), "KH": strconv.Itoa(kh), "KW": strconv.Itoa(kw),
-		"SH": strconv.Itoa(sh), "SW": strconv.Itoa(sw), "BLOCK": strconv.Itoa(block)}
+		"SH": strconv.Itoa(sh), "SW": strconv.Itoa(sw), "BLOCK": strconv.Itoa(block), "ROWS": strconv.Itoa(rows)}
 	args := []uint64{u(nc), u(oh), u(ow), u(h), u(wd)}
 	return kernelCall{file: "linalg.loom", symbol: "pool2d_window", config: cfg, args: args, workload: args[:3],
 		bind: []kernelBinding{readOf(inputOperand(0)), writeOf(outputOperand(0))}}, true
