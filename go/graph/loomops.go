@@ -5,12 +5,15 @@ import "fmt"
 // LoomDomain is the operator domain of the fused operators Loom's optimization passes create:
 //
 //   - FusedConv: Conv followed by an activation (attribute activation: Relu, Sigmoid, Tanh,
-//     LeakyRelu, Clip or HardSigmoid; activation_params: its alpha/beta or min/max).
+//     LeakyRelu, Clip, HardSigmoid, HardSwish or Swish, x·sigmoid(β·x); activation_params: its
+//     alpha/beta, min/max or β, default 1) and then output_scale·y + output_shift (defaults 1
+//     and 0).
 //   - MatMulAdd: MatMul(A, B) + C for inputs of any rank, C broadcast to the product.
 //   - Attention: softmax(Q·Kᵀ·scale ⊕ mask)·V with inputs Q, K (or Kᵀ when k_transposed=1),
 //     V and an optional mask; mask_mode 1 adds the mask, 2 keeps scores where the boolean mask
 //     is true (else mask_fill), 3 fills where it is true.
-//   - LayerNormalization and Gelu: the standard operators, for models whose opset predates them.
+//   - LayerNormalization, Gelu and HardSwish: the standard operators, for models whose opset
+//     predates them.
 const LoomDomain = "ai.loom"
 
 func init() {
@@ -20,6 +23,7 @@ func init() {
 		"Attention":          inferLoomAttention,
 		"LayerNormalization": inferLayerNorm,
 		"Gelu":               inferSame,
+		"HardSwish":          inferSame,
 	}
 }
 

@@ -83,6 +83,8 @@ func actParams(nd *graph.Node, fused bool) (act string, p0, p1 float32, err erro
 		return def
 	}
 	switch name {
+	case "Swish":
+		p0 = param(0, 1)
 	case "LeakyRelu":
 		p0 = param(0, 0.01)
 	case "HardSigmoid":
@@ -93,7 +95,18 @@ func actParams(nd *graph.Node, fused bool) (act string, p0, p1 float32, err erro
 	return code, p0, p1, nil
 }
 
-// gemmSpec is y[z0, z1] = act(alpha·A[z0, z1]·B[z0, z1] + beta·C[z0, z1]) for batch axes
+// outputAffine returns FusedConv's output_scale and output_shift, applied after the
+// activation; affine is false when they leave the output as it is (and for Conv).
+func outputAffine(nd *graph.Node, fused bool) (affine bool, scale, shift float32) {
+	if !fused {
+		return false, 1, 0
+	}
+	scale, shift = nd.AttrFloat("output_scale", 1), nd.AttrFloat("output_shift", 0)
+	return scale != 1 || shift != 0, scale, shift
+}
+
+// gemmSpec is y[z0, z1] = act(alpha·A[z0, z1]·B[z0, z1] + beta·C[z0, z1]) (then p2·y + p3 when
+// affine) for batch axes
 // nb0 x nb1, A [m, k], B [k, n], C broadcast to [m, n], y contiguous [nb0, nb1, m, n]. Each
 // operand is given by strides in elements: batch axis 0, batch axis 1, row, column (0
 // broadcasts).
@@ -106,6 +119,8 @@ type gemmSpec struct {
 	alpha, beta float32
 	act         string
 	p0, p1      float32
+	affine      bool
+	p2, p3      float32
 }
 
 // nnTile is gemm_nn's register tile: mr rows by nv vectors of vl columns, ks interleaved
@@ -211,6 +226,7 @@ func (g gemmSpec) emit(p *kernelPlan, y operand) {
 	}
 	alpha, beta := uint64(math.Float32bits(g.alpha)), uint64(math.Float32bits(g.beta))
 	p0, p1 := uint64(math.Float32bits(g.p0)), uint64(math.Float32bits(g.p1))
+	p2, p3 := uint64(math.Float32bits(g.p2)), uint64(math.Float32bits(g.p3))
 	bind := []kernelBinding{readOf(g.a), readOf(g.b), readOf(g.c), writeOf(y)}
 	if nnCost <= ntCost {
 		tileMACs := nn.mr * nn.nv * nn.vl * max(g.k, 1)
@@ -222,10 +238,10 @@ func (g gemmSpec) emit(p *kernelPlan, y operand) {
 		}
 		tx, ty := threadShape(want, ceilDiv(g.n, nn.nv*nn.vl), ceilDiv(g.m, nn.mr))
 		args := []uint64{u(g.nb0), u(g.nb1), u(g.m), u(g.n), u(g.k), u(g.as[0]), u(g.as[1]), u(g.as[2]), u(g.as[3]),
-			u(g.bs[0]), u(g.bs[1]), u(g.bs[2]), u(g.cs[0]), u(g.cs[1]), u(g.cs[2]), u(g.cs[3]), alpha, beta, p0, p1}
+			u(g.bs[0]), u(g.bs[1]), u(g.bs[2]), u(g.cs[0]), u(g.cs[1]), u(g.cs[2]), u(g.cs[3]), alpha, beta, p0, p1, p2, p3}
 		p.calls = append(p.calls, kernelCall{file: "gemm_fast.loom", symbol: "gemm_nn", config: map[string]string{
 			"MR": strconv.Itoa(nn.mr), "NV": strconv.Itoa(nn.nv), "VL": strconv.Itoa(nn.vl), "KS": strconv.Itoa(nn.ks),
-			"TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "CMODE": strconv.Itoa(g.cmode()), "ACT": g.act},
+			"TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "CMODE": strconv.Itoa(g.cmode()), "ACT": g.act, "AFFINE": strconv.FormatBool(g.affine)},
 			args: args, workload: args[:4], bind: bind})
 		return
 	}
@@ -233,10 +249,10 @@ func (g gemmSpec) emit(p *kernelPlan, y operand) {
 	tx, ty := threadShape(ceilDiv(targetBlockMACs, tileMACs), ceilDiv(g.n, nt.nc), ceilDiv(g.m, nt.mr))
 	// B's column j starts at j·bs[3] and runs along bs[2] = 1 (any stride when k = 1).
 	args := []uint64{u(g.nb0), u(g.nb1), u(g.m), u(g.n), u(g.k), u(g.as[0]), u(g.as[1]), u(g.as[2]),
-		u(g.bs[0]), u(g.bs[1]), u(g.bs[3]), u(g.cs[0]), u(g.cs[1]), u(g.cs[2]), u(g.cs[3]), alpha, beta, p0, p1}
+		u(g.bs[0]), u(g.bs[1]), u(g.bs[3]), u(g.cs[0]), u(g.cs[1]), u(g.cs[2]), u(g.cs[3]), alpha, beta, p0, p1, p2, p3}
 	p.calls = append(p.calls, kernelCall{file: "gemm_fast.loom", symbol: "gemm_nt", config: map[string]string{
 		"MR": strconv.Itoa(nt.mr), "NC": strconv.Itoa(nt.nc), "VL": strconv.Itoa(nt.vl),
-		"TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "CMODE": strconv.Itoa(g.cmode()), "ACT": g.act},
+		"TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "CMODE": strconv.Itoa(g.cmode()), "ACT": g.act, "AFFINE": strconv.FormatBool(g.affine)},
 		args: args, workload: args[:4], bind: bind})
 }
 
@@ -345,8 +361,9 @@ func matMulSpec(as, bs []int64) (g gemmSpec, out []int64, reason string, err err
 }
 
 // convPlan plans Conv (fused false) or FusedConv: 1x1 convolutions with unit strides and no
-// padding as gemm_nn (pixels are columns), the others as conv_pad (when padding or a column
-// stride needs it) and conv2d_direct. 1-D convolutions are 2-D ones of height 1.
+// padding as gemm_nn (pixels are columns), those with few output positions as gemm_nt dot
+// products (see fewPositions), the others as conv_pad (when padding or a column stride needs
+// it) and conv2d_direct. 1-D convolutions are 2-D ones of height 1.
 func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, error) {
 	if len(in) < 2 || !allFloat32(in, 0, 1) || (len(in) > 2 && in[2].present && in[2].dtype != graph.Float) {
 		return nil, declineType(in), nil
@@ -363,6 +380,7 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 	if err != nil {
 		return nil, "", err
 	}
+	affine, scale, shift := outputAffine(nd, fused)
 	hasBias := len(in) > 2 && in[2].present
 	if hasBias && (len(in[2].shape) != 1 || in[2].shape[0] != w.shape[0]) {
 		return nil, "", opErr("Conv: bias of shape %v for %d output channels", in[2].shape, w.shape[0])
@@ -406,12 +424,23 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 		// y[n, g] = w[g]·x[n, g] + b: rows are the group's output channels, columns pixels.
 		px := oh * ow
 		g := gemmSpec{m: mg, n: px, k: cg, nb0: nb, nb1: groups, a: inputOperand(1), b: inputOperand(0),
-			as: [4]int{0, mg * cg, cg, 1}, bs: [4]int{c * px, cg * px, px, 1}, alpha: 1, act: act, p0: p0, p1: p1}
+			as: [4]int{0, mg * cg, cg, 1}, bs: [4]int{c * px, cg * px, px, 1}, alpha: 1, act: act, p0: p0, p1: p1,
+			affine: affine, p2: scale, p3: shift}
 		if hasBias {
 			g.hasC, g.c, g.beta, g.cs = true, inputOperand(2), 1, [4]int{0, mg, 1, 0}
 		}
 		g.emit(p, outputOperand(0))
 		p.reason = reasonFloat32 + ", 1x1 convolution as a register-tiled matrix product"
+		return p, "", nil
+	}
+	if kd := cg * kern[0] * kern[1]; fewPositions(oh, ow, kd, nb*groups) {
+		g := convDotProducts(p, nb, c, h, wd, groups, cg, mg, [2]int{oh, ow}, kern, str, dil, pad)
+		g.act, g.p0, g.p1, g.affine, g.p2, g.p3 = act, p0, p1, affine, scale, shift
+		if hasBias {
+			g.hasC, g.c, g.beta, g.cs = true, inputOperand(2), 1, [4]int{0, mg, 1, 0}
+		}
+		g.emit(p, outputOperand(0))
+		p.reason = reasonFloat32 + ", convolution with few output positions as dot products along the receptive field"
 		return p, "", nil
 	}
 	// The padded, column-phase-split input (see conv_fast.loom), or x itself.
@@ -447,16 +476,65 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 		bias = inputOperand(2)
 	}
 	args := []uint64{u(nb), u(mg), u(oh), u(ow), u(groups), u(cg), u(hp), u(wq),
-		uint64(math.Float32bits(p0)), uint64(math.Float32bits(p1))}
+		uint64(math.Float32bits(p0)), uint64(math.Float32bits(p1)), uint64(math.Float32bits(scale)), uint64(math.Float32bits(shift))}
 	cfg := map[string]string{"MR": strconv.Itoa(t.mr), "NVY": strconv.Itoa(t.nvy), "NVX": strconv.Itoa(t.nvx), "VL": strconv.Itoa(t.vl),
 		"KH": strconv.Itoa(kern[0]), "KW": strconv.Itoa(kern[1]), "SH": strconv.Itoa(str[0]), "SW": strconv.Itoa(str[1]),
 		"DH": strconv.Itoa(dil[0]), "DW": strconv.Itoa(dil[1]), "KV": strconv.Itoa(kv), "KU": strconv.Itoa(ku),
 		"TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "TZ": strconv.Itoa(tz),
-		"DEPTHWISE": strconv.FormatBool(depthwise), "BIAS": strconv.FormatBool(hasBias), "ACT": act}
+		"DEPTHWISE": strconv.FormatBool(depthwise), "BIAS": strconv.FormatBool(hasBias), "ACT": act,
+		"AFFINE": strconv.FormatBool(affine)}
 	p.calls = append(p.calls, kernelCall{file: "conv_fast.loom", symbol: "conv2d_direct", config: cfg, args: args, workload: args[:5],
 		bind: []kernelBinding{readOf(xp), readOf(inputOperand(1)), readOf(bias), writeOf(outputOperand(0))}})
 	p.reason = reasonFloat32 + ", register-tiled direct convolution"
 	return p, "", nil
+}
+
+// Convolutions with few output positions (Silero VAD's STFT and encoder: 1 to 4 positions
+// over up to 387 inputs each) leave most lanes of conv2d_direct's vectors, which run along
+// output columns, idle. They run as y[n, g] = W[g]·cols[n, g]ᵀ instead, with W [mg, cg·KH·KW]
+// and cols [P, cg·KH·KW] the receptive field of each output position: gemm_nt's dot products
+// run along the receptive field, contiguous in both. They are chosen for fewer than 16 output
+// columns (conv2d_direct cannot fill a vector) and at most maxDotPositions positions (so that
+// the copy of the receptive fields stays small next to the products), receptive fields of at
+// least minDotInputs inputs (to fill the dot products' vectors) and copies of at most
+// maxColsBytes.
+const (
+	maxDotPositions = 16
+	minDotInputs    = 32
+	maxColsBytes    = 1 << 20
+)
+
+// fewPositions reports whether a convolution with oh x ow output positions and receptive
+// fields of kd inputs (for ng batches times groups) runs as dot products.
+func fewPositions(oh, ow, kd, ng int) bool {
+	return ow < 16 && oh*ow <= maxDotPositions && kd >= minDotInputs && 4*ng*oh*ow*kd <= maxColsBytes
+}
+
+// convDotProducts describes the convolution as a gemm_nt product (see fewPositions) and
+// appends the im2col launch it needs to p: none when every receptive field is one contiguous
+// window of x (one input channel per group, one row, no padding inside the windows: the STFT
+// as a convolution), whose rows then are x read with the column stride as row stride.
+func convDotProducts(p *kernelPlan, nb, c, h, wd, groups, cg, mg int, out, kern, str, dil, pad [2]int) gemmSpec {
+	oh, ow := out[0], out[1]
+	kd, px := cg*kern[0]*kern[1], oh*ow
+	g := gemmSpec{m: mg, n: px, k: kd, nb0: nb, nb1: groups, a: inputOperand(1),
+		as: [4]int{0, mg * kd, kd, 1}, alpha: 1, act: "0"}
+	windows := cg == 1 && h == 1 && kern[0] == 1 && oh == 1 && pad == [2]int{} &&
+		(dil[1] == 1 || kern[1] == 1) && (ow-1)*str[1]+kern[1] <= wd
+	if windows {
+		g.b, g.bs = inputOperand(0), [4]int{c * wd, wd, 1, str[1]}
+		return g
+	}
+	rows := pow2AtMost(min(max(4096/kd, 1), px))
+	s := len(p.scratch)
+	p.scratch = append(p.scratch, int64(4*nb*groups*px*kd))
+	args := []uint64{u(nb * groups), u(px), u(cg), u(h), u(wd), u(ow), u(pad[0]), u(pad[1])}
+	p.calls = append(p.calls, kernelCall{file: "conv_fast.loom", symbol: "conv_cols", config: map[string]string{
+		"KH": strconv.Itoa(kern[0]), "KW": strconv.Itoa(kern[1]), "SH": strconv.Itoa(str[0]), "SW": strconv.Itoa(str[1]),
+		"DH": strconv.Itoa(dil[0]), "DW": strconv.Itoa(dil[1]), "ROWS": strconv.Itoa(rows)},
+		args: args, workload: args[:2], bind: []kernelBinding{readOf(inputOperand(0)), writeOf(scratchOperand(s))}})
+	g.b, g.bs = scratchOperand(s), [4]int{groups * px * kd, px * kd, 1, kd}
+	return g
 }
 
 // maxUnrolledTaps bounds the kernel taps conv2d_direct unrolls into straight-line code: all

@@ -51,6 +51,8 @@ func init() {
 	}
 	registerKernelOp("Gelu", planGelu, hostFallback("Gelu"))
 	registerKernelOp(graph.LoomDomain+":Gelu", planGelu, hostFallback("Gelu"))
+	// The optimizer's HardSwish for models before opset 14 (go/graph/opt FuseHardSwish).
+	registerKernelOp(graph.LoomDomain+":HardSwish", activationPlanner(activationOps["HardSwish"].code, nil), hostFallback("HardSwish"))
 	registerKernelOp("Clip", planClip, hostFallback("Clip"))
 	registerKernelOp("Pow", planPow, hostFallback("Pow"))
 	for op, code := range compareOps {

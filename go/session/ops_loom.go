@@ -17,8 +17,8 @@ func init() {
 	// FusedConv and MatMulAdd are kernel ops (ops_kernels.go); fusedConvHost and
 	// matMulAddHost are their host fallbacks. So is Attention (ops_kernels_attention.go), with
 	// loomAttention as its fallback.
-	// Before opset 17 (LayerNormalization) and 20 (Gelu) the optimizer puts these standard
-	// operators in Loom's domain; their semantics are ai.onnx's. Both are kernel ops
+	// Before opset 14 (HardSwish), 17 (LayerNormalization) and 20 (Gelu) the optimizer puts
+	// these standard operators in Loom's domain; their semantics are ai.onnx's. All are kernel ops
 	// (ops_kernels_norm.go registers loomOps for them, with these host functions as
 	// fallbacks), so this init must not set loomOps: it runs after that file's.
 	hostOps["Gelu"] = gelu
@@ -44,7 +44,8 @@ func gelu(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 }
 
 // fusedConvHost is Conv followed by the activation named by the activation attribute, with its
-// parameters in activation_params (LeakyRelu alpha; HardSigmoid alpha, beta; Clip min, max).
+// parameters in activation_params (LeakyRelu alpha; HardSigmoid alpha, beta; Clip min, max;
+// Swish β), then output_scale·y + output_shift.
 func fusedConvHost(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 	act := n.AttrString("activation", "")
 	params := n.AttrFloats("activation_params")
@@ -71,6 +72,11 @@ func fusedConvHost(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 	case "Clip":
 		lo, hi := param(0, math.Inf(-1)), param(1, math.Inf(1))
 		f = func(v float64) float64 { return math.Min(math.Max(v, lo), hi) }
+	case "HardSwish":
+		f = func(v float64) float64 { return v * math.Max(0, math.Min(1, v/6+0.5)) }
+	case "Swish":
+		beta := param(0, 1)
+		f = func(v float64) float64 { return v / (1 + math.Exp(-beta*v)) }
 	default:
 		return nil, opErr("FusedConv: unknown activation %q", act)
 	}
@@ -83,8 +89,9 @@ func fusedConvHost(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 		return nil, opErr("FusedConv needs float input, got %s", y[0].dtype)
 	}
 	// The convolution's output is this node's own, so the activation may overwrite it.
+	scale, shift := n.AttrFloat("output_scale", 1), n.AttrFloat("output_shift", 0)
 	for i, v := range out {
-		out[i] = float32(f(float64(v)))
+		out[i] = scale*float32(f(float64(v))) + shift
 	}
 	return y, nil
 }

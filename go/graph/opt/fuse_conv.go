@@ -2,6 +2,7 @@ package opt
 
 import (
 	"math"
+	"strings"
 
 	"github.com/loomrt/loom/go/graph"
 )
@@ -103,56 +104,60 @@ func countOutputs(n *graph.Node) int {
 }
 
 // FuseConvActivation merges a Conv with the activation that is its only reader into a
-// FusedConv of graph.LoomDomain.
+// FusedConv of graph.LoomDomain: Relu, Sigmoid, Tanh, LeakyRelu, HardSigmoid, Clip with
+// constant bounds, HardSwish (ai.onnx's, or graph.LoomDomain's that FuseHardSwish makes before
+// opset 14) and swish x·sigmoid(β·x) (activation Swish, activation_params [β] when β is not 1).
 func FuseConvActivation(m *graph.Model) (bool, error) {
 	changed := false
 	m.Graph.Walk(func(g *graph.Graph) {
 		u := uses(g)
 		dead := map[*graph.Node]bool{}
 		for _, act := range g.Nodes {
-			if act.Domain != "" || len(act.Inputs) == 0 {
+			hardSwish := act.OpType == "HardSwish" && (act.Domain == "" || act.Domain == graph.LoomDomain)
+			if (act.Domain != "" && !hardSwish) || len(act.Inputs) == 0 || dead[act] {
 				continue
 			}
+			name := act.OpType
 			var params []float32
+			// The nodes the FusedConv replaces, and the output it takes over.
+			fused, out := []*graph.Node{act}, act.Outputs[0]
+			// The Conv's output must be read by the activation alone (twice by swish).
+			x, readers := act.Inputs[0], 1
 			switch act.OpType {
-			case "Relu", "Sigmoid", "Tanh":
+			case "Relu", "Tanh", "HardSwish":
+			case "Sigmoid":
+				if sw, ok := matchSwish(g, u, act); ok {
+					name, x, readers, fused, out = "Swish", sw.x, 2, sw.nodes, sw.out
+					if sw.beta != 1 {
+						params = []float32{float32(sw.beta)}
+					}
+				}
 			case "LeakyRelu":
 				params = []float32{act.AttrFloat("alpha", 0.01)}
 			case "HardSigmoid":
 				params = []float32{act.AttrFloat("alpha", 0.2), act.AttrFloat("beta", 0.5)}
 			case "Clip":
-				lo, hi := float32(math.Inf(-1)), float32(math.Inf(1))
-				if m.Opset("") < 11 {
-					lo, hi = act.AttrFloat("min", lo), act.AttrFloat("max", hi)
-				} else {
-					ok := true
-					if len(act.Inputs) > 1 && act.Inputs[1] != "" {
-						v, isConst := scalarConst(g, act.Inputs[1])
-						lo, ok = float32(v), ok && isConst
-					}
-					if len(act.Inputs) > 2 && act.Inputs[2] != "" {
-						v, isConst := scalarConst(g, act.Inputs[2])
-						hi, ok = float32(v), ok && isConst
-					}
-					if !ok {
-						continue
-					}
+				lo, hi, ok := clipBounds(g, act, m.Opset(""))
+				if !ok {
+					continue
 				}
-				params = []float32{lo, hi}
+				params = []float32{float32(lo), float32(hi)}
 			default:
 				continue
 			}
-			conv := producerOf(g, act.Inputs[0])
-			if !isOp(conv, "Conv") || dead[conv] || !singleUse(g, u, conv.Outputs[0]) || elemOf(g, conv.Outputs[0]) != graph.Float {
+			conv := producerOf(g, x)
+			if !isOp(conv, "Conv") || dead[conv] || u[x] != readers || g.IsOutput(x) || elemOf(g, x) != graph.Float {
 				continue
 			}
 			conv.OpType, conv.Domain = "FusedConv", graph.LoomDomain
-			conv.SetAttr(graph.StringAttr("activation", act.OpType))
+			conv.SetAttr(graph.StringAttr("activation", name))
 			if params != nil {
 				conv.SetAttr(&graph.Attribute{Name: "activation_params", Type: graph.AttrFloats, Floats: params})
 			}
-			conv.Outputs[0] = act.Outputs[0]
-			dead[act] = true
+			conv.Outputs[0] = out
+			for _, n := range fused {
+				dead[n] = true
+			}
 		}
 		if len(dead) > 0 {
 			removeNodes(g, dead)
@@ -163,20 +168,74 @@ func FuseConvActivation(m *graph.Model) (bool, error) {
 	return changed, nil
 }
 
+// clipBounds returns a Clip's bounds (infinite where absent) when they are constants: the
+// min and max attributes before opset 11, inputs 1 and 2 from then on.
+func clipBounds(g *graph.Graph, clip *graph.Node, opset int64) (lo, hi float64, ok bool) {
+	lo, hi = math.Inf(-1), math.Inf(1)
+	if opset < 11 {
+		return float64(clip.AttrFloat("min", float32(lo))), float64(clip.AttrFloat("max", float32(hi))), true
+	}
+	ok = true
+	if len(clip.Inputs) > 1 && clip.Inputs[1] != "" {
+		var isConst bool
+		lo, isConst = scalarConst(g, clip.Inputs[1])
+		ok = ok && isConst
+	}
+	if len(clip.Inputs) > 2 && clip.Inputs[2] != "" {
+		var isConst bool
+		hi, isConst = scalarConst(g, clip.Inputs[2])
+		ok = ok && isConst
+	}
+	return lo, hi, ok
+}
+
 // FuseConvAdd folds Add(Conv(x), c) into the Conv's bias when c is a constant holding one value
-// per output channel (shape [C,1,...] or [1,C,1,...]) and the Conv feeds only the Add.
+// per output channel (shape [C,1,...] or [1,C,1,...]) or one value, and the Conv feeds only the
+// Add.
 func FuseConvAdd(m *graph.Model) (bool, error) {
+	return foldChannelConstant(m, "Add", func(w, b []float64, c []float64, per int) ([]float64, []float64) {
+		for i := range b {
+			b[i] += c[i]
+		}
+		return w, b
+	})
+}
+
+// FuseConvMul folds Mul(Conv(x), c) into the Conv's weights and bias when c is a constant
+// holding one value per output channel or one value, and the Conv feeds only the Mul:
+// (W·x + b)·c is (c·W)·x + c·b channel by channel. Run before FuseConvAdd, it lets a scale and
+// shift after a Conv (an unfused BatchNormalization) collapse into the Conv.
+func FuseConvMul(m *graph.Model) (bool, error) {
+	return foldChannelConstant(m, "Mul", func(w, b []float64, c []float64, per int) ([]float64, []float64) {
+		nw := make([]float64, len(w))
+		for i := range w {
+			nw[i] = w[i] * c[i/per]
+		}
+		for i := range b {
+			b[i] *= c[i]
+		}
+		return nw, b
+	})
+}
+
+// foldChannelConstant rewrites op(Conv(x), c) (either operand order) into a Conv whose weights
+// and bias fold returns from the Conv's weights w (per values for each output channel; nil for
+// Add, which keeps the weights), bias b (zeros when the Conv has none) and c expanded to one
+// value per output channel. The Conv must
+// feed only op, and c must broadcast along the output channels without changing the result's
+// shape.
+func foldChannelConstant(m *graph.Model, op string, fold func(w, b, c []float64, per int) ([]float64, []float64)) (bool, error) {
 	changed := false
 	m.Graph.Walk(func(g *graph.Graph) {
 		u := uses(g)
 		dead := map[*graph.Node]bool{}
-		for _, add := range g.Nodes {
-			if !isOp(add, "Add") || len(add.Inputs) != 2 {
+		for _, n := range g.Nodes {
+			if !isOp(n, op) || len(n.Inputs) != 2 {
 				continue
 			}
 			for side := 0; side < 2; side++ {
-				conv := producerOf(g, add.Inputs[side])
-				c := constant(g, add.Inputs[1-side])
+				conv := producerOf(g, n.Inputs[side])
+				c := constant(g, n.Inputs[1-side])
 				if !isOp(conv, "Conv") || dead[conv] || c == nil || !singleUse(g, u, conv.Outputs[0]) || len(conv.Inputs) < 2 {
 					continue
 				}
@@ -186,18 +245,26 @@ func FuseConvAdd(m *graph.Model) (bool, error) {
 					continue
 				}
 				outC := w.Dims[0]
-				if !perChannel(c.Dims, outC, len(os)) {
+				if outC < 1 || !perChannel(c.Dims, outC, len(os)) {
 					continue
 				}
 				cv, err := c.Float64s()
 				if err != nil {
 					continue
 				}
-				bias := make([]float64, outC)
-				for i := range bias {
-					bias[i] = cv[i%len(cv)]
+				var wv []float64
+				if op != "Add" {
+					if wv, err = w.Float64s(); err != nil {
+						continue
+					}
 				}
-				if len(conv.Inputs) > 2 && conv.Inputs[2] != "" {
+				channel := make([]float64, outC)
+				for i := range channel {
+					channel[i] = cv[i%len(cv)]
+				}
+				bias := make([]float64, outC)
+				hasBias := len(conv.Inputs) > 2 && conv.Inputs[2] != ""
+				if hasBias {
 					b := constant(g, conv.Inputs[2])
 					if b == nil {
 						continue
@@ -206,18 +273,30 @@ func FuseConvAdd(m *graph.Model) (bool, error) {
 					if err != nil || len(bv) != int(outC) {
 						continue
 					}
-					for i := range bias {
-						bias[i] += bv[i]
+					copy(bias, bv)
+				}
+				nw, nb := fold(wv, bias, channel, int(w.NumElements()/outC))
+				weights := conv.Inputs[1]
+				if op != "Add" {
+					wt, err := graph.TensorFromValues(uniqueName(m, conv.Inputs[1]+"_"+strings.ToLower(op)), w.DType, w.Dims, nw)
+					if err != nil {
+						continue
 					}
+					g.AddInitializer(wt)
+					weights = wt.Name
 				}
-				bt, err := graph.TensorFromValues(uniqueName(m, conv.Name+"_bias"), w.DType, []int64{outC}, bias)
-				if err != nil {
-					continue
+				inputs := []string{conv.Inputs[0], weights}
+				if hasBias || op == "Add" {
+					bt, err := graph.TensorFromValues(uniqueName(m, conv.Name+"_bias"), w.DType, []int64{outC}, nb)
+					if err != nil {
+						continue
+					}
+					g.AddInitializer(bt)
+					inputs = append(inputs, bt.Name)
 				}
-				g.AddInitializer(bt)
-				conv.Inputs = []string{conv.Inputs[0], conv.Inputs[1], bt.Name}
-				conv.Outputs[0] = add.Outputs[0]
-				dead[add] = true
+				conv.Inputs = inputs
+				conv.Outputs[0] = n.Outputs[0]
+				dead[n] = true
 				break
 			}
 		}

@@ -1,8 +1,8 @@
 // Package opt rewrites loaded ONNX graphs with result-preserving optimization passes, grouped
 // in levels as ONNX Runtime does: basic (constant folding, dead code and common subexpression
 // elimination, Identity/Dropout removal, Constant nodes to initializers), extended (fusions:
-// MatMul+Add, Conv+BatchNormalization, Conv+activation, LayerNormalization, GELU) and all
-// (attention). Fused operators that ONNX lacks live in graph.LoomDomain.
+// MatMul+Add, Conv with BatchNormalization or per-channel Mul and Add, Conv+activation and a
+// scalar scale and shift after it, LayerNormalization, GELU, hard swish) and all (attention). Fused operators that ONNX lacks live in graph.LoomDomain.
 package opt
 
 import (
@@ -64,12 +64,18 @@ func Passes() []Pass {
 		{"constant_folding", LevelBasic, FoldConstants},
 		{"common_subexpression_elimination", LevelBasic, EliminateCommonSubexpressions},
 		{"dead_code_elimination", LevelBasic, EliminateDeadCode},
+		// Conv, then scales and shifts (BatchNormalization, or its Mul and Add) in any order:
+		// each pass folds one step into the weights and bias.
 		{"conv_add_fusion", LevelExtended, FuseConvAdd},
 		{"conv_batchnorm_fusion", LevelExtended, FuseConvBatchNorm},
+		{"conv_mul_fusion", LevelExtended, FuseConvMul},
+		{"conv_add_fusion", LevelExtended, FuseConvAdd},
 		{"layernorm_fusion", LevelExtended, FuseLayerNorm},
 		{"gelu_fusion", LevelExtended, FuseGelu},
+		{"hardswish_fusion", LevelExtended, FuseHardSwish},
 		{"matmul_add_fusion", LevelExtended, FuseMatMulAdd},
 		{"conv_activation_fusion", LevelExtended, FuseConvActivation},
+		{"conv_output_affine_fusion", LevelExtended, FuseConvOutputAffine},
 		{"attention_fusion", LevelAll, FuseAttention},
 		{"dead_code_elimination", LevelBasic, EliminateDeadCode},
 	}

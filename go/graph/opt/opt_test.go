@@ -425,13 +425,17 @@ func TestOptimizeReferenceModels(t *testing.T) {
 		file string
 		dims map[string]int64
 		want []string
+		// absent: ops the passes must leave none of.
+		absent []string
 	}{
-		{"tiny_encoder.onnx", map[string]int64{"B": 2, "T": 5}, []string{"LayerNormalization", "Attention", "MatMulAdd"}},
-		{"tiny_gpt_kv.onnx", map[string]int64{"B": 1, "T": 3, "S": 2, "int_max": 512}, []string{"LayerNormalization", "Gelu", "Attention"}},
+		{"tiny_encoder.onnx", map[string]int64{"B": 2, "T": 5}, []string{"LayerNormalization", "Attention", "MatMulAdd"}, nil},
+		{"tiny_gpt_kv.onnx", map[string]int64{"B": 1, "T": 3, "S": 2, "int_max": 512}, []string{"LayerNormalization", "Gelu", "Attention"}, nil},
 		// CNNs, used when LOOM_ONNX_MODELS holds them (see shared/notes/data.md for the packages).
-		{"mnist.onnx", nil, []string{"FusedConv", "Gemm"}},
+		{"mnist.onnx", nil, []string{"FusedConv", "Gemm"}, nil},
 		{"ch_PP-OCRv4_rec_infer.onnx", map[string]int64{"p2o.DynamicDimension.0": 1, "p2o.DynamicDimension.1": 16},
-			[]string{"FusedConv", "LayerNormalization", "MatMulAdd"}},
+			[]string{"FusedConv", "LayerNormalization", "MatMulAdd"},
+			// Conv, a scalar scale and shift, hard swish, another scale and shift: one FusedConv.
+			[]string{"Clip", "Div", "HardSwish", "BatchNormalization"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			m := referenceModel(t, tc.file)
@@ -440,6 +444,9 @@ func TestOptimizeReferenceModels(t *testing.T) {
 			ops := opCount(after)
 			for _, op := range tc.want {
 				assert.Positive(t, ops[op], "%s not fused; ops %v", op, ops)
+			}
+			for _, op := range tc.absent {
+				assert.Zero(t, ops[op], "%s left; ops %v", op, ops)
 			}
 			t.Logf("%s: %d nodes before, %d after; ops %v", tc.file, before, after.Graph.NodeCount(), ops)
 		})

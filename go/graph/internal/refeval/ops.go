@@ -89,6 +89,8 @@ func Eval(n *graph.Node, opset int64, args []*Value) (outs []*Value, err error) 
 	case "HardSigmoid":
 		a, b := float64(n.AttrFloat("alpha", 0.2)), float64(n.AttrFloat("beta", 0.5))
 		return []*Value{unary(x, func(v float64) float64 { return math.Max(0, math.Min(1, a*v+b)) })}, nil
+	case "HardSwish":
+		return []*Value{unary(x, hardSwish)}, nil
 	case "Clip":
 		lo, hi := math.Inf(-1), math.Inf(1)
 		if opset < 11 {
@@ -869,9 +871,15 @@ func activation(name string, params []float32, v float64) float64 {
 		return math.Min(math.Max(v, p(0, math.Inf(-1))), p(1, math.Inf(1)))
 	case "HardSigmoid":
 		return math.Max(0, math.Min(1, p(0, 0.2)*v+p(1, 0.5)))
+	case "HardSwish":
+		return hardSwish(v)
+	case "Swish":
+		return v * sigmoid(p(0, 1)*v)
 	}
 	return v
 }
+
+func hardSwish(v float64) float64 { return v * math.Max(0, math.Min(1, v/6+0.5)) }
 
 // conv is a direct N-D convolution with groups, pads, strides and dilations (auto_pad NOTSET
 // or VALID); FusedConv applies its activation afterwards.
@@ -941,6 +949,9 @@ func conv(n *graph.Node, args []*Value) (*Value, error) {
 		}
 		if act := n.AttrString("activation", ""); act != "" {
 			s = activation(act, n.AttrFloats("activation_params"), round(x.DType, s))
+		}
+		if n.OpType == "FusedConv" {
+			s = float64(n.AttrFloat("output_scale", 1))*round(x.DType, s) + float64(n.AttrFloat("output_shift", 0))
 		}
 		out.Data[i] = s
 	}
