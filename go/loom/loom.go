@@ -11,9 +11,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/loomrt/loom/go/loom/codegen"
 )
 
 // CompilerVersion identifies the code this compiler generates; it is part of every cache key
@@ -66,6 +69,8 @@ type Compiler struct {
 	private  string // NoCache: private directory removed by Close
 	cc       string
 	ccID     string
+	// vecMath is the libmvec level each host target links (see vectorMath), probed once.
+	vecMath map[Target]int
 
 	mu       sync.Mutex
 	inflight map[string]*flight
@@ -169,6 +174,75 @@ func (c *Compiler) ccIdentity(ctx context.Context) (string, error) {
 	c.ccID = id
 	c.mu.Unlock()
 	return id, nil
+}
+
+// vectorMathFlags defines LOOM_LIBMVEC for host kernels of target when libmvec links (see
+// codegen.VectorMathDecls).
+func (c *Compiler) vectorMathFlags(ctx context.Context, target Target) []string {
+	if level := c.vectorMath(ctx, target); level > 0 {
+		return []string{"-DLOOM_LIBMVEC=" + strconv.Itoa(level)}
+	}
+	return nil
+}
+
+// vectorMath returns how much of glibc's libmvec host kernels of target can call: 2 (glibc
+// 2.35 on), 1 (2.22 on) or 0 (none: not x86-64 Linux, another C library, or a compiler that
+// rejects the declarations). It links a probe that calls each declared function from a
+// vectorized loop, with undefined symbols refused, once per target.
+func (c *Compiler) vectorMath(ctx context.Context, target Target) int {
+	if target.Kind != TargetHost || target.Arch != "x86_64" || runtime.GOOS != "linux" {
+		return 0
+	}
+	c.mu.Lock()
+	level, ok := c.vecMath[target]
+	c.mu.Unlock()
+	if ok {
+		return level
+	}
+	level = 0
+	for _, try := range []int{2, 1} {
+		if c.linksVectorMath(ctx, target, try) {
+			level = try
+			break
+		}
+	}
+	c.mu.Lock()
+	if c.vecMath == nil {
+		c.vecMath = map[Target]int{}
+	}
+	c.vecMath[target] = level
+	c.mu.Unlock()
+	return level
+}
+
+func (c *Compiler) linksVectorMath(ctx context.Context, target Target, level int) bool {
+	dir, err := os.MkdirTemp("", "loom-mvec-")
+	if err != nil {
+		return false
+	}
+	defer os.RemoveAll(dir)
+	fns := []string{"exp", "log", "sin", "cos"}
+	if level >= 2 {
+		fns = append(fns, "tanh")
+	}
+	src := "#include <math.h>\n" + codegen.VectorMathDecls + "\n" +
+		"void loom_probe(float* restrict x, double* restrict y, int n) {\n"
+	for _, fn := range fns { // one loop each: GCC vectorizes a loop of one such call
+		src += fmt.Sprintf("  for (int i = 0; i < n; i++) x[i] = %sf(x[i]);\n", fn)
+		src += fmt.Sprintf("  for (int i = 0; i < n; i++) y[i] = %s(y[i]);\n", fn)
+	}
+	src += "}\n"
+	cfile, sofile := filepath.Join(dir, "probe.c"), filepath.Join(dir, "probe.so")
+	if os.WriteFile(cfile, []byte(src), 0o644) != nil {
+		return false
+	}
+	args := append(cflags(target), "-DLOOM_LIBMVEC="+strconv.Itoa(level), "-Wl,-z,defs", "-o", sofile, cfile, "-lmvec", "-lm")
+	if exec.CommandContext(ctx, c.cc, args...).Run() != nil {
+		return false
+	}
+	// The declarations must have taken effect: the probe calls vector variants.
+	so, err := os.ReadFile(sofile)
+	return err == nil && strings.Contains(string(so), "_ZGV")
 }
 
 // Compile compiles one kernel for target.
@@ -275,7 +349,7 @@ func (c *Compiler) key(ctx context.Context, src KernelSource, target Target) (st
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "cc=%s\nflags=%s\n", id, strings.Join(cflags(target), " "))
+		fmt.Fprintf(h, "cc=%s\nflags=%s\n", id, strings.Join(append(cflags(target), c.vectorMathFlags(ctx, target)...), " "))
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -297,7 +371,12 @@ func (c *Compiler) buildSharedObject(ctx context.Context, source string, target 
 	if err := os.WriteFile(cfile, []byte(source), 0o644); err != nil {
 		return nil, fmt.Errorf("loom: %w", err)
 	}
-	args := append(cflags(target), "-o", sofile, cfile, "-lm")
+	args := append(cflags(target), c.vectorMathFlags(ctx, target)...)
+	args = append(args, "-o", sofile, cfile)
+	if c.vectorMath(ctx, target) > 0 {
+		args = append(args, "-lmvec")
+	}
+	args = append(args, "-lm")
 	cmd := exec.CommandContext(ctx, c.cc, args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -20,6 +20,28 @@ type Language struct {
 	Prelude       string
 }
 
+// VectorMathDecls declares glibc's libmvec variants of the math functions kernels call, when
+// the compile defines LOOM_LIBMVEC (1: those of glibc 2.22, exp, log, sin and cos; 2: tanh
+// too, glibc 2.35): a C compiler then vectorizes loops that call them (softmax's exps, an
+// LSTM's tanhs) instead of calling the scalar function per element. libmvec keeps the scalar
+// functions' special values and stays within 4 ulps. The JIT path defines it after linking a
+// probe against libmvec (loom.Compiler); ahead-of-time builds do not.
+const VectorMathDecls = `#if defined(LOOM_LIBMVEC) && defined(__GNUC__) && !defined(__clang__)
+#define LOOM_SIMD_FN __attribute__((__simd__("notinbranch")))
+float expf(float) LOOM_SIMD_FN;
+float logf(float) LOOM_SIMD_FN;
+float sinf(float) LOOM_SIMD_FN;
+float cosf(float) LOOM_SIMD_FN;
+double exp(double) LOOM_SIMD_FN;
+double log(double) LOOM_SIMD_FN;
+double sin(double) LOOM_SIMD_FN;
+double cos(double) LOOM_SIMD_FN;
+#if LOOM_LIBMVEC >= 2
+float tanhf(float) LOOM_SIMD_FN;
+double tanh(double) LOOM_SIMD_FN;
+#endif
+#endif`
+
 // Host is the host C language (GCC/Clang, compiled to a shared object).
 var Host = &Language{Name: "host", Host: true, NativeVectors: true, Prelude: hostPrelude}
 
@@ -154,6 +176,7 @@ static LOOM_INLINE float loom_rnd_bf16(float f) { return loom_bf16_to_f32(loom_f
 const hostPrelude = `#include <stdint.h>
 #include <string.h>
 #include <math.h>
+` + VectorMathDecls + `
 
 #define LOOM_INLINE inline __attribute__((always_inline))
 typedef _Bool loom_bool;

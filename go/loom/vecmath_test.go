@@ -1,0 +1,110 @@
+package loom_test
+
+import (
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/loom/internal/hostrun"
+)
+
+// mathSrc applies math function FN to every element, in a loop that a C compiler vectorizes
+// through libmvec where the JIT path links it. (One function a kernel: GCC turns sin and cos of
+// one value into sincos, which has no vector variant, and many outputs exceed its alias checks.)
+const mathSrc = `
+kernel mathfn[FN index = 0] {
+	launch(n index) {
+		grid = (ceil_div(n, 64), 1, 1)
+		block = (64, 1, 1)
+	}
+	device(x buffer[f32] read, y buffer[f32] write, n index) {
+		assume len(x) >= n && len(y) >= n
+		i := block_id.x * 64 + thread_id.x
+		if i < n {
+			v := x[i]
+			if FN == 0 {
+				y[i] = exp(v)
+			} else if FN == 1 {
+				y[i] = log(v)
+			} else if FN == 2 {
+				y[i] = sin(v)
+			} else if FN == 3 {
+				y[i] = cos(v)
+			} else {
+				y[i] = tanh(v)
+			}
+		}
+	}
+}
+`
+
+// ulps is the distance in float32 steps between a and b (0 for two NaNs).
+func ulps(a, b float32) float64 {
+	if math.IsNaN(float64(a)) && math.IsNaN(float64(b)) {
+		return 0
+	}
+	if math.IsNaN(float64(a)) || math.IsNaN(float64(b)) || math.IsInf(float64(a), 0) || math.IsInf(float64(b), 0) {
+		if a == b {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	ia, ib := int64(int32(math.Float32bits(a))), int64(int32(math.Float32bits(b)))
+	if ia < 0 {
+		ia = math.MinInt32 - ia
+	}
+	if ib < 0 {
+		ib = math.MinInt32 - ib
+	}
+	return math.Abs(float64(ia - ib))
+}
+
+// Host kernels' exp, log, sin, cos and tanh (vectorized through glibc's libmvec on x86-64
+// Linux) stay within 4 ulps of the correctly rounded result and keep the special values.
+func TestHostMathFunctions(t *testing.T) {
+	c := newCompiler(t)
+	r := newRand(t)
+	mvec := false
+	if runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
+		_, err := os.Stat("/lib/x86_64-linux-gnu/libmvec.so.1")
+		mvec = err == nil
+	}
+	special := []float32{0, float32(math.Copysign(0, -1)), 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)),
+		float32(math.NaN()), 88.7, -103.9, 1e-30, 1e30, -1e30, 3.14159265, 1e-7}
+	n := 4000
+	x := make([]float32, n)
+	for i := range x {
+		switch {
+		case i < len(special):
+			x[i] = special[i]
+		case i%3 == 0:
+			x[i] = float32(r.NormFloat64() * 30)
+		default:
+			x[i] = float32(r.NormFloat64() * 3)
+		}
+	}
+	refs := []struct {
+		name string
+		f    func(float64) float64
+	}{{"exp", math.Exp}, {"log", math.Log}, {"sin", math.Sin}, {"cos", math.Cos}, {"tanh", math.Tanh}}
+	for fn, ref := range refs {
+		a := compileInline(t, c, mathSrc, "mathfn", map[string]string{"FN": strconv.Itoa(fn)})
+		if mvec {
+			so, err := os.ReadFile(a.SharedObject)
+			require.NoError(t, err)
+			require.True(t, strings.Contains(string(so), "_ZGV"), "%s: libmvec is installed, but the kernel calls no vector math", ref.name)
+		}
+		res := launch(t, a, [][]byte{hostrun.F32(x), make([]byte, 4*n)}, 2, int64(n))
+		require.Zero(t, res.Violation)
+		got := hostrun.ToF32(res.Buffers[1])
+		for i, v := range x {
+			want := float32(ref.f(float64(v)))
+			require.LessOrEqual(t, ulps(got[i], want), 4.0, "%s(%v) = %v, want %v", ref.name, v, got[i], want)
+		}
+	}
+}
