@@ -112,6 +112,8 @@ func TestKernelOpsAgainstHost(t *testing.T) {
 		{"global_max_pool_1d", graph.NewNode("n", "GlobalMaxPool", []string{"x"}, []string{"y"}), []Tensor{f32(1, 3, 40)}, 0},
 		{"global_average_pool_3d", graph.NewNode("n", "GlobalAveragePool", []string{"x"}, []string{"y"}), []Tensor{f32(1, 2, 3, 4, 5)}, 1e-5},
 		{"softmax", graph.NewNode("n", "Softmax", nil, []string{"y"}), []Tensor{f32(4, 33)}, 1e-6},
+		{"softmax_few_long_rows", graph.NewNode("n", "Softmax", nil, []string{"y"}), []Tensor{f32(40, 1000)}, 1e-6},
+		{"log_softmax_long_rows", graph.NewNode("n", "LogSoftmax", nil, []string{"y"}), []Tensor{f32(3, 2049)}, 1e-5},
 		{"log_softmax", graph.NewNode("n", "LogSoftmax", nil, []string{"y"}), []Tensor{f32(2, 3, 9)}, 1e-5},
 	}
 	for _, c := range cases {

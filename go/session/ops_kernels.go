@@ -350,9 +350,15 @@ func softmaxPlanner(log string) kernelPlanner {
 			}
 		}
 		args := []uint64{u(rows), u(cols)}
+		// One thread a row: blocks of fewer rows when rows are few and long, so that the
+		// rows spread over the threads (PP-OCRv4's 40 rows of 6625 were one block).
+		block := 64
+		for block > 1 && ceilDiv(rows, block) < 8 && min(block, rows)*cols > 1<<14 {
+			block /= 2
+		}
 		return &kernelPlan{outputs: []valueType{{graph.Float, append([]int64{}, x.shape...)}}, reason: reasonFloat32,
-			calls: []kernelCall{{file: "linalg.loom", symbol: "softmax", config: map[string]string{"LOG": log}, args: args, workload: args,
-				bind: []kernelBinding{readOf(inputOperand(0)), writeOf(outputOperand(0))}}}}, "", nil
+			calls: []kernelCall{{file: "linalg.loom", symbol: "softmax", config: map[string]string{"LOG": log, "BLOCK": strconv.Itoa(block)}, args: args, workload: args,
+				bind: []kernelBinding{readOf(inputOperand(0)), readWriteOf(outputOperand(0))}}}}, "", nil
 	}
 }
 

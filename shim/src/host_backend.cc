@@ -193,9 +193,12 @@ struct ResolvedLaunch {
 struct GridJob {
   const ResolvedLaunch* launch = nullptr;
   uint64_t total = 0;
-  std::atomic<uint64_t> next{0};
-  std::atomic<uint64_t> done{0};
-  std::mutex mu;
+  uint64_t threads = 1;  // the caller and its helpers
+  // Claimed and finished block counts on cache lines of their own: the threads update them
+  // concurrently.
+  alignas(64) std::atomic<uint64_t> next{0};
+  alignas(64) std::atomic<uint64_t> done{0};
+  alignas(64) std::mutex mu;
   std::condition_variable cv;
 };
 
@@ -245,18 +248,29 @@ void* BlockScratch(const ResolvedLaunch& launch) {
   return scratch.Get(launch.shared_bytes);
 }
 
+// Runs blocks of job until none is left. Blocks are claimed in chunks of a fraction of what
+// remains (guided scheduling): large chunks while much is left, single blocks at the end, so
+// the threads touch the shared counter a few times a grid rather than once a block (each
+// touch moves its cache line between cores) and still finish together. Finished blocks are
+// counted once per thread.
 void RunBlocks(GridJob& job) {
   void* shared = nullptr;
+  uint64_t ran = 0;
+  uint64_t first = job.next.load(std::memory_order_relaxed);
   for (;;) {
-    uint64_t index = job.next.fetch_add(1);
-    if (index >= job.total) break;
+    if (first >= job.total) break;
+    uint64_t chunk = std::max<uint64_t>(1, (job.total - first) / (2 * job.threads));
+    if (!job.next.compare_exchange_weak(first, first + chunk, std::memory_order_relaxed)) continue;
     const ResolvedLaunch& launch = *job.launch;
     if (shared == nullptr) shared = BlockScratch(launch);
-    RunBlock(launch, index, shared);
-    if (job.done.fetch_add(1) + 1 == job.total) {
-      std::lock_guard<std::mutex> lock(job.mu);
-      job.cv.notify_all();
-    }
+    uint64_t last = std::min(first + chunk, job.total);
+    for (uint64_t index = first; index < last; index++) RunBlock(launch, index, shared);
+    ran += last - first;
+    first = job.next.load(std::memory_order_relaxed);
+  }
+  if (ran > 0 && job.done.fetch_add(ran, std::memory_order_acq_rel) + ran == job.total) {
+    std::lock_guard<std::mutex> lock(job.mu);
+    job.cv.notify_all();
   }
 }
 
@@ -274,6 +288,7 @@ void RunGrid(WorkerPool& pool, const ResolvedLaunch& launch, uint32_t max_thread
   auto job = std::make_shared<GridJob>();
   job->launch = &launch;
   job->total = total;
+  job->threads = helpers + 1;
   for (uint64_t i = 0; i < helpers; i++) pool.Submit([job] { RunBlocks(*job); });
   RunBlocks(*job);
   // The helpers' last blocks usually end within microseconds: spin before sleeping.
