@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/loomrt/loom/go/graph"
@@ -85,10 +87,12 @@ type planInput struct {
 
 // planTemplate is what one signature's plan instances share.
 type planTemplate struct {
-	key        string
-	inputs     []planInput
-	steps      []planStep
-	segments   [][]int
+	key      string
+	inputs   []planInput
+	steps    []planStep
+	segments [][]int
+	// tuners choose each segment's thread count (built with the template, one a segment).
+	tuners     []*threadTuner
 	items      []planItem
 	slots      []planSlot
 	arenaBytes int64
@@ -528,6 +532,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 		}
 		if seg < 0 {
 			t.segments = append(t.segments, nil)
+			t.tuners = append(t.tuners, &threadTuner{})
 			seg = len(t.segments) - 1
 			t.items = append(t.items, planItem{segment: seg})
 		}
@@ -833,6 +838,67 @@ func copyOut(v Tensor) (Tensor, error) {
 	return out, nil
 }
 
+// threadTuner chooses how many threads run a segment when the session has several: a small
+// graph can run slower on two threads than on one (handing its small grids to another thread
+// costs more than it saves), and only timing says where that line lies on a given machine.
+// The first runs alternate between one thread and all of them; after tuneSamples of each,
+// the faster wins (all of them only when clearly faster, since one thread leaves the others
+// to the caller's work).
+type threadTuner struct {
+	decided atomic.Bool
+	choice  int // the thread count, once decided (written before decided is set)
+	mu      sync.Mutex
+	best    [2]time.Duration // best time with one thread, with all of them
+	runs    [2]int
+}
+
+const tuneSamples = 5
+
+// threads returns the thread count for the next run of the segment, given the session's n
+// (0: every hardware thread), and the sample slot to report its time to (-1: none).
+func (tt *threadTuner) threads(n int) (int, int) {
+	if n == 1 {
+		return 1, -1
+	}
+	if tt.decided.Load() {
+		return tt.choice, -1
+	}
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if tt.runs[0] <= tt.runs[1] {
+		return 1, 0
+	}
+	return n, 1
+}
+
+// record notes a measured run and decides once both counts have tuneSamples samples.
+func (tt *threadTuner) record(slot, n int, d time.Duration) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if tt.decided.Load() {
+		return
+	}
+	if tt.runs[slot] == 0 || d < tt.best[slot] {
+		tt.best[slot] = d
+	}
+	tt.runs[slot]++
+	if tt.runs[0] >= tuneSamples && tt.runs[1] >= tuneSamples {
+		tt.choice = 1
+		if float64(tt.best[1]) < 0.9*float64(tt.best[0]) {
+			tt.choice = n
+		}
+		tt.decided.Store(true)
+	}
+}
+
+// chosen is the decided thread count, or -1 while timing.
+func (tt *threadTuner) chosen() int {
+	if !tt.decided.Load() {
+		return -1
+	}
+	return tt.choice
+}
+
 // run runs the plan on inst for the fed inputs (of the plan's signature).
 func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins []Tensor) ([]Tensor, error) {
 	for _, in := range t.inputs {
@@ -849,8 +915,17 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins []Tensor) ([]Tens
 				}
 				continue
 			}
-			if err := inst.ms.runRecorded(inst.segKeys[it.segment], threads); err != nil {
+			tt := t.tuners[it.segment]
+			n, slot := tt.threads(threads)
+			var start time.Time
+			if slot >= 0 {
+				start = time.Now()
+			}
+			if err := inst.ms.runRecorded(inst.segKeys[it.segment], n); err != nil {
 				return nil, err
+			}
+			if slot >= 0 {
+				tt.record(slot, threads, time.Since(start))
 			}
 			if err := t.checkViolations(inst, it.segment); err != nil {
 				return nil, err
@@ -885,7 +960,8 @@ func (t *planTemplate) runSegmentTraced(rc *runCtx, inst *planInstance, seg, thr
 		}
 		spans[i] = rc.opStart(st.node, in)
 	}
-	err := inst.ms.runRecorded(inst.segKeys[seg], threads)
+	n, _ := t.tuners[seg].threads(threads) // no timing: the spans' work would count too
+	err := inst.ms.runRecorded(inst.segKeys[seg], n)
 	if err == nil {
 		err = t.checkViolations(inst, seg)
 	}
@@ -1279,6 +1355,10 @@ type PlanReport struct {
 	// Segments lists the recorded device graphs, in run order: the nodes of each, all
 	// running as Loom kernels.
 	Segments [][]string
+	// SegmentThreads is the thread count each segment runs on: with several intra-op
+	// threads, a segment's first runs time one thread against all of them and keep the
+	// faster (-1 while still timing; 0 is all of the session's threads, its default).
+	SegmentThreads []int
 	// HostSteps lists the nodes that run as Go host functions, with the reason; each ends
 	// a segment.
 	HostSteps []PlanHostStep
@@ -1317,6 +1397,11 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 						names = append(names, t.steps[i].node.Name)
 					}
 					r.Segments = append(r.Segments, names)
+					threads := 1
+					if s.threads != 1 {
+						threads = t.tuners[it.segment].chosen()
+					}
+					r.SegmentThreads = append(r.SegmentThreads, threads)
 					continue
 				}
 				st := t.steps[it.step]

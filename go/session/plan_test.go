@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -365,4 +366,52 @@ func TestPlanFastPathMatchesAndRefusesBadInput(t *testing.T) {
 	require.ErrorContains(t, err, `input "b": dimension 0`)
 	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "b"}})
 	require.ErrorContains(t, err, `input "b": empty value`)
+}
+
+// The tuner alternates one thread and all of them, then keeps all only when clearly faster.
+func TestThreadTunerChoosesFaster(t *testing.T) {
+	for _, c := range []struct {
+		one, all time.Duration
+		want     int
+	}{{100, 50, 4}, {100, 95, 1}, {50, 100, 1}} {
+		tt := &threadTuner{}
+		for range 2 * tuneSamples {
+			n, slot := tt.threads(4)
+			require.GreaterOrEqual(t, slot, 0)
+			d := c.one
+			if n == 4 {
+				d = c.all
+			}
+			tt.record(slot, 4, d)
+		}
+		n, slot := tt.threads(4)
+		require.Equal(t, -1, slot)
+		require.Equal(t, c.want, n, "one %v, all %v", c.one, c.all)
+		require.Equal(t, c.want, tt.chosen())
+	}
+	one := &threadTuner{}
+	n, slot := one.threads(1)
+	require.Equal(t, 1, n)
+	require.Equal(t, -1, slot)
+}
+
+// A session with two intra-op threads times each segment on one and two threads, settles on
+// one of them, and gives the interpreter's results throughout.
+func TestPlanSettlesThreadCount(t *testing.T) {
+	dir := filepath.Join("testdata", "models")
+	load := func(b *SessionBuilder) (*InferenceSession, error) {
+		return b.WithIntraOpThreads(2).Load(filepath.Join(dir, "tiny_encoder.onnx"))
+	}
+	planned, interpreted := planPair(t, load)
+	rnd := inferRand()
+	for range 2*tuneSamples + 2 {
+		feeds := []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{1, 5, 64}, randomF32(rnd, 5*64))}}
+		requireSameOutputs(t, planned, interpreted, feeds, 1e-4)
+	}
+	reports := planned.ExecutionPlans()
+	require.Len(t, reports, 1)
+	require.NotEmpty(t, reports[0].SegmentThreads)
+	for _, n := range reports[0].SegmentThreads {
+		require.Contains(t, []int{1, 2}, n)
+	}
 }

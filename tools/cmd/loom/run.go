@@ -230,7 +230,16 @@ func printPlans(plans []session.PlanReport) {
 			fmt.Printf("  specialized on the values of: %s\n", strings.Join(p.Specialized, ", "))
 		}
 		for i, seg := range p.Segments {
-			fmt.Printf("  segment %d: %d nodes: %s\n", i, len(seg), strings.Join(seg, ", "))
+			threads := ""
+			switch n := p.SegmentThreads[i]; {
+			case n < 0:
+				threads = " (threads: still timing 1 against all)"
+			case n == 0:
+				threads = " (threads: all)"
+			default:
+				threads = fmt.Sprintf(" (threads: %d)", n)
+			}
+			fmt.Printf("  segment %d%s: %d nodes: %s\n", i, threads, len(seg), strings.Join(seg, ", "))
 		}
 		for _, h := range p.HostSteps {
 			fmt.Printf("  host %s (%s): %s\n", h.Node, h.OpType, h.Reason)
