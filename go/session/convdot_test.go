@@ -90,7 +90,7 @@ func TestConvDotProductsKeepsDirect(t *testing.T) {
 		in   []Tensor
 	}{
 		{"16_columns", conv(1, 1), []Tensor{f32(1, 64, 16), f32(32, 64, 3)}},
-		{"many_positions", conv(1, 1, 1, 1), []Tensor{f32(1, 16, 6, 6), f32(8, 16, 3, 3)}},
+		{"many_positions", conv(1, 1, 1, 1), []Tensor{f32(1, 16, 6, 6), f32(12, 16, 3, 3)}}, // (8 channels run as conv2d_cout)
 		{"short_fields", conv(1, 1), []Tensor{f32(1, 3, 4), f32(8, 3, 3)}},
 	}
 	for _, c := range cases {

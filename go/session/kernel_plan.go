@@ -32,6 +32,9 @@ const (
 	operandInput operandKind = iota
 	operandOutput
 	operandScratch
+	// operandConst is a tensor the planner derived from inputs known before the run (a weight
+	// in the layout a kernel reads best): bound like an initializer, uploaded once a plan.
+	operandConst
 )
 
 // operand names one value of an op: its i-th input, output or scratch area.
@@ -43,9 +46,10 @@ type operand struct {
 func inputOperand(i int) operand   { return operand{operandInput, i} }
 func outputOperand(i int) operand  { return operand{operandOutput, i} }
 func scratchOperand(i int) operand { return operand{operandScratch, i} }
+func constOperand(i int) operand   { return operand{operandConst, i} }
 
 func (o operand) String() string {
-	return fmt.Sprintf("%s %d", [...]string{"input", "output", "scratch"}[o.kind], o.index)
+	return fmt.Sprintf("%s %d", [...]string{"input", "output", "scratch", "constant"}[o.kind], o.index)
 }
 
 // kernelBinding binds one buffer parameter of a kernel to an operand.
@@ -107,7 +111,8 @@ func (v valueType) bytes() int64 { return v.dtype.ByteSize(v.elements()) }
 // needs no call). Scratch areas are private to one execution of the op, uninitialized.
 type kernelPlan struct {
 	outputs []valueType
-	scratch []int64 // bytes
+	scratch []int64  // bytes
+	consts  []Tensor // the constant operands
 	calls   []kernelCall
 	// reason says why these kernels serve the op (for traces and reports).
 	reason string
@@ -228,13 +233,17 @@ func (rc *runCtx) runKernelPlan(p *kernelPlan, in []Tensor) ([]Tensor, error) {
 		}
 		var r Region
 		switch o.kind {
-		case operandInput:
-			if o.index >= len(in) || !in[o.index].IsValid() {
+		case operandInput, operandConst:
+			v := p.consts
+			if o.kind == operandInput {
+				v = in
+			}
+			if o.index >= len(v) || !v[o.index].IsValid() {
 				return Region{}, opErr("kernel plan binds %s, which is absent", o)
 			}
-			raw, ok := rawBytes(in[o.index])
+			raw, ok := rawBytes(v[o.index])
 			if !ok {
-				return Region{}, opErr("kernel plan binds %s of type %s, which has no raw bytes", o, in[o.index].dtype)
+				return Region{}, opErr("kernel plan binds %s of type %s, which has no raw bytes", o, v[o.index].dtype)
 			}
 			if r, err = ms.Allocate(uint64(max(len(raw), 4))); err != nil {
 				return Region{}, err

@@ -87,6 +87,10 @@ func TestKernelOpsAgainstHost(t *testing.T) {
 		{"div_scalar_second", graph.NewNode("n", "Div", nil, []string{"y"}), []Tensor{f32(4, 5), f32(1)}, 1e-5},
 		{"tanh", graph.NewNode("n", "Tanh", nil, []string{"y"}), []Tensor{f32(3, 50)}, 1e-6},
 		{"leaky_relu", graph.NewNode("n", "LeakyRelu", nil, []string{"y"}, graph.FloatAttr("alpha", 0.3)), []Tensor{f32(40)}, 1e-6},
+		{"matmul_packed_a", graph.NewNode("n", "MatMul", nil, []string{"y"}), []Tensor{f32(70, 96), f32(96, 200)}, 1e-5},
+		{"gemm_packed_a_trans", graph.NewNode("n", "Gemm", nil, []string{"y"}, graph.IntAttr("transA", 1), graph.FloatAttr("alpha", 0.5)),
+			[]Tensor{f32(130, 64), f32(130, 300), f32(300)}, 1e-5},
+		{"conv1x1_packed_weights", graph.NewNode("n", "Conv", nil, []string{"y"}), []Tensor{f32(2, 64, 10, 20), f32(96, 64, 1, 1), f32(96)}, 1e-5},
 		{"matmul_folded", graph.NewNode("n", "MatMul", nil, []string{"y"}), []Tensor{f32(2, 3, 17), f32(17, 5)}, 1e-5},
 		{"gemm_trans", graph.NewNode("n", "Gemm", nil, []string{"y"}, graph.IntAttr("transA", 1), graph.IntAttr("transB", 1),
 			graph.FloatAttr("alpha", 0.5), graph.FloatAttr("beta", 2)), []Tensor{f32(6, 4), f32(3, 6), f32(3)}, 1e-5},
@@ -138,4 +142,46 @@ func TestPoolPlannerChoosesWindowKernel(t *testing.T) {
 	require.Equal(t, "pool2d", plan(pool(graph.IntsAttr("strides", 2, 2), graph.IntAttr("ceil_mode", 1)), 1, 8, 7, 7))
 	require.Equal(t, "pool2d", plan(pool(graph.IntsAttr("pads", 1, 1, 1, 1)), 1, 8, 7, 7))
 	require.Equal(t, "pool2d", plan(pool(graph.IntsAttr("dilations", 2, 2)), 1, 8, 7, 7))
+}
+
+// Tall gemm_nn tiles over a long k read A packed by pack_a; the result is checked above
+// (matmul_packed_a, gemm_packed_a_trans), and here the plan is.
+func TestGemmPacksA(t *testing.T) {
+	plan := func(n *graph.Node, a, b []int64) []string {
+		in := []valueInfo{{valueType: valueType{graph.Float, a}, present: true}, {valueType: valueType{graph.Float, b}, present: true}}
+		p, reason, err := kernelPlanners[plannerKey(n)](n, 18, in)
+		require.NoError(t, err)
+		require.NotNil(t, p, reason)
+		var symbols []string
+		for _, c := range p.calls {
+			symbols = append(symbols, c.symbol+":"+c.config["PACKA"])
+		}
+		return symbols
+	}
+	mm := graph.NewNode("n", "MatMul", []string{"a", "b"}, []string{"y"})
+	require.Equal(t, []string{"pack_a:", "gemm_nn:true"}, plan(mm, []int64{70, 96}, []int64{96, 200}))
+	require.Equal(t, []string{"gemm_nn:false"}, plan(mm, []int64{70, 16}, []int64{16, 200}), "short k")
+	require.Equal(t, []string{"gemm_nn:false"}, plan(mm, []int64{3, 70, 96}, []int64{3, 96, 200}), "A differs by batch")
+
+	// A 1x1 convolution's known weights are packed once, by the planner: no pack_a launch.
+	w := f32Tensor(t, 96, 64, 1, 1)
+	conv := graph.NewNode("n", "Conv", []string{"x", "w"}, []string{"y"})
+	in := []valueInfo{{valueType: valueType{graph.Float, []int64{1, 64, 10, 20}}, present: true},
+		{valueType: valueType{graph.Float, w.shape}, present: true, static: w}}
+	p, reason, err := kernelPlanners[plannerKey(conv)](conv, 18, in)
+	require.NoError(t, err)
+	require.NotNil(t, p, reason)
+	require.Len(t, p.calls, 1)
+	require.Equal(t, "gemm_nn", p.calls[0].symbol)
+	require.Equal(t, "true", p.calls[0].config["PACKA"])
+	require.Len(t, p.consts, 1)
+	require.Equal(t, constOperand(0), p.calls[0].bind[0].operand)
+}
+
+func f32Tensor(t *testing.T, shape ...int64) Tensor {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return MustTensor(shape, randomF32(inferRand(), int(n)))
 }

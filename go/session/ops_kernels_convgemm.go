@@ -121,6 +121,9 @@ type gemmSpec struct {
 	p0, p1      float32
 	affine      bool
 	p2, p3      float32
+	// aStatic is A's value when the plan knows it before the run (a convolution's weights):
+	// a packed A is then computed once, here, instead of by pack_a each run.
+	aStatic Tensor
 }
 
 // nnTile is gemm_nn's register tile: mr rows by nv vectors of vl columns, ks interleaved
@@ -154,6 +157,32 @@ func (g gemmSpec) bestNN() (nnTile, int) {
 	// Interleave partial sums when few accumulators would wait on each other's FMAs.
 	best.ks = min(max(ceilDiv(8, best.mr*best.nv), 1), max(g.k/2, 1))
 	return best, bestCost
+}
+
+// packA says whether gemm_nn reads A packed by pack_a: for tall tiles (their row pointers
+// outnumber the free general registers) over a long k, when one A serves every batch, so
+// that packing costs a small part of the product (m·k copies against m·n·k multiply-adds).
+func (g gemmSpec) packA(t nnTile) bool {
+	return t.mr >= 6 && g.k >= 64 && g.n >= 4*t.nv*t.vl && (g.nb0 == 1 || g.as[0] == 0) && (g.nb1 == 1 || g.as[1] == 0)
+}
+
+// packStaticA packs a known A as pack_a would (row tile t's column q at [t, q, :]).
+func (g gemmSpec) packStaticA(t nnTile, packA bool) (Tensor, bool) {
+	a, ok := g.aStatic.data.([]float32)
+	if !packA || !ok {
+		return Tensor{}, false
+	}
+	ntr := ceilDiv(g.m, t.mr)
+	packed := make([]float32, ntr*g.k*t.mr)
+	for tile := range ntr {
+		i0 := min(tile*t.mr, g.m-t.mr)
+		for q := range g.k {
+			for r := range t.mr {
+				packed[(tile*g.k+q)*t.mr+r] = a[(i0+r)*g.as[2]+q*g.as[3]]
+			}
+		}
+	}
+	return MustTensor([]int64{int64(len(packed))}, packed), true
 }
 
 // ntTile is gemm_nt's register tile: mr rows by nc columns, dot products over vl lanes.
@@ -240,11 +269,32 @@ func (g gemmSpec) emit(p *kernelPlan, y operand) {
 			want = max(want, ceilDiv(g.m, nn.mr))
 		}
 		tx, ty := threadShape(want, ceilDiv(g.n, nn.nv*nn.vl), ceilDiv(g.m, nn.mr))
+		packA := g.packA(nn)
+		if packed, ok := g.packStaticA(nn, packA); ok {
+			p.consts = append(p.consts, packed)
+			g.a, g.as = constOperand(len(p.consts)-1), [4]int{0, 0, g.k, 1}
+			bind[0] = readOf(g.a)
+			if !g.hasC {
+				bind[2] = readOf(g.a)
+			}
+		} else if packA {
+			// A packed into scratch (see pack_a); the kernel then ignores A's strides.
+			s := len(p.scratch)
+			p.scratch = append(p.scratch, int64(4*ceilDiv(g.m, nn.mr)*nn.mr*g.k))
+			args := []uint64{u(g.m), u(g.k), u(g.as[2]), u(g.as[3])}
+			p.calls = append(p.calls, kernelCall{file: "gemm_fast.loom", symbol: "pack_a", config: map[string]string{"MR": strconv.Itoa(nn.mr)},
+				args: args, workload: args[:1], bind: []kernelBinding{readOf(g.a), writeOf(scratchOperand(s))}})
+			g.a, g.as = scratchOperand(s), [4]int{0, 0, g.k, 1}
+			bind[0] = readOf(g.a)
+			if !g.hasC {
+				bind[2] = readOf(g.a)
+			}
+		}
 		args := []uint64{u(g.nb0), u(g.nb1), u(g.m), u(g.n), u(g.k), u(g.as[0]), u(g.as[1]), u(g.as[2]), u(g.as[3]),
 			u(g.bs[0]), u(g.bs[1]), u(g.bs[2]), u(g.cs[0]), u(g.cs[1]), u(g.cs[2]), u(g.cs[3]), alpha, beta, p0, p1, p2, p3}
 		p.calls = append(p.calls, kernelCall{file: "gemm_fast.loom", symbol: "gemm_nn", config: map[string]string{
 			"MR": strconv.Itoa(nn.mr), "NV": strconv.Itoa(nn.nv), "VL": strconv.Itoa(nn.vl), "KS": strconv.Itoa(nn.ks),
-			"TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "CMODE": strconv.Itoa(g.cmode()), "ACT": g.act, "AFFINE": strconv.FormatBool(g.affine)},
+			"TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "CMODE": strconv.Itoa(g.cmode()), "ACT": g.act, "AFFINE": strconv.FormatBool(g.affine), "PACKA": strconv.FormatBool(packA)},
 			args: args, workload: args[:4], bind: bind})
 		return
 	}
@@ -428,7 +478,7 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 		px := oh * ow
 		g := gemmSpec{m: mg, n: px, k: cg, nb0: nb, nb1: groups, a: inputOperand(1), b: inputOperand(0),
 			as: [4]int{0, mg * cg, cg, 1}, bs: [4]int{c * px, cg * px, px, 1}, alpha: 1, act: act, p0: p0, p1: p1,
-			affine: affine, p2: scale, p3: shift}
+			affine: affine, p2: scale, p3: shift, aStatic: w.static}
 		if hasBias {
 			g.hasC, g.c, g.beta, g.cs = true, inputOperand(2), 1, [4]int{0, mg, 1, 0}
 		}
@@ -463,7 +513,42 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 		hp, wq = h, wd
 	}
 	depthwise := cg == 1 && mg == 1
-	t := bestConvTile(mg, oh, ow, cg, kern, str, dil)
+	t, directCost := bestConvTile(mg, oh, ow, cg, kern, str, dil)
+	bias := inputOperand(1) // not read without BIAS
+	if hasBias {
+		bias = inputOperand(2)
+	}
+	args := []uint64{u(nb), u(mg), u(oh), u(ow), u(groups), u(cg), u(hp), u(wq),
+		uint64(math.Float32bits(p0)), uint64(math.Float32bits(p1)), uint64(math.Float32bits(scale)), uint64(math.Float32bits(shift))}
+	if ct, coutCost, ok := bestCoutTile(mg, oh, ow, cg, kern, str, dil); ok && coutCost < directCost {
+		// The weights as wt [groups, cg·KH·KW, mg]: transposed here when the plan knows
+		// them before the run, else by conv_wt each run.
+		kd := cg * kern[0] * kern[1]
+		var wt operand
+		if w32, ok := w.static.data.([]float32); ok && len(w32) == m*kd {
+			p.consts = append(p.consts, MustTensor([]int64{int64(m * kd)}, coutWeights(w32, groups, mg, kd)))
+			wt = constOperand(len(p.consts) - 1)
+		} else {
+			p.scratch = append(p.scratch, int64(4*m*kd))
+			wt = scratchOperand(len(p.scratch) - 1)
+			wargs := []uint64{u(groups), u(kd), u(mg)}
+			p.calls = append(p.calls, kernelCall{file: "conv_fast.loom", symbol: "conv_wt", config: map[string]string{"VL": strconv.Itoa(ct.vl)},
+				args: wargs, workload: wargs[:2], bind: []kernelBinding{readOf(inputOperand(1)), writeOf(wt)}})
+		}
+		kv, ku := tapUnroll(kern)
+		// Blocks of rows of tiles, about coutBlockMACs each, balanced.
+		rowMACs, nty := ct.mv*ct.vl*ct.ny*ow*kd, ceilDiv(oh, ct.ny)
+		rb := min(max(coutBlockMACs/rowMACs, 1), nty)
+		rb = ceilDiv(nty, ceilDiv(nty, rb))
+		cfg := map[string]string{"MV": strconv.Itoa(ct.mv), "NY": strconv.Itoa(ct.ny), "NP": strconv.Itoa(ct.np), "VL": strconv.Itoa(ct.vl),
+			"KH": strconv.Itoa(kern[0]), "KW": strconv.Itoa(kern[1]), "SH": strconv.Itoa(str[0]), "SW": strconv.Itoa(str[1]),
+			"DH": strconv.Itoa(dil[0]), "DW": strconv.Itoa(dil[1]), "KV": strconv.Itoa(kv), "KU": strconv.Itoa(ku), "RB": strconv.Itoa(rb),
+			"BIAS": strconv.FormatBool(hasBias), "ACT": act, "AFFINE": strconv.FormatBool(affine)}
+		p.calls = append(p.calls, kernelCall{file: "conv_fast.loom", symbol: "conv2d_cout", config: cfg, args: args, workload: args[:5],
+			bind: []kernelBinding{readOf(xp), readOf(wt), readOf(bias), writeOf(outputOperand(0))}})
+		p.reason = reasonFloat32 + ", register-tiled direct convolution along output channels"
+		return p, "", nil
+	}
 	// Threads: pixel tiles first, then channel tiles (channels with depthwise) of one block.
 	tileMACs := t.mr * t.nvy * t.nvx * t.vl * cg * kern[0] * kern[1]
 	want := ceilDiv(targetBlockMACs, tileMACs)
@@ -474,12 +559,6 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 	}
 	tz := pow2AtMost(min(max(want/(tx*ty), 1), units, maxThreads/(tx*ty)))
 	kv, ku := tapUnroll(kern)
-	bias := inputOperand(1) // not read without BIAS
-	if hasBias {
-		bias = inputOperand(2)
-	}
-	args := []uint64{u(nb), u(mg), u(oh), u(ow), u(groups), u(cg), u(hp), u(wq),
-		uint64(math.Float32bits(p0)), uint64(math.Float32bits(p1)), uint64(math.Float32bits(scale)), uint64(math.Float32bits(shift))}
 	cfg := map[string]string{"MR": strconv.Itoa(t.mr), "NVY": strconv.Itoa(t.nvy), "NVX": strconv.Itoa(t.nvx), "VL": strconv.Itoa(t.vl),
 		"KH": strconv.Itoa(kern[0]), "KW": strconv.Itoa(kern[1]), "SH": strconv.Itoa(str[0]), "SW": strconv.Itoa(str[1]),
 		"DH": strconv.Itoa(dil[0]), "DW": strconv.Itoa(dil[1]), "KV": strconv.Itoa(kv), "KU": strconv.Itoa(ku),
@@ -571,7 +650,7 @@ type convTile struct{ mr, nvy, nvx, vl int }
 // accumulator waits KK times on the FMA latency; a tile also costs its setup and stores.
 // Measured on AVX-512: more than 16 accumulators spill (8 with depthwise, whose taps all
 // load vectors).
-func bestConvTile(mg, oh, ow, cg int, kern, str, dil [2]int) convTile {
+func bestConvTile(mg, oh, ow, cg int, kern, str, dil [2]int) (convTile, float64) {
 	maxAcc := 16
 	if cg == 1 && mg == 1 {
 		maxAcc = 8
@@ -603,5 +682,84 @@ func bestConvTile(mg, oh, ow, cg int, kern, str, dil [2]int) convTile {
 			}
 		}
 	}
-	return best
+	return best, bestCost
+}
+
+// coutWeights is conv_wt's transpose of w [groups, mg, kd] into [groups, kd, mg].
+func coutWeights(w []float32, groups, mg, kd int) []float32 {
+	wt := make([]float32, len(w))
+	for g := range groups {
+		for o := range mg {
+			for r := range kd {
+				wt[(g*kd+r)*mg+o] = w[(g*mg+o)*kd+r]
+			}
+		}
+	}
+	return wt
+}
+
+// coutTile is conv2d_cout's register tile: ny output rows by np columns by mv vectors of vl
+// output channels.
+type coutTile struct{ mv, ny, np, vl int }
+
+// Limits of conv2d_cout's tiles: maxCoutWidth keeps it to small images, whose rows leave
+// conv2d_direct's vectors along output columns partly idle or overlapping; maxCoutTaps bounds
+// the unrolled taps of one input channel (its code holds the whole kernel).
+// coutBlockMACs sizes conv2d_cout's blocks: larger than targetBlockMACs, since each block
+// also pays its launch checks and views (measured: MNIST's second convolution, 14 rows of
+// 44800 multiply-adds, takes 5% longer in blocks of one row than in one block).
+const (
+	maxCoutWidth  = 32
+	maxCoutTaps   = 49
+	coutBlockMACs = 4 * targetBlockMACs
+)
+
+// bestCoutTile picks conv2d_cout's register tile of the fewest estimated cycles (in
+// bestConvTile's terms) over the output of one group, and whether conv2d_cout applies: not
+// depthwise, output channels per group a multiple of 8 (the vectors), output rows narrower
+// than maxCoutWidth, at most maxCoutTaps taps. Per input channel a tile issues MV·NY·NP·KK
+// FMAs (two a cycle) and loads MV·KK weight vectors and broadcasts each distinct input
+// element of its rows once (GCC keeps a broadcast in a register for the taps that share it;
+// about two loads a cycle); each accumulator waits KK times on the FMA latency. Its
+// epilogue stores the NY·NP·MV·VL results one lane at a time (an extract and a store each).
+// Measured on AVX-512: up to 24 accumulators stay in registers next to the weights and
+// broadcasts.
+func bestCoutTile(mg, oh, ow, cg int, kern, str, dil [2]int) (coutTile, float64, bool) {
+	kk := kern[0] * kern[1]
+	if mg%8 != 0 || (cg == 1 && mg == 1) || ow >= maxCoutWidth || kk > maxCoutTaps {
+		return coutTile{}, 0, false
+	}
+	vl := 16
+	if mg%16 != 0 {
+		vl = 8
+	}
+	best, bestCost := coutTile{}, math.Inf(1)
+	for mv := 1; mv <= min(mg/vl, 4); mv++ {
+		for ny := 1; ny <= min(oh, 4); ny++ {
+			rows := map[int]bool{}
+			for j := range ny {
+				for ky := range kern[0] {
+					rows[j*str[0]+ky*dil[0]] = true
+				}
+			}
+			for np := 1; np <= min(ow, maxAccumulators); np++ {
+				acc := mv * ny * np
+				if acc > maxAccumulators {
+					continue
+				}
+				// Distinct input columns of a row of the tile.
+				cols := (np-1)*str[1] + (kern[1]-1)*dil[1] + 1
+				cols = min(cols, np*kern[1])
+				fmas := float64(acc * kk)
+				loads := float64(mv*kk + len(rows)*cols)
+				perChannel := max(fmas/2, loads/2, float64(4*kk))
+				tiles := ceilDiv(mg, mv*vl) * ceilDiv(oh, ny) * ceilDiv(ow, np)
+				cost := float64(tiles) * (float64(cg)*perChannel + float64(acc*vl) + 30)
+				if cost < bestCost || (cost == bestCost && acc > best.mv*best.ny*best.np) {
+					best, bestCost = coutTile{mv: mv, ny: ny, np: np, vl: vl}, cost
+				}
+			}
+		}
+	}
+	return best, bestCost, true
 }

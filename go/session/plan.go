@@ -701,6 +701,11 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *
 						return Region{}, opErr("kernel plan binds %s of %d", o, len(st.scratch))
 					}
 					return t.region(arena, st.scratch[o.index])
+				case operandConst:
+					if o.index >= len(st.kernel.consts) {
+						return Region{}, opErr("kernel plan binds %s of %d", o, len(st.kernel.consts))
+					}
+					return weight(st.kernel.consts[o.index])
 				}
 				return t.region(arena, r.slot)
 			}
