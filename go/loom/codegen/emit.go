@@ -280,7 +280,7 @@ func (e *emitter) function() {
 		e.line("static void %s(const loom_host_kernel_args* args) {", fn)
 		e.indent++
 		e.line("loom_u32 loom_viol = 0;")
-		e.line("if (args->buffer_count < %dU || args->scalar_bytes < %dU) %s", len(k.Buffers), k.ScalarBytes, e.abort(ir.ViolationLaunch))
+		e.line("if (LOOM_FAIL(args->buffer_count < %dU || args->scalar_bytes < %dU)) %s", len(k.Buffers), k.ScalarBytes, e.abort(ir.ViolationLaunch))
 		for _, b := range k.Buffers {
 			st := storageType(b.Elem)
 			cq := ""
@@ -291,7 +291,7 @@ func (e *emitter) function() {
 			e.line("%s%s* const %s = (%s%s*)args->buffers[%d];", cq, st, bn, cq, st, b.Binding)
 			e.line("const loom_i64 n%d = (loom_i64)(args->buffer_bytes[%d] / sizeof(%s));", b.Binding, b.Binding, st)
 			if b.Elem.Size() > 1 {
-				e.line("if (((loom_u64)%s) %% %dU != 0) %s", bn, b.Elem.Size(), e.abort(ir.ViolationLaunch))
+				e.line("if (LOOM_FAIL(((loom_u64)%s) %% %dU != 0)) %s", bn, b.Elem.Size(), e.abort(ir.ViolationLaunch))
 			}
 			e.names[b.Value] = bn
 		}
@@ -607,7 +607,7 @@ func (e *emitter) op(op *ir.Op) {
 		e.err = fmt.Errorf("codegen: barrier() inside control flow")
 		return
 	case ir.OpAssume:
-		e.line("if (!(%s)) %s /* assume %s */", e.val(op.Args[0]), e.abort(op.Bit), sanitizeComment(op.Str))
+		e.line("if (LOOM_FAIL(!(%s))) %s /* assume %s */", e.val(op.Args[0]), e.abort(op.Bit), sanitizeComment(op.Str))
 		return
 	case ir.OpLaunchCheck:
 		var conds []string
@@ -620,7 +620,7 @@ func (e *emitter) op(op *ir.Op) {
 				conds = append(conds, fmt.Sprintf("(loom_i64)blockDim.%c != %s", "xyz"[d], e.val(op.Args[3+d])))
 			}
 		}
-		e.line("if (%s) %s", strings.Join(conds, " || "), e.abort(op.Bit))
+		e.line("if (LOOM_FAIL(%s)) %s", strings.Join(conds, " || "), e.abort(op.Bit))
 		return
 	case ir.OpViewMake, ir.OpSharedView:
 		e.view(op)
@@ -711,7 +711,7 @@ func (e *emitter) view(op *ir.Op) {
 	if op.Code == ir.OpSharedView && elem.Size() > 1 {
 		cond += fmt.Sprintf(" || ((loom_u64)%s) %% %dU != 0", n, elem.Size())
 	}
-	e.line("  if (%s) %s }", cond, e.abort(op.Bit))
+	e.line("  if (LOOM_FAIL(%s)) %s }", cond, e.abort(op.Bit))
 }
 
 // address returns the element pointer expression base[offset] parts and the guard condition.

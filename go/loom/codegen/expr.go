@@ -297,6 +297,19 @@ func (e *emitter) vexpr(op *ir.Op, vt *types.Vector) string {
 		if native && op.Sub == ir.UnNeg {
 			return "(-" + args[0] + ")"
 		}
+		if native && op.Sub == ir.UnAbs && (cType(el) == "float" || cType(el) == "double") {
+			// abs clears the sign bits of the lanes' integer view: one AND. (A loop over the
+			// lanes, as the other helpers are, was miscompiled by GCC 12's vectorizer once
+			// the code after a kernel's checks counted as hot.)
+			bits, mask, size := "unsigned int", "0x7fffffffu", 4
+			if cType(el) == "double" {
+				bits, mask, size = "unsigned long long", "0x7fffffffffffffffull", 8
+			}
+			name := "loom_vabs_" + vn
+			e.helper(name, fmt.Sprintf("static LOOM_INLINE %s %s(%s a0) { typedef %s loom_bits __attribute__((vector_size(%d))); return (%s)((loom_bits)a0 & %s); }\n",
+				vn, name, vn, bits, vt.Len*size, vn, mask))
+			return name + "(" + args[0] + ")"
+		}
 		return lanes(ir.SubName(op.Sub), []string{vn}, e.scalarUnary(op.Sub, a(0), el))
 	case ir.OpCast:
 		from := op.Args[0].Type.(*types.Vector)

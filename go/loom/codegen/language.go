@@ -114,6 +114,9 @@ func vecName(v *types.Vector) string {
 }
 
 const commonPrelude = `#define LOOM_CHECK(c) __builtin_expect(!!(c), 1)
+/* A failed launch, assumption or view check stops the block: rare, so that the compiler does
+   not take the code after a score of checks for cold and compile it for size. */
+#define LOOM_FAIL(c) __builtin_expect(!!(c), 0)
 
 static LOOM_INLINE loom_i64 loom_span(loom_i64 acc, loom_i64 sh, loom_i64 st) {
   /* acc + (sh-1)*st, or -1 when negative or overflowing */
