@@ -76,13 +76,7 @@ func checkCout(t *testing.T, s *InferenceSession, n *graph.Node, in []Tensor, ho
 func TestConvCoutAgainstHost(t *testing.T) {
 	s := kernelCheckSession(t)
 	f32 := f32Rand(t)
-	conv := func(attrs ...*graph.Attribute) *graph.Node {
-		return graph.NewNode("n", "Conv", nil, []string{"y"}, attrs...)
-	}
-	pads := func(p ...int64) *graph.Attribute { return graph.IntsAttr("pads", p...) }
-	strides := func(s ...int64) *graph.Attribute { return graph.IntsAttr("strides", s...) }
-	dil := func(d ...int64) *graph.Attribute { return graph.IntsAttr("dilations", d...) }
-	group := func(g int64) *graph.Attribute { return graph.IntAttr("group", g) }
+	conv, pads, strides, dil, group := convNode, padsAttr, stridesAttr, dilationsAttr, groupAttr
 	cases := []struct {
 		name string
 		node *graph.Node
@@ -132,12 +126,7 @@ func convAffineRef(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 func TestFusedConvCoutActivationsAgainstHost(t *testing.T) {
 	s := kernelCheckSession(t)
 	f32 := f32Rand(t)
-	acts := []struct {
-		name   string
-		params []float32
-	}{{"", nil}, {"Relu", nil}, {"Sigmoid", nil}, {"Tanh", nil}, {"LeakyRelu", []float32{0.3}}, {"LeakyRelu", nil},
-		{"HardSigmoid", []float32{0.25, 0.4}}, {"HardSigmoid", nil}, {"Clip", []float32{-0.5, 0.7}}, {"Clip", []float32{0}},
-		{"Clip", nil}, {"HardSwish", nil}, {"Swish", []float32{1.5}}, {"Swish", nil}}
+	acts := fusedActivations
 	shapes := []struct {
 		name  string
 		in    []Tensor

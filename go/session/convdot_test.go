@@ -26,13 +26,7 @@ func requirePlanAvoids(t *testing.T, n *graph.Node, in []Tensor, symbol string) 
 func TestConvDotProductsAgainstHost(t *testing.T) {
 	s := kernelCheckSession(t)
 	f32 := f32Rand(t)
-	conv := func(attrs ...*graph.Attribute) *graph.Node {
-		return graph.NewNode("n", "Conv", nil, []string{"y"}, attrs...)
-	}
-	pads := func(p ...int64) *graph.Attribute { return graph.IntsAttr("pads", p...) }
-	strides := func(s ...int64) *graph.Attribute { return graph.IntsAttr("strides", s...) }
-	dil := func(d ...int64) *graph.Attribute { return graph.IntsAttr("dilations", d...) }
-	group := func(g int64) *graph.Attribute { return graph.IntAttr("group", g) }
+	conv, pads, strides, dil, group := convNode, padsAttr, stridesAttr, dilationsAttr, groupAttr
 	cases := []struct {
 		name string
 		node *graph.Node

@@ -21,6 +21,23 @@ func f32Rand(t *testing.T) func(shape ...int64) Tensor {
 	return func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
 }
 
+// fusedActivations are FusedConv's activations with parameters (nil: the defaults).
+var fusedActivations = []struct {
+	name   string
+	params []float32
+}{{"", nil}, {"Relu", nil}, {"Sigmoid", nil}, {"Tanh", nil}, {"LeakyRelu", []float32{0.3}}, {"LeakyRelu", nil},
+	{"HardSigmoid", []float32{0.25, 0.4}}, {"HardSigmoid", nil}, {"Clip", []float32{-0.5, 0.7}}, {"Clip", []float32{0}},
+	{"Clip", nil}, {"HardSwish", nil}, {"Swish", []float32{1.5}}, {"Swish", nil}}
+
+// Shorthands of the conv kernel tests.
+func convNode(attrs ...*graph.Attribute) *graph.Node {
+	return graph.NewNode("n", "Conv", nil, []string{"y"}, attrs...)
+}
+func padsAttr(p ...int64) *graph.Attribute      { return graph.IntsAttr("pads", p...) }
+func stridesAttr(s ...int64) *graph.Attribute   { return graph.IntsAttr("strides", s...) }
+func dilationsAttr(d ...int64) *graph.Attribute { return graph.IntsAttr("dilations", d...) }
+func groupAttr(g int64) *graph.Attribute        { return graph.IntAttr("group", g) }
+
 // requirePlanUses requires that node's plan for inputs in launches symbol (so that a case
 // tests the path it is named after).
 func requirePlanUses(t *testing.T, n *graph.Node, in []Tensor, symbol string) {
@@ -41,13 +58,7 @@ func requirePlanUses(t *testing.T, n *graph.Node, in []Tensor, symbol string) {
 func TestConvKernelsAgainstHost(t *testing.T) {
 	s := kernelCheckSession(t)
 	f32 := f32Rand(t)
-	conv := func(attrs ...*graph.Attribute) *graph.Node {
-		return graph.NewNode("n", "Conv", nil, []string{"y"}, attrs...)
-	}
-	pads := func(p ...int64) *graph.Attribute { return graph.IntsAttr("pads", p...) }
-	strides := func(s ...int64) *graph.Attribute { return graph.IntsAttr("strides", s...) }
-	dil := func(d ...int64) *graph.Attribute { return graph.IntsAttr("dilations", d...) }
-	group := func(g int64) *graph.Attribute { return graph.IntAttr("group", g) }
+	conv, pads, strides, dil, group := convNode, padsAttr, stridesAttr, dilationsAttr, groupAttr
 	cases := []struct {
 		name   string
 		node   *graph.Node
@@ -137,11 +148,9 @@ func fusedConvRef(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 func TestFusedConvActivationsAgainstHost(t *testing.T) {
 	s := kernelCheckSession(t)
 	f32 := f32Rand(t)
-	acts := []struct {
-		name   string
-		params []float32
-	}{{"", nil}, {"Relu", nil}, {"Sigmoid", nil}, {"Tanh", nil}, {"LeakyRelu", []float32{0.3}}, {"LeakyRelu", nil},
-		{"HardSigmoid", []float32{0.25, 0.4}}, {"HardSigmoid", nil}, {"Clip", []float32{-0.5, 0.7}}, {"Clip", []float32{0}}, {"Clip", nil}}
+	// The reference below composes the ONNX activation ops; HardSwish and Swish (no such ops
+	// at this opset) are checked against fusedConvHost in fusedconv_epilogue_test.go.
+	acts := fusedActivations[:11]
 	shapes := []struct {
 		name   string
 		in     []Tensor
