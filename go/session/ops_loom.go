@@ -43,8 +43,8 @@ func gelu(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 	return unaryOp(simple(f))(rc, n, in)
 }
 
-// fusedConvHost is Conv followed by the activation named by the activation attribute, with its
-// parameters in activation_params (LeakyRelu alpha; HardSigmoid alpha, beta; Clip min, max;
+// fusedConvHost is Conv followed by the activation named by the activation attribute (none
+// when empty), with its parameters in activation_params (LeakyRelu alpha; HardSigmoid alpha, beta; Clip min, max;
 // Swish β), then output_scale·y + output_shift.
 func fusedConvHost(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 	act := n.AttrString("activation", "")
@@ -57,6 +57,8 @@ func fusedConvHost(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 	}
 	var f func(float64) float64
 	switch act {
+	case "": // none: the node carries only an output scale and shift
+		f = func(v float64) float64 { return v }
 	case "Relu":
 		f = func(v float64) float64 { return math.Max(v, 0) }
 	case "Sigmoid":

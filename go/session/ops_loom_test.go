@@ -168,3 +168,25 @@ func TestGeluApproximations(t *testing.T) {
 	_, err := loomOps["Gelu"](rc, graph.NewNode("g", "Gelu", []string{"x"}, []string{"y"}, graph.StringAttr("approximate", "cubic")), []Tensor{x})
 	require.ErrorContains(t, err, "cubic")
 }
+
+// A FusedConv without an activation (only an output scale and shift, as the output affine
+// fusion can leave one) runs on the host as Conv, then scale·y + shift.
+func TestFusedConvHostWithoutActivation(t *testing.T) {
+	rnd := inferRand()
+	x := MustTensor([]int64{1, 2, 5, 5}, randomF32(rnd, 50))
+	w := MustTensor([]int64{3, 2, 3, 3}, randomF32(rnd, 54))
+	b := MustTensor([]int64{3}, randomF32(rnd, 3))
+	conv := graph.NewNode("c", "Conv", []string{"x", "w", "b"}, []string{"y"}, graph.IntsAttr("pads", 1, 1, 1, 1))
+	fused := graph.NewNode("c", "FusedConv", []string{"x", "w", "b"}, []string{"y"}, graph.IntsAttr("pads", 1, 1, 1, 1),
+		graph.FloatAttr("output_scale", 0.5), graph.FloatAttr("output_shift", -2))
+	fused.Domain = graph.LoomDomain
+	rc := &runCtx{s: kernelCheckSession(t), opset: 13}
+	defer rc.close()
+	want, err := kernelOps["Conv"](rc, conv, []Tensor{x, w, b})
+	require.NoError(t, err)
+	got, err := fusedConvHost(rc, fused, []Tensor{x, w, b})
+	require.NoError(t, err)
+	for i, v := range want[0].data.([]float32) {
+		require.InDelta(t, 0.5*v-2, got[0].data.([]float32)[i], 1e-5, "element %d", i)
+	}
+}
