@@ -342,7 +342,12 @@ func TestPlanFastPathMatchesAndRefusesBadInput(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 	rnd := inferRand()
-	for run := range 4 {
+	type kept struct {
+		out  []float32
+		want []float32
+	}
+	var keep []kept // outputs held across later runs (small outputs share memory blocks)
+	for run := range 12 {
 		a, b := randomF32(rnd, 15), randomF32(rnd, 15)
 		feeds := []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{3, 5}, a)}, {Name: "b", Tensor: MustTensor([]int64{3, 5}, b)}}
 		if run == 3 { // out of the graph's order: the general path
@@ -351,10 +356,18 @@ func TestPlanFastPathMatchesAndRefusesBadInput(t *testing.T) {
 		outs, err := s.Run(feeds)
 		require.NoError(t, err)
 		got := outs[0].data.([]float32)
+		want := make([]float32, len(a))
 		for i := range a {
-			require.Equal(t, a[i]-b[i], got[i], "run %d element %d", run, i)
+			want[i] = a[i] - b[i]
+			require.Equal(t, want[i], got[i], "run %d element %d", run, i)
 		}
+		require.Equal(t, len(got), cap(got), "an append must not reach another output's memory")
+		keep = append(keep, kept{got, want})
 		got[0] = 42 // the caller owns the output: the next run must not see it
+		want[0] = 42
+	}
+	for run, k := range keep {
+		require.Equal(t, k.want, k.out, "run %d's output changed after later runs", run)
 	}
 	require.Len(t, s.ExecutionPlans(), 1)
 	ok := MustTensor([]int64{3, 5}, randomF32(rnd, 15))
