@@ -669,10 +669,17 @@ class HostStream : public loom_stream {
   // once the work enqueued before has completed. exec_mu_ keeps the stream's thread from
   // starting operations enqueued meanwhile, so they run after it, as stream order requires.
   Status RunGraph(loom_graph_exec* exec, uint32_t max_threads) override {
-    Synchronize();
+    // An inline stream's operations complete before Push returns, and exec_mu_ waits out one
+    // running meanwhile: only a threaded stream has queued work to wait for.
+    if (!inline_) Synchronize();
     std::lock_guard<std::mutex> exclusive(exec_mu_);
-    bool fault = TakeNextOperationFault();
-    if (Failed(nullptr)) return Ok();  // api.cc reports the sticky failure
+    bool fault = false;
+    {
+      std::lock_guard<std::mutex> lock(state_mu);  // one lock for both flags
+      fault = fault_next_operation;
+      fault_next_operation = false;
+      if (failed) return Ok();  // api.cc reports the sticky failure
+    }
     std::shared_ptr<const Plan> plan = static_cast<HostExec*>(exec)->Current();
     RunPlanInline(*pool_, *plan, max_threads);
     if (fault) Fail("graph run failed on the device: injected fault");
