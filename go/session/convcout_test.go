@@ -211,13 +211,5 @@ func BenchmarkConvCout(b *testing.B) {
 		convBench("3x3_c8_m48_7x7", []int64{1, 8, 7, 7}, []int64{48, 8, 3, 3}, 7, 7, true, pads(1)),
 		convBench("3x3_s2_c4_m8_15x17", []int64{1, 4, 15, 17}, []int64{8, 4, 3, 3}, 8, 9, true, pads(1), graph.IntsAttr("strides", 2, 2)),
 	}
-	for _, c := range cases {
-		b.Run(c.name, func(b *testing.B) {
-			ms := benchSession(b)
-			cmds, _, p := placePlan(b, ms, c.node, c.shapes, Region{})
-			b.Logf("%s", p.variant())
-			recordRepeated(b, ms, cmds)
-			replayTimes(b, ms, c.macs)
-		})
-	}
+	runPlanBenches(b, cases)
 }

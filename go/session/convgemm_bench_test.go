@@ -223,8 +223,11 @@ func replayTimes(b *testing.B, ms *ModelSession, macs float64) {
 }
 
 // BenchmarkConvGemm times each shape of convGemmBenches through its kernel plan.
-func BenchmarkConvGemm(b *testing.B) {
-	for _, c := range convGemmBenches() {
+func BenchmarkConvGemm(b *testing.B) { runPlanBenches(b, convGemmBenches()) }
+
+// runPlanBenches times each case's kernel plan as a recorded graph replayed on one worker.
+func runPlanBenches(b *testing.B, cases []planBench) {
+	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			ms := benchSession(b)
 			cmds, _, p := placePlan(b, ms, c.node, c.shapes, Region{})
