@@ -945,7 +945,7 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins []Tensor) ([]Tens
 	outs := make([]Tensor, len(t.outputs))
 	for i, r := range t.outputs {
 		v := t.view(inst, r)
-		if raw, ok := rawBytes(v); ok && !r.fixed && len(raw) > 0 && len(raw) <= smallOutputBytes {
+		if raw, ok := rawBytes(v); ok && !r.fixed && len(raw) >= smallOutputMin && len(raw) <= smallOutputMax {
 			b := inst.outputs.carve(len(raw))
 			copy(b, raw)
 			o := viewBytes(v.dtype, slices.Clone(v.shape), b)
@@ -961,13 +961,15 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins []Tensor) ([]Tens
 	return outs, nil
 }
 
-// Small outputs of a run are carved from blocks shared by a few runs' outputs rather than
+// Outputs of 1-4 KiB are carved from blocks shared by a few runs' outputs rather than
 // allocated one by one: an allocation of a few KiB, fresh from the garbage collector, cost a
 // tiny model's run about a third of its time (Add of 1024 floats: 1.5 -> 1.0 us). The cost is
 // retention, as with Go's own tiny allocator: an output the caller keeps holds its block
-// (smallOutputBlock bytes, at most four times the output) alive.
+// (smallOutputBlock bytes: 4 to 16 times the output) alive. Smaller outputs are cheap to
+// allocate alone, and are, so that one cannot hold a block hundreds of times its size.
 const (
-	smallOutputBytes = 4 << 10
+	smallOutputMin   = 1 << 10
+	smallOutputMax   = 4 << 10
 	smallOutputBlock = 16 << 10
 )
 

@@ -332,8 +332,8 @@ func TestPlanReportsKernelBoundsViolations(t *testing.T) {
 // what the interpreter gives, and leave every malformed call to the general path's errors.
 func TestPlanFastPathMatchesAndRefusesBadInput(t *testing.T) {
 	g := &graph.Graph{Name: "sub"}
-	g.Inputs = []*graph.Value{graph.Input("a", graph.TensorType(graph.Float, graph.ShapeOf(3, 5))),
-		graph.Input("b", graph.TensorType(graph.Float, graph.ShapeOf(3, 5)))}
+	g.Inputs = []*graph.Value{graph.Input("a", graph.TensorType(graph.Float, graph.ShapeOf(16, 20))),
+		graph.Input("b", graph.TensorType(graph.Float, graph.ShapeOf(16, 20)))}
 	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
 	g.Nodes = []*graph.Node{graph.NewNode("sub", "Sub", []string{"a", "b"}, []string{"y"})}
 	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 13})
@@ -348,8 +348,8 @@ func TestPlanFastPathMatchesAndRefusesBadInput(t *testing.T) {
 	}
 	var keep []kept // outputs held across later runs (small outputs share memory blocks)
 	for run := range 12 {
-		a, b := randomF32(rnd, 15), randomF32(rnd, 15)
-		feeds := []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{3, 5}, a)}, {Name: "b", Tensor: MustTensor([]int64{3, 5}, b)}}
+		a, b := randomF32(rnd, 320), randomF32(rnd, 320)
+		feeds := []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{16, 20}, a)}, {Name: "b", Tensor: MustTensor([]int64{16, 20}, b)}}
 		if run == 3 { // out of the graph's order: the general path
 			feeds[0], feeds[1] = feeds[1], feeds[0]
 		}
@@ -370,12 +370,12 @@ func TestPlanFastPathMatchesAndRefusesBadInput(t *testing.T) {
 		require.Equal(t, k.want, k.out, "run %d's output changed after later runs", run)
 	}
 	require.Len(t, s.ExecutionPlans(), 1)
-	ok := MustTensor([]int64{3, 5}, randomF32(rnd, 15))
-	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: MustTensor([]int64{3, 5}, make([]float64, 15))}})
+	ok := MustTensor([]int64{16, 20}, randomF32(rnd, 320))
+	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: MustTensor([]int64{16, 20}, make([]float64, 320))}})
 	require.ErrorContains(t, err, `input "b": element type`)
 	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "c", Tensor: ok}})
 	require.ErrorContains(t, err, `missing input "b"`)
-	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: MustTensor([]int64{5, 3}, randomF32(rnd, 15))}})
+	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: MustTensor([]int64{20, 16}, randomF32(rnd, 320))}})
 	require.ErrorContains(t, err, `input "b": dimension 0`)
 	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "b"}})
 	require.ErrorContains(t, err, `input "b": empty value`)
