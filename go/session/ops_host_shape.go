@@ -477,6 +477,24 @@ func sliceAxis(x Tensor, ax int, start, n int64) Tensor {
 	return take(x, out, idx)
 }
 
+// sliceBounds applies Slice's rules to one axis of length d: negative start and end count from
+// the end, both are clamped to the axis (to [-1, d-1] for a negative step), and the result is
+// the first index and the number of elements taken with step k (k != 0).
+func sliceBounds(s, e, k, d int64) (first, count int64) {
+	if s < 0 {
+		s += d
+	}
+	if e < 0 {
+		e += d
+	}
+	if k > 0 {
+		s, e = min(max(s, 0), d), min(max(e, 0), d)
+		return s, max(0, (e-s+k-1)/k)
+	}
+	s, e = min(max(s, -1), d-1), min(max(e, -1), d-1)
+	return s, max(0, (s-e+(-k)-1)/(-k))
+}
+
 func opSlice(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 	x := in[0]
 	var starts, ends, axes, steps []int64
@@ -508,27 +526,15 @@ func opSlice(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 			return nil, err
 		}
 		d := x.shape[ax]
-		s, e, k := starts[i], ends[i], int64(1)
+		k := int64(1)
 		if len(steps) > i {
 			k = steps[i]
 		}
 		if k == 0 {
 			return nil, fmt.Errorf("slice step 0 on axis %d", ax)
 		}
-		if s < 0 {
-			s += d
-		}
-		if e < 0 {
-			e += d
-		}
-		if k > 0 {
-			s, e = min(max(s, 0), d), min(max(e, 0), d)
-			out[ax] = max(0, (e-s+k-1)/k)
-		} else {
-			s, e = min(max(s, -1), d-1), min(max(e, -1), d-1)
-			out[ax] = max(0, (s-e+(-k)-1)/(-k))
-		}
-		begin[ax], step[ax] = s, k
+		begin[ax], out[ax] = sliceBounds(starts[i], ends[i], k, d)
+		step[ax] = k
 	}
 	st := stridesOf(x.shape)
 	idx := make([]int, numel(out))

@@ -355,27 +355,15 @@ func planSlice(n *graph.Node, opset int64, in []valueInfo) (*kernelPlan, string,
 		}
 		seen[ax] = true
 		d := x.shape[ax]
-		s, e, k := starts[i], ends[i], int64(1)
+		k := int64(1)
 		if len(steps) > i {
 			k = steps[i]
 		}
 		if k == 0 {
 			return nil, "", opErr("Slice: step 0 on axis %d", ax)
 		}
-		if s < 0 {
-			s += d
-		}
-		if e < 0 {
-			e += d
-		}
-		if k > 0 {
-			s, e = min(max(s, 0), d), min(max(e, 0), d)
-			out[ax] = max(0, (e-s+k-1)/k)
-		} else {
-			s, e = min(max(s, -1), d-1), min(max(e, -1), d-1)
-			out[ax] = max(0, (s-e+(-k)-1)/(-k))
-		}
-		begin[ax], step[ax] = s, k
+		begin[ax], out[ax] = sliceBounds(starts[i], ends[i], k, d)
+		step[ax] = k
 	}
 	xst, yst := contiguousStrides(x.shape), contiguousStrides(out)
 	cp := make([]copyAxis, r)
