@@ -252,13 +252,9 @@ type GraphExec struct {
 	buffers []*Buffer // every buffer the exec may touch (Runtime hazard tracking)
 }
 
-// Launch enqueues the whole graph on s, respecting its edges; independent nodes may run
-// concurrently.
-func (x *GraphExec) Launch(s *Stream) error {
-	const op = "GraphExec.Launch"
-	if s == nil {
-		return newError(op, StatusInvalidArgument, "nil stream")
-	}
+// onStream runs call, which enqueues or runs the graph on s, with both handles pinned and the
+// graph recorded as a user of s (for Launch and Run).
+func (x *GraphExec) onStream(op string, s *Stream, call func() *cabi.Failure) error {
 	if err := x.dev.checkOwner(op, s.s.c, s.dev); err != nil {
 		return err
 	}
@@ -273,7 +269,17 @@ func (x *GraphExec) Launch(s *Stream) error {
 	if err := s.s.record(op, x.c, x); err != nil {
 		return err
 	}
-	return fromFailure(op, cabi.GraphExecLaunch(x.h, s.s.h))
+	return fromFailure(op, call())
+}
+
+// Launch enqueues the whole graph on s, respecting its edges; independent nodes may run
+// concurrently.
+func (x *GraphExec) Launch(s *Stream) error {
+	const op = "GraphExec.Launch"
+	if s == nil {
+		return newError(op, StatusInvalidArgument, "nil stream")
+	}
+	return x.onStream(op, s, func() *cabi.Failure { return cabi.GraphExecLaunch(x.h, s.s.h) })
 }
 
 // Run runs the whole graph to completion before returning, after the work enqueued on s
@@ -289,21 +295,9 @@ func (x *GraphExec) Run(s *Stream, maxThreads int) error {
 	if maxThreads < 0 {
 		return newError(op, StatusInvalidArgument, "maxThreads %d is negative", maxThreads)
 	}
-	if err := x.dev.checkOwner(op, s.s.c, s.dev); err != nil {
-		return err
-	}
-	if err := x.c.pin(op); err != nil {
-		return err
-	}
-	defer x.c.unpin()
-	if err := s.s.c.pin(op); err != nil {
-		return err
-	}
-	defer s.s.c.unpin()
-	if err := s.s.record(op, x.c, x); err != nil {
-		return err
-	}
-	return fromFailure(op, cabi.GraphExecRun(x.h, s.s.h, uint32(min(maxThreads, math.MaxUint32))))
+	return x.onStream(op, s, func() *cabi.Failure {
+		return cabi.GraphExecRun(x.h, s.s.h, uint32(min(maxThreads, math.MaxUint32)))
+	})
 }
 
 // UpdateKernelNode replaces the launch parameters of kernel node n (same kernel) for later

@@ -71,19 +71,9 @@ func planResize(nd *graph.Node, opset int64, in []valueInfo) (*kernelPlan, strin
 	if !ok || !ok2 {
 		return nil, "host: scales or sizes are not known before the run", nil
 	}
-	axes := make([]int, r)
-	for i := range axes {
-		axes[i] = i
-	}
-	if a := nd.AttrInts("axes"); len(a) > 0 {
-		axes = axes[:0]
-		for _, v := range a {
-			ax, err := normAxis(v, r)
-			if err != nil {
-				return nil, "", err
-			}
-			axes = append(axes, ax)
-		}
+	axes, err := resizeAxes(nd, r)
+	if err != nil {
+		return nil, "", err
 	}
 	outShape := append([]int64{}, x...)
 	full := make([]float64, r)

@@ -238,19 +238,11 @@ func opResize(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 		}
 		scalesT, sizesT = optional(in, 2), optional(in, 3)
 	}
-	axes := make([]int, r)
-	for i := range axes {
-		axes[i] = i
+	axes, err := resizeAxes(n, r)
+	if err != nil {
+		return nil, err
 	}
-	if a := n.AttrInts("axes"); len(a) > 0 {
-		axes = axes[:0]
-		for _, v := range a {
-			ax, err := normAxis(v, r)
-			if err != nil {
-				return nil, err
-			}
-			axes = append(axes, ax)
-		}
+	if len(n.AttrInts("axes")) > 0 {
 		if len(roi) == 2*len(axes) && len(axes) != r {
 			full := make([]float64, 2*r)
 			for i := range r {
@@ -352,4 +344,25 @@ func init() {
 		out, err := c.resize(x, outShape, sc, nil)
 		return []Tensor{out}, err
 	}
+}
+
+// resizeAxes is Resize's axes attribute normalized against rank r, or every axis.
+func resizeAxes(n *graph.Node, r int) ([]int, error) {
+	a := n.AttrInts("axes")
+	if len(a) == 0 {
+		axes := make([]int, r)
+		for i := range axes {
+			axes[i] = i
+		}
+		return axes, nil
+	}
+	axes := make([]int, 0, len(a))
+	for _, v := range a {
+		ax, err := normAxis(v, r)
+		if err != nil {
+			return nil, err
+		}
+		axes = append(axes, ax)
+	}
+	return axes, nil
 }
