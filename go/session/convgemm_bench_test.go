@@ -129,19 +129,34 @@ func placePlan(b *testing.B, ms *ModelSession, node *graph.Node, shapes [][]int6
 	if p == nil {
 		b.Skipf("the planner declined: %s", reason)
 	}
+	cmds, y := placeKernelPlan(b, ms, p, in, x)
+	return cmds, y, p
+}
+
+// placeKernelPlan places p's operands for the inputs in (input 0 at a region of x when x is
+// set) in ms, uploading the inputs and the plan's constants, and returns p's launches as
+// commands with the region of output 0.
+func placeKernelPlan(b *testing.B, ms *ModelSession, p *kernelPlan, in []Tensor, x Region) ([]Command, Region) {
+	b.Helper()
 	regions := map[operand]Region{}
 	region := func(o operand) Region {
 		if r, ok := regions[o]; ok {
 			return r
 		}
+		var value Tensor // uploaded: an input or a constant
 		var bytes int64
 		switch o.kind {
 		case operandInput:
-			bytes = in[o.index].dtype.ByteSize(int64(in[o.index].Len()))
+			value = in[o.index]
+		case operandConst:
+			value = p.consts[o.index]
 		case operandOutput:
 			bytes = p.outputs[o.index].bytes()
 		case operandScratch:
 			bytes = p.scratch[o.index]
+		}
+		if value.IsValid() {
+			bytes = value.dtype.ByteSize(int64(value.Len()))
 		}
 		var r Region
 		var err error
@@ -151,8 +166,8 @@ func placePlan(b *testing.B, ms *ModelSession, node *graph.Node, shapes [][]int6
 		} else {
 			r, err = ms.Allocate(uint64(max(bytes, 4)))
 			require.NoError(b, err)
-			if o.kind == operandInput {
-				raw, _ := rawBytes(in[o.index])
+			if value.IsValid() {
+				raw, _ := rawBytes(value)
 				require.NoError(b, ms.Upload(r, raw))
 			}
 		}
@@ -171,7 +186,7 @@ func placePlan(b *testing.B, ms *ModelSession, node *graph.Node, shapes [][]int6
 		}
 		cmds = append(cmds, d)
 	}
-	return cmds, region(outputOperand(0)), p
+	return cmds, region(outputOperand(0))
 }
 
 // benchRepeats is how many times a recording repeats an op's launches (each repetition

@@ -47,41 +47,7 @@ func placeStaticPlan(b *testing.B, ms *ModelSession, n *graph.Node, in []Tensor)
 	p, reason, err := kernelPlanners[plannerKey(n)](n, 18, infosOfStatic(in))
 	require.NoError(b, err)
 	require.NotNil(b, p, reason)
-	regions := map[operand]Region{}
-	region := func(o operand) Region {
-		if r, ok := regions[o]; ok {
-			return r
-		}
-		var bytes int64
-		switch o.kind {
-		case operandInput:
-			bytes = in[o.index].dtype.ByteSize(int64(in[o.index].Len()))
-		case operandOutput:
-			bytes = p.outputs[o.index].bytes()
-		case operandScratch:
-			bytes = p.scratch[o.index]
-		}
-		r, err := ms.Allocate(uint64(max(bytes, 4)))
-		require.NoError(b, err)
-		if o.kind == operandInput {
-			raw, _ := rawBytes(in[o.index])
-			require.NoError(b, ms.Upload(r, raw))
-		}
-		regions[o] = r
-		return r
-	}
-	var cmds []Command
-	for _, c := range p.calls {
-		src, err := kernelSource(c.file, c.symbol, c.config)
-		require.NoError(b, err)
-		ids, err := ms.Compile([]KernelSource{src})
-		require.NoError(b, err)
-		d := Dispatch{Kernel: ids[0], Args: c.args, Workload: c.workload}
-		for _, bd := range c.bind {
-			d.Bindings = append(d.Bindings, Binding{Region: region(bd.operand), Access: bd.access})
-		}
-		cmds = append(cmds, d)
-	}
+	cmds, _ := placeKernelPlan(b, ms, p, in, Region{})
 	return cmds
 }
 
