@@ -944,15 +944,16 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins []Tensor) ([]Tens
 	}
 	outs := make([]Tensor, len(t.outputs))
 	for i, r := range t.outputs {
-		v := t.view(inst, r)
-		if raw, ok := rawBytes(v); ok && !r.fixed && len(raw) >= smallOutputMin && len(raw) <= smallOutputMax {
-			b := inst.outputs.carve(len(raw))
-			copy(b, raw)
-			o := viewBytes(v.dtype, slices.Clone(v.shape), b)
-			outs[i] = o
-			continue
+		if !r.fixed {
+			sl := t.slots[r.slot]
+			if n := int(sl.bytes); n >= smallOutputMin && n <= smallOutputMax {
+				b := inst.outputs.carve(n)
+				copy(b, inst.mem[sl.offset:sl.offset+sl.bytes])
+				outs[i] = viewBytes(r.dtype, slices.Clone(r.shape), b)
+				continue
+			}
 		}
-		o, err := copyOut(v)
+		o, err := copyOut(t.view(inst, r))
 		if err != nil {
 			return nil, err
 		}
@@ -1274,6 +1275,12 @@ func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor) (outs [
 	rc.runStart(executorPlan, fed)
 	outs, err = t.run(rc, inst, ins)
 	rc.runEnd(outs, err)
+	return s.endPlanRun(e, inst, fresh, outs, err)
+}
+
+// endPlanRun gives inst back after a run of e's plan; a failed host-step guard unplans the
+// signature, and ok false sends the run to the interpreter.
+func (s *InferenceSession) endPlanRun(e *planEntry, inst *planInstance, fresh bool, outs []Tensor, err error) ([]Tensor, bool, error) {
 	s.plans.give(e, inst, fresh)
 	if errors.Is(err, errPlanGuard) {
 		s.plans.drop(e, "a host step's output type or shape changed between runs (data-dependent shape)")
@@ -1322,12 +1329,8 @@ func (s *InferenceSession) runPlannedFast(inputs []NamedTensor) (outs []Tensor, 
 	rc := runCtx{s: s, opset: s.opset, phase: phaseRun}
 	outs, err = e.template.run(&rc, inst, ins)
 	rc.close()
-	s.plans.give(e, inst, false)
-	if errors.Is(err, errPlanGuard) {
-		s.plans.drop(e, "a host step's output type or shape changed between runs (data-dependent shape)")
-		return nil, false, nil
-	}
-	return outs, true, err
+	outs, ok, err = s.endPlanRun(e, inst, false, outs, err)
+	return outs, ok || err != nil, err
 }
 
 // tracedValues reports whether the trace kept the values of outs (it keeps only the types
