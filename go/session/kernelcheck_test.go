@@ -164,7 +164,7 @@ func TestGemmPacksA(t *testing.T) {
 	require.Equal(t, []string{"gemm_nn:false"}, plan(mm, []int64{3, 70, 96}, []int64{3, 96, 200}), "A differs by batch")
 
 	// A 1x1 convolution's known weights are packed once, by the planner: no pack_a launch.
-	w := f32Tensor(t, 96, 64, 1, 1)
+	w := f32Rand(t)(96, 64, 1, 1)
 	conv := graph.NewNode("n", "Conv", []string{"x", "w"}, []string{"y"})
 	in := []valueInfo{{valueType: valueType{graph.Float, []int64{1, 64, 10, 20}}, present: true},
 		{valueType: valueType{graph.Float, w.shape}, present: true, static: w}}
@@ -176,12 +176,4 @@ func TestGemmPacksA(t *testing.T) {
 	require.Equal(t, "true", p.calls[0].config["PACKA"])
 	require.Len(t, p.consts, 1)
 	require.Equal(t, constOperand(0), p.calls[0].bind[0].operand)
-}
-
-func f32Tensor(t *testing.T, shape ...int64) Tensor {
-	n := int64(1)
-	for _, d := range shape {
-		n *= d
-	}
-	return MustTensor(shape, randomF32(inferRand(), int(n)))
 }
