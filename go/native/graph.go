@@ -300,6 +300,51 @@ func (x *GraphExec) Run(s *Stream, maxThreads int) error {
 	})
 }
 
+// RunBinding rebinds one kernel node's buffer binding for one RunBound: node Node's binding
+// Index uses memory Arg of the run from byte Offset, Bytes long.
+type RunBinding = cabi.BindSite
+
+// MaxRunMemories is the most memories one RunBound passes.
+const MaxRunMemories = cabi.BindMemories
+
+// RunBound is Run with some kernel bindings moved, for this run only, onto memory of the
+// caller's: bindings (sorted by node, then Index; each once) name the node, the binding and
+// which of mem it uses; a binding whose memory is nil keeps its recorded buffer. This lets a
+// recorded graph read its inputs from, and write its outputs to, the caller's slices without
+// copying them through device memory. The kernels must only read memory that nothing writes
+// during the call, and mem must not be touched by other goroutines until it returns; nothing
+// keeps a reference to it afterwards. Host backend only (others fail with
+// StatusNotSupported when any binding is used).
+func (x *GraphExec) RunBound(s *Stream, maxThreads int, bindings []RunBinding, mem *[MaxRunMemories][]byte) error {
+	const op = "GraphExec.RunBound"
+	if s == nil {
+		return newError(op, StatusInvalidArgument, "nil stream")
+	}
+	if maxThreads < 0 {
+		return newError(op, StatusInvalidArgument, "maxThreads %d is negative", maxThreads)
+	}
+	if mem == nil {
+		return newError(op, StatusInvalidArgument, "nil memory list")
+	}
+	for i := range bindings {
+		b := &bindings[i]
+		if b.Arg >= MaxRunMemories {
+			return newError(op, StatusInvalidArgument, "binding %d uses memory %d of %d", i, b.Arg, MaxRunMemories)
+		}
+		m := mem[b.Arg]
+		if len(m) == 0 {
+			continue
+		}
+		if b.Bytes == 0 || b.Offset > uint64(len(m)) || b.Bytes > uint64(len(m))-b.Offset {
+			return newError(op, StatusInvalidArgument, "binding %d (node %d, buffer %d) takes bytes [%d, +%d) of memory %d, which has %d",
+				i, b.Node, b.Index, b.Offset, b.Bytes, b.Arg, len(m))
+		}
+	}
+	return x.onStream(op, s, func() *cabi.Failure {
+		return cabi.GraphExecRunBound(x.h, s.s.h, uint32(min(maxThreads, math.MaxUint32)), bindings, mem)
+	})
+}
+
 // UpdateKernelNode replaces the launch parameters of kernel node n (same kernel) for later
 // launches. Buffers it binds stay referenced by the exec until it is closed.
 func (x *GraphExec) UpdateKernelNode(n GraphNode, p LaunchParams) error {

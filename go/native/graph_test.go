@@ -231,6 +231,76 @@ func TestGraphRunInlineMatchesLaunch(t *testing.T) {
 	require.ErrorIs(t, exec.Run(s, 1), native.ErrDevice, "and the stream stays failed")
 }
 
+// RunBound runs the recorded kernels on the caller's memory for that run only: every axpy
+// reads x from a Go slice and the adds write total into another, the device's x and total
+// buffers are neither read nor written, and the next Run uses them again. Bad binding lists
+// are refused before anything runs.
+func TestGraphRunBoundUsesCallerMemory(t *testing.T) {
+	r := newRand(t)
+	dev := openHost(t)
+	m := kernels(t, dev)
+	s := newStream(t, dev)
+	n := 1 + r.IntN(700)
+	cg := buildChainGraph(t, r, dev, m, n)
+	exec, err := cg.graph.Instantiate()
+	require.NoError(t, err)
+	closeLater(t, exec)
+	// Node ids: chain c is its fill (9c) and axpy steps (9c+1..9c+8); the join is 90 and the
+	// adds 91..99 (the first reads accs 0 and 1; each writes total at binding 2, and the others
+	// read it at binding 0).
+	bytes := uint64(4 * n)
+	var bindings []native.RunBinding
+	for c := range cg.axpyNodes {
+		for j := range cg.axpyNodes[c] {
+			bindings = append(bindings, native.RunBinding{Node: uint32(cg.axpyNodes[c][j]), Index: 0, Arg: 0, Bytes: bytes})
+		}
+	}
+	bindings = append(bindings, native.RunBinding{Node: 91, Index: 2, Arg: 1, Bytes: bytes})
+	for node := uint32(92); node < 100; node++ {
+		bindings = append(bindings, native.RunBinding{Node: node, Index: 0, Arg: 1, Bytes: bytes},
+			native.RunBinding{Node: node, Index: 2, Arg: 1, Bytes: bytes})
+	}
+	deviceX := randomU32(r, n)
+	require.NoError(t, s.Upload(cg.x, 0, u32Bytes(deviceX)))
+	sentinel := randomU32(r, n)
+	require.NoError(t, s.Upload(cg.total, 0, u32Bytes(sentinel)))
+	for _, threads := range []int{1, 0} {
+		x := randomU32(r, n)
+		out := make([]byte, bytes)
+		var mem [native.MaxRunMemories][]byte
+		mem[0], mem[1] = u32Bytes(x), out
+		require.NoError(t, exec.RunBound(s, threads, bindings, &mem))
+		require.Equal(t, cg.want(x), bytesU32(out), "max threads %d", threads)
+		require.Equal(t, sentinel, bytesU32(download(t, s, cg.total)), "the recorded total is untouched")
+		require.Equal(t, deviceX, bytesU32(download(t, s, cg.x)))
+	}
+	// A memory left nil keeps the recorded buffers; so does a plain Run.
+	var none [native.MaxRunMemories][]byte
+	require.NoError(t, exec.RunBound(s, 1, bindings, &none))
+	require.Equal(t, cg.want(deviceX), bytesU32(download(t, s, cg.total)))
+
+	short := make([]byte, bytes-4)
+	var mem [native.MaxRunMemories][]byte
+	mem[0], mem[1] = short, make([]byte, bytes)
+	err = exec.RunBound(s, 1, bindings, &mem)
+	require.ErrorIs(t, err, native.ErrInvalidArgument)
+	require.ErrorContains(t, err, "memory 0")
+	mem[0] = u32Bytes(deviceX)
+	bad := append([]native.RunBinding{}, bindings...)
+	bad[0], bad[1] = bad[1], bad[0]
+	require.ErrorContains(t, exec.RunBound(s, 1, bad, &mem), "out of order")
+	bad = append([]native.RunBinding{}, bindings...)
+	bad[0].Arg = native.MaxRunMemories
+	require.ErrorIs(t, exec.RunBound(s, 1, bad, &mem), native.ErrInvalidArgument)
+	bad = []native.RunBinding{{Node: 0, Index: 0, Arg: 0, Bytes: bytes}} // node 0 is a fill
+	require.ErrorContains(t, exec.RunBound(s, 1, bad, &mem), "not a kernel node")
+	require.ErrorIs(t, exec.RunBound(nil, 1, bindings, &mem), native.ErrInvalidArgument)
+	require.ErrorIs(t, exec.RunBound(s, 1, bindings, nil), native.ErrInvalidArgument)
+	// Refusals run nothing and fail nothing.
+	require.NoError(t, exec.Run(s, 1))
+	require.Equal(t, cg.want(deviceX), bytesU32(download(t, s, cg.total)))
+}
+
 func BenchmarkGraphRun100Inline(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	dev := openHost(b)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -197,6 +198,9 @@ type FallbackEntry struct {
 // InferenceSession runs an ONNX model. Run is safe for concurrent use: the weights are
 // shared and read-only, every run has private intermediate values and device memory.
 type InferenceSession struct {
+	// recycled is output memory handed back with Recycle, for later runs' outputs.
+	recycled recycledOutputs
+
 	model    *graph.Model
 	ownModel bool
 	provider ExecutionProvider // the provider actually used
@@ -218,6 +222,8 @@ type InferenceSession struct {
 	// control are the inputs whose values decide shapes or control flow (controlInputs).
 	control     map[string]bool
 	controlOnce sync.Once
+	// fastSig is the signature the fast path ran last (see fastSignature).
+	fastSig atomic.Pointer[fastSignature]
 	planning    bool // whether runs use compiled plans (OptionRunPlan)
 	tensorIO    bool // whether every graph input and output is a tensor (not a sequence or optional)
 	threads     int  // intra-op threads (0: the hardware's)

@@ -1,6 +1,10 @@
 package session
 
-import "github.com/loomrt/loom/go/native"
+import (
+	"errors"
+
+	"github.com/loomrt/loom/go/native"
+)
 
 // ModelSession internals for compiled run plans (plan.go).
 
@@ -53,6 +57,43 @@ func (s *ModelSession) runRecorded(key string, maxThreads int) error {
 		return s.latch(op, err)
 	}
 	return nil
+}
+
+// runRecordedBound is runRecorded with some kernel bindings moved onto caller memory for
+// this run (see native.GraphExec.RunBound): a plan's inputs and outputs, read and written in
+// place rather than copied through the arena.
+func (s *ModelSession) runRecordedBound(key string, maxThreads int, bindings []native.RunBinding, mem *[native.MaxRunMemories][]byte) error {
+	const op = "Run"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, err := s.recording(op, key)
+	if err != nil {
+		return err
+	}
+	if err := rec.exec.RunBound(s.stream, maxThreads, bindings, mem); err != nil {
+		if errors.Is(err, native.ErrInvalidArgument) {
+			// Refused before anything ran: the stream is fine.
+			return wrapError(op, ErrInvalidArgument, err, "cannot bind the run's memory to %q", key)
+		}
+		return s.latch(op, err)
+	}
+	return nil
+}
+
+// dispatchNodes reports, by node, which nodes of the graph recorded under key launch a
+// kernel (a dispatch with an empty grid records an empty node, which binds nothing).
+func (s *ModelSession) dispatchNodes(key string) ([]bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, err := s.recording("Run", key)
+	if err != nil {
+		return nil, err
+	}
+	kernels := make([]bool, len(rec.commands))
+	for i, c := range rec.commands {
+		kernels[i] = c.kind == dispatchCommand
+	}
+	return kernels, nil
 }
 
 // release gives the memory of whole allocations back before the session ends (an

@@ -878,6 +878,45 @@ loom_status loom_graph_exec_launch(loom_graph_exec* exec, loom_stream* stream) {
   return ReportBoth(stream->error, exec->device->error, status);
 }
 
+// CheckRunBindings checks loom_graph_run_params.bindings: each names a kernel node's existing
+// buffer binding with memory behind it, in (node, index) order, each pair once.
+static Status CheckRunBindings(const loom_graph_exec* exec, const loom_graph_binding* bindings,
+                               uint32_t count) {
+  for (uint32_t i = 0; i < count; i++) {
+    const loom_graph_binding& b = bindings[i];
+    if (b.node >= exec->nodes.size()) {
+      return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                    "graph_exec_run: bindings[%u] names node %u; the graph has %zu nodes", i,
+                    b.node, exec->nodes.size());
+    }
+    const loom::Node& node = exec->nodes[b.node];
+    if (node.kind != NodeKind::kKernel) {
+      return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                    "graph_exec_run: bindings[%u] names node %u, which is a %s, not a kernel node",
+                    i, b.node, loom::DescribeNode(node).c_str());
+    }
+    if (b.index >= node.launch.buffers.size()) {
+      return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                    "graph_exec_run: bindings[%u] names buffer %u of node %u, which binds %zu", i,
+                    b.index, b.node, node.launch.buffers.size());
+    }
+    if (b.address == nullptr || b.bytes == 0) {
+      return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                    "graph_exec_run: bindings[%u] (node %u, buffer %u) has no memory (address NULL "
+                    "or bytes 0)",
+                    i, b.node, b.index);
+    }
+    if (i > 0 && (b.node < bindings[i - 1].node ||
+                  (b.node == bindings[i - 1].node && b.index <= bindings[i - 1].index))) {
+      return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                    "graph_exec_run: bindings[%u] (node %u, buffer %u) is out of order or repeated: "
+                    "bindings are sorted by node, then buffer, each once",
+                    i, b.node, b.index);
+    }
+  }
+  return loom::Ok();
+}
+
 loom_status loom_graph_exec_run(loom_graph_exec* exec, loom_stream* stream,
                                 const loom_graph_run_params* params) {
   if (exec == nullptr) {
@@ -894,10 +933,16 @@ loom_status loom_graph_exec_run(loom_graph_exec* exec, loom_stream* stream,
   } else if (exec->device != stream->device) {
     status = loom::api::Invalid(
         "graph_exec_run: the graph and the stream belong to different devices");
+  } else if (run.binding_count > 0 && run.bindings == nullptr) {
+    status = loom::api::Invalid("graph_exec_run: params->bindings is NULL but binding_count is not 0");
   } else {
+    status = CheckRunBindings(exec, run.bindings, run.binding_count);
+  }
+  if (status.ok()) {
     // Not capturable: it waits for the stream, as synchronize does.
-    status = loom::api::RunOp(stream, "graph run", nullptr, false,
-                              [&] { return stream->RunGraph(exec, run.max_threads); });
+    status = loom::api::RunOp(stream, "graph run", nullptr, false, [&] {
+      return stream->RunGraph(exec, run.max_threads, run.bindings, run.binding_count);
+    });
   }
   if (status.ok()) {
     std::string failure;

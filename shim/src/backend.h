@@ -185,10 +185,19 @@ struct loom_stream {
   virtual loom::Status LaunchGraph(loom_graph_exec* exec) = 0;
   // Waits for everything enqueued so far. A device failure found here is made sticky with Fail.
   virtual loom::Status Synchronize() = 0;
-  // Runs exec to completion after the work enqueued before it (loom_graph_exec_run). The
-  // default launches it and synchronizes; the host backend runs it on the calling thread.
-  virtual loom::Status RunGraph(loom_graph_exec* exec, uint32_t max_threads) {
+  // Runs exec to completion after the work enqueued before it (loom_graph_exec_run), with the
+  // run's rebound buffers (checked by api.cc: kernel nodes, valid indexes, sorted by node then
+  // index). The default launches it and synchronizes, and rebinds nothing; the host backend
+  // runs it on the calling thread.
+  virtual loom::Status RunGraph(loom_graph_exec* exec, uint32_t max_threads,
+                                const loom_graph_binding* bindings, uint32_t binding_count) {
     (void)max_threads;
+    (void)bindings;
+    if (binding_count > 0) {
+      return loom::Errorf(LOOM_ERR_NOT_SUPPORTED,
+                          "graph run: this backend cannot rebind buffers for one run (host "
+                          "backend only)");
+    }
     loom::Status status = LaunchGraph(exec);
     if (!status.ok()) return status;
     return Synchronize();

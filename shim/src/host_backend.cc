@@ -187,11 +187,23 @@ struct ResolvedLaunch {
   uint32_t private_violation = 0;  // the discarded word when the launch names none
 };
 
+// The addresses one run of a launch binds: the launch's own, or, for a graph run with
+// rebound buffers (loom_graph_run_params.bindings), a copy with some replaced.
+struct BoundBuffers {
+  void* const* buffers;
+  const uint64_t* buffer_bytes;
+};
+
+BoundBuffers OwnBuffers(const ResolvedLaunch& launch) {
+  return BoundBuffers{launch.buffers.data(), launch.buffer_bytes.data()};
+}
+
 // One grid in flight: blocks are claimed with an atomic counter by the launching thread and by
 // helpers on the pool. The launching thread always takes part, so a grid finishes even when
 // every pool worker is busy (graph nodes launch grids from pool workers).
 struct GridJob {
   const ResolvedLaunch* launch = nullptr;
+  BoundBuffers bound = {};
   uint64_t total = 0;
   uint64_t threads = 1;  // the caller and its helpers
   // Claimed and finished block counts on cache lines of their own: the threads update them
@@ -204,15 +216,16 @@ struct GridJob {
 
 // Runs block `index` of a launch; shared is the block's scratch (allocated by the caller once
 // for all the blocks it runs).
-void RunBlock(const ResolvedLaunch& launch, uint64_t index, void* shared) {
+void RunBlock(const ResolvedLaunch& launch, const BoundBuffers& bound, uint64_t index,
+              void* shared) {
   loom_host_kernel_args args;
   memcpy(args.grid, launch.grid, sizeof(args.grid));
   memcpy(args.block, launch.block, sizeof(args.block));
   args.block_id[0] = static_cast<uint32_t>(index % launch.grid[0]);
   args.block_id[1] = static_cast<uint32_t>(index / launch.grid[0] % launch.grid[1]);
   args.block_id[2] = static_cast<uint32_t>(index / (uint64_t{launch.grid[0]} * launch.grid[1]));
-  args.buffers = launch.buffers.data();
-  args.buffer_bytes = launch.buffer_bytes.data();
+  args.buffers = bound.buffers;
+  args.buffer_bytes = bound.buffer_bytes;
   args.buffer_count = static_cast<uint32_t>(launch.buffers.size());
   args.scalars = launch.scalars.empty() ? nullptr : launch.scalars.data();
   args.scalar_bytes = static_cast<uint32_t>(launch.scalars.size());
@@ -264,7 +277,7 @@ void RunBlocks(GridJob& job) {
     const ResolvedLaunch& launch = *job.launch;
     if (shared == nullptr) shared = BlockScratch(launch);
     uint64_t last = std::min(first + chunk, job.total);
-    for (uint64_t index = first; index < last; index++) RunBlock(launch, index, shared);
+    for (uint64_t index = first; index < last; index++) RunBlock(launch, job.bound, index, shared);
     ran += last - first;
     first = job.next.load(std::memory_order_relaxed);
   }
@@ -276,17 +289,19 @@ void RunBlocks(GridJob& job) {
 
 // Runs a launch's grid with the calling thread and up to max_threads - 1 pool workers
 // (max_threads 0: the whole pool). Alone, the caller runs the blocks without any hand-off.
-void RunGrid(WorkerPool& pool, const ResolvedLaunch& launch, uint32_t max_threads = 0) {
+void RunGrid(WorkerPool& pool, const ResolvedLaunch& launch, uint32_t max_threads,
+             const BoundBuffers& bound) {
   uint64_t total = uint64_t{launch.grid[0]} * launch.grid[1] * launch.grid[2];
   uint64_t helpers = std::min<uint64_t>(pool.size(), total - 1);
   if (max_threads > 0) helpers = std::min<uint64_t>(helpers, max_threads - 1);
   if (helpers == 0) {
     void* shared = BlockScratch(launch);
-    for (uint64_t index = 0; index < total; index++) RunBlock(launch, index, shared);
+    for (uint64_t index = 0; index < total; index++) RunBlock(launch, bound, index, shared);
     return;
   }
   auto job = std::make_shared<GridJob>();
   job->launch = &launch;
+  job->bound = bound;
   job->total = total;
   job->threads = helpers + 1;
   for (uint64_t i = 0; i < helpers; i++) pool.Submit([job] { RunBlocks(*job); });
@@ -468,7 +483,7 @@ void RunPlanNodes(const std::shared_ptr<PlanRun>& run, uint32_t id) {
     const PlanNode& node = run->plan->nodes[id];
     switch (node.kind) {
       case NodeKind::kKernel:
-        RunGrid(*run->pool, *node.launch);
+        RunGrid(*run->pool, *node.launch, 0, OwnBuffers(*node.launch));
         break;
       case NodeKind::kCopy:
         memmove(node.dst, node.src, node.bytes);
@@ -512,12 +527,33 @@ void RunPlan(WorkerPool& pool, const std::shared_ptr<const Plan>& plan) {
 
 // Runs a plan's nodes in id order (a topological order) on the calling thread, each kernel's
 // blocks on at most max_threads threads.
-void RunPlanInline(WorkerPool& pool, const Plan& plan, uint32_t max_threads) {
-  for (const PlanNode& node : plan.nodes) {
+// bindings (sorted by node, then index; checked by api.cc) replace some kernel nodes' buffers
+// for this run: those nodes run on a copy of their address lists.
+void RunPlanInline(WorkerPool& pool, const Plan& plan, uint32_t max_threads,
+                   const loom_graph_binding* bindings = nullptr, uint32_t binding_count = 0) {
+  const loom_graph_binding* next = bindings;
+  const loom_graph_binding* end = bindings + binding_count;
+  for (uint32_t id = 0; id < plan.nodes.size(); id++) {
+    const PlanNode& node = plan.nodes[id];
     switch (node.kind) {
-      case NodeKind::kKernel:
-        RunGrid(pool, *node.launch, max_threads);
+      case NodeKind::kKernel: {
+        const ResolvedLaunch& launch = *node.launch;
+        if (next == end || next->node != id) {
+          RunGrid(pool, launch, max_threads, OwnBuffers(launch));
+          break;
+        }
+        // Kept per thread: a run allocates nothing once they have grown.
+        thread_local std::vector<void*> buffers;
+        thread_local std::vector<uint64_t> bytes;
+        buffers.assign(launch.buffers.begin(), launch.buffers.end());
+        bytes.assign(launch.buffer_bytes.begin(), launch.buffer_bytes.end());
+        for (; next != end && next->node == id; next++) {
+          buffers[next->index] = next->address;
+          bytes[next->index] = next->bytes;
+        }
+        RunGrid(pool, launch, max_threads, BoundBuffers{buffers.data(), bytes.data()});
         break;
+      }
       case NodeKind::kCopy:
         memmove(node.dst, node.src, node.bytes);
         break;
@@ -611,7 +647,7 @@ class HostStream : public loom_stream {
     std::shared_ptr<ResolvedLaunch> launch = Resolve(kernel, spec);
     WorkerPool* pool = pool_;
     uint32_t threads = max_threads_;
-    return Push("kernel launch '" + kernel->name + "'", [=] { RunGrid(*pool, *launch, threads); });
+    return Push("kernel launch '" + kernel->name + "'", [=] { RunGrid(*pool, *launch, threads, OwnBuffers(*launch)); });
   }
   Status RecordEvent(loom_event* event) override {
     std::shared_ptr<EventState> state = static_cast<HostEvent*>(event)->state;
@@ -668,7 +704,8 @@ class HostStream : public loom_stream {
   // Runs the graph's nodes in id order (ids are a topological order) on the calling thread,
   // once the work enqueued before has completed. exec_mu_ keeps the stream's thread from
   // starting operations enqueued meanwhile, so they run after it, as stream order requires.
-  Status RunGraph(loom_graph_exec* exec, uint32_t max_threads) override {
+  Status RunGraph(loom_graph_exec* exec, uint32_t max_threads, const loom_graph_binding* bindings,
+                  uint32_t binding_count) override {
     // An inline stream's operations complete before Push returns, and exec_mu_ waits out one
     // running meanwhile: only a threaded stream has queued work to wait for.
     if (!inline_) Synchronize();
@@ -681,7 +718,7 @@ class HostStream : public loom_stream {
       if (failed) return Ok();  // api.cc reports the sticky failure
     }
     std::shared_ptr<const Plan> plan = static_cast<HostExec*>(exec)->Current();
-    RunPlanInline(*pool_, *plan, max_threads);
+    RunPlanInline(*pool_, *plan, max_threads, bindings, binding_count);
     if (fault) Fail("graph run failed on the device: injected fault");
     return Ok();
   }

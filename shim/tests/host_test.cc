@@ -752,6 +752,112 @@ LOOM_TEST(InlineStreamAndGraphRunKeepStreamRules) {
   loom_stream_destroy(stream);
 }
 
+// loom_graph_exec_run with bindings runs the recorded kernels on the caller's memory for that
+// run only: the recorded buffers are neither read nor written, and the next run without
+// bindings uses them again. Malformed binding lists are refused and leave the exec usable.
+LOOM_TEST(GraphRunRebindsBuffersForOneRun) {
+  Fixture f(3);
+  REQUIRE(f.ok());
+  loom_stream_params inline_params = {};
+  inline_params.struct_size = sizeof(inline_params);
+  inline_params.flags = LOOM_STREAM_INLINE;
+  loom_stream* stream = nullptr;
+  REQUIRE_OK(loom_stream_create_with(f.device, &inline_params, &stream));
+  const uint32_t n = 1000;
+  loom_buffer* in = f.Buffer(n * 4, LOOM_MEMORY_SHARED);
+  loom_buffer* mid = f.Buffer(n * 4, LOOM_MEMORY_SHARED);
+  loom_buffer* out = f.Buffer(n * 4, LOOM_MEMORY_SHARED);
+  REQUIRE(in && mid && out);
+  float* hin = static_cast<float*>(loom_buffer_host_pointer(in));
+  float* hout = static_cast<float*>(loom_buffer_host_pointer(out));
+  for (uint32_t i = 0; i < n; i++) hin[i] = static_cast<float>(Uniform(1000)) - 500.0f;
+  const float k1 = 1.0f + static_cast<float>(Uniform(8)), k2 = -1.0f - static_cast<float>(Uniform(8));
+  // node 0: fill (not a kernel); node 1: mid = in * k1; node 2: out = mid * k2.
+  loom_graph* graph = nullptr;
+  REQUIRE_OK(loom_graph_create(f.device, &graph));
+  uint32_t fill = 0, first_id = 0, second_id = 0;
+  REQUIRE_OK(loom_graph_add_fill_node(graph, mid, 0, 4, 0, nullptr, 0, &fill));
+  Launch first(8, 128), second(8, 128);
+  first.Bind(in).Bind(mid).Add(k1).Add(n);
+  second.Bind(mid).Bind(out).Add(k2).Add(n);
+  REQUIRE_OK(loom_graph_add_kernel_node(graph, f.Kernel("scale"), first.Get(), &fill, 1, &first_id));
+  REQUIRE_OK(
+      loom_graph_add_kernel_node(graph, f.Kernel("scale"), second.Get(), &first_id, 1, &second_id));
+  loom_graph_exec* exec = nullptr;
+  REQUIRE_OK(loom_graph_instantiate(graph, &exec));
+  loom_graph_destroy(graph);
+
+  std::vector<float> x(n), y(n, 0.0f), recorded_in(hin, hin + n);
+  for (uint32_t i = 0; i < n; i++) x[i] = static_cast<float>(Uniform(1000)) - 500.0f;
+  const float out_sentinel = 12345.0f;
+  for (uint32_t i = 0; i < n; i++) hout[i] = out_sentinel;
+  loom_graph_binding bindings[2] = {};
+  bindings[0].node = first_id;
+  bindings[0].index = 0;
+  bindings[0].address = x.data();
+  bindings[0].bytes = n * 4;
+  bindings[1].node = second_id;
+  bindings[1].index = 1;
+  bindings[1].address = y.data();
+  bindings[1].bytes = n * 4;
+  loom_graph_run_params run = {};
+  run.struct_size = sizeof(run);
+  run.bindings = bindings;
+  run.binding_count = 2;
+  for (uint32_t threads : {1u, 0u}) {  // the caller alone, then with the pool's helpers
+    run.max_threads = threads;
+    std::fill(y.begin(), y.end(), 0.0f);
+    REQUIRE_OK(loom_graph_exec_run(exec, stream, &run));
+    for (uint32_t i = 0; i < n; i++) {
+      CHECK_EQ(y[i], x[i] * k1 * k2);
+      CHECK_EQ(hout[i], out_sentinel);
+      CHECK_EQ(hin[i], recorded_in[i]);
+      if (y[i] != x[i] * k1 * k2 || hout[i] != out_sentinel || hin[i] != recorded_in[i]) break;
+    }
+  }
+  // Without bindings the recorded buffers are used again.
+  REQUIRE_OK(loom_graph_exec_run(exec, stream, nullptr));
+  for (uint32_t i = 0; i < n; i++) {
+    CHECK_EQ(hout[i], hin[i] * k1 * k2);
+    if (hout[i] != hin[i] * k1 * k2) break;
+  }
+
+  // Refused: out of order, repeated, not a kernel node, no such node or buffer, no memory.
+  loom_graph_binding bad[2] = {bindings[1], bindings[0]};
+  run.bindings = bad;
+  CHECK_EQ(loom_graph_exec_run(exec, stream, &run), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(Contains(StreamError(stream), "out of order"));
+  bad[0] = bindings[0];
+  bad[1] = bindings[0];
+  CHECK_EQ(loom_graph_exec_run(exec, stream, &run), LOOM_ERR_INVALID_ARGUMENT);
+  run.binding_count = 1;
+  bad[0] = bindings[0];
+  bad[0].node = fill;
+  CHECK_EQ(loom_graph_exec_run(exec, stream, &run), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(Contains(StreamError(stream), "not a kernel node"));
+  bad[0] = bindings[0];
+  bad[0].node = 7;
+  CHECK_EQ(loom_graph_exec_run(exec, stream, &run), LOOM_ERR_INVALID_ARGUMENT);
+  bad[0] = bindings[0];
+  bad[0].index = 2;
+  CHECK_EQ(loom_graph_exec_run(exec, stream, &run), LOOM_ERR_INVALID_ARGUMENT);
+  bad[0] = bindings[0];
+  bad[0].address = nullptr;
+  CHECK_EQ(loom_graph_exec_run(exec, stream, &run), LOOM_ERR_INVALID_ARGUMENT);
+  run.bindings = nullptr;
+  CHECK_EQ(loom_graph_exec_run(exec, stream, &run), LOOM_ERR_INVALID_ARGUMENT);
+  // Nothing ran and nothing broke: the stream is not failed and the exec runs again.
+  for (uint32_t i = 0; i < n; i++) hout[i] = out_sentinel;
+  REQUIRE_OK(loom_graph_exec_run(exec, stream, nullptr));
+  CHECK_EQ(hout[n - 1], hin[n - 1] * k1 * k2);
+
+  loom_graph_exec_destroy(exec);
+  loom_buffer_destroy(in);
+  loom_buffer_destroy(mid);
+  loom_buffer_destroy(out);
+  loom_stream_destroy(stream);
+}
+
 LOOM_TEST(IndependentGraphNodesRunConcurrently) {
   Fixture f(2);
   REQUIRE(f.ok());

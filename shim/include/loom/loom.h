@@ -305,6 +305,15 @@ void loom_graph_exec_destroy(loom_graph_exec* exec);
 /* Runs the whole graph as one operation on the stream, respecting its edges; independent nodes
    may run concurrently. */
 loom_status loom_graph_exec_launch(loom_graph_exec* exec, loom_stream* stream);
+/* One buffer binding of a kernel node, bound to other host memory for one run
+   (loom_graph_run_params.bindings). */
+typedef struct loom_graph_binding {
+  uint32_t node;     /* a kernel node of the exec */
+  uint32_t index;    /* which of its buffer bindings */
+  void* address;     /* the memory the binding uses for this run: what buffers[index] points to */
+  uint64_t bytes;    /* bytes available from address (the kernel's buffer_bytes[index]) */
+} loom_graph_binding;
+
 /* Parameters of loom_graph_exec_run (struct_size first; later versions only append fields). */
 typedef struct loom_graph_run_params {
   uint32_t struct_size;
@@ -312,6 +321,14 @@ typedef struct loom_graph_run_params {
      (1: the caller alone; 0: the caller and every worker of the device's pool). Ignored by
      backends whose kernels run on a device. */
   uint32_t max_threads;
+  /* Host backend only (others fail with LOOM_ERR_NOT_SUPPORTED when binding_count > 0): for this
+     run, the listed kernel-node bindings use other host memory instead of the recorded buffer
+     and offset, which lets a caller run a recorded graph on its own input and output memory
+     without copying it in and out. The memory must stay valid, and not be touched by anything
+     else, until the call returns; the exec keeps no reference to it, and later runs use the
+     recorded addresses again. A node and index may appear once. */
+  const loom_graph_binding* bindings;
+  uint32_t binding_count;
 } loom_graph_run_params;
 
 /* Runs the whole graph to completion before returning, ordered after everything enqueued on the

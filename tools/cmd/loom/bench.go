@@ -40,7 +40,10 @@ func runBench(args []string) int { return benchMain(args, os.Stdout, os.Stderr, 
 
 // benchMain implements `loom bench MODEL [INPUT...]`. Inputs not given get seeded random values
 // of their declared shape. The first `--warmup` runs are not timed; then each of `--runs` runs
-// is timed alone. showProgress allows a progress bar (on a terminal only).
+// is timed alone. Each run's outputs are handed back with Recycle after its clock stops, as
+// shared/bench's ortbench releases ONNX Runtime's outputs after its clock stops (--keep-outputs:
+// leave them to the garbage collector instead). showProgress allows a progress bar (on a
+// terminal only).
 func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -50,8 +53,9 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 	provider := fs.String("ep", "auto", "execution provider: host, cuda or auto")
 	seed := fs.Uint64("seed", 1, "seed of the random inputs")
 	asJSON := fs.Bool("json", false, "print one JSON object (the fields of shared/bench/ortbench.sh)")
+	keep := fs.Bool("keep-outputs", false, "do not hand each run's outputs back (session.Recycle) after its clock stops")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: loom bench MODEL [name=FILE.npy | name=shape:2x3x4 | name=value:V]... [--threads N] [--runs N] [--warmup N] [--ep host|cuda|auto] [--json]")
+		fmt.Fprintln(stderr, "usage: loom bench MODEL [name=FILE.npy | name=shape:2x3x4 | name=value:V]... [--threads N] [--runs N] [--warmup N] [--ep host|cuda|auto] [--keep-outputs] [--json]")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterleaved(fs, args)
@@ -94,22 +98,30 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		return 2
 	}
 	bar := newProgress(*warmup+*runs, "loom bench", showProgress && !*asJSON)
+	release := func(outs []session.Tensor) {
+		if !*keep {
+			s.Recycle(outs...)
+		}
+	}
 	for i := 0; i < *warmup; i++ {
-		if _, err := s.Run(feeds); err != nil {
+		outs, err := s.Run(feeds)
+		if err != nil {
 			fmt.Fprintf(stderr, "loom bench: %v\n", err)
 			return 1
 		}
+		release(outs)
 		bar.Add(1)
 	}
 	times := make([]float64, *runs)
 	for i := range times {
 		t0 := time.Now()
-		_, err := s.Run(feeds)
+		outs, err := s.Run(feeds)
 		times[i] = msSince(t0)
 		if err != nil {
 			fmt.Fprintf(stderr, "loom bench: %v\n", err)
 			return 1
 		}
+		release(outs)
 		bar.Add(1)
 	}
 	bar.Finish()

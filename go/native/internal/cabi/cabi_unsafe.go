@@ -83,6 +83,8 @@ package cabi
 #cgo nocallback w_graph_exec_launch
 #cgo noescape w_graph_exec_run
 #cgo nocallback w_graph_exec_run
+#cgo noescape w_graph_exec_run_bound
+#cgo nocallback w_graph_exec_run_bound
 #cgo noescape w_graph_exec_update_kernel_node
 #cgo nocallback w_graph_exec_update_kernel_node
 #cgo nocallback loom_abi_version
@@ -552,6 +554,48 @@ func GraphExecLaunch(x GraphExec, s Stream) *Failure {
 func GraphExecRun(x GraphExec, s Stream, maxThreads uint32) *Failure {
 	var e errBuf
 	return failed(C.w_graph_exec_run(x.p, s.p, C.uint32_t(maxThreads), &e[0]), &e)
+}
+
+// BindSite is one rebinding of GraphExecRunBound: kernel node Node's buffer binding Index
+// uses memory Arg (an index into the run's memory list) from byte Offset, Bytes long. Its
+// layout is C's w_bind_site.
+type BindSite struct {
+	Node, Index, Arg, reserved uint32
+	Offset, Bytes              uint64
+}
+
+// BindSite and w_bind_site agree in size and field offsets (compile-time checks).
+var (
+	_ [unsafe.Sizeof(BindSite{}) - unsafe.Sizeof(C.w_bind_site{})]byte
+	_ [unsafe.Sizeof(C.w_bind_site{}) - unsafe.Sizeof(BindSite{})]byte
+	_ [unsafe.Offsetof(BindSite{}.Offset) - unsafe.Offsetof(C.w_bind_site{}.offset)]byte
+	_ [unsafe.Offsetof(C.w_bind_site{}.offset) - unsafe.Offsetof(BindSite{}.Offset)]byte
+)
+
+// BindMemories is the most memories one bound run passes.
+const BindMemories = 8
+
+// GraphExecRunBound is loom_graph_exec_run with the sites whose memory is not nil rebound to
+// it for this run. The caller has checked that each such site's range lies within its memory.
+// The memories are passed as direct arguments: cgo keeps them valid for the call, and the
+// shim keeps no reference to them after it.
+func GraphExecRunBound(x GraphExec, s Stream, maxThreads uint32, sites []BindSite, mem *[BindMemories][]byte) *Failure {
+	var e errBuf
+	var sp *C.w_bind_site
+	if len(sites) > 0 {
+		sp = (*C.w_bind_site)(unsafe.Pointer(&sites[0]))
+	}
+	return failed(C.w_graph_exec_run_bound(x.p, s.p, C.uint32_t(maxThreads), sp, C.uint32_t(len(sites)),
+		memPointer(mem[0]), memPointer(mem[1]), memPointer(mem[2]), memPointer(mem[3]),
+		memPointer(mem[4]), memPointer(mem[5]), memPointer(mem[6]), memPointer(mem[7]), &e[0]), &e)
+}
+
+// memPointer is b's first byte, or nil for an empty b (an unbound memory).
+func memPointer(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
 }
 
 // GraphExecUpdateKernelNode is loom_graph_exec_update_kernel_node.

@@ -391,10 +391,59 @@ static inline loom_status w_graph_exec_launch(loom_graph_exec* exec, loom_stream
 
 static inline loom_status w_graph_exec_run(loom_graph_exec* exec, loom_stream* stream,
                                            uint32_t max_threads, char* err) {
-  loom_graph_run_params p;
+  loom_graph_run_params p = {0};
   p.struct_size = sizeof(p);
   p.max_threads = max_threads;
   return w_stream_failed(loom_graph_exec_run(exec, stream, &p), stream, err);
+}
+
+/* One rebinding of w_graph_exec_run_bound: kernel node `node`'s buffer `index` uses memory
+   argument `arg` (m0..m7) from byte `offset`, `bytes` long. Go builds these (no pointers in
+   them); the memory itself comes as direct arguments, which cgo allows for Go memory without
+   pointers in it and keeps valid for the call. */
+typedef struct w_bind_site {
+  uint32_t node;
+  uint32_t index;
+  uint32_t arg;
+  uint32_t reserved;
+  uint64_t offset;
+  uint64_t bytes;
+} w_bind_site;
+
+/* w_graph_exec_run with the sites whose memory argument is not NULL rebound for this run. */
+static inline loom_status w_graph_exec_run_bound(loom_graph_exec* exec, loom_stream* stream,
+                                                 uint32_t max_threads, const w_bind_site* sites,
+                                                 uint32_t count, void* m0, void* m1, void* m2,
+                                                 void* m3, void* m4, void* m5, void* m6, void* m7,
+                                                 char* err) {
+  void* mem[8] = {m0, m1, m2, m3, m4, m5, m6, m7};
+  loom_graph_binding local[32];
+  loom_graph_binding* bindings = local;
+  if (count > 32) {
+    bindings = (loom_graph_binding*)malloc(count * sizeof(loom_graph_binding));
+    if (bindings == NULL) {
+      snprintf(err, LOOM_ERROR_CAPACITY, "graph run: out of memory for %u bindings", count);
+      return LOOM_ERR_OUT_OF_MEMORY;
+    }
+  }
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    const w_bind_site* s = &sites[i];
+    if (s->arg >= 8 || mem[s->arg] == NULL) continue;
+    bindings[n].node = s->node;
+    bindings[n].index = s->index;
+    bindings[n].address = (char*)mem[s->arg] + s->offset;
+    bindings[n].bytes = s->bytes;
+    n++;
+  }
+  loom_graph_run_params p = {0};
+  p.struct_size = sizeof(p);
+  p.max_threads = max_threads;
+  p.bindings = bindings;
+  p.binding_count = n;
+  loom_status st = w_stream_failed(loom_graph_exec_run(exec, stream, &p), stream, err);
+  if (bindings != local) free(bindings);
+  return st;
 }
 
 static inline loom_status w_graph_exec_update_kernel_node(

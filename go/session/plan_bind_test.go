@@ -1,0 +1,180 @@
+package session
+
+import (
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// onlyPlan is the single plan of s, with an idle instance of it.
+func onlyPlan(t *testing.T, s *InferenceSession) (*planTemplate, *planInstance) {
+	t.Helper()
+	s.plans.mu.Lock()
+	defer s.plans.mu.Unlock()
+	require.Len(t, s.plans.entries, 1)
+	for _, e := range s.plans.entries {
+		require.NotNil(t, e.template, e.reason)
+		require.NotEmpty(t, e.idle)
+		return e.template, e.idle[0]
+	}
+	return nil, nil
+}
+
+func floatGraph(t *testing.T, name string, inputs map[string][]int64, outputs []string, nodes ...*graph.Node) *graph.Model {
+	t.Helper()
+	g := &graph.Graph{Name: name}
+	for _, in := range slices.Sorted(func(yield func(string) bool) {
+		for k := range inputs {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		g.Inputs = append(g.Inputs, graph.Input(in, graph.TensorType(graph.Float, graph.ShapeOf(inputs[in]...))))
+	}
+	for _, out := range outputs {
+		g.Outputs = append(g.Outputs, graph.Output(out, graph.Type{}))
+	}
+	g.Nodes = nodes
+	m, err := graph.FromGraph(name, g, map[string]int64{"": 13})
+	require.NoError(t, err)
+	return m
+}
+
+// A plan's kernels read inputs from, and write outputs into, the caller's memory: the
+// arena's slots for them are never touched, the inputs stay as they were, and the outputs
+// match the interpreter's on fresh inputs every run.
+func TestPlanBindsInputsAndOutputsInPlace(t *testing.T) {
+	rnd := inferRand()
+	model := floatGraph(t, "bind", map[string][]int64{"a": {300}, "b": {300}}, []string{"y", "z"},
+		graph.NewNode("add", "Add", []string{"a", "b"}, []string{"y"}),
+		graph.NewNode("mul", "Mul", []string{"y", "a"}, []string{"z"}))
+	planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) { return b.FromGraph(model) })
+	feeds := func() []NamedTensor {
+		return []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{300}, randomF32(rnd, 300))},
+			{Name: "b", Tensor: MustTensor([]int64{300}, randomF32(rnd, 300))}}
+	}
+	requireSameOutputs(t, planned, interpreted, feeds(), 0)
+	tmpl, inst := onlyPlan(t, planned)
+	require.Equal(t, []int{0, 1}, tmpl.bindIn)
+	require.Equal(t, []int{2, 3}, tmpl.bindOut)
+	const sentinel = 0xA5
+	for i := range inst.mem {
+		inst.mem[i] = sentinel
+	}
+	for range 3 {
+		in := feeds()
+		kept := make([]Tensor, 2)
+		for i := range kept {
+			c, err := copyOut(in[i].Tensor)
+			require.NoError(t, err)
+			kept[i] = c
+		}
+		want, err := interpreted.Run(in)
+		require.NoError(t, err)
+		got, err := planned.Run(in)
+		require.NoError(t, err)
+		require.Equal(t, want[0].Data(), got[0].Data())
+		require.Equal(t, want[1].Data(), got[1].Data())
+		require.Equal(t, kept[0].Data(), in[0].Tensor.Data(), "inputs are read, never written")
+		require.Equal(t, kept[1].Data(), in[1].Tensor.Data())
+	}
+	for _, s := range []int{tmpl.inputs[0].ref.slot, tmpl.inputs[1].ref.slot, tmpl.outputs[0].slot, tmpl.outputs[1].slot} {
+		sl := tmpl.slots[s]
+		for _, v := range inst.mem[sl.offset : sl.offset+sl.bytes] {
+			require.Equal(t, byte(sentinel), v, "slot %d went through the arena", s)
+		}
+	}
+}
+
+// Values a plan cannot bind go through the arena, with the same results: an input that is
+// also a graph output (through Identity), an output two graph outputs share, an input a
+// host step reads, and a host step's output.
+func TestPlanCopiesValuesItCannotBind(t *testing.T) {
+	rnd := inferRand()
+	model := floatGraph(t, "nobind", map[string][]int64{"a": {64}, "c": {8}}, []string{"y", "w", "w2", "nz"},
+		graph.NewNode("id", "Identity", []string{"a"}, []string{"y"}),
+		graph.NewNode("relu", "Relu", []string{"a"}, []string{"w"}),
+		graph.NewNode("id2", "Identity", []string{"w"}, []string{"w2"}),
+		graph.NewNode("nz", "NonZero", []string{"c"}, []string{"nz"}))
+	planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) { return b.FromGraph(model) })
+	nonZero := func(n int) []float32 { // NonZero's output shape stays the same: no zeros
+		v := randomF32(rnd, n)
+		for i := range v {
+			v[i] += 2
+		}
+		return v
+	}
+	for range 3 {
+		feeds := []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{64}, randomF32(rnd, 64))},
+			{Name: "c", Tensor: MustTensor([]int64{8}, nonZero(8))}}
+		requireSameOutputs(t, planned, interpreted, feeds, 0)
+	}
+	tmpl, _ := onlyPlan(t, planned)
+	require.Equal(t, []int{-1, -1}, tmpl.bindIn)
+	require.Equal(t, []int{-1, -1, -1, -1}, tmpl.bindOut)
+}
+
+// Recycled outputs are written again by later runs (same memory, new values), from any
+// number of goroutines at once; things that cannot be recycled are ignored.
+func TestRecycledOutputsAreReused(t *testing.T) {
+	rnd := inferRand()
+	for _, n := range []int{1024, 5000} { // carved from shared blocks; allocated alone
+		model := floatGraph(t, "add", map[string][]int64{"a": {int64(n)}, "b": {int64(n)}}, []string{"y"},
+			graph.NewNode("add", "Add", []string{"a", "b"}, []string{"y"}))
+		s, err := Builder().WithExecutionProvider(ProviderHost).WithIntraOpThreads(1).FromGraph(model)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		run := func(r *rand.Rand) []Tensor {
+			a, b := randomF32(r, n), randomF32(r, n)
+			outs, err := s.Run([]NamedTensor{{Name: "a", Tensor: MustTensor([]int64{int64(n)}, a)}, {Name: "b", Tensor: MustTensor([]int64{int64(n)}, b)}})
+			require.NoError(t, err)
+			y := outs[0].Data().([]float32)
+			for i := range y {
+				if y[i] != a[i]+b[i] {
+					require.Equal(t, a[i]+b[i], y[i], "element %d", i)
+				}
+			}
+			return outs
+		}
+		run(rnd) // traced
+		outs := run(rnd)
+		first := &outs[0].Data().([]float32)[0]
+		s.Recycle(outs...)
+		s.Recycle(MustTensor([]int64{1}, []string{"x"}), Tensor{}, MustTensor([]int64{3}, []float32{1, 2, 3}))
+		again := run(rnd)
+		require.Same(t, first, &again[0].Data().([]float32)[0], "the recycled memory holds the next output")
+		s.Recycle(again...)
+
+		var wg sync.WaitGroup
+		for g := range 4 {
+			r := rand.New(rand.NewPCG(rnd.Uint64(), uint64(g)))
+			wg.Go(func() {
+				for range 30 {
+					s.Recycle(run(r)...)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// The fast path follows the inputs' shapes: alternating batch sizes run their own plans.
+func TestPlanFastPathFollowsShapeChanges(t *testing.T) {
+	rnd := inferRand()
+	w, b := randomF32(rnd, 8*5), randomF32(rnd, 5)
+	planned, interpreted := planPair(t, func(bld *SessionBuilder) (*InferenceSession, error) {
+		return bld.FromGraph(mlpModel(t, w, b, 8, 5))
+	})
+	for range 3 {
+		for _, rows := range []int{2, 3, 1} {
+			feeds := []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{int64(rows), 8}, randomF32(rnd, rows*8))}}
+			requireSameOutputs(t, planned, interpreted, feeds, 1e-6)
+		}
+	}
+}
