@@ -127,7 +127,8 @@ func TestKernelOpsAgainstHost(t *testing.T) {
 	}
 }
 
-// The pool planner takes pool2d_window only when every window lies inside the image.
+// The pool planner takes pool2d_window (pool2d_rows for rows narrower than 32 outputs) only
+// when every window lies inside the image.
 func TestPoolPlannerChoosesWindowKernel(t *testing.T) {
 	plan := func(n *graph.Node, shape ...int64) string {
 		p, reason, err := kernelPlanners[plannerKey(n)](n, 18, []valueInfo{{valueType: valueType{graph.Float, shape}, present: true}})
@@ -138,7 +139,8 @@ func TestPoolPlannerChoosesWindowKernel(t *testing.T) {
 	pool := func(attrs ...*graph.Attribute) *graph.Node {
 		return graph.NewNode("n", "MaxPool", []string{"x"}, []string{"y"}, append(attrs, graph.IntsAttr("kernel_shape", 2, 2))...)
 	}
-	require.Equal(t, "pool2d_window", plan(pool(graph.IntsAttr("strides", 2, 2)), 1, 8, 28, 28))
+	require.Equal(t, "pool2d_rows", plan(pool(graph.IntsAttr("strides", 2, 2)), 1, 8, 28, 28))
+	require.Equal(t, "pool2d_window", plan(pool(graph.IntsAttr("strides", 2, 2)), 1, 8, 28, 64))
 	require.Equal(t, "pool2d", plan(pool(graph.IntsAttr("strides", 2, 2), graph.IntAttr("ceil_mode", 1)), 1, 8, 7, 7))
 	require.Equal(t, "pool2d", plan(pool(graph.IntsAttr("pads", 1, 1, 1, 1)), 1, 8, 7, 7))
 	require.Equal(t, "pool2d", plan(pool(graph.IntsAttr("dilations", 2, 2)), 1, 8, 7, 7))

@@ -303,13 +303,29 @@ func poolPlanner(isMax bool) kernelPlanner {
 	}
 }
 
-// poolWindowCall is the pool2d_window launch for pooling whose windows all lie inside the
-// image (no padding, dilation 1, small windows), or false.
+// poolRowsBlockInputs sizes pool2d_rows' blocks in window cells read (a few microseconds of
+// work, against a block's fixed cost of its checks and views).
+const poolRowsBlockInputs = 8192
+
+// poolWindowCall is the pool2d_window (or, for narrow rows, pool2d_rows) launch for pooling
+// whose windows all lie inside the image (no padding, dilation 1, small windows), or false.
 func poolWindowCall(isMax bool, pr convParams, nc, oh, ow, h, wd int) (kernelCall, bool) {
 	kh, kw, sh, sw := pr.kernel[0], pr.kernel[1], pr.strides[0], pr.strides[1]
 	if pr.padBegin[0] != 0 || pr.padBegin[1] != 0 || pr.dilations[0] != 1 || pr.dilations[1] != 1 ||
 		kh > 8 || kw > 8 || (oh-1)*sh+kh > h || (ow-1)*sw+kw > wd {
 		return kernelCall{}, false
+	}
+	args := []uint64{u(nc), u(oh), u(ow), u(h), u(wd)}
+	if ow < 32 {
+		// Narrow rows as pool2d_rows' vectors along each row; blocks of channels reading
+		// about poolRowsBlockInputs window cells each, balanced (MNIST's pools: one block).
+		vl := vectorWidth(ow)
+		ch := min(max(poolRowsBlockInputs/(oh*ow*kh*kw), 1), nc)
+		ch = ceilDiv(nc, ceilDiv(nc, ch))
+		cfg := map[string]string{"MAX": strconv.FormatBool(isMax), "KH": strconv.Itoa(kh), "KW": strconv.Itoa(kw),
+			"SH": strconv.Itoa(sh), "SW": strconv.Itoa(sw), "VL": strconv.Itoa(vl), "CH": strconv.Itoa(ch)}
+		return kernelCall{file: "linalg.loom", symbol: "pool2d_rows", config: cfg, args: args, workload: args[:3],
+			bind: []kernelBinding{readOf(inputOperand(0)), writeOf(outputOperand(0))}}, true
 	}
 	// Blocks of about 512 outputs: a block's fixed cost (its checks and views) is then small
 	// next to its work, and small images take one block per channel.
@@ -320,7 +336,6 @@ func poolWindowCall(isMax bool, pr convParams, nc, oh, ow, h, wd int) (kernelCal
 	rows := max(1, min(oh, 512/block))
 	cfg := map[string]string{"MAX": strconv.FormatBool(isMax), "KH": strconv.Itoa(kh), "KW": strconv.Itoa(kw),
 		"SH": strconv.Itoa(sh), "SW": strconv.Itoa(sw), "BLOCK": strconv.Itoa(block), "ROWS": strconv.Itoa(rows)}
-	args := []uint64{u(nc), u(oh), u(ow), u(h), u(wd)}
 	return kernelCall{file: "linalg.loom", symbol: "pool2d_window", config: cfg, args: args, workload: args[:3],
 		bind: []kernelBinding{readOf(inputOperand(0)), writeOf(outputOperand(0))}}, true
 }

@@ -416,7 +416,8 @@ func matMulSpec(as, bs []int64) (g gemmSpec, out []int64, reason string, err err
 // convPlan plans Conv (fused false) or FusedConv: 1x1 convolutions with unit strides and no
 // padding as gemm_nn (pixels are columns), those with few output positions as gemm_nt dot
 // products (see fewPositions), the others as conv_pad (when padding or a column stride needs
-// it) and conv2d_direct. 1-D convolutions are 2-D ones of height 1.
+// it) and conv2d_direct or conv2d_cout (which, for tiles of whole rows, reads x in place
+// instead of conv_pad's copy). 1-D convolutions are 2-D ones of height 1.
 func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, error) {
 	if len(in) < 2 || !allFloat32(in, 0, 1) || (len(in) > 2 && in[2].present && in[2].dtype != graph.Float) {
 		return nil, declineType(in), nil
@@ -496,11 +497,21 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 		p.reason = reasonFloat32 + ", convolution with few output positions as dot products along the receptive field"
 		return p, "", nil
 	}
+	depthwise := cg == 1 && mg == 1
+	t, directCost := bestConvTile(mg, oh, ow, cg, kern, str, dil)
+	ct, coutCost, coutOK := bestCoutTile(mg, oh, ow, cg, kern, str, dil)
+	coutOK = coutOK && coutCost < directCost
 	// The padded, column-phase-split input (see conv_fast.loom), or x itself.
 	hp := (oh-1)*str[0] + (kern[0]-1)*dil[0] + 1
 	wq := ow + (kern[1]-1)*dil[1]/str[1]
 	xp := inputOperand(0)
-	if pad != [2]int{} || str[1] > 1 {
+	needPad := pad != [2]int{} || str[1] > 1
+	// conv2d_cout with tiles of whole rows reads x itself and skips the padding's taps
+	// (its PAD mode), which spares conv_pad's copy and the multiply-adds by zero.
+	coutPad := coutOK && needPad && ct.np == ow
+	if coutPad {
+		hp, wq = h, wd
+	} else if needPad {
 		vl := vectorWidth(min(wd, wq))
 		planes := pow2AtMost(min(max(16384/(str[1]*hp*wq), 1), nb*c))
 		args := []uint64{u(nb * c), u(hp), u(h), u(wd), u(wq), u(pad[0]), u(pad[1])}
@@ -512,15 +523,13 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 	} else {
 		hp, wq = h, wd
 	}
-	depthwise := cg == 1 && mg == 1
-	t, directCost := bestConvTile(mg, oh, ow, cg, kern, str, dil)
 	bias := inputOperand(1) // not read without BIAS
 	if hasBias {
 		bias = inputOperand(2)
 	}
 	args := []uint64{u(nb), u(mg), u(oh), u(ow), u(groups), u(cg), u(hp), u(wq),
 		uint64(math.Float32bits(p0)), uint64(math.Float32bits(p1)), uint64(math.Float32bits(scale)), uint64(math.Float32bits(shift))}
-	if ct, coutCost, ok := bestCoutTile(mg, oh, ow, cg, kern, str, dil); ok && coutCost < directCost {
+	if coutOK {
 		// The weights as wt [groups, cg·KH·KW, mg]: transposed here when the plan knows
 		// them before the run, else by conv_wt each run.
 		kd := cg * kern[0] * kern[1]
@@ -544,6 +553,9 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 			"KH": strconv.Itoa(kern[0]), "KW": strconv.Itoa(kern[1]), "SH": strconv.Itoa(str[0]), "SW": strconv.Itoa(str[1]),
 			"DH": strconv.Itoa(dil[0]), "DW": strconv.Itoa(dil[1]), "KV": strconv.Itoa(kv), "KU": strconv.Itoa(ku), "RB": strconv.Itoa(rb),
 			"BIAS": strconv.FormatBool(hasBias), "ACT": act, "AFFINE": strconv.FormatBool(affine)}
+		if coutPad {
+			cfg["PAD"], cfg["PH"], cfg["PW"], cfg["IW"] = "true", strconv.Itoa(pad[0]), strconv.Itoa(pad[1]), strconv.Itoa(wd)
+		}
 		p.calls = append(p.calls, kernelCall{file: "conv_fast.loom", symbol: "conv2d_cout", config: cfg, args: args, workload: args[:5],
 			bind: []kernelBinding{readOf(xp), readOf(wt), readOf(bias), writeOf(outputOperand(0))}})
 		p.reason = reasonFloat32 + ", register-tiled direct convolution along output channels"
