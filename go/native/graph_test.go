@@ -73,7 +73,9 @@ func (cg *chainGraph) want(x []uint32) []uint32 {
 	return out
 }
 
-func TestGraphOf100NodesMatchesGo(t *testing.T) {
+// chainSetup opens a host device, a stream and a chain graph over 1-700 elements with its exec.
+func chainSetup(t *testing.T) (*rand.Rand, *native.Stream, int, *chainGraph, *native.GraphExec) {
+	t.Helper()
 	r := newRand(t)
 	dev := openHost(t)
 	m := kernels(t, dev)
@@ -83,6 +85,11 @@ func TestGraphOf100NodesMatchesGo(t *testing.T) {
 	exec, err := cg.graph.Instantiate()
 	require.NoError(t, err)
 	closeLater(t, exec)
+	return r, s, n, cg, exec
+}
+
+func TestGraphOf100NodesMatchesGo(t *testing.T) {
+	r, s, n, cg, exec := chainSetup(t)
 	// The exec is independent of the graph.
 	require.NoError(t, cg.graph.Close())
 
@@ -207,15 +214,7 @@ func TestCaptureRefusesHostCopies(t *testing.T) {
 // work enqueued before it, any thread limit gives the same result, and a failed stream refuses
 // it for good.
 func TestGraphRunInlineMatchesLaunch(t *testing.T) {
-	r := newRand(t)
-	dev := openHost(t)
-	m := kernels(t, dev)
-	s := newStream(t, dev)
-	n := 1 + r.IntN(700)
-	cg := buildChainGraph(t, r, dev, m, n)
-	exec, err := cg.graph.Instantiate()
-	require.NoError(t, err)
-	closeLater(t, exec)
+	r, s, n, cg, exec := chainSetup(t)
 	for _, threads := range []int{1, 2, 0} {
 		x := randomU32(r, n)
 		// The upload is enqueued, not waited for: Run must wait for it.
@@ -236,15 +235,7 @@ func TestGraphRunInlineMatchesLaunch(t *testing.T) {
 // buffers are neither read nor written, and the next Run uses them again. Bad binding lists
 // are refused before anything runs.
 func TestGraphRunBoundUsesCallerMemory(t *testing.T) {
-	r := newRand(t)
-	dev := openHost(t)
-	m := kernels(t, dev)
-	s := newStream(t, dev)
-	n := 1 + r.IntN(700)
-	cg := buildChainGraph(t, r, dev, m, n)
-	exec, err := cg.graph.Instantiate()
-	require.NoError(t, err)
-	closeLater(t, exec)
+	r, s, n, cg, exec := chainSetup(t)
 	// Node ids: chain c is its fill (9c) and axpy steps (9c+1..9c+8); the join is 90 and the
 	// adds 91..99 (the first reads accs 0 and 1; each writes total at binding 2, and the others
 	// read it at binding 0).
@@ -282,7 +273,7 @@ func TestGraphRunBoundUsesCallerMemory(t *testing.T) {
 	short := make([]byte, bytes-4)
 	var mem [native.MaxRunMemories][]byte
 	mem[0], mem[1] = short, make([]byte, bytes)
-	err = exec.RunBound(s, 1, bindings, &mem)
+	err := exec.RunBound(s, 1, bindings, &mem)
 	require.ErrorIs(t, err, native.ErrInvalidArgument)
 	require.ErrorContains(t, err, "memory 0")
 	mem[0] = u32Bytes(deviceX)
