@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/loomrt/loom/go/graph/internal/onnxpb"
 	"google.golang.org/protobuf/proto"
@@ -51,6 +52,21 @@ func LoadWithOptions(path string, opts LoadOptions) (*Model, error) {
 	}
 	if st.Size() > lim.MaxModelBytes {
 		return nil, &Error{Model: opts.Name, Msg: fmt.Sprintf("file is %d bytes, over the %d byte limit", st.Size(), lim.MaxModelBytes)}
+	}
+	// The file is decoded from a read-only mapping, unmapped as soon as the model is built:
+	// read into the Go heap, its bytes stayed resident as garbage until a collection, on top
+	// of the decoded model (10 MB of peak memory for a 10 MB model). The decoded model does
+	// not alias the mapping: the protobuf decoder copies bytes and strings.
+	if st.Mode().IsRegular() && st.Size() > 0 && int64(int(st.Size())) == st.Size() {
+		if data, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED); err == nil {
+			m, err := LoadBytesWithOptions(data, opts)
+			if uerr := syscall.Munmap(data); uerr != nil && err == nil {
+				m.Close()
+				return nil, &Error{Model: opts.Name, Msg: uerr.Error()}
+			}
+			return m, err
+		}
+		// Some filesystems refuse mmap: read the file instead.
 	}
 	data := make([]byte, st.Size())
 	if _, err := io.ReadFull(f, data); err != nil {

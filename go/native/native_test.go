@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -634,5 +635,40 @@ func TestConcurrentCloseAndUse(t *testing.T) {
 		wg.Wait()
 		require.NoError(t, b.Close())
 		require.NoError(t, s.Close())
+	}
+}
+
+// The host backend maps buffers of 128 KiB and more from the kernel (and unmaps them when
+// freed) rather than taking them from malloc: sizes on both sides of that line, of both kinds,
+// hold what is written to them, are 64-byte aligned, and can be freed and allocated again.
+func TestHostBuffersAcrossTheMappedSize(t *testing.T) {
+	dev := openHost(t)
+	s, err := dev.NewStream()
+	require.NoError(t, err)
+	closeLater(t, s)
+	rnd := newRand(t)
+	for round := 0; round < 3; round++ {
+		for _, size := range []uint64{1, 4096, 128<<10 - 1, 128 << 10, 128<<10 + 1, 3<<20 + 7} {
+			for _, kind := range []native.MemoryKind{native.DeviceMemory, native.SharedMemory} {
+				b, err := dev.Alloc(kind, size)
+				require.NoError(t, err)
+				want := make([]byte, size)
+				for i := range want {
+					want[i] = byte(rnd.Uint32())
+				}
+				require.NoError(t, s.Upload(b, 0, want))
+				got := make([]byte, size)
+				require.NoError(t, s.Download(got, b, 0))
+				require.NoError(t, s.Synchronize())
+				require.Equal(t, want, got, "%d bytes of %s memory", size, kind)
+				if kind == native.SharedMemory {
+					view := b.Bytes()
+					require.Equal(t, want, view)
+					require.Zero(t, uintptr(unsafe.Pointer(&view[0]))%64, "%d bytes: the view is not 64-byte aligned", size)
+				}
+				require.NoError(t, b.Close())
+				require.NoError(t, b.Close())
+			}
+		}
 	}
 }

@@ -126,8 +126,11 @@ func signatureOf(a *loom.Artifact, props native.Props) (KernelSignature, error) 
 		MaxGridDim:              props.MaxGridDim,
 		MaxSharedMemoryPerBlock: props.MaxSharedMemoryPerBlock,
 	}
+	// The closure keeps what LaunchConfig reads, not the artifact: its C text and IR are
+	// megabytes across a model's kernels, and loading the kernel needs them no longer.
+	launch := &loom.Artifact{Kernel: a.Kernel, Launch: a.Launch}
 	sig.Launch = func(workload []uint64) (LaunchConfig, error) {
-		g, err := a.LaunchConfig(workload, limits)
+		g, err := launch.LaunchConfig(workload, limits)
 		if err != nil {
 			return LaunchConfig{}, err
 		}

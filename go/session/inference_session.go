@@ -223,10 +223,10 @@ type InferenceSession struct {
 	control     map[string]bool
 	controlOnce sync.Once
 	// fastSig is the signature the fast path ran last (see fastSignature).
-	fastSig atomic.Pointer[fastSignature]
-	planning    bool // whether runs use compiled plans (OptionRunPlan)
-	tensorIO    bool // whether every graph input and output is a tensor (not a sequence or optional)
-	threads     int  // intra-op threads (0: the hardware's)
+	fastSig  atomic.Pointer[fastSignature]
+	planning bool // whether runs use compiled plans (OptionRunPlan)
+	tensorIO bool // whether every graph input and output is a tensor (not a sequence or optional)
+	threads  int  // intra-op threads (0: the hardware's)
 
 	epContextPath string // the EP context model this session wrote, if any
 
@@ -277,7 +277,13 @@ func (b *SessionBuilder) build(m *graph.Model, ownModel bool, modelPath string) 
 	g := m.Graph
 	s.weights = make(map[string]Tensor, len(g.Initializers))
 	for name, gt := range g.Initializers {
-		t, err := FromGraphTensor(gt)
+		// A model the session owns shares its initializers' bytes with the session's weights
+		// (weightTensor); a caller's model may change after the session is made, so it is copied.
+		decode := FromGraphTensor
+		if ownModel {
+			decode = weightTensor
+		}
+		t, err := decode(gt)
 		if err != nil {
 			return nil, wrapError(op, ErrInvalidArgument, err, "initializer %q", name)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/loomrt/loom/go/graph"
 )
@@ -247,6 +248,37 @@ func sliceLen(s any) int {
 		return len(v)
 	}
 	return 0
+}
+
+// weightTensor is FromGraphTensor without the copy where it can: a numeric constant whose
+// packed little-endian bytes the model carries inline (in the Go heap, not an mmapped external
+// file), aligned for its element type, is viewed in place, so that the session's weights and
+// its model's initializers are one copy rather than two (on a 10 MB model, 10 MB of peak
+// memory). Only for a model the session owns: nothing writes either side (host functions
+// never modify their inputs; kernels read uploaded copies or bound weights, which they never
+// write), and the model lives as long as the session. Outputs that are weights are copied out.
+func weightTensor(gt *graph.Tensor) (Tensor, error) {
+	if !viewableConstant(gt) {
+		return FromGraphTensor(gt)
+	}
+	return viewBytes(gt.DType, append([]int64{}, gt.Dims...), gt.Raw), nil
+}
+
+// nativeLittleEndian says whether this machine stores numbers as ONNX's raw data does.
+var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// viewableConstant reports whether gt's raw bytes can back a Tensor as they are.
+func viewableConstant(gt *graph.Tensor) bool {
+	switch gt.DType {
+	case graph.Float, graph.Double, graph.Float16, graph.BFloat16, graph.Int8, graph.Int16, graph.Int32,
+		graph.Int64, graph.Uint8, graph.Uint16, graph.Uint32, graph.Uint64:
+	default:
+		return false // bool bytes may hold values other than 0 and 1; strings and others are decoded
+	}
+	size := int64(gt.DType.BitSize() / 8)
+	n := gt.NumElements()
+	return nativeLittleEndian && gt.Ref.Inline() && n > 0 && int64(len(gt.Raw)) == n*size &&
+		uintptr(unsafe.Pointer(&gt.Raw[0]))%uintptr(size) == 0
 }
 
 // FromGraphTensor decodes a constant of a model (an initializer or a Constant's value) into a

@@ -1,0 +1,94 @@
+package session
+
+import (
+	"math/rand/v2"
+	"os"
+	"testing"
+	"unsafe"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/stretchr/testify/require"
+)
+
+// A session that loaded its model views the model's initializer bytes as its weights (one
+// copy, not two); a session over a caller's model copies them; both compute the same outputs.
+func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
+	const path = "testdata/models/tiny_encoder.onnx"
+	owned, err := Builder().WithExecutionProvider(ProviderHost).Load(path)
+	require.NoError(t, err)
+	defer owned.Close()
+	viewed := 0
+	for name, gt := range owned.model.Graph.Initializers {
+		w := owned.weights[name]
+		raw, ok := rawBytes(w)
+		require.True(t, ok, name)
+		require.Equal(t, gt.Raw, raw, name)
+		if viewableConstant(gt) {
+			require.Equal(t, unsafe.Pointer(&gt.Raw[0]), unsafe.Pointer(&raw[0]), "initializer %s is copied", name)
+			viewed++
+		}
+	}
+	require.Positive(t, viewed)
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	m, err := graph.LoadBytes(data)
+	require.NoError(t, err)
+	theirs, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	require.NoError(t, err)
+	defer theirs.Close()
+	for name, gt := range m.Graph.Initializers {
+		raw, _ := rawBytes(theirs.weights[name])
+		require.Equal(t, gt.Raw, raw, name)
+		if len(raw) > 0 {
+			require.NotEqual(t, unsafe.Pointer(&gt.Raw[0]), unsafe.Pointer(&raw[0]), "a caller's initializer %s is shared", name)
+		}
+	}
+
+	x := make([]float32, 16*64)
+	for i := range x {
+		x[i] = rand.Float32()*2 - 1
+	}
+	in, err := NewTensor([]int64{1, 16, 64}, x)
+	require.NoError(t, err)
+	feeds := []NamedTensor{{Name: owned.Inputs()[0].Name, Tensor: in}}
+	for run := 0; run < 3; run++ { // the interpreted first run, then the plan
+		a, err := owned.Run(feeds)
+		require.NoError(t, err)
+		b, err := theirs.Run(feeds)
+		require.NoError(t, err)
+		require.Equal(t, len(a), len(b))
+		for i := range a {
+			ra, _ := rawBytes(a[i])
+			rb, _ := rawBytes(b[i])
+			require.Equal(t, rb, ra)
+		}
+	}
+}
+
+// Constants that cannot be viewed as they are (bool bytes, external data, misaligned bytes)
+// are decoded into fresh memory.
+func TestWeightTensorCopiesWhatItCannotView(t *testing.T) {
+	f32 := &graph.Tensor{Name: "f", DType: graph.Float, Dims: []int64{2}, Raw: []byte{0, 0, 128, 63, 0, 0, 0, 64}}
+	w, err := weightTensor(f32)
+	require.NoError(t, err)
+	require.Equal(t, []float32{1, 2}, w.data)
+	raw, _ := rawBytes(w)
+	require.Equal(t, unsafe.Pointer(&f32.Raw[0]), unsafe.Pointer(&raw[0]))
+
+	buf := make([]byte, 9)
+	copy(buf[1:], f32.Raw)
+	misaligned := &graph.Tensor{Name: "m", DType: graph.Float, Dims: []int64{2}, Raw: buf[1:]}
+	external := &graph.Tensor{Name: "e", DType: graph.Float, Dims: []int64{2}, Raw: f32.Raw, Ref: graph.WeightRef{Location: "w.bin"}}
+	boolean := &graph.Tensor{Name: "b", DType: graph.Bool, Dims: []int64{2}, Raw: []byte{0, 2}}
+	for _, gt := range []*graph.Tensor{misaligned, external, boolean} {
+		require.False(t, viewableConstant(gt), gt.Name)
+		w, err := weightTensor(gt)
+		require.NoError(t, err, gt.Name)
+		raw, _ := rawBytes(w)
+		require.NotEqual(t, unsafe.Pointer(&gt.Raw[0]), unsafe.Pointer(&raw[0]), gt.Name)
+	}
+	w, err = weightTensor(boolean)
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, true}, w.data)
+}
