@@ -1071,13 +1071,11 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins []Tensor) ([]Tens
 			if slot >= 0 {
 				start = time.Now()
 			}
-			var err error
-			if sites := inst.segBindings[it.segment]; bind && len(sites) > 0 {
-				err = inst.ms.runRecordedBound(inst.segKeys[it.segment], n, sites, &mem)
-			} else {
-				err = inst.ms.runRecorded(inst.segKeys[it.segment], n)
+			var sites []native.RunBinding
+			if bind {
+				sites = inst.segBindings[it.segment]
 			}
-			if err != nil {
+			if err := inst.ms.runRecorded(inst.segKeys[it.segment], n, sites, &mem); err != nil {
 				return nil, err
 			}
 			if slot >= 0 {
@@ -1237,7 +1235,7 @@ func (t *planTemplate) runSegmentTraced(rc *runCtx, inst *planInstance, seg, thr
 		spans[i] = rc.opStart(st.node, in)
 	}
 	n, _ := t.tuners[seg].threads(threads) // no timing: the spans' work would count too
-	err := inst.ms.runRecorded(inst.segKeys[seg], n)
+	err := inst.ms.runRecorded(inst.segKeys[seg], n, nil, nil)
 	if err == nil {
 		err = t.checkViolations(inst, seg)
 	}
@@ -1368,19 +1366,22 @@ func (c *planCache) lookupBytes(key []byte) *planEntry {
 	return c.entries[string(key)]
 }
 
-func (c *planCache) take(e *planEntry) (*planInstance, bool) {
+func (c *planCache) take(e *planEntry) (*planTemplate, *planInstance, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e.template == nil {
+		return nil, nil, false // dropped
+	}
 	if n := len(e.idle); n > 0 {
 		inst := e.idle[n-1]
 		e.idle = e.idle[:n-1]
-		return inst, false
+		return e.template, inst, false
 	}
-	if c.closed || e.template == nil || e.count >= maxPlanInstances {
-		return nil, false
+	if c.closed || e.count >= maxPlanInstances {
+		return nil, nil, false
 	}
 	e.count++ // reserved: the caller builds the instance
-	return nil, true
+	return e.template, nil, true
 }
 
 func (c *planCache) give(e *planEntry, inst *planInstance, fresh bool) {
@@ -1521,27 +1522,18 @@ func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor) (outs [
 		// runs from the next run on.
 		return s.tracePlan(rc, string(key), fed)
 	}
-	inst, build := s.plans.take(e)
+	// The template is read under the cache's lock: a failed guard may drop it meanwhile.
+	t, inst, build := s.plans.take(e)
 	if inst == nil && !build {
 		return nil, false, nil
 	}
 	fresh := false
 	if build {
-		t := e.template
-		if t == nil {
-			s.plans.unreserve(e)
-			return nil, false, nil
-		}
 		if inst, err = s.newPlanInstance(t, rc.phase); err != nil {
 			s.plans.unreserve(e)
 			return nil, false, err
 		}
 		fresh = true
-	}
-	t := e.template
-	if t == nil { // dropped meanwhile
-		s.plans.give(e, inst, fresh)
-		return nil, false, nil
 	}
 	rc.runStart(executorPlan, fed)
 	outs, err = t.run(rc, inst, ins)

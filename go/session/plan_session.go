@@ -44,8 +44,11 @@ func (s *ModelSession) hostBytes(r Region) ([]byte, error) {
 
 // runRecorded runs the graph recorded under key to completion before returning, after the
 // work enqueued before it; on the host backend on the calling thread, each kernel's blocks
-// on at most maxThreads threads (0: the device's pool too). See native.GraphExec.Run.
-func (s *ModelSession) runRecorded(key string, maxThreads int) error {
+// on at most maxThreads threads (0: the device's pool too). See native.GraphExec.Run. With
+// bindings, some kernel bindings move onto caller memory for this run (see
+// native.GraphExec.RunBound): a plan's inputs and outputs, read and written in place rather
+// than copied through the arena.
+func (s *ModelSession) runRecorded(key string, maxThreads int, bindings []native.RunBinding, mem *[native.MaxRunMemories][]byte) error {
 	const op = "Run"
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,27 +56,15 @@ func (s *ModelSession) runRecorded(key string, maxThreads int) error {
 	if err != nil {
 		return err
 	}
-	if err := rec.exec.Run(s.stream, maxThreads); err != nil {
-		return s.latch(op, err)
+	if len(bindings) == 0 {
+		err = rec.exec.Run(s.stream, maxThreads)
+	} else {
+		err = rec.exec.RunBound(s.stream, maxThreads, bindings, mem)
 	}
-	return nil
-}
-
-// runRecordedBound is runRecorded with some kernel bindings moved onto caller memory for
-// this run (see native.GraphExec.RunBound): a plan's inputs and outputs, read and written in
-// place rather than copied through the arena.
-func (s *ModelSession) runRecordedBound(key string, maxThreads int, bindings []native.RunBinding, mem *[native.MaxRunMemories][]byte) error {
-	const op = "Run"
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rec, err := s.recording(op, key)
 	if err != nil {
-		return err
-	}
-	if err := rec.exec.RunBound(s.stream, maxThreads, bindings, mem); err != nil {
 		if errors.Is(err, native.ErrInvalidArgument) {
 			// Refused before anything ran: the stream is fine.
-			return wrapError(op, ErrInvalidArgument, err, "cannot bind the run's memory to %q", key)
+			return wrapError(op, ErrInvalidArgument, err, "cannot run %q", key)
 		}
 		return s.latch(op, err)
 	}
