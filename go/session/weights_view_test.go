@@ -76,9 +76,14 @@ func TestWeightTensorCopiesWhatItCannotView(t *testing.T) {
 	raw, _ := rawBytes(w)
 	require.Equal(t, unsafe.Pointer(&f32.Raw[0]), unsafe.Pointer(&raw[0]))
 
-	buf := make([]byte, 9)
-	copy(buf[1:], f32.Raw)
-	misaligned := &graph.Tensor{Name: "m", DType: graph.Float, Dims: []int64{2}, Raw: buf[1:]}
+	// Misaligned for float32 whatever alignment the allocator gives buf.
+	buf := make([]byte, 16)
+	off := 1
+	if uintptr(unsafe.Pointer(&buf[off]))%4 == 0 {
+		off = 2
+	}
+	copy(buf[off:], f32.Raw)
+	misaligned := &graph.Tensor{Name: "m", DType: graph.Float, Dims: []int64{2}, Raw: buf[off : off+8]}
 	external := &graph.Tensor{Name: "e", DType: graph.Float, Dims: []int64{2}, Raw: f32.Raw, Ref: graph.WeightRef{Location: "w.bin"}}
 	boolean := &graph.Tensor{Name: "b", DType: graph.Bool, Dims: []int64{2}, Raw: []byte{0, 2}}
 	for _, gt := range []*graph.Tensor{misaligned, external, boolean} {
