@@ -48,6 +48,9 @@ type allocation struct {
 	bytes  uint64
 	kind   native.MemoryKind
 	weight bool // immutable: written once by Weight, never by commands
+	// borrowed: a weight another owner holds (a plan's shared weights, sharedWeights); the
+	// session reads it and never frees it.
+	borrowed bool
 	// released: its memory was given back early (release); regions of it are refused.
 	released bool
 }

@@ -110,6 +110,16 @@ func (c *ModelContext) charge(op string, bytes uint64) error {
 // credit returns bytes to the budget.
 func (c *ModelContext) credit(bytes uint64) { c.charged.Add(-bytes) }
 
+// freeAllocation frees a's buffer unless a is borrowed (its owner frees it), and forgets it.
+func (c *ModelContext) freeAllocation(a *allocation) error {
+	buf := a.buf
+	a.buf = nil
+	if buf == nil || a.borrowed {
+		return nil
+	}
+	return c.free(buf)
+}
+
 // alloc charges bytes, then allocates them on the device.
 func (c *ModelContext) alloc(op string, kind native.MemoryKind, bytes uint64) (*native.Buffer, error) {
 	if err := c.charge(op, bytes); err != nil {

@@ -45,6 +45,11 @@ func (s *ModelSession) Freeze(ctx *ModelContext) (*ModelDefinition, error) {
 	if err := s.synchronize(op); err != nil {
 		return nil, err
 	}
+	for _, a := range s.allocs {
+		if a.borrowed {
+			return nil, newError(op, ErrInvalidArgument, "the session reads shared weights it does not own (a compiled run plan's); it cannot be frozen")
+		}
+	}
 	if err := ctx.acquire(op); err != nil {
 		return nil, err
 	}

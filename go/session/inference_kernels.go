@@ -220,10 +220,7 @@ func (s *ModelSession) resetForReuse(op string) error {
 		delete(s.recordings, key)
 	}
 	for _, a := range s.allocs {
-		if a.buf != nil {
-			errs = append(errs, s.ctx.free(a.buf))
-			a.buf = nil
-		}
+		errs = append(errs, s.ctx.freeAllocation(a))
 	}
 	clear(s.allocs)
 	s.allocs = s.allocs[:0]

@@ -200,6 +200,9 @@ type FallbackEntry struct {
 type InferenceSession struct {
 	// recycled is output memory handed back with Recycle, for later runs' outputs.
 	recycled recycledOutputs
+	// planWeights are the device copies of the weights the compiled run plans read, shared by
+	// all their instances.
+	planWeights sharedWeights
 
 	model    *graph.Model
 	ownModel bool
@@ -470,6 +473,9 @@ func (s *InferenceSession) Close() error {
 	// then the context and the device they live on.
 	errs = append(errs, s.runSessions.close()...)
 	errs = append(errs, s.plans.close()...)
+	// Every plan instance is closed by now (Close waited for the runs): nothing reads the
+	// shared weights any more.
+	errs = append(errs, s.planWeights.close(s.ctx)...)
 	errs = append(errs, s.kernels.close()...)
 	s.bodies.close()
 	errs = append(errs, s.ctx.Close(), s.dev.Close())

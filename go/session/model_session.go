@@ -623,10 +623,7 @@ func (s *ModelSession) releaseDeviceState() []error {
 	errs = append(errs, s.ctx.free(s.readback))
 	s.readback = nil
 	for _, a := range s.allocs {
-		if a.buf != nil {
-			errs = append(errs, s.ctx.free(a.buf))
-			a.buf = nil
-		}
+		errs = append(errs, s.ctx.freeAllocation(a))
 	}
 	for _, m := range s.modules {
 		errs = append(errs, m.Close())

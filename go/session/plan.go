@@ -736,23 +736,26 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *
 	if inst.mem == nil {
 		return nil, newError("Run", ErrDevice, "the device's shared memory is not host-visible")
 	}
-	weights := map[*byte]Region{}
+	// Weights and constant operands: one device copy for all of the session's plan
+	// instances (sharedWeights), bound once per instance.
+	weights := map[sharedWeightKey]Region{}
 	weight := func(v Tensor) (Region, error) {
 		raw, ok := rawBytes(v)
 		if !ok {
 			return Region{}, opErr("a %s tensor cannot be bound to a kernel", v.dtype)
 		}
 		if len(raw) == 0 {
-			raw = make([]byte, 4)
+			raw = emptyWeight
 		}
-		if r, ok := weights[&raw[0]]; ok && r.Bytes() == uint64(len(raw)) {
+		key := sharedWeightKey{&raw[0], len(raw)}
+		if r, ok := weights[key]; ok {
 			return r, nil
 		}
-		r, err := ms.Weight(raw)
+		r, err := ms.sharedWeight(&s.planWeights, raw)
 		if err != nil {
 			return Region{}, err
 		}
-		weights[&raw[0]] = r
+		weights[key] = r
 		return r, nil
 	}
 	kernelIDs := map[*loadedKernel]KernelID{}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/loomrt/loom/go/native"
 )
@@ -110,8 +111,92 @@ func (s *ModelSession) release(regions []Region) error {
 		if r.offset != 0 || r.bytes != a.bytes {
 			return newError(op, ErrInvalidArgument, "%s is not a whole allocation", r)
 		}
+		if a.borrowed {
+			return newError(op, ErrInvalidArgument, "%s is a shared weight, not the session's to release", r)
+		}
 		errs = append(errs, s.ctx.free(a.buf))
 		a.buf, a.released = nil, true
 	}
 	return joinErrors(op, errs)
+}
+
+// sharedWeights holds the device copies of the weights and constant operands that compiled
+// run plans read: one per distinct tensor memory, shared by every instance of every plan of
+// an InferenceSession (concurrent runs each have an arena of their own, not weights of their
+// own). It owns the buffers; the instances' ModelSessions borrow them (sharedWeight).
+type sharedWeights struct {
+	mu   sync.Mutex
+	bufs map[sharedWeightKey]*native.Buffer
+}
+
+// sharedWeightKey is a weight's memory: its first byte and length.
+type sharedWeightKey struct {
+	first *byte
+	bytes int
+}
+
+// emptyWeight stands in for a weight of no elements: kernels are bound to at least 4 bytes.
+var emptyWeight = make([]byte, 4)
+
+// get returns raw's buffer, allocated in ctx and uploaded through stream (and waited for,
+// since other sessions' streams may read it next) the first time. streamFailed says the
+// upload failed on the stream (which is then failed for good), not the allocation.
+func (w *sharedWeights) get(op string, ctx *ModelContext, stream *native.Stream, raw []byte) (buf *native.Buffer, streamFailed bool, err error) {
+	key := sharedWeightKey{&raw[0], len(raw)}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if buf := w.bufs[key]; buf != nil {
+		return buf, false, nil
+	}
+	buf, err = ctx.alloc(op, native.DeviceMemory, uint64(len(raw)))
+	if err != nil {
+		return nil, false, err
+	}
+	if err := stream.Upload(buf, 0, raw); err == nil {
+		err = stream.Synchronize()
+	}
+	if err != nil {
+		return nil, true, errors.Join(err, ctx.free(buf))
+	}
+	if w.bufs == nil {
+		w.bufs = map[sharedWeightKey]*native.Buffer{}
+	}
+	w.bufs[key] = buf
+	return buf, false, nil
+}
+
+// close frees the buffers, once no plan instance is left to read them. Idempotent.
+func (w *sharedWeights) close(ctx *ModelContext) []error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var errs []error
+	for key, buf := range w.bufs {
+		errs = append(errs, ctx.free(buf))
+		delete(w.bufs, key)
+	}
+	return errs
+}
+
+// sharedWeight binds raw, held by store, as a weight of this session: uploaded once for all
+// the sessions that bind it, and never freed by this one.
+func (s *ModelSession) sharedWeight(store *sharedWeights, raw []byte) (Region, error) {
+	const op = "ModelSession.Weight"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(op); err != nil {
+		return Region{}, err
+	}
+	if len(raw) == 0 {
+		raw = emptyWeight
+	}
+	buf, streamFailed, err := store.get(op, s.ctx, s.stream, raw)
+	if streamFailed {
+		return Region{}, s.latch(op, err)
+	}
+	if err != nil {
+		return Region{}, err
+	}
+	a := &allocation{index: len(s.allocs), buf: buf, bytes: uint64(len(raw)), kind: native.DeviceMemory, weight: true, borrowed: true}
+	s.allocs = append(s.allocs, a)
+	return Region{owner: s.owner, alloc: a.index, bytes: a.bytes}, nil
 }
