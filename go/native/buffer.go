@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/loomrt/loom/go/native/internal/cabi"
 )
@@ -68,6 +69,38 @@ func (d *Device) alloc(op string, kind MemoryKind, bytes uint64, onFree func()) 
 	}
 	guard(b, c)
 	return b, nil
+}
+
+// WrapHost returns a SharedMemory buffer over b itself (host backend only; others fail
+// with StatusNotSupported), so that kernels read data the program already holds, a model's
+// weights, without a second copy. b is pinned (runtime.Pinner) until the buffer is closed;
+// Bytes is b. The caller must not change b while device work may read it, and b must be
+// aligned for the elements kernels read from it.
+func (d *Device) WrapHost(b []byte) (*Buffer, error) {
+	const op = "Device.WrapHost"
+	if len(b) == 0 {
+		return nil, newError(op, StatusInvalidArgument, "no memory to wrap")
+	}
+	if err := d.c.pin(op); err != nil {
+		return nil, err
+	}
+	defer d.c.unpin()
+	pinner := new(runtime.Pinner)
+	pinner.Pin(&b[0])
+	h, f := cabi.BufferWrapHost(d.h, b)
+	if f != nil {
+		pinner.Unpin()
+		return nil, fromFailure(op, f)
+	}
+	c, err := d.newChild(op, "buffer", func() { cabi.BufferDestroy(h) }) // destroys h on failure
+	if err != nil {
+		pinner.Unpin()
+		return nil, err
+	}
+	c.finished = append(c.finished, pinner.Unpin)
+	buf := &Buffer{c: c, dev: d, h: h, size: uint64(len(b)), kind: SharedMemory, view: b[:len(b):len(b)]}
+	guard(buf, c)
+	return buf, nil
 }
 
 // Size is the buffer's length in bytes.

@@ -672,3 +672,36 @@ func TestHostBuffersAcrossTheMappedSize(t *testing.T) {
 		}
 	}
 }
+
+// A wrapped Go slice is read by kernels in place (through garbage collections, since it is
+// pinned), Bytes is the slice itself, and closing the buffer leaves the slice alone.
+func TestWrapHostReadsGoMemoryInPlace(t *testing.T) {
+	r := newRand(t)
+	dev := openHost(t)
+	m := kernels(t, dev)
+	s := newStream(t, dev)
+	n := 1 + r.IntN(5000)
+	x := randomU32(r, n)
+	xb := u32Bytes(x)
+	wrapped, err := dev.WrapHost(xb)
+	require.NoError(t, err)
+	require.Equal(t, native.SharedMemory, wrapped.Kind())
+	require.Equal(t, uint64(len(xb)), wrapped.Size())
+	require.Same(t, &xb[0], &wrapped.Bytes()[0])
+	y := alloc(t, dev, native.SharedMemory, uint64(4*n))
+	require.NoError(t, s.Upload(y, 0, make([]byte, 4*n)))
+	alpha := r.Uint32()
+	runtime.GC()
+	require.NoError(t, s.Launch(kernel(t, m, "axpy_u32"), axpyParams(wrapped, y, alpha, n)))
+	want := make([]uint32, n)
+	for i, v := range x {
+		want[i] = alpha * v
+	}
+	require.Equal(t, want, bytesU32(download(t, s, y)))
+	require.NoError(t, wrapped.Close())
+	require.NoError(t, wrapped.Close())
+	require.Equal(t, x, bytesU32(xb), "the slice is the caller's again, unchanged")
+
+	_, err = dev.WrapHost(nil)
+	require.ErrorIs(t, err, native.ErrInvalidArgument)
+}

@@ -74,7 +74,7 @@ func TestPlanInstancesShareWeights(t *testing.T) {
 }
 
 // A session reading shared weights neither frees them on Close nor releases or freezes them;
-// the store frees them once.
+// the store frees them once. On the host they are the weights' own memory, wrapped.
 func TestSharedWeightsStayWithTheirStore(t *testing.T) {
 	dev := openHost(t, 2)
 	ctx := newContext(t, dev, Unlimited)
@@ -88,17 +88,22 @@ func TestSharedWeightsStayWithTheirStore(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, r, again, "each binding is a region of its own")
 	require.Len(t, store.bufs, 1, "over one buffer")
-	require.Equal(t, uint64(len(raw)), ctx.Charged())
+	for _, buf := range store.bufs {
+		require.Same(t, &raw[0], &buf.Bytes()[0], "on the host, the weight's own memory")
+	}
+	require.Zero(t, ctx.Charged(), "wrapped memory costs the budget nothing")
 	require.ErrorIs(t, s.release([]Region{r}), ErrInvalidArgument)
 	_, err = s.Freeze(ctx)
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	require.ErrorContains(t, err, "shared weights")
 	require.NoError(t, s.Close())
-	require.Equal(t, uint64(len(raw)), ctx.Charged(), "the session left the store's buffer alone")
+	for _, buf := range store.bufs {
+		require.Equal(t, raw, buf.Bytes(), "the session left the store's buffer alone")
+	}
 	for _, err := range store.close(ctx) {
 		require.NoError(t, err)
 	}
 	require.Empty(t, store.bufs)
-	require.Zero(t, ctx.Charged())
+	require.Equal(t, []byte{1, 2, 3, 4, 5, 6, 7, 8}, raw)
 	require.Empty(t, store.close(ctx), "idempotent")
 }

@@ -392,6 +392,21 @@ loom_status loom_buffer_create(loom_device* device, loom_memory_kind kind, uint6
   return Report(device->error, device->CreateBuffer(kind, bytes, out));
 }
 
+loom_status loom_buffer_wrap_host(loom_device* device, void* data, uint64_t bytes,
+                                  loom_buffer** out) {
+  if (device == nullptr) return LOOM_ERR_INVALID_ARGUMENT;
+  if (out == nullptr)
+    return Report(device->error, loom::api::Invalid("buffer_wrap_host: out is NULL"));
+  *out = nullptr;
+  if (data == nullptr) {
+    return Report(device->error, loom::api::Invalid("buffer_wrap_host: data is NULL"));
+  }
+  if (bytes == 0) {
+    return Report(device->error, loom::api::Invalid("buffer_wrap_host: size must not be 0"));
+  }
+  return Report(device->error, device->WrapHostMemory(data, bytes, out));
+}
+
 void loom_buffer_destroy(loom_buffer* buffer) { delete buffer; }
 
 uint64_t loom_buffer_size(const loom_buffer* buffer) { return buffer ? buffer->size : 0; }

@@ -89,6 +89,15 @@ struct loom_device {
   bool native_capture = false;
 
   virtual loom::Status CreateBuffer(loom_memory_kind kind, uint64_t bytes, loom_buffer** out) = 0;
+  // A shared buffer over caller memory (loom_buffer_wrap_host; arguments checked by api.cc).
+  virtual loom::Status WrapHostMemory(void* data, uint64_t bytes, loom_buffer** out) {
+    (void)data;
+    (void)bytes;
+    (void)out;
+    return loom::Errorf(LOOM_ERR_NOT_SUPPORTED,
+                        "buffer_wrap_host: this backend's kernels cannot read host memory in "
+                        "place (host backend only)");
+  }
   virtual loom::Status CreateStream(loom_stream** out) = 0;
   // params checked by api.cc (known flags only). The default ignores them.
   virtual loom::Status CreateStreamWith(const loom_stream_params& params, loom_stream** out) {

@@ -343,8 +343,11 @@ void RunGrid(WorkerPool& pool, const ResolvedLaunch& launch, uint32_t max_thread
 
 class HostBuffer : public loom_buffer {
  public:
-  ~HostBuffer() override { FreeBuffer(data, size); }
+  ~HostBuffer() override {
+    if (!wrapped) FreeBuffer(data, size);
+  }
   uint8_t* data = nullptr;
+  bool wrapped = false;  // the caller's memory (loom_buffer_wrap_host): not ours to free
 };
 
 uint8_t* Address(loom_buffer* buffer, uint64_t offset) {
@@ -887,6 +890,18 @@ class HostDevice : public loom_device {
     buffer->size = bytes;
     buffer->data = static_cast<uint8_t*>(data);
     buffer->host = kind == LOOM_MEMORY_SHARED ? data : nullptr;
+    *out = buffer;
+    return Ok();
+  }
+
+  Status WrapHostMemory(void* data, uint64_t bytes, loom_buffer** out) override {
+    auto* buffer = new HostBuffer();
+    buffer->device = this;
+    buffer->kind = LOOM_MEMORY_SHARED;
+    buffer->size = bytes;
+    buffer->data = static_cast<uint8_t*>(data);
+    buffer->host = data;
+    buffer->wrapped = true;
     *out = buffer;
     return Ok();
   }

@@ -752,6 +752,46 @@ LOOM_TEST(InlineStreamAndGraphRunKeepStreamRules) {
   loom_stream_destroy(stream);
 }
 
+// A wrapped buffer is the caller's memory: kernels read it in place, its host pointer is the
+// caller's, and destroying it leaves the memory alone (ASan would see a free of it).
+LOOM_TEST(WrappedHostMemoryIsReadInPlace) {
+  Fixture f(2);
+  REQUIRE(f.ok());
+  loom_stream* stream = f.Stream();
+  const uint32_t n = 300;
+  std::vector<float> weights(n);
+  for (auto& w : weights) w = static_cast<float>(Uniform(1000)) - 500.0f;
+  const std::vector<float> kept = weights;
+  loom_buffer* wrapped = nullptr;
+  REQUIRE_OK(loom_buffer_wrap_host(f.device, weights.data(), n * 4, &wrapped));
+  CHECK(loom_buffer_host_pointer(wrapped) == weights.data());
+  CHECK_EQ(loom_buffer_kind(wrapped), LOOM_MEMORY_SHARED);
+  CHECK_EQ(loom_buffer_size(wrapped), uint64_t{n * 4});
+  loom_buffer* out = f.Buffer(n * 4, LOOM_MEMORY_SHARED);
+  const float k = 1.0f + static_cast<float>(Uniform(9));
+  Launch launch(3, 128);
+  launch.Bind(wrapped).Bind(out).Add(k).Add(n);
+  REQUIRE_OK(loom_kernel_launch(stream, f.Kernel("scale"), launch.Get()));
+  REQUIRE_OK(loom_stream_synchronize(stream));
+  const float* host = static_cast<const float*>(loom_buffer_host_pointer(out));
+  for (uint32_t i = 0; i < n; i++) {
+    CHECK_EQ(host[i], weights[i] * k);
+    if (host[i] != weights[i] * k) break;
+  }
+  loom_buffer_destroy(wrapped);
+  CHECK(weights == kept);
+
+  loom_buffer* bad = reinterpret_cast<loom_buffer*>(&weights);
+  CHECK_EQ(loom_buffer_wrap_host(f.device, nullptr, 4, &bad), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(bad == nullptr);
+  CHECK(Contains(DeviceError(f.device), "data is NULL"));
+  CHECK_EQ(loom_buffer_wrap_host(f.device, weights.data(), 0, &bad), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(loom_buffer_wrap_host(f.device, weights.data(), 4, nullptr), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(loom_buffer_wrap_host(nullptr, weights.data(), 4, &bad), LOOM_ERR_INVALID_ARGUMENT);
+  loom_buffer_destroy(out);
+  loom_stream_destroy(stream);
+}
+
 // loom_graph_exec_run with bindings runs the recorded kernels on the caller's memory for that
 // run only: the recorded buffers are neither read nor written, and the next run without
 // bindings uses them again. Malformed binding lists are refused and leave the exec usable.

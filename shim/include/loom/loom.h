@@ -117,6 +117,13 @@ uint64_t loom_buffer_size(const loom_buffer* buffer);
 loom_memory_kind loom_buffer_kind(const loom_buffer* buffer);
 /* Host pointer of a LOOM_MEMORY_SHARED buffer; NULL for device-local memory. */
 void* loom_buffer_host_pointer(loom_buffer* buffer);
+/* Host backend only (others: LOOM_ERR_NOT_SUPPORTED): a LOOM_MEMORY_SHARED buffer over the
+   caller's memory, so that kernels read data already in host memory (a model's weights)
+   without a second copy. Its host pointer is data. The caller keeps the memory valid until
+   the buffer is destroyed, which leaves it to the caller; kernels access it by element, so it
+   needs the alignment of the elements they read. */
+loom_status loom_buffer_wrap_host(loom_device* device, void* data, uint64_t bytes,
+                                  loom_buffer** out);
 
 /* ---------------------------------------------------------------- streams */
 

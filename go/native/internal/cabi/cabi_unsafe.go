@@ -83,6 +83,7 @@ package cabi
 #cgo nocallback w_graph_exec_launch
 #cgo noescape w_graph_exec_run
 #cgo nocallback w_graph_exec_run
+#cgo nocallback w_buffer_wrap_host
 #cgo noescape w_graph_exec_run_bound
 #cgo nocallback w_graph_exec_run_bound
 #cgo noescape w_graph_exec_update_kernel_node
@@ -281,6 +282,15 @@ func BufferCreate(d Device, kind int32, bytes uint64) (Buffer, *Failure) {
 	var b *C.loom_buffer
 	f := failed(C.w_buffer_create(d.p, C.int32_t(kind), C.uint64_t(bytes), &b, &e[0]), &e)
 	return Buffer{b}, f
+}
+
+// BufferWrapHost is loom_buffer_wrap_host over b, which the caller has pinned
+// (runtime.Pinner) and keeps pinned until the buffer is destroyed: the shim keeps its address.
+func BufferWrapHost(d Device, b []byte) (Buffer, *Failure) {
+	var e errBuf
+	var out *C.loom_buffer
+	f := failed(C.w_buffer_wrap_host(d.p, unsafe.Pointer(&b[0]), C.uint64_t(len(b)), &out, &e[0]), &e)
+	return Buffer{out}, f
 }
 
 // BufferDestroy is loom_buffer_destroy.

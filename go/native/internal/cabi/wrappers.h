@@ -64,6 +64,11 @@ static inline loom_status w_buffer_create(loom_device* device, int32_t kind, uin
                          err);
 }
 
+static inline loom_status w_buffer_wrap_host(loom_device* device, void* data, uint64_t bytes,
+                                             loom_buffer** out, char* err) {
+  return w_device_failed(loom_buffer_wrap_host(device, data, bytes, out), device, err);
+}
+
 /* ---------------------------------------------------------------- streams */
 
 static inline loom_status w_stream_create(loom_device* device, loom_stream** out, char* err) {
