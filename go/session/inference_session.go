@@ -200,6 +200,8 @@ type FallbackEntry struct {
 type InferenceSession struct {
 	// recycled is output memory handed back with Recycle, for later runs' outputs.
 	recycled recycledOutputs
+	// held is the memory of the weights, which outputs must not alias (detachOutputs).
+	held heldRanges
 	// planWeights are the device copies of the weights the compiled run plans read, shared by
 	// all their instances.
 	planWeights sharedWeights
@@ -292,6 +294,7 @@ func (b *SessionBuilder) build(m *graph.Model, ownModel bool, modelPath string) 
 		}
 		s.weights[name] = t
 	}
+	s.held = newHeldRanges(s.weights)
 	for _, v := range g.Inputs {
 		if v.Initializer != nil || g.Initializers[v.Name] != nil {
 			continue
@@ -602,6 +605,9 @@ func (s *InferenceSession) interpret(rc *runCtx, fed map[string]Tensor) ([]Tenso
 		scope.vals[k] = v
 	}
 	outs, err := rc.evalGraph(s.model.Graph, scope)
+	if err == nil {
+		outs, err = s.detachOutputs(outs, fed)
+	}
 	rc.runEnd(outs, err)
 	if err != nil {
 		return nil, err

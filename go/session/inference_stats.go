@@ -130,6 +130,8 @@ const maxPreparedBodies = 1024
 type bodyCache struct {
 	mu     sync.Mutex
 	bodies map[bodyKey]*preparedBody
+	// held is the memory of the cached bodies' initializers (see detachOutputs).
+	held   heldRanges
 	builds [flowKinds]atomic.Int64
 	runs   [flowKinds]atomic.Int64
 }
@@ -152,14 +154,27 @@ func (c *bodyCache) get(kind int, g *graph.Graph, sig string) (*preparedBody, er
 	}
 	if len(c.bodies) < maxPreparedBodies {
 		c.bodies[key] = p
+		for _, t := range p.inits {
+			if r, ok := dataRange(t); ok {
+				c.held = append(c.held, r)
+			}
+		}
+		c.held.sort()
 	}
 	return p, nil
+}
+
+// holds reports whether r overlaps the initializers of a cached body.
+func (c *bodyCache) holds(r memRange) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held.overlaps(r)
 }
 
 // close drops the prepared bodies. Idempotent.
 func (c *bodyCache) close() {
 	c.mu.Lock()
-	c.bodies = nil
+	c.bodies, c.held = nil, nil
 	c.mu.Unlock()
 }
 

@@ -1,0 +1,108 @@
+package session
+
+import (
+	"slices"
+	"unsafe"
+)
+
+// Outputs that alias memory the session keeps (its weights, the initializers of cached
+// subgraph bodies) or the caller's inputs are copied before Run returns them: the interpreter
+// passes tensors through Identity, Reshape and the like without copying, so a graph output
+// could otherwise be a weight itself, and a caller writing into it (or recycling it) would
+// change the model for every later run.
+
+// memRange is the memory [lo, hi) of a tensor's elements.
+type memRange struct{ lo, hi uintptr }
+
+// dataRange is t's element memory; false for a tensor without elements or a sequence.
+func dataRange(t Tensor) (memRange, bool) {
+	if t.box != nil {
+		return memRange{}, false
+	}
+	if s, ok := t.data.([]string); ok {
+		if len(s) == 0 {
+			return memRange{}, false
+		}
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+		return memRange{p, p + uintptr(len(s))*unsafe.Sizeof(s[0])}, true
+	}
+	raw, ok := rawBytes(t)
+	if !ok || len(raw) == 0 {
+		return memRange{}, false
+	}
+	p := uintptr(unsafe.Pointer(&raw[0]))
+	return memRange{p, p + uintptr(len(raw))}, true
+}
+
+func (r memRange) overlaps(o memRange) bool { return r.lo < o.hi && o.lo < r.hi }
+
+// heldRanges is a set of memory ranges sorted by start (they may overlap or nest), asked
+// whether any of them overlaps a range.
+type heldRanges []memRange
+
+func newHeldRanges(ts map[string]Tensor) heldRanges {
+	var h heldRanges
+	for _, t := range ts {
+		if r, ok := dataRange(t); ok {
+			h = append(h, r)
+		}
+	}
+	h.sort()
+	return h
+}
+
+func (h heldRanges) sort() {
+	slices.SortFunc(h, func(a, b memRange) int {
+		switch {
+		case a.lo < b.lo:
+			return -1
+		case a.lo > b.lo:
+			return 1
+		}
+		return 0
+	})
+}
+
+// overlaps reports whether any range of h overlaps r: of the ranges starting before r.hi
+// (found by binary search), any that reaches past r.lo (ranges may nest, so all of them are
+// candidates).
+func (h heldRanges) overlaps(r memRange) bool {
+	i, _ := slices.BinarySearchFunc(h, r.hi, func(m memRange, hi uintptr) int {
+		if m.lo < hi {
+			return -1
+		}
+		return 1
+	})
+	for j := i - 1; j >= 0; j-- {
+		if h[j].overlaps(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// detachOutputs copies the outputs of an interpreted run that alias the session's kept
+// memory or fed's inputs (see above).
+func (s *InferenceSession) detachOutputs(outs []Tensor, fed map[string]Tensor) ([]Tensor, error) {
+	for i, o := range outs {
+		r, ok := dataRange(o)
+		if !ok {
+			continue
+		}
+		alias := s.held.overlaps(r) || s.bodies.holds(r)
+		for _, in := range fed {
+			if ir, ok := dataRange(in); ok && ir.overlaps(r) {
+				alias = true
+			}
+		}
+		if !alias {
+			continue
+		}
+		c, err := copyOut(o)
+		if err != nil {
+			return nil, err
+		}
+		outs[i] = c
+	}
+	return outs, nil
+}

@@ -1,0 +1,67 @@
+package session
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/graph"
+)
+
+// An output that is a weight, a view of one, or the caller's input comes back as a copy, in
+// interpreted and planned runs: writing into it, or recycling it, changes neither the model
+// nor the input.
+func TestOutputsNeverAliasWeightsOrInputs(t *testing.T) {
+	rnd := inferRand()
+	w := randomF32(rnd, 6)
+	g := &graph.Graph{Name: "alias"}
+	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.ShapeOf(6)))}
+	g.Outputs = []*graph.Value{graph.Output("w", graph.Type{}), graph.Output("v", graph.Type{}),
+		graph.Output("r", graph.Type{}), graph.Output("x2", graph.Type{}), graph.Output("y", graph.Type{})}
+	g.AddInitializer(graph.TensorFromFloat32("w", []int64{6}, w))
+	g.AddInitializer(graph.TensorFromInt64("shape", []int64{2}, []int64{2, 3}))
+	g.Nodes = []*graph.Node{
+		graph.NewNode("id", "Identity", []string{"w"}, []string{"v"}),
+		graph.NewNode("reshape", "Reshape", []string{"w", "shape"}, []string{"r"}),
+		graph.NewNode("idx", "Identity", []string{"x"}, []string{"x2"}),
+		graph.NewNode("add", "Add", []string{"x", "w"}, []string{"y"}),
+	}
+	m, err := graph.FromGraph("alias", g, map[string]int64{"": 13})
+	require.NoError(t, err)
+	data, err := m.Marshal()
+	require.NoError(t, err)
+	for _, plan := range []string{"1", "0"} {
+		s, err := Builder().WithExecutionProvider(ProviderHost).WithOption(OptionRunPlan, plan).LoadBytes(data)
+		require.NoError(t, err)
+		for run := range 3 {
+			x := randomF32(rnd, 6)
+			xKept := append([]float32{}, x...)
+			outs, err := s.Run([]NamedTensor{{Name: "x", Tensor: MustTensor([]int64{6}, x)}})
+			require.NoError(t, err)
+			for i := 0; i < 3; i++ {
+				require.Equal(t, w, outs[i].Data(), "plan %s run %d output %d", plan, run, i)
+			}
+			require.Equal(t, xKept, outs[3].Data())
+			for i := range outs[:4] {
+				outs[i].Data().([]float32)[0] = 1e9 // the caller's to change
+			}
+			require.Equal(t, xKept, x, "the input is untouched")
+			s.Recycle(outs...)
+		}
+		require.NoError(t, s.Close())
+	}
+}
+
+func TestHeldRangesOverlap(t *testing.T) {
+	h := heldRanges{{100, 200}, {110, 120}, {300, 310}, {50, 1000}}
+	h.sort()
+	require.True(t, h.overlaps(memRange{150, 151}))
+	require.True(t, h.overlaps(memRange{0, 51}), "the range nesting all others")
+	h = heldRanges{{100, 200}, {110, 120}, {300, 310}}
+	h.sort()
+	require.False(t, h.overlaps(memRange{200, 300}), "ends are exclusive")
+	require.False(t, h.overlaps(memRange{0, 100}))
+	require.True(t, h.overlaps(memRange{305, 400}))
+	require.False(t, h.overlaps(memRange{310, 400}))
+	require.False(t, heldRanges(nil).overlaps(memRange{1, 2}))
+}
