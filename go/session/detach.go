@@ -82,27 +82,65 @@ func (h heldRanges) overlaps(r memRange) bool {
 }
 
 // detachOutputs copies the outputs of an interpreted run that alias the session's kept
-// memory or fed's inputs (see above).
+// memory or fed's inputs (see above); a sequence or optional holding such a tensor comes
+// back as a new one holding a copy.
 func (s *InferenceSession) detachOutputs(outs []Tensor, fed map[string]Tensor) ([]Tensor, error) {
 	for i, o := range outs {
-		r, ok := dataRange(o)
-		if !ok {
-			continue
-		}
-		alias := s.held.overlaps(r) || s.bodies.holds(r)
-		for _, in := range fed {
-			if ir, ok := dataRange(in); ok && ir.overlaps(r) {
-				alias = true
-			}
-		}
-		if !alias {
-			continue
-		}
-		c, err := copyOut(o)
+		d, _, err := s.detach(o, fed)
 		if err != nil {
 			return nil, err
 		}
-		outs[i] = c
+		outs[i] = d
 	}
 	return outs, nil
+}
+
+// detach is t, or a copy of it when it aliases (changed then says so).
+func (s *InferenceSession) detach(t Tensor, fed map[string]Tensor) (_ Tensor, changed bool, _ error) {
+	if t.box != nil {
+		var elems []Tensor // copied on the first element that changes
+		for j, e := range t.box.elems {
+			d, ch, err := s.detach(e, fed)
+			if err != nil {
+				return Tensor{}, false, err
+			}
+			if ch && elems == nil {
+				elems = slices.Clone(t.box.elems)
+			}
+			if elems != nil {
+				elems[j] = d
+			}
+		}
+		if elems == nil {
+			return t, false, nil
+		}
+		t.box = &composite{kind: t.box.kind, elems: elems}
+		return t, true, nil
+	}
+	r, ok := dataRange(t)
+	if !ok || !s.aliases(r, fed) {
+		return t, false, nil
+	}
+	c, err := copyOut(t)
+	return c, err == nil, err
+}
+
+// aliases reports whether r overlaps the session's kept memory or an input of fed (or an
+// element of a sequence fed).
+func (s *InferenceSession) aliases(r memRange, fed map[string]Tensor) bool {
+	if s.held.overlaps(r) || s.bodies.holds(r) {
+		return true
+	}
+	for _, in := range fed {
+		ins := []Tensor{in}
+		if in.box != nil {
+			ins = in.box.elems
+		}
+		for _, t := range ins {
+			if ir, ok := dataRange(t); ok && ir.overlaps(r) {
+				return true
+			}
+		}
+	}
+	return false
 }

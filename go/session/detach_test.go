@@ -65,3 +65,33 @@ func TestHeldRangesOverlap(t *testing.T) {
 	require.False(t, h.overlaps(memRange{310, 400}))
 	require.False(t, heldRanges(nil).overlaps(memRange{1, 2}))
 }
+
+// A sequence output holding a weight and the caller's input holds copies of them.
+func TestSequenceOutputsNeverAliasWeightsOrInputs(t *testing.T) {
+	rnd := inferRand()
+	w := randomF32(rnd, 4)
+	g := &graph.Graph{Name: "seq"}
+	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.ShapeOf(4)))}
+	g.Outputs = []*graph.Value{graph.Output("s", graph.Type{})}
+	g.AddInitializer(graph.TensorFromFloat32("w", []int64{4}, w))
+	g.Nodes = []*graph.Node{graph.NewNode("seq", "SequenceConstruct", []string{"w", "x"}, []string{"s"})}
+	m, err := graph.FromGraph("seq", g, map[string]int64{"": 13})
+	require.NoError(t, err)
+	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	for range 3 {
+		x := randomF32(rnd, 4)
+		xKept := append([]float32{}, x...)
+		outs, err := s.RunOutputs([]NamedValue{{Name: "x", Value: TensorValue(MustTensor([]int64{4}, x))}})
+		require.NoError(t, err)
+		seq, err := outs[0].Sequence()
+		require.NoError(t, err)
+		require.Len(t, seq, 2)
+		require.Equal(t, w, seq[0].Data())
+		require.Equal(t, xKept, seq[1].Data())
+		seq[0].Data().([]float32)[0] = 1e9
+		seq[1].Data().([]float32)[0] = 1e9
+		require.Equal(t, xKept, x, "the input is untouched")
+	}
+}
