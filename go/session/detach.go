@@ -36,8 +36,8 @@ func dataRange(t Tensor) (memRange, bool) {
 
 func (r memRange) overlaps(o memRange) bool { return r.lo < o.hi && o.lo < r.hi }
 
-// heldRanges is a set of memory ranges sorted by start (they may overlap or nest), asked
-// whether any of them overlaps a range.
+// heldRanges is a set of memory ranges (they may overlap or nest), asked whether any of them
+// overlaps a range. Only interpreted runs ask, once per output, so a scan does.
 type heldRanges []memRange
 
 func newHeldRanges(ts map[string]Tensor) heldRanges {
@@ -47,38 +47,12 @@ func newHeldRanges(ts map[string]Tensor) heldRanges {
 			h = append(h, r)
 		}
 	}
-	h.sort()
 	return h
 }
 
-func (h heldRanges) sort() {
-	slices.SortFunc(h, func(a, b memRange) int {
-		switch {
-		case a.lo < b.lo:
-			return -1
-		case a.lo > b.lo:
-			return 1
-		}
-		return 0
-	})
-}
-
-// overlaps reports whether any range of h overlaps r: of the ranges starting before r.hi
-// (found by binary search), any that reaches past r.lo (ranges may nest, so all of them are
-// candidates).
+// overlaps reports whether any range of h overlaps r.
 func (h heldRanges) overlaps(r memRange) bool {
-	i, _ := slices.BinarySearchFunc(h, r.hi, func(m memRange, hi uintptr) int {
-		if m.lo < hi {
-			return -1
-		}
-		return 1
-	})
-	for j := i - 1; j >= 0; j-- {
-		if h[j].overlaps(r) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(h, r.overlaps)
 }
 
 // detachOutputs copies the outputs of an interpreted run that alias the session's kept

@@ -54,11 +54,9 @@ func TestOutputsNeverAliasWeightsOrInputs(t *testing.T) {
 
 func TestHeldRangesOverlap(t *testing.T) {
 	h := heldRanges{{100, 200}, {110, 120}, {300, 310}, {50, 1000}}
-	h.sort()
 	require.True(t, h.overlaps(memRange{150, 151}))
 	require.True(t, h.overlaps(memRange{0, 51}), "the range nesting all others")
 	h = heldRanges{{100, 200}, {110, 120}, {300, 310}}
-	h.sort()
 	require.False(t, h.overlaps(memRange{200, 300}), "ends are exclusive")
 	require.False(t, h.overlaps(memRange{0, 100}))
 	require.True(t, h.overlaps(memRange{305, 400}))

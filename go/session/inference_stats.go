@@ -159,7 +159,6 @@ func (c *bodyCache) get(kind int, g *graph.Graph, sig string) (*preparedBody, er
 				c.held = append(c.held, r)
 			}
 		}
-		c.held.sort()
 	}
 	return p, nil
 }
