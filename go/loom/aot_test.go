@@ -86,7 +86,7 @@ func TestStaticKernelsLinkTogether(t *testing.T) {
 	require.NoError(t, err)
 	fill, err := loom.EmitStatic(fillSource(t, nil), loom.HostTarget(), "kernels/fill")
 	require.NoError(t, err)
-	cp, err := loom.ReadSource(filepath.Join("..", "..", "kernels", "copy.loom"), "copy", nil)
+	cp, err := loom.ReadSource(filepath.Join(kernelsDir, "copy.loom"), "copy", nil)
 	require.NoError(t, err)
 	copyK, err := loom.EmitStatic(cp, loom.HostTarget(), "kernels/copy")
 	require.NoError(t, err)

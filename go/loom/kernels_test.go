@@ -16,8 +16,8 @@ import (
 	"github.com/loomrt/loom/go/loom/internal/hostrun"
 )
 
-// kernelsDir is the repository's kernel library.
-var kernelsDir = filepath.Join("..", "..", "kernels")
+// kernelsDir holds the compiler tests' kernels (small kernels the tests exercise the compiler with; the op library is //kernels).
+var kernelsDir = filepath.Join("testdata", "kernels")
 
 func newRand(t testing.TB) *rand.Rand {
 	seed := uint64(time.Now().UnixNano())

@@ -15,6 +15,7 @@ import (
 	"github.com/loomrt/loom/go/graph/opt"
 	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/kernels"
 )
 
 // EP context models (docs/epcontext.md). With ep.context_enable=1 a session, once built, warms
@@ -106,7 +107,7 @@ func (c *kernelCache) keptKernels(backend native.Backend) ([]epContextKernel, er
 	c.mu.Unlock()
 	out := make([]epContextKernel, 0, len(kept))
 	for _, k := range kept {
-		src, err := opKernelFS.ReadFile("opkernels/" + k.file)
+		src, err := kernels.Source(k.file)
 		if err != nil {
 			return nil, fmt.Errorf("kernel %s of %s: %w", k.symbol, k.file, err)
 		}
@@ -412,7 +413,7 @@ func (b *SessionBuilder) readEPContext(m *graph.Model, modelPath string) (*epCon
 		return fail(ErrInvalidArgument, "partition_name is %q but the blob is for %q", n.AttrString("partition_name", ""), p)
 	}
 	for _, k := range blob.Kernels {
-		src, err := opKernelFS.ReadFile("opkernels/" + k.File)
+		src, err := kernels.Source(k.File)
 		if err != nil {
 			return fail(ErrInvalidArgument, "kernel %s of %s: this Loom's op library has no such file", k.Symbol, k.File)
 		}

@@ -24,6 +24,7 @@ require (
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/loomrt/loom/go/graph v0.0.0
+	github.com/loomrt/loom/kernels v0.0.0
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
@@ -34,3 +35,5 @@ replace github.com/loomrt/loom/go/native => ../native
 replace github.com/loomrt/loom/go/loom => ../loom
 
 replace github.com/loomrt/loom/go/graph => ../graph
+
+replace github.com/loomrt/loom/kernels => ../../kernels

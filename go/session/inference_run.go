@@ -1,13 +1,13 @@
 package session
 
 import (
-	"embed"
 	"fmt"
 	"sync"
 	"unsafe"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/loom"
+	"github.com/loomrt/loom/kernels"
 )
 
 // opFunc computes a node's outputs from its inputs (an omitted optional input is the zero
@@ -192,13 +192,10 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 	return outs, nil
 }
 
-//go:embed opkernels/*.loom
-var opKernelFS embed.FS
-
-// kernelSource returns the embedded Loom source of file (under opkernels/) specialized for
-// symbol with config.
+// kernelSource returns the op library's source of file (package kernels) specialized for symbol
+// with config.
 func kernelSource(file, symbol string, config map[string]string) (KernelSource, error) {
-	src, err := opKernelFS.ReadFile("opkernels/" + file)
+	src, err := kernels.Source(file)
 	if err != nil {
 		return KernelSource{}, err
 	}

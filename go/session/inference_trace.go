@@ -222,7 +222,7 @@ func hasSubgraph(n *graph.Node) bool {
 }
 
 // end ends the op's span. variant names what ran ("host", or the Loom kernels as
-// "loom:opkernels/FILE:SYMBOL[K=V,...] + ...") and reason why; with variant "" both are
+// "loom:kernels/FILE:SYMBOL[K=V,...] + ...") and reason why; with variant "" both are
 // derived from what the op noted (rc.kernelVariant and rc.kernelReason, the kernels it
 // requested through rc.compile) and from its node and inputs. err, when not nil, is recorded
 // on the span, which then has status Error.

@@ -60,8 +60,8 @@ func ExampleInferenceSession_SetTraceContext() {
 		}
 	}
 	// Output:
-	// Add double: loom:opkernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]
-	// Relu relu: loom:opkernels/elementwise.loom:unary[OP=0]
+	// Add double: loom:kernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]
+	// Relu relu: loom:kernels/elementwise.loom:unary[OP=0]
 	// loom.Run
 	// request
 }

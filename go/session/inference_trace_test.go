@@ -185,11 +185,11 @@ func TestTraceSpansPerOp(t *testing.T) {
 		byNode[attrOf(sp, attrNode).AsString()] = sp
 	}
 	addf := byNode["addf"]
-	assert.Equal(t, "loom:opkernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(addf, attrVariant).AsString())
+	assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(addf, attrVariant).AsString())
 	assert.Contains(t, attrOf(addf, attrReason).AsString(), "Loom kernel")
 	assert.Equal(t, []string{"float[2,5]", "float[2,5]"}, attrOf(addf, attrInputShapes).AsStringSlice())
 	assert.Equal(t, []string{"float[2,5]"}, attrOf(addf, attrOutputShapes).AsStringSlice())
-	assert.Equal(t, "loom:opkernels/elementwise.loom:binary_flat[OP=2,XS=0,YS=0]", attrOf(byNode["mulf"], attrVariant).AsString())
+	assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=2,XS=0,YS=0]", attrOf(byNode["mulf"], attrVariant).AsString())
 
 	addi := byNode["addi"]
 	assert.Equal(t, "host", attrOf(addi, attrVariant).AsString())
@@ -264,7 +264,7 @@ func TestTracePlanExecutor(t *testing.T) {
 			assert.NotEmpty(t, attrOf(sp, attrReason).AsString())
 			switch attrOf(sp, attrNode).AsString() {
 			case "addf":
-				assert.Equal(t, "loom:opkernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(sp, attrVariant).AsString())
+				assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(sp, attrVariant).AsString())
 			case "addi":
 				assert.Equal(t, "host", attrOf(sp, attrVariant).AsString())
 			}
@@ -318,9 +318,9 @@ func TestTraceLoopBodyNestsUnderLoop(t *testing.T) {
 				assert.False(t, sp.EndTime().After(loop.EndTime()))
 				switch node.OpType {
 				case "Mul":
-					assert.Equal(t, "loom:opkernels/elementwise.loom:binary_flat[OP=2,XS=0,YS=0]", attrOf(sp, attrVariant).AsString())
+					assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=2,XS=0,YS=0]", attrOf(sp, attrVariant).AsString())
 				case "Add":
-					assert.Equal(t, "loom:opkernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(sp, attrVariant).AsString())
+					assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(sp, attrVariant).AsString())
 				case "Identity":
 					assert.Equal(t, "host", attrOf(sp, attrVariant).AsString())
 					assert.Equal(t, "host: no Loom kernel for Identity", attrOf(sp, attrReason).AsString())
@@ -363,7 +363,7 @@ func TestTraceIfBranchNestsUnderIf(t *testing.T) {
 			require.Len(t, branch, 1)
 			assert.Equal(t, "Sub", branch[0].Name())
 			assert.Equal(t, "else_op", attrOf(branch[0], attrNode).AsString())
-			assert.Equal(t, "loom:opkernels/elementwise.loom:binary_flat[OP=1,XS=0,YS=0]", attrOf(branch[0], attrVariant).AsString())
+			assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=1,XS=0,YS=0]", attrOf(branch[0], attrVariant).AsString())
 		})
 	}
 }
@@ -460,8 +460,8 @@ func TestTraceConcurrentRuns(t *testing.T) {
 
 func TestKernelCallDescribeMatchesTraceVariant(t *testing.T) {
 	d := kernelCall{file: "linalg.loom", symbol: "pool2d", config: map[string]string{"MAX": "true", "COUNT_PAD": "false"}}.describe()
-	assert.Equal(t, "opkernels/linalg.loom:pool2d[COUNT_PAD=false,MAX=true]", d)
-	assert.True(t, strings.HasPrefix(kernelCall{file: "linalg.loom", symbol: "gemm"}.describe(), "opkernels/linalg.loom:gemm"))
+	assert.Equal(t, "kernels/linalg.loom:pool2d[COUNT_PAD=false,MAX=true]", d)
+	assert.True(t, strings.HasPrefix(kernelCall{file: "linalg.loom", symbol: "gemm"}.describe(), "kernels/linalg.loom:gemm"))
 }
 
 // benchmarkRunTracing runs the mixed model (two Loom kernel ops, two host ops) repeatedly

@@ -62,7 +62,7 @@ func readOf(o operand) kernelBinding      { return kernelBinding{o, AccessRead} 
 func writeOf(o operand) kernelBinding     { return kernelBinding{o, AccessWrite} }
 func readWriteOf(o operand) kernelBinding { return kernelBinding{o, AccessReadWrite} }
 
-// kernelCall is one launch: a kernel of the op library (file under opkernels/, symbol,
+// kernelCall is one launch: a kernel of the op library (file under kernels/, symbol,
 // specialization), its scalar arguments and launch workload as bits (see Dispatch), and its
 // buffer bindings in parameter order.
 type kernelCall struct {
@@ -74,7 +74,7 @@ type kernelCall struct {
 	bind     []kernelBinding
 }
 
-// describe names the kernel as traces and reports do: opkernels/FILE:SYMBOL[K=V,...].
+// describe names the kernel as traces and reports do: kernels/FILE:SYMBOL[K=V,...].
 func (c kernelCall) describe() string {
 	keys := make([]string, 0, len(c.config))
 	for k := range c.config {
@@ -82,7 +82,7 @@ func (c kernelCall) describe() string {
 	}
 	sort.Strings(keys)
 	var b strings.Builder
-	fmt.Fprintf(&b, "opkernels/%s:%s", c.file, c.symbol)
+	fmt.Fprintf(&b, "kernels/%s:%s", c.file, c.symbol)
 	if len(keys) > 0 {
 		b.WriteByte('[')
 		for i, k := range keys {
@@ -118,7 +118,7 @@ type kernelPlan struct {
 	reason string
 }
 
-// variant names the kernels of the plan, as "opkernels/a.loom:x[...] + ...".
+// variant names the kernels of the plan, as "kernels/a.loom:x[...] + ...".
 func (p *kernelPlan) variant() string {
 	if len(p.calls) == 0 {
 		return "loom:(no launch: empty output)"

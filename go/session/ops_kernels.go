@@ -8,7 +8,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 )
 
-// The ops below run Loom kernels (go/session/opkernels) on float32 tensors in the shapes the
+// The ops below run Loom kernels (kernels/) on float32 tensors in the shapes the
 // kernels cover, described as kernel plans (kernel_plan.go), and their Go host functions
 // otherwise.
 

@@ -8,7 +8,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 )
 
-// Loom's fused Attention as kernels (opkernels/attention.loom, bmm.loom) for float32 Q, K, V
+// Loom's fused Attention as kernels (kernels/attention.loom, bmm.loom) for float32 Q, K, V
 // of rank >= 2 with numpy-broadcast batch axes: S = Q·Kᵀ (bmm_nt, or bmm when K comes
 // transposed), the scaled and masked softmax of S in place (attn_softmax), then P·V (bmm). loomAttention
 // (ops_loom.go), which composes the ai.onnx ops, is the host fallback.

@@ -6,7 +6,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 )
 
-// Batched matrix products as Loom kernels (opkernels/bmm.loom): bmm (A·B) and bmm_nt (A·Bᵀ
+// Batched matrix products as Loom kernels (kernels/bmm.loom): bmm (A·B) and bmm_nt (A·Bᵀ
 // with both operands' rows contiguous), which the planners of batched MatMul, Attention, the
 // recurrent ops and ConvTranspose share, and planBatchedMatMul, which covers every float32
 // MatMul (numpy broadcasting of the batch axes folded into three, 1-D operands).

@@ -8,7 +8,7 @@ import (
 )
 
 // Plans of the register-tiled kernels behind MatMul, Gemm, MatMulAdd, Conv and FusedConv
-// (opkernels/gemm_fast.loom and opkernels/conv_fast.loom). The planners in ops_kernels.go
+// (kernels/gemm_fast.loom and kernels/conv_fast.loom). The planners in ops_kernels.go
 // describe each op as a gemmSpec or a direct convolution; the functions here choose the
 // kernels, their register tiles and their blocks from the shapes.
 

@@ -6,7 +6,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 )
 
-// ConvTranspose as Loom kernels (opkernels/convtranspose.loom) for 1-D and 2-D float32
+// ConvTranspose as Loom kernels (kernels/convtranspose.loom) for 1-D and 2-D float32
 // inputs: one bmm of every group's kernel (transposed) with the input into a column buffer,
 // then col2im, which gathers the taps of every output element (no atomics), plus the bias.
 

@@ -7,7 +7,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 )
 
-// Data movement ops as Loom kernels (opkernels/movement.loom): Transpose, Concat, Slice,
+// Data movement ops as Loom kernels (kernels/movement.loom): Transpose, Concat, Slice,
 // Gather, Expand, Tile, Where, Pad and Cast. The copies move elements by byte width, so they
 // serve every numeric type and bool; strings stay on the host.
 

@@ -8,7 +8,7 @@ import (
 )
 
 // Normalizations, activations, Clip, Pow, comparisons and the variadic Sum/Mean/Max/Min as
-// Loom kernels (opkernels/norm.loom) on float32 tensors (comparisons also on int32, int64 and
+// Loom kernels (kernels/norm.loom) on float32 tensors (comparisons also on int32, int64 and
 // float64).
 
 const normFile = "norm.loom"

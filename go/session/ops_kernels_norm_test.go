@@ -192,7 +192,7 @@ func TestKernelLoomDomainRegistration(t *testing.T) {
 		rc := &runCtx{s: s, opset: 13}
 		_, err := f(rc, c.node, c.in)
 		require.NoError(t, err)
-		require.Contains(t, rc.kernelVariant, "opkernels/norm.loom", c.node.OpType)
+		require.Contains(t, rc.kernelVariant, "kernels/norm.loom", c.node.OpType)
 		rc.close()
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 )
 
-// Reductions as Loom kernels (opkernels/reduce.loom) on float32 tensors: the Reduce* family
+// Reductions as Loom kernels (kernels/reduce.loom) on float32 tensors: the Reduce* family
 // over any axes that form at most two runs of adjacent axes (after dropping axes of size 1),
 // and ArgMax/ArgMin.
 

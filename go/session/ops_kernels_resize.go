@@ -7,7 +7,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 )
 
-// Resize (opsets 10-19) and Upsample as Loom kernels (opkernels/resize.loom) for float32
+// Resize (opsets 10-19) and Upsample as Loom kernels (kernels/resize.loom) for float32
 // tensors of rank <= 4 with static scales or sizes: nearest (every nearest_mode) on any axes,
 // linear on the last two axes; coordinate modes half_pixel, half_pixel_symmetric,
 // pytorch_half_pixel, align_corners, asymmetric and tf_half_pixel_for_nn. Cubic, antialias

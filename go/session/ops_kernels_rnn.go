@@ -8,7 +8,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 )
 
-// RNN, GRU and LSTM as Loom kernels (opkernels/rnn.loom) for float32 operands with the
+// RNN, GRU and LSTM as Loom kernels (kernels/rnn.loom) for float32 operands with the
 // default activations: the biases are combined once per run, X·Wᵀ is one bmm_nt over all
 // time steps, then each time step is one fused launch (H·Rᵀ, gates, state update; two for a
 // GRU without linear_before_reset), so a plan has O(seq_len) launches, which the compiled

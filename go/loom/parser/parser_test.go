@@ -151,7 +151,7 @@ func FuzzParse(f *testing.F) {
 
 func seedFiles(f *testing.F) []string {
 	var files []string
-	for _, pat := range []string{"../../../kernels/*.loom", "testdata/*.loom", "../types/testdata/*.loom"} {
+	for _, pat := range []string{"../../../kernels/*.loom", "../testdata/kernels/*.loom", "testdata/*.loom", "../types/testdata/*.loom"} {
 		m, err := filepath.Glob(pat)
 		require.NoError(f, err)
 		files = append(files, m...)

@@ -21,7 +21,7 @@ import (
 // file:line:col errors, and every kernel that checks cleanly must also go through the IR
 // builder, the passes and both code generators without an internal error.
 func FuzzCheck(f *testing.F) {
-	for _, pat := range []string{"../../../kernels/*.loom", "testdata/*.loom", "../parser/testdata/*.loom"} {
+	for _, pat := range []string{"../../../kernels/*.loom", "../testdata/kernels/*.loom", "testdata/*.loom", "../parser/testdata/*.loom"} {
 		files, err := filepath.Glob(pat)
 		require.NoError(f, err)
 		for _, p := range files {

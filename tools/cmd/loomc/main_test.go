@@ -14,7 +14,7 @@ import (
 	"github.com/loomrt/loom/go/loom"
 )
 
-var kernelsDir = filepath.Join("..", "..", "..", "kernels")
+var kernelsDir = filepath.Join("..", "..", "..", "go", "loom", "testdata", "kernels")
 
 // TestOutputMatchesPackageLoom checks that loomc's output for a kernel is what package loom's
 // emitter produces for the JIT path, so the ahead-of-time and JIT builds cannot drift.

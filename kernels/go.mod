@@ -1,0 +1,3 @@
+module github.com/loomrt/loom/kernels
+
+go 1.26.0
