@@ -71,8 +71,8 @@ var opCodeName = regexp.MustCompile(`^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$`)
 
 type opCode struct {
 	loomName, goName, value, file string
-	line                             int
-	doc                              string
+	line                          int
+	doc                           string
 }
 
 // opcodes parses files and renders opcodes.go.
