@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/kernels"
 )
 
 // The ops below run Loom kernels (kernels/) on float32 tensors in the shapes the
@@ -13,11 +14,13 @@ import (
 // otherwise.
 
 func init() {
-	for op, code := range map[string]string{"Add": "0", "Sub": "1", "Mul": "2", "Div": "3"} {
+	for op, code := range map[string]string{"Add": kernels.BinaryAdd, "Sub": kernels.BinarySub, "Mul": kernels.BinaryMul, "Div": kernels.BinaryDiv} {
 		registerKernelOp(op, binaryPlanner(code), hostFallback(op))
 	}
-	unary := map[string]string{"Relu": "0", "Sigmoid": "1", "Tanh": "2", "Exp": "3", "Log": "4", "Sqrt": "5",
-		"Abs": "6", "Neg": "7", "Floor": "8", "Ceil": "9", "Sin": "10", "Cos": "11", "LeakyRelu": "12", "Reciprocal": "13"}
+	unary := map[string]string{"Relu": kernels.UnaryRelu, "Sigmoid": kernels.UnarySigmoid, "Tanh": kernels.UnaryTanh,
+		"Exp": kernels.UnaryExp, "Log": kernels.UnaryLog, "Sqrt": kernels.UnarySqrt, "Abs": kernels.UnaryAbs,
+		"Neg": kernels.UnaryNeg, "Floor": kernels.UnaryFloor, "Ceil": kernels.UnaryCeil, "Sin": kernels.UnarySin,
+		"Cos": kernels.UnaryCos, "LeakyRelu": kernels.UnaryLeakyRelu, "Reciprocal": kernels.UnaryReciprocal}
 	for op, code := range unary {
 		registerKernelOp(op, unaryPlanner(code), hostFallback(op))
 	}
@@ -256,8 +259,10 @@ func planGemm(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, err
 }
 
 // convActivations maps FusedConv's activation attribute to the conv2d kernel's ACT code.
-var convActivations = map[string]string{"": "0", "Relu": "1", "Sigmoid": "2", "Tanh": "3", "LeakyRelu": "4", "HardSigmoid": "5", "Clip": "6",
-	"HardSwish": "7", "Swish": "8"}
+var convActivations = map[string]string{"": kernels.EpilogueNone, "Relu": kernels.EpilogueRelu,
+	"Sigmoid": kernels.EpilogueSigmoid, "Tanh": kernels.EpilogueTanh, "LeakyRelu": kernels.EpilogueLeakyRelu,
+	"HardSigmoid": kernels.EpilogueHardSigmoid, "Clip": kernels.EpilogueClip, "HardSwish": kernels.EpilogueHardSwish,
+	"Swish": kernels.EpilogueSwish}
 
 // convPlanner: gemm_fast.loom's and conv_fast.loom's kernels for 1-D and 2-D float32
 // convolutions (see convPlan); fused adds the activation of Loom's FusedConv.

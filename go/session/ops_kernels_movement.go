@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/kernels"
 )
 
 // Data movement ops as Loom kernels (kernels/movement.loom): Transpose, Concat, Slice,
@@ -587,7 +588,7 @@ func planWhere(n *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, err
 }
 
 // padModes maps Pad's mode attribute to the pad kernel's MODE.
-var padModes = map[string]string{"constant": "0", "reflect": "1", "edge": "2"}
+var padModes = map[string]string{"constant": kernels.PadConstant, "reflect": kernels.PadReflect, "edge": kernels.PadEdge}
 
 func planPad(n *graph.Node, opset int64, in []valueInfo) (*kernelPlan, string, error) {
 	if !needInput(in, 0) {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/kernels"
 )
 
 // Normalizations, activations, Clip, Pow, comparisons and the variadic Sum/Mean/Max/Min as
@@ -18,28 +19,30 @@ var activationOps = map[string]struct {
 	code   string
 	params func(n *graph.Node) (float32, float32)
 }{
-	"Erf":         {"0", nil},
-	"HardSigmoid": {"3", func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 0.2), n.AttrFloat("beta", 0.5) }},
-	"HardSwish":   {"4", nil},
-	"Softplus":    {"5", nil},
-	"Softsign":    {"6", nil},
-	"Elu":         {"7", func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 1), 0 }},
-	"Celu":        {"8", func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 1), 0 }},
-	"Selu": {"9", func(n *graph.Node) (float32, float32) {
+	"Erf":         {kernels.ActivationErf, nil},
+	"HardSigmoid": {kernels.ActivationHardSigmoid, func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 0.2), n.AttrFloat("beta", 0.5) }},
+	"HardSwish":   {kernels.ActivationHardSwish, nil},
+	"Softplus":    {kernels.ActivationSoftplus, nil},
+	"Softsign":    {kernels.ActivationSoftsign, nil},
+	"Elu":         {kernels.ActivationElu, func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 1), 0 }},
+	"Celu":        {kernels.ActivationCelu, func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 1), 0 }},
+	"Selu": {kernels.ActivationSelu, func(n *graph.Node) (float32, float32) {
 		return n.AttrFloat("alpha", 1.67326319217681884765625), n.AttrFloat("gamma", 1.05070102214813232421875)
 	}},
-	"Mish":            {"10", nil},
-	"ThresholdedRelu": {"11", func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 1), 0 }},
+	"Mish":            {kernels.ActivationMish, nil},
+	"ThresholdedRelu": {kernels.ActivationThresholdedRelu, func(n *graph.Node) (float32, float32) { return n.AttrFloat("alpha", 1), 0 }},
 }
 
 // compareOps maps the comparison ops to the compare kernel's OP code.
-var compareOps = map[string]string{"Equal": "0", "Less": "1", "LessOrEqual": "2", "Greater": "3", "GreaterOrEqual": "4"}
+var compareOps = map[string]string{"Equal": kernels.CompareEqual, "Less": kernels.CompareLess,
+	"LessOrEqual": kernels.CompareLessOrEqual, "Greater": kernels.CompareGreater, "GreaterOrEqual": kernels.CompareGreaterOrEqual}
 
 // compareTypes are the operand types the compare kernel is specialized for.
 var compareTypes = map[DType]string{graph.Float: "f32", graph.Double: "f64", graph.Int32: "i32", graph.Int64: "i64"}
 
 // variadicOps maps the variadic ops to the binary kernel's OP code.
-var variadicOps = map[string]string{"Sum": "0", "Mean": "0", "Max": "1", "Min": "2"}
+var variadicOps = map[string]string{"Sum": kernels.VariadicAdd, "Mean": kernels.VariadicAdd, "Max": kernels.VariadicMax,
+	"Min": kernels.VariadicMin}
 
 func init() {
 	registerKernelOp("LayerNormalization", planLayerNorm, hostFallback("LayerNormalization"))
@@ -103,11 +106,11 @@ func planGelu(n *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, erro
 	if !needInput(in, 0) {
 		return nil, "", opErr("Gelu needs an input")
 	}
-	code := "1"
+	code := kernels.ActivationGeluErf
 	switch a := n.AttrString("approximate", "none"); a {
 	case "none":
 	case "tanh":
-		code = "2"
+		code = kernels.ActivationGeluTanh
 	default:
 		return nil, "", opErr("Gelu: unknown approximate=%q (want none or tanh)", a)
 	}
@@ -208,9 +211,9 @@ func planPow(n *graph.Node, _ int64, in []valueInfo) (*kernelPlan, string, error
 	if e.static.IsValid() && numel(e.shape) == 1 {
 		// A constant scalar exponent: one unary pass (x·x for the common square).
 		v := e.static.data.([]float32)[0]
-		code := "13"
+		code := kernels.ActivationPow
 		if v == 2 {
-			code = "12"
+			code = kernels.ActivationSquare
 		}
 		p, reason := unaryPlan(in[:1], out, code, v, 0)
 		return p, reason, nil

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/kernels"
 )
 
 // Reductions as Loom kernels (kernels/reduce.loom) on float32 tensors: the Reduce* family
@@ -17,9 +18,10 @@ var reduceOps = map[string]struct {
 	code  string
 	since int64
 }{
-	"ReduceSum": {"0", 13}, "ReduceMean": {"1", 18}, "ReduceMax": {"2", 18}, "ReduceMin": {"3", 18},
-	"ReduceProd": {"4", 18}, "ReduceL1": {"5", 18}, "ReduceL2": {"6", 18}, "ReduceSumSquare": {"7", 18},
-	"ReduceLogSum": {"8", 18}, "ReduceLogSumExp": {"9", 18},
+	"ReduceSum": {kernels.ReduceSum, 13}, "ReduceMean": {kernels.ReduceMean, 18}, "ReduceMax": {kernels.ReduceMax, 18},
+	"ReduceMin": {kernels.ReduceMin, 18}, "ReduceProd": {kernels.ReduceProd, 18}, "ReduceL1": {kernels.ReduceL1, 18},
+	"ReduceL2": {kernels.ReduceL2, 18}, "ReduceSumSquare": {kernels.ReduceSumSquare, 18},
+	"ReduceLogSum": {kernels.ReduceLogSum, 18}, "ReduceLogSumExp": {kernels.ReduceLogSumExp, 18},
 }
 
 func init() {
