@@ -61,15 +61,6 @@ type MemoryPlan struct {
 	Unplanned []string
 }
 
-// viewOps alias their first input.
-var viewOps = map[string]bool{"Reshape": true, "Squeeze": true, "Unsqueeze": true, "Flatten": true, "Identity": true}
-
-// inPlaceOps may write their output over their first input (same size) when it dies there.
-var inPlaceOps = map[string]bool{"Relu": true, "Sigmoid": true, "Tanh": true, "Exp": true, "Neg": true, "Abs": true,
-	"Sqrt": true, "Erf": true, "Gelu": true, "Clip": true, "LeakyRelu": true, "HardSigmoid": true, "HardSwish": true,
-	"Add": true, "Sub": true, "Mul": true, "Div": true, "Reciprocal": true, "Floor": true, "Ceil": true, "Elu": true,
-	"Softplus": true, "Sign": true, "Not": true}
-
 // PlanMemory infers shapes for the signature, computes each main-graph value's live range in
 // node order, maps views onto the memory they alias, lets element-wise operators overwrite an
 // input that dies there, and places the remaining buffers in one arena, largest first, at the
@@ -158,7 +149,7 @@ func PlanMemory(m *Model, opts PlanOptions) (*MemoryPlan, error) {
 		if out == nil || src == nil || out.Kind != BufferArena {
 			continue
 		}
-		if viewOps[n.OpType] || (n.OpType == "Slice" && contiguousSlice(g, n)) {
+		if n.Traits().View || (n.OpType == "Slice" && contiguousSlice(g, n)) {
 			r := root(src.Value)
 			off := int64(0)
 			if n.OpType == "Slice" {
@@ -174,7 +165,7 @@ func PlanMemory(m *Model, opts PlanOptions) (*MemoryPlan, error) {
 			plan.Views++
 			continue
 		}
-		if inPlaceOps[n.OpType] {
+		if n.Traits().InPlace {
 			for _, in := range n.Inputs {
 				s := bufs[in]
 				if s == nil || (s.Kind != BufferArena && s.Kind != BufferInPlace) || s.Last != i || s.Size != out.Size || g.IsOutput(in) {

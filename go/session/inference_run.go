@@ -155,7 +155,7 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 		sp := rc.opStart(n, in)
 		var outs []Tensor
 		var err error
-		if n.OpType == "If" || n.OpType == "Loop" || n.OpType == "Scan" || n.OpType == "SequenceMap" {
+		if n.Traits().ControlFlow {
 			outs, err = rc.controlFlow(n, in, sc)
 		} else {
 			outs, err = f(rc, n, in)

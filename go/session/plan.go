@@ -129,16 +129,6 @@ type planInstance struct {
 // errPlanGuard says a host step produced another type or shape than the plan traced.
 var errPlanGuard = errors.New("a host step's output differs from the traced one")
 
-// nondeterministicOps never fold: each run draws new values.
-var nondeterministicOps = map[string]bool{"RandomNormal": true, "RandomUniform": true, "RandomNormalLike": true,
-	"RandomUniformLike": true, "Bernoulli": true, "Multinomial": true}
-
-// controlFlowOps run subgraphs through runCtx.controlFlow.
-var controlFlowOps = map[string]bool{"If": true, "Loop": true, "Scan": true, "SequenceMap": true}
-
-// aliasOps produce their first input's elements in a new shape.
-var aliasOps = map[string]bool{"Reshape": true, "Squeeze": true, "Unsqueeze": true, "Flatten": true, "Identity": true}
-
 // onnxDomain reports whether n is an ai.onnx operator.
 func onnxDomain(n *graph.Node) bool { return n.Domain == "" || n.Domain == "ai.onnx" }
 
@@ -155,7 +145,7 @@ func dependsOnData(n *graph.Node, dynamic func(name string) bool) bool {
 	if readsShapesOnly(n) {
 		return false
 	}
-	if nondeterministicOps[n.OpType] {
+	if n.Traits().Nondeterministic {
 		return true
 	}
 	for _, name := range n.Inputs {
@@ -364,7 +354,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 		for _, r := range step.implicit {
 			use(r, index)
 		}
-		if aliasOps[n.OpType] && onnxDomain(n) && len(tn.out) == 1 && tn.out[0].box == nil &&
+		if n.Traits().View && len(tn.out) == 1 && tn.out[0].box == nil &&
 			!step.in[0].fixed && allFixedAfter(step.in, 1) {
 			o := tn.out[0]
 			refs[n.Outputs[0]] = planRef{slot: step.in[0].slot, dtype: o.dtype, shape: append([]int64{}, o.shape...)}
@@ -426,7 +416,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 		}
 		if step.kind == hostStep {
 			fn, ok := lookupOp(n)
-			if !ok && !controlFlowOps[n.OpType] {
+			if !ok && !n.Traits().ControlFlow {
 				return fmt.Sprintf("node %q: operator %s is not supported", n.Name, n.OpType)
 			}
 			step.fn = fn
@@ -1293,7 +1283,7 @@ func (t *planTemplate) runHostStep(rc *runCtx, inst *planInstance, st *planStep)
 	rc.kernelVariant, rc.kernelReason = "", ""
 	var outs []Tensor
 	var err error
-	if controlFlowOps[n.OpType] {
+	if n.Traits().ControlFlow {
 		sc := &scope{vals: make(map[string]Tensor, len(st.implicit))}
 		for name, r := range st.implicit {
 			sc.vals[name] = t.view(inst, r)

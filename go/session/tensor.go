@@ -45,7 +45,7 @@ type Tensor struct {
 	data  any // one of the slice types of Element
 	// box, when set, makes this a sequence or an optional flowing through the interpreter
 	// (dtype is then the element type of the tensors inside, shape and data are unset); see
-	// Value. Only the ops in valueOps accept one, so every other op sees plain tensors.
+	// Value. Only the ops with the TakesValues trait (graph.OpTraits) accept one, so every other op sees plain tensors.
 	box *composite
 }
 

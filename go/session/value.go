@@ -183,18 +183,10 @@ func (v Value) Element() (elem Value, ok bool) {
 // String describes v's type: tensor(float)[2,3], seq(tensor(int64)) of 4, optional(none).
 func (v Value) String() string { return v.t.String() }
 
-// valueOps are the operators that take sequences or optionals as inputs; every other operator
-// is refused one by name before it runs (checkValueInputs), so tensor code never sees one.
-var valueOps = map[string]bool{
-	"Identity": true, "If": true, "Loop": true, "SequenceMap": true,
-	"SequenceInsert": true, "SequenceAt": true, "SequenceErase": true, "SequenceLength": true,
-	"ConcatFromSequence": true, "Optional": true, "OptionalHasElement": true, "OptionalGetElement": true,
-}
-
 // checkValueInputs refuses a sequence or an optional given to an operator that computes on
 // tensors, naming the node and the input.
 func checkValueInputs(n *graph.Node, in []Tensor) error {
-	if valueOps[n.OpType] && (n.Domain == "" || n.Domain == "ai.onnx") {
+	if n.Traits().TakesValues {
 		return nil
 	}
 	for i, t := range in {

@@ -8,12 +8,9 @@ import (
 	"github.com/loomrt/loom/go/graph"
 )
 
-// nondeterministic operators must never be merged.
-var nondeterministic = map[string]bool{"RandomNormal": true, "RandomNormalLike": true, "RandomUniform": true,
-	"RandomUniformLike": true, "Multinomial": true, "Bernoulli": true, "Dropout": true}
-
 // EliminateCommonSubexpressions merges nodes that apply the same operator with the same
-// attributes to the same inputs, keeping the first.
+// attributes to the same inputs, keeping the first; nondeterministic operators
+// (graph.OpTraits) are never merged.
 func EliminateCommonSubexpressions(m *graph.Model) (bool, error) {
 	changed := false
 	m.Graph.Walk(func(g *graph.Graph) {
@@ -21,7 +18,7 @@ func EliminateCommonSubexpressions(m *graph.Model) (bool, error) {
 			seen := map[string]*graph.Node{}
 			dead := map[*graph.Node]bool{}
 			for _, n := range g.Nodes {
-				if nondeterministic[n.OpType] || len(n.Subgraphs()) > 0 {
+				if n.Traits().Nondeterministic || len(n.Subgraphs()) > 0 {
 					continue
 				}
 				key := nodeKey(n)

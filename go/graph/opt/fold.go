@@ -18,7 +18,7 @@ func FoldConstants(m *graph.Model) (bool, error) {
 	m.Graph.Walk(func(g *graph.Graph) {
 		dead := map[*graph.Node]bool{}
 		for _, n := range g.Nodes {
-			if n.Domain != "" || nondeterministic[n.OpType] || len(n.Subgraphs()) > 0 || n.OpType == "Constant" {
+			if n.Domain != "" || n.Traits().Nondeterministic || len(n.Subgraphs()) > 0 || n.OpType == "Constant" {
 				continue
 			}
 			outs := foldShape(g, n)
