@@ -1385,7 +1385,7 @@ func inferResize(c *inferNode) error {
 
 func matmulShape(a, b Shape) (Shape, error) {
 	if len(a) == 0 || len(b) == 0 {
-		return nil, fmt.Errorf("MatMul of a scalar")
+		return nil, fmt.Errorf("operands must have rank 1 or more, got %v and %v", a, b)
 	}
 	aa, bb := a, b
 	if len(a) == 1 {
@@ -1396,7 +1396,7 @@ func matmulShape(a, b Shape) (Shape, error) {
 	}
 	k1, k2 := aa[len(aa)-1], bb[len(bb)-2]
 	if k1.Known() && k2.Known() && k1.Value != k2.Value {
-		return nil, fmt.Errorf("inner dimensions differ: %v x %v", a, b)
+		return nil, fmt.Errorf("inner dimensions differ: A %v, B %v", a, b)
 	}
 	batch, err := broadcastShapes(aa[:len(aa)-2], bb[:len(bb)-2])
 	if err != nil {
@@ -1827,4 +1827,40 @@ func inferOptimizer(groups int, outGroups []int) inferFunc {
 		}
 		return nil
 	}
+}
+
+// MatMulDims is MatMul's shape rule (numpy's matmul) applied to concrete shapes: the operands
+// as matrices (a 1-D A is the row [1, k], a 1-D B the column [k, 1]), their broadcast batch
+// axes and the output shape. It is the rule shape inference uses, so every path that runs
+// MatMul (host functions, kernel planners) agrees with it.
+type MatMulDims struct {
+	M, K, N int64
+	// ABatch and BBatch are the operands' own batch axes (before broadcasting), Batch the
+	// broadcast ones.
+	ABatch, BBatch, Batch []int64
+	// Out is the output shape: Batch, then M unless A is 1-D, then N unless B is 1-D.
+	Out []int64
+}
+
+// MatMulShapes applies MatMul's shape rule to the shapes a and b of A and B.
+func MatMulShapes(a, b []int64) (MatMulDims, error) {
+	var d MatMulDims
+	out, err := matmulShape(ShapeOf(a...), ShapeOf(b...))
+	if err != nil {
+		return d, fmt.Errorf("MatMul: %w", err)
+	}
+	if d.Out, _ = out.Ints(); d.Out == nil {
+		d.Out = []int64{}
+	}
+	a2, b2 := a, b
+	if len(a) == 1 {
+		a2 = []int64{1, a[0]}
+	}
+	if len(b) == 1 {
+		b2 = []int64{b[0], 1}
+	}
+	d.M, d.K, d.N = a2[len(a2)-2], a2[len(a2)-1], b2[len(b2)-1]
+	d.ABatch, d.BBatch = a2[:len(a2)-2], b2[:len(b2)-2]
+	d.Batch = d.Out[:len(d.Out)-int(boolInt(len(a) > 1)+boolInt(len(b) > 1))]
+	return d, nil
 }

@@ -16,32 +16,17 @@ func floatResult(dt DType, shape []int64, v []float64) ([]Tensor, error) {
 }
 
 func matmulHost(a, b Tensor) (Tensor, error) {
-	as, bs := a.shape, b.shape
-	if len(as) == 0 || len(bs) == 0 {
-		return Tensor{}, fmt.Errorf("MatMul of a scalar")
-	}
-	pa, pb := false, false
-	if len(as) == 1 {
-		as, pa = []int64{1, as[0]}, true
-	}
-	if len(bs) == 1 {
-		bs, pb = []int64{bs[0], 1}, true
-	}
-	m, k, k2, n := as[len(as)-2], as[len(as)-1], bs[len(bs)-2], bs[len(bs)-1]
-	if k != k2 {
-		return Tensor{}, fmt.Errorf("inner dimensions %d and %d differ (shapes %v, %v)", k, k2, a.shape, b.shape)
-	}
-	batch, err := broadcastShapes(as[:len(as)-2], bs[:len(bs)-2])
+	d, err := graph.MatMulShapes(a.shape, b.shape)
 	if err != nil {
 		return Tensor{}, err
 	}
-	ia, err := broadcastIndex(as[:len(as)-2], batch)
+	ia, err := broadcastIndex(d.ABatch, d.Batch)
 	if err != nil {
 		return Tensor{}, err
 	}
-	ib, _ := broadcastIndex(bs[:len(bs)-2], batch)
+	ib, _ := broadcastIndex(d.BBatch, d.Batch)
 	av, bv := a.float64s(), b.float64s()
-	mm, kk, nn := int(m), int(k), int(n)
+	mm, kk, nn := int(d.M), int(d.K), int(d.N)
 	out := make([]float64, len(ia)*mm*nn)
 	for bi := range ia {
 		ao, bo, oo := ia[bi]*mm*kk, ib[bi]*kk*nn, bi*mm*nn
@@ -57,14 +42,7 @@ func matmulHost(a, b Tensor) (Tensor, error) {
 			}
 		}
 	}
-	shape := append([]int64{}, batch...)
-	if !pa {
-		shape = append(shape, m)
-	}
-	if !pb {
-		shape = append(shape, n)
-	}
-	return fromFloat64s(a.dtype, shape, out)
+	return fromFloat64s(a.dtype, d.Out, out)
 }
 
 func convHost(x, w, b Tensor, p convParams) (Tensor, error) {

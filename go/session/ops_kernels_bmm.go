@@ -144,41 +144,20 @@ func planBatchedMatMul(nd *graph.Node, _ int64, in []valueInfo) (*kernelPlan, st
 		return nil, declineType(in), nil
 	}
 	as, bs := in[0].shape, in[1].shape
-	if len(as) == 0 || len(bs) == 0 {
-		return nil, "", opErr("MatMul operands must have rank 1 or more, got %v and %v", as, bs)
-	}
-	a2, b2 := as, bs
-	if len(as) == 1 {
-		a2 = []int64{1, as[0]}
-	}
-	if len(bs) == 1 {
-		b2 = []int64{bs[0], 1}
-	}
-	m, k := int(a2[len(a2)-2]), int(a2[len(a2)-1])
-	kb, n := int(b2[len(b2)-2]), int(b2[len(b2)-1])
-	if k != kb {
-		return nil, "", opErr("MatMul: inner dimensions differ: A %v, B %v", as, bs)
-	}
-	batch, err := broadcastShapes(a2[:len(a2)-2], b2[:len(b2)-2])
+	d, err := graph.MatMulShapes(as, bs)
 	if err != nil {
-		return nil, "", err
+		return nil, "", opErr("%v", err)
 	}
-	out := append([]int64{}, batch...)
-	if len(as) > 1 {
-		out = append(out, int64(m))
-	}
-	if len(bs) > 1 {
-		out = append(out, int64(n))
-	}
+	m, k, n, batch, out := int(d.M), int(d.K), int(d.N), d.Batch, d.Out
 	p := &kernelPlan{outputs: []valueType{{graph.Float, out}}, reason: reasonFloat32 + ", batched, broadcast batch axes"}
 	if numel(out) == 0 {
 		return p, "", nil
 	}
-	ast, err := batchStrides(a2[:len(a2)-2], m*k, batch)
+	ast, err := batchStrides(d.ABatch, m*k, batch)
 	if err != nil {
 		return nil, "", err
 	}
-	bst, err := batchStrides(b2[:len(b2)-2], k*n, batch)
+	bst, err := batchStrides(d.BBatch, k*n, batch)
 	if err != nil {
 		return nil, "", err
 	}

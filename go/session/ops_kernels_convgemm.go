@@ -355,44 +355,23 @@ func mergeBatch(dims []int, strides ...[]int) (nb [2]int, st [][2]int, ok bool) 
 // matMulSpec describes MatMul A·B (numpy semantics: 1-D operands, broadcast batch axes) as a
 // gemmSpec and the output shape. A B without batch axes folds A's batch axes into rows.
 func matMulSpec(as, bs []int64) (g gemmSpec, out []int64, reason string, err error) {
-	if len(as) == 0 || len(bs) == 0 {
-		return g, nil, "", opErr("MatMul operands must have rank 1 or more, got %v and %v", as, bs)
-	}
-	a2, b2 := as, bs
-	if len(as) == 1 {
-		a2 = []int64{1, as[0]}
-	}
-	if len(bs) == 1 {
-		b2 = []int64{bs[0], 1}
-	}
-	m, k := int(a2[len(a2)-2]), int(a2[len(a2)-1])
-	kb, n := int(b2[len(b2)-2]), int(b2[len(b2)-1])
-	if k != kb {
-		return g, nil, "", opErr("MatMul: inner dimensions differ: A %v, B %v", as, bs)
-	}
-	batch, err := broadcastShapes(a2[:len(a2)-2], b2[:len(b2)-2])
+	d, err := graph.MatMulShapes(as, bs)
 	if err != nil {
-		return g, nil, "", err
+		return g, nil, "", opErr("%v", err)
 	}
-	out = append([]int64{}, batch...)
-	if len(as) > 1 {
-		out = append(out, int64(m))
-	}
-	if len(bs) > 1 {
-		out = append(out, int64(n))
-	}
+	m, k, n, batch, out := int(d.M), int(d.K), int(d.N), d.Batch, d.Out
 	g = gemmSpec{m: m, n: n, k: k, nb0: 1, nb1: 1, a: inputOperand(0), b: inputOperand(1),
 		as: [4]int{0, 0, k, 1}, bs: [4]int{0, 0, n, 1}, alpha: 1, act: "0"}
-	if len(b2) == 2 {
+	if len(d.BBatch) == 0 {
 		// One B for all: A's batch axes are more rows.
 		g.m = m * int(numel(batch))
 		return g, out, "", nil
 	}
-	ast, err := broadcastStrides(a2[:len(a2)-2], batch)
+	ast, err := broadcastStrides(d.ABatch, batch)
 	if err != nil {
 		return g, nil, "", err
 	}
-	bst, err := broadcastStrides(b2[:len(b2)-2], batch)
+	bst, err := broadcastStrides(d.BBatch, batch)
 	if err != nil {
 		return g, nil, "", err
 	}
