@@ -1,0 +1,149 @@
+// Package archcheck holds the test that keeps docs/architecture.md true: which of Loom's packages
+// may import which, and how large a package may grow.
+package archcheck
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/loomrt/loom/"
+
+// layers maps each layer (a path prefix below the module) to the layers it may import. A
+// package may always import its own layer's packages; Go itself enforces internal/.
+var layers = []struct {
+	prefix string
+	may    []string
+}{
+	{"kernels", nil},
+	{"go/native", nil},
+	{"go/loom", nil},
+	{"go/graph", nil},
+	{"go/session", []string{"go/native", "go/loom", "go/graph", "kernels"}},
+	{"tools", []string{"go/native", "go/loom", "go/graph", "go/session", "kernels"}},
+}
+
+// maxLines bounds a package's hand-written, non-test Go lines (docs/architecture.md).
+const maxLines = 5000
+
+// oversized are the packages still above maxLines, each with the issue that splits it.
+var oversized = map[string]string{
+	"go/session": "issue 12 splits it into tensor, device, ops, ep, exec, plan and epcontext",
+	"go/graph":   "issue 12: shape inference (infer*.go) is to move into a package of its own",
+}
+
+type pkg struct {
+	ImportPath string
+	Dir        string
+	GoFiles    []string
+	CgoFiles   []string
+	Imports    []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	require.NoError(t, err)
+	if _, err := os.Stat(filepath.Join(root, "go.work")); err != nil {
+		t.Skipf("no go.work at %s (not a checkout): %v", root, err)
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	cmd := exec.Command("go", "list", "-json", "./go/native/...", "./go/loom/...", "./go/graph/...",
+		"./go/session/...", "./kernels/...", "./tools/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list")
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkg
+		require.NoError(t, dec.Decode(&p))
+		pkgs = append(pkgs, p)
+	}
+	require.NotEmpty(t, pkgs)
+	return pkgs
+}
+
+func layerOf(path string) (string, []string, bool) {
+	rel := strings.TrimPrefix(path, module)
+	for _, l := range layers {
+		if rel == l.prefix || strings.HasPrefix(rel, l.prefix+"/") {
+			return l.prefix, l.may, true
+		}
+	}
+	return "", nil, false
+}
+
+// TestImportsPointOneWay fails when a package imports a layer docs/architecture.md does not
+// allow it to.
+func TestImportsPointOneWay(t *testing.T) {
+	for _, p := range listPackages(t) {
+		layer, may, ok := layerOf(p.ImportPath)
+		require.True(t, ok, "package %s belongs to no layer of docs/architecture.md", p.ImportPath)
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			other, _, ok := layerOf(imp)
+			require.True(t, ok, "%s imports %s, which belongs to no layer", p.ImportPath, imp)
+			if other == layer {
+				continue
+			}
+			allowed := false
+			for _, m := range may {
+				allowed = allowed || m == other
+			}
+			require.True(t, allowed, "%s (layer %s) imports %s (layer %s): docs/architecture.md does not allow it",
+				p.ImportPath, layer, imp, other)
+		}
+	}
+}
+
+// TestPackageSizes fails when a package other than the known oversized ones has more than
+// maxLines hand-written lines (generated files, marked as Go marks them, are not counted).
+func TestPackageSizes(t *testing.T) {
+	for _, p := range listPackages(t) {
+		lines := 0
+		for _, f := range append(append([]string{}, p.GoFiles...), p.CgoFiles...) {
+			n, generated := countLines(t, filepath.Join(p.Dir, f))
+			if !generated {
+				lines += n
+			}
+		}
+		rel := strings.TrimPrefix(p.ImportPath, module)
+		if why, known := oversized[rel]; known {
+			t.Logf("%s: %d lines (over %d: %s)", rel, lines, maxLines, why)
+			continue
+		}
+		require.LessOrEqual(t, lines, maxLines, "package %s has %d lines; split it (docs/architecture.md)", rel, lines)
+	}
+}
+
+// countLines counts a file's lines and reports whether it carries Go's generated-code marker.
+func countLines(t *testing.T, path string) (int, bool) {
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	n, generated := 0, false
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<24)
+	for s.Scan() {
+		line := s.Text()
+		if strings.HasPrefix(line, "// Code generated ") && strings.HasSuffix(line, " DO NOT EDIT.") {
+			generated = true
+		}
+		n++
+	}
+	require.NoError(t, s.Err())
+	return n, generated
+}
