@@ -81,9 +81,18 @@ func (t *sessionTracing) tracer() trace.Tracer {
 	return tp.Tracer(tracerName)
 }
 
-// traced reports whether a run in ctx is traced: whether ctx carries a span.
+// noSpan is what trace.SpanFromContext returns for a context without a span.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// traced reports whether a run in ctx is traced: whether ctx carries a span. It costs a
+// comparison for context.Background, and a context lookup for other contexts without a span
+// (trace.SpanContextFromContext alone cost several times as much).
 func traced(ctx context.Context) bool {
-	return trace.SpanContextFromContext(ctx).IsValid()
+	if ctx == context.Background() {
+		return false
+	}
+	sp := trace.SpanFromContext(ctx)
+	return sp != noSpan && sp.SpanContext().IsValid()
 }
 
 // WithTracerProvider makes the session's traces (the spans of the runs whose context carries

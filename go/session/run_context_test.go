@@ -265,3 +265,36 @@ func BenchmarkPlanTinyAddCancelable(b *testing.B) {
 	defer cancel()
 	benchmarkPlanTinyAdd(b, ctx)
 }
+
+// BenchmarkRunContextChecks is what a planned run pays for its context, by kind of context:
+// taking Done and looking for a span once per run, then one check before each of its items
+// (two here).
+func BenchmarkRunContextChecks(b *testing.B) {
+	cancelable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deadline, cancel2 := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel2()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+	}{{"background", context.Background()}, {"cancelable", cancelable}, {"deadline", deadline}} {
+		b.Run(c.name, func(b *testing.B) {
+			rc := &runCtx{}
+			stopped := 0
+			for b.Loop() {
+				if traced(c.ctx) {
+					b.Fatal("traced")
+				}
+				*rc = runCtx{ctx: c.ctx, done: c.ctx.Done()}
+				for range 2 {
+					if rc.done != nil && isDone(rc.done) {
+						stopped++
+					}
+				}
+			}
+			if stopped != 0 {
+				b.Fatal("stopped")
+			}
+		})
+	}
+}
