@@ -590,7 +590,8 @@ func (s *InferenceSession) Run(ctx context.Context, inputs []NamedTensor) ([]Ten
 // produces them; otherwise the result is copied in. A bound output whose type or shape
 // disagrees with the model or the run, that is not a tensor, or whose memory overlaps an
 // input, a weight or another bound output is an *Error naming it; after a failed run the
-// bound tensors' contents are unspecified.
+// bound tensors' contents are unspecified. A bound tensor must not be read or written by
+// anything else (another run among them) until RunInto returns.
 func (s *InferenceSession) RunInto(ctx context.Context, inputs []NamedTensor, outputs []NamedTensor) ([]Tensor, error) {
 	into, err := s.bindOutputs(inputs, outputs)
 	if err != nil {

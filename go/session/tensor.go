@@ -49,7 +49,7 @@ type Tensor struct {
 	box *composite
 }
 
-// NamedTensor is a tensor bound to a graph input name.
+// NamedTensor is a tensor bound to a graph input name (or, for RunInto, an output name).
 type NamedTensor struct {
 	Name   string
 	Tensor Tensor
