@@ -1636,7 +1636,8 @@ func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []NamedTen
 		ctx == nil || traced(ctx) {
 		return nil, false, nil
 	}
-	if done := ctx.Done(); done != nil && isDone(done) {
+	done := ctx.Done()
+	if done != nil && isDone(done) {
 		return nil, true, canceledError("Run", ctx, nil)
 	}
 	var stack [maxFastInputs]Tensor
@@ -1680,7 +1681,7 @@ func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []NamedTen
 	// The instance's own run context: one on the heap per run (the host steps' functions
 	// make it escape) cost a tiny model's run a few percent.
 	rc := &inst.rc
-	*rc = runCtx{s: s, opset: s.opset, phase: phaseRun, ctx: ctx, done: ctx.Done()}
+	*rc = runCtx{s: s, opset: s.opset, phase: phaseRun, ctx: ctx, done: done}
 	outs, err = t.run(rc, inst, ins, into)
 	rc.close()
 	*rc = runCtx{}
