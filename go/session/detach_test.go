@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,12 +32,12 @@ func TestOutputsNeverAliasWeightsOrInputs(t *testing.T) {
 	data, err := m.Marshal()
 	require.NoError(t, err)
 	for _, plan := range []string{"1", "0"} {
-		s, err := Builder().WithExecutionProvider(ProviderHost).WithOption(OptionRunPlan, plan).LoadBytes(data)
+		s, err := LoadBytes(data, WithExecutionProvider(ProviderHost), WithOption(OptionRunPlan, plan))
 		require.NoError(t, err)
 		for run := range 3 {
 			x := randomF32(rnd, 6)
 			xKept := append([]float32{}, x...)
-			outs, err := s.Run([]NamedTensor{{Name: "x", Tensor: MustTensor([]int64{6}, x)}})
+			outs, err := s.Run(context.Background(), []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{6}, x)}})
 			require.NoError(t, err)
 			for i := 0; i < 3; i++ {
 				require.Equal(t, w, outs[i].Data(), "plan %s run %d output %d", plan, run, i)
@@ -75,13 +76,13 @@ func TestSequenceOutputsNeverAliasWeightsOrInputs(t *testing.T) {
 	g.Nodes = []*graph.Node{graph.NewNode("seq", "SequenceConstruct", []string{"w", "x"}, []string{"s"})}
 	m, err := graph.FromGraph("seq", g, map[string]int64{"": 13})
 	require.NoError(t, err)
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	s, err := FromGraph(m, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 	for range 3 {
 		x := randomF32(rnd, 4)
 		xKept := append([]float32{}, x...)
-		outs, err := s.RunOutputs([]NamedValue{{Name: "x", Value: TensorValue(MustTensor([]int64{4}, x))}})
+		outs, err := s.RunOutputs(context.Background(), []NamedValue{{Name: "x", Value: TensorValue(MustTensor([]int64{4}, x))}})
 		require.NoError(t, err)
 		seq, err := outs[0].Sequence()
 		require.NoError(t, err)

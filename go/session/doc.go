@@ -40,9 +40,26 @@
 // Fragment.Prepare makes slots: fixed-address copies with private scratch, graph and stream
 // that run concurrently.
 //
+// # InferenceSession
+//
+// An InferenceSession runs an ONNX model. Load, LoadBytes and FromGraph make one, configured
+// by LoadOptions (WithExecutionProvider, WithOptimizationLevel, WithIntraOpThreads,
+// WithTracerProvider, and WithOption for ONNX Runtime's string session options); Open and its
+// relatives take Options instead, a distinct type, since they configure a ModelSession.
+//
+//	s, err := session.Load("model.onnx", session.WithExecutionProvider(session.ProviderHost))
+//	...
+//	outs, err := s.Run(ctx, []session.NamedTensor{{Name: "x", Tensor: x}})
+//
+// Run, RunInto (outputs into tensors the caller allocated), RunOutputs (sequence and optional
+// values) and Warmup take a context: a run stops between ops once it is done, and is traced
+// when it carries an OpenTelemetry span. Runs are safe for concurrent use.
+//
 // # Failures
 //
-// Every error is an *Error matching one of the Err* sentinels with errors.Is. When an operation
+// Every error is an *Error matching one of the Err* sentinels with errors.Is (a run stopped by
+// its context matches context.Canceled or context.DeadlineExceeded instead); a failure that
+// belongs to a graph node names it (Error.Node, Error.OpType). When an operation
 // on a session's stream fails, the session latches failed: every later call returns ErrFailed
 // with the stream's failure as the cause, and only Close remains useful. Slots latch the same
 // way, independently of each other.

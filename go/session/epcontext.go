@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -181,7 +182,7 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	}
 	s.kernels.startKeeping()
 	defer s.kernels.stopKeeping()
-	if err := s.Warmup(shapes); err != nil {
+	if err := s.Warmup(context.Background(), shapes); err != nil {
 		return wrapError(op, kindOf(err), err, "warming the session up for the EP context model (symbolic input dimensions set to 1)")
 	}
 	kernels, err := s.kernels.keptKernels(s.dev.Backend())
@@ -337,7 +338,7 @@ type epContextLoad struct {
 // readEPContext recognizes a context model: nil when m has no EPContext node. Any EPContext
 // node Loom cannot run, a blob that does not decode or versions that differ from this Loom's
 // are errors naming the node. modelPath is the file m was loaded from ("" for memory).
-func (b *SessionBuilder) readEPContext(m *graph.Model, modelPath string) (*epContextLoad, error) {
+func (b *loadOptions) readEPContext(m *graph.Model, modelPath string) (*epContextLoad, error) {
 	const op = "InferenceSession"
 	var nodes []*graph.Node
 	for _, n := range m.Graph.Nodes {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -33,10 +34,7 @@ func epcMLP(t *testing.T, rnd *rand.Rand) *graph.Model {
 func writeEPContextModel(t *testing.T, m *graph.Model, dir, embed string) (*InferenceSession, string) {
 	t.Helper()
 	path := filepath.Join(dir, "mlp_ctx.onnx")
-	s, err := Builder().WithExecutionProvider(ProviderHost).
-		WithOption(OptionEPContextEnable, "1").
-		WithOption(OptionEPContextFilePath, path).
-		WithOption(OptionEPContextEmbedMode, embed).FromGraph(m)
+	s, err := FromGraph(m, WithExecutionProvider(ProviderHost), WithOption(OptionEPContextEnable, "1"), WithOption(OptionEPContextFilePath, path), WithOption(OptionEPContextEmbedMode, embed))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	require.Equal(t, path, s.EPContextPath())
@@ -70,7 +68,7 @@ func freshLoomCache(t *testing.T) string {
 
 func runF32(t *testing.T, s *InferenceSession, name string, shape []int64, x []float32) []float32 {
 	t.Helper()
-	outs, err := s.Run([]NamedTensor{{Name: name, Tensor: MustTensor(shape, x)}})
+	outs, err := s.Run(context.Background(), []NamedTensor{{Name: name, Tensor: MustTensor(shape, x)}})
 	require.NoError(t, err)
 	require.Len(t, outs, 1)
 	got, err := TensorOf[float32](outs[0])
@@ -125,7 +123,7 @@ func TestEPContextRoundTrip(t *testing.T) {
 
 			// A fresh, empty Loom cache: a kernel the loaded session needed would be compiled.
 			cacheDir := freshLoomCache(t)
-			s, err := Builder().Load(path)
+			s, err := Load(path)
 			require.NoError(t, err)
 			defer s.Close()
 			assert.Equal(t, ProviderHost, s.Provider(), "auto runs a host context on the host")
@@ -168,8 +166,7 @@ func TestEPContextTinyEncoder(t *testing.T) {
 	modelPath := filepath.Join(dir, "tiny_encoder.onnx")
 	require.NoError(t, os.WriteFile(modelPath, data, 0o644))
 
-	src, err := Builder().WithExecutionProvider(ProviderHost).WithOptimizationLevel(opt.LevelAll).
-		WithOption(OptionEPContextEnable, "1").Load(modelPath)
+	src, err := Load(modelPath, WithExecutionProvider(ProviderHost), WithOptimizationLevel(opt.LevelAll), WithOption(OptionEPContextEnable, "1"))
 	require.NoError(t, err)
 	defer src.Close()
 	want := filepath.Join(dir, "tiny_encoder_ctx.onnx")
@@ -180,7 +177,7 @@ func TestEPContextTinyEncoder(t *testing.T) {
 	require.NoError(t, err)
 
 	freshLoomCache(t)
-	s, err := Builder().WithExecutionProvider(ProviderHost).Load(want)
+	s, err := Load(want, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 	fused := 0
@@ -207,20 +204,19 @@ func TestEPContextTinyEncoder(t *testing.T) {
 
 func TestEPContextNeedsPathFromMemory(t *testing.T) {
 	rnd := inferRand()
-	_, err := Builder().WithOption(OptionEPContextEnable, "1").FromGraph(epcMLP(t, rnd))
+	_, err := FromGraph(epcMLP(t, rnd), WithOption(OptionEPContextEnable, "1"))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "ep.context_file_path")
 	data, err := epcMLP(t, rnd).Marshal()
 	require.NoError(t, err)
-	_, err = Builder().WithOption(OptionEPContextEnable, "1").LoadBytes(data)
+	_, err = LoadBytes(data, WithOption(OptionEPContextEnable, "1"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ep.context_file_path")
 
 	// With the option, LoadBytes writes where it says.
 	path := filepath.Join(t.TempDir(), "from_bytes_ctx.onnx")
-	s, err := Builder().WithExecutionProvider(ProviderHost).WithOption(OptionEPContextEnable, "1").
-		WithOption(OptionEPContextFilePath, path).LoadBytes(data)
+	s, err := LoadBytes(data, WithExecutionProvider(ProviderHost), WithOption(OptionEPContextEnable, "1"), WithOption(OptionEPContextFilePath, path))
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, path, s.EPContextPath())
@@ -232,7 +228,7 @@ func TestEPContextRefusesToOverwriteSource(t *testing.T) {
 	saveModel(t, epcMLP(t, inferRand()), path)
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
-	_, err = Builder().WithOption(OptionEPContextEnable, "1").WithOption(OptionEPContextFilePath, path).Load(path)
+	_, err = Load(path, WithOption(OptionEPContextEnable, "1"), WithOption(OptionEPContextFilePath, path))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "would overwrite it")
 	after, err := os.ReadFile(path)
@@ -260,7 +256,7 @@ func TestEPContextCorruptBlob(t *testing.T) {
 		b := n.Attr("ep_cache_context").String
 		b[epContextHeaderBytes+rnd.IntN(len(b)-epContextHeaderBytes)] ^= byte(1 + rnd.IntN(255))
 	})
-	_, err := Builder().Load(flipped)
+	_, err := Load(flipped)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrInvalidArgument)
 	assert.Contains(t, err.Error(), `EPContext node "loom_mlp"`)
@@ -271,7 +267,7 @@ func TestEPContextCorruptBlob(t *testing.T) {
 		b := n.Attr("ep_cache_context").String
 		n.Attr("ep_cache_context").String = resealEPContextBlob(b[:len(b)-1-rnd.IntN(100)])
 	})
-	_, err = Builder().Load(truncated)
+	_, err = Load(truncated)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `EPContext node "loom_mlp"`)
 	assert.Contains(t, err.Error(), "exceeds the")
@@ -280,7 +276,7 @@ func TestEPContextCorruptBlob(t *testing.T) {
 	garbage := tamper(t, path, "garbage.onnx", func(n *graph.Node) {
 		n.Attr("ep_cache_context").String = []byte("QNN context binary")
 	})
-	_, err = Builder().Load(garbage)
+	_, err = Load(garbage)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "shorter than the 48 byte header")
 
@@ -296,7 +292,7 @@ func TestEPContextCorruptBlob(t *testing.T) {
 		require.NoError(t, err)
 		n.Attr("ep_cache_context").String = enc
 	})
-	_, err = Builder().Load(badSO)
+	_, err = Load(badSO)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "shared object's SHA-256")
 
@@ -306,7 +302,7 @@ func TestEPContextCorruptBlob(t *testing.T) {
 	blob, err := os.ReadFile(blobPath)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(blobPath, blob[:len(blob)/2], 0o644))
-	_, err = Builder().Load(path0)
+	_, err = Load(path0)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `blob file "mlp_ctx_loom.bin" is not a valid Loom context blob`)
 	assert.Contains(t, err.Error(), "checksum mismatch")
@@ -342,7 +338,7 @@ func TestEPContextBlobFileMustStayInside(t *testing.T) {
 		{"symlink", "link.bin", "through a symbolic link"},
 	} {
 		bad := tamper(t, path, "escape.onnx", func(n *graph.Node) { n.Attr("ep_cache_context").String = []byte(c.location) })
-		_, err := Builder().Load(bad)
+		_, err := Load(bad)
 		require.Error(t, err, c.name)
 		assert.ErrorIs(t, err, ErrInvalidArgument, c.name)
 		assert.Contains(t, err.Error(), `EPContext node "loom_mlp"`, c.name)
@@ -352,17 +348,17 @@ func TestEPContextBlobFileMustStayInside(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
 	require.NoError(t, os.Rename(filepath.Join(dir, "mlp_ctx_loom.bin"), filepath.Join(dir, "sub", "b.bin")))
 	good := tamper(t, path, "sub_ok.onnx", func(n *graph.Node) { n.Attr("ep_cache_context").String = []byte("sub/b.bin") })
-	s, err := Builder().Load(good)
+	s, err := Load(good)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
 	// From memory the blob file is found through ep.context_file_path.
 	data, err := os.ReadFile(good)
 	require.NoError(t, err)
-	_, err = Builder().LoadBytes(data)
+	_, err = LoadBytes(data)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "set session option ep.context_file_path")
-	s, err = Builder().WithOption(OptionEPContextFilePath, good).LoadBytes(data)
+	s, err = LoadBytes(data, WithOption(OptionEPContextFilePath, good))
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 }
@@ -375,13 +371,13 @@ func TestEPContextForeignAndMismatched(t *testing.T) {
 		n.Name = "QNNExecutionProvider_QNN_part_0"
 		n.Attr("source").String = []byte("QNN")
 	})
-	_, err := Builder().Load(qnn)
+	_, err := Load(qnn)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrInvalidArgument)
 	assert.Contains(t, err.Error(), `EPContext node "QNNExecutionProvider_QNN_part_0" has source "QNN"`)
 
 	sdk := tamper(t, path, "sdk.onnx", func(n *graph.Node) { n.Attr("ep_sdk_version").String = []byte("loom-9.9.9") })
-	_, err = Builder().Load(sdk)
+	_, err = Load(sdk)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `EPContext node "loom_mlp": ep_sdk_version is "loom-9.9.9" but this Loom is "`+loom.CompilerVersion+`"`)
 
@@ -406,19 +402,19 @@ func TestEPContextForeignAndMismatched(t *testing.T) {
 			k.Artifact.Target = other
 		}
 	})
-	_, err = Builder().Load(target)
+	_, err = Load(target)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrTargetMismatch)
 	assert.Contains(t, err.Error(), `EPContext node "loom_mlp": the context was compiled for target `+other)
 	assert.Contains(t, err.Error(), "needs "+here)
 
 	version := reencode("version.onnx", func(b *epContextBlob) { b.Meta.CompilerVersion = "loom-0.0.1" })
-	_, err = Builder().Load(version)
+	_, err = Load(version)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `the blob was compiled by Loom "loom-0.0.1" but this Loom is "`+loom.CompilerVersion+`"`)
 
 	library := reencode("library.onnx", func(b *epContextBlob) { b.Kernels[0].SourceSHA256 = strings.Repeat("ab", 32) })
-	_, err = Builder().Load(library)
+	_, err = Load(library)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "with SHA-256 "+strings.Repeat("ab", 32)+" but this Loom's")
 
@@ -429,10 +425,10 @@ func TestEPContextForeignAndMismatched(t *testing.T) {
 	m.Graph.Nodes[0].Outputs = []string{"y0"}
 	m.Graph.Nodes = append(m.Graph.Nodes, graph.NewNode("id", "Identity", []string{"y0"}, []string{"y"}))
 	saveModel(t, m, mixed)
-	_, err = Builder().Load(mixed)
+	_, err = Load(mixed)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "holds one EPContext node and no other, this graph has 2 nodes")
-	_, err = Builder().WithOption(OptionEPContextEnable, "1").WithOption(OptionEPContextFilePath, filepath.Join(t.TempDir(), "c.onnx")).Load(path)
+	_, err = Load(path, WithOption(OptionEPContextEnable, "1"), WithOption(OptionEPContextFilePath, filepath.Join(t.TempDir(), "c.onnx")))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "already an EP context model")
 }
@@ -506,14 +502,13 @@ func TestEPContextCUDA(t *testing.T) {
 	cudaTarget := cudaDevice(t).Target()
 	rnd := inferRand()
 	path := filepath.Join(t.TempDir(), "mlp_cuda_ctx.onnx")
-	src, err := Builder().WithExecutionProvider(ProviderCUDA).WithOption(OptionEPContextEnable, "1").
-		WithOption(OptionEPContextFilePath, path).FromGraph(epcMLP(t, rnd))
+	src, err := FromGraph(epcMLP(t, rnd), WithExecutionProvider(ProviderCUDA), WithOption(OptionEPContextEnable, "1"), WithOption(OptionEPContextFilePath, path))
 	require.NoError(t, err)
 	defer src.Close()
 	require.Equal(t, ProviderCUDA, src.Provider())
 
 	freshLoomCache(t)
-	s, err := Builder().Load(path)
+	s, err := Load(path)
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, ProviderCUDA, s.Provider())
@@ -526,7 +521,7 @@ func TestEPContextCUDA(t *testing.T) {
 	assert.Zero(t, st.Run.Misses)
 	assert.Positive(t, st.Run.Hits)
 
-	_, err = Builder().WithExecutionProvider(ProviderHost).Load(path)
+	_, err = Load(path, WithExecutionProvider(ProviderHost))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrTargetMismatch)
 	assert.Contains(t, err.Error(), "compiled for target "+cudaTarget)

@@ -1,11 +1,16 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"fmt"
+
+	"github.com/loomrt/loom/go/graph"
 )
 
-// Sentinels for errors.Is; every error this package returns is an *Error matching one of them.
+// Sentinels for errors.Is; every error this package returns is an *Error matching one of them,
+// except a run its context stopped, whose *Error matches context.Canceled or
+// context.DeadlineExceeded instead.
 var (
 	// ErrInvalidArgument: a bad size, region, kernel id, command or option.
 	ErrInvalidArgument = errors.New("invalid argument")
@@ -32,18 +37,37 @@ var (
 )
 
 // Error is a failed call: which method (Op), what kind of failure (Kind, one of the sentinels
-// above), a message naming what is at fault, and the underlying error if any (for example the
-// *native.Error of a failed stream operation).
+// above, or context.Canceled or context.DeadlineExceeded for a run its context stopped), the
+// node at fault when the failure belongs to one (Node and OpType), a message naming what is at
+// fault, and the underlying error if any (for example the *native.Error of a failed stream
+// operation, or the cause of a context cancelled with context.WithCancelCause).
+//
+// errors.Is matches both the Kind and the Cause, and errors.As finds the Error:
+//
+//	var e *session.Error
+//	if errors.As(err, &e) && e.Node != "" {
+//		log.Printf("node %s (%s) failed: %v", e.Node, e.OpType, err)
+//	}
 type Error struct {
-	Op      string
-	Kind    error
-	Message string
-	Cause   error
+	Op   string
+	Kind error
+	// Node and OpType name the graph node the failure belongs to (of a subgraph for a node
+	// inside an If, Loop or Scan body); empty when it belongs to none. For a cancelled run,
+	// the node the run stopped before.
+	Node, OpType string
+	Message      string
+	Cause        error
 }
 
-// Error formats as "session: Op: kind: message: cause".
+// Error formats as "session: Op: kind: node "name" (OpType): message: cause".
 func (e *Error) Error() string {
 	msg := "session: " + e.Op + ": " + e.Kind.Error()
+	if e.Node != "" || e.OpType != "" {
+		msg += ": node " + fmt.Sprintf("%q", e.Node)
+		if e.OpType != "" {
+			msg += " (" + e.OpType + ")"
+		}
+	}
 	if e.Message != "" {
 		msg += ": " + e.Message
 	}
@@ -59,6 +83,48 @@ func (e *Error) Unwrap() []error {
 		return []error{e.Kind, e.Cause}
 	}
 	return []error{e.Kind}
+}
+
+// nodeError is a Run failure of node n: err itself when it already names a node (a node of a
+// subgraph n ran, say), else err with n attached (a copy of an *Error, or a new *Error of
+// kind ErrInvalidArgument wrapping any other error).
+func nodeError(n *graph.Node, err error) error {
+	if e, ok := err.(*Error); ok {
+		if e.Node != "" || e.OpType != "" {
+			return err
+		}
+		c := *e
+		c.Node, c.OpType = n.Name, n.OpType
+		if c.Op == "" {
+			c.Op = "Run"
+		}
+		return &c
+	}
+	return &Error{Op: "Run", Kind: ErrInvalidArgument, Node: n.Name, OpType: n.OpType, Cause: err}
+}
+
+// newNodeError is newError for a failure that belongs to node n.
+func newNodeError(op string, kind error, n *graph.Node, format string, args ...any) *Error {
+	return &Error{Op: op, Kind: kind, Node: n.Name, OpType: n.OpType, Message: sprintf(format, args...)}
+}
+
+// canceledError is the error of a run that ctx stopped before node n (nil when the run stopped
+// before any node or after the last): Kind is ctx.Err(), Cause the cause given to
+// context.WithCancelCause when there is another.
+func canceledError(op string, ctx context.Context, n *graph.Node) *Error {
+	kind := ctx.Err()
+	if kind == nil {
+		kind = context.Canceled
+	}
+	e := &Error{Op: op, Kind: kind, Message: "the run's context is done"}
+	if cause := context.Cause(ctx); cause != nil && cause != kind {
+		e.Cause = cause
+	}
+	if n != nil {
+		e.Node, e.OpType = n.Name, n.OpType
+		e.Message = "the run's context is done; stopped before this node"
+	}
+	return e
 }
 
 func newError(op string, kind error, format string, args ...any) *Error {

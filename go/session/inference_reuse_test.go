@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"math"
 	"sync"
 	"testing"
@@ -19,11 +20,11 @@ func TestInferenceSessionReusesKernelsAndRunSessions(t *testing.T) {
 	w, b := randomF32(rnd, in*out), randomF32(rnd, out)
 	// The interpreter's per-run sessions are what this test watches; compiled plans keep
 	// their arenas by design (plan_test.go).
-	s, err := Builder().WithExecutionProvider(ProviderHost).WithOption(OptionRunPlan, "0").FromGraph(mlpModel(t, w, b, in, out))
+	s, err := FromGraph(mlpModel(t, w, b, in, out), WithExecutionProvider(ProviderHost), WithOption(OptionRunPlan, "0"))
 	require.NoError(t, err)
 	defer s.Close()
 	check := func(rows int, x []float32) error {
-		res, err := s.Run([]NamedTensor{{"x", MustTensor([]int64{int64(rows), in}, x)}})
+		res, err := s.Run(context.Background(), []NamedTensor{{"x", MustTensor([]int64{int64(rows), in}, x)}})
 		if err != nil {
 			return err
 		}
@@ -108,7 +109,7 @@ func TestInferenceSessionReusesKernelsAndRunSessions(t *testing.T) {
 // TestResetForReuseRefusesEarlierRegions checks that a reset ModelSession frees its memory and
 // refuses the regions and kernels of its earlier use instead of resolving them anew.
 func TestResetForReuseRefusesEarlierRegions(t *testing.T) {
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(mlpModel(t, randomF32(inferRand(), 4), randomF32(inferRand(), 2), 2, 2))
+	s, err := FromGraph(mlpModel(t, randomF32(inferRand(), 4), randomF32(inferRand(), 2), 2, 2), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 	rc := &runCtx{s: s, opset: 13}

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -70,7 +71,12 @@ func (sc *scope) lookup(name string) (Tensor, bool) {
 type runCtx struct {
 	s     *InferenceSession
 	opset int64
-	ms    *ModelSession
+	// ctx is the run's context: its span parents the run's spans, and the run stops between
+	// ops once it is done. done is ctx.Done(), nil for a context that is never done (then
+	// the checks cost a nil test).
+	ctx  context.Context
+	done <-chan struct{}
+	ms   *ModelSession
 	// dispatches counts the command lists the run issued on ms.
 	dispatches int
 	// kernels are the session's loaded kernels registered with ms, so each is added once a run.
@@ -85,6 +91,26 @@ type runCtx struct {
 	observe func(g *graph.Graph, n *graph.Node, in, out []Tensor)
 	// trace is the run's tracing state, nil when tracing is off (see inference_trace.go).
 	trace *runTrace
+}
+
+// newRunCtx is the state of one run in ctx.
+func newRunCtx(ctx context.Context, s *InferenceSession, phase runPhase) *runCtx {
+	return &runCtx{s: s, opset: s.opset, phase: phase, ctx: ctx, done: ctx.Done()}
+}
+
+// canceled is the run's error once its context is done (naming n, the node the run was about
+// to run, when not nil), else nil. With a context that is never done it costs a nil test, else
+// a non-blocking receive.
+func (rc *runCtx) canceled(n *graph.Node) error {
+	if rc.done == nil {
+		return nil
+	}
+	select {
+	case <-rc.done:
+		return canceledError("Run", rc.ctx, n)
+	default:
+		return nil
+	}
 }
 
 // close hands the run's ModelSession back to the session's pool, which frees the run's
@@ -136,7 +162,10 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 			f, ok = lookupOp(n)
 		}
 		if !ok {
-			return nil, newError("Run", ErrInvalidArgument, "node %q: operator %s is not supported", n.Name, n.OpType)
+			return nil, newNodeError("Run", ErrInvalidArgument, n, "operator %s is not supported", n.OpType)
+		}
+		if err := rc.canceled(n); err != nil {
+			return nil, err
 		}
 		in := make([]Tensor, len(n.Inputs))
 		for i, name := range n.Inputs {
@@ -145,7 +174,7 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 			}
 			t, ok := sc.lookup(name)
 			if !ok {
-				return nil, newError("Run", ErrInvalidArgument, "node %q (%s): input %q has no value", n.Name, n.OpType, name)
+				return nil, newNodeError("Run", ErrInvalidArgument, n, "input %q has no value", name)
 			}
 			in[i] = t
 		}
@@ -162,10 +191,7 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 		}
 		sp.end("", "", outs, err)
 		if err != nil {
-			if _, ok := err.(*Error); ok {
-				return nil, err
-			}
-			return nil, newError("Run", ErrInvalidArgument, "node %q (%s): %v", n.Name, n.OpType, err)
+			return nil, nodeError(n, err)
 		}
 		for i, name := range n.Outputs {
 			if name == "" || i >= len(outs) {
@@ -300,7 +326,7 @@ func f32AsBytes(v []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
 }
 
-// opErr formats an op error; evalGraph adds the node.
+// opErr formats an op error; evalGraph makes it the cause of an *Error naming the node.
 func opErr(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // deadAfterCache holds deadAfter's result by graph (graphs do not change once loaded).

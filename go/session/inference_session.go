@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -29,7 +30,8 @@ const (
 	ProviderAuto ExecutionProvider = "auto"
 )
 
-// The session options that SessionBuilder.WithOption accepts.
+// The session options that WithOption accepts: ONNX Runtime's string session-option keys
+// (and Loom's own, prefixed loom.).
 const (
 	OptionEPContextEnable    = "ep.context_enable"     // "0" or "1"
 	OptionEPContextFilePath  = "ep.context_file_path"  // a non-empty path
@@ -40,9 +42,15 @@ const (
 	OptionRunPlan = "loom.run_plan"
 )
 
-// SessionBuilder collects the options of an InferenceSession; its Load, LoadBytes and
-// FromGraph make the session. The first invalid option is reported by those calls.
-type SessionBuilder struct {
+// LoadOption configures the InferenceSession that Load, LoadBytes or FromGraph makes: the
+// execution provider, the graph optimization level, the intra-op threads, ONNX Runtime's
+// string session options and the TracerProvider. (ModelSession, the lower-level session that
+// Open makes, takes an Option instead.) The first invalid option is the error of the call it
+// was given to.
+type LoadOption func(*loadOptions)
+
+// loadOptions collects an InferenceSession's LoadOptions.
+type loadOptions struct {
 	provider ExecutionProvider
 	level    opt.Level
 	threads  int
@@ -52,76 +60,93 @@ type SessionBuilder struct {
 	err            error
 }
 
-// Builder starts a session configuration: provider auto, optimization level all (as ONNX
-// Runtime's default, ORT_ENABLE_ALL), the host's default thread count, no options.
-func Builder() *SessionBuilder {
-	return &SessionBuilder{provider: ProviderAuto, level: opt.LevelAll, options: map[string]string{}}
-}
-
-func (b *SessionBuilder) fail(format string, args ...any) *SessionBuilder {
-	if b.err == nil {
-		b.err = newError("SessionBuilder", ErrInvalidArgument, format, args...)
-	}
-	return b
-}
-
-// WithExecutionProvider selects host, cuda or auto.
-func (b *SessionBuilder) WithExecutionProvider(p ExecutionProvider) *SessionBuilder {
-	switch p {
-	case ProviderHost, ProviderCUDA, ProviderAuto:
-		b.provider = p
-		return b
-	}
-	return b.fail("unknown execution provider %q (want host, cuda or auto)", p)
-}
-
-// WithOptimizationLevel selects the graph optimization level.
-func (b *SessionBuilder) WithOptimizationLevel(l opt.Level) *SessionBuilder {
-	if l < opt.LevelDisabled || l > opt.LevelAll {
-		return b.fail("unknown graph optimization level %d", int(l))
-	}
-	b.level = l
-	return b
-}
-
-// WithIntraOpThreads sets the host backend's worker threads (0: the hardware concurrency).
-func (b *SessionBuilder) WithIntraOpThreads(n int) *SessionBuilder {
-	if n < 0 {
-		return b.fail("intra-op threads must be >= 0, got %d", n)
-	}
-	b.threads = n
-	return b
-}
-
-// WithOption sets a string session option (the Option* constants). An unknown key or a
-// malformed value is an error naming it.
-func (b *SessionBuilder) WithOption(key, value string) *SessionBuilder {
-	switch key {
-	case OptionEPContextEnable, OptionEPContextEmbedMode, OptionRunPlan:
-		if value != "0" && value != "1" {
-			return b.fail("session option %s must be 0 or 1, got %q", key, value)
+// collectLoadOptions applies opts over the defaults: provider auto, optimization level all
+// (as ONNX Runtime's default, ORT_ENABLE_ALL), the host's default thread count, no options.
+func collectLoadOptions(opts []LoadOption) *loadOptions {
+	o := &loadOptions{provider: ProviderAuto, level: opt.LevelAll, options: map[string]string{}}
+	for _, f := range opts {
+		if f != nil {
+			f(o)
 		}
-	case OptionEPContextFilePath:
-		if strings.TrimSpace(value) == "" || strings.ContainsRune(value, 0) {
-			return b.fail("session option %s must be a file path, got %q", key, value)
-		}
-	default:
-		return b.fail("unknown session option %q", key)
 	}
-	b.options[key] = value
-	return b
+	return o
+}
+
+func (o *loadOptions) fail(format string, args ...any) {
+	if o.err == nil {
+		o.err = newError("LoadOption", ErrInvalidArgument, format, args...)
+	}
+}
+
+// WithExecutionProvider selects host, cuda or auto (the default).
+func WithExecutionProvider(p ExecutionProvider) LoadOption {
+	return func(o *loadOptions) {
+		switch p {
+		case ProviderHost, ProviderCUDA, ProviderAuto:
+			o.provider = p
+			return
+		}
+		o.fail("unknown execution provider %q (want host, cuda or auto)", p)
+	}
+}
+
+// WithOptimizationLevel selects the graph optimization level (default opt.LevelAll).
+func WithOptimizationLevel(l opt.Level) LoadOption {
+	return func(o *loadOptions) {
+		if l < opt.LevelDisabled || l > opt.LevelAll {
+			o.fail("unknown graph optimization level %d", int(l))
+			return
+		}
+		o.level = l
+	}
+}
+
+// WithIntraOpThreads sets the host backend's worker threads (0, the default: the hardware
+// concurrency).
+func WithIntraOpThreads(n int) LoadOption {
+	return func(o *loadOptions) {
+		if n < 0 {
+			o.fail("intra-op threads must be >= 0, got %d", n)
+			return
+		}
+		o.threads = n
+	}
+}
+
+// WithOption sets a string session option, ONNX Runtime style (the Option* constants). An
+// unknown key or a malformed value is an error naming it.
+func WithOption(key, value string) LoadOption {
+	return func(o *loadOptions) {
+		switch key {
+		case OptionEPContextEnable, OptionEPContextEmbedMode, OptionRunPlan:
+			if value != "0" && value != "1" {
+				o.fail("session option %s must be 0 or 1, got %q", key, value)
+				return
+			}
+		case OptionEPContextFilePath:
+			if strings.TrimSpace(value) == "" || strings.ContainsRune(value, 0) {
+				o.fail("session option %s must be a file path, got %q", key, value)
+				return
+			}
+		default:
+			o.fail("unknown session option %q", key)
+			return
+		}
+		o.options[key] = value
+	}
 }
 
 // Load makes a session for the model file at path.
-func (b *SessionBuilder) Load(path string) (*InferenceSession, error) {
-	if b.err != nil {
-		return nil, b.err
+func Load(path string, opts ...LoadOption) (*InferenceSession, error) {
+	o := collectLoadOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
 	m, err := graph.Load(path)
 	if err != nil {
 		return nil, wrapError("Load", ErrInvalidArgument, err, "cannot load %s", path)
 	}
-	s, err := b.build(m, true, path)
+	s, err := o.build(m, true, path)
 	if err != nil {
 		m.Close()
 	}
@@ -129,15 +154,16 @@ func (b *SessionBuilder) Load(path string) (*InferenceSession, error) {
 }
 
 // LoadBytes makes a session for a serialized model.
-func (b *SessionBuilder) LoadBytes(data []byte) (*InferenceSession, error) {
-	if b.err != nil {
-		return nil, b.err
+func LoadBytes(data []byte, opts ...LoadOption) (*InferenceSession, error) {
+	o := collectLoadOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
 	m, err := graph.LoadBytes(data)
 	if err != nil {
 		return nil, wrapError("LoadBytes", ErrInvalidArgument, err, "cannot decode the model")
 	}
-	s, err := b.build(m, true, "")
+	s, err := o.build(m, true, "")
 	if err != nil {
 		m.Close()
 	}
@@ -146,29 +172,21 @@ func (b *SessionBuilder) LoadBytes(data []byte) (*InferenceSession, error) {
 
 // FromGraph makes a session for a model built in memory (graph.FromGraph); the session
 // optimizes it in place, so the caller must not change it afterwards.
-func (b *SessionBuilder) FromGraph(m *graph.Model) (*InferenceSession, error) {
-	if b.err != nil {
-		return nil, b.err
+func FromGraph(m *graph.Model, opts ...LoadOption) (*InferenceSession, error) {
+	o := collectLoadOptions(opts)
+	if o.err != nil {
+		return nil, o.err
 	}
 	if m == nil || m.Graph == nil {
 		return nil, newError("FromGraph", ErrInvalidArgument, "nil model")
 	}
-	return b.build(m, false, "")
+	return o.build(m, false, "")
 }
 
-// Load makes a session with the default options for the model file at path.
-func Load(path string) (*InferenceSession, error) { return Builder().Load(path) }
-
-// LoadBytes makes a session with the default options for a serialized model.
-func LoadBytes(data []byte) (*InferenceSession, error) { return Builder().LoadBytes(data) }
-
-// FromGraph makes a session with the default options for a model built in memory.
-func FromGraph(m *graph.Model) (*InferenceSession, error) { return Builder().FromGraph(m) }
-
-// IoMeta describes one graph input or output: its name, kind, element type and shape, where a
+// IOMeta describes one graph input or output: its name, kind, element type and shape, where a
 // dimension is a number, a symbol (Dim.Param) or unknown. For a sequence or an optional, DType,
 // Shape and Ranked describe the tensors it holds.
-type IoMeta struct {
+type IOMeta struct {
 	Name  string
 	DType DType
 	Shape graph.Shape
@@ -211,8 +229,8 @@ type InferenceSession struct {
 	provider ExecutionProvider // the provider actually used
 	fallback []FallbackEntry
 	options  map[string]string
-	inputs   []IoMeta
-	outputs  []IoMeta
+	inputs   []IOMeta
+	outputs  []IOMeta
 	weights  map[string]Tensor
 	opset    int64
 
@@ -235,7 +253,7 @@ type InferenceSession struct {
 
 	epContextPath string // the EP context model this session wrote, if any
 
-	tracing sessionTracing // see SetTraceContext
+	tracing sessionTracing // see inference_trace.go
 
 	mu     sync.RWMutex
 	closed bool
@@ -243,7 +261,7 @@ type InferenceSession struct {
 
 // build makes the session for m; modelPath is the file m was loaded from ("" for a model from
 // memory), which names the EP context model's default path and anchors an EP context blob file.
-func (b *SessionBuilder) build(m *graph.Model, ownModel bool, modelPath string) (_ *InferenceSession, err error) {
+func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ *InferenceSession, err error) {
 	const op = "InferenceSession"
 	epc, err := b.readEPContext(m, modelPath)
 	if err != nil {
@@ -305,7 +323,7 @@ func (b *SessionBuilder) build(m *graph.Model, ownModel bool, modelPath string) 
 		s.outputs = append(s.outputs, ioMeta(v))
 	}
 	s.tensorIO = true
-	for _, ms := range [][]IoMeta{s.inputs, s.outputs} {
+	for _, ms := range [][]IOMeta{s.inputs, s.outputs} {
 		for _, m := range ms {
 			s.tensorIO = s.tensorIO && m.Kind == ValueTensor
 		}
@@ -393,12 +411,12 @@ func (s *InferenceSession) chooseProvider(requested ExecutionProvider) error {
 	return nil
 }
 
-func ioMeta(v *graph.Value) IoMeta {
+func ioMeta(v *graph.Value) IOMeta {
 	t := v.Type
 	if t.Kind == graph.KindUnknown {
 		t = v.Declared
 	}
-	m := IoMeta{Name: v.Name}
+	m := IOMeta{Name: v.Name}
 	ioKinds(&m, t)
 	return m
 }
@@ -443,10 +461,10 @@ func (s *InferenceSession) SessionOptions() map[string]string {
 }
 
 // Inputs describes the inputs a Run must feed, in graph order (initializers excluded).
-func (s *InferenceSession) Inputs() []IoMeta { return append([]IoMeta{}, s.inputs...) }
+func (s *InferenceSession) Inputs() []IOMeta { return append([]IOMeta{}, s.inputs...) }
 
 // Outputs describes the outputs Run returns, in order.
-func (s *InferenceSession) Outputs() []IoMeta { return append([]IoMeta{}, s.outputs...) }
+func (s *InferenceSession) Outputs() []IOMeta { return append([]IOMeta{}, s.outputs...) }
 
 // Graph is the optimized model the session runs; it must not be changed.
 func (s *InferenceSession) Graph() *graph.Model { return s.model }
@@ -551,47 +569,94 @@ func (s *InferenceSession) isOverridable(name string) bool {
 	return false
 }
 
-// Run feeds the named inputs and returns the graph outputs in order. Errors name the input or
-// node at fault. Models with sequence or optional inputs or outputs run through RunOutputs.
-func (s *InferenceSession) Run(inputs []NamedTensor) ([]Tensor, error) {
-	if outs, ok, err := s.runPlannedFast(inputs); ok {
+// Run feeds the named inputs and returns the graph outputs in order; the outputs belong to
+// the caller. Errors name the input, output or node at fault (see Error). Models with
+// sequence or optional inputs or outputs run through RunOutputs.
+//
+// ctx bounds the run: once it is done, the run stops before its next op (or, for a compiled
+// run plan, before its next segment of kernels or host step) and returns an *Error matching
+// context.Canceled or context.DeadlineExceeded; an op already running finishes first. The
+// session stays usable. When ctx carries an OpenTelemetry span, the run's spans hang under it
+// (see WithTracerProvider).
+func (s *InferenceSession) Run(ctx context.Context, inputs []NamedTensor) ([]Tensor, error) {
+	return s.runTensors(ctx, "Run", inputs, nil)
+}
+
+// RunInto is Run writing outputs into tensors the caller allocated, as ONNX Runtime's bound
+// outputs: outputs names graph outputs (any subset, in any order), each with a tensor of
+// exactly the element type and shape the run produces, which RunInto fills. It returns every
+// graph output in order, each bound one being the caller's tensor (the same memory), the
+// others new as from Run. Compiled run plans write bound outputs in place where a kernel
+// produces them; otherwise the result is copied in. A bound output whose type or shape
+// disagrees with the model or the run, that is not a tensor, or whose memory overlaps an
+// input, a weight or another bound output is an *Error naming it; after a failed run the
+// bound tensors' contents are unspecified. A bound tensor must not be read or written by
+// anything else (another run among them) until RunInto returns.
+func (s *InferenceSession) RunInto(ctx context.Context, inputs []NamedTensor, outputs []NamedTensor) ([]Tensor, error) {
+	into, err := s.bindOutputs(inputs, outputs)
+	if err != nil {
+		return nil, err
+	}
+	return s.runTensors(ctx, "RunInto", inputs, into)
+}
+
+// runTensors is Run and RunInto: into, when not nil, holds the bound output tensors by
+// output index (the zero Tensor where not bound).
+func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []NamedTensor, into []Tensor) ([]Tensor, error) {
+	if outs, ok, err := s.runPlannedFast(ctx, inputs, into); ok {
 		return outs, err
 	}
 	for _, m := range s.outputs {
 		if m.Kind != ValueTensor {
-			return nil, newError("Run", ErrInvalidArgument, "output %q is %s, which Run cannot return; use RunOutputs", m.Name, describeMeta(m))
+			return nil, newError(op, ErrInvalidArgument, "output %q is %s, which %s cannot return; use RunOutputs", m.Name, describeMeta(m), op)
 		}
 	}
-	outs, err := s.run(namedTensorValues(inputs), phaseRun)
+	outs, err := s.run(ctx, namedTensorValues(inputs), phaseRun, into)
 	if err != nil {
 		return nil, err
 	}
 	for i, t := range outs {
 		if t.box != nil {
-			return nil, newError("Run", ErrInvalidArgument, "output %q is %s (%s), which Run cannot return; use RunOutputs", s.outputs[i].Name, t.article(), t)
+			return nil, newError(op, ErrInvalidArgument, "output %q is %s (%s), which %s cannot return; use RunOutputs", s.outputs[i].Name, t.article(), t, op)
 		}
 	}
 	return outs, nil
 }
 
-// run evaluates the model on the fed values, counting its kernel cache outcomes under phase;
-// the outputs may be sequences or optionals.
-func (s *InferenceSession) run(inputs []NamedValue, phase runPhase) ([]Tensor, error) {
+// run evaluates the model on the fed values in ctx, counting its kernel cache outcomes under
+// phase, and fills the bound outputs into (nil: none); the outputs may be sequences or
+// optionals.
+func (s *InferenceSession) run(ctx context.Context, inputs []NamedValue, phase runPhase, into []Tensor) ([]Tensor, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return nil, newError("Run", ErrClosed, "the session is closed")
 	}
+	if ctx == nil {
+		return nil, newError("Run", ErrInvalidArgument, "nil context")
+	}
 	fed, err := s.checkInputs(inputs)
 	if err != nil {
 		return nil, err
 	}
-	rc := &runCtx{s: s, opset: s.opset, phase: phase}
+	rc := newRunCtx(ctx, s, phase)
 	defer rc.close()
-	if outs, ok, err := s.runPlanned(rc, fed); ok || err != nil {
-		return outs, err
+	if err := rc.canceled(nil); err != nil {
+		return nil, err
 	}
-	return s.interpret(rc, fed)
+	outs, ok, err := s.runPlanned(rc, fed, into)
+	if !ok && err == nil {
+		outs, err = s.interpret(rc, fed)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if into != nil {
+		if err := s.fillBound(outs, into); err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
 }
 
 // interpret evaluates the main graph node by node on fed (the interpreter).

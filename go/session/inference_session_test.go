@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -101,7 +102,7 @@ func TestInferenceSessionMLP(t *testing.T) {
 	rnd := inferRand()
 	const in, out, rows = 24, 10, 5
 	w, b := randomF32(rnd, in*out), randomF32(rnd, out)
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(mlpModel(t, w, b, in, out))
+	s, err := FromGraph(mlpModel(t, w, b, in, out), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 
@@ -117,7 +118,7 @@ func TestInferenceSessionMLP(t *testing.T) {
 	assert.Empty(t, s.ExecutionProviderFallbackReport())
 
 	x := randomF32(rnd, rows*in)
-	res, err := s.Run([]NamedTensor{{"x", MustTensor([]int64{rows, in}, x)}})
+	res, err := s.Run(context.Background(), []NamedTensor{{"x", MustTensor([]int64{rows, in}, x)}})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	assert.Equal(t, []int64{rows, out}, res[0].Shape())
@@ -131,7 +132,7 @@ func TestInferenceSessionMLP(t *testing.T) {
 
 func TestInferenceSessionInputErrors(t *testing.T) {
 	rnd := inferRand()
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(mlpModel(t, randomF32(rnd, 8*3), randomF32(rnd, 3), 8, 3))
+	s, err := FromGraph(mlpModel(t, randomF32(rnd, 8*3), randomF32(rnd, 3), 8, 3), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 	good := MustTensor([]int64{2, 8}, randomF32(rnd, 16))
@@ -148,10 +149,10 @@ func TestInferenceSessionInputErrors(t *testing.T) {
 		{"twice", []NamedTensor{{"x", good}, {"x", good}}, `input "x" fed twice`},
 	}
 	for _, c := range cases {
-		_, err := s.Run(c.inputs)
+		_, err := s.Run(context.Background(), c.inputs)
 		assert.ErrorContains(t, err, c.msg, c.name)
 	}
-	_, err = s.Run([]NamedTensor{{"x", good}})
+	_, err = s.Run(context.Background(), []NamedTensor{{"x", good}})
 	assert.NoError(t, err, "a bad run must leave the session usable")
 }
 
@@ -162,7 +163,7 @@ func TestInferenceSessionUnsupportedOp(t *testing.T) {
 	g.Nodes = []*graph.Node{graph.NewNode("odd_node", "LpNormalization", []string{"x"}, []string{"y"})}
 	m, err := graph.FromGraph("g", g, map[string]int64{"": 13})
 	require.NoError(t, err)
-	_, err = Builder().FromGraph(m)
+	_, err = FromGraph(m)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `node "odd_node": operator LpNormalization`)
 }
@@ -170,33 +171,32 @@ func TestInferenceSessionUnsupportedOp(t *testing.T) {
 func TestInferenceSessionOptions(t *testing.T) {
 	rnd := inferRand()
 	mk := func() *graph.Model { return mlpModel(t, randomF32(rnd, 4*2), randomF32(rnd, 2), 4, 2) }
-	_, err := Builder().WithOption("ep.bogus", "1").FromGraph(mk())
+	_, err := FromGraph(mk(), WithOption("ep.bogus", "1"))
 	assert.ErrorContains(t, err, `unknown session option "ep.bogus"`)
-	_, err = Builder().WithOption(OptionEPContextEnable, "yes").FromGraph(mk())
+	_, err = FromGraph(mk(), WithOption(OptionEPContextEnable, "yes"))
 	assert.ErrorContains(t, err, "ep.context_enable must be 0 or 1")
-	_, err = Builder().WithOption(OptionEPContextFilePath, " ").FromGraph(mk())
+	_, err = FromGraph(mk(), WithOption(OptionEPContextFilePath, " "))
 	assert.ErrorContains(t, err, "ep.context_file_path")
-	_, err = Builder().WithOption(OptionEPContextEmbedMode, "2").FromGraph(mk())
+	_, err = FromGraph(mk(), WithOption(OptionEPContextEmbedMode, "2"))
 	assert.ErrorContains(t, err, "ep.context_embed_mode")
-	_, err = Builder().WithExecutionProvider("tpu").FromGraph(mk())
+	_, err = FromGraph(mk(), WithExecutionProvider("tpu"))
 	assert.ErrorContains(t, err, `"tpu"`)
-	_, err = Builder().WithIntraOpThreads(-1).FromGraph(mk())
+	_, err = FromGraph(mk(), WithIntraOpThreads(-1))
 	assert.ErrorContains(t, err, "intra-op threads")
 
 	ctxPath := filepath.Join(t.TempDir(), "ctx.onnx")
-	s, err := Builder().WithOption(OptionEPContextEnable, "1").WithOption(OptionEPContextFilePath, ctxPath).
-		WithOption(OptionEPContextEmbedMode, "0").WithIntraOpThreads(2).FromGraph(mk())
+	s, err := FromGraph(mk(), WithOption(OptionEPContextEnable, "1"), WithOption(OptionEPContextFilePath, ctxPath), WithOption(OptionEPContextEmbedMode, "0"), WithIntraOpThreads(2))
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{OptionEPContextEnable: "1", OptionEPContextFilePath: ctxPath, OptionEPContextEmbedMode: "0"}, s.SessionOptions())
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "Close is idempotent")
-	_, err = s.Run(nil)
+	_, err = s.Run(context.Background(), nil)
 	assert.ErrorIs(t, err, ErrClosed)
 }
 
 func TestInferenceSessionCUDAFallback(t *testing.T) {
 	rnd := inferRand()
-	s, err := Builder().WithExecutionProvider(ProviderCUDA).FromGraph(mlpModel(t, randomF32(rnd, 4*2), randomF32(rnd, 2), 4, 2))
+	s, err := FromGraph(mlpModel(t, randomF32(rnd, 4*2), randomF32(rnd, 2), 4, 2), WithExecutionProvider(ProviderCUDA))
 	require.NoError(t, err)
 	defer s.Close()
 	if s.Provider() == ProviderCUDA {
@@ -207,7 +207,7 @@ func TestInferenceSessionCUDAFallback(t *testing.T) {
 	assert.Equal(t, "mm", report[0].Node)
 	assert.Equal(t, ProviderHost, report[0].Provider)
 	assert.Contains(t, report[0].Reason, "CUDA")
-	_, err = s.Run([]NamedTensor{{"x", MustTensor([]int64{1, 4}, randomF32(rnd, 4))}})
+	_, err = s.Run(context.Background(), []NamedTensor{{"x", MustTensor([]int64{1, 4}, randomF32(rnd, 4))}})
 	assert.NoError(t, err)
 }
 
@@ -215,7 +215,7 @@ func TestInferenceSessionConcurrentRuns(t *testing.T) {
 	rnd := inferRand()
 	const in, out = 16, 6
 	w, b := randomF32(rnd, in*out), randomF32(rnd, out)
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(mlpModel(t, w, b, in, out))
+	s, err := FromGraph(mlpModel(t, w, b, in, out), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 	var wg sync.WaitGroup
@@ -227,7 +227,7 @@ func TestInferenceSessionConcurrentRuns(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 3 {
-				res, err := s.Run([]NamedTensor{{"x", MustTensor([]int64{int64(rows), in}, x)}})
+				res, err := s.Run(context.Background(), []NamedTensor{{"x", MustTensor([]int64{int64(rows), in}, x)}})
 				if err != nil {
 					errs[g] = err
 					return
@@ -275,7 +275,7 @@ func TestKernelOpsMatchHost(t *testing.T) {
 		{"LogSoftmax", []*graph.Attribute{graph.IntAttr("axis", -1)}, [][]int64{{3, 8}}},
 	}
 	rc := &runCtx{opset: 13}
-	sess, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(mlpModel(t, randomF32(rnd, 2), randomF32(rnd, 1), 2, 1))
+	sess, err := FromGraph(mlpModel(t, randomF32(rnd, 2), randomF32(rnd, 1), 2, 1), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer sess.Close()
 	rc.s = sess

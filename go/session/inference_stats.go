@@ -1,7 +1,7 @@
 package session
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -189,7 +189,7 @@ func prepareBody(g *graph.Graph) (*preparedBody, error) {
 	for i, n := range g.Nodes {
 		f, ok := lookupOp(n)
 		if !ok {
-			return nil, newError("Run", ErrInvalidArgument, "node %q: operator %s is not supported", n.Name, n.OpType)
+			return nil, newNodeError("Run", ErrInvalidArgument, n, "operator %s is not supported", n.OpType)
 		}
 		p.ops[i] = f
 	}
@@ -224,6 +224,10 @@ func (rc *runCtx) evalBody(opType string, g *graph.Graph, sc *scope) ([]Tensor, 
 		return nil, err
 	}
 	rc.s.bodies.runs[kind].Add(1)
+	// A Loop of many iterations of an empty body runs no node: the check between iterations.
+	if err := rc.canceled(nil); err != nil {
+		return nil, err
+	}
 	return rc.evalGraphWith(g, sc, p)
 }
 
@@ -232,10 +236,12 @@ func (rc *runCtx) evalBody(opType string, g *graph.Graph, sc *scope) ([]Tensor, 
 // outcomes count as warmup in CacheStats. shapes maps input names to shapes; an input it
 // omits must have a fully known declared shape. A sequence input is fed one tensor of its
 // shape, an optional input holds one. A name that is not an input, a rank or a fixed
-// dimension that disagrees with the model, or a negative dimension is an error.
-func (s *InferenceSession) Warmup(shapes map[string][]int64) error {
+// dimension that disagrees with the model, or a negative dimension is an error. ctx bounds the
+// warmup run and parents its spans as for Run; a cancelled warmup matches context.Canceled or
+// context.DeadlineExceeded.
+func (s *InferenceSession) Warmup(ctx context.Context, shapes map[string][]int64) error {
 	const op = "Warmup"
-	known := map[string]IoMeta{}
+	known := map[string]IOMeta{}
 	names := make([]string, len(s.inputs))
 	for i, m := range s.inputs {
 		known[m.Name] = m
@@ -278,12 +284,17 @@ func (s *InferenceSession) Warmup(shapes map[string][]int64) error {
 		}
 		feeds = append(feeds, NamedValue{Name: m.Name, Value: warmupValue(m, t)})
 	}
-	if _, err := s.run(feeds, phaseWarmup); err != nil {
-		kind := ErrInvalidArgument
-		var se *Error
-		if errors.As(err, &se) {
-			kind = se.Kind
+	if _, err := s.run(ctx, feeds, phaseWarmup, nil); err != nil {
+		if se, ok := err.(*Error); ok {
+			// The run's error as the warmup's, keeping the node, the kind and the cause.
+			c := *se
+			c.Op, c.Message = op, "the warmup run failed"
+			if se.Message != "" {
+				c.Message += ": " + se.Message
+			}
+			return &c
 		}
+		kind := ErrInvalidArgument
 		return wrapError(op, kind, err, "the warmup run failed")
 	}
 	return nil
@@ -291,7 +302,7 @@ func (s *InferenceSession) Warmup(shapes map[string][]int64) error {
 
 // warmupValue feeds t for input m: a sequence input gets a sequence of t alone, an optional
 // one an optional holding t (or that sequence).
-func warmupValue(m IoMeta, t Tensor) Value {
+func warmupValue(m IOMeta, t Tensor) Value {
 	v := t
 	if m.Kind == ValueSequence || (m.Kind == ValueOptional && m.Holds == ValueSequence) {
 		v = seqOf(t.dtype, []Tensor{t})
@@ -303,7 +314,7 @@ func warmupValue(m IoMeta, t Tensor) Value {
 }
 
 // declaredShape is m's shape when every dimension is known.
-func declaredShape(m IoMeta) ([]int64, error) {
+func declaredShape(m IOMeta) ([]int64, error) {
 	if !m.Ranked {
 		return nil, fmt.Errorf("its rank is unknown, so Warmup needs its shape")
 	}

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -67,14 +68,14 @@ func TestControlFlowStatsLoopBuildsOncePerSignature(t *testing.T) {
 	for i := range k {
 		k[i] = 0.5 + 0.5*k[i] // keep |x| bounded over the iterations
 	}
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(loopModel(t, k, w))
+	s, err := FromGraph(loopModel(t, k, w), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, ControlFlowStats{}, s.ControlFlowStats())
 
 	n := 3 + rnd.IntN(6)
 	x := randomF32(rnd, l)
-	outs, err := s.Run([]NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: MustTensor([]int64{l}, x)}})
+	outs, err := s.Run(context.Background(), []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: MustTensor([]int64{l}, x)}})
 	require.NoError(t, err)
 	wantLast, wantAll := loopReference(x, k, w, n)
 	got, err := TensorOf[float32](outs[0])
@@ -87,7 +88,7 @@ func TestControlFlowStatsLoopBuildsOncePerSignature(t *testing.T) {
 	assert.Equal(t, ControlFlowStats{Loop: SubgraphStats{Builds: 1, Runs: int64(n)}}, s.ControlFlowStats())
 
 	// The same signature on a later Run reuses the prepared body.
-	_, err = s.Run([]NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: MustTensor([]int64{l}, randomF32(rnd, l))}})
+	_, err = s.Run(context.Background(), []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: MustTensor([]int64{l}, randomF32(rnd, l))}})
 	require.NoError(t, err)
 	assert.Equal(t, ControlFlowStats{Loop: SubgraphStats{Builds: 1, Runs: int64(2 * n)}}, s.ControlFlowStats())
 }
@@ -95,11 +96,11 @@ func TestControlFlowStatsLoopBuildsOncePerSignature(t *testing.T) {
 func TestControlFlowStatsNewSignatureBuildsAgain(t *testing.T) {
 	rnd := inferRand()
 	// k and w of length 1 broadcast over any x length, so the body sees a new shape.
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(loopModel(t, []float32{0.75}, randomF32(rnd, 1)))
+	s, err := FromGraph(loopModel(t, []float32{0.75}, randomF32(rnd, 1)), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 	for _, l := range []int64{1, 4} {
-		_, err = s.Run([]NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{2})}, {Name: "x", Tensor: MustTensor([]int64{l}, randomF32(rnd, int(l)))}})
+		_, err = s.Run(context.Background(), []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{2})}, {Name: "x", Tensor: MustTensor([]int64{l}, randomF32(rnd, int(l)))}})
 		require.NoError(t, err)
 	}
 	assert.Equal(t, SubgraphStats{Builds: 2, Runs: 4}, s.ControlFlowStats().Loop)
@@ -134,12 +135,12 @@ func TestControlFlowStatsIf(t *testing.T) {
 	w := randomF32(rnd, 3)
 	// The interpreter's body cache is what this counts: compiled plans inline an If whose
 	// condition is a specialized input (TestPlanInlinesIfOnSpecializedCondition).
-	s, err := Builder().WithExecutionProvider(ProviderHost).WithOption(OptionRunPlan, "0").FromGraph(ifModel(t, w))
+	s, err := FromGraph(ifModel(t, w), WithExecutionProvider(ProviderHost), WithOption(OptionRunPlan, "0"))
 	require.NoError(t, err)
 	defer s.Close()
 	for _, c := range []bool{true, true, false} {
 		x := randomF32(rnd, 3)
-		outs, err := s.Run([]NamedTensor{{Name: "c", Tensor: MustTensor([]int64{}, []bool{c})}, {Name: "x", Tensor: MustTensor([]int64{3}, x)}})
+		outs, err := s.Run(context.Background(), []NamedTensor{{Name: "c", Tensor: MustTensor([]int64{}, []bool{c})}, {Name: "x", Tensor: MustTensor([]int64{3}, x)}})
 		require.NoError(t, err)
 		got, err := TensorOf[float32](outs[0])
 		require.NoError(t, err)
@@ -158,13 +159,13 @@ func TestControlFlowStatsIf(t *testing.T) {
 func TestCacheStatsWarmupThenRun(t *testing.T) {
 	rnd := inferRand()
 	const in, out = 6, 4
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(mlpModel(t, randomF32(rnd, in*out), randomF32(rnd, out), in, out))
+	s, err := FromGraph(mlpModel(t, randomF32(rnd, in*out), randomF32(rnd, out), in, out), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, CacheStats{}, s.CacheStats())
 
 	rows := int64(2 + rnd.IntN(5))
-	require.NoError(t, s.Warmup(map[string][]int64{"x": {rows, in}}))
+	require.NoError(t, s.Warmup(context.Background(), map[string][]int64{"x": {rows, in}}))
 	st := s.CacheStats()
 	assert.Positive(t, st.Warmup.Misses, "the warmup compiles the model's kernels")
 	assert.Zero(t, st.Warmup.Hits)
@@ -175,7 +176,7 @@ func TestCacheStatsWarmupThenRun(t *testing.T) {
 	assert.Equal(t, st.Warmup.Compiles, st.Compiler.Misses)
 
 	x := randomF32(rnd, int(rows)*in)
-	outs, err := s.Run([]NamedTensor{{Name: "x", Tensor: MustTensor([]int64{rows, in}, x)}})
+	outs, err := s.Run(context.Background(), []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{rows, in}, x)}})
 	require.NoError(t, err)
 	require.Len(t, outs, 1)
 	after := s.CacheStats()
@@ -188,29 +189,29 @@ func TestCacheStatsWarmupThenRun(t *testing.T) {
 
 func TestWarmupErrors(t *testing.T) {
 	rnd := inferRand()
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(mlpModel(t, randomF32(rnd, 8), randomF32(rnd, 2), 4, 2))
+	s, err := FromGraph(mlpModel(t, randomF32(rnd, 8), randomF32(rnd, 2), 4, 2), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 
-	err = s.Warmup(map[string][]int64{"x": {1, 4}, "nope": {1}})
+	err = s.Warmup(context.Background(), map[string][]int64{"x": {1, 4}, "nope": {1}})
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	assert.Contains(t, err.Error(), `"nope"`)
 	assert.Contains(t, err.Error(), "inputs: x")
 
-	err = s.Warmup(map[string][]int64{"x": {4}})
+	err = s.Warmup(context.Background(), map[string][]int64{"x": {4}})
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "rank 1")
 
-	err = s.Warmup(map[string][]int64{"x": {2, 5}})
+	err = s.Warmup(context.Background(), map[string][]int64{"x": {2, 5}})
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "dimension 1 is 5")
 
-	err = s.Warmup(map[string][]int64{"x": {-1, 4}})
+	err = s.Warmup(context.Background(), map[string][]int64{"x": {-1, 4}})
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "negative")
 
 	// x has a symbolic batch dimension, so it cannot be left out.
-	err = s.Warmup(nil)
+	err = s.Warmup(context.Background(), nil)
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	assert.Contains(t, err.Error(), `input "x"`)
 	assert.Contains(t, err.Error(), "Warmup needs its shape")
@@ -218,17 +219,17 @@ func TestWarmupErrors(t *testing.T) {
 	assert.Equal(t, CacheStats{}, s.CacheStats(), "failed warmups compile nothing")
 
 	require.NoError(t, s.Close())
-	err = s.Warmup(map[string][]int64{"x": {1, 4}})
+	err = s.Warmup(context.Background(), map[string][]int64{"x": {1, 4}})
 	require.ErrorIs(t, err, ErrClosed)
 }
 
 func TestWarmupUsesDeclaredShapes(t *testing.T) {
 	rnd := inferRand()
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(ifModel(t, randomF32(rnd, 3)))
+	s, err := FromGraph(ifModel(t, randomF32(rnd, 3)), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 	// Both inputs have fixed shapes; the random condition is non-zero, so then runs.
-	require.NoError(t, s.Warmup(nil))
+	require.NoError(t, s.Warmup(context.Background(), nil))
 	assert.Equal(t, ControlFlowStats{If: SubgraphStats{Builds: 1, Runs: 1}}, s.ControlFlowStats())
 }
 
@@ -245,7 +246,7 @@ func TestRandomNonZero(t *testing.T) {
 }
 
 func TestDeviceID(t *testing.T) {
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(mlpModel(t, randomF32(inferRand(), 4), randomF32(inferRand(), 2), 2, 2))
+	s, err := FromGraph(mlpModel(t, randomF32(inferRand(), 4), randomF32(inferRand(), 2), 2, 2), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 	id := s.DeviceID()
@@ -281,13 +282,13 @@ func scanModel(t *testing.T) *graph.Model {
 
 func TestControlFlowStatsScan(t *testing.T) {
 	rnd := inferRand()
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(scanModel(t))
+	s, err := FromGraph(scanModel(t), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 	const l = 3
 	steps := 2 + rnd.IntN(6)
 	s0, xs := randomF32(rnd, l), randomF32(rnd, steps*l)
-	outs, err := s.Run([]NamedTensor{{Name: "s0", Tensor: MustTensor([]int64{l}, s0)}, {Name: "xs", Tensor: MustTensor([]int64{int64(steps), l}, xs)}})
+	outs, err := s.Run(context.Background(), []NamedTensor{{Name: "s0", Tensor: MustTensor([]int64{l}, s0)}, {Name: "xs", Tensor: MustTensor([]int64{int64(steps), l}, xs)}})
 	require.NoError(t, err)
 	want := append([]float32{}, s0...)
 	var wantAll []float32
@@ -312,7 +313,7 @@ func TestControlFlowStatsConcurrentRuns(t *testing.T) {
 	rnd := inferRand()
 	const l, n, runs = 4, 5, 6
 	k, w := randomF32(rnd, l), randomF32(rnd, l)
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(loopModel(t, k, w))
+	s, err := FromGraph(loopModel(t, k, w), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
 	xs := make([][]float32, runs)
@@ -323,7 +324,7 @@ func TestControlFlowStatsConcurrentRuns(t *testing.T) {
 	results := make([][]float32, runs)
 	for i := range runs {
 		go func() {
-			outs, err := s.Run([]NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{n})}, {Name: "x", Tensor: MustTensor([]int64{l}, xs[i])}})
+			outs, err := s.Run(context.Background(), []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{n})}, {Name: "x", Tensor: MustTensor([]int64{l}, xs[i])}})
 			if err == nil {
 				results[i], err = TensorOf[float32](outs[0])
 			}

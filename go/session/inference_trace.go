@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -17,10 +16,13 @@ import (
 
 // Tracing of InferenceSession runs through OpenTelemetry.
 //
-// A Run with tracing on emits one "loom.Run" span and, under it, one span per executed op
-// named by op type; the ops of If, Loop and Scan bodies nest under their control-flow op's
-// span. Tracing is off by default: a Run then loads the session's trace target once (one
-// atomic load) and every op pays one nil check of the run's state.
+// A Run whose context carries a span (trace.SpanContextFromContext(ctx).IsValid(): a span the
+// caller started, or a remote parent propagated into ctx) emits one "loom.Run" span under it
+// and, under that, one span per executed op named by op type; the ops of If, Loop and Scan
+// bodies nest under their control-flow op's span. The spans go to the session's
+// TracerProvider (WithTracerProvider, else OpenTelemetry's global one). A Run whose context
+// carries no span is not traced: it pays one context lookup, and every op one nil check of
+// the run's state.
 //
 // The hooks an executor calls (the interpreter in inference_run.go does; any other executor
 // must too):
@@ -64,44 +66,40 @@ const (
 // variantHost is the variant of an op that ran as a Go host function.
 const variantHost = "host"
 
-// traceTarget is what SetTraceContext set: the parent of the runs' spans and the tracer.
-type traceTarget struct {
-	ctx    context.Context
-	tracer trace.Tracer
-}
-
 // sessionTracing is an InferenceSession's tracing state.
 type sessionTracing struct {
-	// provider is the builder's TracerProvider; nil means OpenTelemetry's global one.
+	// provider is WithTracerProvider's TracerProvider; nil means OpenTelemetry's global one.
 	provider trace.TracerProvider
-	// target is nil while tracing is off; Runs load it once each.
-	target atomic.Pointer[traceTarget]
 }
 
-// WithTracerProvider makes the session's traces (see InferenceSession.SetTraceContext) go to
-// tp instead of OpenTelemetry's global TracerProvider (otel.GetTracerProvider). nil restores
-// the global one.
-func (b *SessionBuilder) WithTracerProvider(tp trace.TracerProvider) *SessionBuilder {
-	b.tracerProvider = tp
-	return b
-}
-
-// SetTraceContext turns tracing on for the Runs (and Warmups) that start after it: each emits
-// a "loom.Run" span as a child of the span in ctx (trace.SpanFromContext; a root span when ctx
-// has none), with one child span per executed op naming the kernel variant that ran and why.
-// Only ctx's span and values are used; its cancellation does not affect Runs.
-// SetTraceContext(nil) turns tracing off again. Safe to call while Runs are in progress: a Run
-// keeps the setting it started with.
-func (s *InferenceSession) SetTraceContext(ctx context.Context) {
-	if ctx == nil {
-		s.tracing.target.Store(nil)
-		return
-	}
-	tp := s.tracing.provider
+// tracer is the tracer of the session's spans.
+func (t *sessionTracing) tracer() trace.Tracer {
+	tp := t.provider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	s.tracing.target.Store(&traceTarget{ctx: ctx, tracer: tp.Tracer(tracerName)})
+	return tp.Tracer(tracerName)
+}
+
+// noSpan is what trace.SpanFromContext returns for a context without a span.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// traced reports whether a run in ctx is traced: whether ctx carries a span. It costs a
+// comparison for context.Background, and a context lookup for other contexts without a span
+// (trace.SpanContextFromContext alone cost several times as much).
+func traced(ctx context.Context) bool {
+	if ctx == context.Background() {
+		return false
+	}
+	sp := trace.SpanFromContext(ctx)
+	return sp != noSpan && sp.SpanContext().IsValid()
+}
+
+// WithTracerProvider makes the session's traces (the spans of the runs whose context carries
+// a span) go to tp instead of OpenTelemetry's global TracerProvider (otel.GetTracerProvider).
+// nil (the default) is the global one.
+func WithTracerProvider(tp trace.TracerProvider) LoadOption {
+	return func(o *loadOptions) { o.tracerProvider = tp }
 }
 
 // runTrace is one traced Run's span state, owned by the run's goroutine.
@@ -119,10 +117,10 @@ type runTrace struct {
 // (executorInterpreter or executorPlan) for the run's and its ops' spans, fed the run's
 // checked inputs by name.
 func (rc *runCtx) runStart(executor string, fed map[string]Tensor) {
-	target := rc.s.tracing.target.Load()
-	if target == nil {
+	if rc.ctx == nil || !traced(rc.ctx) {
 		return
 	}
+	tracer := rc.s.tracing.tracer()
 	// The graph's inputs in order, then any fed initializer overrides by name.
 	ins := make([]string, 0, len(fed))
 	listed := make(map[string]bool, len(rc.s.inputs))
@@ -147,11 +145,11 @@ func (rc *runCtx) runStart(executor string, fed map[string]Tensor) {
 		phase = "warmup"
 	}
 	m := rc.s.model
-	ctx, span := target.tracer.Start(target.ctx, "loom.Run", trace.WithSpanKind(trace.SpanKindInternal),
+	ctx, span := tracer.Start(rc.ctx, "loom.Run", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrModel.String(m.Name), attrGraph.String(m.Graph.Name),
 			attrProvider.String(string(rc.s.provider)), attrPhase.String(phase),
 			attrExecutor.String(executor), attrInputShapes.StringSlice(ins)))
-	rc.trace = &runTrace{tracer: target.tracer, executor: executor, run: span, parent: ctx}
+	rc.trace = &runTrace{tracer: tracer, executor: executor, run: span, parent: ctx}
 }
 
 // runEnd ends the run's span with the run's outputs or error.

@@ -13,9 +13,10 @@ import (
 	"github.com/loomrt/loom/go/session"
 )
 
-// ExampleInferenceSession_SetTraceContext traces one Run of y = Relu(x + x) into an
-// OpenTelemetry SDK provider and prints each op's span with the variant that ran.
-func ExampleInferenceSession_SetTraceContext() {
+// ExampleWithTracerProvider traces one Run of y = Relu(x + x) into an OpenTelemetry SDK
+// provider and prints each op's span with the variant that ran: the run is traced because
+// its context carries a span, the request's.
+func ExampleWithTracerProvider() {
 	g := &graph.Graph{Name: "addrelu"}
 	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.Shape{graph.DimOf(2), graph.DimOf(3)}))}
 	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
@@ -31,19 +32,18 @@ func ExampleInferenceSession_SetTraceContext() {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
-	s, err := session.Builder().WithExecutionProvider(session.ProviderHost).WithTracerProvider(tp).FromGraph(m)
+	s, err := session.FromGraph(m, session.WithExecutionProvider(session.ProviderHost), session.WithTracerProvider(tp))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer s.Close()
 
 	ctx, request := tp.Tracer("example").Start(context.Background(), "request")
-	s.SetTraceContext(ctx)
 	x := make([]float32, 6)
 	for i := range x {
 		x[i] = rand.Float32()*2 - 1
 	}
-	if _, err := s.Run([]session.NamedTensor{{Name: "x", Tensor: session.MustTensor([]int64{2, 3}, x)}}); err != nil {
+	if _, err := s.Run(ctx, []session.NamedTensor{{Name: "x", Tensor: session.MustTensor([]int64{2, 3}, x)}}); err != nil {
 		log.Fatal(err)
 	}
 	request.End()

@@ -61,21 +61,21 @@ func mixedFeeds(t testing.TB, l int) []NamedTensor {
 // The executors a test runs under: the interpreter (node by node) or compiled run plans.
 var traceExecutors = []string{executorInterpreter, executorPlan}
 
-// tracedBuilder is a host session builder sending spans to tp (the global provider when nil)
-// and running executor.
-func tracedBuilder(tp trace.TracerProvider, executor string) *SessionBuilder {
-	b := Builder().WithExecutionProvider(ProviderHost)
+// tracedOptions are the options of a host session sending spans to tp (the global provider
+// when nil) and running executor.
+func tracedOptions(tp trace.TracerProvider, executor string, more ...LoadOption) []LoadOption {
+	opts := []LoadOption{WithExecutionProvider(ProviderHost)}
 	if tp != nil {
-		b = b.WithTracerProvider(tp)
+		opts = append(opts, WithTracerProvider(tp))
 	}
 	if executor == executorInterpreter {
-		b = b.WithOption(OptionRunPlan, "0")
+		opts = append(opts, WithOption(OptionRunPlan, "0"))
 	}
-	return b
+	return append(opts, more...)
 }
 
 func newMixedSession(t testing.TB, tp trace.TracerProvider, executor string) *InferenceSession {
-	s, err := tracedBuilder(tp, executor).WithOptimizationLevel(opt.LevelDisabled).FromGraph(mixedModel(t))
+	s, err := FromGraph(mixedModel(t), tracedOptions(tp, executor, WithOptimizationLevel(opt.LevelDisabled))...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s
@@ -148,9 +148,8 @@ func TestTraceSpansPerOp(t *testing.T) {
 	tp, rec := recordingProvider(t)
 	s := newMixedSession(t, tp, executorInterpreter)
 	ctx, parent := parentContext(t, tp)
-	s.SetTraceContext(ctx)
 	const l = 5
-	_, err := s.Run(mixedFeeds(t, l))
+	_, err := s.Run(ctx, mixedFeeds(t, l))
 	require.NoError(t, err)
 
 	spans := rec.Ended()
@@ -200,24 +199,41 @@ func TestTraceSpansPerOp(t *testing.T) {
 	assert.Equal(t, []string{"int64[2]"}, attrOf(shape, attrOutputShapes).AsStringSlice())
 }
 
-func TestTraceDisabledByDefaultAndNilResets(t *testing.T) {
-	tp, rec := recordingProvider(t)
-	s := newMixedSession(t, tp, executorInterpreter)
-	_, err := s.Run(mixedFeeds(t, 3))
-	require.NoError(t, err)
-	assert.Empty(t, rec.Ended(), "no spans before SetTraceContext")
+// TestTraceOnlyUnderASpan checks that only runs whose context carries a span are traced.
+func TestTraceOnlyUnderASpan(t *testing.T) {
+	for _, executor := range traceExecutors {
+		t.Run(executor, func(t *testing.T) {
+			tp, rec := recordingProvider(t)
+			s := newMixedSession(t, tp, executor)
+			for range 2 { // the plan's signature is traced and planned by the first
+				_, err := s.Run(context.Background(), mixedFeeds(t, 3))
+				require.NoError(t, err)
+			}
+			assert.Empty(t, rec.Ended(), "no spans from a context without a span")
 
-	ctx, _ := parentContext(t, tp)
-	s.SetTraceContext(ctx)
-	_, err = s.Run(mixedFeeds(t, 3))
-	require.NoError(t, err)
-	traced := len(rec.Ended())
-	assert.Equal(t, 1+len(s.Graph().Graph.Nodes), traced)
+			ctx, _ := parentContext(t, tp)
+			_, err := s.Run(ctx, mixedFeeds(t, 3))
+			require.NoError(t, err)
+			traced := len(rec.Ended())
+			assert.Equal(t, 1+len(executedNodes(t, s, executor)), traced)
 
-	s.SetTraceContext(nil)
-	_, err = s.Run(mixedFeeds(t, 3))
-	require.NoError(t, err)
-	assert.Len(t, rec.Ended(), traced, "no spans after SetTraceContext(nil)")
+			cancelable, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, err = s.Run(cancelable, mixedFeeds(t, 3))
+			require.NoError(t, err)
+			assert.Len(t, rec.Ended(), traced, "no spans again from a context without a span")
+
+			// A remote parent (a span context propagated into ctx) is a span too.
+			remote := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled, Remote: true}))
+			_, err = s.Run(remote, mixedFeeds(t, 3))
+			require.NoError(t, err)
+			runs := spansNamed(rec.Ended(), "loom.Run")
+			require.Len(t, runs, 2)
+			assert.Equal(t, trace.TraceID{1}, runs[1].SpanContext().TraceID(), "the run joins the remote trace")
+			assert.Equal(t, trace.SpanID{2}, runs[1].Parent().SpanID())
+		})
+	}
 }
 
 func TestTraceUsesGlobalProviderByDefault(t *testing.T) {
@@ -226,12 +242,12 @@ func TestTraceUsesGlobalProviderByDefault(t *testing.T) {
 	otel.SetTracerProvider(tp)
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 	s := newMixedSession(t, nil, executorInterpreter)
-	s.SetTraceContext(context.Background())
-	_, err := s.Run(mixedFeeds(t, 2))
+	ctx, parent := parentContext(t, tp)
+	_, err := s.Run(ctx, mixedFeeds(t, 2))
 	require.NoError(t, err)
 	runs := spansNamed(rec.Ended(), "loom.Run")
 	require.Len(t, runs, 1)
-	assert.False(t, runs[0].Parent().IsValid(), "a context without a span makes the run a root span")
+	assert.Equal(t, parent.SpanContext().SpanID(), runs[0].Parent().SpanID(), "the run hangs under the context's span")
 }
 
 // TestTracePlanExecutor checks the spans of a compiled run plan: one per executed step, all
@@ -241,11 +257,11 @@ func TestTracePlanExecutor(t *testing.T) {
 	s := newMixedSession(t, tp, executorPlan)
 	// A signature's first run is interpreted (and traced to build the plan); the next ones
 	// run the plan.
-	_, err := s.Run(mixedFeeds(t, 6))
+	_, err := s.Run(context.Background(), mixedFeeds(t, 6))
 	require.NoError(t, err)
-	s.SetTraceContext(context.Background())
+	tctx, _ := parentContext(t, tp) // the runs in tctx are traced
 	for range 2 {
-		_, err := s.Run(mixedFeeds(t, 6))
+		_, err := s.Run(tctx, mixedFeeds(t, 6))
 		require.NoError(t, err)
 	}
 	spans := rec.Ended()
@@ -281,17 +297,17 @@ func TestTraceLoopBodyNestsUnderLoop(t *testing.T) {
 			const l = 4
 			k, w := randomF32(rnd, l), randomF32(rnd, l)
 			tp, rec := recordingProvider(t)
-			s, err := tracedBuilder(tp, executor).FromGraph(loopModel(t, k, w))
+			s, err := FromGraph(loopModel(t, k, w), tracedOptions(tp, executor)...)
 			require.NoError(t, err)
 			defer s.Close()
 			n := 2 + rnd.IntN(4)
 			feeds := []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: MustTensor([]int64{l}, randomF32(rnd, l))}}
 			if executor == executorPlan { // the signature's first run builds the plan
-				_, err = s.Run(feeds)
+				_, err = s.Run(context.Background(), feeds)
 				require.NoError(t, err)
 			}
-			s.SetTraceContext(context.Background())
-			_, err = s.Run(feeds)
+			tctx, _ := parentContext(t, tp) // the runs in tctx are traced
+			_, err = s.Run(tctx, feeds)
 			require.NoError(t, err)
 
 			spans := rec.Ended()
@@ -335,16 +351,16 @@ func TestTraceIfBranchNestsUnderIf(t *testing.T) {
 		t.Run(executor, func(t *testing.T) {
 			rnd := inferRand()
 			tp, rec := recordingProvider(t)
-			s, err := tracedBuilder(tp, executor).FromGraph(ifModel(t, randomF32(rnd, 3)))
+			s, err := FromGraph(ifModel(t, randomF32(rnd, 3)), tracedOptions(tp, executor)...)
 			require.NoError(t, err)
 			defer s.Close()
 			feeds := []NamedTensor{{Name: "c", Tensor: MustTensor([]int64{}, []bool{false})}, {Name: "x", Tensor: MustTensor([]int64{3}, randomF32(rnd, 3))}}
 			if executor == executorPlan { // the signature's first run builds the plan
-				_, err = s.Run(feeds)
+				_, err = s.Run(context.Background(), feeds)
 				require.NoError(t, err)
 			}
-			s.SetTraceContext(context.Background())
-			_, err = s.Run(feeds)
+			tctx, _ := parentContext(t, tp) // the runs in tctx are traced
+			_, err = s.Run(tctx, feeds)
 			require.NoError(t, err)
 			spans := rec.Ended()
 			ifs := spansNamed(spans, "If")
@@ -379,12 +395,12 @@ func TestTraceRecordsErrors(t *testing.T) {
 	m, err := graph.FromGraph("reshape", g, map[string]int64{"": 13})
 	require.NoError(t, err)
 	tp, rec := recordingProvider(t)
-	s, err := Builder().WithExecutionProvider(ProviderHost).WithTracerProvider(tp).FromGraph(m)
+	s, err := FromGraph(m, WithExecutionProvider(ProviderHost), WithTracerProvider(tp))
 	require.NoError(t, err)
 	defer s.Close()
-	s.SetTraceContext(context.Background())
+	tctx, _ := parentContext(t, tp) // the runs in tctx are traced
 	// 6 elements cannot take the shape [4].
-	_, runErr := s.Run([]NamedTensor{{Name: "x", Tensor: MustTensor([]int64{6}, randomF32(inferRand(), 6))}, {Name: "shape", Tensor: MustTensor([]int64{1}, []int64{4})}})
+	_, runErr := s.Run(tctx, []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{6}, randomF32(inferRand(), 6))}, {Name: "shape", Tensor: MustTensor([]int64{1}, []int64{4})}})
 	require.Error(t, runErr)
 
 	spans := rec.Ended()
@@ -399,35 +415,29 @@ func TestTraceRecordsErrors(t *testing.T) {
 	assert.Equal(t, runErr.Error(), runs[0].Status().Description)
 }
 
-// TestTraceConcurrentRuns runs traced Runs concurrently while tracing is switched on and off
-// (go test -race checks the sharing); every run span that appears is complete.
+// TestTraceConcurrentRuns runs Runs concurrently, traced and not (go test -race checks the
+// sharing); every run span that appears is complete.
 func TestTraceConcurrentRuns(t *testing.T) {
 	for _, executor := range traceExecutors {
 		t.Run(executor, func(t *testing.T) {
 			tp, rec := recordingProvider(t)
 			s := newMixedSession(t, tp, executor)
 			ctx, _ := parentContext(t, tp)
-			s.SetTraceContext(ctx)
 			const runners, perRunner = 4, 5
 			var wg sync.WaitGroup
 			errs := make(chan error, runners*perRunner)
-			for range runners {
+			for r := range runners {
 				wg.Go(func() {
-					for range perRunner {
-						_, err := s.Run(mixedFeeds(t, 3))
+					for i := range perRunner {
+						runCtx := ctx
+						if (r+i)%2 == 1 {
+							runCtx = context.Background()
+						}
+						_, err := s.Run(runCtx, mixedFeeds(t, 3))
 						errs <- err
 					}
 				})
 			}
-			wg.Go(func() {
-				for i := range 20 {
-					if i%2 == 0 {
-						s.SetTraceContext(nil)
-					} else {
-						s.SetTraceContext(ctx)
-					}
-				}
-			})
 			wg.Wait()
 			close(errs)
 			for err := range errs {
@@ -435,7 +445,7 @@ func TestTraceConcurrentRuns(t *testing.T) {
 			}
 			spans := rec.Ended()
 			runs := spansNamed(spans, "loom.Run")
-			require.NotEmpty(t, runs, "the first runs start with tracing on")
+			require.Len(t, runs, runners*perRunner/2, "the runs in a context with a span are traced")
 			want := executedNodes(t, s, executor)
 			for _, run := range runs {
 				var got []string
@@ -473,16 +483,17 @@ func benchmarkRunTracing(b *testing.B, enabled bool) {
 			tp := sdktrace.NewTracerProvider()
 			b.Cleanup(func() { require.NoError(b, tp.Shutdown(context.Background())) })
 			s := newMixedSession(b, tp, executor)
+			ctx := context.Background()
 			if enabled {
-				s.SetTraceContext(context.Background())
+				ctx, _ = parentContext(b, tp)
 			}
 			feeds := mixedFeeds(b, 64)
-			_, err := s.Run(feeds) // compile the kernels (and build the plan) outside the timing
+			_, err := s.Run(ctx, feeds) // compile the kernels (and build the plan) outside the timing
 			require.NoError(b, err)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if _, err := s.Run(feeds); err != nil {
+				if _, err := s.Run(ctx, feeds); err != nil {
 					b.Fatal(err)
 				}
 			}

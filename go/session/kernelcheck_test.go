@@ -20,7 +20,7 @@ func kernelCheckSession(t testing.TB) *InferenceSession {
 	g.Nodes = []*graph.Node{graph.NewNode("id", "Identity", []string{"x"}, []string{"y"})}
 	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 18})
 	require.NoError(t, err)
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	s, err := FromGraph(m, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s

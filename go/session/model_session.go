@@ -44,7 +44,8 @@ type recording struct {
 	exec     *native.GraphExec
 }
 
-// Option configures Open and OpenFor.
+// Option configures the ModelSession that Open, OpenFor or WithCompiler makes (OnBackend,
+// WithBudget, WithWorkerThreads). An InferenceSession is configured by LoadOptions instead.
 type Option func(*options)
 
 type options struct {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -45,7 +46,7 @@ func oneNodeSession(t testing.TB, n *graph.Node, opset int64, in []Tensor, stati
 	g.Nodes = []*graph.Node{&node}
 	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": opset, graph.LoomDomain: 1})
 	require.NoError(t, err)
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	s, err := FromGraph(m, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s, feeds
@@ -86,7 +87,7 @@ func TestHeavyKernelOpsInRunPlan(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s, feeds := oneNodeSession(t, c.node, c.opset, c.in, c.static...)
 			for range 2 { // the first run traces and plans, the second replays the plan
-				got, err := s.Run(feeds)
+				got, err := s.Run(context.Background(), feeds)
 				require.NoError(t, err)
 				rc := &runCtx{s: s, opset: c.opset}
 				want, err := c.host(rc, c.node, c.in)
@@ -121,11 +122,11 @@ func benchKernelOp(b *testing.B, planner kernelPlanner, n *graph.Node, opset int
 	require.NoError(b, err)
 	require.NotNil(b, p, reason)
 	s, feeds := oneNodeSession(b, n, opset, in, static...)
-	_, err = s.Run(feeds) // compile and plan outside the timing
+	_, err = s.Run(context.Background(), feeds) // compile and plan outside the timing
 	require.NoError(b, err)
 	b.Run("loom", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := s.Run(feeds); err != nil {
+			if _, err := s.Run(context.Background(), feeds); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"testing"
@@ -19,7 +20,7 @@ func fusedVsUnfused(t *testing.T, fusedOp string, build func() *graph.Model, fee
 	t.Helper()
 	var outs [2][]Tensor
 	for i, level := range []opt.Level{opt.LevelDisabled, opt.LevelAll} {
-		s, err := Builder().WithExecutionProvider(ProviderHost).WithOptimizationLevel(level).FromGraph(build())
+		s, err := FromGraph(build(), WithExecutionProvider(ProviderHost), WithOptimizationLevel(level))
 		require.NoError(t, err)
 		defer func() { require.NoError(t, s.Close()) }()
 		if level == opt.LevelAll {
@@ -29,7 +30,7 @@ func fusedVsUnfused(t *testing.T, fusedOp string, build func() *graph.Model, fee
 			}
 			require.True(t, found, "the optimizer made no %s", fusedOp)
 		}
-		outs[i], err = s.Run(feeds)
+		outs[i], err = s.Run(context.Background(), feeds)
 		require.NoError(t, err)
 	}
 	want, got := outs[0][0].float64s(), outs[1][0].float64s()

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -448,12 +449,12 @@ func TestRandomOpsAcrossSessionRuns(t *testing.T) {
 	m, err := graph.FromGraph("random", g, map[string]int64{"": 15})
 	require.NoError(t, err)
 	defer m.Close()
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	s, err := FromGraph(m, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
-	first, err := s.Run(nil)
+	first, err := s.Run(context.Background(), nil)
 	require.NoError(t, err)
-	second, err := s.Run(nil)
+	second, err := s.Run(context.Background(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, graph.Float, first[0].DType())
 	assert.Equal(t, []int64{4, 8}, first[0].Shape())

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 
@@ -26,7 +27,7 @@ func valueSession(t *testing.T, inputs, outputs []*graph.Value, nodes []*graph.N
 	}
 	m, err := graph.FromGraph("values", g, map[string]int64{"": 18})
 	require.NoError(t, err)
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	s, err := FromGraph(m, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s
@@ -97,7 +98,7 @@ func TestSequenceOpsMatchSlices(t *testing.T) {
 			graph.NewNode("cat", "ConcatFromSequence", []string{"s"}, []string{"cat"}, graph.IntAttr("axis", -1)),
 			graph.NewNode("id", "Identity", []string{"s"}, []string{"same"}),
 		})
-	outs, err := s.RunOutputs([]NamedValue{
+	outs, err := s.RunOutputs(context.Background(), []NamedValue{
 		{"s", mustSeq(t, graph.Float, elems...)}, {"x", TensorValue(extra)},
 		{"at", TensorValue(i64Scalar(at))}, {"ins", TensorValue(i64Scalar(ins))}, {"erase", TensorValue(i64Scalar(erase))},
 	})
@@ -142,7 +143,7 @@ func TestSequenceOpsMatchSlices(t *testing.T) {
 	assertSeq(t, elems, outs[7], "input after the edits")
 
 	// Positions out of range are refused naming the node.
-	_, err = s.RunOutputs([]NamedValue{
+	_, err = s.RunOutputs(context.Background(), []NamedValue{
 		{"s", mustSeq(t, graph.Float, elems...)}, {"x", TensorValue(extra)},
 		{"at", TensorValue(i64Scalar(int64(n)))}, {"ins", TensorValue(i64Scalar(ins))}, {"erase", TensorValue(i64Scalar(erase))},
 	})
@@ -172,7 +173,7 @@ func TestSplitToSequenceAndConcat(t *testing.T) {
 			graph.NewNode("join", "ConcatFromSequence", []string{"chunks"}, []string{"joined"}, graph.IntAttr("axis", 1)),
 		},
 		graph.TensorFromInt64("chunk", nil, []int64{chunk}), graph.TensorFromInt64("sizes", []int64{2}, sizes))
-	outs, err := s.RunOutputs([]NamedValue{{"x", TensorValue(x)}})
+	outs, err := s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(x)}})
 	require.NoError(t, err)
 
 	var wantRows []Tensor
@@ -212,7 +213,7 @@ func TestSequenceEmptyConstructAndTypeErrors(t *testing.T) {
 			graph.NewNode("len", "SequenceLength", []string{"empty"}, []string{"n"}),
 			graph.NewNode("pair", "SequenceConstruct", []string{"a", "b"}, []string{"pair"}),
 		})
-	outs, err := s.RunOutputs([]NamedValue{{"a", TensorValue(a)}, {"b", TensorValue(b)}})
+	outs, err := s.RunOutputs(context.Background(), []NamedValue{{"a", TensorValue(a)}, {"b", TensorValue(b)}})
 	require.NoError(t, err)
 	assert.Equal(t, ValueSequence, outs[0].Kind())
 	assert.Equal(t, graph.Int64, outs[0].ElemType())
@@ -225,7 +226,7 @@ func TestSequenceEmptyConstructAndTypeErrors(t *testing.T) {
 	assertSeq(t, []Tensor{a, b}, outs[2], "SequenceConstruct")
 
 	// Construct refuses mixed element types, naming the node.
-	_, err = s.RunOutputs([]NamedValue{{"a", TensorValue(a)}, {"b", TensorValue(MustTensor([]int64{1}, []int64{7}))}})
+	_, err = s.RunOutputs(context.Background(), []NamedValue{{"a", TensorValue(a)}, {"b", TensorValue(MustTensor([]int64{1}, []int64{7}))}})
 	assert.ErrorContains(t, err, `node "pair"`)
 	assert.ErrorContains(t, err, "input 1 has element type int64")
 }
@@ -239,11 +240,11 @@ func TestSequenceGivenToTensorOp(t *testing.T) {
 		[]*graph.Value{graph.Output("y", graph.Type{})},
 		[]*graph.Node{graph.NewNode("add", "Add", []string{"s", "x"}, []string{"y"})})
 	x := MustTensor([]int64{2}, randomF32(rnd, 2))
-	_, err := s.RunOutputs([]NamedValue{{"s", mustSeq(t, graph.Float, x)}, {"x", TensorValue(x)}})
+	_, err := s.RunOutputs(context.Background(), []NamedValue{{"s", mustSeq(t, graph.Float, x)}, {"x", TensorValue(x)}})
 	require.Error(t, err)
 	assert.ErrorContains(t, err, `node "add" (Add): input 0 ("s") is a sequence`)
 	assert.ErrorContains(t, err, "tensors only")
-	_, err = s.RunOutputs([]NamedValue{{"s", NoneValue(graph.Float)}, {"x", TensorValue(x)}})
+	_, err = s.RunOutputs(context.Background(), []NamedValue{{"s", NoneValue(graph.Float)}, {"x", TensorValue(x)}})
 	assert.ErrorContains(t, err, "is an optional")
 }
 
@@ -286,23 +287,23 @@ func TestOptionalOps(t *testing.T) {
 		assert.Equal(t, !oHas, outs[6].IsNone())
 	}
 	// o fed none, fed holding a tensor, fed a bare tensor (an optional holding it), not fed.
-	outs, err := s.RunOutputs([]NamedValue{{"x", TensorValue(x)}, {"o", NoneValue(graph.Float)}})
+	outs, err := s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(x)}, {"o", NoneValue(graph.Float)}})
 	require.NoError(t, err)
 	check(outs, false)
 	held, err := OptionalValue(TensorValue(x))
 	require.NoError(t, err)
-	outs, err = s.RunOutputs([]NamedValue{{"x", TensorValue(x)}, {"o", held}})
+	outs, err = s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(x)}, {"o", held}})
 	require.NoError(t, err)
 	check(outs, true)
-	outs, err = s.RunOutputs([]NamedValue{{"x", TensorValue(x)}, {"o", TensorValue(x)}})
+	outs, err = s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(x)}, {"o", TensorValue(x)}})
 	require.NoError(t, err)
 	check(outs, true)
-	outs, err = s.RunOutputs([]NamedValue{{"x", TensorValue(x)}})
+	outs, err = s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(x)}})
 	require.NoError(t, err)
 	check(outs, false)
 
 	// The optional's content is checked against the declared element type.
-	_, err = s.RunOutputs([]NamedValue{{"x", TensorValue(x)}, {"o", TensorValue(MustTensor([]int64{1}, []int64{1}))}})
+	_, err = s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(x)}, {"o", TensorValue(MustTensor([]int64{1}, []int64{1}))}})
 	assert.ErrorContains(t, err, `input "o": optional content: element type int64`)
 
 	// Opset 18 takes a tensor as an optional that holds it (the model checker here refuses
@@ -322,7 +323,7 @@ func TestOptionalOps(t *testing.T) {
 	// OptionalGetElement of none fails naming the node.
 	g := valueSession(t, []*graph.Value{graph.Input("o", tensorOpt)}, []*graph.Value{graph.Output("y", graph.Type{})},
 		[]*graph.Node{graph.NewNode("get", "OptionalGetElement", []string{"o"}, []string{"y"})})
-	_, err = g.RunOutputs([]NamedValue{{"o", NoneValue(graph.Float)}})
+	_, err = g.RunOutputs(context.Background(), []NamedValue{{"o", NoneValue(graph.Float)}})
 	assert.ErrorContains(t, err, `node "get"`)
 	assert.ErrorContains(t, err, "empty")
 }
@@ -360,7 +361,7 @@ func TestSequenceMapMatchesLoop(t *testing.T) {
 		}
 		want = append(want, MustTensor([]int64{l}, sum))
 	}
-	outs, err := s.RunOutputs([]NamedValue{{"xs", mustSeq(t, graph.Float, xs...)}, {"bias", TensorValue(MustTensor([]int64{l}, bias))}, {"ys", mustSeq(t, graph.Float, ys...)}})
+	outs, err := s.RunOutputs(context.Background(), []NamedValue{{"xs", mustSeq(t, graph.Float, xs...)}, {"bias", TensorValue(MustTensor([]int64{l}, bias))}, {"ys", mustSeq(t, graph.Float, ys...)}})
 	require.NoError(t, err)
 	got, err := outs[0].Sequence()
 	require.NoError(t, err)
@@ -372,7 +373,7 @@ func TestSequenceMapMatchesLoop(t *testing.T) {
 	assert.Equal(t, int64(k), s.ControlFlowStats().SequenceMap.Runs)
 
 	// Sequences of different lengths are refused, naming the node.
-	_, err = s.RunOutputs([]NamedValue{{"xs", mustSeq(t, graph.Float, xs...)}, {"bias", TensorValue(MustTensor([]int64{l}, bias))}, {"ys", mustSeq(t, graph.Float, append(ys, ys[0])...)}})
+	_, err = s.RunOutputs(context.Background(), []NamedValue{{"xs", mustSeq(t, graph.Float, xs...)}, {"bias", TensorValue(MustTensor([]int64{l}, bias))}, {"ys", mustSeq(t, graph.Float, append(ys, ys[0])...)}})
 	assert.ErrorContains(t, err, `node "map"`)
 	assert.ErrorContains(t, err, "elements")
 }
@@ -417,7 +418,7 @@ func TestLoopAndIfCarrySequences(t *testing.T) {
 		want = append(want, MustTensor([]int64{int64(i + 1)}, xv[:i+1]))
 	}
 	for _, flag := range []bool{true, false} {
-		outs, err := s.RunOutputs([]NamedValue{{"x", TensorValue(MustTensor([]int64{l}, xv))}, {"n", TensorValue(i64Scalar(int64(trips)))},
+		outs, err := s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(MustTensor([]int64{l}, xv))}, {"n", TensorValue(i64Scalar(int64(trips)))},
 			{"flag", TensorValue(MustTensor([]int64{}, []bool{flag}))}})
 		require.NoError(t, err)
 		assertSeq(t, want, outs[0], "Loop")
@@ -428,11 +429,11 @@ func TestLoopAndIfCarrySequences(t *testing.T) {
 			assertSeq(t, want, inner, "If then")
 		}
 	}
-	assert.Equal(t, []IoMeta{{Name: "grown", DType: graph.Float, Shape: graph.Shape{}, Kind: ValueSequence},
+	assert.Equal(t, []IOMeta{{Name: "grown", DType: graph.Float, Shape: graph.Shape{}, Kind: ValueSequence},
 		{Name: "maybe", DType: graph.Float, Shape: graph.Shape{}, Kind: ValueOptional, Holds: ValueSequence}}, s.Outputs())
 
 	// Run cannot return the sequence and says where to go instead.
-	_, err := s.Run([]NamedTensor{{"x", MustTensor([]int64{l}, xv)}, {"n", i64Scalar(1)}, {"flag", MustTensor([]int64{}, []bool{true})}})
+	_, err := s.Run(context.Background(), []NamedTensor{{"x", MustTensor([]int64{l}, xv)}, {"n", i64Scalar(1)}, {"flag", MustTensor([]int64{}, []bool{true})}})
 	assert.ErrorContains(t, err, `output "grown" is seq(tensor(float))`)
 	assert.ErrorContains(t, err, "RunOutputs")
 }
@@ -451,7 +452,7 @@ func TestRunOutputsInputErrors(t *testing.T) {
 	assert.Equal(t, ValueTensor, s.Inputs()[1].Kind)
 
 	ok := []NamedValue{{"s", mustSeq(t, graph.Float, x, x)}, {"x", TensorValue(x)}}
-	outs, err := s.RunOutputs(ok)
+	outs, err := s.RunOutputs(context.Background(), ok)
 	require.NoError(t, err)
 	n, err := outs[0].Tensor()
 	require.NoError(t, err)
@@ -474,10 +475,10 @@ func TestRunOutputsInputErrors(t *testing.T) {
 		{"twice", append(append([]NamedValue{}, ok...), ok[0]), `input "s" fed twice`},
 	}
 	for _, c := range cases {
-		_, err := s.RunOutputs(c.feeds)
+		_, err := s.RunOutputs(context.Background(), c.feeds)
 		assert.ErrorContains(t, err, c.want, c.name)
 	}
-	_, err = s.Run([]NamedTensor{{"s", x}, {"x", x}})
+	_, err = s.Run(context.Background(), []NamedTensor{{"s", x}, {"x", x}})
 	assert.ErrorContains(t, err, "RunOutputs", "Run with a sequence input")
 }
 

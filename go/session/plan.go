@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -823,7 +824,7 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *
 				for bi, b := range c.bind {
 					r, err := resolve(b.operand)
 					if err != nil {
-						return nil, newError("Run", ErrInvalidArgument, "node %q (%s): %v", st.node.Name, st.node.OpType, err)
+						return nil, nodeError(st.node, err)
 					}
 					d.Bindings = append(d.Bindings, Binding{Region: r, Access: b.access})
 					if slot := st.operandSlot(b.operand); slot >= 0 {
@@ -1027,8 +1028,15 @@ func (tt *threadTuner) chosen() int {
 	return tt.choice
 }
 
-// run runs the plan on inst for the fed inputs (of the plan's signature).
-func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins []Tensor) ([]Tensor, error) {
+// run runs the plan on inst for the fed inputs (of the plan's signature), writing the bound
+// outputs into (nil: none; see RunInto) in place where a kernel writes them, else copying
+// them in. It stops between items once the run's context is done.
+func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []Tensor) ([]Tensor, error) {
+	if into != nil {
+		if err := t.checkBound(rc.s, into); err != nil {
+			return nil, err
+		}
+	}
 	// Bound inputs are read, and bound outputs written, in place (planBindings); not while
 	// tracing, whose spans view every step's operands in the arena.
 	bind := rc.trace == nil
@@ -1044,13 +1052,27 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins []Tensor) ([]Tens
 	}
 	if bind {
 		for j, a := range t.bindOut {
-			if a >= 0 {
-				mem[a] = inst.outputs.alloc(&rc.s.recycled, int(t.slots[t.outputs[j].slot].bytes))
+			if a < 0 {
+				continue
 			}
+			n := t.slots[t.outputs[j].slot].bytes
+			if into != nil && into[j].IsValid() {
+				// The caller's memory, when a kernel can write it as it is.
+				if b, _ := rawBytes(into[j]); int64(len(b)) == n && elementAligned(b, t.outputs[j].dtype) {
+					mem[a] = b
+					continue
+				}
+			}
+			mem[a] = inst.outputs.alloc(&rc.s.recycled, int(n))
 		}
 	}
 	threads := rc.s.threads
 	for _, it := range t.items {
+		// Between items, the run stops once its context is done: a nil test for a context
+		// that is never done, else a non-blocking receive.
+		if rc.done != nil && isDone(rc.done) {
+			return nil, canceledError("Run", rc.ctx, t.itemNode(it))
+		}
 		if it.segment >= 0 {
 			if rc.trace != nil {
 				if err := t.runSegmentTraced(rc, inst, it.segment, threads); err != nil {
@@ -1088,6 +1110,18 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins []Tensor) ([]Tens
 		// The shape is shared by every run's outputs: Tensor hands out copies of its shape and
 		// never writes it (capped, so that no append can write behind it).
 		shape := r.shape[:len(r.shape):len(r.shape)]
+		if into != nil && into[i].IsValid() {
+			dst := into[i]
+			if a := t.bindOut[i]; bind && a >= 0 && !r.fixed {
+				if !sameElements(dst, mem[a]) {
+					copyElements(dst, viewBytes(r.dtype, shape, mem[a]))
+				}
+			} else {
+				copyElements(dst, t.view(inst, r))
+			}
+			outs[i] = dst
+			continue
+		}
 		if !r.fixed {
 			if a := t.bindOut[i]; bind && a >= 0 {
 				outs[i] = viewBytes(r.dtype, shape, mem[a])
@@ -1107,6 +1141,42 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins []Tensor) ([]Tens
 		outs[i] = o
 	}
 	return outs, nil
+}
+
+// checkBound refuses a bound output whose type or shape is not the plan's, naming it.
+func (t *planTemplate) checkBound(s *InferenceSession, into []Tensor) error {
+	for i, o := range into {
+		if !o.IsValid() {
+			continue
+		}
+		r := t.outputs[i]
+		if o.dtype != r.dtype || !slices.Equal(o.shape, r.shape) {
+			return newError("RunInto", ErrInvalidArgument, "output %q: the bound tensor is %s, the run produces %s",
+				s.outputs[i].Name, describeTensor(o), describeTensor(Tensor{dtype: r.dtype, shape: r.shape}))
+		}
+	}
+	return nil
+}
+
+// itemNode is the first node item it runs (for the error of a run stopped before it).
+func (t *planTemplate) itemNode(it planItem) *graph.Node {
+	if it.segment >= 0 {
+		if seg := t.segments[it.segment]; len(seg) > 0 {
+			return t.steps[seg[0]].node
+		}
+		return nil
+	}
+	return t.steps[it.step].node
+}
+
+// isDone reports whether done is closed, without blocking.
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 // elementAligned reports whether b starts at a multiple of dtype's element size (kernels
@@ -1262,8 +1332,8 @@ func (t *planTemplate) checkViolations(inst *planInstance, seg int) error {
 		binary.LittleEndian.PutUint32(inst.words[4*w:], 0)
 		if failure == nil {
 			st := &t.steps[inst.wordOwners[w]]
-			failure = newError("Run", ErrInvalidArgument, "node %q (%s): kernel %s failed a bounds check (violation bits 0x%x; an index out of range, or an assumption about the operands that does not hold)",
-				st.node.Name, st.node.OpType, st.kernel.variant(), bits)
+			failure = newNodeError("Run", ErrInvalidArgument, st.node, "kernel %s failed a bounds check (violation bits 0x%x; an index out of range, or an assumption about the operands that does not hold)",
+				st.kernel.variant(), bits)
 		}
 	}
 	return failure
@@ -1298,10 +1368,7 @@ func (t *planTemplate) runHostStep(rc *runCtx, inst *planInstance, st *planStep)
 	}
 	sp.end(variant, st.reason, outs, err)
 	if err != nil {
-		if _, ok := err.(*Error); ok {
-			return err
-		}
-		return newError("Run", ErrInvalidArgument, "node %q (%s): %v", n.Name, n.OpType, err)
+		return nodeError(n, err)
 	}
 	for j, r := range st.out {
 		if r.slot < 0 {
@@ -1496,7 +1563,7 @@ func (c *planCache) close() []error {
 
 // runPlanned runs fed through the signature's plan, building it from a traced interpreter
 // run the first time. ok is false when the run must go to the interpreter instead.
-func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor) (outs []Tensor, ok bool, err error) {
+func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor, into []Tensor) (outs []Tensor, ok bool, err error) {
 	if !s.planning {
 		return nil, false, nil
 	}
@@ -1529,7 +1596,7 @@ func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor) (outs [
 		fresh = true
 	}
 	rc.runStart(executorPlan, fed)
-	outs, err = t.run(rc, inst, ins)
+	outs, err = t.run(rc, inst, ins, into)
 	rc.runEnd(outs, err)
 	return s.endPlanRun(e, inst, fresh, outs, err)
 }
@@ -1554,10 +1621,14 @@ const maxFastInputs = 8
 // input map, the value conversions, the run context's bookkeeping). ok is false, with
 // nothing done, whenever any of that does not hold: the general path then runs (and reports
 // any error).
-func (s *InferenceSession) runPlannedFast(inputs []NamedTensor) (outs []Tensor, ok bool, err error) {
+func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []NamedTensor, into []Tensor) (outs []Tensor, ok bool, err error) {
 	if !s.planning || !s.tensorIO || len(inputs) != len(s.inputs) || len(inputs) > maxFastInputs ||
-		s.tracing.target.Load() != nil {
+		ctx == nil || traced(ctx) {
 		return nil, false, nil
+	}
+	done := ctx.Done()
+	if done != nil && isDone(done) {
+		return nil, true, canceledError("Run", ctx, nil)
 	}
 	var stack [maxFastInputs]Tensor
 	ins := stack[:len(inputs)]
@@ -1600,8 +1671,8 @@ func (s *InferenceSession) runPlannedFast(inputs []NamedTensor) (outs []Tensor, 
 	// The instance's own run context: one on the heap per run (the host steps' functions
 	// make it escape) cost a tiny model's run a few percent.
 	rc := &inst.rc
-	*rc = runCtx{s: s, opset: s.opset, phase: phaseRun}
-	outs, err = t.run(rc, inst, ins)
+	*rc = runCtx{s: s, opset: s.opset, phase: phaseRun, ctx: ctx, done: done}
+	outs, err = t.run(rc, inst, ins, into)
 	rc.close()
 	*rc = runCtx{}
 	outs, ok, err = s.endPlanRun(e, inst, false, outs, err)

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -54,7 +55,7 @@ func TestPlanBindsInputsAndOutputsInPlace(t *testing.T) {
 	model := floatGraph(t, "bind", map[string][]int64{"a": {300}, "b": {300}}, []string{"y", "z"},
 		graph.NewNode("add", "Add", []string{"a", "b"}, []string{"y"}),
 		graph.NewNode("mul", "Mul", []string{"y", "a"}, []string{"z"}))
-	planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) { return b.FromGraph(model) })
+	planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) { return FromGraph(model, opts...) })
 	feeds := func() []NamedTensor {
 		return []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{300}, randomF32(rnd, 300))},
 			{Name: "b", Tensor: MustTensor([]int64{300}, randomF32(rnd, 300))}}
@@ -75,9 +76,9 @@ func TestPlanBindsInputsAndOutputsInPlace(t *testing.T) {
 			require.NoError(t, err)
 			kept[i] = c
 		}
-		want, err := interpreted.Run(in)
+		want, err := interpreted.Run(context.Background(), in)
 		require.NoError(t, err)
-		got, err := planned.Run(in)
+		got, err := planned.Run(context.Background(), in)
 		require.NoError(t, err)
 		require.Equal(t, want[0].Data(), got[0].Data())
 		require.Equal(t, want[1].Data(), got[1].Data())
@@ -102,7 +103,7 @@ func TestPlanCopiesValuesItCannotBind(t *testing.T) {
 		graph.NewNode("relu", "Relu", []string{"a"}, []string{"w"}),
 		graph.NewNode("id2", "Identity", []string{"w"}, []string{"w2"}),
 		graph.NewNode("nz", "NonZero", []string{"c"}, []string{"nz"}))
-	planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) { return b.FromGraph(model) })
+	planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) { return FromGraph(model, opts...) })
 	nonZero := func(n int) []float32 { // NonZero's output shape stays the same: no zeros
 		v := randomF32(rnd, n)
 		for i := range v {
@@ -127,12 +128,12 @@ func TestRecycledOutputsAreReused(t *testing.T) {
 	for _, n := range []int{1024, 5000} { // carved from shared blocks; allocated alone
 		model := floatGraph(t, "add", map[string][]int64{"a": {int64(n)}, "b": {int64(n)}}, []string{"y"},
 			graph.NewNode("add", "Add", []string{"a", "b"}, []string{"y"}))
-		s, err := Builder().WithExecutionProvider(ProviderHost).WithIntraOpThreads(1).FromGraph(model)
+		s, err := FromGraph(model, WithExecutionProvider(ProviderHost), WithIntraOpThreads(1))
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		run := func(r *rand.Rand) []Tensor {
 			a, b := randomF32(r, n), randomF32(r, n)
-			outs, err := s.Run([]NamedTensor{{Name: "a", Tensor: MustTensor([]int64{int64(n)}, a)}, {Name: "b", Tensor: MustTensor([]int64{int64(n)}, b)}})
+			outs, err := s.Run(context.Background(), []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{int64(n)}, a)}, {Name: "b", Tensor: MustTensor([]int64{int64(n)}, b)}})
 			require.NoError(t, err)
 			y := outs[0].Data().([]float32)
 			for i := range y {
@@ -168,8 +169,8 @@ func TestRecycledOutputsAreReused(t *testing.T) {
 func TestPlanFastPathFollowsShapeChanges(t *testing.T) {
 	rnd := inferRand()
 	w, b := randomF32(rnd, 8*5), randomF32(rnd, 5)
-	planned, interpreted := planPair(t, func(bld *SessionBuilder) (*InferenceSession, error) {
-		return bld.FromGraph(mlpModel(t, w, b, 8, 5))
+	planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) {
+		return FromGraph(mlpModel(t, w, b, 8, 5), opts...)
 	})
 	for range 3 {
 		for _, rows := range []int{2, 3, 1} {

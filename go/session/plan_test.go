@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -17,13 +18,13 @@ import (
 
 // planPair opens two sessions of one model: with compiled run plans (the default) and
 // interpreting every run.
-func planPair(t *testing.T, load func(b *SessionBuilder) (*InferenceSession, error)) (planned, interpreted *InferenceSession) {
+func planPair(t *testing.T, load func(opts ...LoadOption) (*InferenceSession, error)) (planned, interpreted *InferenceSession) {
 	t.Helper()
 	var err error
-	planned, err = load(Builder().WithExecutionProvider(ProviderHost))
+	planned, err = load(WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, planned.Close()) })
-	interpreted, err = load(Builder().WithExecutionProvider(ProviderHost).WithOption(OptionRunPlan, "0"))
+	interpreted, err = load(WithExecutionProvider(ProviderHost), WithOption(OptionRunPlan, "0"))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, interpreted.Close()) })
 	return planned, interpreted
@@ -34,11 +35,11 @@ func planPair(t *testing.T, load func(b *SessionBuilder) (*InferenceSession, err
 // the plan), the second runs the plan.
 func requireSameOutputs(t *testing.T, planned, interpreted *InferenceSession, feeds []NamedTensor, tol float64) {
 	t.Helper()
-	want, err := interpreted.Run(feeds)
+	want, err := interpreted.Run(context.Background(), feeds)
 	require.NoError(t, err)
-	_, err = planned.Run(feeds)
+	_, err = planned.Run(context.Background(), feeds)
 	require.NoError(t, err)
-	got, err := planned.Run(feeds)
+	got, err := planned.Run(context.Background(), feeds)
 	require.NoError(t, err)
 	require.Len(t, got, len(want))
 	for i := range want {
@@ -55,8 +56,8 @@ func TestPlanMatchesInterpreterOnModels(t *testing.T) {
 	rnd := inferRand()
 	dir := filepath.Join("testdata", "models")
 	t.Run("tiny_encoder", func(t *testing.T) {
-		planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) {
-			return b.Load(filepath.Join(dir, "tiny_encoder.onnx"))
+		planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) {
+			return Load(filepath.Join(dir, "tiny_encoder.onnx"), opts...)
 		})
 		for _, shape := range [][]int64{{2, 7, 64}, {1, 3, 64}, {2, 7, 64}} {
 			x := MustTensor(shape, randomF32(rnd, numel(shape)))
@@ -72,8 +73,8 @@ func TestPlanMatchesInterpreterOnModels(t *testing.T) {
 		}
 	})
 	t.Run("tiny_gpt_kv", func(t *testing.T) {
-		planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) {
-			return b.Load(filepath.Join(dir, "tiny_gpt_kv.onnx"))
+		planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) {
+			return Load(filepath.Join(dir, "tiny_gpt_kv.onnx"), opts...)
 		})
 		for _, c := range []struct{ b, t, s int64 }{{1, 4, 0}, {1, 1, 4}, {2, 3, 5}, {1, 1, 4}} {
 			ids := make([]int64, c.b*c.t)
@@ -114,8 +115,8 @@ func nonZeroModel(t *testing.T) *graph.Model {
 }
 
 func TestPlanGuardCatchesDataDependentShapes(t *testing.T) {
-	planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) {
-		return b.FromGraph(nonZeroModel(t))
+	planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) {
+		return FromGraph(nonZeroModel(t), opts...)
 	})
 	x := func(positive int) []NamedTensor {
 		v := make([]float32, 8)
@@ -147,21 +148,21 @@ func TestPlanRunsNondeterministicOpsEachRun(t *testing.T) {
 	}
 	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 13})
 	require.NoError(t, err)
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	s, err := FromGraph(m, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 	feeds := []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{16}, randomF32(inferRand(), 16))}}
-	a, err := s.Run(feeds)
+	a, err := s.Run(context.Background(), feeds)
 	require.NoError(t, err)
-	b, err := s.Run(feeds)
+	b, err := s.Run(context.Background(), feeds)
 	require.NoError(t, err)
 	require.NotEqual(t, a[0].data, b[0].data, "the noise is drawn anew each run, never folded")
 	require.True(t, s.ExecutionPlans()[0].Planned)
 }
 
 func TestPlanConcurrentRuns(t *testing.T) {
-	planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) {
-		return b.Load(filepath.Join("testdata", "models", "tiny_encoder.onnx"))
+	planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) {
+		return Load(filepath.Join("testdata", "models", "tiny_encoder.onnx"), opts...)
 	})
 	rnd := inferRand()
 	const runs = 12
@@ -171,10 +172,10 @@ func TestPlanConcurrentRuns(t *testing.T) {
 		x := MustTensor([]int64{1, 5, 64}, randomF32(rnd, 5*64))
 		feeds[i] = []NamedTensor{{Name: "x", Tensor: x}}
 		var err error
-		want[i], err = interpreted.Run(feeds[i])
+		want[i], err = interpreted.Run(context.Background(), feeds[i])
 		require.NoError(t, err)
 	}
-	_, err := planned.Run(feeds[0]) // traces the signature's plan
+	_, err := planned.Run(context.Background(), feeds[0]) // traces the signature's plan
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make([]error, runs)
@@ -183,7 +184,7 @@ func TestPlanConcurrentRuns(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], errs[i] = planned.Run(feeds[i])
+			got[i], errs[i] = planned.Run(context.Background(), feeds[i])
 		}()
 	}
 	wg.Wait()
@@ -226,19 +227,19 @@ func BenchmarkPlanVsInterpreter(b *testing.B) {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for _, mode := range []string{"plan", "interpreter"} {
 		b.Run(fmt.Sprintf("tiny_encoder/%s", mode), func(b *testing.B) {
-			builder := Builder().WithExecutionProvider(ProviderHost).WithIntraOpThreads(1)
+			opts := []LoadOption{WithExecutionProvider(ProviderHost), WithIntraOpThreads(1)}
 			if mode == "interpreter" {
-				builder = builder.WithOption(OptionRunPlan, "0")
+				opts = append(opts, WithOption(OptionRunPlan, "0"))
 			}
-			s, err := builder.Load(filepath.Join("testdata", "models", "tiny_encoder.onnx"))
+			s, err := Load(filepath.Join("testdata", "models", "tiny_encoder.onnx"), opts...)
 			require.NoError(b, err)
 			defer s.Close()
 			feeds := []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{1, 16, 64}, randomF32(rnd, 16*64))}}
-			_, err = s.Run(feeds)
+			_, err = s.Run(context.Background(), feeds)
 			require.NoError(b, err)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := s.Run(feeds); err != nil {
+				if _, err := s.Run(context.Background(), feeds); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -248,7 +249,9 @@ func BenchmarkPlanVsInterpreter(b *testing.B) {
 
 // BenchmarkPlanTinyAdd is the per-run overhead of a planned run on a model of one Add over
 // 1024 floats (one kernel step, one input copy, one output copy).
-func BenchmarkPlanTinyAdd(b *testing.B) {
+func BenchmarkPlanTinyAdd(b *testing.B) { benchmarkPlanTinyAdd(b, context.Background()) }
+
+func benchmarkPlanTinyAdd(b *testing.B, ctx context.Context) {
 	g := &graph.Graph{Name: "add"}
 	g.Inputs = []*graph.Value{graph.Input("a", graph.TensorType(graph.Float, graph.ShapeOf(1024))),
 		graph.Input("b", graph.TensorType(graph.Float, graph.ShapeOf(1024)))}
@@ -256,19 +259,19 @@ func BenchmarkPlanTinyAdd(b *testing.B) {
 	g.Nodes = []*graph.Node{graph.NewNode("add", "Add", []string{"a", "b"}, []string{"y"})}
 	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 13})
 	require.NoError(b, err)
-	s, err := Builder().WithExecutionProvider(ProviderHost).WithIntraOpThreads(1).FromGraph(m)
+	s, err := FromGraph(m, WithExecutionProvider(ProviderHost), WithIntraOpThreads(1))
 	require.NoError(b, err)
 	defer s.Close()
 	rnd := rand.New(rand.NewPCG(3, 4))
 	feeds := []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{1024}, randomF32(rnd, 1024))},
 		{Name: "b", Tensor: MustTensor([]int64{1024}, randomF32(rnd, 1024))}}
 	for range 2 {
-		_, err = s.Run(feeds)
+		_, err = s.Run(ctx, feeds)
 		require.NoError(b, err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.Run(feeds); err != nil {
+		if _, err := s.Run(ctx, feeds); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -279,8 +282,8 @@ func BenchmarkPlanTinyAdd(b *testing.B) {
 func TestPlanInlinesIfOnSpecializedCondition(t *testing.T) {
 	rnd := inferRand()
 	w := randomF32(rnd, 3)
-	planned, interpreted := planPair(t, func(b *SessionBuilder) (*InferenceSession, error) {
-		return b.FromGraph(ifModel(t, w))
+	planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) {
+		return FromGraph(ifModel(t, w), opts...)
 	})
 	for _, c := range []bool{true, false, true} {
 		feeds := []NamedTensor{{Name: "c", Tensor: MustTensor([]int64{}, []bool{c})}, {Name: "x", Tensor: MustTensor([]int64{3}, randomF32(rnd, 3))}}
@@ -308,22 +311,22 @@ func TestPlanReportsKernelBoundsViolations(t *testing.T) {
 	g.Nodes = []*graph.Node{graph.NewNode("lookup", "Gather", []string{"table", "idx"}, []string{"y"})}
 	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 13})
 	require.NoError(t, err)
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	s, err := FromGraph(m, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 	feed := func(idx ...int64) []NamedTensor {
 		return []NamedTensor{{Name: "idx", Tensor: MustTensor([]int64{3}, idx)}}
 	}
 	for range 2 { // the first run traces, the second runs the plan
-		_, err = s.Run(feed(0, 4, 2))
+		_, err = s.Run(context.Background(), feed(0, 4, 2))
 		require.NoError(t, err)
 	}
 	require.Equal(t, 1, s.ExecutionPlans()[0].KernelSteps, "Gather runs as a kernel step")
-	_, err = s.Run(feed(1, 9, 2))
+	_, err = s.Run(context.Background(), feed(1, 9, 2))
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	require.ErrorContains(t, err, `node "lookup" (Gather)`)
 	require.ErrorContains(t, err, "bounds check")
-	out, err := s.Run(feed(4, 0, 3))
+	out, err := s.Run(context.Background(), feed(4, 0, 3))
 	require.NoError(t, err, "the violation words are cleared for the next run")
 	require.Equal(t, []int64{3, 4}, out[0].Shape())
 }
@@ -338,7 +341,7 @@ func TestPlanFastPathMatchesAndRefusesBadInput(t *testing.T) {
 	g.Nodes = []*graph.Node{graph.NewNode("sub", "Sub", []string{"a", "b"}, []string{"y"})}
 	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 13})
 	require.NoError(t, err)
-	s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	s, err := FromGraph(m, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 	rnd := inferRand()
@@ -353,7 +356,7 @@ func TestPlanFastPathMatchesAndRefusesBadInput(t *testing.T) {
 		if run == 3 { // out of the graph's order: the general path
 			feeds[0], feeds[1] = feeds[1], feeds[0]
 		}
-		outs, err := s.Run(feeds)
+		outs, err := s.Run(context.Background(), feeds)
 		require.NoError(t, err)
 		got := outs[0].data.([]float32)
 		want := make([]float32, len(a))
@@ -371,13 +374,13 @@ func TestPlanFastPathMatchesAndRefusesBadInput(t *testing.T) {
 	}
 	require.Len(t, s.ExecutionPlans(), 1)
 	ok := MustTensor([]int64{16, 20}, randomF32(rnd, 320))
-	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: MustTensor([]int64{16, 20}, make([]float64, 320))}})
+	_, err = s.Run(context.Background(), []NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: MustTensor([]int64{16, 20}, make([]float64, 320))}})
 	require.ErrorContains(t, err, `input "b": element type`)
-	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "c", Tensor: ok}})
+	_, err = s.Run(context.Background(), []NamedTensor{{Name: "a", Tensor: ok}, {Name: "c", Tensor: ok}})
 	require.ErrorContains(t, err, `missing input "b"`)
-	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: MustTensor([]int64{20, 16}, randomF32(rnd, 320))}})
+	_, err = s.Run(context.Background(), []NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: MustTensor([]int64{20, 16}, randomF32(rnd, 320))}})
 	require.ErrorContains(t, err, `input "b": dimension 0`)
-	_, err = s.Run([]NamedTensor{{Name: "a", Tensor: ok}, {Name: "b"}})
+	_, err = s.Run(context.Background(), []NamedTensor{{Name: "a", Tensor: ok}, {Name: "b"}})
 	require.ErrorContains(t, err, `input "b": empty value`)
 }
 
@@ -412,8 +415,8 @@ func TestThreadTunerChoosesFaster(t *testing.T) {
 // one of them, and gives the interpreter's results throughout.
 func TestPlanSettlesThreadCount(t *testing.T) {
 	dir := filepath.Join("testdata", "models")
-	load := func(b *SessionBuilder) (*InferenceSession, error) {
-		return b.WithIntraOpThreads(2).Load(filepath.Join(dir, "tiny_encoder.onnx"))
+	load := func(opts ...LoadOption) (*InferenceSession, error) {
+		return Load(filepath.Join(dir, "tiny_encoder.onnx"), append(opts, WithIntraOpThreads(2))...)
 	}
 	planned, interpreted := planPair(t, load)
 	rnd := inferRand()

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"sync"
 	"testing"
 
@@ -15,11 +16,11 @@ import (
 func TestPlanInstancesShareWeights(t *testing.T) {
 	rnd := inferRand()
 	w, b := randomF32(rnd, 64*32), randomF32(rnd, 32)
-	s, err := Builder().WithExecutionProvider(ProviderHost).WithIntraOpThreads(1).FromGraph(mlpModel(t, w, b, 64, 32))
+	s, err := FromGraph(mlpModel(t, w, b, 64, 32), WithExecutionProvider(ProviderHost), WithIntraOpThreads(1))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 	run := func(x []float32) {
-		outs, err := s.Run([]NamedTensor{{Name: "x", Tensor: MustTensor([]int64{4, 64}, x)}})
+		outs, err := s.Run(context.Background(), []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{4, 64}, x)}})
 		require.NoError(t, err)
 		want := mlpReference(x, w, b, 4, 64, 32)
 		require.InDeltaSlice(t, want, outs[0].Data(), 1e-5)

@@ -8,6 +8,7 @@ package session_test
 // ~/.cache/loom-models; a test whose model is absent skips, naming that command.
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -66,7 +67,7 @@ func fetchedModel(t *testing.T, rel string) string {
 // loadReal makes a session for path at the given optimization level, closed when the test ends.
 func loadReal(t *testing.T, path string, level opt.Level) *session.InferenceSession {
 	t.Helper()
-	s, err := session.Builder().WithOptimizationLevel(level).Load(path)
+	s, err := session.Load(path, session.WithOptimizationLevel(level))
 	require.NoError(t, err, "loading %s", path)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s
@@ -75,7 +76,7 @@ func loadReal(t *testing.T, path string, level opt.Level) *session.InferenceSess
 // run runs s and returns its outputs by name.
 func run(t *testing.T, s *session.InferenceSession, feeds ...session.NamedTensor) map[string]session.Tensor {
 	t.Helper()
-	outs, err := s.Run(feeds)
+	outs, err := s.Run(context.Background(), feeds)
 	require.NoError(t, err)
 	byName := make(map[string]session.Tensor, len(outs))
 	for i, meta := range s.Outputs() {
@@ -130,7 +131,7 @@ func checkMNIST(t *testing.T, model string, level opt.Level) {
 		dir := filepath.Join(filepath.Dir(model), fmt.Sprintf("test_data_set_%d", i))
 		in := decodePB(t, filepath.Join(dir, "input_0.pb"))
 		want := decodePB(t, filepath.Join(dir, "output_0.pb"))
-		outs, err := s.Run([]session.NamedTensor{{Name: s.Inputs()[0].Name, Tensor: in}})
+		outs, err := s.Run(context.Background(), []session.NamedTensor{{Name: s.Inputs()[0].Name, Tensor: in}})
 		require.NoError(t, err)
 		requireClose(t, fmt.Sprintf("test_data_set_%d", i), outs[0], want)
 	}

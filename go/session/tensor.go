@@ -49,7 +49,7 @@ type Tensor struct {
 	box *composite
 }
 
-// NamedTensor is a tensor bound to a graph input name.
+// NamedTensor is a tensor bound to a graph input name (or, for RunInto, an output name).
 type NamedTensor struct {
 	Name   string
 	Tensor Tensor
@@ -95,14 +95,15 @@ func dtypeOfSlice(s any) DType {
 }
 
 // NewTensor wraps data (not copied) as a tensor of the given shape. The element count must
-// match the shape and no dimension may be negative.
+// match the shape and no dimension may be negative; otherwise the error is an *Error matching
+// ErrInvalidArgument.
 func NewTensor[T Element](shape []int64, data []T) (Tensor, error) {
 	n, err := elementCount(shape)
 	if err != nil {
-		return Tensor{}, err
+		return Tensor{}, wrapError("NewTensor", ErrInvalidArgument, err, "")
 	}
 	if int64(len(data)) != n {
-		return Tensor{}, fmt.Errorf("tensor of shape %v needs %d elements, got %d", shape, n, len(data))
+		return Tensor{}, newError("NewTensor", ErrInvalidArgument, "tensor of shape %v needs %d elements, got %d", shape, n, len(data))
 	}
 	if data == nil {
 		data = []T{}
@@ -110,7 +111,8 @@ func NewTensor[T Element](shape []int64, data []T) (Tensor, error) {
 	return Tensor{dtype: DTypeOf[T](), shape: append([]int64{}, shape...), data: data}, nil
 }
 
-// MustTensor is NewTensor that panics on a shape mismatch; for literals in tests and examples.
+// MustTensor is NewTensor that panics (with NewTensor's *Error) on a shape mismatch; for
+// literals in tests and examples.
 func MustTensor[T Element](shape []int64, data []T) Tensor {
 	t, err := NewTensor(shape, data)
 	if err != nil {
@@ -119,25 +121,32 @@ func MustTensor[T Element](shape []int64, data []T) Tensor {
 	return t
 }
 
-// TensorOf returns the elements of t without copying, or an error when T is not t's element
-// type.
+// TensorOf returns the elements of t without copying, or an *Error matching
+// ErrInvalidArgument when T is not t's element type.
 func TensorOf[T Element](t Tensor) ([]T, error) {
 	s, ok := t.data.([]T)
 	if !ok {
-		return nil, fmt.Errorf("tensor holds %s elements, not %s", t.dtype, DTypeOf[T]())
+		if !t.IsValid() {
+			return nil, newError("TensorOf", ErrInvalidArgument, "empty tensor (the zero Tensor)")
+		}
+		if t.box != nil {
+			return nil, newError("TensorOf", ErrInvalidArgument, "the value is %s, not a tensor", t)
+		}
+		return nil, newError("TensorOf", ErrInvalidArgument, "tensor holds %s elements, not %s", t.dtype, DTypeOf[T]())
 	}
 	return s, nil
 }
 
-// Zeros returns a tensor of zero values (false, "") of the given type and shape.
+// Zeros returns a tensor of zero values (false, "") of the given type and shape; a negative
+// dimension or an unsupported type is an *Error matching ErrInvalidArgument.
 func Zeros(dtype DType, shape []int64) (Tensor, error) {
 	n, err := elementCount(shape)
 	if err != nil {
-		return Tensor{}, err
+		return Tensor{}, wrapError("Zeros", ErrInvalidArgument, err, "")
 	}
 	data, err := makeSlice(dtype, int(n))
 	if err != nil {
-		return Tensor{}, err
+		return Tensor{}, wrapError("Zeros", ErrInvalidArgument, err, "")
 	}
 	return Tensor{dtype: dtype, shape: append([]int64{}, shape...), data: data}, nil
 }
@@ -282,7 +291,7 @@ func viewableConstant(gt *graph.Tensor) bool {
 }
 
 // FromGraphTensor decodes a constant of a model (an initializer or a Constant's value) into a
-// Tensor, copying its elements.
+// Tensor, copying its elements; a malformed constant is an *Error matching ErrInvalidArgument.
 func FromGraphTensor(gt *graph.Tensor) (Tensor, error) {
 	n := gt.NumElements()
 	shape := append([]int64{}, gt.Dims...)
@@ -292,17 +301,17 @@ func FromGraphTensor(gt *graph.Tensor) (Tensor, error) {
 			s[i] = string(b)
 		}
 		if int64(len(s)) != n {
-			return Tensor{}, fmt.Errorf("constant %q: %d strings for shape %v", gt.Name, len(s), shape)
+			return Tensor{}, newError("FromGraphTensor", ErrInvalidArgument, "constant %q: %d strings for shape %v", gt.Name, len(s), shape)
 		}
 		return Tensor{dtype: graph.String, shape: shape, data: s}, nil
 	}
 	data, err := makeSlice(gt.DType, int(n))
 	if err != nil {
-		return Tensor{}, fmt.Errorf("constant %q: %w", gt.Name, err)
+		return Tensor{}, wrapError("FromGraphTensor", ErrInvalidArgument, err, "constant %q", gt.Name)
 	}
 	size := gt.DType.BitSize() / 8
 	if int64(len(gt.Raw)) != n*int64(size) {
-		return Tensor{}, fmt.Errorf("constant %q: %d bytes for %d elements of %s", gt.Name, len(gt.Raw), n, gt.DType)
+		return Tensor{}, newError("FromGraphTensor", ErrInvalidArgument, "constant %q: %d bytes for %d elements of %s", gt.Name, len(gt.Raw), n, gt.DType)
 	}
 	raw, le := gt.Raw, binary.LittleEndian
 	switch v := data.(type) {

@@ -1,16 +1,17 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/loomrt/loom/go/graph"
 )
 
-// ValueKind says what a Value (or a graph input or output, see IoMeta) holds.
+// ValueKind says what a Value (or a graph input or output, see IOMeta) holds.
 type ValueKind int
 
-// The value kinds. ValueTensor is the zero kind, so the IoMeta of a tensor reads as before.
+// The value kinds. ValueTensor is the zero kind, so the IOMeta of a tensor reads as before.
 const (
 	// ValueTensor is a dense tensor.
 	ValueTensor ValueKind = iota
@@ -106,29 +107,32 @@ type NamedValue struct {
 func TensorValue(t Tensor) Value { return Value{t: t} }
 
 // SequenceValue makes a sequence of tensors of element type dtype (the slice is copied, the
-// tensors' elements are not). An empty sequence still has an element type.
+// tensors' elements are not). An empty sequence still has an element type. Errors are *Error
+// matching ErrInvalidArgument.
 func SequenceValue(dtype DType, elems ...Tensor) (Value, error) {
+	const op = "SequenceValue"
 	if _, err := makeSlice(dtype, 0); err != nil {
-		return Value{}, fmt.Errorf("sequence: %w", err)
+		return Value{}, wrapError(op, ErrInvalidArgument, err, "sequence")
 	}
 	for i, e := range elems {
 		if !e.IsValid() || e.box != nil {
-			return Value{}, fmt.Errorf("sequence element %d is not a tensor", i)
+			return Value{}, newError(op, ErrInvalidArgument, "sequence element %d is not a tensor", i)
 		}
 		if e.dtype != dtype {
-			return Value{}, fmt.Errorf("sequence element %d has element type %s, the sequence holds %s", i, e.dtype, dtype)
+			return Value{}, newError(op, ErrInvalidArgument, "sequence element %d has element type %s, the sequence holds %s", i, e.dtype, dtype)
 		}
 	}
 	return Value{t: seqOf(dtype, append([]Tensor{}, elems...))}, nil
 }
 
-// OptionalValue makes an optional holding v, a tensor or a sequence.
+// OptionalValue makes an optional holding v, a tensor or a sequence; an empty Value or an
+// optional is an *Error matching ErrInvalidArgument.
 func OptionalValue(v Value) (Value, error) {
 	switch {
 	case !v.IsValid():
-		return Value{}, fmt.Errorf("optional of an empty Value")
+		return Value{}, newError("OptionalValue", ErrInvalidArgument, "optional of an empty Value")
 	case v.t.isOpt():
-		return Value{}, fmt.Errorf("optional of an optional is not supported")
+		return Value{}, newError("OptionalValue", ErrInvalidArgument, "optional of an optional is not supported")
 	}
 	return Value{t: optOf(v.t.dtype, &v.t)}, nil
 }
@@ -149,25 +153,26 @@ func (v Value) IsNone() bool { return v.t.isOpt() && len(v.t.box.elems) == 0 }
 // ElemType is the element type of the tensors v holds.
 func (v Value) ElemType() DType { return v.t.dtype }
 
-// Tensor returns v's tensor, or an error when v is a sequence or an optional (see Element).
+// Tensor returns v's tensor, or an *Error matching ErrInvalidArgument when v is empty, a
+// sequence or an optional (see Element).
 func (v Value) Tensor() (Tensor, error) {
 	if !v.IsValid() {
-		return Tensor{}, fmt.Errorf("empty Value")
+		return Tensor{}, newError("Value.Tensor", ErrInvalidArgument, "empty Value")
 	}
 	if v.t.box != nil {
-		return Tensor{}, fmt.Errorf("the value is %s, not a tensor", v.t)
+		return Tensor{}, newError("Value.Tensor", ErrInvalidArgument, "the value is %s, not a tensor", v.t)
 	}
 	return v.t, nil
 }
 
-// Sequence returns v's tensors (a new slice sharing their elements), or an error when v is
-// not a sequence.
+// Sequence returns v's tensors (a new slice sharing their elements), or an *Error matching
+// ErrInvalidArgument when v is not a sequence.
 func (v Value) Sequence() ([]Tensor, error) {
 	if !v.t.isSeq() {
 		if !v.IsValid() {
-			return nil, fmt.Errorf("empty Value")
+			return nil, newError("Value.Sequence", ErrInvalidArgument, "empty Value")
 		}
-		return nil, fmt.Errorf("the value is %s, not a sequence", v.t)
+		return nil, newError("Value.Sequence", ErrInvalidArgument, "the value is %s, not a sequence", v.t)
 	}
 	return append([]Tensor{}, v.t.box.elems...), nil
 }
@@ -191,8 +196,8 @@ func checkValueInputs(n *graph.Node, in []Tensor) error {
 	}
 	for i, t := range in {
 		if t.box != nil {
-			return newError("Run", ErrInvalidArgument, "node %q (%s): input %d (%q) is %s (%s); the operator takes tensors only",
-				n.Name, n.OpType, i, n.Inputs[i], t.article(), t)
+			return newNodeError("Run", ErrInvalidArgument, n, "input %d (%q) is %s (%s); the operator takes tensors only",
+				i, n.Inputs[i], t.article(), t)
 		}
 	}
 	return nil
@@ -200,9 +205,10 @@ func checkValueInputs(n *graph.Node, in []Tensor) error {
 
 // RunOutputs is Run for models whose inputs or outputs may be sequences or optionals: it feeds
 // the named values and returns the graph outputs in order, each of the kind the graph produced.
-// An optional input that is not fed is none. Errors name the input or node at fault.
-func (s *InferenceSession) RunOutputs(inputs []NamedValue) ([]Value, error) {
-	outs, err := s.run(inputs, phaseRun)
+// An optional input that is not fed is none. Errors name the input or node at fault; ctx
+// bounds the run and parents its spans as for Run.
+func (s *InferenceSession) RunOutputs(ctx context.Context, inputs []NamedValue) ([]Value, error) {
+	outs, err := s.run(ctx, inputs, phaseRun, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +230,7 @@ func namedTensorValues(inputs []NamedTensor) []NamedValue {
 
 // ioKinds sets m's Kind, Holds and tensor description from a graph type: a sequence's or an
 // optional's tensors are described by DType, Shape and Ranked.
-func ioKinds(m *IoMeta, t graph.Type) {
+func ioKinds(m *IOMeta, t graph.Type) {
 	inner := func(t graph.Type) graph.Type {
 		if t.Inner == nil {
 			return graph.Type{}
@@ -248,7 +254,7 @@ func ioKinds(m *IoMeta, t graph.Type) {
 
 // describeMeta renders m's declared type: tensor(float)[N,3], seq(tensor(int64)),
 // optional(seq(tensor(float)[5])).
-func describeMeta(m IoMeta) string {
+func describeMeta(m IOMeta) string {
 	s := "tensor(" + m.DType.String() + ")"
 	if m.Ranked {
 		dims := make([]string, len(m.Shape))
@@ -267,7 +273,7 @@ func describeMeta(m IoMeta) string {
 }
 
 // checkFed checks a fed value against its input's declaration; the caller names the input.
-func checkFed(meta IoMeta, t Tensor) error {
+func checkFed(meta IOMeta, t Tensor) error {
 	switch meta.Kind {
 	case ValueSequence:
 		if !t.isSeq() {
@@ -315,7 +321,7 @@ func checkFed(meta IoMeta, t Tensor) error {
 // checkSeqElems checks a fed sequence's element type. The element shapes are not checked:
 // exporters (the ONNX backend tests among them) often declare a sequence's element shape as
 // rank 0 where they mean unknown, and ONNX Runtime does not check them either.
-func checkSeqElems(meta IoMeta, t Tensor) error {
+func checkSeqElems(meta IOMeta, t Tensor) error {
 	if meta.DType == graph.Undefined {
 		return nil
 	}

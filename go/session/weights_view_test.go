@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -14,7 +15,7 @@ import (
 // copy, not two); a session over a caller's model copies them; both compute the same outputs.
 func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
 	const path = "testdata/models/tiny_encoder.onnx"
-	owned, err := Builder().WithExecutionProvider(ProviderHost).Load(path)
+	owned, err := Load(path, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer owned.Close()
 	viewed := 0
@@ -34,7 +35,7 @@ func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
 	require.NoError(t, err)
 	m, err := graph.LoadBytes(data)
 	require.NoError(t, err)
-	theirs, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(m)
+	theirs, err := FromGraph(m, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer theirs.Close()
 	for name, gt := range m.Graph.Initializers {
@@ -53,9 +54,9 @@ func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
 	require.NoError(t, err)
 	feeds := []NamedTensor{{Name: owned.Inputs()[0].Name, Tensor: in}}
 	for run := 0; run < 3; run++ { // the interpreted first run, then the plan
-		a, err := owned.Run(feeds)
+		a, err := owned.Run(context.Background(), feeds)
 		require.NoError(t, err)
-		b, err := theirs.Run(feeds)
+		b, err := theirs.Run(context.Background(), feeds)
 		require.NoError(t, err)
 		require.Equal(t, len(a), len(b))
 		for i := range a {

@@ -4,6 +4,7 @@
 package conformance
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -125,7 +126,7 @@ func runOne(dir string, opts Options) (res Result) {
 		m.Close()
 		return Result{Status: Skip, Message: unsupported}
 	}
-	s, err := session.Builder().WithExecutionProvider(session.ProviderHost).FromGraph(m)
+	s, err := session.FromGraph(m, session.WithExecutionProvider(session.ProviderHost))
 	if err != nil {
 		m.Close()
 		return Result{Status: Fail, Message: err.Error()}
@@ -160,7 +161,7 @@ func runOne(dir string, opts Options) (res Result) {
 			t = bfloat16Quirk(t, declaredType(graphInputs, name))
 			feeds = append(feeds, session.NamedTensor{Name: name, Tensor: t})
 		}
-		got, err := s.Run(feeds)
+		got, err := s.Run(context.Background(), feeds)
 		if err != nil {
 			return Result{Status: Fail, Message: err.Error()}
 		}
@@ -174,7 +175,7 @@ func runOne(dir string, opts Options) (res Result) {
 		// compiled plan for it. Both must match.
 		for run := 1; run <= 2; run++ {
 			if run == 2 {
-				if got, err = s.Run(feeds); err != nil {
+				if got, err = s.Run(context.Background(), feeds); err != nil {
 					return Result{Status: Fail, Message: "second run (compiled plan): " + err.Error()}
 				}
 			}

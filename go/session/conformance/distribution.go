@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -129,7 +130,7 @@ func judgeByDistribution(s *session.InferenceSession, g *graph.Graph, set string
 	}
 	runs = max(2, min(runs, maxValues/max(total, 1)))
 	for r := 1; r < runs; r++ {
-		again, err := s.Run(feeds)
+		again, err := s.Run(context.Background(), feeds)
 		if err != nil {
 			return "", fmt.Sprintf("run %d: %v", r+1, err)
 		}

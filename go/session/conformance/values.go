@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -68,7 +69,7 @@ func runValueSet(s *session.InferenceSession, g *graph.Graph, set string, opts O
 		}
 		feeds = append(feeds, session.NamedValue{Name: name, Value: v})
 	}
-	got, err := s.RunOutputs(feeds)
+	got, err := s.RunOutputs(context.Background(), feeds)
 	if err != nil {
 		return err.Error()
 	}

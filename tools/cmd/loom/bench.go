@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -78,10 +80,7 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		return 2
 	}
 	start := time.Now()
-	s, err := session.Builder().
-		WithExecutionProvider(session.ExecutionProvider(*provider)).
-		WithIntraOpThreads(*threads).
-		Load(pos[0])
+	s, err := session.Load(pos[0], session.WithExecutionProvider(session.ExecutionProvider(*provider)), session.WithIntraOpThreads(*threads))
 	if err != nil {
 		fmt.Fprintf(stderr, "loom bench: %v\n", err)
 		return 1
@@ -97,6 +96,9 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		fmt.Fprintf(stderr, "loom bench: %v\n", err)
 		return 2
 	}
+	// Ctrl-C stops the run in progress (and the benchmark) rather than the process.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
 	bar := newProgress(*warmup+*runs, "loom bench", showProgress && !*asJSON)
 	release := func(outs []session.Tensor) {
 		if !*keep {
@@ -104,7 +106,7 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		}
 	}
 	for i := 0; i < *warmup; i++ {
-		outs, err := s.Run(feeds)
+		outs, err := s.Run(ctx, feeds)
 		if err != nil {
 			fmt.Fprintf(stderr, "loom bench: %v\n", err)
 			return 1
@@ -115,7 +117,7 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 	times := make([]float64, *runs)
 	for i := range times {
 		t0 := time.Now()
-		outs, err := s.Run(feeds)
+		outs, err := s.Run(ctx, feeds)
 		times[i] = msSince(t0)
 		if err != nil {
 			fmt.Fprintf(stderr, "loom bench: %v\n", err)

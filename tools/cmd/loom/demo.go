@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"embed"
 	"flag"
 	"fmt"
@@ -53,10 +54,7 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	start := time.Now()
-	s, err := session.Builder().
-		WithExecutionProvider(session.ExecutionProvider(*provider)).
-		WithIntraOpThreads(*threads).
-		LoadBytes(model)
+	s, err := session.LoadBytes(model, session.WithExecutionProvider(session.ExecutionProvider(*provider)), session.WithIntraOpThreads(*threads))
 	if err != nil {
 		fmt.Fprintf(stderr, "loom demo: %v\n", err)
 		return 1
@@ -88,7 +86,7 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	start = time.Now()
-	if _, err := s.Run([]session.NamedTensor{{Name: in.Name, Tensor: warm}}); err != nil {
+	if _, err := s.Run(context.Background(), []session.NamedTensor{{Name: in.Name, Tensor: warm}}); err != nil {
 		fmt.Fprintf(stderr, "loom demo: warm-up run: %v\n", err)
 		return 1
 	}
@@ -133,7 +131,7 @@ func demoSample(w io.Writer, s *session.InferenceSession, i int) (bool, error) {
 		return false, fmt.Errorf("demodata holds %s and %s, want 784 pixels and 10 scores", image, want)
 	}
 	start := time.Now()
-	outs, err := s.Run([]session.NamedTensor{{Name: s.Inputs()[0].Name, Tensor: image}})
+	outs, err := s.Run(context.Background(), []session.NamedTensor{{Name: s.Inputs()[0].Name, Tensor: image}})
 	runMs := msSince(start)
 	if err != nil {
 		return false, err

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,8 +25,9 @@ func runModel(args []string) int {
 	provider := fs.String("ep", "auto", "execution provider: host, cuda or auto")
 	seed := fs.Uint64("seed", 1, "seed of the random inputs given as name=shape:...")
 	showPlan := fs.Bool("plan", false, "print the compiled run plan: segments of Loom kernels, host steps and why")
+	timeout := fs.Duration("timeout", 0, "stop the run after this long, e.g. 30s (0: no limit); Ctrl-C stops it too")
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: loom run MODEL [name=FILE.npy | name=shape:2x3x4 | name=value:V]... [-o DIR] [--plan]")
+		fmt.Fprintln(os.Stderr, "usage: loom run MODEL [name=FILE.npy | name=shape:2x3x4 | name=value:V]... [-o DIR] [--plan] [--timeout D]")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterleaved(fs, args)
@@ -35,7 +38,7 @@ func runModel(args []string) int {
 		fs.Usage()
 		return 2
 	}
-	s, err := session.Builder().WithExecutionProvider(session.ExecutionProvider(*provider)).Load(pos[0])
+	s, err := session.Load(pos[0], session.WithExecutionProvider(session.ExecutionProvider(*provider)))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "loom run: %v\n", err)
 		return 1
@@ -50,7 +53,14 @@ func runModel(args []string) int {
 		fmt.Fprintf(os.Stderr, "loom run: %v\n", err)
 		return 2
 	}
-	outs, err := s.Run(feeds)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	outs, err := s.Run(ctx, feeds)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "loom run: %v\n", err)
 		return 1
@@ -78,7 +88,7 @@ func runModel(args []string) int {
 // symbolic or unknown dimension counting as 1 (as the ONNX Runtime bench scripts do), so that
 // `loom bench MODEL` works without arguments.
 func parseInputs(s *session.InferenceSession, specs []string, rnd *rand.Rand, fillMissing bool) ([]session.NamedTensor, error) {
-	metas := map[string]session.IoMeta{}
+	metas := map[string]session.IOMeta{}
 	for _, m := range s.Inputs() {
 		metas[m.Name] = m
 	}
@@ -151,7 +161,7 @@ func sanitize(name string) string {
 
 // makeInput builds an input from FILE.npy, shape:AxBxC (seeded random values of the input's
 // type) or value:V (a scalar, or V repeated over the input's static shape).
-func makeInput(meta session.IoMeta, val string, rnd *rand.Rand) (session.Tensor, error) {
+func makeInput(meta session.IOMeta, val string, rnd *rand.Rand) (session.Tensor, error) {
 	switch {
 	case strings.HasPrefix(val, "shape:"):
 		var shape []int64
