@@ -569,7 +569,9 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 	if depthwise {
 		units = groups
 	}
-	tz := pow2AtMost(min(max(want/(tx*ty), 1), units, maxThreads/(tx*ty)))
+	// Block z stays within the devices' limit (64: a 1-D convolution's blocks of one pixel
+	// tile would otherwise take 256 channel tiles).
+	tz := pow2AtMost(min(max(want/(tx*ty), 1), units, maxThreads/(tx*ty), int(kernelLimits.MaxBlockDim[2])))
 	kv, ku := tapUnroll(kern)
 	cfg := map[string]string{"MR": strconv.Itoa(t.mr), "NVY": strconv.Itoa(t.nvy), "NVX": strconv.Itoa(t.nvx), "VL": strconv.Itoa(t.vl),
 		"KH": strconv.Itoa(kern[0]), "KW": strconv.Itoa(kern[1]), "SH": strconv.Itoa(str[0]), "SW": strconv.Itoa(str[1]),
