@@ -505,7 +505,8 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 	hp := (oh-1)*str[0] + (kern[0]-1)*dil[0] + 1
 	wq := ow + (kern[1]-1)*dil[1]/str[1]
 	xp := inputOperand(0)
-	needPad := pad != [2]int{} || str[1] > 1
+	// End padding alone (pads 0, 0, 1, 4) also needs the padded copy: hp x wq reach past x.
+	needPad := pad != [2]int{} || str[1] > 1 || hp > h || wq > wd
 	// conv2d_cout with tiles of whole rows reads x itself and skips the padding's taps
 	// (its PAD mode), which spares conv_pad's copy and the multiply-adds by zero.
 	coutPad := coutOK && needPad && ct.np == ow
