@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,19 +121,17 @@ func (g *geomGen) dim() int64 {
 	return min(max(int64(math.Exp(g.r.Float64()*math.Log(5000))), 1), 5000)
 }
 
-// shapeIn draws a shape of rank dims whose product is at most budget (halving its largest
-// dims).
+// shapeIn draws a shape of rank dims whose product is at most budget (halving random dims
+// until it fits, which leaves some axes long and others short).
 func (g *geomGen) shapeIn(rank int, budget int64) []int64 {
 	s := make([]int64, rank)
 	for i := range s {
 		s[i] = g.dim()
 	}
 	for satProd(s) > budget {
-		j := 0
-		for i := range s {
-			if s[i] > s[j] {
-				j = i
-			}
+		j := g.pick(rank)
+		for s[j] == 1 {
+			j = (j + 1) % rank
 		}
 		s[j] = (s[j] + 1) / 2
 	}
@@ -513,11 +512,46 @@ func (g *geomGen) conv(fused bool) geomCase {
 	return geomCase{node: n, opset: 18, in: in, host: fusedConvHost, tol: 2e-4}
 }
 
+// geomEdgeCases are shapes at the limits, checked (geometry only) before the random ones:
+// those that failed before the planners kept to the limits (conv2d_direct's block z of 256
+// for a depthwise convolution over 258 channels) and, for each kernel with grid y or z axes,
+// an axis beyond 65,535 there.
+func geomEdgeCases() []geomCase {
+	attn := node("Attention", graph.FloatAttr("scale", 0.3))
+	attn.Domain = graph.LoomDomain
+	lstm := graph.NewNode("n", "LSTM", nil, []string{"y", "yh", "yc"}, graph.IntAttr("hidden_size", 2), graph.StringAttr("direction", "bidirectional"))
+	return []geomCase{
+		{name: "conv1d depthwise 258", node: node("Conv", graph.IntAttr("group", 258)), opset: 18, in: []geomInput{fin(1, 258, 10), fin(258, 1, 3)}},
+		{name: "conv1d depthwise 258 positions", node: node("Conv", graph.IntAttr("group", 258), graph.IntsAttr("pads", 1, 1)), opset: 18,
+			in: []geomInput{fin(1, 258, 258), fin(258, 1, 3), fin(258)}},
+		{name: "conv direct batch beyond grid z", node: node("Conv"), opset: 18, in: []geomInput{fin(70000, 1, 1, 40), fin(1, 1, 1, 3)}},
+		{name: "conv cout batch beyond grid z", node: node("Conv"), opset: 18, in: []geomInput{fin(70000, 4, 6, 6), fin(16, 4, 3, 3)}},
+		{name: "maxpool channels beyond grid y", node: node("MaxPool", graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("pads", 1, 1, 1, 1)), opset: 18,
+			in: []geomInput{fin(2, 35000, 2, 2)}},
+		{name: "maxpool window channels beyond grid z", node: node("MaxPool", graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)), opset: 18,
+			in: []geomInput{fin(1, 70000, 2, 64)}},
+		{name: "add batch beyond grid z", node: node("Add"), opset: 18, in: []geomInput{fin(70000, 1, 2), fin(70000, 3, 1)}},
+		{name: "add rows beyond grid y", node: node("Add"), opset: 18, in: []geomInput{fin(70000, 1), fin(1, 3)}},
+		{name: "matmul batch beyond grid z", node: node("MatMul"), opset: 13, in: []geomInput{fin(70000, 2, 3), fin(70000, 3, 2)}},
+		{name: "matmul broadcast batch beyond grid z", node: node("MatMul"), opset: 13, in: []geomInput{fin(70000, 2, 3), fin(1, 3, 2)}},
+		{name: "matmul rows beyond grid y", node: node("MatMul"), opset: 13, in: []geomInput{fin(1<<30, 2), fin(2, 2)}},
+		{name: "gemm rows beyond grid y", node: node("Gemm", graph.IntAttr("transB", 1)), opset: 13, in: []geomInput{fin(1<<28, 64), fin(2, 64)}},
+		{name: "resize nearest channels beyond grid z", node: node("Resize", graph.StringAttr("mode", "nearest")), opset: 19,
+			in: []geomInput{fin(1, 70000, 1, 2), absentIn(), fixedIn(MustTensor([]int64{4}, []float32{1, 1, 2, 2}))}},
+		{name: "resize linear rows beyond grid y", node: node("Resize", graph.StringAttr("mode", "linear")), opset: 19,
+			in: []geomInput{fin(1, 1, 70000, 2), absentIn(), fixedIn(MustTensor([]int64{4}, []float32{1, 1, 1, 2}))}},
+		{name: "attention heads beyond grid z", node: attn, opset: 18, in: []geomInput{fin(700, 100, 4, 8), fin(700, 100, 5, 8), fin(700, 100, 5, 8)}},
+		{name: "convtranspose batch beyond grid z", node: node("ConvTranspose"), opset: 17, in: []geomInput{fin(70000, 1, 2, 2), fin(1, 1, 2, 2)}},
+		{name: "lstm batch beyond grid y", node: lstm, opset: 14, in: []geomInput{fin(1, 70000, 2), fin(2, 8, 2), fin(2, 8, 2)}},
+	}
+}
+
 // geomChecker checks launches against sm90Limits with the kernels' own launch programs
 // (compiled for sm_90: the front end only, no C compiler) and kernelGeometry's mirror of them.
 type geomChecker struct {
-	comp Compiler
-	arts map[string]*loom.Artifact
+	comp             Compiler
+	arts             map[string]*loom.Artifact
+	launches, folded int // launches checked, of them folded
 }
 
 func newGeomChecker(t *testing.T, s *InferenceSession) *geomChecker {
@@ -529,6 +563,10 @@ func newGeomChecker(t *testing.T, s *InferenceSession) *geomChecker {
 func (g *geomChecker) check(t *testing.T, p *kernelPlan, what string) {
 	t.Helper()
 	for _, c := range p.calls {
+		g.launches++
+		if c.config["FOLD"] == "true" {
+			g.folded++
+		}
 		key := kernelCacheKey(c.file, c.symbol, c.config)
 		a, ok := g.arts[key]
 		if !ok {
@@ -616,7 +654,7 @@ func requireSameTensors(t *testing.T, want, got []Tensor, tol float64, what stri
 // checked (large enough for batch·channels and rows beyond grid y and z).
 const (
 	geomRunBudget   = 1 << 13
-	geomShapeBudget = 1 << 26
+	geomShapeBudget = 1 << 28
 	geomRunCases    = 1  // per op family
 	geomShapeCases  = 12 // per op family
 )
@@ -628,16 +666,23 @@ func TestKernelGeometryProperty(t *testing.T) {
 	s := kernelCheckSession(t)
 	gc := newGeomChecker(t, s)
 	seed := rand.Uint64()
-	t.Logf("random seed %d (set geomSeed to replay)", seed)
 	if geomSeed != 0 {
 		seed = geomSeed
 	}
+	t.Logf("random seed %d (set geomSeed to replay)", seed)
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	families := make([]string, 0, len(geomGenerators))
 	for f := range geomGenerators {
 		families = append(families, f)
 	}
 	sort.Strings(families)
+	for _, c := range geomEdgeCases() {
+		folded := gc.folded
+		require.True(t, runGeomCase(t, s, gc, r, c, false), "%s: declined", c.name)
+		if strings.Contains(c.name, "beyond") {
+			require.Greater(t, gc.folded, folded, "%s: no launch folds its grid", c.name)
+		}
+	}
 	start := time.Now()
 	for _, f := range families {
 		gen := geomGenerators[f]
@@ -649,7 +694,7 @@ func TestKernelGeometryProperty(t *testing.T) {
 				budget = geomRunBudget
 			}
 			c := gen(&geomGen{r: r, budget: budget})
-			c.name = fmt.Sprintf("%s #%d: %s %s", f, i, c.node.OpType, describeGeomInputs(c.in))
+			c.name = fmt.Sprintf("%s #%d: %s%s %s", f, i, c.node.OpType, describeAttrs(c.node), describeGeomInputs(c.in))
 			cstart := time.Now()
 			if runGeomCase(t, s, gc, r, c, run) {
 				planned++
@@ -660,7 +705,7 @@ func TestKernelGeometryProperty(t *testing.T) {
 		}
 		t.Logf("%s: %d of %d cases planned as kernels (%v)", f, planned, geomRunCases+geomShapeCases, time.Since(fstart).Round(time.Millisecond))
 	}
-	t.Logf("%d op families in %v", len(families), time.Since(start))
+	t.Logf("%d op families in %v: %d launches checked, %d of them folded", len(families), time.Since(start), gc.launches, gc.folded)
 }
 
 // geomSeed replays a failing run of TestKernelGeometryProperty (its logged seed); 0: fresh.
@@ -829,4 +874,48 @@ func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 			require.True(t, folded[k], "no case runs %s folded", k)
 		}
 	}
+}
+
+func describeAttrs(n *graph.Node) string {
+	var parts []string
+	for _, a := range n.Attrs {
+		switch {
+		case len(a.Ints) > 0:
+			parts = append(parts, fmt.Sprintf("%s=%v", a.Name, a.Ints))
+		case a.Type == graph.AttrInt:
+			parts = append(parts, fmt.Sprintf("%s=%d", a.Name, a.Int))
+		case a.Type == graph.AttrFloat:
+			parts = append(parts, fmt.Sprintf("%s=%g", a.Name, a.Float))
+		case a.Type == graph.AttrString:
+			parts = append(parts, fmt.Sprintf("%s=%s", a.Name, a.String))
+		}
+	}
+	return fmt.Sprint(parts)
+}
+
+// A launch that no folding fits fails with an error that names the kernel (the interpreter
+// adds the node: "node %q (%s): ..."), not a panic or a rejected dispatch.
+func TestKernelGeometryUntileableIsAnError(t *testing.T) {
+	relu := node("Relu")
+	_, _, err := kernelPlanners["Relu"](relu, 18, []valueInfo{{valueType: valueType{graph.Float, []int64{1 << 20, 1 << 20}}, present: true}})
+	require.ErrorContains(t, err, "kernel opkernels/elementwise.loom:unary[OP=0] cannot launch workload [1099511627776] within the device limits")
+	c := kernelCall{file: "elementwise.loom", symbol: "binary", config: map[string]string{"OP": "0"}, workload: []uint64{70000, 70000, 70000, 1}}
+	err = fitCall(&c, kernelLimits)
+	require.ErrorContains(t, err, "opkernels/elementwise.loom:binary[OP=0]")
+	require.ErrorContains(t, err, "(grid y and z folded into x)")
+	require.Empty(t, c.config["FOLD"], "a launch that does not fit is left as it was")
+}
+
+// The host backend's launch limits are at least kernelLimits, so plans the planners keep
+// within kernelLimits run on the host as on sm_90.
+func TestKernelLimitsHoldOnHost(t *testing.T) {
+	p := openHost(t, 1).Props()
+	lim := kernelLimits
+	require.GreaterOrEqual(t, p.MaxThreadsPerBlock, lim.MaxThreadsPerBlock)
+	for d := range 3 {
+		require.GreaterOrEqual(t, p.MaxBlockDim[d], lim.MaxBlockDim[d], "block dim %d", d)
+		require.GreaterOrEqual(t, p.MaxGridDim[d], lim.MaxGridDim[d], "grid dim %d", d)
+	}
+	require.GreaterOrEqual(t, p.MaxSharedMemoryPerBlock, lim.MaxSharedMemoryPerBlock)
+	require.Equal(t, sm90Limits, kernelLimits, "the planners' limits are sm_90's")
 }
