@@ -748,6 +748,11 @@ func TestKernelGeometryRegressions(t *testing.T) {
 		{"conv1d_depthwise_258", node("Conv", graph.IntAttr("group", 258)), 18, []Tensor{f32(1, 258, 10), f32(258, 1, 3)}, []int{1}, "conv2d_direct", 1e-5},
 		{"conv1d_258_positions", node("Conv", graph.IntAttr("group", 258), graph.IntsAttr("pads", 1, 1)), 18,
 			[]Tensor{f32(1, 258, 258), f32(258, 1, 3), f32(258)}, []int{1, 2}, "conv2d_direct", 1e-5},
+		// Not a geometry failure, but one the property test found: padding at the end only.
+		{"conv_end_pads_only_direct", node("Conv", graph.IntsAttr("pads", 0, 0, 1, 4), graph.IntsAttr("strides", 2, 1), graph.IntsAttr("dilations", 2, 1)), 18,
+			[]Tensor{f32(1, 1, 6, 5), f32(2, 1, 2, 5), f32(2)}, []int{1, 2}, "conv2d_direct", 1e-5},
+		{"conv_end_pads_only_cout", node("Conv", graph.IntsAttr("pads", 0, 0, 2, 2)), 18,
+			[]Tensor{f32(1, 4, 6, 6), f32(16, 4, 3, 3), f32(16)}, []int{1, 2}, "conv2d_cout", 1e-5},
 		{"maxpool_channels_beyond_grid_y", node("MaxPool", graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("pads", 1, 1, 1, 1)), 18,
 			[]Tensor{f32(2, 35000, 2, 2)}, nil, "pool2d", 0},
 		{"maxpool_window_channels_beyond_grid_z", node("MaxPool", graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)), 18,
