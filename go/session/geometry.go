@@ -256,12 +256,12 @@ func fitCall(c *kernelCall, limits loom.Limits) error {
 		}
 		folded.config["FOLD"] = "true"
 		fs, _ := folded.geometry()
-		if fwhy := checkGeometry(fs, limits); fwhy == "" {
+		fwhy := checkGeometry(fs, limits)
+		if fwhy == "" {
 			*c = folded
 			return nil
-		} else {
-			why = fwhy + " (grid y and z folded into x)"
 		}
+		why = fwhy + " (grid y and z folded into x)"
 	}
 	return opErr("kernel %s cannot launch workload %v within the device limits: %s", c.describe(), c.workload, why)
 }
