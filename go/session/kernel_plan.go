@@ -171,8 +171,10 @@ func infosOf(in []Tensor) []valueInfo {
 
 // registerKernelOp makes op run through planner in the interpreter, falling back to fallback
 // (usually its host function) when the planner declines. The op's ai.onnx host function stays
-// registered too; kernelOps takes precedence in lookupOp.
+// registered too; kernelOps takes precedence in lookupOp. The planner's launches are re-tiled
+// to the devices' limits (see fitted).
 func registerKernelOp(key string, planner kernelPlanner, fallback opFunc) {
+	planner = fitted(planner)
 	kernelPlanners[key] = planner
 	f := func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 		p, _, err := planner(n, rc.opset, infosOfStatic(in))

@@ -484,7 +484,8 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 	hp := (oh-1)*str[0] + (kern[0]-1)*dil[0] + 1
 	wq := ow + (kern[1]-1)*dil[1]/str[1]
 	xp := inputOperand(0)
-	needPad := pad != [2]int{} || str[1] > 1
+	// End padding alone (pads 0, 0, 1, 4) also needs the padded copy: hp x wq reach past x.
+	needPad := pad != [2]int{} || str[1] > 1 || hp > h || wq > wd
 	// conv2d_cout with tiles of whole rows reads x itself and skips the padding's taps
 	// (its PAD mode), which spares conv_pad's copy and the multiply-adds by zero.
 	coutPad := coutOK && needPad && ct.np == ow
@@ -548,7 +549,9 @@ func convPlan(nd *graph.Node, in []valueInfo, fused bool) (*kernelPlan, string, 
 	if depthwise {
 		units = groups
 	}
-	tz := pow2AtMost(min(max(want/(tx*ty), 1), units, maxThreads/(tx*ty)))
+	// Block z stays within the devices' limit (64: a 1-D convolution's blocks of one pixel
+	// tile would otherwise take 256 channel tiles).
+	tz := pow2AtMost(min(max(want/(tx*ty), 1), units, maxThreads/(tx*ty), int(kernelLimits.MaxBlockDim[2])))
 	kv, ku := tapUnroll(kern)
 	cfg := map[string]string{"MR": strconv.Itoa(t.mr), "NVY": strconv.Itoa(t.nvy), "NVX": strconv.Itoa(t.nvx), "VL": strconv.Itoa(t.vl),
 		"KH": strconv.Itoa(kern[0]), "KW": strconv.Itoa(kern[1]), "SH": strconv.Itoa(str[0]), "SW": strconv.Itoa(str[1]),
