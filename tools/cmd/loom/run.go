@@ -23,8 +23,9 @@ func runModel(args []string) int {
 	provider := fs.String("ep", "auto", "execution provider: host, cuda or auto")
 	seed := fs.Uint64("seed", 1, "seed of the random inputs given as name=shape:...")
 	showPlan := fs.Bool("plan", false, "print the compiled run plan: segments of Loom kernels, host steps and why")
+	showStats := fs.Bool("stats", false, "print the kernel cache's counts: shipped kernels, JIT compilations, ops that fell back to the host")
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: loom run MODEL [name=FILE.npy | name=shape:2x3x4 | name=value:V]... [-o DIR] [--plan]")
+		fmt.Fprintln(os.Stderr, "usage: loom run MODEL [name=FILE.npy | name=shape:2x3x4 | name=value:V]... [-o DIR] [--plan] [--stats]")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterleaved(fs, args)
@@ -57,6 +58,9 @@ func runModel(args []string) int {
 	}
 	if *showPlan {
 		printPlans(s.ExecutionPlans())
+	}
+	if *showStats {
+		printStats(s.CacheStats())
 	}
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		fmt.Fprintf(os.Stderr, "loom run: %v\n", err)
@@ -244,5 +248,17 @@ func printPlans(plans []session.PlanReport) {
 		for _, h := range p.HostSteps {
 			fmt.Printf("  host %s (%s): %s\n", h.Node, h.OpType, h.Reason)
 		}
+	}
+}
+
+// printStats prints where the run's kernels came from (see session.CacheStats).
+func printStats(st session.CacheStats) {
+	misses := st.Warmup.Misses + st.Run.Misses
+	shipped := st.Warmup.Shipped + st.Run.Shipped
+	compiles := st.Warmup.Compiles + st.Run.Compiles
+	fmt.Printf("kernels: %d loaded: %d shipped, %d from the JIT (%d compiled, %d from its disk cache); %d op runs fell back to the host (kernel not shipped)\n",
+		misses, shipped, misses-shipped, compiles, misses-shipped-compiles, st.NotShipped)
+	if st.JITUnavailable != "" {
+		fmt.Printf("kernels: the JIT is unavailable: %s\n", st.JITUnavailable)
 	}
 }
