@@ -11,6 +11,7 @@ load(
     _cc_library = "cc_library",
     _cc_test = "cc_test",
 )
+load("//kernels/aot:variants.bzl", "LOOM_AOT_VARIANTS")
 load(
     "@io_bazel_rules_go//go:def.bzl",
     _go_binary = "go_binary",
@@ -167,6 +168,43 @@ def loom_kernel(
         deps = [Label("//shim:loom_abi")],
         testonly = testonly,
         tags = tags,
+        visibility = visibility,
+    )
+
+def loom_aot_kernels(name, package, variants = LOOM_AOT_VARIANTS, visibility = None):
+    """Declares the op library's shipped kernels of one generated package through loom_kernel.
+
+    variants defaults to LOOM_AOT_VARIANTS from //kernels/aot:variants.bzl (written by
+    `go generate ./kernels/...` from kernels/aot/manifest.txt and corpus.txt); the ones whose
+    package is `package` (a (file, target) pair, "elementwise_v3") become one loom_kernel each,
+    under the variant's module name, and `name` is a cc_library of all of them, for the cgo
+    go_library of kernels/aot/gen/<package> (its table.c calls their entries functions; the
+    go.work build compiles the same code from the generated C there instead).
+
+    Args:
+      name: the cc_library.
+      variants: the variant list (default LOOM_AOT_VARIANTS).
+      package: the generated package whose variants to declare.
+      visibility: of the library.
+    """
+    deps = []
+    for v in variants:
+        if v.package != package:
+            continue
+        loom_kernel(
+            name = v.name,
+            src = Label("//kernels:" + v.src),
+            symbol = v.symbol,
+            spec = v.config,
+            targets = [v.target],
+            module = v.module,
+            visibility = ["//visibility:private"],
+        )
+        deps.append(":" + v.name)
+    _cc_library(
+        name = name,
+        deps = deps,
+        linkstatic = True,
         visibility = visibility,
     )
 
