@@ -89,7 +89,11 @@ func (c *kernelCache) get(ctx *ModelContext, phase runPhase, file, symbol string
 	// A shipped variant is the same code the JIT would build (same static key), so it is
 	// used whenever it exists, except while recording artifacts for an EP context model
 	// (which embeds shared objects) on a machine that can compile.
-	if v := lookupShipped(src, comp.Target); v != nil && (c.kept == nil || c.jit(comp) != nil) {
+	v := lookupShipped(src, comp.Target)
+	if v == nil && c.jit(comp) != nil {
+		v = lookupShippedBelow(src, comp.Target)
+	}
+	if v != nil && (c.kept == nil || c.jit(comp) != nil) {
 		art, err := shippedArtifact(v)
 		if err != nil {
 			return nil, wrapError(op, ErrDevice, err, "%s", describeSource(src))

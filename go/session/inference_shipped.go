@@ -17,7 +17,8 @@ import (
 // Shipped kernels: the op library's variants compiled ahead of time into the binary
 // (kernels/aot). A request whose static content key (source, symbol, configuration, target)
 // names a shipped variant loads it as a static host module, with no C compiler; any other
-// request goes to the JIT. Without a C compiler the JIT is unavailable: the kernel cache says
+// request goes to the JIT (on a v4 machine, a variant shipped only for v3 is compiled for v4
+// when the JIT works, and used as it is when it does not). Without a C compiler the JIT is unavailable: the kernel cache says
 // so once (CacheStats.JITUnavailable) and the planners' callers run an op whose kernels are not
 // all shipped as its host function, with the placement reason saying why (servable).
 // LOOM_AOT=off ignores the shipped variants (everything goes to the JIT).
@@ -44,6 +45,20 @@ func lookupShipped(src KernelSource, target loom.Target) *aot.Variant {
 	}
 	v, _ := aot.Lookup(key)
 	return v
+}
+
+// lookupShippedBelow returns a shipped variant of src for a lower x86-64 level than target's
+// (the v3 code on a v4 machine), which the shim runs there: the fallback when the exact
+// variant is not shipped and the JIT is unavailable.
+func lookupShippedBelow(src KernelSource, target loom.Target) *aot.Variant {
+	if target.Kind != loom.TargetHost || target.Arch != "x86_64" || target.Level != "v4" {
+		return nil
+	}
+	lower, err := loom.ParseTarget("host-x86_64-v3")
+	if err != nil {
+		return nil
+	}
+	return lookupShipped(src, lower)
 }
 
 // shippedArtifact registers v's module with the shim and returns its artifact.
@@ -99,7 +114,7 @@ func (c *kernelCache) servable(ctx *ModelContext, calls []kernelCall) string {
 		if err != nil {
 			return ""
 		}
-		if lookupShipped(src, comp.Target) == nil {
+		if lookupShipped(src, comp.Target) == nil && lookupShippedBelow(src, comp.Target) == nil {
 			c.mu.Lock()
 			c.notShipped++
 			c.mu.Unlock()
