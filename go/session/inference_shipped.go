@@ -90,6 +90,16 @@ func (c *kernelCache) jit(comp Compiler) error {
 	return c.jitErr
 }
 
+// jitUnavailable is why the JIT cannot compile, once known ("" when it can or was not needed).
+func (c *kernelCache) jitUnavailable() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.jitErr != nil {
+		return c.jitErr.Error()
+	}
+	return ""
+}
+
 // servable says why the calls cannot run here ("" when they can): a kernel that is neither
 // shipped nor compilable (the JIT is unavailable). Callers run the op's host function instead.
 func (c *kernelCache) servable(ctx *ModelContext, calls []kernelCall) string {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,9 +27,11 @@ func TestShippedKernelsWithoutACompiler(t *testing.T) {
 		t.Run(map[bool]string{false: "shipped", true: "aot_off"}[off], func(t *testing.T) {
 			defer func(was bool) { aotOff = was }(aotOff)
 			aotOff = off
-			s, err := Builder().WithExecutionProvider(ProviderHost).FromGraph(mlpModel(t, w, b, in, out))
+			tp, rec := recordingProvider(t)
+			s, err := Builder().WithExecutionProvider(ProviderHost).WithTracerProvider(tp).FromGraph(mlpModel(t, w, b, in, out))
 			require.NoError(t, err)
 			defer s.Close()
+			s.SetTraceContext(context.Background())
 			const rows = 3
 			for range 3 { // the interpreter, then the compiled run plan
 				x := randomF32(rnd, rows*in)
@@ -46,6 +49,22 @@ func TestShippedKernelsWithoutACompiler(t *testing.T) {
 			assert.Contains(t, st.JITUnavailable, "no-cc")
 			shipped := st.Warmup.Shipped + st.Run.Shipped
 			assert.Zero(t, st.Run.Compiles+st.Warmup.Compiles)
+			// The trace says so once a run, on the run's span; the ops that fell back say why.
+			runs, fellBack := 0, 0
+			for _, sp := range rec.Ended() {
+				for _, kv := range sp.Attributes() {
+					switch {
+					case sp.Name() == "loom.Run" && kv.Key == attrJITUnavailable:
+						runs++
+					case kv.Key == attrReason && strings.Contains(kv.Value.AsString(), "not shipped"):
+						fellBack++
+					}
+				}
+			}
+			assert.Equal(t, 3, runs)
+			if off {
+				assert.Positive(t, fellBack)
+			}
 			if !off {
 				assert.Positive(t, shipped, "Add, Relu and Softmax ship")
 				return
