@@ -31,7 +31,8 @@ go_test = _go_test
 
 # Flags for the host C of ahead-of-time kernels: the ones package loom builds JIT kernels with
 # (loom.StaticCFlags; tools/cmd/loomc's test checks the two agree), so both paths produce the
-# same machine code. -w: the generated C is not ours to lint under the toolchain's -Wall.
+# same machine code. -w: the generated C is not ours to lint under the toolchain's -Wall
+# (-Wno-psabi silences the vector-ABI notes -w leaves).
 _LOOM_HOST_COPTS = [
     "-O3",
     "-std=gnu11",
@@ -161,7 +162,7 @@ def loom_kernel(
     _cc_library(
         name = name,
         srcs = srcs,
-        copts = _LOOM_HOST_COPTS + ["-w"] + [_LOOM_HOST_MARCH[t] for t in host],
+        copts = _LOOM_HOST_COPTS + ["-w", "-Wno-psabi"] + [_LOOM_HOST_MARCH[t] for t in host],
         data = data,
         alwayslink = True,
         linkstatic = True,
