@@ -11,6 +11,7 @@ load(
     _cc_library = "cc_library",
     _cc_test = "cc_test",
 )
+load("//kernels/aot:variants.bzl", "LOOM_AOT_VARIANTS")
 load(
     "@io_bazel_rules_go//go:def.bzl",
     _go_binary = "go_binary",
@@ -30,7 +31,8 @@ go_test = _go_test
 
 # Flags for the host C of ahead-of-time kernels: the ones package loom builds JIT kernels with
 # (loom.StaticCFlags; tools/cmd/loomc's test checks the two agree), so both paths produce the
-# same machine code. -w: the generated C is not ours to lint under the toolchain's -Wall.
+# same machine code. -w: the generated C is not ours to lint under the toolchain's -Wall
+# (-Wno-psabi silences the vector-ABI notes -w leaves).
 _LOOM_HOST_COPTS = [
     "-O3",
     "-std=gnu11",
@@ -160,13 +162,50 @@ def loom_kernel(
     _cc_library(
         name = name,
         srcs = srcs,
-        copts = _LOOM_HOST_COPTS + ["-w"] + [_LOOM_HOST_MARCH[t] for t in host],
+        copts = _LOOM_HOST_COPTS + ["-w", "-Wno-psabi"] + [_LOOM_HOST_MARCH[t] for t in host],
         data = data,
         alwayslink = True,
         linkstatic = True,
         deps = [Label("//shim:loom_abi")],
         testonly = testonly,
         tags = tags,
+        visibility = visibility,
+    )
+
+def loom_aot_kernels(name, package, variants = LOOM_AOT_VARIANTS, visibility = None):
+    """Declares the op library's shipped kernels of one generated package through loom_kernel.
+
+    variants defaults to LOOM_AOT_VARIANTS from //kernels/aot:variants.bzl (written by
+    `go generate ./kernels/...` from kernels/aot/manifest.txt and corpus.txt); the ones whose
+    package is `package` (a (file, target) pair, "elementwise_v3") become one loom_kernel each,
+    under the variant's module name, and `name` is a cc_library of all of them, for the cgo
+    go_library of kernels/aot/gen/<package> (its table.c calls their entries functions; the
+    go.work build compiles the same code from the generated C there instead).
+
+    Args:
+      name: the cc_library.
+      variants: the variant list (default LOOM_AOT_VARIANTS).
+      package: the generated package whose variants to declare.
+      visibility: of the library.
+    """
+    deps = []
+    for v in variants:
+        if v.package != package:
+            continue
+        loom_kernel(
+            name = v.name,
+            src = Label("//kernels:" + v.src),
+            symbol = v.symbol,
+            spec = v.config,
+            targets = [v.target],
+            module = v.module,
+            visibility = ["//visibility:private"],
+        )
+        deps.append(":" + v.name)
+    _cc_library(
+        name = name,
+        deps = deps,
+        linkstatic = True,
         visibility = visibility,
     )
 

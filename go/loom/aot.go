@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os/exec"
 	"sort"
 	"strings"
 )
@@ -145,4 +146,33 @@ func StaticCFlags(t Target) []string {
 		out = append(out, f)
 	}
 	return out
+}
+
+// StaticKey is the content address an ahead-of-time build gives src compiled for target (the
+// Key of EmitStatic's artifact): the compiler version, the source's hash, the symbol, the
+// target and the specialization, without the C compiler. A runtime that links kernels ahead of
+// time finds the one a request names by it: same key, same source and configuration.
+func StaticKey(src KernelSource, target Target) (string, error) {
+	symbol, err := resolveSymbol(src)
+	if err != nil {
+		return "", err
+	}
+	src.Specialization.Symbol = symbol
+	return staticKey(src, target), nil
+}
+
+// JIT reports whether this compiler can compile kernels for target at run time: host targets
+// need the C compiler (Config.CC, $CC or gcc) on PATH; CUDA targets need none (the runtime
+// compiles the CUDA C). The error says what is missing.
+func (c *Compiler) JIT(target Target) error {
+	if err := c.init(); err != nil {
+		return err
+	}
+	if target.Kind != TargetHost {
+		return nil
+	}
+	if _, err := exec.LookPath(c.cc); err != nil {
+		return fmt.Errorf("loom: C compiler %q: %w", c.cc, err)
+	}
+	return nil
 }

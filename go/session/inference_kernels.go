@@ -27,6 +27,12 @@ type kernelCache struct {
 	closed      bool
 	counts      [phaseCount]kernelPhaseCounts // by phase (see CacheStats)
 	kept        map[string]keptKernel         // non-nil: compiled kernels recorded for an EP context model
+	// jitChecked, jitErr: whether the JIT can compile here (see jit); notShipped counts the
+	// kernel plans that ran as host functions because a kernel was neither shipped nor
+	// compilable.
+	jitChecked bool
+	jitErr     error
+	notShipped int64
 }
 
 // kernelCacheKey spells out a kernel request; the configuration's keys are sorted so the same
@@ -65,6 +71,7 @@ func (c *kernelCache) get(ctx *ModelContext, phase runPhase, file, symbol string
 		return k, nil
 	}
 	c.counts[phase].misses++
+	recordKernel(file, symbol, config)
 	src, err := kernelSource(file, symbol, config)
 	if err != nil {
 		return nil, err
@@ -76,20 +83,55 @@ func (c *kernelCache) get(ctx *ModelContext, phase runPhase, file, symbol string
 	if err := comp.checkFor(op, ctx.dev); err != nil {
 		return nil, err
 	}
-	// The session's context owns its compiler and only this (locked) path compiles with it, so
-	// the change in its counters is this kernel's.
-	before := comp.Loom.Stats().Misses
-	compiled, err := comp.compile(op, ctx.dev, []KernelSource{src})
-	c.counts[phase].compiles += comp.Loom.Stats().Misses - before
-	if err != nil {
-		return nil, err
+	var ck compiledKernel
+	var m *native.Module
+	fresh := false
+	// A shipped variant is the same code the JIT would build (same static key), so it is
+	// used whenever it exists, except while recording artifacts for an EP context model
+	// (which embeds shared objects) on a machine that can compile.
+	v := lookupShipped(src, comp.Target)
+	if v == nil && c.jit(comp) != nil {
+		v = lookupShippedBelow(src, comp.Target)
 	}
-	ck := compiled[0]
-	m := c.moduleByKey[ck.artifact.Key]
-	fresh := m == nil
-	if fresh {
-		if m, err = loadArtifact(op, ctx.dev, ck.artifact); err != nil {
+	if v != nil && (c.kept == nil || c.jit(comp) != nil) {
+		art, err := shippedArtifact(v)
+		if err != nil {
+			return nil, wrapError(op, ErrDevice, err, "%s", describeSource(src))
+		}
+		sig, err := signatureOf(art, ctx.dev.Props())
+		if err != nil {
+			return nil, wrapError(op, ErrCompile, err, "%s", describeSource(src))
+		}
+		if sig, err = sig.normalize(op); err != nil {
 			return nil, err
+		}
+		ck = compiledKernel{artifact: art, sig: sig}
+		if m = c.moduleByKey[art.Key]; m == nil {
+			if m, err = ctx.dev.LoadHostStatic(v.Module, ctx.dev.Target()); err != nil {
+				return nil, wrapError(op, ErrDevice, err, "cannot load shipped kernel %s", describeSource(src))
+			}
+			fresh = true
+		}
+		c.counts[phase].shipped++
+	} else {
+		if jerr := c.jit(comp); jerr != nil {
+			return nil, wrapError(op, ErrCompile, jerr, "%s is not shipped in this binary and the JIT is unavailable", describeSource(src))
+		}
+		// The session's context owns its compiler and only this (locked) path compiles with
+		// it, so the change in its counters is this kernel's.
+		before := comp.Loom.Stats().Misses
+		compiled, err := comp.compile(op, ctx.dev, []KernelSource{src})
+		c.counts[phase].compiles += comp.Loom.Stats().Misses - before
+		if err != nil {
+			return nil, err
+		}
+		ck = compiled[0]
+		m = c.moduleByKey[ck.artifact.Key]
+		fresh = m == nil
+		if fresh {
+			if m, err = loadArtifact(op, ctx.dev, ck.artifact); err != nil {
+				return nil, err
+			}
 		}
 	}
 	kernel, err := m.Kernel(ck.artifact.Entry)

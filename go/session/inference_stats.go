@@ -25,7 +25,7 @@ const (
 
 // kernelPhaseCounts are the kernel cache outcomes of one phase; kernelCache updates them under
 // its lock.
-type kernelPhaseCounts struct{ hits, misses, compiles int64 }
+type kernelPhaseCounts struct{ hits, misses, compiles, shipped int64 }
 
 // KernelCacheCounts are the per-session kernel cache outcomes of one phase.
 type KernelCacheCounts struct {
@@ -35,6 +35,9 @@ type KernelCacheCounts struct {
 	Misses int64
 	// Compiles are the misses the Loom compiler really compiled (its disk cache had no entry).
 	Compiles int64
+	// Shipped are the misses served by a variant compiled ahead of time into the binary
+	// (kernels/aot): no compiler, no disk cache.
+	Shipped int64
 }
 
 // CacheStats reports an InferenceSession's kernel cache, split by phase.
@@ -44,6 +47,14 @@ type CacheStats struct {
 	// Compiler is the session's Loom compiler's disk cache counters since it was created (zero
 	// before the first miss creates it).
 	Compiler loom.CacheStats
+	// JITUnavailable says why kernels cannot be compiled at run time (no C compiler for a host
+	// target), once the session has needed to know; empty when the JIT works (or was never
+	// needed). Without the JIT only shipped kernels run, and ops whose kernels are not shipped
+	// run as host functions.
+	JITUnavailable string
+	// NotShipped counts the ops that ran as host functions because a kernel they needed was
+	// neither shipped nor compilable.
+	NotShipped int64
 }
 
 // CacheStats returns the session's kernel cache counters.
@@ -53,9 +64,15 @@ func (s *InferenceSession) CacheStats() CacheStats {
 	counts := c.counts
 	c.mu.Unlock()
 	conv := func(p kernelPhaseCounts) KernelCacheCounts {
-		return KernelCacheCounts{Hits: p.hits, Misses: p.misses, Compiles: p.compiles}
+		return KernelCacheCounts{Hits: p.hits, Misses: p.misses, Compiles: p.compiles, Shipped: p.shipped}
 	}
 	out := CacheStats{Warmup: conv(counts[phaseWarmup]), Run: conv(counts[phaseRun])}
+	c.mu.Lock()
+	if c.jitErr != nil {
+		out.JITUnavailable = c.jitErr.Error()
+	}
+	out.NotShipped = c.notShipped
+	c.mu.Unlock()
 	// The compiler is only looked at, never created here: a stats call should not make one.
 	s.ctx.compilerMu.Lock()
 	if l := s.ctx.compiler.Loom; l != nil {

@@ -61,6 +61,9 @@ const (
 	attrReason       = attribute.Key("loom.reason")
 	attrInputShapes  = attribute.Key("loom.input_shapes")
 	attrOutputShapes = attribute.Key("loom.output_shapes")
+	// attrJITUnavailable, on a run's span: why kernels cannot be compiled at run time (no C
+	// compiler), once the session has needed to know; only shipped kernels then run.
+	attrJITUnavailable = attribute.Key("loom.jit_unavailable")
 )
 
 // variantHost is the variant of an op that ran as a Go host function.
@@ -161,6 +164,9 @@ func (rc *runCtx) runEnd(outs []Tensor, err error) {
 	rc.trace = nil
 	if t.run.IsRecording() {
 		t.run.SetAttributes(attrOutputShapes.StringSlice(describeTensors(outs)))
+		if why := rc.s.kernels.jitUnavailable(); why != "" {
+			t.run.SetAttributes(attrJITUnavailable.String(why))
+		}
 		recordError(t.run, err)
 	}
 	t.run.End()

@@ -187,6 +187,11 @@ func registerKernelOp(key string, planner kernelPlanner, fallback opFunc) {
 			}
 			return fallback(rc, n, in)
 		}
+		if why := rc.s.kernels.servable(rc.s.ctx, p.calls); why != "" && fallback != nil {
+			outs, err := fallback(rc, n, in)
+			rc.kernelVariant, rc.kernelReason = variantHost, why
+			return outs, err
+		}
 		return rc.runKernelPlan(p, in)
 	}
 	if strings.HasPrefix(key, graph.LoomDomain+":") {

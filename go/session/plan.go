@@ -397,6 +397,10 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			case p == nil:
 				step.reason = reason
 			default:
+				if why := s.kernels.servable(s.ctx, p.calls); why != "" {
+					step.reason = why // the op runs as its host function
+					break
+				}
 				if why := p.agreesWith(tn.out); why != "" {
 					return fmt.Sprintf("node %q (%s): %s", n.Name, n.OpType, why)
 				}

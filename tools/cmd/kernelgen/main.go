@@ -9,7 +9,13 @@
 // declared in several files (each file compiles alone, so kernels of two files that share codes
 // both declare them) must have the same value in each.
 //
-// Usage: kernelgen [-dir DIR] [-check]
+// With -aot it writes the op library's shipped kernels instead (run by `go generate` in
+// kernels/aot; see aot.go): every variant of kernels/aot/manifest.txt and corpus.txt, emitted
+// with loom.EmitStatic for host-x86_64-v3 and host-x86_64-v4 into cgo packages under
+// kernels/aot/gen, the package kernels/aot/all that links them, and kernels/aot/variants.bzl
+// for Bazel's loom_kernel rules.
+//
+// Usage: kernelgen [-dir DIR] [-check] [-aot]
 //
 // -check writes nothing and exits 1 when a generated file differs from what it would write.
 package main
@@ -42,8 +48,12 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("kernelgen", flag.ContinueOnError)
 	dir := fs.String("dir", ".", "the op library's directory (kernels/)")
 	check := fs.Bool("check", false, "report generated files that are not current instead of writing them")
+	aotMode := fs.Bool("aot", false, "write the shipped kernels (kernels/aot: manifest.txt and corpus.txt to gen/, all/, variants.bzl) instead of opcodes.go")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *aotMode {
+		return runAOT(*dir, *check, stdout)
 	}
 	files, err := filepath.Glob(filepath.Join(*dir, "*.loom"))
 	if err != nil {

@@ -26,8 +26,9 @@ func runModel(args []string) int {
 	seed := fs.Uint64("seed", 1, "seed of the random inputs given as name=shape:...")
 	showPlan := fs.Bool("plan", false, "print the compiled run plan: segments of Loom kernels, host steps and why")
 	timeout := fs.Duration("timeout", 0, "stop the run after this long, e.g. 30s (0: no limit); Ctrl-C stops it too")
+	showStats := fs.Bool("stats", false, "print the kernel cache's counts: shipped kernels, JIT compilations, ops that fell back to the host")
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: loom run MODEL [name=FILE.npy | name=shape:2x3x4 | name=value:V]... [-o DIR] [--plan] [--timeout D]")
+		fmt.Fprintln(os.Stderr, "usage: loom run MODEL [name=FILE.npy | name=shape:2x3x4 | name=value:V]... [-o DIR] [--plan] [--stats] [--timeout D]")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterleaved(fs, args)
@@ -67,6 +68,9 @@ func runModel(args []string) int {
 	}
 	if *showPlan {
 		printPlans(s.ExecutionPlans())
+	}
+	if *showStats {
+		printStats(s.CacheStats())
 	}
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		fmt.Fprintf(os.Stderr, "loom run: %v\n", err)
@@ -254,5 +258,17 @@ func printPlans(plans []session.PlanReport) {
 		for _, h := range p.HostSteps {
 			fmt.Printf("  host %s (%s): %s\n", h.Node, h.OpType, h.Reason)
 		}
+	}
+}
+
+// printStats prints where the run's kernels came from (see session.CacheStats).
+func printStats(st session.CacheStats) {
+	misses := st.Warmup.Misses + st.Run.Misses
+	shipped := st.Warmup.Shipped + st.Run.Shipped
+	compiles := st.Warmup.Compiles + st.Run.Compiles
+	fmt.Printf("kernels: %d loaded: %d shipped, %d from the JIT (%d compiled, %d from its disk cache); %d op runs fell back to the host (kernel not shipped)\n",
+		misses, shipped, misses-shipped, compiles, misses-shipped-compiles, st.NotShipped)
+	if st.JITUnavailable != "" {
+		fmt.Printf("kernels: the JIT is unavailable: %s\n", st.JITUnavailable)
 	}
 }

@@ -1,0 +1,167 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/loomrt/loom/go/loom"
+	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/kernels/aot"
+	_ "github.com/loomrt/loom/kernels/aot/all" // the shipped variants (see kernels/aot)
+)
+
+// Shipped kernels: the op library's variants compiled ahead of time into the binary
+// (kernels/aot). A request whose static content key (source, symbol, configuration, target)
+// names a shipped variant loads it as a static host module, with no C compiler; any other
+// request goes to the JIT (on a v4 machine, a variant shipped only for v3 is compiled for v4
+// when the JIT works, and used as it is when it does not). Without a C compiler the JIT is unavailable: the kernel cache says
+// so once (CacheStats.JITUnavailable) and the planners' callers run an op whose kernels are not
+// all shipped as its host function, with the placement reason saying why (servable).
+// LOOM_AOT=off ignores the shipped variants (everything goes to the JIT).
+
+var aotOff = os.Getenv("LOOM_AOT") == "off"
+
+// shippedState is a shipped variant's parsed metadata and registration, done once a process.
+type shippedState struct {
+	once sync.Once
+	art  *loom.Artifact
+	err  error
+}
+
+var shippedStates sync.Map // *aot.Variant -> *shippedState
+
+// lookupShipped returns the shipped variant that is exactly src compiled for target.
+func lookupShipped(src KernelSource, target loom.Target) *aot.Variant {
+	if aotOff || target.Kind != loom.TargetHost {
+		return nil
+	}
+	key, err := loom.StaticKey(src, target)
+	if err != nil {
+		return nil
+	}
+	v, _ := aot.Lookup(key)
+	return v
+}
+
+// lookupShippedBelow returns a shipped variant of src for a lower x86-64 level than target's
+// (the v3 code on a v4 machine), which the shim runs there: the fallback when the exact
+// variant is not shipped and the JIT is unavailable.
+func lookupShippedBelow(src KernelSource, target loom.Target) *aot.Variant {
+	if target.Kind != loom.TargetHost || target.Arch != "x86_64" || target.Level != "v4" {
+		return nil
+	}
+	lower, err := loom.ParseTarget("host-x86_64-v3")
+	if err != nil {
+		return nil
+	}
+	return lookupShipped(src, lower)
+}
+
+// shippedArtifact registers v's module with the shim and returns its artifact.
+func shippedArtifact(v *aot.Variant) (*loom.Artifact, error) {
+	st, _ := shippedStates.LoadOrStore(v, &shippedState{})
+	s := st.(*shippedState)
+	s.once.Do(func() {
+		var md loom.StaticMetadata
+		if err := json.Unmarshal([]byte(v.Metadata), &md); err != nil || md.Artifact == nil {
+			s.err = fmt.Errorf("shipped kernel %s: bad metadata: %v", v.Module, err)
+			return
+		}
+		entries, n := v.Entries()
+		if err := native.RegisterHostModule(v.Module, v.Target, entries, n); err != nil {
+			s.err = err
+			return
+		}
+		s.art = md.Artifact
+	})
+	return s.art, s.err
+}
+
+// jit reports (once per kernel cache) whether comp can compile at run time.
+func (c *kernelCache) jit(comp Compiler) error {
+	if !c.jitChecked {
+		c.jitChecked = true
+		c.jitErr = comp.Loom.JIT(comp.Target)
+	}
+	return c.jitErr
+}
+
+// jitUnavailable is why the JIT cannot compile, once known ("" when it can or was not needed).
+func (c *kernelCache) jitUnavailable() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.jitErr != nil {
+		return c.jitErr.Error()
+	}
+	return ""
+}
+
+// servable says why the calls cannot run here ("" when they can): a kernel that is neither
+// shipped nor compilable (the JIT is unavailable). Callers run the op's host function instead.
+func (c *kernelCache) servable(ctx *ModelContext, calls []kernelCall) string {
+	for _, call := range calls {
+		c.mu.Lock()
+		_, loaded := c.kernels[kernelCacheKey(call.file, call.symbol, call.config)]
+		c.mu.Unlock()
+		if loaded {
+			continue
+		}
+		comp, err := ctx.Compiler()
+		if err != nil {
+			return "" // the kernel cache reports it
+		}
+		c.mu.Lock()
+		jerr := c.jit(comp)
+		c.mu.Unlock()
+		if jerr == nil {
+			return ""
+		}
+		src, err := kernelSource(call.file, call.symbol, call.config)
+		if err != nil {
+			return ""
+		}
+		if lookupShipped(src, comp.Target) == nil && lookupShippedBelow(src, comp.Target) == nil {
+			c.mu.Lock()
+			c.notShipped++
+			c.mu.Unlock()
+			return fmt.Sprintf("host: kernel %s is not shipped in this binary and the JIT is unavailable (%v)", call.describe(), jerr)
+		}
+	}
+	return ""
+}
+
+// recordKernels appends every kernel a cache loads to $LOOM_RECORD_KERNELS, one line
+// "file symbol K=V,..." each: the corpus tools/cmd/kernelgen -aot ships (kernels/aot/corpus.txt).
+var recordKernels = struct {
+	once sync.Once
+	mu   sync.Mutex
+	f    *os.File
+}{}
+
+func recordKernel(file, symbol string, config map[string]string) {
+	path := os.Getenv("LOOM_RECORD_KERNELS")
+	if path == "" {
+		return
+	}
+	r := &recordKernels
+	r.once.Do(func() { r.f, _ = os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644) })
+	if r.f == nil {
+		return
+	}
+	keys := make([]string, 0, len(config))
+	for k, v := range config {
+		keys = append(keys, k+"="+v)
+	}
+	sort.Strings(keys)
+	line := file + " " + symbol
+	if len(keys) > 0 {
+		line += " " + strings.Join(keys, ",")
+	}
+	r.mu.Lock()
+	fmt.Fprintln(r.f, line)
+	r.mu.Unlock()
+}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+// TestShippedKernelsAreCurrent regenerates the shipped kernels (kernels/aot) in memory and
+// compares them with the checked-in files: CI fails, naming the command to run, when the
+// manifest, the corpus, a .loom source or the compiler changed without `go generate`.
+func TestShippedKernelsAreCurrent(t *testing.T) {
+	if err := run([]string{"-aot", "-check", "-dir", "../../../kernels"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestManifestAlternativesExpand(t *testing.T) {
+	vs, err := parseVariantList("test", strings.NewReader("a.loom k OP={0..2},B={x,y},C=1 # comment\n\n# only a comment\nb.loom j\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 7 {
+		t.Fatalf("got %d variants, want 7", len(vs))
+	}
+	if got := vs[5].id(); got != "a.loom k B=y,C=1,OP=2" {
+		t.Errorf("variant 5 is %q", got)
+	}
+	if got := vs[6].id(); got != "b.loom j " {
+		t.Errorf("variant 6 is %q", got)
+	}
+}
