@@ -388,20 +388,9 @@ func renderPackage(pkg string, es []emitted) (map[string][]byte, error) {
 	fmt.Fprintf(&g, "\t\tp := C.%s(C.int(i), &n)\n\t\treturn unsafe.Pointer(p), int(n)\n\t}\n}\n\n", accessor)
 	g.WriteString("func init() {\n\taot.Register([]aot.Variant{\n")
 	for i, e := range es {
-		keys := make([]string, 0, len(e.v.config))
-		for k := range e.v.config {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var cfg strings.Builder
-		for j, k := range keys {
-			if j > 0 {
-				cfg.WriteString(", ")
-			}
-			fmt.Fprintf(&cfg, "%q: %q", k, e.v.config[k])
-		}
+		cfg := goMapBody(e.v.config)
 		fmt.Fprintf(&g, "\t\t{File: %q, Symbol: %q, Config: map[string]string{%s}, Target: %q,\n\t\t\tKey: %q, Module: %q, Entries: entries(%d),\n\t\t\tMetadata: %s},\n",
-			e.v.file, e.v.symbol, cfg.String(), e.target, e.key, e.module, i, strconv.Quote(e.meta))
+			e.v.file, e.v.symbol, cfg, e.target, e.key, e.module, i, strconv.Quote(e.meta))
 	}
 	g.WriteString("\t})\n}\n")
 	src, err := format.Source(g.Bytes())
@@ -431,20 +420,9 @@ func renderBzl(es []emitted) []byte {
 	b.WriteString("# The op library's shipped kernel variants (kernels/aot/manifest.txt and corpus.txt), for\n# loom_aot_kernels in //tools:defs.bzl.\n")
 	b.WriteString("LOOM_AOT_VARIANTS = [\n")
 	for _, e := range sorted {
-		keys := make([]string, 0, len(e.v.config))
-		for k := range e.v.config {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var cfg strings.Builder
-		for j, k := range keys {
-			if j > 0 {
-				cfg.WriteString(", ")
-			}
-			fmt.Fprintf(&cfg, "%q: %q", k, e.v.config[k])
-		}
+		cfg := goMapBody(e.v.config)
 		fmt.Fprintf(&b, "    struct(name = %q, src = %q, symbol = %q, config = {%s}, target = %q, module = %q, package = %q),\n",
-			strings.TrimSuffix(e.cfile, ".c")+"_"+e.target[strings.LastIndex(e.target, "-")+1:], e.v.file, e.v.symbol, cfg.String(), e.target, e.module, e.pkg)
+			strings.TrimSuffix(e.cfile, ".c")+"_"+e.target[strings.LastIndex(e.target, "-")+1:], e.v.file, e.v.symbol, cfg, e.target, e.module, e.pkg)
 	}
 	b.WriteString("]\n")
 	return b.Bytes()
@@ -543,4 +521,22 @@ func renderAllBuild(pkgs []string) []byte {
 	}
 	b.WriteString("    ],\n)\n")
 	return b.Bytes()
+}
+
+// goMapBody spells a configuration as the body of a Go (or Starlark) map literal, keys sorted:
+// "K": "v", "L": "w".
+func goMapBody(config map[string]string) string {
+	keys := make([]string, 0, len(config))
+	for k := range config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for j, k := range keys {
+		if j > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q: %q", k, config[k])
+	}
+	return b.String()
 }
