@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -10,6 +11,11 @@ import (
 // compares them with the checked-in files: CI fails, naming the command to run, when the
 // manifest, the corpus, a .loom source or the compiler changed without `go generate`.
 func TestShippedKernelsAreCurrent(t *testing.T) {
+	if os.Getenv("TEST_SRCDIR") != "" {
+		// Bazel's sandbox holds kernels/aot's packages one by one, not the tree the check walks;
+		// the go.work run of this test (tools/test) checks it.
+		t.Skip("checked by `go test ./tools/cmd/kernelgen` through go.work")
+	}
 	if err := run([]string{"-aot", "-check", "-dir", "../../../kernels"}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
