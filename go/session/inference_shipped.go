@@ -103,6 +103,12 @@ func (c *kernelCache) jitUnavailable() string {
 // servable says why the calls cannot run here ("" when they can): a kernel that is neither
 // shipped nor compilable (the JIT is unavailable). Callers run the op's host function instead.
 func (c *kernelCache) servable(ctx *ModelContext, calls []kernelCall) string {
+	c.mu.Lock()
+	compiles := c.jitChecked && c.jitErr == nil
+	c.mu.Unlock()
+	if compiles { // the JIT serves whatever is not shipped: nothing to look up
+		return ""
+	}
 	for _, call := range calls {
 		c.mu.Lock()
 		_, loaded := c.kernels[kernelCacheKey(call.file, call.symbol, call.config)]
