@@ -73,13 +73,13 @@ func (s *InferenceSession) detachOutputs(outs []Tensor, fed map[string]Tensor) (
 func (s *InferenceSession) detach(t Tensor, fed map[string]Tensor) (_ Tensor, changed bool, _ error) {
 	if t.box != nil {
 		var elems []Tensor // copied on the first element that changes
-		for j, e := range t.box.elems {
+		for j, e := range t.seqElems() {
 			d, ch, err := s.detach(e, fed)
 			if err != nil {
 				return Tensor{}, false, err
 			}
 			if ch && elems == nil {
-				elems = slices.Clone(t.box.elems)
+				elems = slices.Clone(t.seqElems())
 			}
 			if elems != nil {
 				elems[j] = d
@@ -88,8 +88,7 @@ func (s *InferenceSession) detach(t Tensor, fed map[string]Tensor) (_ Tensor, ch
 		if elems == nil {
 			return t, false, nil
 		}
-		t.box = &composite{kind: t.box.kind, elems: elems}
-		return t, true, nil
+		return withElems(t, elems), true, nil
 	}
 	r, ok := dataRange(t)
 	if !ok || !s.aliases(r, fed) {
@@ -108,7 +107,7 @@ func (s *InferenceSession) aliases(r memRange, fed map[string]Tensor) bool {
 	for _, in := range fed {
 		ins := []Tensor{in}
 		if in.box != nil {
-			ins = in.box.elems
+			ins = in.seqElems()
 		}
 		for _, t := range ins {
 			if ir, ok := dataRange(t); ok && ir.overlaps(r) {

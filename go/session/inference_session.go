@@ -518,7 +518,7 @@ func (s *InferenceSession) checkInputs(inputs []NamedValue) (map[string]Tensor, 
 		if !in.Value.IsValid() {
 			return nil, newError(op, ErrInvalidArgument, "input %q: empty value (the zero Tensor or Value)", in.Name)
 		}
-		fed[in.Name] = in.Value.t
+		fed[in.Name] = in.Value.contents()
 	}
 	matched := 0 // fed names that are graph inputs
 	for _, meta := range s.inputs {

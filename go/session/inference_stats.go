@@ -327,7 +327,7 @@ func warmupValue(m IOMeta, t Tensor) Value {
 	if m.Kind == ValueOptional {
 		v = optOf(t.dtype, &v)
 	}
-	return Value{t: v}
+	return TensorValue(v)
 }
 
 // declaredShape is m's shape when every dimension is known.

@@ -37,7 +37,7 @@ func boolUnary(f func(float64, *graph.Node) bool) opFunc {
 		for i, x := range v {
 			out[i] = f(x, n)
 		}
-		return []Tensor{{dtype: graph.Bool, shape: append([]int64{}, in[0].shape...), data: out}}, nil
+		return []Tensor{raw(graph.Bool, append([]int64{}, in[0].shape...), out)}, nil
 	}
 }
 
@@ -113,7 +113,7 @@ func int64Binary(a, b Tensor, shape []int64, ia, ib []int, n *graph.Node, f func
 			out[i] = int64(f(float64(x), float64(y), graph.Int64, n))
 		}
 	}
-	return Tensor{dtype: graph.Int64, shape: shape, data: out}, nil
+	return raw(graph.Int64, shape, out), nil
 }
 
 func stringEqual(a, b Tensor) (Tensor, error) {
@@ -128,7 +128,7 @@ func stringEqual(a, b Tensor) (Tensor, error) {
 	for i := range out {
 		out[i] = av[ia[i]] == bv[ib[i]]
 	}
-	return Tensor{dtype: graph.Bool, shape: shape, data: out}, nil
+	return raw(graph.Bool, shape, out), nil
 }
 
 func isInt(dt DType) bool { return dt.IsInteger() }

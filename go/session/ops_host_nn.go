@@ -588,7 +588,7 @@ func (rc *runCtx) controlFlow(n *graph.Node, in []Tensor, sc *scope) ([]Tensor, 
 			}
 			inner := &scope{vals: map[string]Tensor{}, parent: sc}
 			inner.vals[g.Inputs[0].Name] = i64Tensor(nil, []int64{it})
-			inner.vals[g.Inputs[1].Name] = Tensor{dtype: graph.Bool, shape: nil, data: []bool{cond}}
+			inner.vals[g.Inputs[1].Name] = raw(graph.Bool, nil, []bool{cond})
 			for i, t := range carried {
 				inner.vals[g.Inputs[2+i].Name] = t
 			}

@@ -13,7 +13,7 @@ import (
 // computing an index map and gathering.
 
 func i64Tensor(shape []int64, v []int64) Tensor {
-	return Tensor{dtype: graph.Int64, shape: shape, data: v}
+	return raw(graph.Int64, shape, v)
 }
 
 // axesOf reads axes from an attribute (before opset since) or the input at index i.
@@ -51,7 +51,7 @@ func init() {
 		for i := range mask {
 			mask[i] = true
 		}
-		return []Tensor{in[0], {dtype: graph.Bool, shape: in[0].Shape(), data: mask}}, nil
+		return []Tensor{in[0], raw(graph.Bool, in[0].Shape(), mask)}, nil
 	}
 	hostOps["Constant"] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 		gt, err := graph.ConstantValue(n)
@@ -363,7 +363,7 @@ func init() {
 	}
 	hostOps["ConstantOfShape"] = func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 		shape := in[0].int64s()
-		val := Tensor{dtype: graph.Float, shape: []int64{1}, data: []float32{0}}
+		val := raw(graph.Float, []int64{1}, []float32{0})
 		if a := n.Attr("value"); a != nil && a.Tensor != nil {
 			t, err := FromGraphTensor(a.Tensor)
 			if err != nil {
@@ -433,7 +433,7 @@ func castTo(x Tensor, to DType) (Tensor, error) {
 				out[i] = strconv.FormatInt(int64(v[i]), 10)
 			}
 		}
-		return Tensor{dtype: graph.String, shape: x.Shape(), data: out}, nil
+		return raw(graph.String, x.Shape(), out), nil
 	}
 	if x.dtype == graph.String {
 		s := x.data.([]string)

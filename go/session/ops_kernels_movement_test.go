@@ -213,7 +213,7 @@ func TestKernelGatherOutOfRange(t *testing.T) {
 // TestKernelMovementDeclines checks the cases the movement planners leave to the host.
 func TestKernelMovementDeclines(t *testing.T) {
 	r := movementRand{inferRand()}
-	strs := Tensor{dtype: graph.String, shape: []int64{2}, data: []string{"a", "b"}}
+	strs := raw(graph.String, []int64{2}, []string{"a", "b"})
 	for _, c := range []struct {
 		name    string
 		planner kernelPlanner

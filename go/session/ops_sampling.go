@@ -744,5 +744,5 @@ func dropoutTraining(n *graph.Node, in []Tensor) ([]Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []Tensor{y, {dtype: graph.Bool, shape: append([]int64{}, x.shape...), data: mask}}, nil
+	return []Tensor{y, raw(graph.Bool, append([]int64{}, x.shape...), mask)}, nil
 }

@@ -301,8 +301,8 @@ func opOptional(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 // (opset 18 accepts those), false for none and for an omitted input.
 func opOptionalHasElement(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 	v := optional(in, 0)
-	has := v.IsValid() && (!v.isOpt() || len(v.box.elems) > 0)
-	return []Tensor{{dtype: graph.Bool, data: []bool{has}}}, nil
+	has := v.IsValid() && (!v.isOpt() || len(v.seqElems()) > 0)
+	return []Tensor{raw(graph.Bool, nil, []bool{has})}, nil
 }
 
 // opOptionalGetElement returns what an optional holds, and a tensor or sequence as it is.
@@ -313,10 +313,10 @@ func opOptionalGetElement(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, err
 		return nil, fmt.Errorf("the input is missing")
 	case !v.isOpt():
 		return []Tensor{v}, nil
-	case len(v.box.elems) == 0:
+	case len(v.seqElems()) == 0:
 		return nil, fmt.Errorf("the optional is empty")
 	}
-	return []Tensor{v.box.elems[0]}, nil
+	return []Tensor{v.seqElems()[0]}, nil
 }
 
 // sequenceMap runs n's body once per element of the input sequence: sequence inputs bind their

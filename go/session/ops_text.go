@@ -60,7 +60,7 @@ func opStringNormalizer(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error
 	if len(x.shape) == 2 {
 		shape = []int64{1, int64(len(out))}
 	}
-	return []Tensor{{dtype: graph.String, shape: shape, data: out}}, nil
+	return []Tensor{raw(graph.String, shape, out)}, nil
 }
 
 func opTfIdfVectorizer(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {

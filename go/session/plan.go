@@ -883,94 +883,6 @@ func (t *planTemplate) view(inst *planInstance, r planRef) Tensor {
 	return viewBytes(r.dtype, r.shape, inst.mem[s.offset:s.offset+s.bytes])
 }
 
-// viewBytes is a tensor whose elements are b (not copied).
-func viewBytes(dtype DType, shape []int64, b []byte) Tensor {
-	t := Tensor{dtype: dtype, shape: shape}
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	} else {
-		p = unsafe.Pointer(&zeroElement)
-	}
-	n := int(dtype.ByteSize(1))
-	count := 0
-	if n > 0 {
-		count = len(b) / n
-	}
-	switch dtype {
-	case graph.Float:
-		t.data = unsafe.Slice((*float32)(p), count)
-	case graph.Double:
-		t.data = unsafe.Slice((*float64)(p), count)
-	case graph.Float16:
-		t.data = unsafe.Slice((*Float16)(p), count)
-	case graph.BFloat16:
-		t.data = unsafe.Slice((*BFloat16)(p), count)
-	case graph.Int8:
-		t.data = unsafe.Slice((*int8)(p), count)
-	case graph.Int16:
-		t.data = unsafe.Slice((*int16)(p), count)
-	case graph.Int32:
-		t.data = unsafe.Slice((*int32)(p), count)
-	case graph.Int64:
-		t.data = unsafe.Slice((*int64)(p), count)
-	case graph.Uint8:
-		t.data = unsafe.Slice((*uint8)(p), count)
-	case graph.Uint16:
-		t.data = unsafe.Slice((*uint16)(p), count)
-	case graph.Uint32:
-		t.data = unsafe.Slice((*uint32)(p), count)
-	case graph.Uint64:
-		t.data = unsafe.Slice((*uint64)(p), count)
-	case graph.Bool:
-		t.data = unsafe.Slice((*bool)(p), count)
-	}
-	return t
-}
-
-// zeroElement backs the views of empty slots (a non-nil, empty slice).
-var zeroElement [8]byte
-
-// copyOut is a caller-owned copy of a tensor.
-func copyOut(v Tensor) (Tensor, error) {
-	if v.dtype == graph.String {
-		return Tensor{dtype: v.dtype, shape: append([]int64{}, v.shape...), data: append([]string{}, v.data.([]string)...)}, nil
-	}
-	// Cloning (rather than zeroing a new slice and copying) writes each byte once.
-	out := Tensor{dtype: v.dtype, shape: append([]int64{}, v.shape...)}
-	switch d := v.data.(type) {
-	case []float32:
-		out.data = slices.Clone(d)
-	case []float64:
-		out.data = slices.Clone(d)
-	case []Float16:
-		out.data = slices.Clone(d)
-	case []BFloat16:
-		out.data = slices.Clone(d)
-	case []int8:
-		out.data = slices.Clone(d)
-	case []int16:
-		out.data = slices.Clone(d)
-	case []int32:
-		out.data = slices.Clone(d)
-	case []int64:
-		out.data = slices.Clone(d)
-	case []uint8:
-		out.data = slices.Clone(d)
-	case []uint16:
-		out.data = slices.Clone(d)
-	case []uint32:
-		out.data = slices.Clone(d)
-	case []uint64:
-		out.data = slices.Clone(d)
-	case []bool:
-		out.data = slices.Clone(d)
-	default:
-		return Tensor{}, fmt.Errorf("cannot copy a %s tensor", v.dtype)
-	}
-	return out, nil
-}
-
 // threadTuner chooses how many threads run a segment when the session has several: a small
 // graph can run slower on two threads than on one (handing its small grids to another thread
 // costs more than it saves), and only timing says where that line lies on a given machine.
@@ -1156,7 +1068,7 @@ func (t *planTemplate) checkBound(s *InferenceSession, into []Tensor) error {
 		r := t.outputs[i]
 		if o.dtype != r.dtype || !slices.Equal(o.shape, r.shape) {
 			return newError("RunInto", ErrInvalidArgument, "output %q: the bound tensor is %s, the run produces %s",
-				s.outputs[i].Name, describeTensor(o), describeTensor(Tensor{dtype: r.dtype, shape: r.shape}))
+				s.outputs[i].Name, describeTensor(o), describeTensor(raw(r.dtype, r.shape, nil)))
 		}
 	}
 	return nil
@@ -1714,7 +1626,7 @@ func (s *InferenceSession) tracePlan(rc *runCtx, key string, fed map[string]Tens
 		if d {
 			kept = make([]Tensor, len(out))
 			for j, o := range out {
-				kept[j] = Tensor{dtype: o.dtype, shape: o.shape, box: o.box}
+				kept[j] = o.meta()
 			}
 			for _, name := range n.Outputs {
 				if name != "" {
