@@ -227,12 +227,14 @@ type InferenceSession struct {
 	model    *graph.Model
 	ownModel bool
 	provider ExecutionProvider // the provider actually used
-	fallback []FallbackEntry
 	options  map[string]string
 	inputs   []IOMeta
 	outputs  []IOMeta
 	weights  map[string]Tensor
 	opset    int64
+
+	// placements are where every node (subgraphs' too) runs, decided once (placement.go).
+	placements map[*graph.Node]placement
 
 	dev     *native.Device
 	ctx     *ModelContext
@@ -376,38 +378,12 @@ func backendOf(p ExecutionProvider) native.Backend {
 	return native.BackendHost
 }
 
-// chooseProvider settles the provider and, when it is not the requested one, records why for
-// every node.
+// chooseProvider settles the provider and places every node on it (placement.go); the
+// placements say, for the nodes that do not run on the requested provider, why.
 func (s *InferenceSession) chooseProvider(requested ExecutionProvider) error {
-	if requested == ProviderHost {
-		s.provider = ProviderHost
-		return nil
-	}
-	n, err := native.Devices(native.BackendCUDA)
-	var reason string
-	switch {
-	case err != nil:
-		reason = "CUDA unavailable: " + err.Error()
-	case n == 0:
-		reason = "CUDA driver present but no CUDA device"
-	}
-	if reason == "" {
-		s.provider = ProviderCUDA
-		// Host-natured ops (shape arithmetic, control flow) run on the host on every provider.
-		for _, nd := range s.model.Graph.Nodes {
-			if _, ok := kernelOps[nd.OpType]; !ok && nd.Domain == "" {
-				s.fallback = append(s.fallback, FallbackEntry{Node: nd.Name, Op: nd.OpType, Provider: ProviderHost,
-					Reason: "no Loom kernel for this op: it runs as a Go host function"})
-			}
-		}
-		return nil
-	}
-	s.provider = ProviderHost
-	if requested == ProviderCUDA {
-		for _, nd := range s.model.Graph.Nodes {
-			s.fallback = append(s.fallback, FallbackEntry{Node: nd.Name, Op: nd.OpType, Provider: ProviderHost, Reason: reason})
-		}
-	}
+	ep, runsOn := selectProvider(requested)
+	s.provider = runsOn
+	s.placements = placeGraph(s.model.Graph, ep)
 	return nil
 }
 
@@ -448,7 +424,7 @@ func (s *InferenceSession) Provider() ExecutionProvider { return s.provider }
 // ExecutionProviderFallbackReport lists the nodes that do not run on the requested provider,
 // with the reason; empty when everything runs where asked.
 func (s *InferenceSession) ExecutionProviderFallbackReport() []FallbackEntry {
-	return append([]FallbackEntry{}, s.fallback...)
+	return s.fallbackReport()
 }
 
 // SessionOptions returns the string options in effect (after defaults were filled in).

@@ -247,7 +247,7 @@ func (f *opFrame) end(variant, reason string, outs []Tensor, err error) {
 	rc.kernelVariant, rc.kernelReason = f.prevVariant, f.prevReason
 	if f.span.IsRecording() {
 		if variant == "" {
-			variant, reason = deriveVariant(f.node, f.in, kernels, planVariant, planReason)
+			variant, reason = deriveVariant(rc.s.placementOf(f.node), f.in, kernels, planVariant, planReason)
 		}
 		n := f.node
 		domain := n.Domain
@@ -275,9 +275,11 @@ func (rc *runCtx) noteKernel(file, symbol string, config map[string]string) {
 	}
 }
 
-// deriveVariant says what ran for node n on inputs in, and why: kernels are the Loom kernels
-// the op requested, planVariant and planReason what its last kernel plan noted.
-func deriveVariant(n *graph.Node, in []Tensor, kernels []string, planVariant, planReason string) (variant, reason string) {
+// deriveVariant says what ran for a node placed at pl on inputs in, and why: kernels are the
+// Loom kernels the op requested, planVariant and planReason what its last kernel plan noted.
+// A node no kernel may run has its placement's reason (placement.go); for the others the
+// reason refines the placement with what the run found.
+func deriveVariant(pl placement, in []Tensor, kernels []string, planVariant, planReason string) (variant, reason string) {
 	if len(kernels) > 0 {
 		variant = "loom:" + strings.Join(kernels, " + ")
 	} else if planVariant != "" {
@@ -289,11 +291,8 @@ func deriveVariant(n *graph.Node, in []Tensor, kernels []string, planVariant, pl
 		}
 		return variant, planReason
 	}
-	switch {
-	case hasSubgraph(n):
-		return variantHost, "host: control flow runs on the host; its body's ops are child spans"
-	case !mayRunKernel(n):
-		return variantHost, "host: no Loom kernel for " + n.OpType
+	if !pl.kernel {
+		return variantHost, pl.hostReason()
 	}
 	var others []string
 	for _, t := range in {
@@ -310,16 +309,6 @@ func deriveVariant(n *graph.Node, in []Tensor, kernels []string, planVariant, pl
 		}
 	}
 	return variantHost, "host: no Loom kernel covers " + describeInputs(in)
-}
-
-// mayRunKernel reports whether n's function can run Loom kernels: the ops with a kernel
-// planner and Loom's fused ops, which compose kernel-backed ops.
-func mayRunKernel(n *graph.Node) bool {
-	if n.Domain == graph.LoomDomain {
-		return true
-	}
-	_, ok := kernelPlanners[plannerKey(n)]
-	return ok
 }
 
 func describeInputs(in []Tensor) string {

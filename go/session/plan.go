@@ -104,6 +104,8 @@ type planTemplate struct {
 	// specialized are the inputs whose values the plan takes as fixed (part of its key).
 	specialized []string
 	aliases     int // nodes that only view their input
+	// nodes are the nodes the plan took, in order, with their placements (PlanReport.Nodes).
+	nodes []PlanNode
 	// bindIn[i] is the run memory (native.RunBinding.Arg) that input i's kernels read in
 	// place, or -1 when the input is copied into the arena; bindOut[j] the memory that output
 	// j's kernels write in place, or -1 when the output is copied out (see planBindings).
@@ -341,10 +343,12 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 				}
 			}
 			t.folded++
+			t.nodes = append(t.nodes, s.planNodeOf(n, PlanFolded, ""))
 			return ""
 		}
 		if n.OpType == "If" && onnxDomain(n) && step.in[0].fixed && step.in[0].static.IsValid() {
 			if why := inlineIf(n, step.in[0].static, tn); why == "" {
+				t.nodes = append(t.nodes, s.planNodeOf(n, PlanInlined, ""))
 				return ""
 			}
 		}
@@ -360,6 +364,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			o := tn.out[0]
 			refs[n.Outputs[0]] = planRef{slot: step.in[0].slot, dtype: o.dtype, shape: append([]int64{}, o.shape...)}
 			t.aliases++
+			t.nodes = append(t.nodes, s.planNodeOf(n, PlanAlias, ""))
 			return ""
 		}
 		step.out = make([]planRef, len(n.Outputs))
@@ -378,8 +383,10 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			step.out[j] = r
 			refs[name] = r
 		}
-		step.kind, step.reason = hostStep, "host: no Loom kernel for this op"
-		if planner, ok := kernelPlanners[plannerKey(n)]; ok {
+		// The node's placement (placement.go) says whether a kernel planner may run it.
+		pl := s.placementOf(n)
+		step.kind, step.reason = hostStep, pl.hostReason()
+		if planner, ok := kernelPlanners[plannerKey(n)]; ok && pl.kernel {
 			infos := make([]valueInfo, len(step.in))
 			for j, r := range step.in {
 				if n.Inputs[j] == "" {
@@ -427,6 +434,11 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			step.fn = fn
 		}
 		t.steps = append(t.steps, step)
+		kind := PlanHost
+		if step.kind == kernelStep {
+			kind = PlanKernel
+		}
+		t.nodes = append(t.nodes, s.planNodeOf(n, kind, step.reason))
 		return ""
 	}
 	// inlineIf adds the traced nodes of the branch an If with a fixed condition took, and
@@ -1675,6 +1687,10 @@ type PlanReport struct {
 	// values of one run (several runs at once use one arena each).
 	KernelSteps int
 	ArenaBytes  int64
+	// Nodes lists every node the plan took, in order (an inlined If after its branch's
+	// nodes): where its placement, decided once when the session was built, puts it, and
+	// what the plan made of it.
+	Nodes []PlanNode
 }
 
 // PlanHostStep is a node of a plan that runs on the host, and why.
@@ -1694,6 +1710,7 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 		if t := e.template; t != nil {
 			r.Folded, r.Aliases, r.Inlined, r.ArenaBytes = t.folded, t.aliases, t.inlined, t.arenaBytes
 			r.Specialized = append([]string{}, t.specialized...)
+			r.Nodes = append([]PlanNode{}, t.nodes...)
 			for _, st := range t.steps {
 				if st.kind == kernelStep {
 					r.KernelSteps++

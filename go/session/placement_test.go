@@ -1,0 +1,223 @@
+package session
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/graph/opt"
+)
+
+// placementCase is a model whose nodes cover the placements: kernel ops, ops without a kernel,
+// a kernel op whose inputs no kernel covers, control flow and subgraph nodes.
+type placementCase struct {
+	name  string
+	model func(t *testing.T) *graph.Model
+	feeds func(t *testing.T) []NamedTensor
+}
+
+func placementCases() []placementCase {
+	rnd := inferRand()
+	const l = 4
+	k, w, x := randomF32(rnd, l), randomF32(rnd, l), randomF32(rnd, l)
+	return []placementCase{
+		{"mixed", func(t *testing.T) *graph.Model { return mixedModel(t) },
+			func(t *testing.T) []NamedTensor { return mixedFeeds(t, 5) }},
+		{"loop", func(t *testing.T) *graph.Model { return loopModel(t, k, w) },
+			func(*testing.T) []NamedTensor {
+				return []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{3})}, {Name: "x", Tensor: MustTensor([]int64{l}, x)}}
+			}},
+		{"if", func(t *testing.T) *graph.Model { return ifModel(t, w) },
+			func(*testing.T) []NamedTensor {
+				return []NamedTensor{{Name: "c", Tensor: MustTensor([]int64{}, []bool{true})}, {Name: "x", Tensor: MustTensor([]int64{l}, x)}}
+			}},
+	}
+}
+
+// nodesByName maps the names of g's nodes and its subgraphs' to the nodes (the test models'
+// names are unique).
+func nodesByName(t *testing.T, g *graph.Graph) map[string]*graph.Node {
+	out := map[string]*graph.Node{}
+	g.Walk(func(sg *graph.Graph) {
+		for _, n := range sg.Nodes {
+			require.NotContains(t, out, n.Name, "node names are unique")
+			out[n.Name] = n
+		}
+	})
+	return out
+}
+
+// TestPlacementAgreesAcrossReports checks that the placement decided when the session was
+// built is what every report says: the fallback report, the op spans' variant and reason
+// (for the nodes no kernel may run) under both executors, and the compiled plan's report.
+func TestPlacementAgreesAcrossReports(t *testing.T) {
+	for _, c := range placementCases() {
+		for _, executor := range traceExecutors {
+			t.Run(c.name+"/"+executor, func(t *testing.T) {
+				tp, rec := recordingProvider(t)
+				s, err := FromGraph(c.model(t), tracedOptions(tp, executor, WithOptimizationLevel(opt.LevelDisabled))...)
+				require.NoError(t, err)
+				defer s.Close()
+				g := s.Graph().Graph
+				nodes := nodesByName(t, g)
+
+				// Every node, subgraphs' too, was placed once, on the host provider's terms.
+				require.Len(t, s.placements, g.NodeCount())
+				for _, n := range nodes {
+					p, ok := s.placements[n]
+					require.True(t, ok, "node %q is placed", n.Name)
+					assert.Equal(t, hostEP{}.Capability(n), p, n.Name)
+					assert.Equal(t, ProviderHost, p.provider)
+					assert.Equal(t, kernelCapable(n) && !hostNatured(n), p.kernel, n.Name)
+					assert.Equal(t, p.kernel, p.reason == "", n.Name)
+					assert.Empty(t, p.fallback, "the host was asked for")
+				}
+				assert.Empty(t, s.ExecutionProviderFallbackReport())
+
+				feeds := c.feeds(t)
+				if executor == executorPlan { // the signature's first run builds the plan
+					_, err = s.Run(context.Background(), feeds)
+					require.NoError(t, err)
+				}
+				ctx, _ := parentContext(t, tp)
+				_, err = s.Run(ctx, feeds)
+				require.NoError(t, err)
+
+				// The spans of the nodes no kernel may run carry their placement's reason.
+				spans := 0
+				for _, sp := range rec.Ended() {
+					name := attrOf(sp, attrNode).AsString()
+					if sp.Name() == "loom.Run" || name == "" {
+						continue
+					}
+					spans++
+					n := nodes[name]
+					require.NotNil(t, n, "span of node %q", name)
+					p := s.placementOf(n)
+					variant, reason := attrOf(sp, attrVariant).AsString(), attrOf(sp, attrReason).AsString()
+					if !p.kernel {
+						assert.Equal(t, variantHost, variant, name)
+						assert.Equal(t, p.hostReason(), reason, name)
+						continue
+					}
+					// A node a kernel may run: the run refines its placement, never to a
+					// static reason.
+					assert.NotEmpty(t, reason, name)
+					if variant == variantHost {
+						assert.NotEqual(t, p.hostReason(), reason, name)
+					} else {
+						assert.True(t, strings.HasPrefix(variant, "loom:"), "%s: %s", name, variant)
+					}
+				}
+				assert.Positive(t, spans)
+
+				plans := s.ExecutionPlans()
+				if executor == executorInterpreter {
+					assert.Empty(t, plans)
+					return
+				}
+				require.Len(t, plans, 1)
+				r := plans[0]
+				require.True(t, r.Planned, r.Reason)
+				// PlanReport.Nodes takes every top-level node (and inlined branches' nodes)
+				// with its placement; host steps and kernel steps follow the placement.
+				covered := map[string]bool{}
+				kernels, hosts := 0, map[string]string{}
+				for _, pn := range r.Nodes {
+					n := nodes[pn.Node]
+					require.NotNil(t, n, pn.Node)
+					require.False(t, covered[pn.Node], "%s reported twice", pn.Node)
+					covered[pn.Node] = true
+					p := s.placementOf(n)
+					assert.Equal(t, n.OpType, pn.OpType)
+					assert.Equal(t, p.provider, pn.Provider, pn.Node)
+					assert.Equal(t, p.kernel, pn.Kernel, pn.Node)
+					assert.Equal(t, p.reason, pn.Placement, pn.Node)
+					switch pn.Step {
+					case PlanKernel:
+						kernels++
+						assert.True(t, p.kernel, "%s: a kernel step of a node placed on the host", pn.Node)
+					case PlanHost:
+						hosts[pn.Node] = pn.Reason
+						if !p.kernel {
+							assert.Equal(t, p.hostReason(), pn.Reason, pn.Node)
+						}
+					case PlanFolded, PlanAlias, PlanInlined:
+						assert.Empty(t, pn.Reason)
+					default:
+						t.Errorf("%s: step %q", pn.Node, pn.Step)
+					}
+				}
+				for _, n := range g.Nodes {
+					assert.True(t, covered[n.Name], "node %q is in PlanReport.Nodes", n.Name)
+				}
+				assert.Equal(t, r.KernelSteps, kernels)
+				require.Len(t, r.HostSteps, len(hosts))
+				for _, h := range r.HostSteps {
+					assert.Equal(t, hosts[h.Node], h.Reason, h.Node)
+				}
+			})
+		}
+	}
+}
+
+// TestPlacementCUDA checks the CUDA provider's placements, with a device and without one, and
+// that a session's fallback report is its placements'.
+func TestPlacementCUDA(t *testing.T) {
+	for _, c := range placementCases() {
+		t.Run(c.name, func(t *testing.T) {
+			m := c.model(t)
+			g := m.Graph
+			nodes := nodesByName(t, g)
+
+			avail := placeGraph(g, cudaEP{})
+			off := placeGraph(g, cudaEP{unavailable: "CUDA unavailable: no driver"})
+			for _, n := range nodes {
+				host := hostEP{}.Capability(n)
+				p := avail[n]
+				assert.Equal(t, host.kernel, p.kernel, n.Name)
+				assert.Equal(t, host.reason, p.reason, n.Name)
+				switch {
+				case hostNatured(n):
+					assert.Equal(t, ProviderHost, p.provider, n.Name)
+					assert.Equal(t, causeControlFlow, p.cause)
+					assert.Contains(t, p.fallback, "control flow", n.Name)
+				case !kernelCapable(n):
+					assert.Equal(t, ProviderHost, p.provider, n.Name)
+					assert.Equal(t, "no Loom kernel for this op: it runs as a Go host function", p.fallback, n.Name)
+				default:
+					assert.Equal(t, ProviderCUDA, p.provider, n.Name)
+					assert.Empty(t, p.fallback, n.Name)
+				}
+				q := off[n]
+				assert.Equal(t, ProviderHost, q.provider, n.Name)
+				assert.Equal(t, host.kernel, q.kernel, n.Name)
+				assert.Equal(t, host.reason, q.reason, n.Name)
+				assert.Equal(t, "CUDA unavailable: no driver", q.fallback, n.Name)
+			}
+
+			s, err := FromGraph(m, WithExecutionProvider(ProviderCUDA), WithOptimizationLevel(opt.LevelDisabled))
+			require.NoError(t, err)
+			defer s.Close()
+			want := []FallbackEntry{}
+			for _, n := range s.Graph().Graph.Nodes {
+				if p := s.placementOf(n); p.fallback != "" {
+					want = append(want, FallbackEntry{Node: n.Name, Op: n.OpType, Provider: p.provider, Reason: p.fallback})
+				}
+			}
+			assert.Equal(t, want, s.ExecutionProviderFallbackReport())
+			if s.Provider() == ProviderHost {
+				require.Len(t, want, len(s.Graph().Graph.Nodes), "without CUDA every node falls back")
+				for _, e := range want {
+					assert.Contains(t, e.Reason, "CUDA")
+				}
+			}
+			_, err = s.Run(context.Background(), c.feeds(t))
+			require.NoError(t, err)
+		})
+	}
+}
