@@ -26,6 +26,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ee7fe36c010d8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e034b60fc4428_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e035db472e504_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e092a6715edd2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0a3c2083de24_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0e181865afcb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1a695b7cf521_entries(uint32_t* count, const char** target);
@@ -43,6 +44,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4ac9465
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e50e36b093be1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5a831726f78d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e67118dece6bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e68446fed5303_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6b38e5b0f317_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7889b80beaff_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e78a7b4396847_entries(uint32_t* count, const char** target);
@@ -55,6 +57,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9146e4a
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e915f8c83b5df_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9897f1a7d9ec_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ea5b601df6bff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eadaa4f68ba49_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb1536a29b070_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb32c5d05bef7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb61783eaf1c2_entries(uint32_t* count, const char** target);
@@ -65,6 +68,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecd60a53
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecf6aeff85667_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ed4fb3813aa5c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2edb81f9e25fc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee0ea175addbc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8b6aa31989a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8bdf5770998_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eec83fc77c7f3_entries(uint32_t* count, const char** target);
@@ -146,6 +150,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ee7fe36c010d8_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e034b60fc4428_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e035db472e504_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e092a6715edd2_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0a3c2083de24_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0e181865afcb_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1a695b7cf521_entries,
@@ -163,6 +168,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e50e36b093be1_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5a831726f78d_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e67118dece6bd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e68446fed5303_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6b38e5b0f317_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7889b80beaff_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e78a7b4396847_entries,
@@ -175,6 +181,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e915f8c83b5df_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9897f1a7d9ec_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ea5b601df6bff_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eadaa4f68ba49_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb1536a29b070_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb32c5d05bef7_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb61783eaf1c2_entries,
@@ -185,6 +192,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecf6aeff85667_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ed4fb3813aa5c_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2edb81f9e25fc5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee0ea175addbc_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8b6aa31989a_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8bdf5770998_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eec83fc77c7f3_entries,

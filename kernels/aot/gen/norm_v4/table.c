@@ -61,7 +61,9 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaadccbe
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eabc365b2b2de_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ead0c7c93bbb5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eb9fe2a23c4bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf593108761f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf6958e996a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec059bf928f58_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec85c5097d7f6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed125665da379_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3ab08c45293_entries(uint32_t* count, const char** target);
@@ -69,6 +71,8 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3c13dc
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed7d71596f8c0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2edd0781d16ddb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee70e7ebdc793_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee76c721738e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef0539eba32a7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef21d4273a67f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef509d21c555c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2efaa0b6a448b5_entries(uint32_t* count, const char** target);
@@ -181,7 +185,9 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eabc365b2b2de_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ead0c7c93bbb5_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eb9fe2a23c4bc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf593108761f_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf6958e996a6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec059bf928f58_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec85c5097d7f6_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed125665da379_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3ab08c45293_entries,
@@ -189,6 +195,8 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed7d71596f8c0_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2edd0781d16ddb_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee70e7ebdc793_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee76c721738e0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef0539eba32a7_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef21d4273a67f_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef509d21c555c_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2efaa0b6a448b5_entries,
