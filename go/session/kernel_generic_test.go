@@ -131,6 +131,17 @@ func TestShapeGenericKernelsWithoutACompiler(t *testing.T) {
 	pow := graph.NewNode("n", "Pow", nil, []string{"y"})
 	cases = append(cases, genericCase{"pow_tensor_3x1x7_by_5x1", pow, 15, []Tensor{pos(3, 1, 7), f32(5, 1)}, nil, hostOps["Pow"]})
 
+	unshipped := runWithoutACompiler(t, rnd, cases)
+	require.Positive(t, unshipped, "no case picked a variant the corpus lacks")
+	t.Logf("%d of %d cases re-planned with shape-generic kernels", unshipped, len(cases))
+}
+
+// runWithoutACompiler runs each case as a one-node session (the caller has made the JIT
+// unavailable): three runs (the interpreter, then the compiled run plan), the later ones on
+// fresh random inputs, each compared with the host function; the node must run as Loom
+// kernels throughout. It returns how many cases' planners picked a variant this binary does
+// not ship.
+func runWithoutACompiler(t *testing.T, rnd *rand.Rand, cases []genericCase) int {
 	unshipped := 0
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -141,13 +152,7 @@ func TestShapeGenericKernelsWithoutACompiler(t *testing.T) {
 			for run := range 3 { // the interpreter, then the compiled run plan
 				if run > 0 { // fresh random values for the graph's inputs (positive ones stay positive)
 					for i := range feeds {
-						v := randomF32(rnd, numel(feeds[i].Tensor.shape))
-						if old, ok := feeds[i].Tensor.data.([]float32); ok && len(old) > 0 && slices.Min(old) > 0 {
-							for j := range v {
-								v[j] = float32(math.Abs(float64(v[j]))) + 0.1
-							}
-						}
-						feeds[i].Tensor = MustTensor(feeds[i].Tensor.shape, v)
+						feeds[i].Tensor = freshLike(rnd, feeds[i].Tensor)
 					}
 				}
 				in := append([]Tensor(nil), c.in...)
@@ -180,6 +185,39 @@ func TestShapeGenericKernelsWithoutACompiler(t *testing.T) {
 			require.Zero(t, st.Run.Compiles+st.Warmup.Compiles)
 		})
 	}
-	require.Positive(t, unshipped, "no case picked a variant the corpus lacks")
-	t.Logf("%d of %d cases re-planned with shape-generic kernels", unshipped, len(cases))
+	return unshipped
+}
+
+// freshLike is a tensor of t's type and shape with new random values (positive where t's
+// are all positive; small integers for integer types).
+func freshLike(rnd *rand.Rand, t Tensor) Tensor {
+	v := randomF32(rnd, numel(t.shape))
+	switch old := t.data.(type) {
+	case []float32:
+		if len(old) > 0 && slices.Min(old) > 0 {
+			for j := range v {
+				v[j] = float32(math.Abs(float64(v[j]))) + 0.1
+			}
+		}
+		return MustTensor(t.shape, v)
+	case []float64:
+		d := make([]float64, len(v))
+		for j := range v {
+			d[j] = float64(v[j])
+		}
+		return MustTensor(t.shape, d)
+	case []int32:
+		d := make([]int32, len(v))
+		for j := range v {
+			d[j] = int32(math.Round(float64(v[j]) * 3))
+		}
+		return MustTensor(t.shape, d)
+	case []int64:
+		d := make([]int64, len(v))
+		for j := range v {
+			d[j] = int64(math.Round(float64(v[j]) * 3))
+		}
+		return MustTensor(t.shape, d)
+	}
+	return t
 }
