@@ -103,6 +103,17 @@ func (c *kernelCache) jitUnavailable() string {
 // servable says why the calls cannot run here ("" when they can): a kernel that is neither
 // shipped nor compilable (the JIT is unavailable). Callers run the op's host function instead.
 func (c *kernelCache) servable(ctx *ModelContext, calls []kernelCall) string {
+	why := c.unservable(ctx, calls)
+	if why != "" {
+		c.mu.Lock()
+		c.notShipped++
+		c.mu.Unlock()
+	}
+	return why
+}
+
+// unservable is servable without counting the fallback (CacheStats.NotShipped).
+func (c *kernelCache) unservable(ctx *ModelContext, calls []kernelCall) string {
 	c.mu.Lock()
 	compiles := c.jitChecked && c.jitErr == nil
 	c.mu.Unlock()
@@ -131,9 +142,6 @@ func (c *kernelCache) servable(ctx *ModelContext, calls []kernelCall) string {
 			return ""
 		}
 		if lookupShipped(src, comp.Target) == nil && lookupShippedBelow(src, comp.Target) == nil {
-			c.mu.Lock()
-			c.notShipped++
-			c.mu.Unlock()
 			return fmt.Sprintf("host: kernel %s is not shipped in this binary and the JIT is unavailable (%v)", call.describe(), jerr)
 		}
 	}

@@ -177,7 +177,8 @@ func registerKernelOp(key string, planner kernelPlanner, fallback opFunc) {
 	planner = fitted(planner)
 	kernelPlanners[key] = planner
 	f := func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-		p, _, err := planner(n, rc.opset, infosOfStatic(in))
+		infos := infosOfStatic(in)
+		p, _, err := planner(n, rc.opset, infos)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +188,8 @@ func registerKernelOp(key string, planner kernelPlanner, fallback opFunc) {
 			}
 			return fallback(rc, n, in)
 		}
-		if why := rc.s.kernels.servable(rc.s.ctx, p.calls); why != "" && fallback != nil {
+		p, why := rc.s.kernels.servablePlan(rc.s.ctx, n, rc.opset, infos, p)
+		if why != "" && fallback != nil {
 			outs, err := fallback(rc, n, in)
 			rc.kernelVariant, rc.kernelReason = variantHost, why
 			return outs, err

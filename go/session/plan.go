@@ -404,7 +404,8 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			case p == nil:
 				step.reason = reason
 			default:
-				if why := s.kernels.servable(s.ctx, p.calls); why != "" {
+				p, why := s.kernels.servablePlan(s.ctx, n, s.opset, infos, p)
+				if why != "" {
 					step.reason = why // the op runs as its host function
 					break
 				}

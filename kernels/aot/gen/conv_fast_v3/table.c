@@ -44,6 +44,11 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpa
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea7018223b8e3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea95dab67b2c8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ee86cf2131295_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e0e60365d582a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e1a8b4b312280_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e1e3d7779f112_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e52f8d8fc883f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e97d8c1c394aa_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
@@ -86,6 +91,11 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea7018223b8e3_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea95dab67b2c8_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ee86cf2131295_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e0e60365d582a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e1a8b4b312280_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e1e3d7779f112_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e52f8d8fc883f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e97d8c1c394aa_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_conv_fast_v3_entries(int i, uint32_t* count) {

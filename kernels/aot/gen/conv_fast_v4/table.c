@@ -44,6 +44,11 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpa
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eeed58eded510_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2efbe9bd482f27_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2efe56215c5e0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e1cf054478c9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e22897881efa5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e483b23100b15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2eb76cff5094cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2efca7fb682c4e_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
@@ -86,6 +91,11 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eeed58eded510_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2efbe9bd482f27_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2efe56215c5e0c_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e1cf054478c9b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e22897881efa5_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e483b23100b15_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2eb76cff5094cc_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2efca7fb682c4e_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_conv_fast_v4_entries(int i, uint32_t* count) {

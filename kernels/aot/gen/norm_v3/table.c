@@ -26,6 +26,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ee7fe36c010d8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e034b60fc4428_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e035db472e504_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e092a6715edd2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0a3c2083de24_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0e181865afcb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1a695b7cf521_entries(uint32_t* count, const char** target);
@@ -43,6 +44,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4ac9465
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e50e36b093be1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5a831726f78d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e67118dece6bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e68446fed5303_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6b38e5b0f317_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7889b80beaff_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e78a7b4396847_entries(uint32_t* count, const char** target);
@@ -55,6 +57,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9146e4a
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e915f8c83b5df_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9897f1a7d9ec_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ea5b601df6bff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eadaa4f68ba49_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb1536a29b070_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb32c5d05bef7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb61783eaf1c2_entries(uint32_t* count, const char** target);
@@ -65,6 +68,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecd60a53
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecf6aeff85667_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ed4fb3813aa5c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2edb81f9e25fc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee0ea175addbc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8b6aa31989a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8bdf5770998_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eec83fc77c7f3_entries(uint32_t* count, const char** target);
@@ -76,45 +80,85 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e63c8dc6b0
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e6bbf2467d9e5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e945b2f46b829_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e973214add193_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0233fefd7291_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e07131b31d60e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e08c16bfd6cea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0cd33ea8d6cb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1242e57ed823_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e173db77eb2d3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d2e60d118f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d6906a88aba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e225eb448bc2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22c03988d515_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e255737fcb4d8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2627b7b48ca4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e29f3e3391e07_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ee580315bee_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2f1688f00cb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e330369155f61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e347ca9f9422f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e356bc3f9eab4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37de4643e663_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3aad33345bd8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3d6773aa0a34_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45e8d0ae5e50_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4869626ae8cc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a3384b7b32a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a5519dcc806_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c44d988721a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54d9274bc989_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e55313a79c536_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e591fa63ce486_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5bb41d06efae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6294749d7acf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e63031200f9e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e66024ee50814_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e670e0b9714c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6735f8ed4a50_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6962f8f588b2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6a497e8b42bf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6ef08c334aff_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fb2757d53ff_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7702f243206a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7817bee37b8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e79b96041eb68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a9194791a64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81510b02a3a1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e83fab28948f0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e845503f99e70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8662902dc088_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e869d99462c92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e87cdc513c689_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88605883ad2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8893e6dd39b7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b181ca34c57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9367c6bec943_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e94a5feff30d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e995ec67cc230_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9cfa37e2ef92_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f942c21de49_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fa0977dadd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea130adc0ba2d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea38bb658189b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea521db769b56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eacf42f669856_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb42f90309d7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb520b20873ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6af455875e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec5ca57475018_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc6e9e936865_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecd8795571770_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdc9c99ab29e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed0eb05341b80_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed7237dd63a29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed98ba7772104_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc7efc3600eb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee2dfac3ae5f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeab2ba5cc96a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeb91035efc6f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3ed0fc736e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4f2ac5b78c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef96ddd13ba03_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efcf502b8227e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e144ae8485f64_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e14dc321d0005_entries(uint32_t* count, const char** target);
@@ -146,6 +190,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ee7fe36c010d8_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e034b60fc4428_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e035db472e504_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e092a6715edd2_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0a3c2083de24_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0e181865afcb_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1a695b7cf521_entries,
@@ -163,6 +208,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e50e36b093be1_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5a831726f78d_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e67118dece6bd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e68446fed5303_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6b38e5b0f317_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7889b80beaff_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e78a7b4396847_entries,
@@ -175,6 +221,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e915f8c83b5df_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9897f1a7d9ec_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ea5b601df6bff_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eadaa4f68ba49_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb1536a29b070_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb32c5d05bef7_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb61783eaf1c2_entries,
@@ -185,6 +232,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecf6aeff85667_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ed4fb3813aa5c_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2edb81f9e25fc5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee0ea175addbc_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8b6aa31989a_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8bdf5770998_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eec83fc77c7f3_entries,
@@ -196,45 +244,85 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e6bbf2467d9e5_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e945b2f46b829_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e973214add193_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0233fefd7291_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e07131b31d60e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e08c16bfd6cea_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0cd33ea8d6cb_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1242e57ed823_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e173db77eb2d3_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d2e60d118f8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d6906a88aba_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e225eb448bc2d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22c03988d515_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e255737fcb4d8_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2627b7b48ca4_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e29f3e3391e07_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ee580315bee_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2f1688f00cb0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e330369155f61_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e347ca9f9422f_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e356bc3f9eab4_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37de4643e663_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3aad33345bd8_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3d6773aa0a34_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45e8d0ae5e50_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4869626ae8cc_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a3384b7b32a_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a5519dcc806_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c44d988721a_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54d9274bc989_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e55313a79c536_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e591fa63ce486_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5bb41d06efae_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6294749d7acf_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e63031200f9e5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e66024ee50814_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e670e0b9714c8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6735f8ed4a50_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6962f8f588b2_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6a497e8b42bf_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6ef08c334aff_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fb2757d53ff_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7702f243206a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7817bee37b8c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e79b96041eb68_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a9194791a64_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81510b02a3a1_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e83fab28948f0_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e845503f99e70_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8662902dc088_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e869d99462c92_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e87cdc513c689_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88605883ad2b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8893e6dd39b7_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b181ca34c57_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9367c6bec943_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e94a5feff30d9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e995ec67cc230_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9cfa37e2ef92_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f942c21de49_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fa0977dadd4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea130adc0ba2d_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea38bb658189b_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea521db769b56_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eacf42f669856_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb42f90309d7f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb520b20873ad_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6af455875e2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec5ca57475018_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc6e9e936865_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecd8795571770_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdc9c99ab29e_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed0eb05341b80_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed7237dd63a29_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed98ba7772104_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc7efc3600eb_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee2dfac3ae5f4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeab2ba5cc96a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeb91035efc6f_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3ed0fc736e1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4f2ac5b78c6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef96ddd13ba03_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efcf502b8227e_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e144ae8485f64_entries,
     loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e14dc321d0005_entries,

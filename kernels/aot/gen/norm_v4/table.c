@@ -61,7 +61,9 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaadccbe
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eabc365b2b2de_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ead0c7c93bbb5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eb9fe2a23c4bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf593108761f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf6958e996a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec059bf928f58_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec85c5097d7f6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed125665da379_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3ab08c45293_entries(uint32_t* count, const char** target);
@@ -69,6 +71,8 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3c13dc
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed7d71596f8c0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2edd0781d16ddb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee70e7ebdc793_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee76c721738e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef0539eba32a7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef21d4273a67f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef509d21c555c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2efaa0b6a448b5_entries(uint32_t* count, const char** target);
@@ -76,46 +80,86 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e111c751a4
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e195d2ff0bd08_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e958c6d9f55e9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ecbbf8ca1cd30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e03e333d41262_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e04713be7d32b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1365546d00d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1633ad0c5706_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1a689e0f4bc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ba009fac8b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e206954b62221_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e24889d820719_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e29870e12b7d4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2aad4857e542_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2b1df101f7b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2b611441c242_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2dc899460c4c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e970ca3b542_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2f5fc53ade55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3098c6922703_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3106a30b5c4a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36080de64071_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3ac85bfb7f19_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3daa2333dc08_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e411379c0dd33_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e427237fe8bae_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43e1861f57c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4684402504b2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ba16e40c7da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e565f0591cfab_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e59686a817064_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b2ebb4d23ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ce4060d1ebe_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d2c7416d44b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d41c7ce4594_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ee2a04e102c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e653cd1129334_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e755f49ba0c54_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7833270c024d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7888a1030a98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78c812817ebb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e79cf4c72b374_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8117967e4275_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e820af6e7d8fa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83ccf0c79657_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8684c69010dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e88ca90789c9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89a5bbd9476a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8edbf0bedaca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91b6a40cd965_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e960ce71e3c1b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e969b467e733a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96e3cf29bcb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e992fa73410ca_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a19d17b536b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a4898eca731_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9c30ee702cf4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea586bc8f1c9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5fc7e44686b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9d26ce794be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa4eb0a431b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac40b37d0464_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac762d65511e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb24f4a6bb33f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3daad38562b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebab136f3bfa5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdfaac9c2b83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf6205595cf5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebfee1c25ff72_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec67d5598943f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edb48fe8785c0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edbf4767399d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edcb92e2f5b1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edfcf1f1be510_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3583b698551_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3ce6ee215dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3d01f11ecc7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5e135f6be3b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee763d5f17382_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eec2cca24ea3a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef4edc44ef25_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefd08891a21b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efb7564f10b08_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc9bd52fc8c2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e18e9b8a5890a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e32c9658a7e3f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9fc7b3dbbcf8_entries(uint32_t* count, const char** target);
@@ -181,7 +225,9 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eabc365b2b2de_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ead0c7c93bbb5_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eb9fe2a23c4bc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf593108761f_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf6958e996a6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec059bf928f58_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec85c5097d7f6_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed125665da379_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3ab08c45293_entries,
@@ -189,6 +235,8 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed7d71596f8c0_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2edd0781d16ddb_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee70e7ebdc793_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee76c721738e0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef0539eba32a7_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef21d4273a67f_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef509d21c555c_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2efaa0b6a448b5_entries,
@@ -196,46 +244,86 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e195d2ff0bd08_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e958c6d9f55e9_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ecbbf8ca1cd30_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e03e333d41262_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e04713be7d32b_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1365546d00d6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1633ad0c5706_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1a689e0f4bc8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ba009fac8b4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e206954b62221_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e24889d820719_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e29870e12b7d4_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2aad4857e542_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2b1df101f7b3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2b611441c242_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2dc899460c4c_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e970ca3b542_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2f5fc53ade55_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3098c6922703_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3106a30b5c4a_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36080de64071_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3ac85bfb7f19_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3daa2333dc08_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e411379c0dd33_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e427237fe8bae_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43e1861f57c2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4684402504b2_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ba16e40c7da_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e565f0591cfab_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e59686a817064_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b2ebb4d23ed_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ce4060d1ebe_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d2c7416d44b_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d41c7ce4594_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ee2a04e102c_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e653cd1129334_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e755f49ba0c54_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7833270c024d_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7888a1030a98_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78c812817ebb_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e79cf4c72b374_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8117967e4275_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e820af6e7d8fa_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83ccf0c79657_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8684c69010dc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e88ca90789c9a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89a5bbd9476a_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8edbf0bedaca_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91b6a40cd965_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e960ce71e3c1b_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e969b467e733a_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96e3cf29bcb2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e992fa73410ca_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a19d17b536b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a4898eca731_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9c30ee702cf4_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea586bc8f1c9c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5fc7e44686b_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9d26ce794be_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa4eb0a431b5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac40b37d0464_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac762d65511e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb24f4a6bb33f_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3daad38562b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebab136f3bfa5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdfaac9c2b83_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf6205595cf5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebfee1c25ff72_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec67d5598943f_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edb48fe8785c0_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edbf4767399d6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edcb92e2f5b1f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edfcf1f1be510_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3583b698551_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3ce6ee215dd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3d01f11ecc7_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5e135f6be3b_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee763d5f17382_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eec2cca24ea3a_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef4edc44ef25_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefd08891a21b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efb7564f10b08_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc9bd52fc8c2_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e18e9b8a5890a_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e32c9658a7e3f_entries,
     loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9fc7b3dbbcf8_entries,

@@ -8,12 +8,108 @@
 
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e3ff194ca950b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2e19fb090eb62f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e00ba62fb8543_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e04ba8059b655_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07f928c2fb72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e085d68786517_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e129cde0f3124_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1d32bd12e365_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e22cde4c120c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e237fa34f70db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e256f9e71e7e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e27025140a207_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e366bd55516a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3a185505b867_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3d2ea5011a0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e41a0f6a32ce1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4734962b13cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e49909cb9945a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4a58aeb9184d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4ae7875defd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4d245350e2ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e571a751334c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e58cadaeaa006_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e63159ee41571_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e66cc7d2e732a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6e66d594b420_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e75e0d6302d56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7da6120ba9fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8570bd3a0fa8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e91f53bfbb3cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e988e508e8c01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9d9cd54c51ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9db9ea52d041_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ead65eea99092_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eadd4d68ce051_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb491a773d4ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb8840b67c424_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebb616a212fca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebf504b09e28f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec035b6fb918d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec91a32c51c29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eca2942a98cbb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ecd0708b17078_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eda32cf111220_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edf3d3179983b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eee6cbcd273ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efd46e3b06959_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efd6bc99e8f34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efe7e323fb391_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2effeabbd564b7_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e3ff194ca950b_entries,
     loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2e19fb090eb62f_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e00ba62fb8543_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e04ba8059b655_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07f928c2fb72_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e085d68786517_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e129cde0f3124_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1d32bd12e365_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e22cde4c120c2_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e237fa34f70db_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e256f9e71e7e1_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e27025140a207_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e366bd55516a0_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3a185505b867_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3d2ea5011a0a_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e41a0f6a32ce1_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4734962b13cb_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e49909cb9945a_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4a58aeb9184d_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4ae7875defd9_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4d245350e2ff_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e571a751334c1_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e58cadaeaa006_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e63159ee41571_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e66cc7d2e732a_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6e66d594b420_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e75e0d6302d56_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7da6120ba9fd_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8570bd3a0fa8_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e91f53bfbb3cd_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e988e508e8c01_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9d9cd54c51ea_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9db9ea52d041_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ead65eea99092_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eadd4d68ce051_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb491a773d4ab_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb8840b67c424_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebb616a212fca_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebf504b09e28f_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec035b6fb918d_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec91a32c51c29_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eca2942a98cbb_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ecd0708b17078_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eda32cf111220_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edf3d3179983b_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eee6cbcd273ee_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efd46e3b06959_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efd6bc99e8f34_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efe7e323fb391_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2effeabbd564b7_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_resize_v3_entries(int i, uint32_t* count) {

@@ -8,12 +8,108 @@
 
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2ee02ee94a33d4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e2a79a2602f54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e01ab9541efe4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e08d6715b3525_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e191253db6c68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1f272d222cbb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e225a9c13a687_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e22d67f946258_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e237b9b4d0a4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e246a822852d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e29534dd7271c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2a34a7b54d65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2b24465ec195_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2dfa92673aac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2f730a7a22a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e37bdbb3a09d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3a17b2e91c93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3e6dedec3542_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e40061541ab11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e43bbbb10db34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e44d86327acb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e45c9be2ab891_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4ccdfd7b2080_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e51bbe2208192_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5db3b0e59c62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e66999fdb2c91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7122395b3a56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e73059d59d632_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e80682633b981_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e82378b61d4cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e849ef4feeed9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e89e9a2dc215c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8a37b15934cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8ea9a97775c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea12f33449fbc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea4a9f330c967_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb149bcad22e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb6c1e06f6263_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebca14182429a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebff49d9e20c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec406043fcf08_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec93ccbe0b483_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eca01247e58d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecabf800ea8b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee441bb8bfece_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee57eeaab2baa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee7c7de3d3b8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eef68b57d1a98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef1f6c6760043_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efe1d5537f667_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2ee02ee94a33d4_entries,
     loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e2a79a2602f54_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e01ab9541efe4_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e08d6715b3525_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e191253db6c68_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1f272d222cbb_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e225a9c13a687_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e22d67f946258_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e237b9b4d0a4f_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e246a822852d3_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e29534dd7271c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2a34a7b54d65_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2b24465ec195_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2dfa92673aac_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2f730a7a22a3_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e37bdbb3a09d8_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3a17b2e91c93_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3e6dedec3542_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e40061541ab11_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e43bbbb10db34_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e44d86327acb1_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e45c9be2ab891_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4ccdfd7b2080_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e51bbe2208192_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5db3b0e59c62_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e66999fdb2c91_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7122395b3a56_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e73059d59d632_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e80682633b981_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e82378b61d4cb_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e849ef4feeed9_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e89e9a2dc215c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8a37b15934cf_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8ea9a97775c5_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea12f33449fbc_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea4a9f330c967_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb149bcad22e3_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb6c1e06f6263_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebca14182429a_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebff49d9e20c4_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec406043fcf08_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec93ccbe0b483_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eca01247e58d0_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecabf800ea8b0_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee441bb8bfece_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee57eeaab2baa_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee7c7de3d3b8c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eef68b57d1a98_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef1f6c6760043_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efe1d5537f667_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_resize_v4_entries(int i, uint32_t* count) {
