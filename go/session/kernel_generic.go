@@ -37,11 +37,21 @@ var genericCalls = map[string]func(p *kernelPlan, i int) (int, bool){
 // the shape-generic shipped kernels when those can, and else p with the reason the op runs
 // as its host function (counted in CacheStats.NotShipped).
 func (c *kernelCache) servablePlan(ctx *ModelContext, n *graph.Node, opset int64, in []valueInfo, p *kernelPlan) (*kernelPlan, string) {
+	return c.servablePlanAs(ctx, plannerKey(n), n, opset, in, p)
+}
+
+// servablePlanAs is servablePlan for a plan made by the planner registered under key, which
+// need not be plannerKey(n): host functions run other ops' kernels on their own node (FusedConv
+// runs Conv's with the FusedConv node, Attention MatMul's), and the re-plan must use the
+// generic planner of the op that was planned. (Keyed by the node, FusedConv's convolution was
+// re-planned with FusedConv's generic planner, which fuses the activation, and the host function
+// then applied it a second time: wrong for all but the idempotent Relu and Clip.)
+func (c *kernelCache) servablePlanAs(ctx *ModelContext, key string, n *graph.Node, opset int64, in []valueInfo, p *kernelPlan) (*kernelPlan, string) {
 	why := c.unservable(ctx, p.calls)
 	if why == "" {
 		return p, ""
 	}
-	if g := genericPlan(n, opset, in, p); g != nil && c.unservable(ctx, g.calls) == "" {
+	if g := genericPlan(key, n, opset, in, p); g != nil && c.unservable(ctx, g.calls) == "" {
 		return g, ""
 	}
 	c.mu.Lock()
@@ -50,11 +60,11 @@ func (c *kernelCache) servablePlan(ctx *ModelContext, n *graph.Node, opset int64
 	return p, why
 }
 
-// genericPlan is p re-planned with shape-generic kernels (see genericPlanners and
-// genericCalls), or nil when nothing changes.
-func genericPlan(n *graph.Node, opset int64, in []valueInfo, p *kernelPlan) *kernelPlan {
+// genericPlan is p, made by the planner registered under key, re-planned with shape-generic
+// kernels (see genericPlanners and genericCalls), or nil when nothing changes.
+func genericPlan(key string, n *graph.Node, opset int64, in []valueInfo, p *kernelPlan) *kernelPlan {
 	g, changed := (*kernelPlan)(nil), false
-	if planner, ok := genericPlanners[plannerKey(n)]; ok {
+	if planner, ok := genericPlanners[key]; ok {
 		q, _, err := planner(n, opset, in)
 		if err != nil || q == nil {
 			return nil
@@ -107,11 +117,9 @@ func sameBacking(args, w []uint64) bool {
 	return len(w) <= len(args) && (len(w) == 0 || &args[0] == &w[0])
 }
 
-// genericEpilogues are the gemm epilogues (ACT) the generic tiles ship with: none, relu and
-// clip. The others are left out: their shipped one-lane gemm_nn build (VL=1) gives results that
-// differ from the host function's (and from the JIT's build of the same variant), which is
-// still to be found; such an op runs as its host function.
-var genericEpilogues = map[string]bool{"0": true, "1": true, "6": true}
+// genericEpilogues are the gemm epilogues (ACT) the generic tiles ship with: all of them (none,
+// relu, sigmoid, tanh, leaky relu, hard sigmoid, clip, hard swish, swish).
+var genericEpilogues = map[string]bool{"0": true, "1": true, "2": true, "3": true, "4": true, "5": true, "6": true, "7": true, "8": true}
 
 // genericGemmNN gives gemm_nn a tile that fits every matrix (the kernel needs m >= MR and
 // n >= NV·VL): MR=4, VL=8 when the matrix is that large and there is no epilogue, else one

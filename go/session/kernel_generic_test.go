@@ -113,8 +113,8 @@ func TestShapeGenericKernelsWithoutACompiler(t *testing.T) {
 	}
 	conv1d := graph.NewNode("n", "Conv", nil, []string{"y"}, graph.IntsAttr("strides", 3), graph.IntsAttr("pads", 2, 1))
 	cases = append(cases, genericCase{"conv1d_k7_s3_2x5x61", conv1d, 17, []Tensor{f32(2, 5, 61), f32(7, 5, 7), f32(7)}, nil, hostOps["Conv"]})
-	// (Only the epilogues genericEpilogues ships.)
-	for _, act := range []string{"Relu", "Clip"} {
+	// Every epilogue (gemm_nn's ACT) the generic tiles ship, against the host function.
+	for _, act := range genericActivations {
 		fusedK := graph.NewNode("n", "FusedConv", nil, []string{"y"}, graph.StringAttr("activation", act),
 			&graph.Attribute{Name: "activation_params", Type: graph.AttrFloats, Floats: []float32{0.3, 0.4}}, graph.IntsAttr("pads", 1, 1, 1, 1))
 		fusedK.Domain = graph.LoomDomain
@@ -220,4 +220,55 @@ func freshLike(rnd *rand.Rand, t Tensor) Tensor {
 		return MustTensor(t.shape, d)
 	}
 	return t
+}
+
+// genericActivations are FusedConv's activations, one per gemm epilogue (ACT 1..8).
+var genericActivations = []string{"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "Clip", "HardSwish", "Swish"}
+
+// TestFusedConvHostWithoutACompiler checks FusedConv's host function with no C compiler against
+// a convolution done on the host and the activation applied once. The host function runs Conv's
+// kernel op on the FusedConv node; without the JIT that plan is re-planned with shape-generic
+// kernels, and the re-plan must be Conv's (keyed by the planner that made the plan): FusedConv's
+// generic planner fuses the activation, which the host function then applied a second time (the
+// idempotent Relu and Clip hid it). This host function is the reference the shape-generic tests
+// compare the shipped epilogues with.
+func TestFusedConvHostWithoutACompiler(t *testing.T) {
+	t.Setenv("CC", filepath.Join(t.TempDir(), "no-cc"))
+	t.Setenv("LOOM_CACHE_DIR", t.TempDir())
+	rnd := inferRand()
+	f32 := func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+	const p0, p1 = 0.3, 0.4
+	once := map[string]func(float64) float64{
+		"Relu":        func(v float64) float64 { return math.Max(v, 0) },
+		"Sigmoid":     func(v float64) float64 { return 1 / (1 + math.Exp(-v)) },
+		"Tanh":        math.Tanh,
+		"LeakyRelu":   func(v float64) float64 { return mathSelect(v < 0, p0*v, v) },
+		"HardSigmoid": func(v float64) float64 { return math.Max(0, math.Min(1, p0*v+p1)) },
+		"Clip":        func(v float64) float64 { return math.Min(math.Max(v, p0), p1) },
+		"HardSwish":   func(v float64) float64 { return v * math.Max(0, math.Min(1, v/6+0.5)) },
+		"Swish":       func(v float64) float64 { return v / (1 + math.Exp(-p0*v)) },
+	}
+	for _, act := range genericActivations {
+		t.Run(act, func(t *testing.T) {
+			node := graph.NewNode("n", "FusedConv", nil, []string{"y"}, graph.StringAttr("activation", act),
+				&graph.Attribute{Name: "activation_params", Type: graph.AttrFloats, Floats: []float32{float32(p0), float32(p1)}}, graph.IntsAttr("pads", 1, 1, 1, 1))
+			node.Domain = graph.LoomDomain
+			in := []Tensor{f32(1, 6, 11, 13), f32(5, 6, 3, 3), f32(5)}
+			s, _ := oneNodeSession(t, node, 17, in, 1, 2)
+			rc := &runCtx{s: s, opset: 17}
+			defer rc.close()
+			got, err := fusedConvHost(rc, node, in)
+			require.NoError(t, err)
+			conv := graph.NewNode("n", "Conv", nil, []string{"y"}, graph.IntsAttr("pads", 1, 1, 1, 1))
+			raw, err := hostOps["Conv"](rc, conv, in)
+			require.NoError(t, err)
+			f := once[act]
+			w, g := raw[0].float64s(), got[0].float64s()
+			require.Len(t, g, len(w))
+			for i := range w {
+				want := float64(float32(f(w[i])))
+				require.InDelta(t, want, g[i], 1e-4+1e-4*math.Abs(want), "element %d", i)
+			}
+		})
+	}
 }

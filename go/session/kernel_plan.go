@@ -188,7 +188,7 @@ func registerKernelOp(key string, planner kernelPlanner, fallback opFunc) {
 			}
 			return fallback(rc, n, in)
 		}
-		p, why := rc.s.kernels.servablePlan(rc.s.ctx, n, rc.opset, infos, p)
+		p, why := rc.s.kernels.servablePlanAs(rc.s.ctx, key, n, rc.opset, infos, p)
 		if why != "" && fallback != nil {
 			outs, err := fallback(rc, n, in)
 			rc.kernelVariant, rc.kernelReason = variantHost, why

@@ -6,32 +6,46 @@
 
 #include "loom/loom.h"
 
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00754eb93744_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e027ea67c52b4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e034165642fea_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03a7fc017815_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e077980d65cee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e096290ba4182_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b12d45c9dea_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d7827c24740_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e102a460901aa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1235640ece1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e125b5d3a5038_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1810a8e28cd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1af9b08c9c08_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1baa7b632e40_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ca627d37345_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cb9b4c6a520_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ce0965ac36b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1f7159642733_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e215ad25ab6ba_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21dad59b1a83_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e249b1e14986f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e254e3b69f899_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e25697599cb11_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e28e6e3e9e56b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2aff68dea108_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f9a5ed63bd0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3179979353a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e33560a6bff62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3690faedc8de_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ae006a2cf95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3f108fd8b709_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3fdc1212a8e5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e41da15483353_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42f336f5cbc2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e44565ff0821c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4ba3bf6398d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5093749e0938_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5435aca2c029_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e566a417253fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e57c6a32b1a49_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5905bcab4e40_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c10357cae72_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e629f8719084e_entries(uint32_t* count, const char** target);
@@ -43,90 +57,148 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7195aac6d2f1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e726af00255ba_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e72cc3fe05200_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7491b91f35f0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75beaade9639_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cbb9f1b87f5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7e0b0adf690b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e808d8279279b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e818fe09c4428_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e82a54400719f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84ea953b9b21_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8541ac319f41_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85559288d8dd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8748189e34ca_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e920dc1804508_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e93496f6d35a2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e936edc0c2daf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e95def29bb188_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e977259b9144d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a3217e10c81_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a78a5e6d7e8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ba590cdce23_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e262b5e2fc4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea1685f133512_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2750acba614_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3b552b10719_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea6eec1055c11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab3a8c0a850e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eac397b9127ef_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaffb842765fb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb11a6112ba4f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb1c33a0280d7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb33ea9d5de7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3b639a25adb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5bbb6a8aa01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb604e0d6491d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba9ff0cad302_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebe96a391a64e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebefc4cc16af5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec10269c21e42_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec1cc01bca108_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec28a65466c34_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec29c9ef159db_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec37e9cc2b52c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5527d07621e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5d7d34ba818_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec71ae5eae969_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca042ad01ccf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd3d7beced69_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed07ea856f22e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0ad1a2b66a2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0bace92b77d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed68f654ba634_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed73f5e4b1dfc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda9532e509c3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edbcb619a9f63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf41b9853efb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf573a564c8e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee102018f2874_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee3e5f6cdaeb9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee678f6a2f91e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee7d204a711e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee8d3a6b8bbe3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eec5f1636c863_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eee09d22d4735_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeeae5bf8d84d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef283fb00eeca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef578eb2ac61a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef679125e3f53_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8389c5ba192_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb9556d42d07_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe6c5945acb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e02368e5006ca_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e06948311e703_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0f3fc1628980_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e131e2d69aeeb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e154185043b7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e166533f4b690_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e16d3c42768ff_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2022714615bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e20e2e1ffd76f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e21ac701319c3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e22123b4ab2e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e25bbefea484b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e28993117e4de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2a6f358dcf3c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2d80a5b17d1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2f86798eba0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e317dfe01fa7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e360b27295511_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3704e5a710ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e40b94d088858_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e42fb6d47156e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e43076d6e263a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e484772bb4a59_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4b2ebbbbaceb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4fb8c7b91adf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e52ee9f24cc9d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e589789bb4571_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5b45bb3c9f28_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5baa0d597029_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5c008c1b3bf3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5f68bb88d13a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e63c1af55cd5f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6439ce3080c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e685ccfb6d2a4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e68df3eb91f3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e74036a3f672d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e77831e654117_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7848d42b2517_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7b954f3534bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7e87bd85cfa7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7f71ac06c10c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9642738e1be8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9a25ac448e99_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9a6245ee3526_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b6750a6e6c1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b89e8dd0453_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea14e99255a14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea38eb4446cb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea91a8464e440_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eaae7e5906553_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eab805e7f347a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eabfd3f56b5da_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb1c67a2bf5f5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb4186fce5fe4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb443ca33e730_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb5b836e0ce42_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec022f5750192_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec1f975328e3d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec3df50733b08_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec424a32287e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec698433af5a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecbff958dd522_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed59329218f3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed86a7991f102_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eddfe37b2160c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ede1bc2db4045_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edeba867af9bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee3662da452b6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee792cb947814_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eeadd3108e8d8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef18fcbbac972_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efb2b20cc15cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efedc7941dd8b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e220e12a12623_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e2a1b14dc05e3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2eb22c753c18fd_entries(uint32_t* count, const char** target);
@@ -134,32 +206,46 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00754eb93744_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e027ea67c52b4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e034165642fea_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03a7fc017815_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e077980d65cee_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e096290ba4182_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b12d45c9dea_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d7827c24740_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e102a460901aa_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1235640ece1f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e125b5d3a5038_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1810a8e28cd8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1af9b08c9c08_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1baa7b632e40_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ca627d37345_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cb9b4c6a520_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ce0965ac36b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1f7159642733_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e215ad25ab6ba_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21dad59b1a83_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e249b1e14986f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e254e3b69f899_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e25697599cb11_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e28e6e3e9e56b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2aff68dea108_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f9a5ed63bd0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3179979353a5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e33560a6bff62_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3690faedc8de_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ae006a2cf95_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3f108fd8b709_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3fdc1212a8e5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e41da15483353_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42f336f5cbc2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e44565ff0821c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4ba3bf6398d7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5093749e0938_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5435aca2c029_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e566a417253fc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e57c6a32b1a49_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5905bcab4e40_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c10357cae72_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e629f8719084e_entries,
@@ -171,90 +257,148 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7195aac6d2f1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e726af00255ba_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e72cc3fe05200_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7491b91f35f0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75beaade9639_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cbb9f1b87f5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7e0b0adf690b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e808d8279279b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e818fe09c4428_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e82a54400719f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84ea953b9b21_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8541ac319f41_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85559288d8dd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8748189e34ca_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e920dc1804508_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e93496f6d35a2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e936edc0c2daf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e95def29bb188_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e977259b9144d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a3217e10c81_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a78a5e6d7e8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ba590cdce23_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e262b5e2fc4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea1685f133512_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2750acba614_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3b552b10719_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea6eec1055c11_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab3a8c0a850e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eac397b9127ef_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaffb842765fb_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb11a6112ba4f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb1c33a0280d7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb33ea9d5de7e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3b639a25adb_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5bbb6a8aa01_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb604e0d6491d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba9ff0cad302_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebe96a391a64e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebefc4cc16af5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec10269c21e42_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec1cc01bca108_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec28a65466c34_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec29c9ef159db_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec37e9cc2b52c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5527d07621e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5d7d34ba818_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec71ae5eae969_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca042ad01ccf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd3d7beced69_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed07ea856f22e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0ad1a2b66a2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0bace92b77d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed68f654ba634_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed73f5e4b1dfc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda9532e509c3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edbcb619a9f63_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf41b9853efb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf573a564c8e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee102018f2874_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee3e5f6cdaeb9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee678f6a2f91e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee7d204a711e5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee8d3a6b8bbe3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eec5f1636c863_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eee09d22d4735_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeeae5bf8d84d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef283fb00eeca_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef578eb2ac61a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef679125e3f53_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8389c5ba192_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb9556d42d07_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe6c5945acb2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e02368e5006ca_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e06948311e703_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0f3fc1628980_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e131e2d69aeeb_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e154185043b7c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e166533f4b690_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e16d3c42768ff_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2022714615bb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e20e2e1ffd76f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e21ac701319c3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e22123b4ab2e2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e25bbefea484b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e28993117e4de_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2a6f358dcf3c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2d80a5b17d1f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2f86798eba0a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e317dfe01fa7e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e360b27295511_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3704e5a710ec_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e40b94d088858_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e42fb6d47156e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e43076d6e263a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e484772bb4a59_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4b2ebbbbaceb_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4fb8c7b91adf_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e52ee9f24cc9d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e589789bb4571_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5b45bb3c9f28_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5baa0d597029_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5c008c1b3bf3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5f68bb88d13a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e63c1af55cd5f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6439ce3080c7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e685ccfb6d2a4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e68df3eb91f3a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e74036a3f672d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e77831e654117_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7848d42b2517_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7b954f3534bb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7e87bd85cfa7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7f71ac06c10c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9642738e1be8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9a25ac448e99_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9a6245ee3526_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b6750a6e6c1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b89e8dd0453_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea14e99255a14_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea38eb4446cb8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea91a8464e440_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eaae7e5906553_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eab805e7f347a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eabfd3f56b5da_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb1c67a2bf5f5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb4186fce5fe4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb443ca33e730_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb5b836e0ce42_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec022f5750192_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec1f975328e3d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec3df50733b08_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec424a32287e7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec698433af5a1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecbff958dd522_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed59329218f3b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed86a7991f102_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eddfe37b2160c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ede1bc2db4045_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edeba867af9bb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee3662da452b6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee792cb947814_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eeadd3108e8d8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef18fcbbac972_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efb2b20cc15cc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efedc7941dd8b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e220e12a12623_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e2a1b14dc05e3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2eb22c753c18fd_entries,

@@ -6,23 +6,32 @@
 
 #include "loom/loom.h"
 
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e004ecd83817f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e00c804d718da_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e031b485ccacb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04160b8eb5fb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e10d68c84f601_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e13ca9a4ea54d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e143cf1d8a641_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e158db418297e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15b6a38e3342_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1774e0d08ce0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17837af9da9b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e186878f10233_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1da9d40a49e8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f65fe2776b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1fac20e80b59_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e21890ec45f5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c3d6bae9817_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c4dfb42361b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2efc57272e39_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33a25dd6a644_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33ab9d7a0a89_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e383a18b4246c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a38eafc94f5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ae9d2f7cb6e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bedb6df36a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3d64f7d3ed7a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e60deddd579_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f9b5982226e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41bb4a2a4cd8_entries(uint32_t* count, const char** target);
@@ -32,8 +41,11 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ce2f8d0eb1e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e1978338ead_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e269c71cbe7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e761f273f13_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e552d65d7bd42_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57f62afbd407_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e589123a0cb9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e58cef90f184f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e59c23aacc6c0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5b9012251912_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5cc44655cabe_entries(uint32_t* count, const char** target);
@@ -43,24 +55,37 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6022089b9707_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6273def29539_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6668f2a937a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ba18b89c641_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6baebe24cf54_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c91acf15e7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d84d2bf7e58_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f0b6189b88f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e721d66faded8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72efed61e798_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e74d375a793a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e77b655a33f3f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78152d7c0323_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e781e03d9a9fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e786a46834e3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b0f2a133752_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7e645f1d7d3a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e80189a0dc6b6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e85e3ee4900e8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87ae7ff88d0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89d3e8bb7a07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89efd27338a8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8cb6e7adfdee_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e4142691eb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e90ddee44a580_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e910f05786968_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91b1a2635c5a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e93c1ff7c7f0b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e976fa80e7a48_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97e66b90ed1d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e98cb849e3b0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b57ab36ca44_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bfeb796e0a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c93303ab94b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9edcf2c3668d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f762a8a16d6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea384b910dc9c_entries(uint32_t* count, const char** target);
@@ -74,58 +99,105 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe72706f725c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2194018902e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec35185b3a753_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec369fb6d6935_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4a1b80290da_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec9262eef3839_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd2ecc3c30de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece8d18e9249e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed34b49c49689_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7a0eb9d7269_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd790d8317f5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd7c9c10ab3a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede610a9cb9ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee002aa70dacb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee49f075222a3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee58250705feb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee82c8ec2fe27_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee9d3cf85eb64_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeadf7e4ccc9a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb810ab913ff_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed877947835b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef48fc41cb2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0a20f01054a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef4c35210a05c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef511b917b268_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef834f959e677_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efad32ab66290_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb6a4adce830_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcaa1672ed30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd2c1e646319_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e057419d5e3c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e080c6ed48acd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0963940da7bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0b66fbbf139b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e10ac5beaa7fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e11d83da7015f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1271033bbd86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e142a4589e7ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e14b838e9e1b3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1747d33ebd80_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e184933c33495_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e188fbb55f0f7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1ceadd649d82_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1fec16ec7f43_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e23eaabd57ed1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e27edcfeda10f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2c3c7cbe8c1c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3466d0f6ab99_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e367262626edc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e37173507d38e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3951d576905a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3b179d4b0167_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3c11930976d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3ccf2627885b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3ff39d2a7f1a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4009b9c122b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e40400c33e4c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e41fbd9b6111c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e454ea2b92232_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e46492c255c3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4bbd98111ae6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4ce762683d53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4d3ce768e194_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e58b025d091b5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5ac31cce8c72_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5b134ccc9725_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5e296ff828ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e60e8bd6551cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e64aedbc426f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e676e93b9b3f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6d0aa1549789_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6d49b5463e70_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6f29286ddb73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e744cca299e84_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7f4b681a2f42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e83d6a5ff6ce5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e84d23767cda8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e84ddb8897666_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e884d11e92e04_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a03868eb527_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a0e4984d279_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8bd55ebd6c5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9100039c28db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e93ce437f7b98_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e98429cac87de_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9a8fcc0cfadd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9c03f75b7e37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9f592183145d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea2a885bdabda_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea2ce330cc840_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb95bd545aac5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb9812cfa3128_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebfd16d19fcc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec4f586bf120d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec5b5e65f31ae_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecb5cc92569af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd317530bfad_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed4351c6778e2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed6830d50b994_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed88d61f42232_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eea310b3dd3b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eee9f5429756d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2efd5eeb238b28_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e39289100ca2d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2ea341d44edcb6_entries(uint32_t* count, const char** target);
@@ -134,23 +206,32 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e004ecd83817f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e00c804d718da_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e031b485ccacb_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04160b8eb5fb_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e10d68c84f601_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e13ca9a4ea54d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e143cf1d8a641_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e158db418297e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15b6a38e3342_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1774e0d08ce0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17837af9da9b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e186878f10233_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1da9d40a49e8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f65fe2776b6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1fac20e80b59_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e21890ec45f5d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c3d6bae9817_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c4dfb42361b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2efc57272e39_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33a25dd6a644_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33ab9d7a0a89_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e383a18b4246c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a38eafc94f5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ae9d2f7cb6e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bedb6df36a3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3d64f7d3ed7a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e60deddd579_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f9b5982226e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41bb4a2a4cd8_entries,
@@ -160,8 +241,11 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ce2f8d0eb1e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e1978338ead_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e269c71cbe7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e761f273f13_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e552d65d7bd42_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57f62afbd407_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e589123a0cb9f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e58cef90f184f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e59c23aacc6c0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5b9012251912_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5cc44655cabe_entries,
@@ -171,24 +255,37 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6022089b9707_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6273def29539_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6668f2a937a1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ba18b89c641_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6baebe24cf54_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c91acf15e7f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d84d2bf7e58_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f0b6189b88f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e721d66faded8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72efed61e798_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e74d375a793a3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e77b655a33f3f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78152d7c0323_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e781e03d9a9fd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e786a46834e3c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b0f2a133752_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7e645f1d7d3a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e80189a0dc6b6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e85e3ee4900e8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87ae7ff88d0f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89d3e8bb7a07_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89efd27338a8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8cb6e7adfdee_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e4142691eb2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e90ddee44a580_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e910f05786968_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91b1a2635c5a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e93c1ff7c7f0b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e976fa80e7a48_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97e66b90ed1d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e98cb849e3b0c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b57ab36ca44_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bfeb796e0a8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c93303ab94b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9edcf2c3668d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f762a8a16d6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea384b910dc9c_entries,
@@ -202,58 +299,105 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe72706f725c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2194018902e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec35185b3a753_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec369fb6d6935_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4a1b80290da_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec9262eef3839_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd2ecc3c30de_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece8d18e9249e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed34b49c49689_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7a0eb9d7269_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd790d8317f5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd7c9c10ab3a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede610a9cb9ab_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee002aa70dacb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee49f075222a3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee58250705feb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee82c8ec2fe27_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee9d3cf85eb64_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeadf7e4ccc9a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb810ab913ff_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed877947835b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef48fc41cb2c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0a20f01054a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef4c35210a05c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef511b917b268_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef834f959e677_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efad32ab66290_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb6a4adce830_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcaa1672ed30_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd2c1e646319_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e057419d5e3c5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e080c6ed48acd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0963940da7bf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0b66fbbf139b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e10ac5beaa7fa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e11d83da7015f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1271033bbd86_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e142a4589e7ec_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e14b838e9e1b3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1747d33ebd80_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e184933c33495_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e188fbb55f0f7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1ceadd649d82_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1fec16ec7f43_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e23eaabd57ed1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e27edcfeda10f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2c3c7cbe8c1c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3466d0f6ab99_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e367262626edc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e37173507d38e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3951d576905a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3b179d4b0167_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3c11930976d9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3ccf2627885b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3ff39d2a7f1a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4009b9c122b5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e40400c33e4c5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e41fbd9b6111c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e454ea2b92232_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e46492c255c3e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4bbd98111ae6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4ce762683d53_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4d3ce768e194_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e58b025d091b5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5ac31cce8c72_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5b134ccc9725_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5e296ff828ab_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e60e8bd6551cc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e64aedbc426f0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e676e93b9b3f7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6d0aa1549789_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6d49b5463e70_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6f29286ddb73_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e744cca299e84_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7f4b681a2f42_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e83d6a5ff6ce5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e84d23767cda8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e84ddb8897666_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e884d11e92e04_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a03868eb527_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a0e4984d279_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8bd55ebd6c5e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9100039c28db_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e93ce437f7b98_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e98429cac87de_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9a8fcc0cfadd_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9c03f75b7e37_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9f592183145d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea2a885bdabda_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea2ce330cc840_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb95bd545aac5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb9812cfa3128_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebfd16d19fcc8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec4f586bf120d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec5b5e65f31ae_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecb5cc92569af_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd317530bfad_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed4351c6778e2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed6830d50b994_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed88d61f42232_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eea310b3dd3b4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eee9f5429756d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2efd5eeb238b28_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e39289100ca2d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2ea341d44edcb6_entries,

@@ -1,0 +1,148 @@
+package session
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/kernels/aot"
+)
+
+// TestShippedEpiloguesWithoutACompiler runs every shipped gemm_nn (A unpacked) and gemm_nt
+// variant of this machine's target that has an epilogue (ACT, AFFINE) with no C compiler, on
+// fresh random inputs and every C mode, and compares it with the product and epilogue computed
+// on the host: the shipped code of each specialization, not only the ones a test model reaches.
+func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
+	t.Setenv("CC", filepath.Join(t.TempDir(), "no-cc"))
+	t.Setenv("LOOM_CACHE_DIR", t.TempDir())
+	rnd := inferRand()
+	seed := MustTensor([]int64{2, 3}, randomF32(rnd, 6))
+	s, _ := oneNodeSession(t, graph.NewNode("n", "Neg", nil, []string{"y"}), 17, []Tensor{seed})
+	comp, err := s.ctx.Compiler()
+	require.NoError(t, err)
+	atoi := func(cfg map[string]string, k string) int {
+		v, err := strconv.Atoi(cfg[k])
+		require.NoError(t, err, "%s=%q", k, cfg[k])
+		return v
+	}
+	f32 := func(v float64) uint64 { return uint64(math.Float32bits(float32(v))) }
+	tested := map[string]int{}
+	for _, v := range aot.Variants() {
+		cfg := v.Config
+		if v.Target != comp.Target.String() || v.File != "gemm_fast.loom" || (v.Symbol != "gemm_nn" && v.Symbol != "gemm_nt") {
+			continue
+		}
+		if (cfg["ACT"] == "0" || cfg["ACT"] == "") && cfg["AFFINE"] != "true" || cfg["PACKA"] == "true" {
+			continue
+		}
+		act, cmode, mr := atoi(cfg, "ACT"), atoi(cfg, "CMODE"), atoi(cfg, "MR")
+		nt := v.Symbol == "gemm_nt"
+		m, k := 2*mr+1, 7
+		var n int
+		if nt {
+			n, k = 2*atoi(cfg, "NC")+1, 2*atoi(cfg, "VL")+3
+		} else {
+			n = 2*atoi(cfg, "NV")*atoi(cfg, "VL") + 3
+		}
+		name := fmt.Sprintf("%s_%s", v.Symbol, v.Key[:12])
+		t.Run(name, func(t *testing.T) {
+			a, b := randomF32(rnd, m*k), randomF32(rnd, k*n) // A [m, k]; B [k, n] (gemm_nt: [n, k])
+			var c []float32
+			var cs2, cs3 int
+			switch cmode {
+			case 1:
+				c, cs2, cs3 = randomF32(rnd, m*n), n, 1
+			case 2:
+				c, cs2, cs3 = randomF32(rnd, m), 1, 0
+			default:
+				c = randomF32(rnd, 1)
+			}
+			alpha, beta := 0.7, 1.3
+			p := [4]float64{0.3, 0.45, 0.9, 0.1}
+			switch act {
+			case 6: // clip bounds
+				p[0], p[1] = -0.5, 0.6
+			case 8:
+				p[0] = 1.1
+			}
+			args := []uint64{1, 1, u(m), u(n), u(k), 0, 0, u(k), 1, 0, 0, u(n), 0, 0, u(cs2), u(cs3)}
+			if nt { // as0 as1 as2 bs0 bs1 bs3 (A's rows and B's columns contiguous)
+				args = []uint64{1, 1, u(m), u(n), u(k), 0, 0, u(k), 0, 0, u(k), 0, 0, u(cs2), u(cs3)}
+			}
+			args = append(args, f32(alpha), f32(beta), f32(p[0]), f32(p[1]), f32(p[2]), f32(p[3]))
+			out := MustTensor([]int64{int64(m), int64(n)}, make([]float32, m*n))
+			plan := &kernelPlan{
+				outputs: []valueType{{out.dtype, out.shape}},
+				calls: []kernelCall{{file: v.File, symbol: v.Symbol, config: cfg, args: args, workload: args[:4],
+					bind: []kernelBinding{readOf(inputOperand(0)), readOf(inputOperand(1)), readOf(inputOperand(2)), writeOf(outputOperand(0))}}},
+			}
+			require.NoError(t, fitPlan(plan, kernelLimits))
+			in := []Tensor{MustTensor([]int64{int64(m * k)}, a), MustTensor([]int64{int64(k * n)}, b), MustTensor([]int64{int64(len(c))}, c)}
+			rc := &runCtx{s: s, opset: 17}
+			got, err := rc.runKernelPlan(plan, in)
+			rc.close()
+			require.NoError(t, err)
+			g := got[0].float64s()
+			for i := range m {
+				for j := range n {
+					var acc float64
+					for q := range k {
+						bv := b[q*n+j]
+						if nt {
+							bv = b[j*k+q]
+						}
+						acc += float64(a[i*k+q]) * float64(bv)
+					}
+					y := alpha * acc
+					switch cmode {
+					case 1:
+						y += beta * float64(c[i*n+j])
+					case 2:
+						y += beta * float64(c[i])
+					}
+					y = epilogue(act, y, p[0], p[1])
+					if cfg["AFFINE"] == "true" {
+						y = p[2]*y + p[3]
+					}
+					require.InDelta(t, y, g[i*n+j], 1e-4+1e-4*math.Abs(y), "%v: element [%d, %d]", cfg, i, j)
+				}
+			}
+		})
+		tested[v.Symbol+" ACT="+cfg["ACT"]]++
+	}
+	t.Logf("variants tested: %v", tested)
+	for _, sym := range []string{"gemm_nn", "gemm_nt"} {
+		for act := 1; act <= 8; act++ {
+			require.Positive(t, tested[fmt.Sprintf("%s ACT=%d", sym, act)], "no shipped %s with ACT=%d", sym, act)
+		}
+	}
+	require.Zero(t, s.CacheStats().Run.Compiles, "a kernel was compiled: the JIT should be unavailable")
+}
+
+// epilogue is gemm_fast.loom's activation ACT of t (p0, p1 its parameters).
+func epilogue(act int, t, p0, p1 float64) float64 {
+	switch act {
+	case 1:
+		return math.Max(t, 0)
+	case 2:
+		return 1 / (1 + math.Exp(-t))
+	case 3:
+		return math.Tanh(t)
+	case 4:
+		return mathSelect(t < 0, p0*t, t)
+	case 5:
+		return math.Max(0, math.Min(1, p0*t+p1))
+	case 6:
+		return math.Min(math.Max(t, p0), p1)
+	case 7:
+		return t * math.Max(0, math.Min(1, t/6+0.5))
+	case 8:
+		return t / (1 + math.Exp(-p0*t))
+	}
+	return t
+}
