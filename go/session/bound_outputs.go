@@ -3,6 +3,9 @@ package session
 import (
 	"slices"
 	"unsafe"
+
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // Bound outputs (RunInto): the caller allocates some graph outputs, and the run writes them
@@ -12,9 +15,9 @@ import (
 
 // bindOutputs checks RunInto's outputs against the model and the inputs and returns them by
 // output index (the zero Tensor where not bound), naming the output at fault.
-func (s *InferenceSession) bindOutputs(inputs, outputs []NamedTensor) ([]Tensor, error) {
+func (s *InferenceSession) bindOutputs(inputs, outputs []tensor.NamedTensor) ([]tensor.Tensor, error) {
 	const op = "RunInto"
-	into := make([]Tensor, len(s.outputs))
+	into := make([]tensor.Tensor, len(s.outputs))
 	var ranges []memRange
 	for _, o := range outputs {
 		i := -1
@@ -25,33 +28,33 @@ func (s *InferenceSession) bindOutputs(inputs, outputs []NamedTensor) ([]Tensor,
 			}
 		}
 		if i < 0 {
-			return nil, newError(op, ErrInvalidArgument, "no output named %q", o.Name)
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "no output named %q", o.Name)
 		}
 		if into[i].IsValid() {
-			return nil, newError(op, ErrInvalidArgument, "output %q bound twice", o.Name)
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q bound twice", o.Name)
 		}
 		t, m := o.Tensor, s.outputs[i]
 		switch {
 		case !t.IsValid():
-			return nil, newError(op, ErrInvalidArgument, "output %q: empty tensor (the zero Tensor)", o.Name)
-		case t.box != nil || m.Kind != ValueTensor:
-			return nil, newError(op, ErrInvalidArgument, "output %q is %s; only tensors can be bound", o.Name, describeMeta(m))
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q: empty tensor (the zero Tensor)", o.Name)
+		case tensor.Box(t) != nil || m.Kind != tensor.ValueTensor:
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q is %s; only tensors can be bound", o.Name, describeMeta(m))
 		}
 		if err := checkFed(m, t); err != nil {
-			return nil, newError(op, ErrInvalidArgument, "output %q: the bound tensor has %v", o.Name, err)
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q: the bound tensor has %v", o.Name, err)
 		}
 		if r, ok := dataRange(t); ok {
 			if s.held.overlaps(r) {
-				return nil, newError(op, ErrInvalidArgument, "output %q: the bound tensor's memory is a weight's", o.Name)
+				return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q: the bound tensor's memory is a weight's", o.Name)
 			}
 			for _, in := range inputs {
 				if ir, ok := dataRange(in.Tensor); ok && ir.overlaps(r) {
-					return nil, newError(op, ErrInvalidArgument, "output %q: the bound tensor's memory overlaps input %q", o.Name, in.Name)
+					return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q: the bound tensor's memory overlaps input %q", o.Name, in.Name)
 				}
 			}
 			for _, other := range ranges {
 				if other.overlaps(r) {
-					return nil, newError(op, ErrInvalidArgument, "output %q: the bound tensor's memory overlaps another bound output", o.Name)
+					return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q: the bound tensor's memory overlaps another bound output", o.Name)
 				}
 			}
 			ranges = append(ranges, r)
@@ -64,20 +67,20 @@ func (s *InferenceSession) bindOutputs(inputs, outputs []NamedTensor) ([]Tensor,
 // fillBound copies each computed output into its bound tensor (unless the run wrote it there)
 // and puts the bound tensor in its place, refusing one whose type or shape is not the
 // output's.
-func (s *InferenceSession) fillBound(outs, into []Tensor) error {
+func (s *InferenceSession) fillBound(outs, into []tensor.Tensor) error {
 	for i, dst := range into {
 		if !dst.IsValid() || i >= len(outs) {
 			continue
 		}
 		src := outs[i]
-		if src.box != nil {
-			return newError("RunInto", ErrInvalidArgument, "output %q is %s (%s); only tensors can be bound", s.outputs[i].Name, src.article(), src)
+		if tensor.Box(src) != nil {
+			return tensor.NewError("RunInto", tensor.ErrInvalidArgument, "output %q is %s (%s); only tensors can be bound", s.outputs[i].Name, tensor.Article(src), src)
 		}
-		if src.dtype != dst.dtype || !slices.Equal(src.shape, dst.shape) {
-			return newError("RunInto", ErrInvalidArgument, "output %q: the bound tensor is %s, the run produced %s",
+		if src.DType() != dst.DType() || !slices.Equal(src.Dims(), dst.Dims()) {
+			return tensor.NewError("RunInto", tensor.ErrInvalidArgument, "output %q: the bound tensor is %s, the run produced %s",
 				s.outputs[i].Name, describeTensor(dst), describeTensor(src))
 		}
-		if b, ok := rawBytes(src); !ok || !sameElements(dst, b) {
+		if b, ok := ops.RawBytes(src); !ok || !sameElements(dst, b) {
 			copyElements(dst, src)
 		}
 		outs[i] = dst
@@ -86,18 +89,18 @@ func (s *InferenceSession) fillBound(outs, into []Tensor) error {
 }
 
 // sameElements reports whether t's elements are the bytes b (the same memory).
-func sameElements(t Tensor, b []byte) bool {
-	tb, ok := rawBytes(t)
+func sameElements(t tensor.Tensor, b []byte) bool {
+	tb, ok := ops.RawBytes(t)
 	return ok && len(tb) == len(b) && (len(b) == 0 || unsafe.SliceData(tb) == unsafe.SliceData(b))
 }
 
 // copyElements copies src's elements into dst, a tensor of the same type and element count.
-func copyElements(dst, src Tensor) {
-	if d, ok := dst.data.([]string); ok {
-		copy(d, src.data.([]string))
+func copyElements(dst, src tensor.Tensor) {
+	if d, ok := dst.Data().([]string); ok {
+		copy(d, src.Data().([]string))
 		return
 	}
-	db, _ := rawBytes(dst)
-	sb, _ := rawBytes(src)
+	db, _ := ops.RawBytes(dst)
+	sb, _ := ops.RawBytes(src)
 	copy(db, sb)
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // boundModel has three outputs of a [n] float input pair: y = a + b and r = Relu(a) (kernel
@@ -20,9 +22,9 @@ func boundModel(t *testing.T, n int64) *graph.Model {
 		graph.NewNode("shape", "Shape", []string{"a"}, []string{"s"}))
 }
 
-func sameMemory(a, b Tensor) bool {
-	ab, _ := rawBytes(a)
-	bb, _ := rawBytes(b)
+func sameMemory(a, b tensor.Tensor) bool {
+	ab, _ := ops.RawBytes(a)
+	bb, _ := ops.RawBytes(b)
 	return len(ab) == len(bb) && len(ab) > 0 && unsafe.SliceData(ab) == unsafe.SliceData(bb)
 }
 
@@ -38,14 +40,14 @@ func TestRunIntoFillsCallerTensors(t *testing.T) {
 			require.NoError(t, err)
 			defer s.Close()
 			for run := range 4 { // the plan's signature is traced by the first run
-				feeds := []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{n}, randomF32(rnd, n))}, {Name: "b", Tensor: MustTensor([]int64{n}, randomF32(rnd, n))}}
+				feeds := []tensor.NamedTensor{{Name: "a", Tensor: tensor.MustTensor([]int64{n}, randomF32(rnd, n))}, {Name: "b", Tensor: tensor.MustTensor([]int64{n}, randomF32(rnd, n))}}
 				want, err := s.Run(context.Background(), feeds)
 				require.NoError(t, err)
-				y := MustTensor([]int64{n}, make([]float32, n))
-				sh := MustTensor([]int64{1}, []int64{-1})
-				bound := []NamedTensor{{Name: "s", Tensor: sh}, {Name: "y", Tensor: y}}
+				y := tensor.MustTensor([]int64{n}, make([]float32, n))
+				sh := tensor.MustTensor([]int64{1}, []int64{-1})
+				bound := []tensor.NamedTensor{{Name: "s", Tensor: sh}, {Name: "y", Tensor: y}}
 				if run%2 == 1 { // r bound too
-					bound = append(bound, NamedTensor{Name: "r", Tensor: MustTensor([]int64{n}, make([]float32, n))})
+					bound = append(bound, tensor.NamedTensor{Name: "r", Tensor: tensor.MustTensor([]int64{n}, make([]float32, n))})
 				}
 				got, err := s.RunInto(context.Background(), feeds, bound)
 				require.NoError(t, err)
@@ -59,17 +61,17 @@ func TestRunIntoFillsCallerTensors(t *testing.T) {
 					require.Equal(t, want[i].Data(), got[i].Data(), "output %d", i)
 					require.Equal(t, want[i].Shape(), got[i].Shape())
 				}
-				ys, _ := TensorOf[float32](y)
+				ys, _ := tensor.TensorOf[float32](y)
 				require.Equal(t, want[0].Data(), ys, "the values are in the caller's slice")
 				require.Equal(t, []int64{n}, sh.Data())
 			}
 			if executor == executorPlan {
 				tmpl, _ := onlyPlan(t, s)
 				require.GreaterOrEqual(t, tmpl.bindOut[0], 0, "a kernel writes y in place")
-				feeds := []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{n}, randomF32(rnd, n))}, {Name: "b", Tensor: MustTensor([]int64{n}, randomF32(rnd, n))}}
-				y := MustTensor([]int64{n}, make([]float32, n))
-				r := MustTensor([]int64{n}, make([]float32, n))
-				bound := []NamedTensor{{Name: "y", Tensor: y}, {Name: "r", Tensor: r}}
+				feeds := []tensor.NamedTensor{{Name: "a", Tensor: tensor.MustTensor([]int64{n}, randomF32(rnd, n))}, {Name: "b", Tensor: tensor.MustTensor([]int64{n}, randomF32(rnd, n))}}
+				y := tensor.MustTensor([]int64{n}, make([]float32, n))
+				r := tensor.MustTensor([]int64{n}, make([]float32, n))
+				bound := []tensor.NamedTensor{{Name: "y", Tensor: y}, {Name: "r", Tensor: r}}
 				run := testing.AllocsPerRun(20, func() { _, _ = s.Run(context.Background(), feeds) })
 				into := testing.AllocsPerRun(20, func() { _, _ = s.RunInto(context.Background(), feeds, bound) })
 				t.Logf("allocations per run: Run %.0f, RunInto %.0f", run, into)
@@ -87,35 +89,35 @@ func TestRunIntoRefusesMismatches(t *testing.T) {
 			s, err := FromGraph(mlpModel(t, randomF32(rnd, 8*3), randomF32(rnd, 3), 8, 3), tracedOptions(nil, executor)...)
 			require.NoError(t, err)
 			defer s.Close()
-			x := MustTensor([]int64{2, 8}, randomF32(rnd, 16))
-			feeds := []NamedTensor{{Name: "x", Tensor: x}}
+			x := tensor.MustTensor([]int64{2, 8}, randomF32(rnd, 16))
+			feeds := []tensor.NamedTensor{{Name: "x", Tensor: x}}
 			for range 2 {
 				_, err := s.Run(context.Background(), feeds)
 				require.NoError(t, err)
 			}
 			for _, c := range []struct {
 				name  string
-				bound []NamedTensor
+				bound []tensor.NamedTensor
 				msg   string
 			}{
-				{"dtype", []NamedTensor{{Name: "y", Tensor: MustTensor([]int64{2, 3}, make([]float64, 6))}}, `output "y"`},
-				{"rank", []NamedTensor{{Name: "y", Tensor: MustTensor([]int64{6}, make([]float32, 6))}}, `output "y"`},
-				{"fixed dimension", []NamedTensor{{Name: "y", Tensor: MustTensor([]int64{2, 4}, make([]float32, 8))}}, `output "y"`},
-				{"run's shape", []NamedTensor{{Name: "y", Tensor: MustTensor([]int64{3, 3}, make([]float32, 9))}}, `output "y": the bound tensor is float[3,3], the run produce`},
-				{"name", []NamedTensor{{Name: "z", Tensor: MustTensor([]int64{2, 3}, make([]float32, 6))}}, `no output named "z"`},
-				{"twice", []NamedTensor{{Name: "y", Tensor: MustTensor([]int64{2, 3}, make([]float32, 6))}, {Name: "y", Tensor: MustTensor([]int64{2, 3}, make([]float32, 6))}}, `output "y" bound twice`},
-				{"empty", []NamedTensor{{Name: "y"}}, `output "y": empty tensor`},
-				{"input memory", []NamedTensor{{Name: "y", Tensor: x.Reshaped(2, 8)}}, `output "y"`},
+				{"dtype", []tensor.NamedTensor{{Name: "y", Tensor: tensor.MustTensor([]int64{2, 3}, make([]float64, 6))}}, `output "y"`},
+				{"rank", []tensor.NamedTensor{{Name: "y", Tensor: tensor.MustTensor([]int64{6}, make([]float32, 6))}}, `output "y"`},
+				{"fixed dimension", []tensor.NamedTensor{{Name: "y", Tensor: tensor.MustTensor([]int64{2, 4}, make([]float32, 8))}}, `output "y"`},
+				{"run's shape", []tensor.NamedTensor{{Name: "y", Tensor: tensor.MustTensor([]int64{3, 3}, make([]float32, 9))}}, `output "y": the bound tensor is float[3,3], the run produce`},
+				{"name", []tensor.NamedTensor{{Name: "z", Tensor: tensor.MustTensor([]int64{2, 3}, make([]float32, 6))}}, `no output named "z"`},
+				{"twice", []tensor.NamedTensor{{Name: "y", Tensor: tensor.MustTensor([]int64{2, 3}, make([]float32, 6))}, {Name: "y", Tensor: tensor.MustTensor([]int64{2, 3}, make([]float32, 6))}}, `output "y" bound twice`},
+				{"empty", []tensor.NamedTensor{{Name: "y"}}, `output "y": empty tensor`},
+				{"input memory", []tensor.NamedTensor{{Name: "y", Tensor: x.Reshaped(2, 8)}}, `output "y"`},
 			} {
 				if c.name == "input memory" {
-					xs, _ := TensorOf[float32](x)
-					c.bound[0].Tensor = MustTensor([]int64{2, 3}, xs[:6])
+					xs, _ := tensor.TensorOf[float32](x)
+					c.bound[0].Tensor = tensor.MustTensor([]int64{2, 3}, xs[:6])
 					c.msg = `output "y": the bound tensor's memory overlaps input "x"`
 				}
 				_, err := s.RunInto(context.Background(), feeds, c.bound)
 				require.Error(t, err, c.name)
-				assert.ErrorIs(t, err, ErrInvalidArgument, c.name)
-				var e *Error
+				assert.ErrorIs(t, err, tensor.ErrInvalidArgument, c.name)
+				var e *tensor.Error
 				require.ErrorAs(t, err, &e, c.name)
 				assert.Contains(t, err.Error(), c.msg, c.name)
 			}

@@ -7,6 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // conv2d_cout (conv_fast.loom) keeps output channels in its vectors, for small images with
@@ -16,27 +20,27 @@ import (
 
 // planSymbols plans node for in, with the inputs' values known to the planner (static) or
 // not, and returns the symbols the plan launches.
-func planSymbols(t *testing.T, n *graph.Node, in []Tensor, static bool) []string {
+func planSymbols(t *testing.T, n *graph.Node, in []tensor.Tensor, static bool) []string {
 	t.Helper()
-	infos := infosOf(in)
+	infos := ops.InfosOf(in)
 	if static {
-		infos = infosOfStatic(in)
+		infos = ops.InfosOfStatic(in)
 	}
-	p, reason, err := kernelPlanners[plannerKey(n)](n, 18, infos)
+	p, reason, err := ops.KernelPlanners[ops.PlannerKey(n)](n, 18, infos)
 	require.NoError(t, err)
 	require.NotNil(t, p, "declined: %s", reason)
 	var got []string
-	for _, c := range p.calls {
-		got = append(got, c.symbol)
+	for _, c := range p.Calls {
+		got = append(got, c.Symbol)
 	}
 	return got
 }
 
 // checkKernelOpDynamic is checkKernelOp for a planner that sees no input values (as for a
 // model's weights fed at run time).
-func checkKernelOpDynamic(t *testing.T, s *InferenceSession, n *graph.Node, in []Tensor, host opFunc, atol, rtol float64) {
+func checkKernelOpDynamic(t *testing.T, s *InferenceSession, n *graph.Node, in []tensor.Tensor, host ops.OpFunc, atol, rtol float64) {
 	t.Helper()
-	p, reason, err := kernelPlanners[plannerKey(n)](n, 18, infosOf(in))
+	p, reason, err := ops.KernelPlanners[ops.PlannerKey(n)](n, 18, ops.InfosOf(in))
 	require.NoError(t, err)
 	require.NotNil(t, p, "the planner declined: %s", reason)
 	rc := &runCtx{s: s, opset: 18}
@@ -44,23 +48,23 @@ func checkKernelOpDynamic(t *testing.T, s *InferenceSession, n *graph.Node, in [
 	got, err := rc.runKernelPlan(p, in)
 	require.NoError(t, err)
 	if host == nil {
-		host = hostOps[n.OpType]
+		host = ops.HostOps[n.OpType]
 	}
 	want, err := host(rc, n, in)
 	require.NoError(t, err)
 	require.Len(t, got, len(want))
 	for i := range want {
-		require.Equal(t, want[i].shape, got[i].shape, "output %d shape", i)
-		w, g := want[i].float64s(), got[i].float64s()
+		require.Equal(t, want[i].Dims(), got[i].Dims(), "output %d shape", i)
+		w, g := tensor.Float64s(want[i]), tensor.Float64s(got[i])
 		for j := range w {
-			require.InDelta(t, w[j], g[j], atol+rtol*math.Abs(w[j]), "output %d element %d (%s)", i, j, p.variant())
+			require.InDelta(t, w[j], g[j], atol+rtol*math.Abs(w[j]), "output %d element %d (%s)", i, j, ops.Variant(p))
 		}
 	}
 }
 
 // checkCout requires that n runs as conv2d_cout for in, with its weights as a constant
 // operand when the planner knows them and through conv_wt when not, and checks both plans.
-func checkCout(t *testing.T, s *InferenceSession, n *graph.Node, in []Tensor, host opFunc) {
+func checkCout(t *testing.T, s *InferenceSession, n *graph.Node, in []tensor.Tensor, host ops.OpFunc) {
 	t.Helper()
 	static := planSymbols(t, n, in, true)
 	require.Contains(t, static, "conv2d_cout")
@@ -80,28 +84,28 @@ func TestConvCoutAgainstHost(t *testing.T) {
 	cases := []struct {
 		name string
 		node *graph.Node
-		in   []Tensor
+		in   []tensor.Tensor
 	}{
-		{"mnist_conv2", conv(pads(2, 2, 2, 2)), []Tensor{f32(1, 8, 14, 14), f32(16, 8, 5, 5), f32(16)}},
-		{"mnist_conv2_no_bias", conv(pads(2, 2, 2, 2)), []Tensor{f32(1, 8, 14, 14), f32(16, 8, 5, 5)}},
+		{"mnist_conv2", conv(pads(2, 2, 2, 2)), []tensor.Tensor{f32(1, 8, 14, 14), f32(16, 8, 5, 5), f32(16)}},
+		{"mnist_conv2_no_bias", conv(pads(2, 2, 2, 2)), []tensor.Tensor{f32(1, 8, 14, 14), f32(16, 8, 5, 5)}},
 		// Odd sizes: 13 columns, 11 rows, three input channels, batches.
-		{"odd_sizes_batch", conv(pads(1, 1, 1, 1)), []Tensor{f32(2, 3, 11, 13), f32(16, 3, 3, 3), f32(16)}},
+		{"odd_sizes_batch", conv(pads(1, 1, 1, 1)), []tensor.Tensor{f32(2, 3, 11, 13), f32(16, 3, 3, 3), f32(16)}},
 		// 8 output channels (8-lane vectors), stride 2 (conv_pad's column phases).
-		{"stride2_8_channels", conv(pads(1, 1, 1, 1), strides(2, 2)), []Tensor{f32(1, 4, 15, 17), f32(8, 4, 3, 3), f32(8)}},
-		{"stride_1x3", conv(pads(2, 1, 0, 2), strides(1, 3)), []Tensor{f32(1, 5, 9, 29), f32(16, 5, 3, 4), f32(16)}},
+		{"stride2_8_channels", conv(pads(1, 1, 1, 1), strides(2, 2)), []tensor.Tensor{f32(1, 4, 15, 17), f32(8, 4, 3, 3), f32(8)}},
+		{"stride_1x3", conv(pads(2, 1, 0, 2), strides(1, 3)), []tensor.Tensor{f32(1, 5, 9, 29), f32(16, 5, 3, 4), f32(16)}},
 		// No padding and unit strides: x read in place, no conv_pad.
-		{"no_padding", conv(), []Tensor{f32(1, 6, 12, 12), f32(16, 6, 3, 3), f32(16)}},
-		{"asymmetric_padding", conv(pads(0, 1, 2, 0)), []Tensor{f32(1, 4, 10, 9), f32(16, 4, 3, 3)}},
-		{"24_channels", conv(pads(1, 1, 1, 1)), []Tensor{f32(1, 8, 6, 6), f32(24, 8, 3, 3), f32(24)}},
-		{"dilated", conv(pads(2, 2, 2, 2), dil(2, 2)), []Tensor{f32(1, 4, 12, 12), f32(16, 4, 3, 3), f32(16)}},
+		{"no_padding", conv(), []tensor.Tensor{f32(1, 6, 12, 12), f32(16, 6, 3, 3), f32(16)}},
+		{"asymmetric_padding", conv(pads(0, 1, 2, 0)), []tensor.Tensor{f32(1, 4, 10, 9), f32(16, 4, 3, 3)}},
+		{"24_channels", conv(pads(1, 1, 1, 1)), []tensor.Tensor{f32(1, 8, 6, 6), f32(24, 8, 3, 3), f32(24)}},
+		{"dilated", conv(pads(2, 2, 2, 2), dil(2, 2)), []tensor.Tensor{f32(1, 4, 12, 12), f32(16, 4, 3, 3), f32(16)}},
 		// Several channel vectors per tile, and channel tiles.
-		{"48_channels", conv(pads(1, 1, 1, 1)), []Tensor{f32(1, 8, 7, 7), f32(48, 8, 3, 3), f32(48)}},
-		{"groups", conv(pads(1, 1, 1, 1), group(2)), []Tensor{f32(2, 6, 9, 10), f32(32, 3, 3, 3), f32(32)}},
+		{"48_channels", conv(pads(1, 1, 1, 1)), []tensor.Tensor{f32(1, 8, 7, 7), f32(48, 8, 3, 3), f32(48)}},
+		{"groups", conv(pads(1, 1, 1, 1), group(2)), []tensor.Tensor{f32(2, 6, 9, 10), f32(32, 3, 3, 3), f32(32)}},
 		// 1-D: one row of 10 outputs.
-		{"1d", conv(pads(2, 2)), []Tensor{f32(1, 2, 10), f32(16, 2, 5), f32(16)}},
+		{"1d", conv(pads(2, 2)), []tensor.Tensor{f32(1, 2, 10), f32(16, 2, 5), f32(16)}},
 		// SAME_UPPER, as MNIST's export states its padding.
 		{"same_upper", conv(graph.StringAttr("auto_pad", "SAME_UPPER"), graph.IntsAttr("kernel_shape", 5, 5)),
-			[]Tensor{f32(1, 8, 14, 14), f32(16, 8, 5, 5), f32(16)}},
+			[]tensor.Tensor{f32(1, 8, 14, 14), f32(16, 8, 5, 5), f32(16)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkCout(t, s, c.node, c.in, nil) })
@@ -110,13 +114,13 @@ func TestConvCoutAgainstHost(t *testing.T) {
 
 // convAffineRef is FusedConv without an activation: the host Conv, then output_scale and
 // output_shift.
-func convAffineRef(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-	y, err := hostOps["Conv"](rc, n, in)
+func convAffineRef(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	y, err := ops.HostOps["Conv"](rc, n, in)
 	if err != nil {
 		return nil, err
 	}
 	scale, shift := n.AttrFloat("output_scale", 1), n.AttrFloat("output_shift", 0)
-	out := y[0].data.([]float32)
+	out := y[0].Data().([]float32)
 	for i, v := range out {
 		out[i] = v*scale + shift
 	}
@@ -129,11 +133,11 @@ func TestFusedConvCoutActivationsAgainstHost(t *testing.T) {
 	acts := fusedActivations
 	shapes := []struct {
 		name  string
-		in    []Tensor
+		in    []tensor.Tensor
 		attrs []*graph.Attribute
 	}{
-		{"mnist_conv2", []Tensor{f32(1, 8, 14, 14), f32(16, 8, 5, 5), f32(16)}, []*graph.Attribute{graph.IntsAttr("pads", 2, 2, 2, 2)}},
-		{"stride2_no_bias", []Tensor{f32(1, 3, 13, 11), f32(8, 3, 3, 3)}, []*graph.Attribute{graph.IntsAttr("pads", 1, 1, 1, 1), graph.IntsAttr("strides", 2, 2)}},
+		{"mnist_conv2", []tensor.Tensor{f32(1, 8, 14, 14), f32(16, 8, 5, 5), f32(16)}, []*graph.Attribute{graph.IntsAttr("pads", 2, 2, 2, 2)}},
+		{"stride2_no_bias", []tensor.Tensor{f32(1, 3, 13, 11), f32(8, 3, 3, 3)}, []*graph.Attribute{graph.IntsAttr("pads", 1, 1, 1, 1), graph.IntsAttr("strides", 2, 2)}},
 	}
 	for _, a := range acts {
 		for _, sh := range shapes {
@@ -150,7 +154,7 @@ func TestFusedConvCoutActivationsAgainstHost(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					n := graph.NewNode("n", "FusedConv", nil, []string{"y"}, attrs...)
 					n.Domain = graph.LoomDomain
-					host := fusedConvHost
+					host := hostops.FusedConvHost
 					if a.name == "" {
 						host = convAffineRef // (the host FusedConv wants an activation)
 					}
@@ -174,12 +178,12 @@ func TestConvCoutKeepsDirect(t *testing.T) {
 	cases := []struct {
 		name string
 		node *graph.Node
-		in   []Tensor
+		in   []tensor.Tensor
 	}{
-		{"mnist_conv1", conv(pads(2)), []Tensor{f32(1, 1, 28, 28), f32(8, 1, 5, 5), f32(8)}},
-		{"wide", conv(pads(1)), []Tensor{f32(1, 8, 8, 40), f32(16, 8, 3, 3), f32(16)}},
-		{"12_channels", conv(pads(1)), []Tensor{f32(1, 8, 14, 14), f32(12, 8, 3, 3), f32(12)}},
-		{"depthwise", conv(pads(1), graph.IntAttr("group", 16)), []Tensor{f32(1, 16, 14, 14), f32(16, 1, 3, 3), f32(16)}},
+		{"mnist_conv1", conv(pads(2)), []tensor.Tensor{f32(1, 1, 28, 28), f32(8, 1, 5, 5), f32(8)}},
+		{"wide", conv(pads(1)), []tensor.Tensor{f32(1, 8, 8, 40), f32(16, 8, 3, 3), f32(16)}},
+		{"12_channels", conv(pads(1)), []tensor.Tensor{f32(1, 8, 14, 14), f32(12, 8, 3, 3), f32(12)}},
+		{"depthwise", conv(pads(1), graph.IntAttr("group", 16)), []tensor.Tensor{f32(1, 16, 14, 14), f32(16, 1, 3, 3), f32(16)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -195,7 +199,7 @@ func TestConvCoutKeepsDirect(t *testing.T) {
 func TestCoutWeights(t *testing.T) {
 	// w [groups 2, mg 3, kd 2] -> wt [2, 2, 3].
 	w := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
-	require.Equal(t, []float32{1, 3, 5, 2, 4, 6, 7, 9, 11, 8, 10, 12}, coutWeights(w, 2, 3, 2))
+	require.Equal(t, []float32{1, 3, 5, 2, 4, 6, 7, 9, 11, 8, 10, 12}, kernelops.CoutWeights(w, 2, 3, 2))
 }
 
 // BenchmarkConvCout times convolutions that run as conv2d_cout as BenchmarkConvGemm does (a

@@ -6,6 +6,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // Convolutions with few output positions run as gemm_nt dot products along the receptive
@@ -13,13 +16,13 @@ import (
 // checked against the Go host Conv on fresh random inputs.
 
 // requirePlanAvoids requires that node's plan for inputs launches no kernel named symbol.
-func requirePlanAvoids(t *testing.T, n *graph.Node, in []Tensor, symbol string) {
+func requirePlanAvoids(t *testing.T, n *graph.Node, in []tensor.Tensor, symbol string) {
 	t.Helper()
-	p, reason, err := kernelPlanners[plannerKey(n)](n, 18, infosOf(in))
+	p, reason, err := ops.KernelPlanners[ops.PlannerKey(n)](n, 18, ops.InfosOf(in))
 	require.NoError(t, err)
 	require.NotNil(t, p, "declined: %s", reason)
-	for _, c := range p.calls {
-		require.NotEqual(t, symbol, c.symbol, "plan runs %s", c.describe())
+	for _, c := range p.Calls {
+		require.NotEqual(t, symbol, c.Symbol, "plan runs %s", ops.Describe(c))
 	}
 }
 
@@ -30,32 +33,32 @@ func TestConvDotProductsAgainstHost(t *testing.T) {
 	cases := []struct {
 		name string
 		node *graph.Node
-		in   []Tensor
+		in   []tensor.Tensor
 		// cols: whether the plan copies receptive fields (conv_cols) or reads x in place.
 		cols bool
 	}{
 		// Silero VAD v5 at 16 kHz: the STFT as a convolution (3 positions of 256 samples) and
 		// the four encoder convolutions.
-		{"silero_stft", conv(strides(128)), []Tensor{f32(1, 1, 576), f32(258, 1, 256)}, false},
-		{"silero_stft_2d", conv(strides(1, 128)), []Tensor{f32(1, 1, 1, 640), f32(258, 1, 1, 256)}, false},
-		{"silero_encoder_0", conv(pads(1, 1)), []Tensor{f32(1, 129, 3), f32(128, 129, 3), f32(128)}, true},
-		{"silero_encoder_1", conv(pads(1, 1), strides(2)), []Tensor{f32(1, 128, 3), f32(64, 128, 3), f32(64)}, true},
-		{"silero_encoder_2", conv(pads(1, 1), strides(2)), []Tensor{f32(1, 64, 2), f32(64, 64, 3), f32(64)}, true},
-		{"silero_encoder_3", conv(pads(1, 1)), []Tensor{f32(1, 64, 1), f32(128, 64, 3), f32(128)}, true},
+		{"silero_stft", conv(strides(128)), []tensor.Tensor{f32(1, 1, 576), f32(258, 1, 256)}, false},
+		{"silero_stft_2d", conv(strides(1, 128)), []tensor.Tensor{f32(1, 1, 1, 640), f32(258, 1, 1, 256)}, false},
+		{"silero_encoder_0", conv(pads(1, 1)), []tensor.Tensor{f32(1, 129, 3), f32(128, 129, 3), f32(128)}, true},
+		{"silero_encoder_1", conv(pads(1, 1), strides(2)), []tensor.Tensor{f32(1, 128, 3), f32(64, 128, 3), f32(64)}, true},
+		{"silero_encoder_2", conv(pads(1, 1), strides(2)), []tensor.Tensor{f32(1, 64, 2), f32(64, 64, 3), f32(64)}, true},
+		{"silero_encoder_3", conv(pads(1, 1)), []tensor.Tensor{f32(1, 64, 1), f32(128, 64, 3), f32(128)}, true},
 		// Windows in place with batches, groups and a bias, and a window stride that
 		// leaves samples out.
-		{"windows_grouped_batch", conv(strides(20), group(3)), []Tensor{f32(2, 3, 100), f32(6, 1, 40), f32(6)}, false},
-		{"windows_gaps", conv(strides(50)), []Tensor{f32(1, 1, 163), f32(5, 1, 37)}, false},
+		{"windows_grouped_batch", conv(strides(20), group(3)), []tensor.Tensor{f32(2, 3, 100), f32(6, 1, 40), f32(6)}, false},
+		{"windows_gaps", conv(strides(50)), []tensor.Tensor{f32(1, 1, 163), f32(5, 1, 37)}, false},
 		// End padding the last window reaches, start padding, dilation: copied.
-		{"padded_end_window", conv(strides(30), pads(0, 30)), []Tensor{f32(1, 1, 100), f32(4, 1, 40), f32(4)}, true},
-		{"padded_windows", conv(strides(32), pads(16, 16)), []Tensor{f32(1, 1, 300), f32(17, 1, 64), f32(17)}, true},
-		{"dilated_windows", conv(strides(50), dil(2)), []Tensor{f32(1, 1, 200), f32(5, 1, 33)}, true},
+		{"padded_end_window", conv(strides(30), pads(0, 30)), []tensor.Tensor{f32(1, 1, 100), f32(4, 1, 40), f32(4)}, true},
+		{"padded_windows", conv(strides(32), pads(16, 16)), []tensor.Tensor{f32(1, 1, 300), f32(17, 1, 64), f32(17)}, true},
+		{"dilated_windows", conv(strides(50), dil(2)), []tensor.Tensor{f32(1, 1, 200), f32(5, 1, 33)}, true},
 		// Odd sizes: 7 output channels over 39 inputs (scalar tails), one position.
-		{"odd_one_position", conv(pads(1, 1)), []Tensor{f32(1, 13, 1), f32(7, 13, 3), f32(7)}, true},
+		{"odd_one_position", conv(pads(1, 1)), []tensor.Tensor{f32(1, 13, 1), f32(7, 13, 3), f32(7)}, true},
 		// 2-D, batches, groups, asymmetric padding, strides and dilation.
 		{"grouped_2d", conv(group(3), pads(1, 2, 0, 1), dil(1, 2), strides(2, 3)),
-			[]Tensor{f32(3, 12, 5, 7), f32(9, 4, 3, 4), f32(9)}, true},
-		{"small_map_2d", conv(pads(1, 1, 1, 1)), []Tensor{f32(2, 40, 4, 4), f32(33, 40, 3, 3), f32(33)}, true},
+			[]tensor.Tensor{f32(3, 12, 5, 7), f32(9, 4, 3, 4), f32(9)}, true},
+		{"small_map_2d", conv(pads(1, 1, 1, 1)), []tensor.Tensor{f32(2, 40, 4, 4), f32(33, 40, 3, 3), f32(33)}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,11 +84,11 @@ func TestConvDotProductsKeepsDirect(t *testing.T) {
 	cases := []struct {
 		name string
 		node *graph.Node
-		in   []Tensor
+		in   []tensor.Tensor
 	}{
-		{"16_columns", conv(1, 1), []Tensor{f32(1, 64, 16), f32(32, 64, 3)}},
-		{"many_positions", conv(1, 1, 1, 1), []Tensor{f32(1, 16, 6, 6), f32(12, 16, 3, 3)}}, // (8 channels run as conv2d_cout)
-		{"short_fields", conv(1, 1), []Tensor{f32(1, 3, 4), f32(8, 3, 3)}},
+		{"16_columns", conv(1, 1), []tensor.Tensor{f32(1, 64, 16), f32(32, 64, 3)}},
+		{"many_positions", conv(1, 1, 1, 1), []tensor.Tensor{f32(1, 16, 6, 6), f32(12, 16, 3, 3)}}, // (8 channels run as conv2d_cout)
+		{"short_fields", conv(1, 1), []tensor.Tensor{f32(1, 3, 4), f32(8, 3, 3)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { requirePlanUses(t, c.node, c.in, "conv2d_direct") })
@@ -102,12 +105,12 @@ func TestFusedConvDotProductsActivationsAgainstHost(t *testing.T) {
 		{"HardSigmoid", []float32{0.25, 0.4}}, {"Clip", []float32{-0.5, 0.7}}, {"Clip", nil}}
 	shapes := []struct {
 		name  string
-		in    []Tensor
+		in    []tensor.Tensor
 		attrs []*graph.Attribute
 	}{
-		{"cols", []Tensor{f32(1, 129, 3), f32(128, 129, 3), f32(128)}, []*graph.Attribute{graph.IntsAttr("pads", 1, 1)}},
-		{"cols_no_bias", []Tensor{f32(1, 64, 2), f32(64, 64, 3)}, []*graph.Attribute{graph.IntsAttr("pads", 1, 1), graph.IntsAttr("strides", 2)}},
-		{"windows", []Tensor{f32(1, 1, 576), f32(20, 1, 256), f32(20)}, []*graph.Attribute{graph.IntsAttr("strides", 128)}},
+		{"cols", []tensor.Tensor{f32(1, 129, 3), f32(128, 129, 3), f32(128)}, []*graph.Attribute{graph.IntsAttr("pads", 1, 1)}},
+		{"cols_no_bias", []tensor.Tensor{f32(1, 64, 2), f32(64, 64, 3)}, []*graph.Attribute{graph.IntsAttr("pads", 1, 1), graph.IntsAttr("strides", 2)}},
+		{"windows", []tensor.Tensor{f32(1, 1, 576), f32(20, 1, 256), f32(20)}, []*graph.Attribute{graph.IntsAttr("strides", 128)}},
 	}
 	for _, a := range acts {
 		for _, sh := range shapes {
@@ -126,13 +129,13 @@ func TestFusedConvDotProductsActivationsAgainstHost(t *testing.T) {
 	// FusedConv's newer activations and its output affine, against its host function.
 	for _, act := range []string{"HardSwish", "Swish"} {
 		t.Run(act+"_affine", func(t *testing.T) {
-			in := []Tensor{f32(1, 128, 3), f32(64, 128, 3), f32(64)}
+			in := []tensor.Tensor{f32(1, 128, 3), f32(64, 128, 3), f32(64)}
 			n := graph.NewNode("n", "FusedConv", nil, []string{"y"}, graph.StringAttr("activation", act),
 				graph.IntsAttr("pads", 1, 1), graph.IntsAttr("strides", 2),
 				graph.FloatAttr("output_scale", 0.75), graph.FloatAttr("output_shift", -0.25))
 			n.Domain = graph.LoomDomain
 			requirePlanUses(t, n, in, "gemm_nt")
-			checkKernelOp(t, s, n, 18, in, fusedConvHost, convGemmTol, convGemmTol)
+			checkKernelOp(t, s, n, 18, in, hostops.FusedConvHost, convGemmTol, convGemmTol)
 		})
 	}
 }
@@ -146,12 +149,12 @@ func TestPadReflectAgainstHost(t *testing.T) {
 	pad := kernelNode("Pad", graph.StringAttr("mode", "reflect"))
 	cases := []struct {
 		name string
-		in   []Tensor
+		in   []tensor.Tensor
 	}{
-		{"silero", []Tensor{f32(1, 1, 512), int64Vec(0, 0, 0, 0, 0, 64)}},
-		{"both_ends_2d", []Tensor{f32(2, 3, 6, 5), int64Vec(0, 0, 3, 4, 0, 0, 5, 3)}},
-		{"several_reflections", []Tensor{f32(3, 4), int64Vec(0, 7, 0, 9)}},
-		{"outer_axes", []Tensor{f32(4, 3, 7), int64Vec(2, 1, 0, 3, 1, 6)}},
+		{"silero", []tensor.Tensor{f32(1, 1, 512), int64Vec(0, 0, 0, 0, 0, 64)}},
+		{"both_ends_2d", []tensor.Tensor{f32(2, 3, 6, 5), int64Vec(0, 0, 3, 4, 0, 0, 5, 3)}},
+		{"several_reflections", []tensor.Tensor{f32(3, 4), int64Vec(0, 7, 0, 9)}},
+		{"outer_axes", []tensor.Tensor{f32(4, 3, 7), int64Vec(2, 1, 0, 3, 1, 6)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -165,22 +168,24 @@ func TestPadReflectAgainstHost(t *testing.T) {
 // run plan, weights as initializers.
 func BenchmarkConvDotProducts(b *testing.B) {
 	rnd := inferRand()
-	f32 := func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+	f32 := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
 	conv := func(attrs ...*graph.Attribute) *graph.Node {
 		return graph.NewNode("n", "Conv", nil, []string{"y"}, attrs...)
 	}
 	cases := []struct {
 		name string
 		node *graph.Node
-		in   []Tensor
+		in   []tensor.Tensor
 	}{
-		{"silero_stft_1x1x576_258x256_s128", conv(graph.IntsAttr("strides", 128)), []Tensor{f32(1, 1, 576), f32(258, 1, 256)}},
-		{"silero_encoder_1x129x3_128x3", conv(graph.IntsAttr("pads", 1, 1)), []Tensor{f32(1, 129, 3), f32(128, 129, 3), f32(128)}},
-		{"silero_encoder_1x64x1_128x3", conv(graph.IntsAttr("pads", 1, 1)), []Tensor{f32(1, 64, 1), f32(128, 64, 3), f32(128)}},
+		{"silero_stft_1x1x576_258x256_s128", conv(graph.IntsAttr("strides", 128)), []tensor.Tensor{f32(1, 1, 576), f32(258, 1, 256)}},
+		{"silero_encoder_1x129x3_128x3", conv(graph.IntsAttr("pads", 1, 1)), []tensor.Tensor{f32(1, 129, 3), f32(128, 129, 3), f32(128)}},
+		{"silero_encoder_1x64x1_128x3", conv(graph.IntsAttr("pads", 1, 1)), []tensor.Tensor{f32(1, 64, 1), f32(128, 64, 3), f32(128)}},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			benchKernelOp(b, kernelPlanners["Conv"], c.node, 18, c.in, hostOps["Conv"], 1, 2)
+			benchKernelOp(b, ops.KernelPlanners["Conv"], c.node, 18, c.in, ops.HostOps["Conv"], 1, 2)
 		})
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // The Conv and GEMM benchmarks run an op's kernel plan the way a compiled run plan runs it:
@@ -62,7 +65,7 @@ func convGemmBenches() []planBench {
 		return planBench{name: name, node: graph.NewNode("n", "MatMul", nil, []string{"y"}), shapes: [][]int64{a, b}, macs: float64(m * b[0] * b[1])}
 	}
 	batchedMatMul := func(name string, a, b []int64) planBench {
-		batch := int64(numel(a[:len(a)-2]))
+		batch := int64(ops.Numel(a[:len(a)-2]))
 		m, k, n := a[len(a)-2], a[len(a)-1], b[len(b)-1]
 		return planBench{name: name, node: graph.NewNode("n", "MatMul", nil, []string{"y"}), shapes: [][]int64{a, b}, macs: float64(batch * m * k * n)}
 	}
@@ -103,9 +106,9 @@ func convGemmBenches() []planBench {
 }
 
 // benchSession opens a host session with one worker thread, closed when the benchmark ends.
-func benchSession(b *testing.B) *ModelSession {
+func benchSession(b *testing.B) *device.ModelSession {
 	b.Helper()
-	ms, err := Open(0, WithWorkerThreads(1))
+	ms, err := device.Open(0, device.WithWorkerThreads(1))
 	require.NoError(b, err)
 	b.Cleanup(func() { require.NoError(b, ms.Close()) })
 	return ms
@@ -115,16 +118,16 @@ func benchSession(b *testing.B) *ModelSession {
 // planner sees no values, as for a model's dynamic inputs), places its operands in ms and
 // returns the plan's launches as commands, with the region of output 0. A valid x replaces
 // input 0 by a region of x (its leading bytes), so that consecutive ops form a chain.
-func placePlan(b *testing.B, ms *ModelSession, node *graph.Node, shapes [][]int64, x Region) ([]Command, Region, *kernelPlan) {
+func placePlan(b *testing.B, ms *device.ModelSession, node *graph.Node, shapes [][]int64, x device.Region) ([]device.Command, device.Region, *ops.KernelPlan) {
 	b.Helper()
 	rnd := inferRand()
-	in := make([]Tensor, len(shapes))
+	in := make([]tensor.Tensor, len(shapes))
 	for i, s := range shapes {
-		in[i] = MustTensor(s, randomF32(rnd, numel(s)))
+		in[i] = tensor.MustTensor(s, randomF32(rnd, ops.Numel(s)))
 	}
-	planner, ok := kernelPlanners[plannerKey(node)]
-	require.True(b, ok, "no planner for %s", plannerKey(node))
-	p, reason, err := planner(node, 18, infosOf(in))
+	planner, ok := ops.KernelPlanners[ops.PlannerKey(node)]
+	require.True(b, ok, "no planner for %s", ops.PlannerKey(node))
+	p, reason, err := planner(node, 18, ops.InfosOf(in))
 	require.NoError(b, err)
 	if p == nil {
 		b.Skipf("the planner declined: %s", reason)
@@ -136,57 +139,57 @@ func placePlan(b *testing.B, ms *ModelSession, node *graph.Node, shapes [][]int6
 // placeKernelPlan places p's operands for the inputs in (input 0 at a region of x when x is
 // set) in ms, uploading the inputs and the plan's constants, and returns p's launches as
 // commands with the region of output 0.
-func placeKernelPlan(b *testing.B, ms *ModelSession, p *kernelPlan, in []Tensor, x Region) ([]Command, Region) {
+func placeKernelPlan(b *testing.B, ms *device.ModelSession, p *ops.KernelPlan, in []tensor.Tensor, x device.Region) ([]device.Command, device.Region) {
 	b.Helper()
-	regions := map[operand]Region{}
-	region := func(o operand) Region {
+	regions := map[ops.Operand]device.Region{}
+	region := func(o ops.Operand) device.Region {
 		if r, ok := regions[o]; ok {
 			return r
 		}
-		var value Tensor // uploaded: an input or a constant
+		var value tensor.Tensor // uploaded: an input or a constant
 		var bytes int64
-		switch o.kind {
-		case operandInput:
-			value = in[o.index]
-		case operandConst:
-			value = p.consts[o.index]
-		case operandOutput:
-			bytes = p.outputs[o.index].bytes()
-		case operandScratch:
-			bytes = p.scratch[o.index]
+		switch o.Kind {
+		case ops.OperandInput:
+			value = in[o.Index]
+		case ops.OperandConst:
+			value = p.Consts[o.Index]
+		case ops.OperandOutput:
+			bytes = ops.Bytes(p.Outputs[o.Index])
+		case ops.OperandScratch:
+			bytes = p.Scratch[o.Index]
 		}
 		if value.IsValid() {
-			bytes = value.dtype.ByteSize(int64(value.Len()))
+			bytes = value.DType().ByteSize(int64(value.Len()))
 		}
-		var r Region
+		var r device.Region
 		var err error
-		if o.kind == operandInput && o.index == 0 && x.bytes > 0 {
+		if o.Kind == ops.OperandInput && o.Index == 0 && x.Bytes() > 0 {
 			r, err = x.Slice(0, uint64(bytes))
 			require.NoError(b, err)
 		} else {
 			r, err = ms.Allocate(uint64(max(bytes, 4)))
 			require.NoError(b, err)
 			if value.IsValid() {
-				raw, _ := rawBytes(value)
+				raw, _ := ops.RawBytes(value)
 				require.NoError(b, ms.Upload(r, raw))
 			}
 		}
 		regions[o] = r
 		return r
 	}
-	var cmds []Command
-	for _, c := range p.calls {
-		src, err := kernelSource(c.file, c.symbol, c.config)
+	var cmds []device.Command
+	for _, c := range p.Calls {
+		src, err := kernelSource(c.File, c.Symbol, c.Config)
 		require.NoError(b, err)
-		ids, err := ms.Compile([]KernelSource{src})
+		ids, err := ms.Compile([]device.KernelSource{src})
 		require.NoError(b, err)
-		d := Dispatch{Kernel: ids[0], Args: c.args, Workload: c.workload}
-		for _, bd := range c.bind {
-			d.Bindings = append(d.Bindings, Binding{Region: region(bd.operand), Access: bd.access})
+		d := device.Dispatch{Kernel: ids[0], Args: c.Args, Workload: c.Workload}
+		for _, bd := range c.Bind {
+			d.Bindings = append(d.Bindings, device.Binding{Region: region(bd.Operand), Access: bd.Access})
 		}
 		cmds = append(cmds, d)
 	}
-	return cmds, region(outputOperand(0))
+	return cmds, region(ops.OutputOperand(0))
 }
 
 // benchRepeats is how many times a recording repeats an op's launches (each repetition
@@ -207,8 +210,8 @@ func processCPU() time.Duration {
 }
 
 // recordRepeated records cmds benchRepeats times over as "op".
-func recordRepeated(b *testing.B, ms *ModelSession, cmds []Command) {
-	var all []Command
+func recordRepeated(b *testing.B, ms *device.ModelSession, cmds []device.Command) {
+	var all []device.Command
 	for range *benchRepeats {
 		all = append(all, cmds...)
 	}
@@ -218,7 +221,7 @@ func recordRepeated(b *testing.B, ms *ModelSession, cmds []Command) {
 // replayTimes replays the recording "op" b.N times and reports, per op (a replay holds
 // benchRepeats of them), wall time (us/op), process CPU time (cpu-us/op) and GFLOP/s for
 // macs multiply-adds by CPU time.
-func replayTimes(b *testing.B, ms *ModelSession, macs float64) {
+func replayTimes(b *testing.B, ms *device.ModelSession, macs float64) {
 	require.NoError(b, ms.Replay("op")) // warm the caches and the worker
 	require.NoError(b, ms.Synchronize())
 	cpu0 := processCPU()
@@ -245,8 +248,8 @@ func runPlanBenches(b *testing.B, cases []planBench) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			ms := benchSession(b)
-			cmds, _, p := placePlan(b, ms, c.node, c.shapes, Region{})
-			b.Logf("%s", p.variant())
+			cmds, _, p := placePlan(b, ms, c.node, c.shapes, device.Region{})
+			b.Logf("%s", ops.Variant(p))
 			recordRepeated(b, ms, cmds)
 			replayTimes(b, ms, c.macs)
 		})
@@ -259,9 +262,9 @@ func runPlanBenches(b *testing.B, cases []planBench) {
 // Conv and GEMM kernels together.
 func BenchmarkConvGemmMNIST(b *testing.B) {
 	ms := benchSession(b)
-	var cmds []Command
+	var cmds []device.Command
 	var macs float64
-	var prev Region
+	var prev device.Region
 	for _, c := range convGemmBenches()[1:4] {
 		more, out, _ := placePlan(b, ms, c.node, c.shapes, prev)
 		cmds, prev = append(cmds, more...), out

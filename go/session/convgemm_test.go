@@ -7,6 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/sessiontest"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // The register-tiled Conv and GEMM kernels (gemm_fast.loom, conv_fast.loom) against the Go
@@ -16,9 +19,11 @@ import (
 // host's.
 const convGemmTol = 2e-4
 
-func f32Rand(t *testing.T) func(shape ...int64) Tensor {
-	rnd := newRand(t)
-	return func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+func f32Rand(t *testing.T) func(shape ...int64) tensor.Tensor {
+	rnd := sessiontest.NewRand(t)
+	return func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
 }
 
 // fusedActivations are FusedConv's activations with parameters (nil: the defaults).
@@ -40,17 +45,17 @@ func groupAttr(g int64) *graph.Attribute        { return graph.IntAttr("group", 
 
 // requirePlanUses requires that node's plan for inputs in launches symbol (so that a case
 // tests the path it is named after).
-func requirePlanUses(t *testing.T, n *graph.Node, in []Tensor, symbol string) {
+func requirePlanUses(t *testing.T, n *graph.Node, in []tensor.Tensor, symbol string) {
 	t.Helper()
-	p, reason, err := kernelPlanners[plannerKey(n)](n, 18, infosOf(in))
+	p, reason, err := ops.KernelPlanners[ops.PlannerKey(n)](n, 18, ops.InfosOf(in))
 	require.NoError(t, err)
 	require.NotNil(t, p, "declined: %s", reason)
 	var got []string
-	for _, c := range p.calls {
-		if c.symbol == symbol {
+	for _, c := range p.Calls {
+		if c.Symbol == symbol {
 			return
 		}
-		got = append(got, c.describe())
+		got = append(got, ops.Describe(c))
 	}
 	require.Failf(t, "wrong kernels", "want %s, plan runs %v", symbol, got)
 }
@@ -62,36 +67,36 @@ func TestConvKernelsAgainstHost(t *testing.T) {
 	cases := []struct {
 		name   string
 		node   *graph.Node
-		in     []Tensor
+		in     []tensor.Tensor
 		symbol string
 	}{
-		{"1x1", conv(), []Tensor{f32(1, 16, 6, 7), f32(20, 16, 1, 1), f32(20)}, "gemm_nn"},
-		{"1x1_no_bias_batch", conv(), []Tensor{f32(3, 5, 4, 9), f32(7, 5, 1, 1)}, "gemm_nn"},
-		{"1x1_grouped", conv(group(3)), []Tensor{f32(2, 6, 5, 5), f32(9, 2, 1, 1), f32(9)}, "gemm_nn"},
-		{"1x1_one_pixel", conv(), []Tensor{f32(1, 120, 1, 1), f32(480, 120, 1, 1), f32(480)}, "gemm_nt"},
-		{"1x1_strided", conv(strides(2, 2)), []Tensor{f32(1, 4, 9, 10), f32(6, 4, 1, 1), f32(6)}, "conv2d_direct"},
-		{"1x1_padded", conv(pads(1, 0, 0, 2)), []Tensor{f32(1, 3, 5, 6), f32(4, 3, 1, 1)}, "conv2d_direct"},
-		{"3x3_valid", conv(), []Tensor{f32(1, 5, 11, 19), f32(13, 5, 3, 3), f32(13)}, "conv2d_direct"},
-		{"3x3_pad_stride_batch", conv(pads(1, 2, 0, 1), strides(2, 1)), []Tensor{f32(2, 3, 9, 8), f32(4, 3, 3, 3), f32(4)}, "conv_pad"},
-		{"3x3_stride2", conv(pads(1, 1, 1, 1), strides(2, 2)), []Tensor{f32(1, 3, 48, 64), f32(16, 3, 3, 3), f32(16)}, "conv_pad"},
-		{"3x3_stride_cols", conv(pads(0, 1, 0, 1), strides(1, 3)), []Tensor{f32(1, 2, 7, 20), f32(5, 2, 3, 3), f32(5)}, "conv_pad"},
-		{"dilated", conv(pads(2, 2, 2, 2), dil(2, 2)), []Tensor{f32(1, 4, 12, 12), f32(6, 4, 3, 3), f32(6)}, "conv2d_direct"},
-		{"dilated_strided", conv(pads(1, 3, 1, 3), dil(1, 3), strides(2, 2)), []Tensor{f32(1, 2, 10, 21), f32(3, 2, 2, 3)}, "conv2d_direct"},
-		{"grouped", conv(group(2), pads(1, 1, 1, 1)), []Tensor{f32(1, 4, 6, 6), f32(6, 2, 3, 3)}, "conv2d_direct"},
-		{"depthwise", conv(group(16), pads(1, 1, 1, 1)), []Tensor{f32(1, 16, 24, 40), f32(16, 1, 3, 3), f32(16)}, "conv2d_direct"},
-		{"depthwise_5x5_stride_rows", conv(group(24), pads(2, 2, 2, 2), strides(2, 1)), []Tensor{f32(1, 24, 12, 20), f32(24, 1, 5, 5), f32(24)}, "conv2d_direct"},
-		{"depthwise_stride_cols", conv(group(8), pads(1, 1, 1, 1), strides(1, 2)), []Tensor{f32(1, 8, 12, 30), f32(8, 1, 3, 3), f32(8)}, "conv_pad"},
-		{"depthwise_multiplier", conv(group(4), pads(1, 1, 1, 1)), []Tensor{f32(2, 4, 7, 9), f32(8, 1, 3, 3), f32(8)}, "conv2d_direct"},
+		{"1x1", conv(), []tensor.Tensor{f32(1, 16, 6, 7), f32(20, 16, 1, 1), f32(20)}, "gemm_nn"},
+		{"1x1_no_bias_batch", conv(), []tensor.Tensor{f32(3, 5, 4, 9), f32(7, 5, 1, 1)}, "gemm_nn"},
+		{"1x1_grouped", conv(group(3)), []tensor.Tensor{f32(2, 6, 5, 5), f32(9, 2, 1, 1), f32(9)}, "gemm_nn"},
+		{"1x1_one_pixel", conv(), []tensor.Tensor{f32(1, 120, 1, 1), f32(480, 120, 1, 1), f32(480)}, "gemm_nt"},
+		{"1x1_strided", conv(strides(2, 2)), []tensor.Tensor{f32(1, 4, 9, 10), f32(6, 4, 1, 1), f32(6)}, "conv2d_direct"},
+		{"1x1_padded", conv(pads(1, 0, 0, 2)), []tensor.Tensor{f32(1, 3, 5, 6), f32(4, 3, 1, 1)}, "conv2d_direct"},
+		{"3x3_valid", conv(), []tensor.Tensor{f32(1, 5, 11, 19), f32(13, 5, 3, 3), f32(13)}, "conv2d_direct"},
+		{"3x3_pad_stride_batch", conv(pads(1, 2, 0, 1), strides(2, 1)), []tensor.Tensor{f32(2, 3, 9, 8), f32(4, 3, 3, 3), f32(4)}, "conv_pad"},
+		{"3x3_stride2", conv(pads(1, 1, 1, 1), strides(2, 2)), []tensor.Tensor{f32(1, 3, 48, 64), f32(16, 3, 3, 3), f32(16)}, "conv_pad"},
+		{"3x3_stride_cols", conv(pads(0, 1, 0, 1), strides(1, 3)), []tensor.Tensor{f32(1, 2, 7, 20), f32(5, 2, 3, 3), f32(5)}, "conv_pad"},
+		{"dilated", conv(pads(2, 2, 2, 2), dil(2, 2)), []tensor.Tensor{f32(1, 4, 12, 12), f32(6, 4, 3, 3), f32(6)}, "conv2d_direct"},
+		{"dilated_strided", conv(pads(1, 3, 1, 3), dil(1, 3), strides(2, 2)), []tensor.Tensor{f32(1, 2, 10, 21), f32(3, 2, 2, 3)}, "conv2d_direct"},
+		{"grouped", conv(group(2), pads(1, 1, 1, 1)), []tensor.Tensor{f32(1, 4, 6, 6), f32(6, 2, 3, 3)}, "conv2d_direct"},
+		{"depthwise", conv(group(16), pads(1, 1, 1, 1)), []tensor.Tensor{f32(1, 16, 24, 40), f32(16, 1, 3, 3), f32(16)}, "conv2d_direct"},
+		{"depthwise_5x5_stride_rows", conv(group(24), pads(2, 2, 2, 2), strides(2, 1)), []tensor.Tensor{f32(1, 24, 12, 20), f32(24, 1, 5, 5), f32(24)}, "conv2d_direct"},
+		{"depthwise_stride_cols", conv(group(8), pads(1, 1, 1, 1), strides(1, 2)), []tensor.Tensor{f32(1, 8, 12, 30), f32(8, 1, 3, 3), f32(8)}, "conv_pad"},
+		{"depthwise_multiplier", conv(group(4), pads(1, 1, 1, 1)), []tensor.Tensor{f32(2, 4, 7, 9), f32(8, 1, 3, 3), f32(8)}, "conv2d_direct"},
 		{"mnist_same_upper", conv(graph.StringAttr("auto_pad", "SAME_UPPER"), graph.IntsAttr("kernel_shape", 5, 5)),
-			[]Tensor{f32(1, 8, 14, 14), f32(16, 8, 5, 5), f32(16)}, "conv2d_cout"},
-		{"row_1x3", conv(pads(0, 1, 0, 1)), []Tensor{f32(1, 48, 1, 40), f32(6, 48, 1, 3), f32(6)}, "conv2d_direct"},
-		{"tiny_output", conv(), []Tensor{f32(1, 2, 3, 3), f32(3, 2, 3, 3), f32(3)}, "conv2d_direct"},
-		{"narrow_output", conv(pads(1, 1, 1, 1)), []Tensor{f32(1, 3, 17, 3), f32(5, 3, 3, 3)}, "conv2d_direct"},
-		{"conv1d", conv(pads(2, 1), strides(2)), []Tensor{f32(2, 3, 37), f32(5, 3, 4), f32(5)}, "conv2d_direct"},
-		{"conv1d_1x1", conv(), []Tensor{f32(1, 8, 33), f32(4, 8, 1)}, "gemm_nn"},
-		{"conv1d_long_kernel", conv(strides(16), pads(8, 8)), []Tensor{f32(1, 2, 300), f32(4, 2, 64), f32(4)}, "conv2d_direct"},
-		{"conv1d_prime_kernel", conv(pads(3, 0)), []Tensor{f32(2, 3, 90), f32(5, 3, 53)}, "conv2d_direct"},
-		{"large_k", conv(pads(1, 1, 1, 1)), []Tensor{f32(1, 96, 5, 9), f32(7, 96, 3, 3), f32(7)}, "conv2d_direct"},
+			[]tensor.Tensor{f32(1, 8, 14, 14), f32(16, 8, 5, 5), f32(16)}, "conv2d_cout"},
+		{"row_1x3", conv(pads(0, 1, 0, 1)), []tensor.Tensor{f32(1, 48, 1, 40), f32(6, 48, 1, 3), f32(6)}, "conv2d_direct"},
+		{"tiny_output", conv(), []tensor.Tensor{f32(1, 2, 3, 3), f32(3, 2, 3, 3), f32(3)}, "conv2d_direct"},
+		{"narrow_output", conv(pads(1, 1, 1, 1)), []tensor.Tensor{f32(1, 3, 17, 3), f32(5, 3, 3, 3)}, "conv2d_direct"},
+		{"conv1d", conv(pads(2, 1), strides(2)), []tensor.Tensor{f32(2, 3, 37), f32(5, 3, 4), f32(5)}, "conv2d_direct"},
+		{"conv1d_1x1", conv(), []tensor.Tensor{f32(1, 8, 33), f32(4, 8, 1)}, "gemm_nn"},
+		{"conv1d_long_kernel", conv(strides(16), pads(8, 8)), []tensor.Tensor{f32(1, 2, 300), f32(4, 2, 64), f32(4)}, "conv2d_direct"},
+		{"conv1d_prime_kernel", conv(pads(3, 0)), []tensor.Tensor{f32(2, 3, 90), f32(5, 3, 53)}, "conv2d_direct"},
+		{"large_k", conv(pads(1, 1, 1, 1)), []tensor.Tensor{f32(1, 96, 5, 9), f32(7, 96, 3, 3), f32(7)}, "conv2d_direct"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -132,13 +137,13 @@ func activationRef(name string, params []float32) func(float64) float64 {
 }
 
 // fusedConvRef is FusedConv as the host Conv followed by activationRef.
-func fusedConvRef(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-	y, err := hostOps["Conv"](rc, n, in)
+func fusedConvRef(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	y, err := ops.HostOps["Conv"](rc, n, in)
 	if err != nil {
 		return nil, err
 	}
 	f := activationRef(n.AttrString("activation", ""), n.AttrFloats("activation_params"))
-	out := y[0].data.([]float32)
+	out := y[0].Data().([]float32)
 	for i, v := range out {
 		out[i] = float32(f(float64(v)))
 	}
@@ -153,14 +158,14 @@ func TestFusedConvActivationsAgainstHost(t *testing.T) {
 	acts := fusedActivations[:11]
 	shapes := []struct {
 		name   string
-		in     []Tensor
+		in     []tensor.Tensor
 		attrs  []*graph.Attribute
 		symbol string
 	}{
-		{"direct", []Tensor{f32(1, 3, 10, 21), f32(5, 3, 3, 3), f32(5)}, []*graph.Attribute{graph.IntsAttr("pads", 1, 1, 1, 1)}, "conv2d_direct"},
-		{"1x1", []Tensor{f32(1, 7, 4, 20), f32(6, 7, 1, 1), f32(6)}, nil, "gemm_nn"},
-		{"1x1_one_pixel", []Tensor{f32(1, 40, 1, 1), f32(9, 40, 1, 1), f32(9)}, nil, "gemm_nt"},
-		{"no_bias", []Tensor{f32(1, 2, 6, 6), f32(3, 2, 3, 3)}, nil, "conv2d_direct"},
+		{"direct", []tensor.Tensor{f32(1, 3, 10, 21), f32(5, 3, 3, 3), f32(5)}, []*graph.Attribute{graph.IntsAttr("pads", 1, 1, 1, 1)}, "conv2d_direct"},
+		{"1x1", []tensor.Tensor{f32(1, 7, 4, 20), f32(6, 7, 1, 1), f32(6)}, nil, "gemm_nn"},
+		{"1x1_one_pixel", []tensor.Tensor{f32(1, 40, 1, 1), f32(9, 40, 1, 1), f32(9)}, nil, "gemm_nt"},
+		{"no_bias", []tensor.Tensor{f32(1, 2, 6, 6), f32(3, 2, 3, 3)}, nil, "conv2d_direct"},
 	}
 	for _, a := range acts {
 		for _, sh := range shapes {
@@ -182,12 +187,12 @@ func TestFusedConvActivationsAgainstHost(t *testing.T) {
 }
 
 // matMulAddRef is MatMulAdd as the host MatMul and Add.
-func matMulAddRef(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-	p, err := hostOps["MatMul"](rc, n, in[:2])
+func matMulAddRef(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	p, err := ops.HostOps["MatMul"](rc, n, in[:2])
 	if err != nil {
 		return nil, err
 	}
-	return hostOps["Add"](rc, n, []Tensor{p[0], in[2]})
+	return ops.HostOps["Add"](rc, n, []tensor.Tensor{p[0], in[2]})
 }
 
 func TestGemmKernelsAgainstHost(t *testing.T) {
@@ -204,37 +209,37 @@ func TestGemmKernelsAgainstHost(t *testing.T) {
 	cases := []struct {
 		name   string
 		node   *graph.Node
-		in     []Tensor
-		host   opFunc
+		in     []tensor.Tensor
+		host   ops.OpFunc
 		symbol string
 	}{
-		{"matmul_2d", node("MatMul"), []Tensor{f32(37, 53), f32(53, 45)}, nil, "gemm_nn"},
-		{"matmul_folded_batch", node("MatMul"), []Tensor{f32(2, 3, 17), f32(17, 5)}, nil, "gemm_nn"},
-		{"matmul_folded_4d", node("MatMul"), []Tensor{f32(2, 3, 4, 33), f32(33, 70)}, nil, "gemm_nn"},
-		{"matmul_batched", node("MatMul"), []Tensor{f32(3, 4, 5), f32(3, 5, 6)}, nil, "gemm_nn"},
-		{"matmul_broadcast_batch", node("MatMul"), []Tensor{f32(2, 1, 4, 5), f32(3, 5, 6)}, nil, "gemm_nn"},
-		{"matmul_broadcast_a", node("MatMul"), []Tensor{f32(4, 9), f32(2, 3, 9, 7)}, nil, "gemm_nn"},
-		{"matmul_attention", node("MatMul"), []Tensor{f32(1, 8, 40, 15), f32(1, 8, 15, 40)}, nil, "gemm_nn"},
-		{"matmul_vector_a", node("MatMul"), []Tensor{f32(19), f32(19, 23)}, nil, "gemm_nn"},
-		{"matmul_vector_b", node("MatMul"), []Tensor{f32(2, 6, 19), f32(19)}, nil, "gemm_nt"},
-		{"matmul_k1", node("MatMul"), []Tensor{f32(7, 1), f32(1, 9)}, nil, "gemm_nn"},
-		{"matmul_k0", node("MatMul"), []Tensor{f32(3, 0), f32(0, 4)}, nil, "gemm_nn"},
-		{"gemm_k0_bias", gemm(0, 1, 1, 1), []Tensor{f32(3, 0), f32(4, 0), f32(4)}, nil, "gemm_nn"},
-		{"matmul_m1", node("MatMul"), []Tensor{f32(1, 256), f32(256, 10)}, nil, "gemm_nn"},
-		{"matmul_n1", node("MatMul"), []Tensor{f32(30, 200), f32(200, 1)}, nil, "gemm_nt"},
-		{"matmul_large", node("MatMul"), []Tensor{f32(70, 300), f32(300, 90)}, nil, "gemm_nn"},
-		{"matmuladd_vector_bias", mma, []Tensor{f32(2, 7, 64), f32(64, 128), f32(128)}, matMulAddRef, "gemm_nn"},
-		{"matmuladd_matrix_bias", mma, []Tensor{f32(5, 9), f32(9, 7), f32(5, 7)}, matMulAddRef, "gemm_nn"},
-		{"matmuladd_column_bias", mma, []Tensor{f32(5, 9), f32(9, 7), f32(5, 1)}, matMulAddRef, "gemm_nn"},
-		{"gemm_plain", gemm(0, 0, 1, 1), []Tensor{f32(1, 256), f32(256, 10), f32(1, 10)}, nil, "gemm_nn"},
-		{"gemm_no_c", gemm(0, 0, 1.5, 1), []Tensor{f32(9, 12), f32(12, 20)}, nil, "gemm_nn"},
-		{"gemm_trans_a", gemm(1, 0, 0.5, 2), []Tensor{f32(11, 6), f32(11, 18), f32(18)}, nil, "gemm_nn"},
-		{"gemm_trans_b", gemm(0, 1, 1, 1), []Tensor{f32(5, 40), f32(7, 40), f32(5, 7)}, nil, "gemm_nt"},
-		{"gemm_trans_b_gemv", gemm(0, 1, 1, 1), []Tensor{f32(1, 300), f32(120, 300), f32(120)}, nil, "gemm_nt"},
-		{"gemm_trans_both", gemm(1, 1, 0.5, 2), []Tensor{f32(6, 4), f32(3, 6), f32(3)}, nil, "transpose2d"},
-		{"gemm_scalar_c", gemm(0, 0, 1, -0.5), []Tensor{f32(4, 3), f32(3, 5), f32(1)}, nil, "gemm_nn"},
-		{"gemm_column_c", gemm(0, 1, 2, 1), []Tensor{f32(4, 33), f32(5, 33), f32(4, 1)}, nil, "gemm_nt"},
-		{"gemm_beta0", gemm(0, 0, 1, 0), []Tensor{f32(3, 8), f32(8, 17), f32(3, 17)}, nil, "gemm_nn"},
+		{"matmul_2d", node("MatMul"), []tensor.Tensor{f32(37, 53), f32(53, 45)}, nil, "gemm_nn"},
+		{"matmul_folded_batch", node("MatMul"), []tensor.Tensor{f32(2, 3, 17), f32(17, 5)}, nil, "gemm_nn"},
+		{"matmul_folded_4d", node("MatMul"), []tensor.Tensor{f32(2, 3, 4, 33), f32(33, 70)}, nil, "gemm_nn"},
+		{"matmul_batched", node("MatMul"), []tensor.Tensor{f32(3, 4, 5), f32(3, 5, 6)}, nil, "gemm_nn"},
+		{"matmul_broadcast_batch", node("MatMul"), []tensor.Tensor{f32(2, 1, 4, 5), f32(3, 5, 6)}, nil, "gemm_nn"},
+		{"matmul_broadcast_a", node("MatMul"), []tensor.Tensor{f32(4, 9), f32(2, 3, 9, 7)}, nil, "gemm_nn"},
+		{"matmul_attention", node("MatMul"), []tensor.Tensor{f32(1, 8, 40, 15), f32(1, 8, 15, 40)}, nil, "gemm_nn"},
+		{"matmul_vector_a", node("MatMul"), []tensor.Tensor{f32(19), f32(19, 23)}, nil, "gemm_nn"},
+		{"matmul_vector_b", node("MatMul"), []tensor.Tensor{f32(2, 6, 19), f32(19)}, nil, "gemm_nt"},
+		{"matmul_k1", node("MatMul"), []tensor.Tensor{f32(7, 1), f32(1, 9)}, nil, "gemm_nn"},
+		{"matmul_k0", node("MatMul"), []tensor.Tensor{f32(3, 0), f32(0, 4)}, nil, "gemm_nn"},
+		{"gemm_k0_bias", gemm(0, 1, 1, 1), []tensor.Tensor{f32(3, 0), f32(4, 0), f32(4)}, nil, "gemm_nn"},
+		{"matmul_m1", node("MatMul"), []tensor.Tensor{f32(1, 256), f32(256, 10)}, nil, "gemm_nn"},
+		{"matmul_n1", node("MatMul"), []tensor.Tensor{f32(30, 200), f32(200, 1)}, nil, "gemm_nt"},
+		{"matmul_large", node("MatMul"), []tensor.Tensor{f32(70, 300), f32(300, 90)}, nil, "gemm_nn"},
+		{"matmuladd_vector_bias", mma, []tensor.Tensor{f32(2, 7, 64), f32(64, 128), f32(128)}, matMulAddRef, "gemm_nn"},
+		{"matmuladd_matrix_bias", mma, []tensor.Tensor{f32(5, 9), f32(9, 7), f32(5, 7)}, matMulAddRef, "gemm_nn"},
+		{"matmuladd_column_bias", mma, []tensor.Tensor{f32(5, 9), f32(9, 7), f32(5, 1)}, matMulAddRef, "gemm_nn"},
+		{"gemm_plain", gemm(0, 0, 1, 1), []tensor.Tensor{f32(1, 256), f32(256, 10), f32(1, 10)}, nil, "gemm_nn"},
+		{"gemm_no_c", gemm(0, 0, 1.5, 1), []tensor.Tensor{f32(9, 12), f32(12, 20)}, nil, "gemm_nn"},
+		{"gemm_trans_a", gemm(1, 0, 0.5, 2), []tensor.Tensor{f32(11, 6), f32(11, 18), f32(18)}, nil, "gemm_nn"},
+		{"gemm_trans_b", gemm(0, 1, 1, 1), []tensor.Tensor{f32(5, 40), f32(7, 40), f32(5, 7)}, nil, "gemm_nt"},
+		{"gemm_trans_b_gemv", gemm(0, 1, 1, 1), []tensor.Tensor{f32(1, 300), f32(120, 300), f32(120)}, nil, "gemm_nt"},
+		{"gemm_trans_both", gemm(1, 1, 0.5, 2), []tensor.Tensor{f32(6, 4), f32(3, 6), f32(3)}, nil, "transpose2d"},
+		{"gemm_scalar_c", gemm(0, 0, 1, -0.5), []tensor.Tensor{f32(4, 3), f32(3, 5), f32(1)}, nil, "gemm_nn"},
+		{"gemm_column_c", gemm(0, 1, 2, 1), []tensor.Tensor{f32(4, 33), f32(5, 33), f32(4, 1)}, nil, "gemm_nt"},
+		{"gemm_beta0", gemm(0, 0, 1, 0), []tensor.Tensor{f32(3, 8), f32(8, 17), f32(3, 17)}, nil, "gemm_nn"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

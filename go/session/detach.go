@@ -3,6 +3,9 @@ package session
 import (
 	"slices"
 	"unsafe"
+
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // Outputs that alias memory the session keeps (its weights, the initializers of cached
@@ -15,18 +18,18 @@ import (
 type memRange struct{ lo, hi uintptr }
 
 // dataRange is t's element memory; false for a tensor without elements or a sequence.
-func dataRange(t Tensor) (memRange, bool) {
-	if t.box != nil {
+func dataRange(t tensor.Tensor) (memRange, bool) {
+	if tensor.Box(t) != nil {
 		return memRange{}, false
 	}
-	if s, ok := t.data.([]string); ok {
+	if s, ok := t.Data().([]string); ok {
 		if len(s) == 0 {
 			return memRange{}, false
 		}
 		p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
 		return memRange{p, p + uintptr(len(s))*unsafe.Sizeof(s[0])}, true
 	}
-	raw, ok := rawBytes(t)
+	raw, ok := ops.RawBytes(t)
 	if !ok || len(raw) == 0 {
 		return memRange{}, false
 	}
@@ -40,7 +43,7 @@ func (r memRange) overlaps(o memRange) bool { return r.lo < o.hi && o.lo < r.hi 
 // overlaps a range. Only interpreted runs ask, once per output, so a scan does.
 type heldRanges []memRange
 
-func newHeldRanges(ts map[string]Tensor) heldRanges {
+func newHeldRanges(ts map[string]tensor.Tensor) heldRanges {
 	var h heldRanges
 	for _, t := range ts {
 		if r, ok := dataRange(t); ok {
@@ -58,7 +61,7 @@ func (h heldRanges) overlaps(r memRange) bool {
 // detachOutputs copies the outputs of an interpreted run that alias the session's kept
 // memory or fed's inputs (see above); a sequence or optional holding such a tensor comes
 // back as a new one holding a copy.
-func (s *InferenceSession) detachOutputs(outs []Tensor, fed map[string]Tensor) ([]Tensor, error) {
+func (s *InferenceSession) detachOutputs(outs []tensor.Tensor, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
 	for i, o := range outs {
 		d, _, err := s.detach(o, fed)
 		if err != nil {
@@ -70,16 +73,16 @@ func (s *InferenceSession) detachOutputs(outs []Tensor, fed map[string]Tensor) (
 }
 
 // detach is t, or a copy of it when it aliases (changed then says so).
-func (s *InferenceSession) detach(t Tensor, fed map[string]Tensor) (_ Tensor, changed bool, _ error) {
-	if t.box != nil {
-		var elems []Tensor // copied on the first element that changes
-		for j, e := range t.seqElems() {
+func (s *InferenceSession) detach(t tensor.Tensor, fed map[string]tensor.Tensor) (_ tensor.Tensor, changed bool, _ error) {
+	if tensor.Box(t) != nil {
+		var elems []tensor.Tensor // copied on the first element that changes
+		for j, e := range tensor.SeqElems(t) {
 			d, ch, err := s.detach(e, fed)
 			if err != nil {
-				return Tensor{}, false, err
+				return tensor.Tensor{}, false, err
 			}
 			if ch && elems == nil {
-				elems = slices.Clone(t.seqElems())
+				elems = slices.Clone(tensor.SeqElems(t))
 			}
 			if elems != nil {
 				elems[j] = d
@@ -88,26 +91,26 @@ func (s *InferenceSession) detach(t Tensor, fed map[string]Tensor) (_ Tensor, ch
 		if elems == nil {
 			return t, false, nil
 		}
-		return withElems(t, elems), true, nil
+		return tensor.WithElems(t, elems), true, nil
 	}
 	r, ok := dataRange(t)
 	if !ok || !s.aliases(r, fed) {
 		return t, false, nil
 	}
-	c, err := copyOut(t)
+	c, err := tensor.CopyOut(t)
 	return c, err == nil, err
 }
 
 // aliases reports whether r overlaps the session's kept memory or an input of fed (or an
 // element of a sequence fed).
-func (s *InferenceSession) aliases(r memRange, fed map[string]Tensor) bool {
+func (s *InferenceSession) aliases(r memRange, fed map[string]tensor.Tensor) bool {
 	if s.held.overlaps(r) || s.bodies.holds(r) {
 		return true
 	}
 	for _, in := range fed {
-		ins := []Tensor{in}
-		if in.box != nil {
-			ins = in.seqElems()
+		ins := []tensor.Tensor{in}
+		if tensor.Box(in) != nil {
+			ins = tensor.SeqElems(in)
 		}
 		for _, t := range ins {
 			if ir, ok := dataRange(t); ok && ir.overlaps(r) {

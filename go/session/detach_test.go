@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // An output that is a weight, a view of one, or the caller's input comes back as a copy, in
@@ -37,7 +38,7 @@ func TestOutputsNeverAliasWeightsOrInputs(t *testing.T) {
 		for run := range 3 {
 			x := randomF32(rnd, 6)
 			xKept := append([]float32{}, x...)
-			outs, err := s.Run(context.Background(), []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{6}, x)}})
+			outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{6}, x)}})
 			require.NoError(t, err)
 			for i := 0; i < 3; i++ {
 				require.Equal(t, w, outs[i].Data(), "plan %s run %d output %d", plan, run, i)
@@ -82,7 +83,7 @@ func TestSequenceOutputsNeverAliasWeightsOrInputs(t *testing.T) {
 	for range 3 {
 		x := randomF32(rnd, 4)
 		xKept := append([]float32{}, x...)
-		outs, err := s.RunOutputs(context.Background(), []NamedValue{{Name: "x", Value: TensorValue(MustTensor([]int64{4}, x))}})
+		outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(tensor.MustTensor([]int64{4}, x))}})
 		require.NoError(t, err)
 		seq, err := outs[0].Sequence()
 		require.NoError(t, err)

@@ -16,6 +16,8 @@ import (
 	"github.com/loomrt/loom/go/graph/opt"
 	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/loomrt/loom/kernels"
 )
 
@@ -57,7 +59,7 @@ func (s *InferenceSession) fillEPContextOptions(modelPath string) error {
 	if s.options[OptionEPContextFilePath] == "" {
 		// For a model from memory there is no path to derive the context model's from.
 		if modelPath == "" {
-			return newError("InferenceSession", ErrInvalidArgument, "session option %s=1 needs %s for a model loaded from memory (LoadBytes, FromGraph): there is no model file to derive the context model's path from",
+			return tensor.NewError("InferenceSession", tensor.ErrInvalidArgument, "session option %s=1 needs %s for a model loaded from memory (LoadBytes, FromGraph): there is no model file to derive the context model's path from",
 				OptionEPContextEnable, OptionEPContextFilePath)
 		}
 		s.options[OptionEPContextFilePath] = defaultEPContextPath(modelPath)
@@ -144,7 +146,7 @@ func (s *InferenceSession) epContextWarmupShapes() (map[string][]int64, error) {
 	shapes := make(map[string][]int64, len(s.inputs))
 	for _, m := range s.inputs {
 		if !m.Ranked {
-			return nil, newError("InferenceSession", ErrInvalidArgument, "input %q has an unknown rank, so the kernels of an EP context model cannot be compiled ahead (%s=1 warms the session up with the declared input shapes)", m.Name, OptionEPContextEnable)
+			return nil, tensor.NewError("InferenceSession", tensor.ErrInvalidArgument, "input %q has an unknown rank, so the kernels of an EP context model cannot be compiled ahead (%s=1 warms the session up with the declared input shapes)", m.Name, OptionEPContextEnable)
 		}
 		shape := make([]int64, len(m.Shape))
 		for i, d := range m.Shape {
@@ -174,7 +176,7 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	path := s.options[OptionEPContextFilePath]
 	embed := s.options[OptionEPContextEmbedMode] != "0"
 	if modelPath != "" && sameFile(modelPath, path) {
-		return newError(op, ErrInvalidArgument, "session option %s %q is the source model itself; the context model would overwrite it", OptionEPContextFilePath, path)
+		return tensor.NewError(op, tensor.ErrInvalidArgument, "session option %s %q is the source model itself; the context model would overwrite it", OptionEPContextFilePath, path)
 	}
 	shapes, err := s.epContextWarmupShapes()
 	if err != nil {
@@ -183,15 +185,15 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	s.kernels.startKeeping()
 	defer s.kernels.stopKeeping()
 	if err := s.Warmup(context.Background(), shapes); err != nil {
-		return wrapError(op, kindOf(err), err, "warming the session up for the EP context model (symbolic input dimensions set to 1)")
+		return tensor.WrapError(op, kindOf(err), err, "warming the session up for the EP context model (symbolic input dimensions set to 1)")
 	}
 	kernels, err := s.kernels.keptKernels(s.dev.Backend())
 	if err != nil {
-		return wrapError(op, ErrCompile, err, "collecting the kernels of the EP context model")
+		return tensor.WrapError(op, tensor.ErrCompile, err, "collecting the kernels of the EP context model")
 	}
 	graphBytes, err := s.model.Marshal()
 	if err != nil {
-		return wrapError(op, ErrInvalidArgument, err, "serializing the optimized graph for the EP context model")
+		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "serializing the optimized graph for the EP context model")
 	}
 	g := s.model.Graph
 	partition := "loom_" + g.Name
@@ -206,12 +208,12 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 		Kernels: kernels,
 	})
 	if err != nil {
-		return wrapError(op, ErrInvalidArgument, err, "encoding the EP context blob")
+		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "encoding the EP context blob")
 	}
 	notes, err := json.Marshal(epContextNotes{LoomTarget: target, LoomBackend: string(s.provider),
 		BlobFormat: fmt.Sprintf("%s/%d", epContextFormatName, epContextFormatVersion), Kernels: len(kernels)})
 	if err != nil {
-		return wrapError(op, ErrInvalidArgument, err, "encoding the EPContext notes")
+		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "encoding the EPContext notes")
 	}
 	cache := &graph.Attribute{Name: "ep_cache_context", Type: graph.AttrString, String: blob}
 	var blobPath string
@@ -267,16 +269,16 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	cm.Opsets[epContextDomain] = 1
 	data, err := cm.Marshal()
 	if err != nil {
-		return wrapError(op, ErrInvalidArgument, err, "serializing the EP context model")
+		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "serializing the EP context model")
 	}
 	// The blob first: a context model on disk always finds the blob it names.
 	if blobPath != "" {
 		if err := writeFileAtomic(blobPath, blob); err != nil {
-			return wrapError(op, ErrInvalidArgument, err, "cannot write the EP context blob")
+			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "cannot write the EP context blob")
 		}
 	}
 	if err := writeFileAtomic(path, data); err != nil {
-		return wrapError(op, ErrInvalidArgument, err, "cannot write the EP context model (session option %s)", OptionEPContextFilePath)
+		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "cannot write the EP context model (session option %s)", OptionEPContextFilePath)
 	}
 	s.epContextPath = path
 	return nil
@@ -284,11 +286,11 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 
 // kindOf is the sentinel of a session error, ErrInvalidArgument for any other error.
 func kindOf(err error) error {
-	var se *Error
+	var se *tensor.Error
 	if errors.As(err, &se) {
 		return se.Kind
 	}
-	return ErrInvalidArgument
+	return tensor.ErrInvalidArgument
 }
 
 // sameFile reports whether a and b name the same existing file (or the same path).
@@ -351,29 +353,29 @@ func (b *loadOptions) readEPContext(m *graph.Model, modelPath string) (*epContex
 	}
 	for _, n := range nodes {
 		if src := n.AttrString("source", ""); src != epContextSource {
-			return nil, newError(op, ErrInvalidArgument, "EPContext node %q has source %q: Loom runs only the EPContext nodes it wrote (source %q); load the original model instead",
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "EPContext node %q has source %q: Loom runs only the EPContext nodes it wrote (source %q); load the original model instead",
 				n.Name, src, epContextSource)
 		}
 	}
 	n := nodes[0]
 	fail := func(kind error, format string, args ...any) (*epContextLoad, error) {
-		return nil, newError(op, kind, "EPContext node %q: %s", n.Name, fmt.Sprintf(format, args...))
+		return nil, tensor.NewError(op, kind, "EPContext node %q: %s", n.Name, fmt.Sprintf(format, args...))
 	}
 	if len(m.Graph.Nodes) != 1 {
-		return fail(ErrInvalidArgument, "a Loom context model holds one EPContext node and no other, this graph has %d nodes", len(m.Graph.Nodes))
+		return fail(tensor.ErrInvalidArgument, "a Loom context model holds one EPContext node and no other, this graph has %d nodes", len(m.Graph.Nodes))
 	}
 	if b.options[OptionEPContextEnable] == "1" {
-		return fail(ErrInvalidArgument, "the model is already an EP context model; load it without %s=1", OptionEPContextEnable)
+		return fail(tensor.ErrInvalidArgument, "the model is already an EP context model; load it without %s=1", OptionEPContextEnable)
 	}
 	if mc := n.AttrInt("main_context", 1); mc != 1 {
-		return fail(ErrInvalidArgument, "main_context is %d; Loom writes (and reads) only main_context=1", mc)
+		return fail(tensor.ErrInvalidArgument, "main_context is %d; Loom writes (and reads) only main_context=1", mc)
 	}
 	if v := n.AttrString("ep_sdk_version", ""); v != loom.CompilerVersion {
-		return fail(ErrInvalidArgument, "ep_sdk_version is %q but this Loom is %q; regenerate the context model with this Loom", v, loom.CompilerVersion)
+		return fail(tensor.ErrInvalidArgument, "ep_sdk_version is %q but this Loom is %q; regenerate the context model with this Loom", v, loom.CompilerVersion)
 	}
 	attr := n.Attr("ep_cache_context")
 	if attr == nil || attr.Type != graph.AttrString {
-		return fail(ErrInvalidArgument, "no string attribute ep_cache_context")
+		return fail(tensor.ErrInvalidArgument, "no string attribute ep_cache_context")
 	}
 	var data []byte
 	what := "embedded blob"
@@ -390,56 +392,56 @@ func (b *loadOptions) readEPContext(m *graph.Model, modelPath string) (*epContex
 		case b.options[OptionEPContextFilePath] != "":
 			dir = filepath.Dir(b.options[OptionEPContextFilePath])
 		default:
-			return fail(ErrInvalidArgument, "embed_mode=0 names the blob file %q relative to the context model, which was loaded from memory: set session option %s to the context model's path",
+			return fail(tensor.ErrInvalidArgument, "embed_mode=0 names the blob file %q relative to the context model, which was loaded from memory: set session option %s to the context model's path",
 				name, OptionEPContextFilePath)
 		}
 		full, err := resolveInside(dir, name)
 		if err != nil {
-			return fail(ErrInvalidArgument, "ep_cache_context: %v", err)
+			return fail(tensor.ErrInvalidArgument, "ep_cache_context: %v", err)
 		}
 		if data, err = os.ReadFile(full); err != nil {
-			return fail(ErrInvalidArgument, "cannot read the blob file: %v", err)
+			return fail(tensor.ErrInvalidArgument, "cannot read the blob file: %v", err)
 		}
 	default:
-		return fail(ErrInvalidArgument, "embed_mode is %d, want 0 or 1", mode)
+		return fail(tensor.ErrInvalidArgument, "embed_mode is %d, want 0 or 1", mode)
 	}
 	blob, err := decodeEPContextBlob(data)
 	if err != nil {
-		return fail(ErrInvalidArgument, "the %s is not a valid Loom context blob: %v", what, err)
+		return fail(tensor.ErrInvalidArgument, "the %s is not a valid Loom context blob: %v", what, err)
 	}
 	if v := blob.Meta.CompilerVersion; v != loom.CompilerVersion {
-		return fail(ErrInvalidArgument, "the blob was compiled by Loom %q but this Loom is %q; regenerate the context model with this Loom", v, loom.CompilerVersion)
+		return fail(tensor.ErrInvalidArgument, "the blob was compiled by Loom %q but this Loom is %q; regenerate the context model with this Loom", v, loom.CompilerVersion)
 	}
 	if p := blob.Meta.PartitionName; p != n.AttrString("partition_name", p) {
-		return fail(ErrInvalidArgument, "partition_name is %q but the blob is for %q", n.AttrString("partition_name", ""), p)
+		return fail(tensor.ErrInvalidArgument, "partition_name is %q but the blob is for %q", n.AttrString("partition_name", ""), p)
 	}
 	for _, k := range blob.Kernels {
 		src, err := kernels.Source(k.File)
 		if err != nil {
-			return fail(ErrInvalidArgument, "kernel %s of %s: this Loom's op library has no such file", k.Symbol, k.File)
+			return fail(tensor.ErrInvalidArgument, "kernel %s of %s: this Loom's op library has no such file", k.Symbol, k.File)
 		}
 		if sum := sha256.Sum256(src); hex.EncodeToString(sum[:]) != k.SourceSHA256 {
-			return fail(ErrInvalidArgument, "kernel %s was compiled from %s with SHA-256 %s but this Loom's %s has SHA-256 %x; regenerate the context model with this Loom",
+			return fail(tensor.ErrInvalidArgument, "kernel %s was compiled from %s with SHA-256 %s but this Loom's %s has SHA-256 %x; regenerate the context model with this Loom",
 				k.Symbol, k.File, k.SourceSHA256, k.File, sum[:])
 		}
 	}
 	gm, err := graph.LoadBytesWithOptions(blob.Graph, graph.LoadOptions{Name: m.Name})
 	if err != nil {
-		return fail(ErrInvalidArgument, "the blob's graph does not load: %v", err)
+		return fail(tensor.ErrInvalidArgument, "the blob's graph does not load: %v", err)
 	}
 	// The graph was optimized when the context was written; optimization level "disabled" only
 	// infers the shapes the session's metadata and runs rely on.
 	if err := gm.Check(); err != nil {
 		gm.Close()
-		return fail(ErrInvalidArgument, "the blob's graph does not check: %v", err)
+		return fail(tensor.ErrInvalidArgument, "the blob's graph does not check: %v", err)
 	}
 	if err := opt.Optimize(gm, opt.LevelDisabled); err != nil {
 		gm.Close()
-		return fail(ErrInvalidArgument, "the blob's graph: shape inference failed: %v", err)
+		return fail(tensor.ErrInvalidArgument, "the blob's graph: shape inference failed: %v", err)
 	}
 	if err := sameInterface(m.Graph, gm.Graph); err != nil {
 		gm.Close()
-		return fail(ErrInvalidArgument, "%v", err)
+		return fail(tensor.ErrInvalidArgument, "%v", err)
 	}
 	return &epContextLoad{node: n.Name, blob: blob, model: gm}, nil
 }
@@ -525,7 +527,7 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 	const op = "InferenceSession"
 	meta := l.blob.Meta
 	if t := s.dev.Target(); t != meta.Target {
-		return newError(op, ErrTargetMismatch, "EPContext node %q: the context was compiled for target %s (%s) but this session's %s device needs %s; regenerate the context model on this machine",
+		return tensor.NewError(op, tensor.ErrTargetMismatch, "EPContext node %q: the context was compiled for target %s (%s) but this session's %s device needs %s; regenerate the context model on this machine",
 			l.node, meta.Target, meta.Backend, s.provider, t)
 	}
 	// Host shared objects are written to a private directory for dlopen, which maps them with
@@ -534,7 +536,7 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 	if s.dev.Backend() == native.BackendHost && len(l.blob.Kernels) > 0 {
 		var err error
 		if dir, err = os.MkdirTemp("", "loom-epcontext-"); err != nil {
-			return wrapError(op, ErrDevice, err, "EPContext node %q: cannot make a directory for the kernels", l.node)
+			return tensor.WrapError(op, tensor.ErrDevice, err, "EPContext node %q: cannot make a directory for the kernels", l.node)
 		}
 		defer os.RemoveAll(dir)
 	}
@@ -542,7 +544,7 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.kernels == nil {
-		c.kernels = map[string]*loadedKernel{}
+		c.kernels = map[string]*device.LoadedKernel{}
 	}
 	if c.moduleByKey == nil {
 		c.moduleByKey = map[string]*native.Module{}
@@ -555,29 +557,29 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 		} else if c.moduleByKey[a.Key] == nil {
 			a.SharedObject = filepath.Join(dir, a.Key+".so")
 			if err := os.WriteFile(a.SharedObject, k.Image, 0o700); err != nil {
-				return wrapError(op, ErrDevice, err, "EPContext node %q: %s", l.node, name)
+				return tensor.WrapError(op, tensor.ErrDevice, err, "EPContext node %q: %s", l.node, name)
 			}
 		}
-		sig, err := signatureOf(&a, s.dev.Props())
+		sig, err := device.SignatureOf(&a, s.dev.Props())
 		if err != nil {
-			return wrapError(op, ErrInvalidArgument, err, "EPContext node %q: %s", l.node, name)
+			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "EPContext node %q: %s", l.node, name)
 		}
-		if sig, err = sig.normalize(op); err != nil {
-			return wrapError(op, ErrInvalidArgument, err, "EPContext node %q: %s", l.node, name)
+		if sig, err = device.NormalizeSignature(sig, op); err != nil {
+			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "EPContext node %q: %s", l.node, name)
 		}
 		m := c.moduleByKey[a.Key]
 		if m == nil {
-			if m, err = loadArtifact(op, s.dev, &a); err != nil {
-				return wrapError(op, kindOf(err), err, "EPContext node %q: %s", l.node, name)
+			if m, err = device.LoadArtifact(op, s.dev, &a); err != nil {
+				return tensor.WrapError(op, kindOf(err), err, "EPContext node %q: %s", l.node, name)
 			}
 			c.moduleByKey[a.Key] = m
 			c.modules = append(c.modules, m) // owned by the cache from here, closed with the session
 		}
 		kernel, err := m.Kernel(a.Entry)
 		if err != nil {
-			return wrapError(op, ErrInvalidArgument, err, "EPContext node %q: %s: the module has no kernel %s", l.node, name, a.Entry)
+			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "EPContext node %q: %s: the module has no kernel %s", l.node, name, a.Entry)
 		}
-		c.kernels[kernelCacheKey(k.File, k.Symbol, k.Config)] = &loadedKernel{kernel: kernel, sig: sig}
+		c.kernels[kernelCacheKey(k.File, k.Symbol, k.Config)] = &device.LoadedKernel{Kernel: kernel, Sig: sig}
 	}
 	return nil
 }

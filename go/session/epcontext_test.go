@@ -18,6 +18,8 @@ import (
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/opt"
 	"github.com/loomrt/loom/go/loom"
+	"github.com/loomrt/loom/go/session/internal/sessiontest"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // epcMLP is the MLP test model with metadata to carry over, and its weights.
@@ -68,10 +70,10 @@ func freshLoomCache(t *testing.T) string {
 
 func runF32(t *testing.T, s *InferenceSession, name string, shape []int64, x []float32) []float32 {
 	t.Helper()
-	outs, err := s.Run(context.Background(), []NamedTensor{{Name: name, Tensor: MustTensor(shape, x)}})
+	outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: name, Tensor: tensor.MustTensor(shape, x)}})
 	require.NoError(t, err)
 	require.Len(t, outs, 1)
-	got, err := TensorOf[float32](outs[0])
+	got, err := tensor.TensorOf[float32](outs[0])
 	require.NoError(t, err)
 	return got
 }
@@ -206,7 +208,7 @@ func TestEPContextNeedsPathFromMemory(t *testing.T) {
 	rnd := inferRand()
 	_, err := FromGraph(epcMLP(t, rnd), WithOption(OptionEPContextEnable, "1"))
 	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.ErrorIs(t, err, tensor.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "ep.context_file_path")
 	data, err := epcMLP(t, rnd).Marshal()
 	require.NoError(t, err)
@@ -258,7 +260,7 @@ func TestEPContextCorruptBlob(t *testing.T) {
 	})
 	_, err := Load(flipped)
 	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.ErrorIs(t, err, tensor.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), `EPContext node "loom_mlp"`)
 	assert.Contains(t, err.Error(), "checksum mismatch")
 
@@ -340,7 +342,7 @@ func TestEPContextBlobFileMustStayInside(t *testing.T) {
 		bad := tamper(t, path, "escape.onnx", func(n *graph.Node) { n.Attr("ep_cache_context").String = []byte(c.location) })
 		_, err := Load(bad)
 		require.Error(t, err, c.name)
-		assert.ErrorIs(t, err, ErrInvalidArgument, c.name)
+		assert.ErrorIs(t, err, tensor.ErrInvalidArgument, c.name)
 		assert.Contains(t, err.Error(), `EPContext node "loom_mlp"`, c.name)
 		assert.Contains(t, err.Error(), c.msg, c.name)
 	}
@@ -373,7 +375,7 @@ func TestEPContextForeignAndMismatched(t *testing.T) {
 	})
 	_, err := Load(qnn)
 	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.ErrorIs(t, err, tensor.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), `EPContext node "QNNExecutionProvider_QNN_part_0" has source "QNN"`)
 
 	sdk := tamper(t, path, "sdk.onnx", func(n *graph.Node) { n.Attr("ep_sdk_version").String = []byte("loom-9.9.9") })
@@ -391,7 +393,7 @@ func TestEPContextForeignAndMismatched(t *testing.T) {
 			n.Attr("ep_cache_context").String = enc
 		})
 	}
-	here := openHost(t, 1).Target()
+	here := sessiontest.OpenHost(t, 1).Target()
 	other := "host-x86_64-v1"
 	if here == other {
 		other = "host-x86_64-v2"
@@ -404,7 +406,7 @@ func TestEPContextForeignAndMismatched(t *testing.T) {
 	})
 	_, err = Load(target)
 	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrTargetMismatch)
+	assert.ErrorIs(t, err, tensor.ErrTargetMismatch)
 	assert.Contains(t, err.Error(), `EPContext node "loom_mlp": the context was compiled for target `+other)
 	assert.Contains(t, err.Error(), "needs "+here)
 
@@ -499,7 +501,7 @@ func sampleLaunch() *loom.Artifact {
 // TestEPContextCUDA writes a context on CUDA device 0 and runs it there without compiling; a
 // host session refuses it, naming both targets. Skipped without a CUDA device.
 func TestEPContextCUDA(t *testing.T) {
-	cudaTarget := cudaDevice(t).Target()
+	cudaTarget := sessiontest.CUDADevice(t).Target()
 	rnd := inferRand()
 	path := filepath.Join(t.TempDir(), "mlp_cuda_ctx.onnx")
 	src, err := FromGraph(epcMLP(t, rnd), WithExecutionProvider(ProviderCUDA), WithOption(OptionEPContextEnable, "1"), WithOption(OptionEPContextFilePath, path))
@@ -523,6 +525,6 @@ func TestEPContextCUDA(t *testing.T) {
 
 	_, err = Load(path, WithExecutionProvider(ProviderHost))
 	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrTargetMismatch)
+	assert.ErrorIs(t, err, tensor.ErrTargetMismatch)
 	assert.Contains(t, err.Error(), "compiled for target "+cudaTarget)
 }

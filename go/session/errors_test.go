@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // A node's failure is an *Error naming the node and its op, on both executors, with the op's
@@ -31,8 +32,8 @@ func TestRunErrorNamesTheNode(t *testing.T) {
 			s, err := FromGraph(m, tracedOptions(nil, executor)...)
 			require.NoError(t, err)
 			defer s.Close()
-			feed := func(n, to int64) []NamedTensor {
-				return []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{n}, randomF32(inferRand(), int(n)))}, {Name: "shape", Tensor: MustTensor([]int64{1}, []int64{to})}}
+			feed := func(n, to int64) []tensor.NamedTensor {
+				return []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{n}, randomF32(inferRand(), int(n)))}, {Name: "shape", Tensor: tensor.MustTensor([]int64{1}, []int64{to})}}
 			}
 			for range 2 {
 				_, err := s.Run(context.Background(), feed(4, 4))
@@ -40,12 +41,12 @@ func TestRunErrorNamesTheNode(t *testing.T) {
 			}
 			_, err = s.Run(context.Background(), feed(6, 4)) // 6 elements cannot take the shape [4]
 			require.Error(t, err)
-			var e *Error
+			var e *tensor.Error
 			require.ErrorAs(t, err, &e)
 			assert.Equal(t, "rs", e.Node)
 			assert.Equal(t, "Reshape", e.OpType)
 			assert.Equal(t, "Run", e.Op)
-			assert.ErrorIs(t, err, ErrInvalidArgument)
+			assert.ErrorIs(t, err, tensor.ErrInvalidArgument)
 			assert.NotNil(t, e.Cause, "the op's own error")
 			assert.Contains(t, err.Error(), `node "rs" (Reshape): `)
 		})
@@ -55,18 +56,18 @@ func TestRunErrorNamesTheNode(t *testing.T) {
 // A failure inside a subgraph names the body's node; errors.Is sees both the kind and the
 // cause.
 func TestRunErrorInsideABody(t *testing.T) {
-	e := nodeError(graph.NewNode("inner", "Gather", nil, nil), errors.New("index 9 out of range"))
-	outer := nodeError(graph.NewNode("loop", "Loop", nil, nil), e)
-	var got *Error
+	e := tensor.NodeError(graph.NewNode("inner", "Gather", nil, nil), errors.New("index 9 out of range"))
+	outer := tensor.NodeError(graph.NewNode("loop", "Loop", nil, nil), e)
+	var got *tensor.Error
 	require.ErrorAs(t, outer, &got)
 	assert.Equal(t, "inner", got.Node, "the innermost node is kept")
 	assert.Equal(t, "Gather", got.OpType)
 
 	cause := errors.New("device lost")
-	dev := nodeError(graph.NewNode("mm", "MatMul", nil, nil), wrapError("Run", ErrFailed, cause, "stream"))
+	dev := tensor.NodeError(graph.NewNode("mm", "MatMul", nil, nil), tensor.WrapError("Run", tensor.ErrFailed, cause, "stream"))
 	require.ErrorAs(t, dev, &got)
 	assert.Equal(t, "mm", got.Node)
-	assert.ErrorIs(t, dev, ErrFailed, "the kind of the device's error is kept")
+	assert.ErrorIs(t, dev, tensor.ErrFailed, "the kind of the device's error is kept")
 	assert.ErrorIs(t, dev, cause)
 	assert.Equal(t, `session: Run: session failed: node "mm" (MatMul): stream: device lost`, dev.Error())
 }
@@ -76,32 +77,32 @@ func TestConstructorErrors(t *testing.T) {
 	check := func(err error, what string) {
 		t.Helper()
 		require.Error(t, err, what)
-		var e *Error
+		var e *tensor.Error
 		require.ErrorAs(t, err, &e, what)
-		assert.ErrorIs(t, err, ErrInvalidArgument, what)
+		assert.ErrorIs(t, err, tensor.ErrInvalidArgument, what)
 		assert.Empty(t, e.Node, what)
 	}
-	_, err := NewTensor([]int64{2, 3}, []float32{1, 2})
+	_, err := tensor.NewTensor([]int64{2, 3}, []float32{1, 2})
 	check(err, "NewTensor count")
-	_, err = NewTensor([]int64{-1}, []float32{})
+	_, err = tensor.NewTensor([]int64{-1}, []float32{})
 	check(err, "NewTensor negative")
-	_, err = TensorOf[int64](MustTensor([]int64{1}, []float32{1}))
+	_, err = tensor.TensorOf[int64](tensor.MustTensor([]int64{1}, []float32{1}))
 	check(err, "TensorOf type")
-	_, err = TensorOf[float32](Tensor{})
+	_, err = tensor.TensorOf[float32](tensor.Tensor{})
 	check(err, "TensorOf empty")
-	_, err = Zeros(graph.Float, []int64{2, -3})
+	_, err = tensor.Zeros(graph.Float, []int64{2, -3})
 	check(err, "Zeros negative")
-	_, err = Zeros(graph.Undefined, []int64{2})
+	_, err = tensor.Zeros(graph.Undefined, []int64{2})
 	check(err, "Zeros type")
-	_, err = SequenceValue(graph.Float, MustTensor([]int64{1}, []int64{1}))
+	_, err = tensor.SequenceValue(graph.Float, tensor.MustTensor([]int64{1}, []int64{1}))
 	check(err, "SequenceValue type")
-	_, err = OptionalValue(Value{})
+	_, err = tensor.OptionalValue(tensor.Value{})
 	check(err, "OptionalValue empty")
-	_, err = TensorValue(Tensor{}).Tensor()
+	_, err = tensor.TensorValue(tensor.Tensor{}).Tensor()
 	check(err, "Value.Tensor")
-	_, err = NoneValue(graph.Float).Sequence()
+	_, err = tensor.NoneValue(graph.Float).Sequence()
 	check(err, "Value.Sequence")
-	_, err = FromGraphTensor(&graph.Tensor{Name: "c", DType: graph.Float, Dims: []int64{2}, Raw: []byte{1}})
+	_, err = tensor.FromGraphTensor(&graph.Tensor{Name: "c", DType: graph.Float, Dims: []int64{2}, Raw: []byte{1}})
 	check(err, "FromGraphTensor")
 	func() {
 		defer func() {
@@ -109,7 +110,7 @@ func TestConstructorErrors(t *testing.T) {
 			err, _ := r.(error)
 			check(err, "MustTensor panics with the *Error")
 		}()
-		MustTensor([]int64{3}, []float32{1})
+		tensor.MustTensor([]int64{3}, []float32{1})
 	}()
 }
 
@@ -127,7 +128,7 @@ func TestLoadOptionErrors(t *testing.T) {
 	} {
 		_, err := FromGraph(m(), WithExecutionProvider(ProviderHost), c.opt, WithOption(OptionRunPlan, "x"))
 		require.Error(t, err)
-		assert.ErrorIs(t, err, ErrInvalidArgument)
+		assert.ErrorIs(t, err, tensor.ErrInvalidArgument)
 		assert.Contains(t, err.Error(), c.msg, "the first invalid option is reported")
 		_, err = LoadBytes([]byte("not a model"), c.opt)
 		assert.Contains(t, err.Error(), c.msg, "options are checked before the model")

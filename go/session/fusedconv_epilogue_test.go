@@ -7,6 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/sessiontest"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // FusedConv's hard swish (ACT 7) and swish (ACT 8) activations and its output_scale and
@@ -15,8 +19,8 @@ import (
 // written out here, on fresh random inputs.
 
 // epilogueRef is FusedConv as the host Conv, the activation and output_scale·y + output_shift.
-func epilogueRef(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-	y, err := hostOps["Conv"](rc, n, in)
+func epilogueRef(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	y, err := ops.HostOps["Conv"](rc, n, in)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +39,7 @@ func epilogueRef(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 		f = activationRef(a, params)
 	}
 	scale, shift := float64(n.AttrFloat("output_scale", 1)), float64(n.AttrFloat("output_shift", 0))
-	out := y[0].data.([]float32)
+	out := y[0].Data().([]float32)
 	for i, v := range out {
 		out[i] = float32(scale*f(float64(v)) + shift)
 	}
@@ -43,14 +47,14 @@ func epilogueRef(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
 }
 
 // scaledF32 draws values in [-k, k], so that conv outputs reach past hard swish's bends at ±3.
-func scaledF32(t *testing.T, k float32) func(shape ...int64) Tensor {
-	rnd := newRand(t)
-	return func(shape ...int64) Tensor {
-		v := randomF32(rnd, numel(shape))
+func scaledF32(t *testing.T, k float32) func(shape ...int64) tensor.Tensor {
+	rnd := sessiontest.NewRand(t)
+	return func(shape ...int64) tensor.Tensor {
+		v := randomF32(rnd, ops.Numel(shape))
 		for i := range v {
 			v[i] *= k
 		}
-		return MustTensor(shape, v)
+		return tensor.MustTensor(shape, v)
 	}
 }
 
@@ -81,17 +85,17 @@ func TestFusedConvEpilogueAgainstHost(t *testing.T) {
 	}
 	shapes := []struct {
 		name   string
-		in     []Tensor
+		in     []tensor.Tensor
 		attrs  []*graph.Attribute
 		symbol string
 	}{
-		{"direct", []Tensor{f32(1, 3, 10, 21), f32(5, 3, 3, 3), f32(5)}, []*graph.Attribute{pads(1, 1, 1, 1)}, "conv2d_direct"},
+		{"direct", []tensor.Tensor{f32(1, 3, 10, 21), f32(5, 3, 3, 3), f32(5)}, []*graph.Attribute{pads(1, 1, 1, 1)}, "conv2d_direct"},
 		// PP-OCR's depthwise 3x3 over 16 channels.
-		{"depthwise", []Tensor{f32(1, 16, 12, 40), f32(16, 1, 3, 3), f32(16)}, []*graph.Attribute{pads(1, 1, 1, 1), graph.IntAttr("group", 16)}, "conv2d_direct"},
-		{"no_bias", []Tensor{f32(1, 2, 6, 6), f32(3, 2, 3, 3)}, nil, "conv2d_direct"},
-		{"1x1", []Tensor{f32(1, 7, 4, 20), f32(6, 7, 1, 1), f32(6)}, nil, "gemm_nn"},
-		{"1x1_one_pixel", []Tensor{f32(1, 40, 1, 1), f32(9, 40, 1, 1), f32(9)}, nil, "gemm_nt"},
-		{"few_positions", []Tensor{f32(1, 64, 1), f32(20, 64, 3), f32(20)}, []*graph.Attribute{pads(1, 1)}, "gemm_nt"},
+		{"depthwise", []tensor.Tensor{f32(1, 16, 12, 40), f32(16, 1, 3, 3), f32(16)}, []*graph.Attribute{pads(1, 1, 1, 1), graph.IntAttr("group", 16)}, "conv2d_direct"},
+		{"no_bias", []tensor.Tensor{f32(1, 2, 6, 6), f32(3, 2, 3, 3)}, nil, "conv2d_direct"},
+		{"1x1", []tensor.Tensor{f32(1, 7, 4, 20), f32(6, 7, 1, 1), f32(6)}, nil, "gemm_nn"},
+		{"1x1_one_pixel", []tensor.Tensor{f32(1, 40, 1, 1), f32(9, 40, 1, 1), f32(9)}, nil, "gemm_nt"},
+		{"few_positions", []tensor.Tensor{f32(1, 64, 1), f32(20, 64, 3), f32(20)}, []*graph.Attribute{pads(1, 1)}, "gemm_nt"},
 	}
 	for _, a := range acts {
 		for _, sh := range shapes {
@@ -119,12 +123,12 @@ func TestFusedConvHostEpilogue(t *testing.T) {
 		params []float32
 	}{{"HardSwish", nil}, {"Swish", nil}, {"Swish", []float32{0.6}}} {
 		n := fusedConvNode(a.name, a.params, true, graph.IntsAttr("pads", 1, 1, 1, 1))
-		in := []Tensor{f32(2, 3, 7, 9), f32(4, 3, 3, 3), f32(4)}
+		in := []tensor.Tensor{f32(2, 3, 7, 9), f32(4, 3, 3, 3), f32(4)}
 		want, err := epilogueRef(rc, n, in)
 		require.NoError(t, err)
-		got, err := fusedConvHost(rc, n, in)
+		got, err := hostops.FusedConvHost(rc, n, in)
 		require.NoError(t, err)
-		w, g := want[0].float64s(), got[0].float64s()
+		w, g := tensor.Float64s(want[0]), tensor.Float64s(got[0])
 		for i := range w {
 			require.InDelta(t, w[i], g[i], 1e-5*(1+math.Abs(w[i])), "%s element %d", a.name, i)
 		}
@@ -136,5 +140,5 @@ func TestLoomHardSwishKernel(t *testing.T) {
 	s := kernelCheckSession(t)
 	n := graph.NewNode("n", "HardSwish", nil, []string{"y"})
 	n.Domain = graph.LoomDomain
-	checkKernelOp(t, s, n, 9, []Tensor{scaledF32(t, 5)(3, 70)}, hostOps["HardSwish"], 1e-6, 1e-6)
+	checkKernelOp(t, s, n, 9, []tensor.Tensor{scaledF32(t, 5)(3, 70)}, ops.HostOps["HardSwish"], 1e-6, 1e-6)
 }

@@ -16,6 +16,11 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/loom"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/sessiontest"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // The kernel planners' launch geometry against the devices' limits (geometry.go): every
@@ -33,9 +38,9 @@ var sm90Limits = loom.Limits{
 // geomInput is one input of a random case: a type and shape whose elements are drawn when the
 // case runs, or a fixed value (axes, pads, indices: what the planner reads), or absent.
 type geomInput struct {
-	dtype    DType
+	dtype    tensor.DType
 	shape    []int64
-	value    Tensor
+	value    tensor.Tensor
 	positive bool // draw elements in [0.1, 1.1]
 	absent   bool
 }
@@ -44,9 +49,11 @@ func fin(shape ...int64) geomInput { return geomInput{dtype: graph.Float, shape:
 func finPos(shape ...int64) geomInput {
 	return geomInput{dtype: graph.Float, shape: shape, positive: true}
 }
-func fixedIn(t Tensor) geomInput             { return geomInput{dtype: t.dtype, shape: t.shape, value: t} }
-func absentIn() geomInput                    { return geomInput{absent: true} }
-func typedIn(dt DType, s ...int64) geomInput { return geomInput{dtype: dt, shape: s} }
+func fixedIn(t tensor.Tensor) geomInput {
+	return geomInput{dtype: t.DType(), shape: t.Dims(), value: t}
+}
+func absentIn() geomInput                           { return geomInput{absent: true} }
+func typedIn(dt tensor.DType, s ...int64) geomInput { return geomInput{dtype: dt, shape: s} }
 
 // geomCase is a random node and its inputs; host is the reference (nil: hostOps[op]).
 type geomCase struct {
@@ -54,42 +61,42 @@ type geomCase struct {
 	node  *graph.Node
 	opset int64
 	in    []geomInput
-	host  opFunc
+	host  ops.OpFunc
 	tol   float64
 }
 
-func (c geomCase) infos() []valueInfo {
-	out := make([]valueInfo, len(c.in))
+func (c geomCase) infos() []ops.ValueInfo {
+	out := make([]ops.ValueInfo, len(c.in))
 	for i, v := range c.in {
 		if v.absent {
 			continue
 		}
-		out[i] = valueInfo{valueType: valueType{v.dtype, v.shape}, present: true}
+		out[i] = ops.ValueInfo{ValueType: ops.ValueType{Dtype: v.dtype, Shape: v.shape}, Present: true}
 		if v.value.IsValid() {
-			out[i].static = v.value
+			out[i].Static = v.value
 		}
 	}
 	return out
 }
 
 // tensors draws the inputs' elements.
-func (c geomCase) tensors(r *rand.Rand) []Tensor {
-	out := make([]Tensor, len(c.in))
+func (c geomCase) tensors(r *rand.Rand) []tensor.Tensor {
+	out := make([]tensor.Tensor, len(c.in))
 	for i, v := range c.in {
 		switch {
 		case v.absent:
 		case v.value.IsValid():
 			out[i] = v.value
 		case v.dtype == graph.Bool:
-			out[i] = MustTensor(v.shape, randomBools(r, numel(v.shape)))
+			out[i] = tensor.MustTensor(v.shape, randomBools(r, ops.Numel(v.shape)))
 		case v.dtype == graph.Float:
-			x := randomF32(r, numel(v.shape))
+			x := randomF32(r, ops.Numel(v.shape))
 			if v.positive {
 				for j := range x {
 					x[j] = x[j]*x[j] + 0.1
 				}
 			}
-			out[i] = MustTensor(v.shape, x)
+			out[i] = tensor.MustTensor(v.shape, x)
 		default:
 			out[i] = movementRand{r}.of(v.dtype, v.shape...)
 		}
@@ -186,8 +193,8 @@ var geomGenerators = map[string]func(g *geomGen) geomCase{
 	"clip_pow": func(g *geomGen) geomCase {
 		s := g.shape(1 + g.pick(4))
 		if g.pick(2) == 0 {
-			return geomCase{node: node("Clip"), opset: 13, in: []geomInput{fin(s...), fixedIn(MustTensor([]int64{}, []float32{-0.3})),
-				fixedIn(MustTensor([]int64{}, []float32{0.5}))}}
+			return geomCase{node: node("Clip"), opset: 13, in: []geomInput{fin(s...), fixedIn(tensor.MustTensor([]int64{}, []float32{-0.3})),
+				fixedIn(tensor.MustTensor([]int64{}, []float32{0.5}))}}
 		}
 		return geomCase{node: node("Pow"), opset: 15, in: []geomInput{finPos(s...), fin(g.broadcastOf(s)...)}, tol: 1e-5}
 	},
@@ -219,12 +226,12 @@ var geomGenerators = map[string]func(g *geomGen) geomCase{
 		m, n, k := mnk[0], mnk[1], mnk[2]
 		nd := node("MatMulAdd")
 		nd.Domain = graph.LoomDomain
-		host := func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error) {
-			p, err := hostOps["MatMul"](rc, n, in[:2])
+		host := func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+			p, err := ops.HostOps["MatMul"](rc, n, in[:2])
 			if err != nil {
 				return nil, err
 			}
-			return hostOps["Add"](rc, n, []Tensor{p[0], in[2]})
+			return ops.HostOps["Add"](rc, n, []tensor.Tensor{p[0], in[2]})
 		}
 		return geomCase{node: nd, opset: 13, in: []geomInput{fin(m, k), fin(k, n), fin(n)}, host: host, tol: 2e-4}
 	},
@@ -390,11 +397,11 @@ var geomGenerators = map[string]func(g *geomGen) geomCase{
 		x := g.shape(1 + g.pick(3))
 		axis := g.pick(len(x))
 		is := g.shapeIn(g.pick(3), max(g.budget/satProd(x)*x[axis], 1))
-		idx := make([]int64, numel(is))
+		idx := make([]int64, ops.Numel(is))
 		for i := range idx {
 			idx[i] = g.r.Int64N(2*x[axis]) - x[axis]
 		}
-		return geomCase{node: node("Gather", graph.IntAttr("axis", int64(axis))), opset: 13, in: []geomInput{fin(x...), fixedIn(MustTensor(is, idx))}}
+		return geomCase{node: node("Gather", graph.IntAttr("axis", int64(axis))), opset: 13, in: []geomInput{fin(x...), fixedIn(tensor.MustTensor(is, idx))}}
 	},
 	"expand_tile": func(g *geomGen) geomCase {
 		out := g.shape(1 + g.pick(4))
@@ -430,7 +437,7 @@ var geomGenerators = map[string]func(g *geomGen) geomCase{
 		return geomCase{node: node("Pad", graph.StringAttr("mode", mode)), opset: 18, in: []geomInput{fin(x...), fixedIn(int64Vec(pads...))}}
 	},
 	"cast": func(g *geomGen) geomCase {
-		to := []DType{graph.Double, graph.Float16, graph.Bool, graph.Int32}[g.pick(4)]
+		to := []tensor.DType{graph.Double, graph.Float16, graph.Bool, graph.Int32}[g.pick(4)]
 		return geomCase{node: node("Cast", graph.IntAttr("to", int64(to))), opset: 19, in: []geomInput{fin(g.shape(1 + g.pick(4))...)}}
 	},
 	"resize": func(g *geomGen) geomCase {
@@ -438,7 +445,7 @@ var geomGenerators = map[string]func(g *geomGen) geomCase{
 		sc := []float32{1, 1, float32(1+g.pick(4)) / 2, float32(1+g.pick(4)) / 2}
 		x := g.shapeIn(4, max(g.budget/int64(math.Ceil(float64(sc[2]*sc[3]))), 1))
 		return geomCase{node: node("Resize", graph.StringAttr("mode", mode)), opset: 19,
-			in: []geomInput{fin(x...), absentIn(), fixedIn(MustTensor([]int64{4}, sc))}, tol: 1e-5}
+			in: []geomInput{fin(x...), absentIn(), fixedIn(tensor.MustTensor([]int64{4}, sc))}, tol: 1e-5}
 	},
 	"rnn": func(g *geomGen) geomCase {
 		op := g.oneOf("RNN", "GRU", "LSTM")
@@ -450,8 +457,8 @@ var geomGenerators = map[string]func(g *geomGen) geomCase{
 		for _, t := range in {
 			if !t.IsValid() {
 				gi = append(gi, absentIn())
-			} else if t.dtype == graph.Float {
-				gi = append(gi, fin(t.shape...))
+			} else if t.DType() == graph.Float {
+				gi = append(gi, fin(t.Dims()...))
 			} else {
 				gi = append(gi, fixedIn(t))
 			}
@@ -463,7 +470,7 @@ var geomGenerators = map[string]func(g *geomGen) geomCase{
 		b, h, lq, lk, d := s[0], s[1], s[2], s[3], min(s[4], 64)
 		n := node("Attention", graph.FloatAttr("scale", 0.3))
 		n.Domain = graph.LoomDomain
-		return geomCase{node: n, opset: 18, in: []geomInput{fin(b, h, lq, d), fin(b, h, lk, d), fin(b, h, lk, d)}, host: loomAttention, tol: 1e-4}
+		return geomCase{node: n, opset: 18, in: []geomInput{fin(b, h, lq, d), fin(b, h, lk, d), fin(b, h, lk, d)}, host: hostops.LoomAttention, tol: 1e-4}
 	},
 }
 
@@ -510,7 +517,7 @@ func (g *geomGen) conv(fused bool) geomCase {
 	}
 	n := node("FusedConv", append(attrs, graph.StringAttr("activation", g.oneOf("Relu", "Sigmoid", "Tanh")))...)
 	n.Domain = graph.LoomDomain
-	return geomCase{node: n, opset: 18, in: in, host: fusedConvHost, tol: 2e-4}
+	return geomCase{node: n, opset: 18, in: in, host: hostops.FusedConvHost, tol: 2e-4}
 }
 
 // geomEdgeCases are shapes at the limits, checked (geometry only) before the random ones:
@@ -538,9 +545,9 @@ func geomEdgeCases() []geomCase {
 		{name: "matmul rows beyond grid y", node: node("MatMul"), opset: 13, in: []geomInput{fin(1<<30, 2), fin(2, 2)}},
 		{name: "gemm rows beyond grid y", node: node("Gemm", graph.IntAttr("transB", 1)), opset: 13, in: []geomInput{fin(1<<28, 64), fin(2, 64)}},
 		{name: "resize nearest channels beyond grid z", node: node("Resize", graph.StringAttr("mode", "nearest")), opset: 19,
-			in: []geomInput{fin(1, 70000, 1, 2), absentIn(), fixedIn(MustTensor([]int64{4}, []float32{1, 1, 2, 2}))}},
+			in: []geomInput{fin(1, 70000, 1, 2), absentIn(), fixedIn(tensor.MustTensor([]int64{4}, []float32{1, 1, 2, 2}))}},
 		{name: "resize linear rows beyond grid y", node: node("Resize", graph.StringAttr("mode", "linear")), opset: 19,
-			in: []geomInput{fin(1, 1, 70000, 2), absentIn(), fixedIn(MustTensor([]int64{4}, []float32{1, 1, 1, 2}))}},
+			in: []geomInput{fin(1, 1, 70000, 2), absentIn(), fixedIn(tensor.MustTensor([]int64{4}, []float32{1, 1, 1, 2}))}},
 		{name: "attention heads beyond grid z", node: attn, opset: 18, in: []geomInput{fin(700, 100, 4, 8), fin(700, 100, 5, 8), fin(700, 100, 5, 8)}},
 		{name: "convtranspose batch beyond grid z", node: node("ConvTranspose"), opset: 17, in: []geomInput{fin(70000, 1, 2, 2), fin(1, 1, 2, 2)}},
 		{name: "lstm batch beyond grid y", node: lstm, opset: 14, in: []geomInput{fin(1, 70000, 2), fin(2, 8, 2), fin(2, 8, 2)}},
@@ -550,7 +557,7 @@ func geomEdgeCases() []geomCase {
 // geomChecker checks launches against sm90Limits with the kernels' own launch programs
 // (compiled for sm_90: the front end only, no C compiler) and kernelGeometry's mirror of them.
 type geomChecker struct {
-	comp             Compiler
+	comp             device.Compiler
 	arts             map[string]*loom.Artifact
 	launches, folded int // launches checked, of them folded
 }
@@ -561,34 +568,34 @@ func newGeomChecker(t *testing.T, s *InferenceSession) *geomChecker {
 	return &geomChecker{comp: comp, arts: map[string]*loom.Artifact{}}
 }
 
-func (g *geomChecker) check(t *testing.T, p *kernelPlan, what string) {
+func (g *geomChecker) check(t *testing.T, p *ops.KernelPlan, what string) {
 	t.Helper()
-	for _, c := range p.calls {
+	for _, c := range p.Calls {
 		g.launches++
-		if c.config["FOLD"] == "true" {
+		if c.Config["FOLD"] == "true" {
 			g.folded++
 		}
-		key := kernelCacheKey(c.file, c.symbol, c.config)
+		key := kernelCacheKey(c.File, c.Symbol, c.Config)
 		a, ok := g.arts[key]
 		if !ok {
-			src, err := kernelSource(c.file, c.symbol, c.config)
+			src, err := kernelSource(c.File, c.Symbol, c.Config)
 			require.NoError(t, err)
 			a, err = g.comp.Loom.Compile(src, loom.MustParseTarget("sm_90"))
-			require.NoError(t, err, "%s: %s", what, c.describe())
+			require.NoError(t, err, "%s: %s", what, ops.Describe(c))
 			g.arts[key] = a
 		}
-		geo, err := a.LaunchConfig(c.workload, sm90Limits)
-		require.NoError(t, err, "%s: %s: workload %v is not within sm_90's limits", what, c.describe(), c.workload)
-		mirror, ok := c.geometry()
-		require.True(t, ok, "kernelGeometry has no launch formula for %s", c.describe())
+		geo, err := a.LaunchConfig(c.Workload, sm90Limits)
+		require.NoError(t, err, "%s: %s: workload %v is not within sm_90's limits", what, ops.Describe(c), c.Workload)
+		mirror, ok := ops.Geometry(c)
+		require.True(t, ok, "kernelGeometry has no launch formula for %s", ops.Describe(c))
 		var grid, block [3]uint32
 		for d := range 3 {
-			grid[d], block[d] = uint32(mirror.grid[d]), uint32(mirror.block[d])
+			grid[d], block[d] = uint32(mirror.Grid[d]), uint32(mirror.Block[d])
 		}
 		if !geo.Empty() {
-			require.Equal(t, geo.Grid, grid, "%s: kernelGeometry's grid of %s, workload %v", what, c.describe(), c.workload)
+			require.Equal(t, geo.Grid, grid, "%s: kernelGeometry's grid of %s, workload %v", what, ops.Describe(c), c.Workload)
 		}
-		require.Equal(t, geo.Block, block, "%s: kernelGeometry's block of %s, workload %v", what, c.describe(), c.workload)
+		require.Equal(t, geo.Block, block, "%s: kernelGeometry's block of %s, workload %v", what, ops.Describe(c), c.Workload)
 	}
 }
 
@@ -596,8 +603,8 @@ func (g *geomChecker) check(t *testing.T, p *kernelPlan, what string) {
 // and, with run, runs the kernels and the host function and compares them.
 func runGeomCase(t *testing.T, s *InferenceSession, gc *geomChecker, r *rand.Rand, c geomCase, run bool) (planned bool) {
 	t.Helper()
-	planner, ok := kernelPlanners[plannerKey(c.node)]
-	require.True(t, ok, "no kernel planner for %s", plannerKey(c.node))
+	planner, ok := ops.KernelPlanners[ops.PlannerKey(c.node)]
+	require.True(t, ok, "no kernel planner for %s", ops.PlannerKey(c.node))
 	if !run {
 		p, reason, err := planner(c.node, c.opset, c.infos())
 		require.NoError(t, err, c.name)
@@ -609,7 +616,7 @@ func runGeomCase(t *testing.T, s *InferenceSession, gc *geomChecker, r *rand.Ran
 		return true
 	}
 	in := c.tensors(r)
-	p, reason, err := planner(c.node, c.opset, infosOfStatic(in))
+	p, reason, err := planner(c.node, c.opset, ops.InfosOfStatic(in))
 	require.NoError(t, err, c.name)
 	if p == nil {
 		t.Logf("%s: declined: %s", c.name, reason)
@@ -619,25 +626,25 @@ func runGeomCase(t *testing.T, s *InferenceSession, gc *geomChecker, r *rand.Ran
 	rc := &runCtx{s: s, opset: c.opset}
 	defer rc.close()
 	got, err := rc.runKernelPlan(p, in)
-	require.NoError(t, err, "%s (%s)", c.name, p.variant())
+	require.NoError(t, err, "%s (%s)", c.name, ops.Variant(p))
 	host := c.host
 	if host == nil {
-		host = hostOps[c.node.OpType]
+		host = ops.HostOps[c.node.OpType]
 	}
 	require.NotNil(t, host, "no host function for %s", c.node.OpType)
 	want, err := host(rc, c.node, in)
 	require.NoError(t, err, c.name)
-	requireSameTensors(t, want, got, c.tol, fmt.Sprintf("%s (%s)", c.name, p.variant()))
+	requireSameTensors(t, want, got, c.tol, fmt.Sprintf("%s (%s)", c.name, ops.Variant(p)))
 	return true
 }
 
-func requireSameTensors(t *testing.T, want, got []Tensor, tol float64, what string) {
+func requireSameTensors(t *testing.T, want, got []tensor.Tensor, tol float64, what string) {
 	t.Helper()
 	require.Len(t, got, len(want), what)
 	for i := range want {
-		require.Equal(t, want[i].dtype, got[i].dtype, "%s: output %d type", what, i)
-		require.Equal(t, want[i].shape, got[i].shape, "%s: output %d shape", what, i)
-		w, g := want[i].float64s(), got[i].float64s()
+		require.Equal(t, want[i].DType(), got[i].DType(), "%s: output %d type", what, i)
+		require.Equal(t, want[i].Dims(), got[i].Dims(), "%s: output %d shape", what, i)
+		w, g := tensor.Float64s(want[i]), tensor.Float64s(got[i])
 		for j := range w {
 			if math.IsNaN(w[j]) {
 				require.True(t, math.IsNaN(g[j]), "%s: output %d element %d: want NaN, got %v", what, i, j, g[j])
@@ -726,7 +733,7 @@ func describeGeomInputs(in []geomInput) string {
 
 // runGeomSession is how the geometry tests call InferenceSession.Run (one place to adapt when
 // its signature changes).
-func runGeomSession(s *InferenceSession, feeds []NamedTensor) ([]Tensor, error) {
+func runGeomSession(s *InferenceSession, feeds []tensor.NamedTensor) ([]tensor.Tensor, error) {
 	return s.Run(context.Background(), feeds)
 }
 
@@ -735,54 +742,56 @@ func runGeomSession(s *InferenceSession, feeds []NamedTensor) ([]Tensor, error) 
 // limit is 64) and tensor axes beyond grid y or z (65,535), each run through the run plan and
 // compared with the host function.
 func TestKernelGeometryRegressions(t *testing.T) {
-	rnd := newRand(t)
-	f32 := func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+	rnd := sessiontest.NewRand(t)
+	f32 := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
 	cases := []struct {
 		name   string
 		node   *graph.Node
 		opset  int64
-		in     []Tensor
+		in     []tensor.Tensor
 		static []int
 		kernel string // a kernel the plan must launch
 		tol    float64
 	}{
-		{"conv1d_depthwise_258", node("Conv", graph.IntAttr("group", 258)), 18, []Tensor{f32(1, 258, 10), f32(258, 1, 3)}, []int{1}, "conv2d_direct", 1e-5},
+		{"conv1d_depthwise_258", node("Conv", graph.IntAttr("group", 258)), 18, []tensor.Tensor{f32(1, 258, 10), f32(258, 1, 3)}, []int{1}, "conv2d_direct", 1e-5},
 		{"conv1d_258_positions", node("Conv", graph.IntAttr("group", 258), graph.IntsAttr("pads", 1, 1)), 18,
-			[]Tensor{f32(1, 258, 258), f32(258, 1, 3), f32(258)}, []int{1, 2}, "conv2d_direct", 1e-5},
+			[]tensor.Tensor{f32(1, 258, 258), f32(258, 1, 3), f32(258)}, []int{1, 2}, "conv2d_direct", 1e-5},
 		// Not a geometry failure, but one the property test found: padding at the end only.
 		{"conv_end_pads_only_direct", node("Conv", graph.IntsAttr("pads", 0, 0, 1, 4), graph.IntsAttr("strides", 2, 1), graph.IntsAttr("dilations", 2, 1)), 18,
-			[]Tensor{f32(1, 1, 6, 5), f32(2, 1, 2, 5), f32(2)}, []int{1, 2}, "conv2d_direct", 1e-5},
+			[]tensor.Tensor{f32(1, 1, 6, 5), f32(2, 1, 2, 5), f32(2)}, []int{1, 2}, "conv2d_direct", 1e-5},
 		{"conv_end_pads_only_cout", node("Conv", graph.IntsAttr("pads", 0, 0, 2, 2)), 18,
-			[]Tensor{f32(1, 4, 6, 6), f32(16, 4, 3, 3), f32(16)}, []int{1, 2}, "conv2d_cout", 1e-5},
+			[]tensor.Tensor{f32(1, 4, 6, 6), f32(16, 4, 3, 3), f32(16)}, []int{1, 2}, "conv2d_cout", 1e-5},
 		{"maxpool_channels_beyond_grid_y", node("MaxPool", graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("pads", 1, 1, 1, 1)), 18,
-			[]Tensor{f32(2, 35000, 2, 2)}, nil, "pool2d", 0},
+			[]tensor.Tensor{f32(2, 35000, 2, 2)}, nil, "pool2d", 0},
 		{"maxpool_window_channels_beyond_grid_z", node("MaxPool", graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)), 18,
-			[]Tensor{f32(1, 70000, 2, 64)}, nil, "pool2d_window", 0},
-		{"add_batch_beyond_grid_z", node("Add"), 18, []Tensor{f32(70000, 1, 2), f32(70000, 3, 1)}, nil, "binary", 0},
-		{"add_rows_beyond_grid_y", node("Add"), 18, []Tensor{f32(70000, 1), f32(1, 3)}, nil, "binary", 0},
-		{"matmul_batch_beyond_grid_z", node("MatMul"), 13, []Tensor{f32(70000, 2, 3), f32(70000, 3, 2)}, nil, "", 1e-5},
+			[]tensor.Tensor{f32(1, 70000, 2, 64)}, nil, "pool2d_window", 0},
+		{"add_batch_beyond_grid_z", node("Add"), 18, []tensor.Tensor{f32(70000, 1, 2), f32(70000, 3, 1)}, nil, "binary", 0},
+		{"add_rows_beyond_grid_y", node("Add"), 18, []tensor.Tensor{f32(70000, 1), f32(1, 3)}, nil, "binary", 0},
+		{"matmul_batch_beyond_grid_z", node("MatMul"), 13, []tensor.Tensor{f32(70000, 2, 3), f32(70000, 3, 2)}, nil, "", 1e-5},
 		{"resize_channels_beyond_grid_z", node("Resize", graph.StringAttr("mode", "nearest")), 19,
-			[]Tensor{f32(1, 70000, 1, 2), {}, MustTensor([]int64{4}, []float32{1, 1, 2, 2})}, []int{2}, "resize_nearest", 0},
+			[]tensor.Tensor{f32(1, 70000, 1, 2), {}, tensor.MustTensor([]int64{4}, []float32{1, 1, 2, 2})}, []int{2}, "resize_nearest", 0},
 	}
 	ks := kernelCheckSession(t)
 	gc := newGeomChecker(t, ks)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			infos := infosOf(c.in)
+			infos := ops.InfosOf(c.in)
 			for _, i := range c.static {
-				infos[i].static = c.in[i]
+				infos[i].Static = c.in[i]
 			}
 			for i, v := range c.in {
-				if v.IsValid() && v.dtype != graph.Float {
-					infos[i].static = v
+				if v.IsValid() && v.DType() != graph.Float {
+					infos[i].Static = v
 				}
 			}
-			p, reason, err := kernelPlanners[plannerKey(c.node)](c.node, c.opset, infos)
+			p, reason, err := ops.KernelPlanners[ops.PlannerKey(c.node)](c.node, c.opset, infos)
 			require.NoError(t, err)
 			require.NotNil(t, p, reason)
 			gc.check(t, p, c.name)
 			if c.kernel != "" {
-				require.True(t, slices.ContainsFunc(p.calls, func(k kernelCall) bool { return k.symbol == c.kernel }), "%s launches no %s", p.variant(), c.kernel)
+				require.True(t, slices.ContainsFunc(p.Calls, func(k ops.KernelCall) bool { return k.Symbol == c.kernel }), "%s launches no %s", ops.Variant(p), c.kernel)
 			}
 			s, feeds := oneNodeSession(t, c.node, c.opset, c.in, c.static...)
 			got, err := runGeomSession(s, feeds)
@@ -791,7 +800,7 @@ func TestKernelGeometryRegressions(t *testing.T) {
 			require.Len(t, plans, 1)
 			require.True(t, plans[0].Planned, plans[0].Reason)
 			rc := &runCtx{s: s, opset: c.opset}
-			want, err := hostOps[c.node.OpType](rc, c.node, c.in)
+			want, err := ops.HostOps[c.node.OpType](rc, c.node, c.in)
 			rc.close()
 			require.NoError(t, err)
 			requireSameTensors(t, want, got, c.tol, c.name)
@@ -804,8 +813,10 @@ func TestKernelGeometryRegressions(t *testing.T) {
 // the folded code path, which only huge tensors take on their own, is checked.
 func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 	s := kernelCheckSession(t)
-	rnd := newRand(t)
-	f32 := func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+	rnd := sessiontest.NewRand(t)
+	f32 := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
 	attn := func(kt bool) *graph.Node {
 		n := node("Attention", graph.FloatAttr("scale", 0.3))
 		if kt {
@@ -819,64 +830,64 @@ func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 		name    string
 		node    *graph.Node
 		opset   int64
-		in      []Tensor
+		in      []tensor.Tensor
 		dynamic []int // inputs the planner does not see the values of
-		host    opFunc
+		host    ops.OpFunc
 		tol     float64
 	}{
-		{"binary", node("Mul"), 18, []Tensor{f32(2, 3, 4, 5), f32(3, 1, 5)}, nil, nil, 1e-6},
-		{"attention", attn(false), 18, []Tensor{f32(2, 3, 5, 8), f32(2, 3, 7, 8), f32(2, 3, 7, 6)}, nil, loomAttention, 1e-5},
-		{"attention_kt", attn(true), 18, []Tensor{f32(2, 3, 5, 8), f32(2, 3, 8, 7), f32(2, 3, 7, 6)}, nil, loomAttention, 1e-5},
-		{"conv_direct", convNode(padsAttr(1, 1)), 18, []Tensor{f32(2, 3, 40), f32(4, 3, 3), f32(4)}, nil, nil, 1e-5},
-		{"conv_depthwise", convNode(groupAttr(6)), 18, []Tensor{f32(2, 6, 5, 33), f32(6, 1, 3, 3)}, nil, nil, 1e-5},
-		{"conv_cols", convNode(), 18, []Tensor{f32(3, 16, 4, 4), f32(5, 16, 3, 3)}, nil, nil, 1e-5},
-		{"conv_cout_wt", convNode(padsAttr(1, 1, 1, 1)), 18, []Tensor{f32(2, 4, 6, 6), f32(16, 4, 3, 3), f32(16)}, []int{1}, nil, 1e-5},
-		{"conv_transpose", node("ConvTranspose", graph.IntsAttr("strides", 2, 2)), 17, []Tensor{f32(2, 3, 5, 4), f32(3, 2, 3, 3), f32(2)}, nil, nil, 1e-5},
-		{"gemm_nn_batched", node("MatMul"), 13, []Tensor{f32(3, 2, 9, 20), f32(3, 2, 20, 40)}, nil, nil, 1e-5},
-		{"gemm_nt_transpose", node("Gemm", graph.IntAttr("transA", 1), graph.IntAttr("transB", 1)), 13, []Tensor{f32(7, 5), f32(6, 7)}, nil, nil, 1e-5},
-		{"gemm_nt", node("Gemm", graph.IntAttr("transB", 1)), 13, []Tensor{f32(5, 64), f32(6, 64)}, nil, nil, 1e-5},
-		{"pool2d", node("MaxPool", graph.IntsAttr("kernel_shape", 3, 3), graph.IntsAttr("pads", 1, 1, 1, 1)), 18, []Tensor{f32(2, 3, 7, 6)}, nil, nil, 0},
-		{"pool2d_window", node("MaxPool", graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)), 18, []Tensor{f32(2, 3, 6, 80)}, nil, nil, 0},
-		{"resize_nearest", node("Resize", graph.StringAttr("mode", "nearest")), 19, []Tensor{f32(2, 3, 5, 7), {}, MustTensor([]int64{4}, []float32{1, 1, 2, 1.5})}, nil, nil, 0},
-		{"resize_linear", node("Resize", graph.StringAttr("mode", "linear")), 19, []Tensor{f32(2, 3, 5, 7), {}, MustTensor([]int64{4}, []float32{1, 1, 2, 1.5})}, nil, nil, 1e-6},
+		{"binary", node("Mul"), 18, []tensor.Tensor{f32(2, 3, 4, 5), f32(3, 1, 5)}, nil, nil, 1e-6},
+		{"attention", attn(false), 18, []tensor.Tensor{f32(2, 3, 5, 8), f32(2, 3, 7, 8), f32(2, 3, 7, 6)}, nil, hostops.LoomAttention, 1e-5},
+		{"attention_kt", attn(true), 18, []tensor.Tensor{f32(2, 3, 5, 8), f32(2, 3, 8, 7), f32(2, 3, 7, 6)}, nil, hostops.LoomAttention, 1e-5},
+		{"conv_direct", convNode(padsAttr(1, 1)), 18, []tensor.Tensor{f32(2, 3, 40), f32(4, 3, 3), f32(4)}, nil, nil, 1e-5},
+		{"conv_depthwise", convNode(groupAttr(6)), 18, []tensor.Tensor{f32(2, 6, 5, 33), f32(6, 1, 3, 3)}, nil, nil, 1e-5},
+		{"conv_cols", convNode(), 18, []tensor.Tensor{f32(3, 16, 4, 4), f32(5, 16, 3, 3)}, nil, nil, 1e-5},
+		{"conv_cout_wt", convNode(padsAttr(1, 1, 1, 1)), 18, []tensor.Tensor{f32(2, 4, 6, 6), f32(16, 4, 3, 3), f32(16)}, []int{1}, nil, 1e-5},
+		{"conv_transpose", node("ConvTranspose", graph.IntsAttr("strides", 2, 2)), 17, []tensor.Tensor{f32(2, 3, 5, 4), f32(3, 2, 3, 3), f32(2)}, nil, nil, 1e-5},
+		{"gemm_nn_batched", node("MatMul"), 13, []tensor.Tensor{f32(3, 2, 9, 20), f32(3, 2, 20, 40)}, nil, nil, 1e-5},
+		{"gemm_nt_transpose", node("Gemm", graph.IntAttr("transA", 1), graph.IntAttr("transB", 1)), 13, []tensor.Tensor{f32(7, 5), f32(6, 7)}, nil, nil, 1e-5},
+		{"gemm_nt", node("Gemm", graph.IntAttr("transB", 1)), 13, []tensor.Tensor{f32(5, 64), f32(6, 64)}, nil, nil, 1e-5},
+		{"pool2d", node("MaxPool", graph.IntsAttr("kernel_shape", 3, 3), graph.IntsAttr("pads", 1, 1, 1, 1)), 18, []tensor.Tensor{f32(2, 3, 7, 6)}, nil, nil, 0},
+		{"pool2d_window", node("MaxPool", graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)), 18, []tensor.Tensor{f32(2, 3, 6, 80)}, nil, nil, 0},
+		{"resize_nearest", node("Resize", graph.StringAttr("mode", "nearest")), 19, []tensor.Tensor{f32(2, 3, 5, 7), {}, tensor.MustTensor([]int64{4}, []float32{1, 1, 2, 1.5})}, nil, nil, 0},
+		{"resize_linear", node("Resize", graph.StringAttr("mode", "linear")), 19, []tensor.Tensor{f32(2, 3, 5, 7), {}, tensor.MustTensor([]int64{4}, []float32{1, 1, 2, 1.5})}, nil, nil, 1e-6},
 		{"rnn", rnn, 14, rnnIn, []int{1, 2}, nil, 1e-5},
 	}
 	folded := map[string]bool{}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			infos := infosOfStatic(c.in)
+			infos := ops.InfosOfStatic(c.in)
 			for _, i := range c.dynamic {
-				infos[i].static = Tensor{}
+				infos[i].Static = tensor.Tensor{}
 			}
-			p, reason, err := kernelPlanners[plannerKey(c.node)](c.node, c.opset, infos)
+			p, reason, err := ops.KernelPlanners[ops.PlannerKey(c.node)](c.node, c.opset, infos)
 			require.NoError(t, err)
 			require.NotNil(t, p, reason)
-			for i, k := range p.calls {
-				if g, ok := k.geometry(); ok && g.foldable {
-					k.config = maps.Clone(k.config)
-					if k.config == nil {
-						k.config = map[string]string{}
+			for i, k := range p.Calls {
+				if g, ok := ops.Geometry(k); ok && g.Foldable {
+					k.Config = maps.Clone(k.Config)
+					if k.Config == nil {
+						k.Config = map[string]string{}
 					}
-					k.config["FOLD"] = "true"
-					p.calls[i] = k
-					folded[k.file+":"+k.symbol] = true
+					k.Config["FOLD"] = "true"
+					p.Calls[i] = k
+					folded[k.File+":"+k.Symbol] = true
 				}
 			}
 			rc := &runCtx{s: s, opset: c.opset}
 			defer rc.close()
 			got, err := rc.runKernelPlan(p, c.in)
-			require.NoError(t, err, p.variant())
+			require.NoError(t, err, ops.Variant(p))
 			host := c.host
 			if host == nil {
-				host = hostOps[c.node.OpType]
+				host = ops.HostOps[c.node.OpType]
 			}
 			want, err := host(rc, c.node, c.in)
 			require.NoError(t, err)
-			requireSameTensors(t, want, got, c.tol, p.variant())
+			requireSameTensors(t, want, got, c.tol, ops.Variant(p))
 		})
 	}
-	for k, f := range kernelGeometry {
-		if f(make([]int64, 6), func(_ string, def int64) int64 { return def }).foldable {
+	for k, f := range ops.KernelGeometry {
+		if f(make([]int64, 6), func(_ string, def int64) int64 { return def }).Foldable {
 			require.True(t, folded[k], "no case runs %s folded", k)
 		}
 	}
@@ -903,25 +914,25 @@ func describeAttrs(n *graph.Node) string {
 // adds the node: "node %q (%s): ..."), not a panic or a rejected dispatch.
 func TestKernelGeometryUntileableIsAnError(t *testing.T) {
 	relu := node("Relu")
-	_, _, err := kernelPlanners["Relu"](relu, 18, []valueInfo{{valueType: valueType{graph.Float, []int64{1 << 20, 1 << 20}}, present: true}})
+	_, _, err := ops.KernelPlanners["Relu"](relu, 18, []ops.ValueInfo{{ValueType: ops.ValueType{Dtype: graph.Float, Shape: []int64{1 << 20, 1 << 20}}, Present: true}})
 	require.ErrorContains(t, err, "kernel kernels/elementwise.loom:unary[OP=0] cannot launch workload [1099511627776] within the device limits")
-	c := kernelCall{file: "elementwise.loom", symbol: "binary", config: map[string]string{"OP": "0"}, workload: []uint64{70000, 70000, 70000, 1}}
-	err = fitCall(&c, kernelLimits)
+	c := ops.KernelCall{File: "elementwise.loom", Symbol: "binary", Config: map[string]string{"OP": "0"}, Workload: []uint64{70000, 70000, 70000, 1}}
+	err = ops.FitCall(&c, ops.KernelLimits)
 	require.ErrorContains(t, err, "kernels/elementwise.loom:binary[OP=0]")
 	require.ErrorContains(t, err, "(grid y and z folded into x)")
-	require.Empty(t, c.config["FOLD"], "a launch that does not fit is left as it was")
+	require.Empty(t, c.Config["FOLD"], "a launch that does not fit is left as it was")
 }
 
 // The host backend's launch limits are at least kernelLimits, so plans the planners keep
 // within kernelLimits run on the host as on sm_90.
 func TestKernelLimitsHoldOnHost(t *testing.T) {
-	p := openHost(t, 1).Props()
-	lim := kernelLimits
+	p := sessiontest.OpenHost(t, 1).Props()
+	lim := ops.KernelLimits
 	require.GreaterOrEqual(t, p.MaxThreadsPerBlock, lim.MaxThreadsPerBlock)
 	for d := range 3 {
 		require.GreaterOrEqual(t, p.MaxBlockDim[d], lim.MaxBlockDim[d], "block dim %d", d)
 		require.GreaterOrEqual(t, p.MaxGridDim[d], lim.MaxGridDim[d], "grid dim %d", d)
 	}
 	require.GreaterOrEqual(t, p.MaxSharedMemoryPerBlock, lim.MaxSharedMemoryPerBlock)
-	require.Equal(t, sm90Limits, kernelLimits, "the planners' limits are sm_90's")
+	require.Equal(t, sm90Limits, ops.KernelLimits, "the planners' limits are sm_90's")
 }

@@ -6,29 +6,30 @@ import (
 	"strings"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // RunOutputs is Run for models whose inputs or outputs may be sequences or optionals: it feeds
 // the named values and returns the graph outputs in order, each of the kind the graph produced.
 // An optional input that is not fed is none. Errors name the input or node at fault; ctx
 // bounds the run and parents its spans as for Run.
-func (s *InferenceSession) RunOutputs(ctx context.Context, inputs []NamedValue) ([]Value, error) {
+func (s *InferenceSession) RunOutputs(ctx context.Context, inputs []tensor.NamedValue) ([]tensor.Value, error) {
 	outs, err := s.run(ctx, inputs, phaseRun, nil)
 	if err != nil {
 		return nil, err
 	}
-	vals := make([]Value, len(outs))
+	vals := make([]tensor.Value, len(outs))
 	for i, t := range outs {
-		vals[i] = TensorValue(t)
+		vals[i] = tensor.TensorValue(t)
 	}
 	return vals, nil
 }
 
 // namedTensorValues wraps Run's tensors as values.
-func namedTensorValues(inputs []NamedTensor) []NamedValue {
-	out := make([]NamedValue, len(inputs))
+func namedTensorValues(inputs []tensor.NamedTensor) []tensor.NamedValue {
+	out := make([]tensor.NamedValue, len(inputs))
 	for i, in := range inputs {
-		out[i] = NamedValue{Name: in.Name, Value: TensorValue(in.Tensor)}
+		out[i] = tensor.NamedValue{Name: in.Name, Value: tensor.TensorValue(in.Tensor)}
 	}
 	return out
 }
@@ -44,13 +45,13 @@ func ioKinds(m *IOMeta, t graph.Type) {
 	}
 	switch t.Kind {
 	case graph.KindSequence:
-		m.Kind = ValueSequence
+		m.Kind = tensor.ValueSequence
 		t = inner(t)
 	case graph.KindOptional:
-		m.Kind = ValueOptional
+		m.Kind = tensor.ValueOptional
 		t = inner(t)
 		if t.Kind == graph.KindSequence {
-			m.Holds = ValueSequence
+			m.Holds = tensor.ValueSequence
 			t = inner(t)
 		}
 	}
@@ -68,29 +69,29 @@ func describeMeta(m IOMeta) string {
 		}
 		s += "[" + strings.Join(dims, ",") + "]"
 	}
-	if m.Kind == ValueSequence || (m.Kind == ValueOptional && m.Holds == ValueSequence) {
+	if m.Kind == tensor.ValueSequence || (m.Kind == tensor.ValueOptional && m.Holds == tensor.ValueSequence) {
 		s = "seq(" + s + ")"
 	}
-	if m.Kind == ValueOptional {
+	if m.Kind == tensor.ValueOptional {
 		s = "optional(" + s + ")"
 	}
 	return s
 }
 
 // checkFed checks a fed value against its input's declaration; the caller names the input.
-func checkFed(meta IOMeta, t Tensor) error {
+func checkFed(meta IOMeta, t tensor.Tensor) error {
 	switch meta.Kind {
-	case ValueSequence:
-		if !t.isSeq() {
-			return fmt.Errorf("%s was fed, the model wants %s (feed a SequenceValue through RunOutputs)", t.article(), describeMeta(meta))
+	case tensor.ValueSequence:
+		if !tensor.IsSeq(t) {
+			return fmt.Errorf("%s was fed, the model wants %s (feed a SequenceValue through RunOutputs)", tensor.Article(t), describeMeta(meta))
 		}
 		return checkSeqElems(meta, t)
-	case ValueOptional:
-		if t.isOpt() {
-			if len(t.seqElems()) == 0 {
+	case tensor.ValueOptional:
+		if tensor.IsOpt(t) {
+			if len(tensor.SeqElems(t)) == 0 {
 				return nil
 			}
-			t = t.seqElems()[0]
+			t = tensor.SeqElems(t)[0]
 		}
 		// A tensor or a sequence fed for an optional is an optional holding it.
 		want := meta
@@ -100,24 +101,24 @@ func checkFed(meta IOMeta, t Tensor) error {
 		}
 		return nil
 	}
-	if t.box != nil {
+	if tensor.Box(t) != nil {
 		if meta.DType == graph.Undefined && !meta.Ranked {
 			return nil // the model does not say what the input is
 		}
-		return fmt.Errorf("%s (%s) was fed, the model wants %s", t.article(), t, describeMeta(meta))
+		return fmt.Errorf("%s (%s) was fed, the model wants %s", tensor.Article(t), t, describeMeta(meta))
 	}
-	if meta.DType != graph.Undefined && t.dtype != meta.DType {
-		return fmt.Errorf("element type %s, the model wants %s", t.dtype, meta.DType)
+	if meta.DType != graph.Undefined && t.DType() != meta.DType {
+		return fmt.Errorf("element type %s, the model wants %s", t.DType(), meta.DType)
 	}
 	if !meta.Ranked {
 		return nil
 	}
-	if len(t.shape) != len(meta.Shape) {
-		return fmt.Errorf("rank %d (shape %v), the model wants rank %d (%s)", len(t.shape), t.shape, len(meta.Shape), describeMeta(meta))
+	if len(t.Dims()) != len(meta.Shape) {
+		return fmt.Errorf("rank %d (shape %v), the model wants rank %d (%s)", len(t.Dims()), t.Dims(), len(meta.Shape), describeMeta(meta))
 	}
 	for i, d := range meta.Shape {
-		if d.Known() && d.Value != t.shape[i] {
-			return fmt.Errorf("dimension %d is %d, the model wants %d (%s)", i, t.shape[i], d.Value, describeMeta(meta))
+		if d.Known() && d.Value != t.Dims()[i] {
+			return fmt.Errorf("dimension %d is %d, the model wants %d (%s)", i, t.Dims()[i], d.Value, describeMeta(meta))
 		}
 	}
 	return nil
@@ -126,16 +127,16 @@ func checkFed(meta IOMeta, t Tensor) error {
 // checkSeqElems checks a fed sequence's element type. The element shapes are not checked:
 // exporters (the ONNX backend tests among them) often declare a sequence's element shape as
 // rank 0 where they mean unknown, and ONNX Runtime does not check them either.
-func checkSeqElems(meta IOMeta, t Tensor) error {
+func checkSeqElems(meta IOMeta, t tensor.Tensor) error {
 	if meta.DType == graph.Undefined {
 		return nil
 	}
-	if t.dtype != meta.DType {
-		return fmt.Errorf("a sequence of %s was fed, the model wants %s", t.dtype, describeMeta(meta))
+	if t.DType() != meta.DType {
+		return fmt.Errorf("a sequence of %s was fed, the model wants %s", t.DType(), describeMeta(meta))
 	}
-	for i, e := range t.seqElems() {
-		if e.dtype != meta.DType {
-			return fmt.Errorf("sequence element %d has element type %s, the model wants %s", i, e.dtype, describeMeta(meta))
+	for i, e := range tensor.SeqElems(t) {
+		if e.DType() != meta.DType {
+			return fmt.Errorf("sequence element %d has element type %s, the model wants %s", i, e.DType(), describeMeta(meta))
 		}
 	}
 	return nil

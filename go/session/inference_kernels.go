@@ -6,22 +6,16 @@ import (
 	"sync"
 
 	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
-
-// loadedKernel is a kernel an InferenceSession compiled and loaded once for all its runs: the
-// module stays loaded until the session closes, so a run only has to register the kernel with
-// its ModelSession (no compile-cache lookup, no module load per run).
-type loadedKernel struct {
-	kernel *native.Kernel
-	sig    KernelSignature // normalized
-}
 
 // kernelCache holds an InferenceSession's loaded kernels by (file, symbol, configuration), and
 // the modules behind them by artifact key. It is safe for concurrent use; a miss compiles and
 // loads under the lock, so concurrent runs never load the same kernel twice.
 type kernelCache struct {
 	mu          sync.Mutex
-	kernels     map[string]*loadedKernel
+	kernels     map[string]*device.LoadedKernel
 	moduleByKey map[string]*native.Module
 	modules     []*native.Module // owned, in load order
 	closed      bool
@@ -58,13 +52,13 @@ func kernelCacheKey(file, symbol string, config map[string]string) string {
 
 // get returns the kernel for the request, compiling (through the context's compiler and its
 // disk cache) and loading it on first use; the outcome is counted under phase.
-func (c *kernelCache) get(ctx *ModelContext, phase runPhase, file, symbol string, config map[string]string) (*loadedKernel, error) {
+func (c *kernelCache) get(ctx *device.ModelContext, phase runPhase, file, symbol string, config map[string]string) (*device.LoadedKernel, error) {
 	const op = "Run"
 	key := kernelCacheKey(file, symbol, config)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, newError(op, ErrClosed, "the session is closed")
+		return nil, tensor.NewError(op, tensor.ErrClosed, "the session is closed")
 	}
 	if k := c.kernels[key]; k != nil {
 		c.counts[phase].hits++
@@ -80,10 +74,10 @@ func (c *kernelCache) get(ctx *ModelContext, phase runPhase, file, symbol string
 	if err != nil {
 		return nil, err
 	}
-	if err := comp.checkFor(op, ctx.dev); err != nil {
+	if err := device.CheckTarget(comp, op, ctx.Device()); err != nil {
 		return nil, err
 	}
-	var ck compiledKernel
+	var ck device.CompiledKernel
 	var m *native.Module
 	fresh := false
 	// A shipped variant is the same code the JIT would build (same static key), so it is
@@ -96,64 +90,64 @@ func (c *kernelCache) get(ctx *ModelContext, phase runPhase, file, symbol string
 	if v != nil && (c.kept == nil || c.jit(comp) != nil) {
 		art, err := shippedArtifact(v)
 		if err != nil {
-			return nil, wrapError(op, ErrDevice, err, "%s", describeSource(src))
+			return nil, tensor.WrapError(op, tensor.ErrDevice, err, "%s", device.DescribeSource(src))
 		}
-		sig, err := signatureOf(art, ctx.dev.Props())
+		sig, err := device.SignatureOf(art, ctx.Device().Props())
 		if err != nil {
-			return nil, wrapError(op, ErrCompile, err, "%s", describeSource(src))
+			return nil, tensor.WrapError(op, tensor.ErrCompile, err, "%s", device.DescribeSource(src))
 		}
-		if sig, err = sig.normalize(op); err != nil {
+		if sig, err = device.NormalizeSignature(sig, op); err != nil {
 			return nil, err
 		}
-		ck = compiledKernel{artifact: art, sig: sig}
+		ck = device.CompiledKernel{Artifact: art, Sig: sig}
 		if m = c.moduleByKey[art.Key]; m == nil {
-			if m, err = ctx.dev.LoadHostStatic(v.Module, ctx.dev.Target()); err != nil {
-				return nil, wrapError(op, ErrDevice, err, "cannot load shipped kernel %s", describeSource(src))
+			if m, err = ctx.Device().LoadHostStatic(v.Module, ctx.Device().Target()); err != nil {
+				return nil, tensor.WrapError(op, tensor.ErrDevice, err, "cannot load shipped kernel %s", device.DescribeSource(src))
 			}
 			fresh = true
 		}
 		c.counts[phase].shipped++
 	} else {
 		if jerr := c.jit(comp); jerr != nil {
-			return nil, wrapError(op, ErrCompile, jerr, "%s is not shipped in this binary and the JIT is unavailable", describeSource(src))
+			return nil, tensor.WrapError(op, tensor.ErrCompile, jerr, "%s is not shipped in this binary and the JIT is unavailable", device.DescribeSource(src))
 		}
 		// The session's context owns its compiler and only this (locked) path compiles with
 		// it, so the change in its counters is this kernel's.
 		before := comp.Loom.Stats().Misses
-		compiled, err := comp.compile(op, ctx.dev, []KernelSource{src})
+		compiled, err := device.CompileKernel(comp, op, ctx.Device(), []device.KernelSource{src})
 		c.counts[phase].compiles += comp.Loom.Stats().Misses - before
 		if err != nil {
 			return nil, err
 		}
 		ck = compiled[0]
-		m = c.moduleByKey[ck.artifact.Key]
+		m = c.moduleByKey[ck.Artifact.Key]
 		fresh = m == nil
 		if fresh {
-			if m, err = loadArtifact(op, ctx.dev, ck.artifact); err != nil {
+			if m, err = device.LoadArtifact(op, ctx.Device(), ck.Artifact); err != nil {
 				return nil, err
 			}
 		}
 	}
-	kernel, err := m.Kernel(ck.artifact.Entry)
+	kernel, err := m.Kernel(ck.Artifact.Entry)
 	if err != nil {
 		if fresh {
 			m.Close()
 		}
-		return nil, wrapError(op, ErrDevice, err, "%s: the compiled module has no kernel %s", describeSource(src), ck.artifact.Entry)
+		return nil, tensor.WrapError(op, tensor.ErrDevice, err, "%s: the compiled module has no kernel %s", device.DescribeSource(src), ck.Artifact.Entry)
 	}
 	if fresh {
 		if c.moduleByKey == nil {
 			c.moduleByKey = map[string]*native.Module{}
 		}
-		c.moduleByKey[ck.artifact.Key] = m
+		c.moduleByKey[ck.Artifact.Key] = m
 		c.modules = append(c.modules, m)
 	}
 	if c.kernels == nil {
-		c.kernels = map[string]*loadedKernel{}
+		c.kernels = map[string]*device.LoadedKernel{}
 	}
-	k := &loadedKernel{kernel: kernel, sig: ck.sig}
+	k := &device.LoadedKernel{Kernel: kernel, Sig: ck.Sig}
 	c.kernels[key] = k
-	c.keepArtifact(key, file, symbol, config, ck.artifact)
+	c.keepArtifact(key, file, symbol, config, ck.Artifact)
 	return k, nil
 }
 
@@ -171,24 +165,13 @@ func (c *kernelCache) close() []error {
 	return errs
 }
 
-// useLoadedKernel makes a kernel that the caller keeps loaded dispatchable in s without handing
-// s its module (unlike ImportKernel): the module must outlive s. sig must be normalized.
-func (s *ModelSession) useLoadedKernel(op string, k *loadedKernel) (KernelID, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.usable(op); err != nil {
-		return KernelID{}, err
-	}
-	return s.addKernel(k.kernel, k.sig), nil
-}
-
 // runSessionPool keeps the ModelSessions of finished runs for later runs, so a run does not
 // create (and a finished one tear down) a stream, with its thread, every time. Each idle
 // session has been reset: no allocations, recordings or kernels, a fresh owner. At most
 // maxIdle are kept; concurrent runs beyond that open their own and close them.
 type runSessionPool struct {
 	mu     sync.Mutex
-	idle   []*ModelSession
+	idle   []*device.ModelSession
 	closed bool
 }
 
@@ -196,7 +179,7 @@ type runSessionPool struct {
 const maxIdleRunSessions = 8
 
 // get returns an idle session, or nil when there is none.
-func (p *runSessionPool) get() *ModelSession {
+func (p *runSessionPool) get() *device.ModelSession {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n := len(p.idle); n > 0 {
@@ -210,8 +193,8 @@ func (p *runSessionPool) get() *ModelSession {
 
 // put resets ms and keeps it for a later run; a session that cannot be reset (its stream
 // failed, say) or does not fit is closed instead.
-func (p *runSessionPool) put(ms *ModelSession) {
-	if err := ms.resetForReuse("Run"); err != nil {
+func (p *runSessionPool) put(ms *device.ModelSession) {
+	if err := device.ResetForReuse(ms, "Run"); err != nil {
 		ms.Close()
 		return
 	}
@@ -236,61 +219,4 @@ func (p *runSessionPool) close() []error {
 		errs = append(errs, ms.Close())
 	}
 	return errs
-}
-
-// resetForReuse waits for the session's work and releases its recordings and allocations,
-// keeping its stream and readback buffer, so that a later run can use it as if new. The
-// session gets a fresh owner, so regions and kernel ids of the earlier use are refused rather
-// than resolved against the new ones. It fails (leaving the session to be closed) when the
-// session is closed, frozen or failed, or owns modules (a session of runCtx never does: its
-// kernels are the InferenceSession's).
-func (s *ModelSession) resetForReuse(op string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.usable(op); err != nil {
-		return err
-	}
-	if len(s.modules) > 0 {
-		return newError(op, ErrInvalidArgument, "the session owns modules")
-	}
-	if err := s.synchronize(op); err != nil {
-		return err
-	}
-	var errs []error
-	for key, rec := range s.recordings {
-		errs = append(errs, rec.exec.Close())
-		delete(s.recordings, key)
-	}
-	for _, a := range s.allocs {
-		errs = append(errs, s.ctx.freeAllocation(a))
-	}
-	clear(s.allocs)
-	s.allocs = s.allocs[:0]
-	clear(s.kernels)
-	s.kernels = s.kernels[:0]
-	s.owner = newOwner()
-	if err := joinErrors(op, errs); err != nil {
-		s.failed = err
-		return err
-	}
-	return nil
-}
-
-// issueOnce validates commands and enqueues them directly on the session's stream, after the
-// work enqueued before them: what Record and Replay do for a command list run once, without
-// building a graph (one stream runs its work in order, so the inferred edges add nothing).
-func (s *ModelSession) issueOnce(op string, commands []Command) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.usable(op); err != nil {
-		return err
-	}
-	if len(commands) == 0 {
-		return newError(op, ErrInvalidArgument, "no commands")
-	}
-	prepared, err := s.memory().prepare(op, commands)
-	if err != nil {
-		return err
-	}
-	return s.issueDirect(op, &recording{commands: prepared})
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,11 +26,11 @@ func TestInferenceSessionReusesKernelsAndRunSessions(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	check := func(rows int, x []float32) error {
-		res, err := s.Run(context.Background(), []NamedTensor{{"x", MustTensor([]int64{int64(rows), in}, x)}})
+		res, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{int64(rows), in}, x)}})
 		if err != nil {
 			return err
 		}
-		got, err := TensorOf[float32](res[0])
+		got, err := tensor.TensorOf[float32](res[0])
 		if err != nil {
 			return err
 		}
@@ -45,12 +47,8 @@ func TestInferenceSessionReusesKernelsAndRunSessions(t *testing.T) {
 		defer s.runSessions.mu.Unlock()
 		var total uint64
 		for _, ms := range s.runSessions.idle {
-			ms.mu.Lock()
-			assert.Empty(t, ms.allocs, "an idle session holds no allocation")
-			if ms.readback != nil {
-				total += ms.readback.Size()
-			}
-			ms.mu.Unlock()
+			assert.Empty(t, device.Allocations(ms), "an idle session holds no allocation")
+			total += device.ReadbackBytes(ms)
 		}
 		return total
 	}
@@ -121,11 +119,11 @@ func TestResetForReuseRefusesEarlierRegions(t *testing.T) {
 	require.NoError(t, ms.Upload(r, make([]byte, 64)))
 	assert.Equal(t, uint64(64), s.ctx.Charged())
 
-	require.NoError(t, ms.resetForReuse("test"))
+	require.NoError(t, device.ResetForReuse(ms, "test"))
 	assert.Zero(t, s.ctx.Charged(), "reset freed the allocation")
-	assert.ErrorIs(t, ms.Upload(r, make([]byte, 64)), ErrInvalidArgument, "a region of the earlier use is refused")
+	assert.ErrorIs(t, ms.Upload(r, make([]byte, 64)), tensor.ErrInvalidArgument, "a region of the earlier use is refused")
 	_, err = ms.LaunchConfig(k, []uint64{1})
-	assert.ErrorIs(t, err, ErrInvalidArgument, "a kernel id of the earlier use is refused")
+	assert.ErrorIs(t, err, tensor.ErrInvalidArgument, "a kernel id of the earlier use is refused")
 	r2, err := ms.Allocate(32)
 	require.NoError(t, err, "the reset session still works")
 	assert.NoError(t, ms.Upload(r2, make([]byte, 32)))

@@ -3,66 +3,93 @@ package session
 import (
 	"context"
 	"fmt"
-	"sync"
+	"strings"
 	"unsafe"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/loom"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/loomrt/loom/kernels"
 )
 
-// opFunc computes a node's outputs from its inputs (an omitted optional input is the zero
-// Tensor). Host functions never modify their inputs.
-type opFunc func(rc *runCtx, n *graph.Node, in []Tensor) ([]Tensor, error)
+// runFunc is how the interpreter runs a node's operator.
+type runFunc func(rc *runCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error)
 
-// hostOps holds the Go host functions by ai.onnx op type; kernelOps the ops that run Loom
-// kernels for the cases they cover (falling back to the host function otherwise).
-var (
-	hostOps   = map[string]opFunc{}
-	kernelOps = map[string]opFunc{}
-)
+// kernelRuns holds, by planner key, the interpreter's runs of the ops with a kernel planner;
+// they take precedence over the host functions in lookupOp.
+var kernelRuns = map[string]runFunc{}
 
-func lookupOp(n *graph.Node) (opFunc, bool) {
-	if n.Domain == graph.LoomDomain {
-		f, ok := loomOps[n.OpType]
-		return f, ok
+func init() {
+	for key, p := range ops.KernelPlanners {
+		kernelRuns[key] = kernelRun(key, p, ops.KernelFallbacks[key])
 	}
-	if n.Domain != "" && n.Domain != "ai.onnx" {
+}
+
+// lookupOp returns how the interpreter runs n's operator: its kernel planner's run when it has
+// one, else its host function.
+func lookupOp(n *graph.Node) (runFunc, bool) {
+	if n.Domain != "" && n.Domain != "ai.onnx" && n.Domain != graph.LoomDomain {
 		return nil, false
 	}
-	if f, ok := kernelOps[n.OpType]; ok {
+	if f, ok := kernelRuns[ops.PlannerKey(n)]; ok {
 		return f, true
 	}
-	f, ok := hostOps[n.OpType]
-	return f, ok
+	var f ops.OpFunc
+	var ok bool
+	if n.Domain == graph.LoomDomain {
+		f, ok = ops.LoomOps[n.OpType]
+	} else {
+		f, ok = ops.HostOps[n.OpType]
+	}
+	if !ok {
+		return nil, false
+	}
+	return func(rc *runCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) { return f(rc, n, in) }, true
+}
+
+// opsetVersion is the ai.onnx opset the run's model imports (see opRun).
+func (rc *runCtx) OpsetVersion() int64 { return rc.opset }
+
+// kernelOp runs op (an ai.onnx op with a kernel planner) on in for node n as the interpreter
+// would: the fused operators' functions compose such ops (see opRun).
+func (rc *runCtx) KernelOp(op string, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	f, ok := kernelRuns[op]
+	if !ok {
+		return nil, fmt.Errorf("%s has no kernel planner", op)
+	}
+	return f(rc, n, in)
 }
 
 // SupportedOps lists the ai.onnx operators the library implements, and for each whether a Loom
 // kernel backs it.
 func SupportedOps() map[string]bool {
 	out := map[string]bool{}
-	for k := range hostOps {
+	for k := range ops.HostOps {
 		out[k] = false
 	}
-	for k := range kernelOps {
-		out[k] = true
+	for k := range ops.KernelPlanners {
+		if !strings.Contains(k, ":") {
+			out[k] = true
+		}
 	}
 	return out
 }
 
 // scope holds the values of one graph evaluation; subgraphs see their parents' values.
 type scope struct {
-	vals   map[string]Tensor
+	vals   map[string]tensor.Tensor
 	parent *scope
 }
 
-func (sc *scope) lookup(name string) (Tensor, bool) {
+func (sc *scope) lookup(name string) (tensor.Tensor, bool) {
 	for s := sc; s != nil; s = s.parent {
 		if t, ok := s.vals[name]; ok {
 			return t, true
 		}
 	}
-	return Tensor{}, false
+	return tensor.Tensor{}, false
 }
 
 // runCtx is one Run's private state: the opset and, taken on first use from the session's pool
@@ -76,11 +103,11 @@ type runCtx struct {
 	// the checks cost a nil test).
 	ctx  context.Context
 	done <-chan struct{}
-	ms   *ModelSession
+	ms   *device.ModelSession
 	// dispatches counts the command lists the run issued on ms.
 	dispatches int
 	// kernels are the session's loaded kernels registered with ms, so each is added once a run.
-	kernels map[*loadedKernel]KernelID
+	kernels map[*device.LoadedKernel]device.KernelID
 	// phase says whether this run is a Warmup, for the session's statistics.
 	phase runPhase
 	// kernelVariant and kernelReason name the Loom kernels the current op ran and why (empty
@@ -88,7 +115,7 @@ type runCtx struct {
 	kernelVariant, kernelReason string
 	// observe, when set, sees every node the run evaluates (subgraphs' too, before the node
 	// that ran them), with its inputs and outputs: the trace a compiled run plan is built from.
-	observe func(g *graph.Graph, n *graph.Node, in, out []Tensor)
+	observe func(g *graph.Graph, n *graph.Node, in, out []tensor.Tensor)
 	// trace is the run's tracing state, nil when tracing is off (see inference_trace.go).
 	trace *runTrace
 }
@@ -107,7 +134,7 @@ func (rc *runCtx) canceled(n *graph.Node) error {
 	}
 	select {
 	case <-rc.done:
-		return canceledError("Run", rc.ctx, n)
+		return tensor.CanceledError("Run", rc.ctx, n)
 	default:
 		return nil
 	}
@@ -123,13 +150,13 @@ func (rc *runCtx) close() {
 }
 
 // evalGraph evaluates g's nodes in order in sc and returns g's outputs.
-func (rc *runCtx) evalGraph(g *graph.Graph, sc *scope) ([]Tensor, error) {
+func (rc *runCtx) evalGraph(g *graph.Graph, sc *scope) ([]tensor.Tensor, error) {
 	return rc.evalGraphWith(g, sc, nil)
 }
 
 // evalGraphWith is evalGraph using p, when not nil, for g's converted initializers and
 // resolved operators (a cached subgraph body, see evalBody).
-func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]Tensor, error) {
+func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]tensor.Tensor, error) {
 	if p != nil {
 		for name, t := range p.inits {
 			if _, ok := sc.vals[name]; !ok {
@@ -147,14 +174,14 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 		if g.Parent == nil {
 			continue // the session converted the main graph's initializers once
 		}
-		t, err := FromGraphTensor(gt)
+		t, err := tensor.FromGraphTensor(gt)
 		if err != nil {
 			return nil, err
 		}
 		sc.vals[name] = t
 	}
 	for ni, n := range g.Nodes {
-		var f opFunc
+		var f runFunc
 		ok := p != nil
 		if ok {
 			f = p.ops[ni]
@@ -162,27 +189,27 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 			f, ok = lookupOp(n)
 		}
 		if !ok {
-			return nil, newNodeError("Run", ErrInvalidArgument, n, "operator %s is not supported", n.OpType)
+			return nil, tensor.NewNodeError("Run", tensor.ErrInvalidArgument, n, "operator %s is not supported", n.OpType)
 		}
 		if err := rc.canceled(n); err != nil {
 			return nil, err
 		}
-		in := make([]Tensor, len(n.Inputs))
+		in := make([]tensor.Tensor, len(n.Inputs))
 		for i, name := range n.Inputs {
 			if name == "" {
 				continue
 			}
 			t, ok := sc.lookup(name)
 			if !ok {
-				return nil, newNodeError("Run", ErrInvalidArgument, n, "input %q has no value", name)
+				return nil, tensor.NewNodeError("Run", tensor.ErrInvalidArgument, n, "input %q has no value", name)
 			}
 			in[i] = t
 		}
-		if err := checkValueInputs(n, in); err != nil {
+		if err := tensor.CheckValueInputs(n, in); err != nil {
 			return nil, err
 		}
 		sp := rc.opStart(n, in)
-		var outs []Tensor
+		var outs []tensor.Tensor
 		var err error
 		if n.Traits().ControlFlow {
 			outs, err = rc.controlFlow(n, in, sc)
@@ -191,7 +218,7 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 		}
 		sp.end("", "", outs, err)
 		if err != nil {
-			return nil, nodeError(n, err)
+			return nil, tensor.NodeError(n, err)
 		}
 		for i, name := range n.Outputs {
 			if name == "" || i >= len(outs) {
@@ -203,15 +230,15 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 			rc.observe(g, n, in, outs)
 		}
 		// Values no later node reads are dropped, so that a run holds only live values.
-		for _, name := range deadAfter(g)[ni] {
+		for _, name := range ops.DeadAfter(g)[ni] {
 			delete(sc.vals, name)
 		}
 	}
-	outs := make([]Tensor, len(g.Outputs))
+	outs := make([]tensor.Tensor, len(g.Outputs))
 	for i, v := range g.Outputs {
 		t, ok := sc.lookup(v.Name)
 		if !ok {
-			return nil, newError("Run", ErrInvalidArgument, "graph output %q was not computed", v.Name)
+			return nil, tensor.NewError("Run", tensor.ErrInvalidArgument, "graph output %q was not computed", v.Name)
 		}
 		outs[i] = t
 	}
@@ -220,16 +247,16 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]T
 
 // kernelSource returns the op library's source of file (package kernels) specialized for symbol
 // with config.
-func kernelSource(file, symbol string, config map[string]string) (KernelSource, error) {
+func kernelSource(file, symbol string, config map[string]string) (device.KernelSource, error) {
 	src, err := kernels.Source(file)
 	if err != nil {
-		return KernelSource{}, err
+		return device.KernelSource{}, err
 	}
-	return KernelSource{Name: file, Source: src, Specialization: loom.Specialization{Symbol: symbol, Config: config}}, nil
+	return device.KernelSource{Name: file, Source: src, Specialization: loom.Specialization{Symbol: symbol, Config: config}}, nil
 }
 
 // device returns the run's ModelSession, taking or opening it on first use.
-func (rc *runCtx) device() (*ModelSession, error) {
+func (rc *runCtx) device() (*device.ModelSession, error) {
 	if rc.ms == nil {
 		ms := rc.s.runSessions.get()
 		if ms == nil {
@@ -245,70 +272,70 @@ func (rc *runCtx) device() (*ModelSession, error) {
 
 // compile returns a kernel of this run: compiled and loaded once per InferenceSession (see
 // kernelCache), registered once per run with the run's ModelSession.
-func (rc *runCtx) compile(file, symbol string, config map[string]string) (*ModelSession, KernelID, error) {
+func (rc *runCtx) compile(file, symbol string, config map[string]string) (*device.ModelSession, device.KernelID, error) {
 	rc.noteKernel(file, symbol, config)
 	ms, err := rc.device()
 	if err != nil {
-		return nil, KernelID{}, err
+		return nil, device.KernelID{}, err
 	}
 	k, err := rc.s.kernels.get(rc.s.ctx, rc.phase, file, symbol, config)
 	if err != nil {
-		return nil, KernelID{}, err
+		return nil, device.KernelID{}, err
 	}
 	if id, ok := rc.kernels[k]; ok {
 		return ms, id, nil
 	}
-	id, err := ms.useLoadedKernel("Run", k)
+	id, err := device.UseLoadedKernel(ms, "Run", k)
 	if err != nil {
-		return nil, KernelID{}, err
+		return nil, device.KernelID{}, err
 	}
 	if rc.kernels == nil {
-		rc.kernels = map[*loadedKernel]KernelID{}
+		rc.kernels = map[*device.LoadedKernel]device.KernelID{}
 	}
 	rc.kernels[k] = id
 	return ms, id, nil
 }
 
 // upload copies a float32 tensor's elements into new device memory.
-func (rc *runCtx) uploadF32(v []float32) (Region, error) {
+func (rc *runCtx) uploadF32(v []float32) (device.Region, error) {
 	ms, err := rc.device()
 	if err != nil {
-		return Region{}, err
+		return device.Region{}, err
 	}
 	n := max(len(v), 1) * 4
 	r, err := ms.Allocate(uint64(n))
 	if err != nil {
-		return Region{}, err
+		return device.Region{}, err
 	}
 	if len(v) > 0 {
 		if err := ms.Upload(r, f32AsBytes(v)); err != nil {
-			return Region{}, err
+			return device.Region{}, err
 		}
 	}
 	return r, nil
 }
 
 // allocF32 allocates device memory for n float32 elements.
-func (rc *runCtx) allocF32(n int) (Region, error) {
+func (rc *runCtx) allocF32(n int) (device.Region, error) {
 	ms, err := rc.device()
 	if err != nil {
-		return Region{}, err
+		return device.Region{}, err
 	}
 	return ms.Allocate(uint64(max(n, 1) * 4))
 }
 
 // run issues the commands on the run's stream (once each, so no graph is built for them).
-func (rc *runCtx) run(cmds []Command) error {
+func (rc *runCtx) run(cmds []device.Command) error {
 	ms, err := rc.device()
 	if err != nil {
 		return err
 	}
 	rc.dispatches++
-	return ms.issueOnce("Run", cmds)
+	return device.IssueOnce(ms, "Run", cmds)
 }
 
 // readF32 reads n float32 elements back.
-func (rc *runCtx) readF32(r Region, n int) ([]float32, error) {
+func (rc *runCtx) readF32(r device.Region, n int) ([]float32, error) {
 	out := make([]float32, n)
 	if n == 0 {
 		return out, nil
@@ -324,47 +351,4 @@ func f32AsBytes(v []float32) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
-}
-
-// opErr formats an op error; evalGraph makes it the cause of an *Error naming the node.
-func opErr(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
-// deadAfterCache holds deadAfter's result by graph (graphs do not change once loaded).
-var deadAfterCache sync.Map // *graph.Graph -> [][]string
-
-// deadAfter lists, by node index, the values produced by g's nodes that no later node of g
-// (nor a subgraph of one) reads and that are not outputs of g: after node i they can go.
-func deadAfter(g *graph.Graph) [][]string {
-	if v, ok := deadAfterCache.Load(g); ok {
-		return v.([][]string)
-	}
-	last := map[string]int{}
-	for i, n := range g.Nodes {
-		for _, out := range n.Outputs {
-			if out != "" {
-				last[out] = i
-			}
-		}
-	}
-	for i, n := range g.Nodes {
-		for _, in := range n.Inputs {
-			if _, ok := last[in]; ok {
-				last[in] = max(last[in], i)
-			}
-		}
-		for _, in := range n.ImplicitInputs() {
-			if _, ok := last[in]; ok {
-				last[in] = max(last[in], i)
-			}
-		}
-	}
-	for _, v := range g.Outputs {
-		delete(last, v.Name)
-	}
-	dead := make([][]string, len(g.Nodes))
-	for name, i := range last {
-		dead[i] = append(dead[i], name)
-	}
-	v, _ := deadAfterCache.LoadOrStore(g, dead)
-	return v.([][]string)
 }

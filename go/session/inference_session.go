@@ -14,6 +14,8 @@ import (
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/opt"
 	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // ExecutionProvider names where an InferenceSession runs its kernels.
@@ -74,7 +76,7 @@ func collectLoadOptions(opts []LoadOption) *loadOptions {
 
 func (o *loadOptions) fail(format string, args ...any) {
 	if o.err == nil {
-		o.err = newError("LoadOption", ErrInvalidArgument, format, args...)
+		o.err = tensor.NewError("LoadOption", tensor.ErrInvalidArgument, format, args...)
 	}
 }
 
@@ -144,7 +146,7 @@ func Load(path string, opts ...LoadOption) (*InferenceSession, error) {
 	}
 	m, err := graph.Load(path)
 	if err != nil {
-		return nil, wrapError("Load", ErrInvalidArgument, err, "cannot load %s", path)
+		return nil, tensor.WrapError("Load", tensor.ErrInvalidArgument, err, "cannot load %s", path)
 	}
 	s, err := o.build(m, true, path)
 	if err != nil {
@@ -161,7 +163,7 @@ func LoadBytes(data []byte, opts ...LoadOption) (*InferenceSession, error) {
 	}
 	m, err := graph.LoadBytes(data)
 	if err != nil {
-		return nil, wrapError("LoadBytes", ErrInvalidArgument, err, "cannot decode the model")
+		return nil, tensor.WrapError("LoadBytes", tensor.ErrInvalidArgument, err, "cannot decode the model")
 	}
 	s, err := o.build(m, true, "")
 	if err != nil {
@@ -178,7 +180,7 @@ func FromGraph(m *graph.Model, opts ...LoadOption) (*InferenceSession, error) {
 		return nil, o.err
 	}
 	if m == nil || m.Graph == nil {
-		return nil, newError("FromGraph", ErrInvalidArgument, "nil model")
+		return nil, tensor.NewError("FromGraph", tensor.ErrInvalidArgument, "nil model")
 	}
 	return o.build(m, false, "")
 }
@@ -188,15 +190,15 @@ func FromGraph(m *graph.Model, opts ...LoadOption) (*InferenceSession, error) {
 // Shape and Ranked describe the tensors it holds.
 type IOMeta struct {
 	Name  string
-	DType DType
+	DType tensor.DType
 	Shape graph.Shape
 	// Ranked is false when even the rank is unknown.
 	Ranked bool
 	// Kind is ValueTensor (also when the model does not say), ValueSequence or ValueOptional;
 	// Run feeds and returns tensors only, RunOutputs every kind.
-	Kind ValueKind
+	Kind tensor.ValueKind
 	// Holds is, for an optional, the kind it holds: ValueTensor or ValueSequence.
-	Holds ValueKind
+	Holds tensor.ValueKind
 }
 
 // ModelMetadata is what the model file says about itself.
@@ -222,7 +224,7 @@ type InferenceSession struct {
 	held heldRanges
 	// planWeights are the device copies of the weights the compiled run plans read, shared by
 	// all their instances.
-	planWeights sharedWeights
+	planWeights device.SharedWeights
 
 	model    *graph.Model
 	ownModel bool
@@ -230,14 +232,14 @@ type InferenceSession struct {
 	options  map[string]string
 	inputs   []IOMeta
 	outputs  []IOMeta
-	weights  map[string]Tensor
+	weights  map[string]tensor.Tensor
 	opset    int64
 
 	// placements are where every node (subgraphs' too) runs, decided once (placement.go).
 	placements map[*graph.Node]placement
 
 	dev     *native.Device
-	ctx     *ModelContext
+	ctx     *device.ModelContext
 	kernels kernelCache // the Loom kernels the runs use, loaded once
 	bodies  bodyCache   // the prepared If/Loop/Scan subgraphs, by input shape signature
 
@@ -282,10 +284,10 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		m, ownModel = epc.model, true
 	} else {
 		if err := m.Check(); err != nil {
-			return nil, wrapError(op, ErrInvalidArgument, err, "the model does not check")
+			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "the model does not check")
 		}
 		if err := opt.Optimize(m, b.level); err != nil {
-			return nil, wrapError(op, ErrInvalidArgument, err, "graph optimization (level %s) failed", b.level)
+			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "graph optimization (level %s) failed", b.level)
 		}
 	}
 	s := &InferenceSession{model: m, ownModel: ownModel, options: map[string]string{}, opset: m.Opset("")}
@@ -300,17 +302,17 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		return nil, err
 	}
 	g := m.Graph
-	s.weights = make(map[string]Tensor, len(g.Initializers))
+	s.weights = make(map[string]tensor.Tensor, len(g.Initializers))
 	for name, gt := range g.Initializers {
 		// A model the session owns shares its initializers' bytes with the session's weights
 		// (weightTensor); a caller's model may change after the session is made, so it is copied.
-		decode := FromGraphTensor
+		decode := tensor.FromGraphTensor
 		if ownModel {
-			decode = weightTensor
+			decode = tensor.WeightTensor
 		}
 		t, err := decode(gt)
 		if err != nil {
-			return nil, wrapError(op, ErrInvalidArgument, err, "initializer %q", name)
+			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "initializer %q", name)
 		}
 		s.weights[name] = t
 	}
@@ -327,7 +329,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	s.tensorIO = true
 	for _, ms := range [][]IOMeta{s.inputs, s.outputs} {
 		for _, m := range ms {
-			s.tensorIO = s.tensorIO && m.Kind == ValueTensor
+			s.tensorIO = s.tensorIO && m.Kind == tensor.ValueTensor
 		}
 	}
 	requested := b.provider
@@ -344,9 +346,9 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	}
 	dev, err := native.Open(backendOf(s.provider), 0, &native.OpenOptions{WorkerThreads: workers})
 	if err != nil {
-		return nil, wrapError(op, ErrDevice, err, "cannot open the %s device", s.provider)
+		return nil, tensor.WrapError(op, tensor.ErrDevice, err, "cannot open the %s device", s.provider)
 	}
-	ctx, err := NewContext(dev, Unlimited)
+	ctx, err := device.NewContext(dev, device.Unlimited)
 	if err != nil {
 		dev.Close()
 		return nil, err
@@ -413,7 +415,7 @@ func checkOps(m *graph.Model) error {
 	})
 	if len(errs) > 0 {
 		sort.Strings(errs)
-		return newError("InferenceSession", ErrInvalidArgument, "%s", strings.Join(errs, "; "))
+		return tensor.NewError("InferenceSession", tensor.ErrInvalidArgument, "%s", strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -472,7 +474,7 @@ func (s *InferenceSession) Close() error {
 	errs = append(errs, s.plans.close()...)
 	// Every plan instance is closed by now (Close waited for the runs): nothing reads the
 	// shared weights any more.
-	errs = append(errs, s.planWeights.close(s.ctx)...)
+	errs = append(errs, device.CloseWeights(&s.planWeights, s.ctx)...)
 	errs = append(errs, s.kernels.close()...)
 	s.bodies.close()
 	errs = append(errs, s.ctx.Close(), s.dev.Close())
@@ -484,31 +486,31 @@ func (s *InferenceSession) Close() error {
 
 // checkInputs matches the fed values to the graph inputs, naming the input at fault. An
 // optional input that is not fed is none.
-func (s *InferenceSession) checkInputs(inputs []NamedValue) (map[string]Tensor, error) {
+func (s *InferenceSession) checkInputs(inputs []tensor.NamedValue) (map[string]tensor.Tensor, error) {
 	const op = "Run"
-	fed := make(map[string]Tensor, len(inputs))
+	fed := make(map[string]tensor.Tensor, len(inputs))
 	for _, in := range inputs {
 		if _, dup := fed[in.Name]; dup {
-			return nil, newError(op, ErrInvalidArgument, "input %q fed twice", in.Name)
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "input %q fed twice", in.Name)
 		}
 		if !in.Value.IsValid() {
-			return nil, newError(op, ErrInvalidArgument, "input %q: empty value (the zero Tensor or Value)", in.Name)
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "input %q: empty value (the zero Tensor or Value)", in.Name)
 		}
-		fed[in.Name] = in.Value.contents()
+		fed[in.Name] = tensor.Contents(in.Value)
 	}
 	matched := 0 // fed names that are graph inputs
 	for _, meta := range s.inputs {
 		t, ok := fed[meta.Name]
-		if !ok && meta.Kind == ValueOptional {
-			fed[meta.Name] = optOf(meta.DType, nil)
+		if !ok && meta.Kind == tensor.ValueOptional {
+			fed[meta.Name] = tensor.OptOf(meta.DType, nil)
 			continue
 		}
 		if !ok {
-			return nil, newError(op, ErrInvalidArgument, "missing input %q (%s)", meta.Name, describeMeta(meta))
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "missing input %q (%s)", meta.Name, describeMeta(meta))
 		}
 		matched++
 		if err := checkFed(meta, t); err != nil {
-			return nil, newError(op, ErrInvalidArgument, "input %q: %v", meta.Name, err)
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "input %q: %v", meta.Name, err)
 		}
 	}
 	if matched == len(inputs) {
@@ -529,7 +531,7 @@ func (s *InferenceSession) checkInputs(inputs []NamedValue) (map[string]Tensor, 
 		for i, m := range s.inputs {
 			names[i] = m.Name
 		}
-		return nil, newError(op, ErrInvalidArgument, "no input named %q (inputs: %s)", name, strings.Join(names, ", "))
+		return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "no input named %q (inputs: %s)", name, strings.Join(names, ", "))
 	}
 	return fed, nil
 }
@@ -554,7 +556,7 @@ func (s *InferenceSession) isOverridable(name string) bool {
 // context.Canceled or context.DeadlineExceeded; an op already running finishes first. The
 // session stays usable. When ctx carries an OpenTelemetry span, the run's spans hang under it
 // (see WithTracerProvider).
-func (s *InferenceSession) Run(ctx context.Context, inputs []NamedTensor) ([]Tensor, error) {
+func (s *InferenceSession) Run(ctx context.Context, inputs []tensor.NamedTensor) ([]tensor.Tensor, error) {
 	return s.runTensors(ctx, "Run", inputs, nil)
 }
 
@@ -568,7 +570,7 @@ func (s *InferenceSession) Run(ctx context.Context, inputs []NamedTensor) ([]Ten
 // input, a weight or another bound output is an *Error naming it; after a failed run the
 // bound tensors' contents are unspecified. A bound tensor must not be read or written by
 // anything else (another run among them) until RunInto returns.
-func (s *InferenceSession) RunInto(ctx context.Context, inputs []NamedTensor, outputs []NamedTensor) ([]Tensor, error) {
+func (s *InferenceSession) RunInto(ctx context.Context, inputs []tensor.NamedTensor, outputs []tensor.NamedTensor) ([]tensor.Tensor, error) {
 	into, err := s.bindOutputs(inputs, outputs)
 	if err != nil {
 		return nil, err
@@ -578,13 +580,13 @@ func (s *InferenceSession) RunInto(ctx context.Context, inputs []NamedTensor, ou
 
 // runTensors is Run and RunInto: into, when not nil, holds the bound output tensors by
 // output index (the zero Tensor where not bound).
-func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []NamedTensor, into []Tensor) ([]Tensor, error) {
+func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []tensor.NamedTensor, into []tensor.Tensor) ([]tensor.Tensor, error) {
 	if outs, ok, err := s.runPlannedFast(ctx, inputs, into); ok {
 		return outs, err
 	}
 	for _, m := range s.outputs {
-		if m.Kind != ValueTensor {
-			return nil, newError(op, ErrInvalidArgument, "output %q is %s, which %s cannot return; use RunOutputs", m.Name, describeMeta(m), op)
+		if m.Kind != tensor.ValueTensor {
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q is %s, which %s cannot return; use RunOutputs", m.Name, describeMeta(m), op)
 		}
 	}
 	outs, err := s.run(ctx, namedTensorValues(inputs), phaseRun, into)
@@ -592,8 +594,8 @@ func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []N
 		return nil, err
 	}
 	for i, t := range outs {
-		if t.box != nil {
-			return nil, newError(op, ErrInvalidArgument, "output %q is %s (%s), which %s cannot return; use RunOutputs", s.outputs[i].Name, t.article(), t, op)
+		if tensor.Box(t) != nil {
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q is %s (%s), which %s cannot return; use RunOutputs", s.outputs[i].Name, tensor.Article(t), t, op)
 		}
 	}
 	return outs, nil
@@ -602,14 +604,14 @@ func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []N
 // run evaluates the model on the fed values in ctx, counting its kernel cache outcomes under
 // phase, and fills the bound outputs into (nil: none); the outputs may be sequences or
 // optionals.
-func (s *InferenceSession) run(ctx context.Context, inputs []NamedValue, phase runPhase, into []Tensor) ([]Tensor, error) {
+func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, phase runPhase, into []tensor.Tensor) ([]tensor.Tensor, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return nil, newError("Run", ErrClosed, "the session is closed")
+		return nil, tensor.NewError("Run", tensor.ErrClosed, "the session is closed")
 	}
 	if ctx == nil {
-		return nil, newError("Run", ErrInvalidArgument, "nil context")
+		return nil, tensor.NewError("Run", tensor.ErrInvalidArgument, "nil context")
 	}
 	fed, err := s.checkInputs(inputs)
 	if err != nil {
@@ -636,9 +638,9 @@ func (s *InferenceSession) run(ctx context.Context, inputs []NamedValue, phase r
 }
 
 // interpret evaluates the main graph node by node on fed (the interpreter).
-func (s *InferenceSession) interpret(rc *runCtx, fed map[string]Tensor) ([]Tensor, error) {
+func (s *InferenceSession) interpret(rc *runCtx, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
 	rc.runStart(executorInterpreter, fed)
-	scope := &scope{vals: make(map[string]Tensor, len(fed)+len(s.weights))}
+	scope := &scope{vals: make(map[string]tensor.Tensor, len(fed)+len(s.weights))}
 	for k, v := range s.weights {
 		scope.vals[k] = v
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -68,34 +70,34 @@ func mlpReference(x, w, b []float32, rows, in, out int) []float32 {
 
 func TestTensorAccessors(t *testing.T) {
 	data := []float32{1, 2, 3, 4, 5, 6}
-	x, err := NewTensor([]int64{2, 3}, data)
+	x, err := tensor.NewTensor([]int64{2, 3}, data)
 	require.NoError(t, err)
 	assert.Equal(t, graph.Float, x.DType())
 	assert.Equal(t, []int64{2, 3}, x.Shape())
-	got, err := TensorOf[float32](x)
+	got, err := tensor.TensorOf[float32](x)
 	require.NoError(t, err)
 	assert.Same(t, &data[0], &got[0], "NewTensor and TensorOf must not copy")
-	_, err = TensorOf[int64](x)
+	_, err = tensor.TensorOf[int64](x)
 	assert.ErrorContains(t, err, "float")
-	_, err = NewTensor([]int64{4}, data)
+	_, err = tensor.NewTensor([]int64{4}, data)
 	assert.ErrorContains(t, err, "needs 4 elements")
-	_, err = NewTensor([]int64{-1}, []int64{})
+	_, err = tensor.NewTensor([]int64{-1}, []int64{})
 	assert.ErrorContains(t, err, "negative")
 
-	assert.Equal(t, graph.Float16, DTypeOf[Float16]())
-	assert.Equal(t, graph.BFloat16, DTypeOf[BFloat16]())
-	assert.Equal(t, graph.Uint16, DTypeOf[uint16]())
-	assert.Equal(t, graph.String, DTypeOf[string]())
-	assert.Equal(t, graph.Bool, DTypeOf[bool]())
-	for _, dt := range []DType{graph.Float, graph.Double, graph.Float16, graph.BFloat16, graph.Int8, graph.Int16,
+	assert.Equal(t, graph.Float16, tensor.DTypeOf[tensor.Float16]())
+	assert.Equal(t, graph.BFloat16, tensor.DTypeOf[tensor.BFloat16]())
+	assert.Equal(t, graph.Uint16, tensor.DTypeOf[uint16]())
+	assert.Equal(t, graph.String, tensor.DTypeOf[string]())
+	assert.Equal(t, graph.Bool, tensor.DTypeOf[bool]())
+	for _, dt := range []tensor.DType{graph.Float, graph.Double, graph.Float16, graph.BFloat16, graph.Int8, graph.Int16,
 		graph.Int32, graph.Int64, graph.Uint8, graph.Uint16, graph.Uint32, graph.Uint64, graph.Bool, graph.String} {
-		z, err := Zeros(dt, []int64{3})
+		z, err := tensor.Zeros(dt, []int64{3})
 		require.NoError(t, err, dt)
 		assert.Equal(t, dt, z.DType())
 		assert.Equal(t, 3, z.Len())
 	}
-	assert.InDelta(t, 1.5, float64(ToFloat16(1.5).Float32()), 0)
-	assert.InDelta(t, 1.5, float64(ToBFloat16(1.5).Float32()), 0)
+	assert.InDelta(t, 1.5, float64(tensor.ToFloat16(1.5).Float32()), 0)
+	assert.InDelta(t, 1.5, float64(tensor.ToBFloat16(1.5).Float32()), 0)
 }
 
 func TestInferenceSessionMLP(t *testing.T) {
@@ -118,11 +120,11 @@ func TestInferenceSessionMLP(t *testing.T) {
 	assert.Empty(t, s.ExecutionProviderFallbackReport())
 
 	x := randomF32(rnd, rows*in)
-	res, err := s.Run(context.Background(), []NamedTensor{{"x", MustTensor([]int64{rows, in}, x)}})
+	res, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{rows, in}, x)}})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	assert.Equal(t, []int64{rows, out}, res[0].Shape())
-	got, err := TensorOf[float32](res[0])
+	got, err := tensor.TensorOf[float32](res[0])
 	require.NoError(t, err)
 	want := mlpReference(x, w, b, rows, in, out)
 	for i := range want {
@@ -135,24 +137,24 @@ func TestInferenceSessionInputErrors(t *testing.T) {
 	s, err := FromGraph(mlpModel(t, randomF32(rnd, 8*3), randomF32(rnd, 3), 8, 3), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
-	good := MustTensor([]int64{2, 8}, randomF32(rnd, 16))
+	good := tensor.MustTensor([]int64{2, 8}, randomF32(rnd, 16))
 	cases := []struct {
 		name   string
-		inputs []NamedTensor
+		inputs []tensor.NamedTensor
 		msg    string
 	}{
-		{"wrong name", []NamedTensor{{"x", good}, {"z", good}}, `no input named "z"`},
+		{"wrong name", []tensor.NamedTensor{{Name: "x", Tensor: good}, {Name: "z", Tensor: good}}, `no input named "z"`},
 		{"missing", nil, `missing input "x"`},
-		{"dtype", []NamedTensor{{"x", MustTensor([]int64{2, 8}, make([]float64, 16))}}, `input "x": element type double`},
-		{"rank", []NamedTensor{{"x", MustTensor([]int64{16}, randomF32(rnd, 16))}}, `input "x": rank 1`},
-		{"dim", []NamedTensor{{"x", MustTensor([]int64{2, 4}, randomF32(rnd, 8))}}, `input "x": dimension 1 is 4`},
-		{"twice", []NamedTensor{{"x", good}, {"x", good}}, `input "x" fed twice`},
+		{"dtype", []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{2, 8}, make([]float64, 16))}}, `input "x": element type double`},
+		{"rank", []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{16}, randomF32(rnd, 16))}}, `input "x": rank 1`},
+		{"dim", []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{2, 4}, randomF32(rnd, 8))}}, `input "x": dimension 1 is 4`},
+		{"twice", []tensor.NamedTensor{{Name: "x", Tensor: good}, {Name: "x", Tensor: good}}, `input "x" fed twice`},
 	}
 	for _, c := range cases {
 		_, err := s.Run(context.Background(), c.inputs)
 		assert.ErrorContains(t, err, c.msg, c.name)
 	}
-	_, err = s.Run(context.Background(), []NamedTensor{{"x", good}})
+	_, err = s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: good}})
 	assert.NoError(t, err, "a bad run must leave the session usable")
 }
 
@@ -191,7 +193,7 @@ func TestInferenceSessionOptions(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "Close is idempotent")
 	_, err = s.Run(context.Background(), nil)
-	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, err, tensor.ErrClosed)
 }
 
 func TestInferenceSessionCUDAFallback(t *testing.T) {
@@ -207,7 +209,7 @@ func TestInferenceSessionCUDAFallback(t *testing.T) {
 	assert.Equal(t, "mm", report[0].Node)
 	assert.Equal(t, ProviderHost, report[0].Provider)
 	assert.Contains(t, report[0].Reason, "CUDA")
-	_, err = s.Run(context.Background(), []NamedTensor{{"x", MustTensor([]int64{1, 4}, randomF32(rnd, 4))}})
+	_, err = s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{1, 4}, randomF32(rnd, 4))}})
 	assert.NoError(t, err)
 }
 
@@ -227,12 +229,12 @@ func TestInferenceSessionConcurrentRuns(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 3 {
-				res, err := s.Run(context.Background(), []NamedTensor{{"x", MustTensor([]int64{int64(rows), in}, x)}})
+				res, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{int64(rows), in}, x)}})
 				if err != nil {
 					errs[g] = err
 					return
 				}
-				got, _ := TensorOf[float32](res[0])
+				got, _ := tensor.TensorOf[float32](res[0])
 				for i, v := range mlpReference(x, w, b, rows, in, out) {
 					if math.Abs(float64(v-got[i])) > 1e-5 {
 						errs[g] = assert.AnError
@@ -282,16 +284,16 @@ func TestKernelOpsMatchHost(t *testing.T) {
 	defer rc.close()
 	for _, c := range cases {
 		n := graph.NewNode("n", c.op, nil, []string{"y"}, c.attrs...)
-		var in []Tensor
+		var in []tensor.Tensor
 		for _, sh := range c.in {
-			in = append(in, MustTensor(sh, randomF32(rnd, numel(sh))))
+			in = append(in, tensor.MustTensor(sh, randomF32(rnd, ops.Numel(sh))))
 		}
-		got, err := kernelOps[c.op](rc, n, in)
+		got, err := kernelRuns[c.op](rc, n, in)
 		require.NoError(t, err, c.op)
-		want, err := hostOps[c.op](rc, n, in)
+		want, err := ops.HostOps[c.op](rc, n, in)
 		require.NoError(t, err, c.op)
 		assert.Equal(t, want[0].Shape(), got[0].Shape(), c.op)
-		gv, wv := got[0].float64s(), want[0].float64s()
+		gv, wv := tensor.Float64s(got[0]), tensor.Float64s(want[0])
 		for i := range wv {
 			assert.InDelta(t, wv[i], gv[i], 1e-5*(1+math.Abs(wv[i])), "%s element %d", c.op, i)
 		}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/kernels/aot"
 	_ "github.com/loomrt/loom/kernels/aot/all" // the shipped variants (see kernels/aot)
 )
@@ -35,7 +37,7 @@ type shippedState struct {
 var shippedStates sync.Map // *aot.Variant -> *shippedState
 
 // lookupShipped returns the shipped variant that is exactly src compiled for target.
-func lookupShipped(src KernelSource, target loom.Target) *aot.Variant {
+func lookupShipped(src device.KernelSource, target loom.Target) *aot.Variant {
 	if aotOff || target.Kind != loom.TargetHost {
 		return nil
 	}
@@ -50,7 +52,7 @@ func lookupShipped(src KernelSource, target loom.Target) *aot.Variant {
 // lookupShippedBelow returns a shipped variant of src for a lower x86-64 level than target's
 // (the v3 code on a v4 machine), which the shim runs there: the fallback when the exact
 // variant is not shipped and the JIT is unavailable.
-func lookupShippedBelow(src KernelSource, target loom.Target) *aot.Variant {
+func lookupShippedBelow(src device.KernelSource, target loom.Target) *aot.Variant {
 	if target.Kind != loom.TargetHost || target.Arch != "x86_64" || target.Level != "v4" {
 		return nil
 	}
@@ -82,7 +84,7 @@ func shippedArtifact(v *aot.Variant) (*loom.Artifact, error) {
 }
 
 // jit reports (once per kernel cache) whether comp can compile at run time.
-func (c *kernelCache) jit(comp Compiler) error {
+func (c *kernelCache) jit(comp device.Compiler) error {
 	if !c.jitChecked {
 		c.jitChecked = true
 		c.jitErr = comp.Loom.JIT(comp.Target)
@@ -102,7 +104,7 @@ func (c *kernelCache) jitUnavailable() string {
 
 // servable says why the calls cannot run here ("" when they can): a kernel that is neither
 // shipped nor compilable (the JIT is unavailable). Callers run the op's host function instead.
-func (c *kernelCache) servable(ctx *ModelContext, calls []kernelCall) string {
+func (c *kernelCache) servable(ctx *device.ModelContext, calls []ops.KernelCall) string {
 	why := c.unservable(ctx, calls)
 	if why != "" {
 		c.mu.Lock()
@@ -113,7 +115,7 @@ func (c *kernelCache) servable(ctx *ModelContext, calls []kernelCall) string {
 }
 
 // unservable is servable without counting the fallback (CacheStats.NotShipped).
-func (c *kernelCache) unservable(ctx *ModelContext, calls []kernelCall) string {
+func (c *kernelCache) unservable(ctx *device.ModelContext, calls []ops.KernelCall) string {
 	c.mu.Lock()
 	compiles := c.jitChecked && c.jitErr == nil
 	c.mu.Unlock()
@@ -122,7 +124,7 @@ func (c *kernelCache) unservable(ctx *ModelContext, calls []kernelCall) string {
 	}
 	for _, call := range calls {
 		c.mu.Lock()
-		_, loaded := c.kernels[kernelCacheKey(call.file, call.symbol, call.config)]
+		_, loaded := c.kernels[kernelCacheKey(call.File, call.Symbol, call.Config)]
 		c.mu.Unlock()
 		if loaded {
 			continue
@@ -137,12 +139,12 @@ func (c *kernelCache) unservable(ctx *ModelContext, calls []kernelCall) string {
 		if jerr == nil {
 			return ""
 		}
-		src, err := kernelSource(call.file, call.symbol, call.config)
+		src, err := kernelSource(call.File, call.Symbol, call.Config)
 		if err != nil {
 			return ""
 		}
 		if lookupShipped(src, comp.Target) == nil && lookupShippedBelow(src, comp.Target) == nil {
-			return fmt.Sprintf("host: kernel %s is not shipped in this binary and the JIT is unavailable (%v)", call.describe(), jerr)
+			return fmt.Sprintf("host: kernel %s is not shipped in this binary and the JIT is unavailable (%v)", ops.Describe(call), jerr)
 		}
 	}
 	return ""

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // TestManifestOpsWithoutACompiler runs ops whose kernels kernels/aot/manifest.txt declares
@@ -15,15 +17,17 @@ func TestManifestOpsWithoutACompiler(t *testing.T) {
 	t.Setenv("CC", filepath.Join(t.TempDir(), "no-cc"))
 	t.Setenv("LOOM_CACHE_DIR", t.TempDir())
 	rnd := inferRand()
-	f32 := func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+	f32 := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
 	var cases []genericCase
-	pos := freshLike(rnd, MustTensor([]int64{4, 1, 6}, []float32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}))
-	cases = append(cases, genericCase{"pow_tensor", graph.NewNode("n", "Pow", nil, []string{"y"}), 15, []Tensor{pos, f32(3, 1)}, nil, hostOps["Pow"]})
+	pos := freshLike(rnd, tensor.MustTensor([]int64{4, 1, 6}, []float32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}))
+	cases = append(cases, genericCase{"pow_tensor", graph.NewNode("n", "Pow", nil, []string{"y"}), 15, []tensor.Tensor{pos, f32(3, 1)}, nil, ops.HostOps["Pow"]})
 	for _, op := range []string{"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"} {
-		for _, like := range []Tensor{MustTensor([]int64{1}, []float32{0}), MustTensor([]int64{1}, []float64{0}), MustTensor([]int64{1}, []int32{0}), MustTensor([]int64{1}, []int64{0})} {
-			a := freshLike(rnd, Zeros2(t, like.dtype, []int64{3, 5}))
-			b := freshLike(rnd, Zeros2(t, like.dtype, []int64{5}))
-			cases = append(cases, genericCase{op + "_" + like.dtype.String(), graph.NewNode("n", op, nil, []string{"y"}), 16, []Tensor{a, b}, nil, hostOps[op]})
+		for _, like := range []tensor.Tensor{tensor.MustTensor([]int64{1}, []float32{0}), tensor.MustTensor([]int64{1}, []float64{0}), tensor.MustTensor([]int64{1}, []int32{0}), tensor.MustTensor([]int64{1}, []int64{0})} {
+			a := freshLike(rnd, Zeros2(t, like.DType(), []int64{3, 5}))
+			b := freshLike(rnd, Zeros2(t, like.DType(), []int64{5}))
+			cases = append(cases, genericCase{op + "_" + like.DType().String(), graph.NewNode("n", op, nil, []string{"y"}), 16, []tensor.Tensor{a, b}, nil, ops.HostOps[op]})
 		}
 	}
 	for _, mode := range []string{"nearest", "linear"} {
@@ -31,15 +35,15 @@ func TestManifestOpsWithoutACompiler(t *testing.T) {
 			n := graph.NewNode("n", "Resize", nil, []string{"y"}, graph.StringAttr("mode", mode), graph.StringAttr("coordinate_transformation_mode", coord),
 				graph.StringAttr("nearest_mode", "floor"))
 			cases = append(cases, genericCase{"resize_" + mode + "_" + coord, n, 19,
-				[]Tensor{f32(2, 3, 5, 7), {}, MustTensor([]int64{4}, []float32{1, 1, 1.7, 0.6})}, []int{2}, hostOps["Resize"]})
+				[]tensor.Tensor{f32(2, 3, 5, 7), {}, tensor.MustTensor([]int64{4}, []float32{1, 1, 1.7, 0.6})}, []int{2}, ops.HostOps["Resize"]})
 		}
 	}
 	runWithoutACompiler(t, rnd, cases)
 }
 
 // Zeros2 is Zeros for a test.
-func Zeros2(t *testing.T, dt DType, shape []int64) Tensor {
-	z, err := Zeros(dt, shape)
+func Zeros2(t *testing.T, dt tensor.DType, shape []int64) tensor.Tensor {
+	z, err := tensor.Zeros(dt, shape)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // runShipped is the one place this file runs a session (one line to change with the Run API).
-func runShipped(ctx context.Context, s *InferenceSession, feeds []NamedTensor) ([]Tensor, error) {
+func runShipped(ctx context.Context, s *InferenceSession, feeds []tensor.NamedTensor) ([]tensor.Tensor, error) {
 	return s.Run(ctx, feeds)
 }
 
@@ -38,9 +39,9 @@ func TestShippedKernelsWithoutACompiler(t *testing.T) {
 			const rows = 3
 			for range 3 { // the interpreter, then the compiled run plan
 				x := randomF32(rnd, rows*in)
-				outs, err := runShipped(ctx, s, []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{rows, in}, x)}})
+				outs, err := runShipped(ctx, s, []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{rows, in}, x)}})
 				require.NoError(t, err)
-				got, err := TensorOf[float32](outs[0])
+				got, err := tensor.TensorOf[float32](outs[0])
 				require.NoError(t, err)
 				want := mlpReference(x, w, b, rows, in, out)
 				for i := range want {

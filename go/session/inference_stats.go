@@ -12,6 +12,8 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/loom"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // runPhase says whether a run is a Warmup or a Run, so the statistics can tell them apart.
@@ -74,11 +76,9 @@ func (s *InferenceSession) CacheStats() CacheStats {
 	out.NotShipped = c.notShipped
 	c.mu.Unlock()
 	// The compiler is only looked at, never created here: a stats call should not make one.
-	s.ctx.compilerMu.Lock()
-	if l := s.ctx.compiler.Loom; l != nil {
+	if l := device.LoomCompiler(s.ctx); l != nil {
 		out.Compiler = l.Stats()
 	}
-	s.ctx.compilerMu.Unlock()
 	return out
 }
 
@@ -129,8 +129,8 @@ func flowKind(opType string) int {
 // preparedBody is a subgraph made ready to evaluate: its initializers converted and its
 // operators resolved once, instead of on every iteration.
 type preparedBody struct {
-	inits map[string]Tensor
-	ops   []opFunc
+	inits map[string]tensor.Tensor
+	ops   []runFunc
 }
 
 type bodyKey struct {
@@ -195,9 +195,9 @@ func (c *bodyCache) close() {
 }
 
 func prepareBody(g *graph.Graph) (*preparedBody, error) {
-	p := &preparedBody{inits: make(map[string]Tensor, len(g.Initializers)), ops: make([]opFunc, len(g.Nodes))}
+	p := &preparedBody{inits: make(map[string]tensor.Tensor, len(g.Initializers)), ops: make([]runFunc, len(g.Nodes))}
 	for name, gt := range g.Initializers {
-		t, err := FromGraphTensor(gt)
+		t, err := tensor.FromGraphTensor(gt)
 		if err != nil {
 			return nil, fmt.Errorf("subgraph %q initializer %q: %w", g.Name, name, err)
 		}
@@ -206,7 +206,7 @@ func prepareBody(g *graph.Graph) (*preparedBody, error) {
 	for i, n := range g.Nodes {
 		f, ok := lookupOp(n)
 		if !ok {
-			return nil, newNodeError("Run", ErrInvalidArgument, n, "operator %s is not supported", n.OpType)
+			return nil, tensor.NewNodeError("Run", tensor.ErrInvalidArgument, n, "operator %s is not supported", n.OpType)
 		}
 		p.ops[i] = f
 	}
@@ -222,8 +222,8 @@ func bodySignature(g *graph.Graph, sc *scope) string {
 			b.WriteString("-;")
 			continue
 		}
-		b.WriteString(strconv.Itoa(int(t.dtype)))
-		for _, d := range t.shape {
+		b.WriteString(strconv.Itoa(int(t.DType())))
+		for _, d := range t.Dims() {
 			b.WriteByte(',')
 			b.WriteString(strconv.FormatInt(d, 10))
 		}
@@ -234,7 +234,7 @@ func bodySignature(g *graph.Graph, sc *scope) string {
 
 // evalBody evaluates the subgraph g of an If, Loop or Scan node (opType) in sc, whose values
 // bind g's inputs, using the session's prepared body for that input signature.
-func (rc *runCtx) evalBody(opType string, g *graph.Graph, sc *scope) ([]Tensor, error) {
+func (rc *runCtx) evalBody(opType string, g *graph.Graph, sc *scope) ([]tensor.Tensor, error) {
 	kind := flowKind(opType)
 	p, err := rc.s.bodies.get(kind, g, bodySignature(g, sc))
 	if err != nil {
@@ -271,38 +271,38 @@ func (s *InferenceSession) Warmup(ctx context.Context, shapes map[string][]int64
 	sort.Strings(asked)
 	for _, name := range asked {
 		if _, ok := known[name]; !ok {
-			return newError(op, ErrInvalidArgument, "no input named %q (inputs: %s)", name, strings.Join(names, ", "))
+			return tensor.NewError(op, tensor.ErrInvalidArgument, "no input named %q (inputs: %s)", name, strings.Join(names, ", "))
 		}
 	}
 	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	feeds := make([]NamedValue, 0, len(s.inputs))
+	feeds := make([]tensor.NamedValue, 0, len(s.inputs))
 	for _, m := range s.inputs {
 		shape, ok := shapes[m.Name]
 		if !ok {
 			var err error
 			if shape, err = declaredShape(m); err != nil {
-				return wrapError(op, ErrInvalidArgument, err, "input %q", m.Name)
+				return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "input %q", m.Name)
 			}
 		}
 		if m.Ranked && len(shape) != len(m.Shape) {
-			return newError(op, ErrInvalidArgument, "input %q: rank %d (shape %v), the model wants rank %d (%s)", m.Name, len(shape), shape, len(m.Shape), describeMeta(m))
+			return tensor.NewError(op, tensor.ErrInvalidArgument, "input %q: rank %d (shape %v), the model wants rank %d (%s)", m.Name, len(shape), shape, len(m.Shape), describeMeta(m))
 		}
 		for i, d := range shape {
 			if d < 0 {
-				return newError(op, ErrInvalidArgument, "input %q: dimension %d is negative (%d)", m.Name, i, d)
+				return tensor.NewError(op, tensor.ErrInvalidArgument, "input %q: dimension %d is negative (%d)", m.Name, i, d)
 			}
 			if m.Ranked && m.Shape[i].Known() && m.Shape[i].Value != d {
-				return newError(op, ErrInvalidArgument, "input %q: dimension %d is %d, the model wants %d (%s)", m.Name, i, d, m.Shape[i].Value, describeMeta(m))
+				return tensor.NewError(op, tensor.ErrInvalidArgument, "input %q: dimension %d is %d, the model wants %d (%s)", m.Name, i, d, m.Shape[i].Value, describeMeta(m))
 			}
 		}
 		t, err := randomNonZero(rnd, m.DType, shape)
 		if err != nil {
-			return wrapError(op, ErrInvalidArgument, err, "input %q", m.Name)
+			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "input %q", m.Name)
 		}
-		feeds = append(feeds, NamedValue{Name: m.Name, Value: warmupValue(m, t)})
+		feeds = append(feeds, tensor.NamedValue{Name: m.Name, Value: warmupValue(m, t)})
 	}
 	if _, err := s.run(ctx, feeds, phaseWarmup, nil); err != nil {
-		if se, ok := err.(*Error); ok {
+		if se, ok := err.(*tensor.Error); ok {
 			// The run's error as the warmup's, keeping the node, the kind and the cause.
 			c := *se
 			c.Op, c.Message = op, "the warmup run failed"
@@ -311,23 +311,23 @@ func (s *InferenceSession) Warmup(ctx context.Context, shapes map[string][]int64
 			}
 			return &c
 		}
-		kind := ErrInvalidArgument
-		return wrapError(op, kind, err, "the warmup run failed")
+		kind := tensor.ErrInvalidArgument
+		return tensor.WrapError(op, kind, err, "the warmup run failed")
 	}
 	return nil
 }
 
 // warmupValue feeds t for input m: a sequence input gets a sequence of t alone, an optional
 // one an optional holding t (or that sequence).
-func warmupValue(m IOMeta, t Tensor) Value {
+func warmupValue(m IOMeta, t tensor.Tensor) tensor.Value {
 	v := t
-	if m.Kind == ValueSequence || (m.Kind == ValueOptional && m.Holds == ValueSequence) {
-		v = seqOf(t.dtype, []Tensor{t})
+	if m.Kind == tensor.ValueSequence || (m.Kind == tensor.ValueOptional && m.Holds == tensor.ValueSequence) {
+		v = tensor.SeqOf(t.DType(), []tensor.Tensor{t})
 	}
-	if m.Kind == ValueOptional {
-		v = optOf(t.dtype, &v)
+	if m.Kind == tensor.ValueOptional {
+		v = tensor.OptOf(t.DType(), &v)
 	}
-	return TensorValue(v)
+	return tensor.TensorValue(v)
 }
 
 // declaredShape is m's shape when every dimension is known.
@@ -347,10 +347,10 @@ func declaredShape(m IOMeta) ([]int64, error) {
 
 // randomNonZero makes a tensor of random non-zero values: floats in ±[0.5, 1.5), integers 1 or
 // 2 (small, as integer inputs are often indices or counts), booleans true.
-func randomNonZero(rnd *rand.Rand, dtype DType, shape []int64) (Tensor, error) {
-	n, err := elementCount(shape)
+func randomNonZero(rnd *rand.Rand, dtype tensor.DType, shape []int64) (tensor.Tensor, error) {
+	n, err := tensor.ElementCount(shape)
 	if err != nil {
-		return Tensor{}, err
+		return tensor.Tensor{}, err
 	}
 	vals := make([]float64, n)
 	for i := range vals {
@@ -367,7 +367,7 @@ func randomNonZero(rnd *rand.Rand, dtype DType, shape []int64) (Tensor, error) {
 			vals[i] = float64(1 + rnd.IntN(2))
 		}
 	}
-	return fromFloat64s(dtype, append([]int64{}, shape...), vals)
+	return tensor.FromFloat64s(dtype, append([]int64{}, shape...), vals)
 }
 
 // DeviceID names the device an InferenceSession runs its kernels on.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // loopModel is y = Loop(n){x = x*k + w} over x [L] with a symbolic L: k is a body initializer,
@@ -75,20 +76,20 @@ func TestControlFlowStatsLoopBuildsOncePerSignature(t *testing.T) {
 
 	n := 3 + rnd.IntN(6)
 	x := randomF32(rnd, l)
-	outs, err := s.Run(context.Background(), []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: MustTensor([]int64{l}, x)}})
+	outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "n", Tensor: tensor.MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: tensor.MustTensor([]int64{l}, x)}})
 	require.NoError(t, err)
 	wantLast, wantAll := loopReference(x, k, w, n)
-	got, err := TensorOf[float32](outs[0])
+	got, err := tensor.TensorOf[float32](outs[0])
 	require.NoError(t, err)
 	assert.InDeltaSlice(t, wantLast, got, 1e-4)
-	gotAll, err := TensorOf[float32](outs[1])
+	gotAll, err := tensor.TensorOf[float32](outs[1])
 	require.NoError(t, err)
 	assert.Equal(t, []int64{int64(n), l}, outs[1].Shape())
 	assert.InDeltaSlice(t, wantAll, gotAll, 1e-4)
 	assert.Equal(t, ControlFlowStats{Loop: SubgraphStats{Builds: 1, Runs: int64(n)}}, s.ControlFlowStats())
 
 	// The same signature on a later Run reuses the prepared body.
-	_, err = s.Run(context.Background(), []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: MustTensor([]int64{l}, randomF32(rnd, l))}})
+	_, err = s.Run(context.Background(), []tensor.NamedTensor{{Name: "n", Tensor: tensor.MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: tensor.MustTensor([]int64{l}, randomF32(rnd, l))}})
 	require.NoError(t, err)
 	assert.Equal(t, ControlFlowStats{Loop: SubgraphStats{Builds: 1, Runs: int64(2 * n)}}, s.ControlFlowStats())
 }
@@ -100,7 +101,7 @@ func TestControlFlowStatsNewSignatureBuildsAgain(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	for _, l := range []int64{1, 4} {
-		_, err = s.Run(context.Background(), []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{2})}, {Name: "x", Tensor: MustTensor([]int64{l}, randomF32(rnd, int(l)))}})
+		_, err = s.Run(context.Background(), []tensor.NamedTensor{{Name: "n", Tensor: tensor.MustTensor([]int64{}, []int64{2})}, {Name: "x", Tensor: tensor.MustTensor([]int64{l}, randomF32(rnd, int(l)))}})
 		require.NoError(t, err)
 	}
 	assert.Equal(t, SubgraphStats{Builds: 2, Runs: 4}, s.ControlFlowStats().Loop)
@@ -140,9 +141,9 @@ func TestControlFlowStatsIf(t *testing.T) {
 	defer s.Close()
 	for _, c := range []bool{true, true, false} {
 		x := randomF32(rnd, 3)
-		outs, err := s.Run(context.Background(), []NamedTensor{{Name: "c", Tensor: MustTensor([]int64{}, []bool{c})}, {Name: "x", Tensor: MustTensor([]int64{3}, x)}})
+		outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "c", Tensor: tensor.MustTensor([]int64{}, []bool{c})}, {Name: "x", Tensor: tensor.MustTensor([]int64{3}, x)}})
 		require.NoError(t, err)
-		got, err := TensorOf[float32](outs[0])
+		got, err := tensor.TensorOf[float32](outs[0])
 		require.NoError(t, err)
 		for i := range x {
 			want := x[i] - w[i]
@@ -176,7 +177,7 @@ func TestCacheStatsWarmupThenRun(t *testing.T) {
 	assert.Equal(t, st.Warmup.Compiles, st.Compiler.Misses)
 
 	x := randomF32(rnd, int(rows)*in)
-	outs, err := s.Run(context.Background(), []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{rows, in}, x)}})
+	outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{rows, in}, x)}})
 	require.NoError(t, err)
 	require.Len(t, outs, 1)
 	after := s.CacheStats()
@@ -194,25 +195,25 @@ func TestWarmupErrors(t *testing.T) {
 	defer s.Close()
 
 	err = s.Warmup(context.Background(), map[string][]int64{"x": {1, 4}, "nope": {1}})
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorIs(t, err, tensor.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), `"nope"`)
 	assert.Contains(t, err.Error(), "inputs: x")
 
 	err = s.Warmup(context.Background(), map[string][]int64{"x": {4}})
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorIs(t, err, tensor.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "rank 1")
 
 	err = s.Warmup(context.Background(), map[string][]int64{"x": {2, 5}})
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorIs(t, err, tensor.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "dimension 1 is 5")
 
 	err = s.Warmup(context.Background(), map[string][]int64{"x": {-1, 4}})
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorIs(t, err, tensor.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "negative")
 
 	// x has a symbolic batch dimension, so it cannot be left out.
 	err = s.Warmup(context.Background(), nil)
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorIs(t, err, tensor.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), `input "x"`)
 	assert.Contains(t, err.Error(), "Warmup needs its shape")
 
@@ -220,7 +221,7 @@ func TestWarmupErrors(t *testing.T) {
 
 	require.NoError(t, s.Close())
 	err = s.Warmup(context.Background(), map[string][]int64{"x": {1, 4}})
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, tensor.ErrClosed)
 }
 
 func TestWarmupUsesDeclaredShapes(t *testing.T) {
@@ -235,11 +236,11 @@ func TestWarmupUsesDeclaredShapes(t *testing.T) {
 
 func TestRandomNonZero(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	for _, dt := range []DType{graph.Float, graph.Double, graph.Int64, graph.Int32, graph.Bool, graph.Float16} {
+	for _, dt := range []tensor.DType{graph.Float, graph.Double, graph.Int64, graph.Int32, graph.Bool, graph.Float16} {
 		tn, err := randomNonZero(rnd, dt, []int64{3, 7})
 		require.NoError(t, err, dt)
 		assert.Equal(t, dt, tn.DType())
-		for i, v := range tn.float64s() {
+		for i, v := range tensor.Float64s(tn) {
 			assert.NotZero(t, v, "%s element %d", dt, i)
 		}
 	}
@@ -288,7 +289,7 @@ func TestControlFlowStatsScan(t *testing.T) {
 	const l = 3
 	steps := 2 + rnd.IntN(6)
 	s0, xs := randomF32(rnd, l), randomF32(rnd, steps*l)
-	outs, err := s.Run(context.Background(), []NamedTensor{{Name: "s0", Tensor: MustTensor([]int64{l}, s0)}, {Name: "xs", Tensor: MustTensor([]int64{int64(steps), l}, xs)}})
+	outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "s0", Tensor: tensor.MustTensor([]int64{l}, s0)}, {Name: "xs", Tensor: tensor.MustTensor([]int64{int64(steps), l}, xs)}})
 	require.NoError(t, err)
 	want := append([]float32{}, s0...)
 	var wantAll []float32
@@ -298,10 +299,10 @@ func TestControlFlowStatsScan(t *testing.T) {
 		}
 		wantAll = append(wantAll, want...)
 	}
-	got, err := TensorOf[float32](outs[0])
+	got, err := tensor.TensorOf[float32](outs[0])
 	require.NoError(t, err)
 	assert.InDeltaSlice(t, want, got, 1e-5)
-	gotAll, err := TensorOf[float32](outs[1])
+	gotAll, err := tensor.TensorOf[float32](outs[1])
 	require.NoError(t, err)
 	assert.InDeltaSlice(t, wantAll, gotAll, 1e-5)
 	assert.Equal(t, ControlFlowStats{Scan: SubgraphStats{Builds: 1, Runs: int64(steps)}}, s.ControlFlowStats())
@@ -324,9 +325,9 @@ func TestControlFlowStatsConcurrentRuns(t *testing.T) {
 	results := make([][]float32, runs)
 	for i := range runs {
 		go func() {
-			outs, err := s.Run(context.Background(), []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{n})}, {Name: "x", Tensor: MustTensor([]int64{l}, xs[i])}})
+			outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "n", Tensor: tensor.MustTensor([]int64{}, []int64{n})}, {Name: "x", Tensor: tensor.MustTensor([]int64{l}, xs[i])}})
 			if err == nil {
-				results[i], err = TensorOf[float32](outs[0])
+				results[i], err = tensor.TensorOf[float32](outs[0])
 			}
 			errs <- err
 		}()

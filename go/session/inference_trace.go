@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // Tracing of InferenceSession runs through OpenTelemetry.
@@ -119,7 +121,7 @@ type runTrace struct {
 // runStart starts the run's "loom.Run" span when tracing is on; executor names the executor
 // (executorInterpreter or executorPlan) for the run's and its ops' spans, fed the run's
 // checked inputs by name.
-func (rc *runCtx) runStart(executor string, fed map[string]Tensor) {
+func (rc *runCtx) runStart(executor string, fed map[string]tensor.Tensor) {
 	if rc.ctx == nil || !traced(rc.ctx) {
 		return
 	}
@@ -156,7 +158,7 @@ func (rc *runCtx) runStart(executor string, fed map[string]Tensor) {
 }
 
 // runEnd ends the run's span with the run's outputs or error.
-func (rc *runCtx) runEnd(outs []Tensor, err error) {
+func (rc *runCtx) runEnd(outs []tensor.Tensor, err error) {
 	t := rc.trace
 	if t == nil {
 		return
@@ -181,7 +183,7 @@ type opFrame struct {
 	rc   *runCtx
 	span trace.Span
 	node *graph.Node
-	in   []Tensor
+	in   []tensor.Tensor
 	// parent says whether the span is the parent of the op spans started until its end;
 	// prevParent is the parent it replaced, restored by end.
 	parent     bool
@@ -194,14 +196,14 @@ type opFrame struct {
 
 // opStart starts the span of node n about to run on inputs in. With tracing off it costs one
 // nil check and returns the zero opSpan.
-func (rc *runCtx) opStart(n *graph.Node, in []Tensor) opSpan {
+func (rc *runCtx) opStart(n *graph.Node, in []tensor.Tensor) opSpan {
 	if rc.trace == nil {
 		return opSpan{}
 	}
 	return rc.opStartTraced(n, in)
 }
 
-func (rc *runCtx) opStartTraced(n *graph.Node, in []Tensor) opSpan {
+func (rc *runCtx) opStartTraced(n *graph.Node, in []tensor.Tensor) opSpan {
 	t := rc.trace
 	ctx, span := t.tracer.Start(t.parent, n.OpType, trace.WithSpanKind(trace.SpanKindInternal))
 	f := &opFrame{rc: rc, span: span, node: n, in: in, prevKernels: t.kernels,
@@ -230,13 +232,13 @@ func hasSubgraph(n *graph.Node) bool {
 // derived from what the op noted (rc.kernelVariant and rc.kernelReason, the kernels it
 // requested through rc.compile) and from its node and inputs. err, when not nil, is recorded
 // on the span, which then has status Error.
-func (sp opSpan) end(variant, reason string, outs []Tensor, err error) {
+func (sp opSpan) end(variant, reason string, outs []tensor.Tensor, err error) {
 	if sp.f != nil {
 		sp.f.end(variant, reason, outs, err)
 	}
 }
 
-func (f *opFrame) end(variant, reason string, outs []Tensor, err error) {
+func (f *opFrame) end(variant, reason string, outs []tensor.Tensor, err error) {
 	rc := f.rc
 	t := rc.trace
 	kernels, planVariant, planReason := t.kernels, rc.kernelVariant, rc.kernelReason
@@ -269,7 +271,7 @@ func (rc *runCtx) noteKernel(file, symbol string, config map[string]string) {
 	if t == nil {
 		return
 	}
-	v := kernelCall{file: file, symbol: symbol, config: config}.describe()
+	v := ops.Describe(ops.KernelCall{File: file, Symbol: symbol, Config: config})
 	if !slices.Contains(t.kernels, v) {
 		t.kernels = append(t.kernels, v)
 	}
@@ -279,7 +281,7 @@ func (rc *runCtx) noteKernel(file, symbol string, config map[string]string) {
 // Loom kernels the op requested, planVariant and planReason what its last kernel plan noted.
 // A node no kernel may run has its placement's reason (placement.go); for the others the
 // reason refines the placement with what the run found.
-func deriveVariant(pl placement, in []Tensor, kernels []string, planVariant, planReason string) (variant, reason string) {
+func deriveVariant(pl placement, in []tensor.Tensor, kernels []string, planVariant, planReason string) (variant, reason string) {
 	if len(kernels) > 0 {
 		variant = "loom:" + strings.Join(kernels, " + ")
 	} else if planVariant != "" {
@@ -296,22 +298,22 @@ func deriveVariant(pl placement, in []Tensor, kernels []string, planVariant, pla
 	}
 	var others []string
 	for _, t := range in {
-		if t.IsValid() && t.dtype != graph.Float && !slices.Contains(others, t.dtype.String()) {
-			others = append(others, t.dtype.String())
+		if t.IsValid() && t.DType() != graph.Float && !slices.Contains(others, t.DType().String()) {
+			others = append(others, t.DType().String())
 		}
 	}
 	if len(others) > 0 {
 		return variantHost, "host: no Loom kernel for " + strings.Join(others, ", ") + " inputs"
 	}
 	for _, t := range in {
-		if t.IsValid() && t.box == nil && t.Len() == 0 {
+		if t.IsValid() && tensor.Box(t) == nil && t.Len() == 0 {
 			return variantHost, "host: empty tensors need no kernel"
 		}
 	}
 	return variantHost, "host: no Loom kernel covers " + describeInputs(in)
 }
 
-func describeInputs(in []Tensor) string {
+func describeInputs(in []tensor.Tensor) string {
 	if len(in) == 0 {
 		return "no inputs"
 	}
@@ -319,7 +321,7 @@ func describeInputs(in []Tensor) string {
 }
 
 // describeTensors spells each tensor as TYPE[d0,d1,...]; an omitted optional one as "none".
-func describeTensors(ts []Tensor) []string {
+func describeTensors(ts []tensor.Tensor) []string {
 	out := make([]string, len(ts))
 	for i, t := range ts {
 		out[i] = describeTensor(t)
@@ -327,17 +329,17 @@ func describeTensors(ts []Tensor) []string {
 	return out
 }
 
-func describeTensor(t Tensor) string {
+func describeTensor(t tensor.Tensor) string {
 	if !t.IsValid() {
 		return "none"
 	}
-	if t.box != nil {
-		return t.box.describe(t.dtype) // a sequence or an optional
+	if tensor.Box(t) != nil {
+		return tensor.Describe(tensor.Box(t), t.DType()) // a sequence or an optional
 	}
 	var b strings.Builder
-	b.WriteString(t.dtype.String())
+	b.WriteString(t.DType().String())
 	b.WriteByte('[')
-	for i, d := range t.shape {
+	for i, d := range t.Dims() {
 		if i > 0 {
 			b.WriteByte(',')
 		}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/opt"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // recordingProvider is a TracerProvider whose ended spans the returned recorder keeps.
@@ -49,13 +51,13 @@ func mixedModel(t testing.TB) *graph.Model {
 	return m
 }
 
-func mixedFeeds(t testing.TB, l int) []NamedTensor {
+func mixedFeeds(t testing.TB, l int) []tensor.NamedTensor {
 	rnd := inferRand()
 	k := make([]int64, l)
 	for i := range k {
 		k[i] = rnd.Int64N(1000) - 500
 	}
-	return []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{2, int64(l)}, randomF32(rnd, 2*l))}, {Name: "k", Tensor: MustTensor([]int64{int64(l)}, k)}}
+	return []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{2, int64(l)}, randomF32(rnd, 2*l))}, {Name: "k", Tensor: tensor.MustTensor([]int64{int64(l)}, k)}}
 }
 
 // The executors a test runs under: the interpreter (node by node) or compiled run plans.
@@ -301,7 +303,7 @@ func TestTraceLoopBodyNestsUnderLoop(t *testing.T) {
 			require.NoError(t, err)
 			defer s.Close()
 			n := 2 + rnd.IntN(4)
-			feeds := []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: MustTensor([]int64{l}, randomF32(rnd, l))}}
+			feeds := []tensor.NamedTensor{{Name: "n", Tensor: tensor.MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: tensor.MustTensor([]int64{l}, randomF32(rnd, l))}}
 			if executor == executorPlan { // the signature's first run builds the plan
 				_, err = s.Run(context.Background(), feeds)
 				require.NoError(t, err)
@@ -354,7 +356,7 @@ func TestTraceIfBranchNestsUnderIf(t *testing.T) {
 			s, err := FromGraph(ifModel(t, randomF32(rnd, 3)), tracedOptions(tp, executor)...)
 			require.NoError(t, err)
 			defer s.Close()
-			feeds := []NamedTensor{{Name: "c", Tensor: MustTensor([]int64{}, []bool{false})}, {Name: "x", Tensor: MustTensor([]int64{3}, randomF32(rnd, 3))}}
+			feeds := []tensor.NamedTensor{{Name: "c", Tensor: tensor.MustTensor([]int64{}, []bool{false})}, {Name: "x", Tensor: tensor.MustTensor([]int64{3}, randomF32(rnd, 3))}}
 			if executor == executorPlan { // the signature's first run builds the plan
 				_, err = s.Run(context.Background(), feeds)
 				require.NoError(t, err)
@@ -400,7 +402,7 @@ func TestTraceRecordsErrors(t *testing.T) {
 	defer s.Close()
 	tctx, _ := parentContext(t, tp) // the runs in tctx are traced
 	// 6 elements cannot take the shape [4].
-	_, runErr := s.Run(tctx, []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{6}, randomF32(inferRand(), 6))}, {Name: "shape", Tensor: MustTensor([]int64{1}, []int64{4})}})
+	_, runErr := s.Run(tctx, []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{6}, randomF32(inferRand(), 6))}, {Name: "shape", Tensor: tensor.MustTensor([]int64{1}, []int64{4})}})
 	require.Error(t, runErr)
 
 	spans := rec.Ended()
@@ -469,9 +471,9 @@ func TestTraceConcurrentRuns(t *testing.T) {
 }
 
 func TestKernelCallDescribeMatchesTraceVariant(t *testing.T) {
-	d := kernelCall{file: "linalg.loom", symbol: "pool2d", config: map[string]string{"MAX": "true", "COUNT_PAD": "false"}}.describe()
+	d := ops.Describe(ops.KernelCall{File: "linalg.loom", Symbol: "pool2d", Config: map[string]string{"MAX": "true", "COUNT_PAD": "false"}})
 	assert.Equal(t, "kernels/linalg.loom:pool2d[COUNT_PAD=false,MAX=true]", d)
-	assert.True(t, strings.HasPrefix(kernelCall{file: "linalg.loom", symbol: "gemm"}.describe(), "kernels/linalg.loom:gemm"))
+	assert.True(t, strings.HasPrefix(ops.Describe(ops.KernelCall{File: "linalg.loom", Symbol: "gemm"}), "kernels/linalg.loom:gemm"))
 }
 
 // benchmarkRunTracing runs the mixed model (two Loom kernel ops, two host ops) repeatedly

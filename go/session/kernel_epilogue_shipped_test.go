@@ -10,6 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/loomrt/loom/kernels/aot"
 )
 
@@ -21,8 +25,8 @@ func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
 	t.Setenv("CC", filepath.Join(t.TempDir(), "no-cc"))
 	t.Setenv("LOOM_CACHE_DIR", t.TempDir())
 	rnd := inferRand()
-	seed := MustTensor([]int64{2, 3}, randomF32(rnd, 6))
-	s, _ := oneNodeSession(t, graph.NewNode("n", "Neg", nil, []string{"y"}), 17, []Tensor{seed})
+	seed := tensor.MustTensor([]int64{2, 3}, randomF32(rnd, 6))
+	s, _ := oneNodeSession(t, graph.NewNode("n", "Neg", nil, []string{"y"}), 17, []tensor.Tensor{seed})
 	comp, err := s.ctx.Compiler()
 	require.NoError(t, err)
 	atoi := func(cfg map[string]string, k string) int {
@@ -70,24 +74,24 @@ func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
 			case 8:
 				p[0] = 1.1
 			}
-			args := []uint64{1, 1, u(m), u(n), u(k), 0, 0, u(k), 1, 0, 0, u(n), 0, 0, u(cs2), u(cs3)}
+			args := []uint64{1, 1, kernelops.U(m), kernelops.U(n), kernelops.U(k), 0, 0, kernelops.U(k), 1, 0, 0, kernelops.U(n), 0, 0, kernelops.U(cs2), kernelops.U(cs3)}
 			if nt { // as0 as1 as2 bs0 bs1 bs3 (A's rows and B's columns contiguous)
-				args = []uint64{1, 1, u(m), u(n), u(k), 0, 0, u(k), 0, 0, u(k), 0, 0, u(cs2), u(cs3)}
+				args = []uint64{1, 1, kernelops.U(m), kernelops.U(n), kernelops.U(k), 0, 0, kernelops.U(k), 0, 0, kernelops.U(k), 0, 0, kernelops.U(cs2), kernelops.U(cs3)}
 			}
 			args = append(args, f32(alpha), f32(beta), f32(p[0]), f32(p[1]), f32(p[2]), f32(p[3]))
-			out := MustTensor([]int64{int64(m), int64(n)}, make([]float32, m*n))
-			plan := &kernelPlan{
-				outputs: []valueType{{out.dtype, out.shape}},
-				calls: []kernelCall{{file: v.File, symbol: v.Symbol, config: cfg, args: args, workload: args[:4],
-					bind: []kernelBinding{readOf(inputOperand(0)), readOf(inputOperand(1)), readOf(inputOperand(2)), writeOf(outputOperand(0))}}},
+			out := tensor.MustTensor([]int64{int64(m), int64(n)}, make([]float32, m*n))
+			plan := &ops.KernelPlan{
+				Outputs: []ops.ValueType{{Dtype: out.DType(), Shape: out.Dims()}},
+				Calls: []ops.KernelCall{{File: v.File, Symbol: v.Symbol, Config: cfg, Args: args, Workload: args[:4],
+					Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadOf(ops.InputOperand(1)), ops.ReadOf(ops.InputOperand(2)), ops.WriteOf(ops.OutputOperand(0))}}},
 			}
-			require.NoError(t, fitPlan(plan, kernelLimits))
-			in := []Tensor{MustTensor([]int64{int64(m * k)}, a), MustTensor([]int64{int64(k * n)}, b), MustTensor([]int64{int64(len(c))}, c)}
+			require.NoError(t, ops.FitPlan(plan, ops.KernelLimits))
+			in := []tensor.Tensor{tensor.MustTensor([]int64{int64(m * k)}, a), tensor.MustTensor([]int64{int64(k * n)}, b), tensor.MustTensor([]int64{int64(len(c))}, c)}
 			rc := &runCtx{s: s, opset: 17}
 			got, err := rc.runKernelPlan(plan, in)
 			rc.close()
 			require.NoError(t, err)
-			g := got[0].float64s()
+			g := tensor.Float64s(got[0])
 			for i := range m {
 				for j := range n {
 					var acc float64
@@ -134,7 +138,7 @@ func epilogue(act int, t, p0, p1 float64) float64 {
 	case 3:
 		return math.Tanh(t)
 	case 4:
-		return mathSelect(t < 0, p0*t, t)
+		return hostops.MathSelect(t < 0, p0*t, t)
 	case 5:
 		return math.Max(0, math.Min(1, p0*t+p1))
 	case 6:

@@ -12,6 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // genericCase is one op over shapes the corpus did not record.
@@ -19,25 +22,25 @@ type genericCase struct {
 	name   string
 	node   *graph.Node
 	opset  int64
-	in     []Tensor
+	in     []tensor.Tensor
 	static []int
-	host   opFunc
+	host   ops.OpFunc
 }
 
 // notShippedHere says whether the planner's own choice for c is a kernel this binary does not
 // ship (so that the case exercises the shape-generic re-plan).
 func notShippedHere(t *testing.T, s *InferenceSession, c genericCase) bool {
-	infos := infosOf(c.in)
+	infos := ops.InfosOf(c.in)
 	for _, i := range c.static {
-		infos[i].static = c.in[i]
+		infos[i].Static = c.in[i]
 	}
-	p, reason, err := kernelPlanners[plannerKey(c.node)](c.node, c.opset, infos)
+	p, reason, err := ops.KernelPlanners[ops.PlannerKey(c.node)](c.node, c.opset, infos)
 	require.NoError(t, err)
 	require.NotNil(t, p, reason)
 	comp, err := s.ctx.Compiler()
 	require.NoError(t, err)
-	for _, call := range p.calls {
-		src, err := kernelSource(call.file, call.symbol, call.config)
+	for _, call := range p.Calls {
+		src, err := kernelSource(call.File, call.Symbol, call.Config)
 		require.NoError(t, err)
 		if lookupShipped(src, comp.Target) == nil && lookupShippedBelow(src, comp.Target) == nil {
 			return true
@@ -54,21 +57,23 @@ func TestShapeGenericKernelsWithoutACompiler(t *testing.T) {
 	t.Setenv("CC", filepath.Join(t.TempDir(), "no-cc"))
 	t.Setenv("LOOM_CACHE_DIR", t.TempDir())
 	rnd := inferRand()
-	f32 := func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+	f32 := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
 	dim := func(lo, hi int) int64 { return int64(lo + rand.IntN(hi-lo+1)) }
 	var cases []genericCase
 	matmul := graph.NewNode("n", "MatMul", nil, []string{"y"})
 	cases = append(cases,
-		genericCase{"matmul_37x53x29", matmul, 18, []Tensor{f32(37, 53), f32(53, 29)}, nil, hostOps["MatMul"]},
-		genericCase{"matmul_3x5x1", matmul, 18, []Tensor{f32(3, 5), f32(5, 1)}, nil, hostOps["MatMul"]},
-		genericCase{"matmul_static_b_67x71x13", matmul, 18, []Tensor{f32(67, 71), f32(71, 13)}, []int{1}, hostOps["MatMul"]},
+		genericCase{"matmul_37x53x29", matmul, 18, []tensor.Tensor{f32(37, 53), f32(53, 29)}, nil, ops.HostOps["MatMul"]},
+		genericCase{"matmul_3x5x1", matmul, 18, []tensor.Tensor{f32(3, 5), f32(5, 1)}, nil, ops.HostOps["MatMul"]},
+		genericCase{"matmul_static_b_67x71x13", matmul, 18, []tensor.Tensor{f32(67, 71), f32(71, 13)}, []int{1}, ops.HostOps["MatMul"]},
 	)
 	for i := range 4 {
 		m, k, n := dim(1, 70), dim(1, 90), dim(1, 70)
 		cases = append(cases,
-			genericCase{fmt.Sprintf("matmul_%dx%dx%d", m, k, n), matmul, 18, []Tensor{f32(m, k), f32(k, n)}, nil, hostOps["MatMul"]},
-			genericCase{fmt.Sprintf("matmul_batched_%d_%dx%dx%d", i+2, m, k, n), matmul, 18, []Tensor{f32(int64(i+2), m, k), f32(k, n)}, nil, hostOps["MatMul"]},
-			genericCase{fmt.Sprintf("matmul_bmm_%d_%dx%dx%d", i+2, m, k, n), matmul, 18, []Tensor{f32(int64(i+2), m, k), f32(int64(i+2), k, n)}, nil, hostOps["MatMul"]},
+			genericCase{fmt.Sprintf("matmul_%dx%dx%d", m, k, n), matmul, 18, []tensor.Tensor{f32(m, k), f32(k, n)}, nil, ops.HostOps["MatMul"]},
+			genericCase{fmt.Sprintf("matmul_batched_%d_%dx%dx%d", i+2, m, k, n), matmul, 18, []tensor.Tensor{f32(int64(i+2), m, k), f32(k, n)}, nil, ops.HostOps["MatMul"]},
+			genericCase{fmt.Sprintf("matmul_bmm_%d_%dx%dx%d", i+2, m, k, n), matmul, 18, []tensor.Tensor{f32(int64(i+2), m, k), f32(int64(i+2), k, n)}, nil, ops.HostOps["MatMul"]},
 		)
 		for _, tr := range [][2]int64{{0, 0}, {0, 1}, {1, 0}, {1, 1}} {
 			gemm := graph.NewNode("n", "Gemm", nil, []string{"y"}, graph.IntAttr("transA", tr[0]), graph.IntAttr("transB", tr[1]),
@@ -82,18 +87,18 @@ func TestShapeGenericKernelsWithoutACompiler(t *testing.T) {
 			}
 			cs := [][]int64{{m, n}, {n}, {m, 1}}[i%3]
 			cases = append(cases, genericCase{fmt.Sprintf("gemm_t%d%d_%dx%dx%d_c%v", tr[0], tr[1], m, k, n, cs), gemm, 13,
-				[]Tensor{f32(as...), f32(bs...), f32(cs...)}, nil, hostOps["Gemm"]})
+				[]tensor.Tensor{f32(as...), f32(bs...), f32(cs...)}, nil, ops.HostOps["Gemm"]})
 		}
 	}
 	// 1x1 convolutions are matrix products (with weights known to the plan: a packed A).
 	conv := graph.NewNode("n", "Conv", nil, []string{"y"})
 	cases = append(cases,
-		genericCase{"conv1x1_static_w_2x70x9x11_to_31", conv, 17, []Tensor{f32(2, 70, 9, 11), f32(31, 70, 1, 1), f32(31)}, []int{1, 2}, hostOps["Conv"]},
-		genericCase{"conv1x1_3x13x7x5_to_6", conv, 17, []Tensor{f32(3, 13, 7, 5), f32(6, 13, 1, 1)}, nil, hostOps["Conv"]},
+		genericCase{"conv1x1_static_w_2x70x9x11_to_31", conv, 17, []tensor.Tensor{f32(2, 70, 9, 11), f32(31, 70, 1, 1), f32(31)}, []int{1, 2}, ops.HostOps["Conv"]},
+		genericCase{"conv1x1_3x13x7x5_to_6", conv, 17, []tensor.Tensor{f32(3, 13, 7, 5), f32(6, 13, 1, 1)}, nil, ops.HostOps["Conv"]},
 	)
 	fused := graph.NewNode("n", "FusedConv", nil, []string{"y"}, graph.StringAttr("activation", "Relu"))
 	fused.Domain = graph.LoomDomain
-	cases = append(cases, genericCase{"fusedconv1x1_relu_1x75x6x13_to_19", fused, 17, []Tensor{f32(1, 75, 6, 13), f32(19, 75, 1, 1), f32(19)}, []int{1, 2}, fusedConvHost})
+	cases = append(cases, genericCase{"fusedconv1x1_relu_1x75x6x13_to_19", fused, 17, []tensor.Tensor{f32(1, 75, 6, 13), f32(19, 75, 1, 1), f32(19)}, []int{1, 2}, hostops.FusedConvHost})
 
 	// Convolutions with odd extents, strides, dilations, padding and groups.
 	for i := range 4 {
@@ -105,31 +110,31 @@ func TestShapeGenericKernelsWithoutACompiler(t *testing.T) {
 		h, w := dim(int(kh*dh), int(kh*dh)+13), dim(int(kw*dw), int(kw*dw)+17)
 		node := graph.NewNode("n", "Conv", nil, []string{"y"}, graph.IntsAttr("kernel_shape", kh, kw), graph.IntsAttr("strides", sh, sw),
 			graph.IntsAttr("dilations", dh, dw), graph.IntsAttr("pads", int64(i%2), dim(0, 2), dim(0, 1), int64(i%3)), graph.IntAttr("group", g))
-		in := []Tensor{f32(dim(1, 2), cin, h, w), f32(cout, cin/g, kh, kw)}
+		in := []tensor.Tensor{f32(dim(1, 2), cin, h, w), f32(cout, cin/g, kh, kw)}
 		if i%2 == 0 {
 			in = append(in, f32(cout))
 		}
-		cases = append(cases, genericCase{fmt.Sprintf("conv_k%dx%d_s%dx%d_d%dx%d_g%d_%v", kh, kw, sh, sw, dh, dw, g, in[0].shape), node, 17, in, []int{1}, hostOps["Conv"]})
+		cases = append(cases, genericCase{fmt.Sprintf("conv_k%dx%d_s%dx%d_d%dx%d_g%d_%v", kh, kw, sh, sw, dh, dw, g, in[0].Dims()), node, 17, in, []int{1}, ops.HostOps["Conv"]})
 	}
 	conv1d := graph.NewNode("n", "Conv", nil, []string{"y"}, graph.IntsAttr("strides", 3), graph.IntsAttr("pads", 2, 1))
-	cases = append(cases, genericCase{"conv1d_k7_s3_2x5x61", conv1d, 17, []Tensor{f32(2, 5, 61), f32(7, 5, 7), f32(7)}, nil, hostOps["Conv"]})
+	cases = append(cases, genericCase{"conv1d_k7_s3_2x5x61", conv1d, 17, []tensor.Tensor{f32(2, 5, 61), f32(7, 5, 7), f32(7)}, nil, ops.HostOps["Conv"]})
 	// Every epilogue (gemm_nn's ACT) the generic tiles ship, against the host function.
 	for _, act := range genericActivations {
 		fusedK := graph.NewNode("n", "FusedConv", nil, []string{"y"}, graph.StringAttr("activation", act),
 			&graph.Attribute{Name: "activation_params", Type: graph.AttrFloats, Floats: []float32{0.3, 0.4}}, graph.IntsAttr("pads", 1, 1, 1, 1))
 		fusedK.Domain = graph.LoomDomain
-		cases = append(cases, genericCase{"fusedconv_" + act + "_3x3_1x6x11x13_to_5", fusedK, 17, []Tensor{f32(1, 6, 11, 13), f32(5, 6, 3, 3), f32(5)}, []int{1, 2}, fusedConvHost})
+		cases = append(cases, genericCase{"fusedconv_" + act + "_3x3_1x6x11x13_to_5", fusedK, 17, []tensor.Tensor{f32(1, 6, 11, 13), f32(5, 6, 3, 3), f32(5)}, []int{1, 2}, hostops.FusedConvHost})
 	}
 	// Pow by a tensor exponent (norm.loom's binary, OP 3), broadcast; positive bases.
-	pos := func(shape ...int64) Tensor {
-		v := randomF32(rnd, numel(shape))
+	pos := func(shape ...int64) tensor.Tensor {
+		v := randomF32(rnd, ops.Numel(shape))
 		for i := range v {
 			v[i] = float32(math.Abs(float64(v[i]))) + 0.1
 		}
-		return MustTensor(shape, v)
+		return tensor.MustTensor(shape, v)
 	}
 	pow := graph.NewNode("n", "Pow", nil, []string{"y"})
-	cases = append(cases, genericCase{"pow_tensor_3x1x7_by_5x1", pow, 15, []Tensor{pos(3, 1, 7), f32(5, 1)}, nil, hostOps["Pow"]})
+	cases = append(cases, genericCase{"pow_tensor_3x1x7_by_5x1", pow, 15, []tensor.Tensor{pos(3, 1, 7), f32(5, 1)}, nil, ops.HostOps["Pow"]})
 
 	unshipped := runWithoutACompiler(t, rnd, cases)
 	require.Positive(t, unshipped, "no case picked a variant the corpus lacks")
@@ -155,7 +160,7 @@ func runWithoutACompiler(t *testing.T, rnd *rand.Rand, cases []genericCase) int 
 						feeds[i].Tensor = freshLike(rnd, feeds[i].Tensor)
 					}
 				}
-				in := append([]Tensor(nil), c.in...)
+				in := append([]tensor.Tensor(nil), c.in...)
 				for _, f := range feeds {
 					var idx int
 					_, err := fmt.Sscanf(f.Name, "in%d", &idx)
@@ -168,8 +173,8 @@ func runWithoutACompiler(t *testing.T, rnd *rand.Rand, cases []genericCase) int 
 				want, err := c.host(rc, c.node, in)
 				rc.close()
 				require.NoError(t, err)
-				require.Equal(t, want[0].shape, got[0].shape)
-				w, g := want[0].float64s(), got[0].float64s()
+				require.Equal(t, want[0].Dims(), got[0].Dims())
+				w, g := tensor.Float64s(want[0]), tensor.Float64s(got[0])
 				for i := range w {
 					require.InDelta(t, w[i], g[i], 1e-4+1e-4*math.Abs(w[i]), "run %d element %d", run, i)
 				}
@@ -190,34 +195,34 @@ func runWithoutACompiler(t *testing.T, rnd *rand.Rand, cases []genericCase) int 
 
 // freshLike is a tensor of t's type and shape with new random values (positive where t's
 // are all positive; small integers for integer types).
-func freshLike(rnd *rand.Rand, t Tensor) Tensor {
-	v := randomF32(rnd, numel(t.shape))
-	switch old := t.data.(type) {
+func freshLike(rnd *rand.Rand, t tensor.Tensor) tensor.Tensor {
+	v := randomF32(rnd, ops.Numel(t.Dims()))
+	switch old := t.Data().(type) {
 	case []float32:
 		if len(old) > 0 && slices.Min(old) > 0 {
 			for j := range v {
 				v[j] = float32(math.Abs(float64(v[j]))) + 0.1
 			}
 		}
-		return MustTensor(t.shape, v)
+		return tensor.MustTensor(t.Dims(), v)
 	case []float64:
 		d := make([]float64, len(v))
 		for j := range v {
 			d[j] = float64(v[j])
 		}
-		return MustTensor(t.shape, d)
+		return tensor.MustTensor(t.Dims(), d)
 	case []int32:
 		d := make([]int32, len(v))
 		for j := range v {
 			d[j] = int32(math.Round(float64(v[j]) * 3))
 		}
-		return MustTensor(t.shape, d)
+		return tensor.MustTensor(t.Dims(), d)
 	case []int64:
 		d := make([]int64, len(v))
 		for j := range v {
 			d[j] = int64(math.Round(float64(v[j]) * 3))
 		}
-		return MustTensor(t.shape, d)
+		return tensor.MustTensor(t.Dims(), d)
 	}
 	return t
 }
@@ -236,13 +241,15 @@ func TestFusedConvHostWithoutACompiler(t *testing.T) {
 	t.Setenv("CC", filepath.Join(t.TempDir(), "no-cc"))
 	t.Setenv("LOOM_CACHE_DIR", t.TempDir())
 	rnd := inferRand()
-	f32 := func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+	f32 := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
 	const p0, p1 = 0.3, 0.4
 	once := map[string]func(float64) float64{
 		"Relu":        func(v float64) float64 { return math.Max(v, 0) },
 		"Sigmoid":     func(v float64) float64 { return 1 / (1 + math.Exp(-v)) },
 		"Tanh":        math.Tanh,
-		"LeakyRelu":   func(v float64) float64 { return mathSelect(v < 0, p0*v, v) },
+		"LeakyRelu":   func(v float64) float64 { return hostops.MathSelect(v < 0, p0*v, v) },
 		"HardSigmoid": func(v float64) float64 { return math.Max(0, math.Min(1, p0*v+p1)) },
 		"Clip":        func(v float64) float64 { return math.Min(math.Max(v, p0), p1) },
 		"HardSwish":   func(v float64) float64 { return v * math.Max(0, math.Min(1, v/6+0.5)) },
@@ -253,17 +260,17 @@ func TestFusedConvHostWithoutACompiler(t *testing.T) {
 			node := graph.NewNode("n", "FusedConv", nil, []string{"y"}, graph.StringAttr("activation", act),
 				&graph.Attribute{Name: "activation_params", Type: graph.AttrFloats, Floats: []float32{float32(p0), float32(p1)}}, graph.IntsAttr("pads", 1, 1, 1, 1))
 			node.Domain = graph.LoomDomain
-			in := []Tensor{f32(1, 6, 11, 13), f32(5, 6, 3, 3), f32(5)}
+			in := []tensor.Tensor{f32(1, 6, 11, 13), f32(5, 6, 3, 3), f32(5)}
 			s, _ := oneNodeSession(t, node, 17, in, 1, 2)
 			rc := &runCtx{s: s, opset: 17}
 			defer rc.close()
-			got, err := fusedConvHost(rc, node, in)
+			got, err := hostops.FusedConvHost(rc, node, in)
 			require.NoError(t, err)
 			conv := graph.NewNode("n", "Conv", nil, []string{"y"}, graph.IntsAttr("pads", 1, 1, 1, 1))
-			raw, err := hostOps["Conv"](rc, conv, in)
+			raw, err := ops.HostOps["Conv"](rc, conv, in)
 			require.NoError(t, err)
 			f := once[act]
-			w, g := raw[0].float64s(), got[0].float64s()
+			w, g := tensor.Float64s(raw[0]), tensor.Float64s(got[0])
 			require.Len(t, g, len(w))
 			for i := range w {
 				want := float64(float32(f(w[i])))

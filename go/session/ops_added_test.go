@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -14,20 +17,20 @@ import (
 func TestAddedOpsMatchReferences(t *testing.T) {
 	rnd := inferRand()
 	rc := &runCtx{opset: 17}
-	a, b := MustTensor([]int64{3, 4}, randomF32(rnd, 12)), MustTensor([]int64{4, 5}, randomF32(rnd, 20))
+	a, b := tensor.MustTensor([]int64{3, 4}, randomF32(rnd, 12)), tensor.MustTensor([]int64{4, 5}, randomF32(rnd, 20))
 
 	// Einsum "ij,jk->ik" is MatMul.
-	got, err := opEinsum(rc, graph.NewNode("e", "Einsum", nil, []string{"y"}, graph.StringAttr("equation", "ij,jk->ik")), []Tensor{a, b})
+	got, err := hostops.OpEinsum(rc, graph.NewNode("e", "Einsum", nil, []string{"y"}, graph.StringAttr("equation", "ij,jk->ik")), []tensor.Tensor{a, b})
 	require.NoError(t, err)
-	want, err := matmulHost(a, b)
+	want, err := hostops.MatmulHost(a, b)
 	require.NoError(t, err)
-	assert.InDeltaSlice(t, want.float64s(), got[0].float64s(), 1e-5)
+	assert.InDeltaSlice(t, tensor.Float64s(want), tensor.Float64s(got[0]), 1e-5)
 
 	// ConvTranspose with stride 1 and no padding equals Conv of the fully padded input with
 	// the flipped, channel-swapped kernel.
-	x := MustTensor([]int64{1, 2, 4, 5}, randomF32(rnd, 40))
-	w := MustTensor([]int64{2, 3, 3, 2}, randomF32(rnd, 36))
-	ct, err := opConvTranspose(rc, graph.NewNode("ct", "ConvTranspose", nil, []string{"y"}), []Tensor{x, w, {}})
+	x := tensor.MustTensor([]int64{1, 2, 4, 5}, randomF32(rnd, 40))
+	w := tensor.MustTensor([]int64{2, 3, 3, 2}, randomF32(rnd, 36))
+	ct, err := hostops.OpConvTranspose(rc, graph.NewNode("ct", "ConvTranspose", nil, []string{"y"}), []tensor.Tensor{x, w, {}})
 	require.NoError(t, err)
 	flipped := make([]float32, 36)
 	wv := w.Data().([]float32)
@@ -41,27 +44,27 @@ func TestAddedOpsMatchReferences(t *testing.T) {
 		}
 	}
 	cn := graph.NewNode("c", "Conv", nil, []string{"y"}, graph.IntsAttr("pads", 2, 1, 2, 1))
-	p, err := convParamsOf(cn, x.shape, []int64{3, 2, 3, 2})
+	p, err := ops.ConvParamsOf(cn, x.Dims(), []int64{3, 2, 3, 2})
 	require.NoError(t, err)
-	ref, err := convHost(x, MustTensor([]int64{3, 2, 3, 2}, flipped), Tensor{}, p)
+	ref, err := hostops.ConvHost(x, tensor.MustTensor([]int64{3, 2, 3, 2}, flipped), tensor.Tensor{}, p)
 	require.NoError(t, err)
 	require.Equal(t, ref.Shape(), ct[0].Shape())
-	assert.InDeltaSlice(t, ref.float64s(), ct[0].float64s(), 1e-4)
+	assert.InDeltaSlice(t, tensor.Float64s(ref), tensor.Float64s(ct[0]), 1e-4)
 
 	// DequantizeLinear(QuantizeLinear(v)) is within half a step of v inside the range.
 	v := randomF32(rnd, 16)
-	scale, zp := MustTensor([]int64{}, []float32{0.01}), MustTensor([]int64{}, []uint8{128})
-	q, err := hostOps["QuantizeLinear"](rc, graph.NewNode("q", "QuantizeLinear", nil, []string{"y"}), []Tensor{MustTensor([]int64{16}, v), scale, zp})
+	scale, zp := tensor.MustTensor([]int64{}, []float32{0.01}), tensor.MustTensor([]int64{}, []uint8{128})
+	q, err := ops.HostOps["QuantizeLinear"](rc, graph.NewNode("q", "QuantizeLinear", nil, []string{"y"}), []tensor.Tensor{tensor.MustTensor([]int64{16}, v), scale, zp})
 	require.NoError(t, err)
-	dq, err := hostOps["DequantizeLinear"](rc, graph.NewNode("d", "DequantizeLinear", nil, []string{"y"}), []Tensor{q[0], scale, zp})
+	dq, err := ops.HostOps["DequantizeLinear"](rc, graph.NewNode("d", "DequantizeLinear", nil, []string{"y"}), []tensor.Tensor{q[0], scale, zp})
 	require.NoError(t, err)
-	for i, e := range dq[0].float64s() {
+	for i, e := range tensor.Float64s(dq[0]) {
 		if math.Abs(float64(v[i])) < 1.2 {
 			assert.InDelta(t, float64(v[i]), e, 0.005+1e-6, "element %d", i)
 		}
 	}
 
 	// Unsupported attribute combinations are refused with a reason.
-	_, err = opResize(rc, graph.NewNode("r", "Resize", nil, []string{"y"}, graph.IntAttr("antialias", 1)), []Tensor{x, {}, MustTensor([]int64{4}, []float32{1, 1, 2, 2})})
+	_, err = hostops.OpResize(rc, graph.NewNode("r", "Resize", nil, []string{"y"}, graph.IntAttr("antialias", 1)), []tensor.Tensor{x, {}, tensor.MustTensor([]int64{4}, []float32{1, 1, 2, 2})})
 	assert.ErrorContains(t, err, "antialias")
 }

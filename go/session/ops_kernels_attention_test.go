@@ -8,14 +8,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // checkPlannerAgainstHost is checkKernelOp for a planner that is not (or not yet) the one
 // registered for the node's op: it runs planner's kernels and host on the same inputs and
 // compares within atol + rtol·|want|.
-func checkPlannerAgainstHost(t *testing.T, s *InferenceSession, planner kernelPlanner, n *graph.Node, opset int64, in []Tensor, host opFunc, atol, rtol float64) {
+func checkPlannerAgainstHost(t *testing.T, s *InferenceSession, planner ops.KernelPlanner, n *graph.Node, opset int64, in []tensor.Tensor, host ops.OpFunc, atol, rtol float64) {
 	t.Helper()
-	p, reason, err := planner(n, opset, infosOfStatic(in))
+	p, reason, err := planner(n, opset, ops.InfosOfStatic(in))
 	require.NoError(t, err)
 	require.NotNil(t, p, "the planner declined: %s", reason)
 	rc := &runCtx{s: s, opset: opset}
@@ -26,15 +30,15 @@ func checkPlannerAgainstHost(t *testing.T, s *InferenceSession, planner kernelPl
 	require.NoError(t, err)
 	require.Len(t, got, len(want))
 	for i := range want {
-		require.Equal(t, want[i].dtype, got[i].dtype, "output %d type", i)
-		require.Equal(t, want[i].shape, got[i].shape, "output %d shape", i)
-		w, g := want[i].float64s(), got[i].float64s()
+		require.Equal(t, want[i].DType(), got[i].DType(), "output %d type", i)
+		require.Equal(t, want[i].Dims(), got[i].Dims(), "output %d shape", i)
+		w, g := tensor.Float64s(want[i]), tensor.Float64s(got[i])
 		for j := range w {
 			if math.IsNaN(w[j]) {
 				require.True(t, math.IsNaN(g[j]), "output %d element %d: want NaN, got %v", i, j, g[j])
 				continue
 			}
-			require.InDelta(t, w[j], g[j], atol+rtol*math.Abs(w[j]), "output %d element %d (%s)", i, j, p.variant())
+			require.InDelta(t, w[j], g[j], atol+rtol*math.Abs(w[j]), "output %d element %d (%s)", i, j, ops.Variant(p))
 		}
 	}
 }
@@ -53,16 +57,20 @@ func randomBools(rnd *rand.Rand, n int) []bool {
 func TestAttentionKernelsAgainstHost(t *testing.T) {
 	s := kernelCheckSession(t)
 	rnd := inferRand()
-	f32 := func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
-	bools := func(shape ...int64) Tensor { return MustTensor(shape, randomBools(rnd, numel(shape))) }
-	causal := func(l int64) Tensor {
+	f32 := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
+	bools := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomBools(rnd, ops.Numel(shape)))
+	}
+	causal := func(l int64) tensor.Tensor {
 		v := make([]bool, l*l)
 		for i := range l {
 			for j := range l {
 				v[i*l+j] = j > i
 			}
 		}
-		return MustTensor([]int64{l, l}, v)
+		return tensor.MustTensor([]int64{l, l}, v)
 	}
 	attn := func(kt bool, scale float32, mode int64, fill float32) *graph.Node {
 		attrs := []*graph.Attribute{graph.FloatAttr("scale", scale)}
@@ -79,21 +87,21 @@ func TestAttentionKernelsAgainstHost(t *testing.T) {
 	cases := []struct {
 		name string
 		node *graph.Node
-		in   []Tensor
+		in   []tensor.Tensor
 	}{
-		{"plain_k", attn(false, 1, 0, 0), []Tensor{f32(2, 3, 5, 8), f32(2, 3, 7, 8), f32(2, 3, 7, 6)}},
-		{"k_transposed_scaled", attn(true, 0.125, 0, 0), []Tensor{f32(2, 3, 5, 40), f32(2, 3, 40, 37), f32(2, 3, 37, 33)}},
-		{"broadcast_batch", attn(true, 0.3, 0, 0), []Tensor{f32(4, 5, 8), f32(1, 8, 7), f32(7, 6)}},
-		{"broadcast_kv_heads", attn(false, 0.5, 0, 0), []Tensor{f32(2, 4, 3, 16), f32(2, 1, 9, 16), f32(1, 4, 9, 16)}},
-		{"additive_mask", attn(true, 0.25, 1, 0), []Tensor{f32(2, 2, 6, 8), f32(2, 2, 8, 10), f32(2, 2, 10, 4), f32(1, 1, 6, 10)}},
-		{"keep_mask", attn(true, 1, 2, -1e4), []Tensor{f32(3, 6, 8), f32(3, 8, 11), f32(3, 11, 5), bools(3, 1, 11)}},
-		{"causal_fill_mask", attn(false, 0.17, 3, float32(math.Inf(-1))), []Tensor{f32(1, 4, 16, 32), f32(1, 4, 16, 32), f32(1, 4, 16, 32), causal(16)}},
-		{"decode_one_query", attn(true, 0.125, 1, 0), []Tensor{f32(1, 8, 1, 64), f32(1, 8, 64, 23), f32(1, 8, 23, 64), f32(1, 1, 1, 23)}},
-		{"matrices", attn(false, 1, 0, 0), []Tensor{f32(9, 5), f32(12, 5), f32(12, 3)}},
+		{"plain_k", attn(false, 1, 0, 0), []tensor.Tensor{f32(2, 3, 5, 8), f32(2, 3, 7, 8), f32(2, 3, 7, 6)}},
+		{"k_transposed_scaled", attn(true, 0.125, 0, 0), []tensor.Tensor{f32(2, 3, 5, 40), f32(2, 3, 40, 37), f32(2, 3, 37, 33)}},
+		{"broadcast_batch", attn(true, 0.3, 0, 0), []tensor.Tensor{f32(4, 5, 8), f32(1, 8, 7), f32(7, 6)}},
+		{"broadcast_kv_heads", attn(false, 0.5, 0, 0), []tensor.Tensor{f32(2, 4, 3, 16), f32(2, 1, 9, 16), f32(1, 4, 9, 16)}},
+		{"additive_mask", attn(true, 0.25, 1, 0), []tensor.Tensor{f32(2, 2, 6, 8), f32(2, 2, 8, 10), f32(2, 2, 10, 4), f32(1, 1, 6, 10)}},
+		{"keep_mask", attn(true, 1, 2, -1e4), []tensor.Tensor{f32(3, 6, 8), f32(3, 8, 11), f32(3, 11, 5), bools(3, 1, 11)}},
+		{"causal_fill_mask", attn(false, 0.17, 3, float32(math.Inf(-1))), []tensor.Tensor{f32(1, 4, 16, 32), f32(1, 4, 16, 32), f32(1, 4, 16, 32), causal(16)}},
+		{"decode_one_query", attn(true, 0.125, 1, 0), []tensor.Tensor{f32(1, 8, 1, 64), f32(1, 8, 64, 23), f32(1, 8, 23, 64), f32(1, 1, 1, 23)}},
+		{"matrices", attn(false, 1, 0, 0), []tensor.Tensor{f32(9, 5), f32(12, 5), f32(12, 3)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			checkKernelOp(t, s, c.node, 18, c.in, loomAttention, 1e-5, 1e-5)
+			checkKernelOp(t, s, c.node, 18, c.in, hostops.LoomAttention, 1e-5, 1e-5)
 		})
 	}
 }
@@ -103,32 +111,34 @@ func TestAttentionKernelsAgainstHost(t *testing.T) {
 func TestBatchedMatMulKernelsAgainstHost(t *testing.T) {
 	s := kernelCheckSession(t)
 	rnd := inferRand()
-	f32 := func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+	f32 := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
 	cases := []struct {
 		name string
-		in   []Tensor
+		in   []tensor.Tensor
 	}{
-		{"batched_3d", []Tensor{f32(4, 7, 9), f32(4, 9, 33)}},
-		{"broadcast_b", []Tensor{f32(2, 3, 5, 6), f32(3, 6, 40)}},
-		{"broadcast_both", []Tensor{f32(2, 1, 4, 13, 8), f32(1, 3, 4, 8, 17)}},
-		{"broadcast_a_matrix", []Tensor{f32(13, 8), f32(5, 8, 19)}},
-		{"b_matrix", []Tensor{f32(3, 25, 64), f32(64, 70)}},
-		{"row_vector", []Tensor{f32(9), f32(2, 9, 31)}},
-		{"column_vector", []Tensor{f32(2, 3, 7, 9), f32(9)}},
-		{"vectors", []Tensor{f32(100), f32(100)}},
-		{"one_row", []Tensor{f32(3, 1, 96), f32(3, 96, 130)}},
-		{"tall", []Tensor{f32(2, 257, 31), f32(2, 31, 47)}},
-		{"empty_k", []Tensor{f32(2, 3, 0), f32(2, 0, 4)}},
+		{"batched_3d", []tensor.Tensor{f32(4, 7, 9), f32(4, 9, 33)}},
+		{"broadcast_b", []tensor.Tensor{f32(2, 3, 5, 6), f32(3, 6, 40)}},
+		{"broadcast_both", []tensor.Tensor{f32(2, 1, 4, 13, 8), f32(1, 3, 4, 8, 17)}},
+		{"broadcast_a_matrix", []tensor.Tensor{f32(13, 8), f32(5, 8, 19)}},
+		{"b_matrix", []tensor.Tensor{f32(3, 25, 64), f32(64, 70)}},
+		{"row_vector", []tensor.Tensor{f32(9), f32(2, 9, 31)}},
+		{"column_vector", []tensor.Tensor{f32(2, 3, 7, 9), f32(9)}},
+		{"vectors", []tensor.Tensor{f32(100), f32(100)}},
+		{"one_row", []tensor.Tensor{f32(3, 1, 96), f32(3, 96, 130)}},
+		{"tall", []tensor.Tensor{f32(2, 257, 31), f32(2, 31, 47)}},
+		{"empty_k", []tensor.Tensor{f32(2, 3, 0), f32(2, 0, 4)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			checkPlannerAgainstHost(t, s, planBatchedMatMul, graph.NewNode("n", "MatMul", nil, []string{"y"}), 18, c.in, hostOps["MatMul"], 1e-5, 1e-5)
+			checkPlannerAgainstHost(t, s, kernelops.PlanBatchedMatMul, graph.NewNode("n", "MatMul", nil, []string{"y"}), 18, c.in, ops.HostOps["MatMul"], 1e-5, 1e-5)
 		})
 	}
-	_, _, err := planBatchedMatMul(graph.NewNode("n", "MatMul", nil, []string{"y"}), 18, infosOf([]Tensor{f32(2, 3, 4), f32(2, 5, 6)}))
+	_, _, err := kernelops.PlanBatchedMatMul(graph.NewNode("n", "MatMul", nil, []string{"y"}), 18, ops.InfosOf([]tensor.Tensor{f32(2, 3, 4), f32(2, 5, 6)}))
 	require.ErrorContains(t, err, "inner dimensions differ")
-	p, reason, err := planBatchedMatMul(graph.NewNode("n", "MatMul", nil, []string{"y"}), 18,
-		infosOf([]Tensor{f32(2, 1, 2, 1, 3, 4), f32(1, 2, 1, 2, 4, 5)}))
+	p, reason, err := kernelops.PlanBatchedMatMul(graph.NewNode("n", "MatMul", nil, []string{"y"}), 18,
+		ops.InfosOf([]tensor.Tensor{f32(2, 1, 2, 1, 3, 4), f32(1, 2, 1, 2, 4, 5)}))
 	require.NoError(t, err)
 	require.Nil(t, p)
 	require.Contains(t, reason, "fold")

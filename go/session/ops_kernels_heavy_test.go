@@ -10,16 +10,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // oneNodeSession is a host InferenceSession of a model holding only n, whose inputs in[i]
 // are initializers for i in static and graph inputs otherwise (absent inputs stay absent);
 // it returns the feeds for the graph inputs. Runs go through the compiled run plan, where a
 // planner sees only the initializers' values.
-func oneNodeSession(t testing.TB, n *graph.Node, opset int64, in []Tensor, static ...int) (*InferenceSession, []NamedTensor) {
+func oneNodeSession(t testing.TB, n *graph.Node, opset int64, in []tensor.Tensor, static ...int) (*InferenceSession, []tensor.NamedTensor) {
 	t.Helper()
 	g := &graph.Graph{Name: "one_node"}
-	var feeds []NamedTensor
+	var feeds []tensor.NamedTensor
 	node := *n
 	node.Inputs = make([]string, len(in))
 	for i, v := range in {
@@ -29,14 +33,14 @@ func oneNodeSession(t testing.TB, n *graph.Node, opset int64, in []Tensor, stati
 		name := fmt.Sprintf("in%d", i)
 		node.Inputs[i] = name
 		if slices.Contains(static, i) {
-			raw, _ := rawBytes(v)
-			gt, err := graph.NewTensor(name, v.dtype, v.shape, append([]byte{}, raw...))
+			raw, _ := ops.RawBytes(v)
+			gt, err := graph.NewTensor(name, v.DType(), v.Dims(), append([]byte{}, raw...))
 			require.NoError(t, err)
 			g.AddInitializer(gt)
 			continue
 		}
-		g.Inputs = append(g.Inputs, graph.Input(name, graph.TensorType(v.dtype, graph.ShapeOf(v.shape...))))
-		feeds = append(feeds, NamedTensor{Name: name, Tensor: v})
+		g.Inputs = append(g.Inputs, graph.Input(name, graph.TensorType(v.DType(), graph.ShapeOf(v.Dims()...))))
+		feeds = append(feeds, tensor.NamedTensor{Name: name, Tensor: v})
 	}
 	for _, o := range node.Outputs {
 		if o != "" {
@@ -57,7 +61,9 @@ func oneNodeSession(t testing.TB, n *graph.Node, opset int64, in []Tensor, stati
 // output with the host function's.
 func TestHeavyKernelOpsInRunPlan(t *testing.T) {
 	rnd := inferRand()
-	f32 := func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+	f32 := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
 	lstm, lstmIn := rnnCase{op: "LSTM", seq: 5, batch: 3, in: 7, hidden: 21, dir: "bidirectional", bias: true, h0: true, c0: true, lens: true}.build(rnd)
 	lstm.Outputs = []string{"", "yh"} // Y and Y_c not produced
 	gru, gruIn := rnnCase{op: "GRU", seq: 4, batch: 2, in: 5, hidden: 9, dir: "reverse", layout: 1, bias: true}.build(rnd)
@@ -68,20 +74,20 @@ func TestHeavyKernelOpsInRunPlan(t *testing.T) {
 		name   string
 		node   *graph.Node
 		opset  int64
-		in     []Tensor
+		in     []tensor.Tensor
 		static []int
-		host   opFunc
+		host   ops.OpFunc
 		tol    float64
 	}{
-		{"lstm_unproduced_outputs", lstm, 14, lstmIn, []int{1, 2, 3, 4}, hostOps["LSTM"], 2e-5},
-		{"gru_y_only", gru, 14, gruIn, nil, hostOps["GRU"], 2e-5},
+		{"lstm_unproduced_outputs", lstm, 14, lstmIn, []int{1, 2, 3, 4}, ops.HostOps["LSTM"], 2e-5},
+		{"gru_y_only", gru, 14, gruIn, nil, ops.HostOps["GRU"], 2e-5},
 		{"resize_static_scales", graph.NewNode("n", "Resize", nil, []string{"y"}, graph.StringAttr("mode", "linear")), 19,
-			[]Tensor{f32(2, 3, 5, 6), {}, MustTensor([]int64{4}, []float32{1, 1, 1.6, 2.2})}, []int{2}, hostOps["Resize"], 1e-6},
+			[]tensor.Tensor{f32(2, 3, 5, 6), {}, tensor.MustTensor([]int64{4}, []float32{1, 1, 1.6, 2.2})}, []int{2}, ops.HostOps["Resize"], 1e-6},
 		{"resize_static_sizes", graph.NewNode("n", "Resize", nil, []string{"y"}, graph.StringAttr("nearest_mode", "ceil")), 19,
-			[]Tensor{f32(2, 3, 5, 6), {}, {}, MustTensor([]int64{4}, []int64{2, 3, 9, 4})}, []int{3}, hostOps["Resize"], 0},
+			[]tensor.Tensor{f32(2, 3, 5, 6), {}, {}, tensor.MustTensor([]int64{4}, []int64{2, 3, 9, 4})}, []int{3}, ops.HostOps["Resize"], 0},
 		{"convtranspose_weights", graph.NewNode("n", "ConvTranspose", nil, []string{"y"}, graph.IntsAttr("strides", 2, 2), graph.IntAttr("group", 2)), 17,
-			[]Tensor{f32(2, 4, 5, 6), f32(4, 3, 3, 3), f32(6)}, []int{1, 2}, hostOps["ConvTranspose"], 1e-5},
-		{"attention_mask", attn, 18, []Tensor{f32(2, 4, 6, 8), f32(2, 4, 9, 8), f32(2, 4, 9, 5), f32(1, 1, 6, 9)}, []int{3}, loomAttention, 1e-5},
+			[]tensor.Tensor{f32(2, 4, 5, 6), f32(4, 3, 3, 3), f32(6)}, []int{1, 2}, ops.HostOps["ConvTranspose"], 1e-5},
+		{"attention_mask", attn, 18, []tensor.Tensor{f32(2, 4, 6, 8), f32(2, 4, 9, 8), f32(2, 4, 9, 5), f32(1, 1, 6, 9)}, []int{3}, hostops.LoomAttention, 1e-5},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -98,8 +104,8 @@ func TestHeavyKernelOpsInRunPlan(t *testing.T) {
 					if name == "" {
 						continue
 					}
-					require.Equal(t, want[j].shape, got[k].shape, "output %s", name)
-					w, g := want[j].float64s(), got[k].float64s()
+					require.Equal(t, want[j].Dims(), got[k].Dims(), "output %s", name)
+					w, g := tensor.Float64s(want[j]), tensor.Float64s(got[k])
 					for i := range w {
 						require.InDelta(t, w[i], g[i], c.tol+c.tol*math.Abs(w[i]), "output %s element %d", name, i)
 					}
@@ -117,8 +123,8 @@ func TestHeavyKernelOpsInRunPlan(t *testing.T) {
 
 // benchKernelOp times a one-node model of n on the host provider (a compiled run plan, the
 // inputs flagged static as initializers) against n's host function on the same inputs.
-func benchKernelOp(b *testing.B, planner kernelPlanner, n *graph.Node, opset int64, in []Tensor, host opFunc, static ...int) {
-	p, reason, err := planner(n, opset, infosOfStatic(in))
+func benchKernelOp(b *testing.B, planner ops.KernelPlanner, n *graph.Node, opset int64, in []tensor.Tensor, host ops.OpFunc, static ...int) {
+	p, reason, err := planner(n, opset, ops.InfosOfStatic(in))
 	require.NoError(b, err)
 	require.NotNil(b, p, reason)
 	s, feeds := oneNodeSession(b, n, opset, in, static...)
@@ -144,35 +150,37 @@ func benchKernelOp(b *testing.B, planner kernelPlanner, n *graph.Node, opset int
 
 func BenchmarkHeavyKernelOps(b *testing.B) {
 	rnd := inferRand()
-	f32 := func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+	f32 := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
 	b.Run("lstm_silero_1x1x128", func(b *testing.B) {
 		n, in := rnnCase{op: "LSTM", seq: 1, batch: 1, in: 128, hidden: 128, dir: "forward", bias: true, h0: true, c0: true}.build(rnd)
-		benchKernelOp(b, kernelPlanners["LSTM"], n, 14, in, hostOps["LSTM"], 1, 2, 3)
+		benchKernelOp(b, ops.KernelPlanners["LSTM"], n, 14, in, ops.HostOps["LSTM"], 1, 2, 3)
 	})
 	b.Run("lstm_seq64_b4_256", func(b *testing.B) {
 		n, in := rnnCase{op: "LSTM", seq: 64, batch: 4, in: 256, hidden: 256, dir: "bidirectional", bias: true}.build(rnd)
-		benchKernelOp(b, kernelPlanners["LSTM"], n, 14, in, hostOps["LSTM"], 1, 2, 3)
+		benchKernelOp(b, ops.KernelPlanners["LSTM"], n, 14, in, ops.HostOps["LSTM"], 1, 2, 3)
 	})
 	b.Run("gru_seq64_b4_256", func(b *testing.B) {
 		n, in := rnnCase{op: "GRU", seq: 64, batch: 4, in: 256, hidden: 256, dir: "forward", bias: true}.build(rnd)
-		benchKernelOp(b, kernelPlanners["GRU"], n, 14, in, hostOps["GRU"], 1, 2, 3)
+		benchKernelOp(b, ops.KernelPlanners["GRU"], n, 14, in, ops.HostOps["GRU"], 1, 2, 3)
 	})
 	b.Run("resize_linear_1x32x128x128_x2", func(b *testing.B) {
 		n := graph.NewNode("n", "Resize", nil, []string{"y"}, graph.StringAttr("mode", "linear"))
-		benchKernelOp(b, planResize, n, 19, []Tensor{f32(1, 32, 128, 128), {}, MustTensor([]int64{4}, []float32{1, 1, 2, 2})}, hostOps["Resize"], 2)
+		benchKernelOp(b, kernelops.PlanResize, n, 19, []tensor.Tensor{f32(1, 32, 128, 128), {}, tensor.MustTensor([]int64{4}, []float32{1, 1, 2, 2})}, ops.HostOps["Resize"], 2)
 	})
 	b.Run("resize_nearest_1x32x128x128_x2", func(b *testing.B) {
 		n := graph.NewNode("n", "Resize", nil, []string{"y"})
-		benchKernelOp(b, planResize, n, 19, []Tensor{f32(1, 32, 128, 128), {}, MustTensor([]int64{4}, []float32{1, 1, 2, 2})}, hostOps["Resize"], 2)
+		benchKernelOp(b, kernelops.PlanResize, n, 19, []tensor.Tensor{f32(1, 32, 128, 128), {}, tensor.MustTensor([]int64{4}, []float32{1, 1, 2, 2})}, ops.HostOps["Resize"], 2)
 	})
 	b.Run("convtranspose_1x64x32x32_k4s2", func(b *testing.B) {
 		n := graph.NewNode("n", "ConvTranspose", nil, []string{"y"}, graph.IntsAttr("strides", 2, 2), graph.IntsAttr("pads", 1, 1, 1, 1))
-		benchKernelOp(b, planConvTranspose, n, 17, []Tensor{f32(1, 64, 32, 32), f32(64, 32, 4, 4), f32(32)}, hostOps["ConvTranspose"], 1, 2)
+		benchKernelOp(b, kernelops.PlanConvTranspose, n, 17, []tensor.Tensor{f32(1, 64, 32, 32), f32(64, 32, 4, 4), f32(32)}, ops.HostOps["ConvTranspose"], 1, 2)
 	})
 	b.Run("attention_1x8x128x64", func(b *testing.B) {
 		n := graph.NewNode("n", "Attention", nil, []string{"y"}, graph.IntAttr("k_transposed", 1), graph.FloatAttr("scale", 0.125))
 		n.Domain = graph.LoomDomain
-		benchKernelOp(b, planAttention, n, 18, []Tensor{f32(1, 8, 128, 64), f32(1, 8, 64, 128), f32(1, 8, 128, 64)}, loomAttention)
+		benchKernelOp(b, kernelops.PlanAttention, n, 18, []tensor.Tensor{f32(1, 8, 128, 64), f32(1, 8, 64, 128), f32(1, 8, 128, 64)}, hostops.LoomAttention)
 	})
 }
 
@@ -182,12 +190,12 @@ func BenchmarkBatchedMatMulPlanners(b *testing.B) {
 	s := kernelCheckSession(b)
 	rnd := inferRand()
 	n := graph.NewNode("n", "MatMul", nil, []string{"y"})
-	in := []Tensor{MustTensor([]int64{8, 128, 256}, randomF32(rnd, 8*128*256)), MustTensor([]int64{8, 256, 256}, randomF32(rnd, 8*256*256))}
+	in := []tensor.Tensor{tensor.MustTensor([]int64{8, 128, 256}, randomF32(rnd, 8*128*256)), tensor.MustTensor([]int64{8, 256, 256}, randomF32(rnd, 8*256*256))}
 	for _, c := range []struct {
 		name    string
-		planner kernelPlanner
-	}{{"bmm", planBatchedMatMul}, {"registered", kernelPlanners["MatMul"]}} {
-		p, reason, err := c.planner(n, 18, infosOfStatic(in))
+		planner ops.KernelPlanner
+	}{{"bmm", kernelops.PlanBatchedMatMul}, {"registered", ops.KernelPlanners["MatMul"]}} {
+		p, reason, err := c.planner(n, 18, ops.InfosOfStatic(in))
 		require.NoError(b, err)
 		require.NotNil(b, p, reason)
 		rc := &runCtx{s: s, opset: 18}

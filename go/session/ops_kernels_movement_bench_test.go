@@ -6,6 +6,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // The movement, reduction and normalization benchmarks time an op's kernel plan as a compiled
@@ -18,7 +21,7 @@ import (
 type opBench struct {
 	name string
 	node *graph.Node
-	in   []Tensor
+	in   []tensor.Tensor
 }
 
 func kernelOpBenches() []opBench {
@@ -28,26 +31,26 @@ func kernelOpBenches() []opBench {
 		idx[i] = int64(r.rnd.IntN(1000))
 	}
 	return []opBench{
-		{"transpose_attention_heads", kernelNode("Transpose", graph.IntsAttr("perm", 0, 2, 1, 3)), []Tensor{r.f32(1, 128, 12, 64)}},
-		{"transpose_matrix", kernelNode("Transpose"), []Tensor{r.f32(256, 256)}},
-		{"concat_channels", kernelNode("Concat", graph.IntAttr("axis", 1)), []Tensor{r.f32(1, 64, 32, 32), r.f32(1, 64, 32, 32)}},
-		{"gather_embedding", kernelNode("Gather"), []Tensor{r.f32(1000, 256), int64Vec(idx...)}},
-		{"where_bool", kernelNode("Where"), []Tensor{r.of(graph.Bool, 128, 768), r.f32(128, 768), r.f32(1)}},
-		{"reduce_mean_rows", kernelNode("ReduceMean"), []Tensor{r.f32(128, 768), int64Vec(-1)}},
-		{"reduce_sum_middle", kernelNode("ReduceSum"), []Tensor{r.f32(64, 256, 64), int64Vec(1)}},
-		{"layernorm", multiOutputNode("LayerNormalization", []string{"y"}), []Tensor{r.f32(128, 768), r.f32(768), r.f32(768)}},
-		{"gelu", kernelNode("Gelu"), []Tensor{r.f32(128, 768)}},
+		{"transpose_attention_heads", kernelNode("Transpose", graph.IntsAttr("perm", 0, 2, 1, 3)), []tensor.Tensor{r.f32(1, 128, 12, 64)}},
+		{"transpose_matrix", kernelNode("Transpose"), []tensor.Tensor{r.f32(256, 256)}},
+		{"concat_channels", kernelNode("Concat", graph.IntAttr("axis", 1)), []tensor.Tensor{r.f32(1, 64, 32, 32), r.f32(1, 64, 32, 32)}},
+		{"gather_embedding", kernelNode("Gather"), []tensor.Tensor{r.f32(1000, 256), int64Vec(idx...)}},
+		{"where_bool", kernelNode("Where"), []tensor.Tensor{r.of(graph.Bool, 128, 768), r.f32(128, 768), r.f32(1)}},
+		{"reduce_mean_rows", kernelNode("ReduceMean"), []tensor.Tensor{r.f32(128, 768), int64Vec(-1)}},
+		{"reduce_sum_middle", kernelNode("ReduceSum"), []tensor.Tensor{r.f32(64, 256, 64), int64Vec(1)}},
+		{"layernorm", multiOutputNode("LayerNormalization", []string{"y"}), []tensor.Tensor{r.f32(128, 768), r.f32(768), r.f32(768)}},
+		{"gelu", kernelNode("Gelu"), []tensor.Tensor{r.f32(128, 768)}},
 	}
 }
 
 // placeStaticPlan plans n for the tensors in (all static), places its operands in ms and
 // returns its launches.
-func placeStaticPlan(b *testing.B, ms *ModelSession, n *graph.Node, in []Tensor) []Command {
+func placeStaticPlan(b *testing.B, ms *device.ModelSession, n *graph.Node, in []tensor.Tensor) []device.Command {
 	b.Helper()
-	p, reason, err := kernelPlanners[plannerKey(n)](n, 18, infosOfStatic(in))
+	p, reason, err := ops.KernelPlanners[ops.PlannerKey(n)](n, 18, ops.InfosOfStatic(in))
 	require.NoError(b, err)
 	require.NotNil(b, p, reason)
-	cmds, _ := placeKernelPlan(b, ms, p, in, Region{})
+	cmds, _ := placeKernelPlan(b, ms, p, in, device.Region{})
 	return cmds
 }
 
@@ -60,7 +63,7 @@ func BenchmarkKernelOpsVsHost(b *testing.B) {
 		})
 		b.Run(c.name+"/host", func(b *testing.B) {
 			rc := &runCtx{opset: 18}
-			f := hostOps[c.node.OpType]
+			f := ops.HostOps[c.node.OpType]
 			for b.Loop() {
 				_, err := f(rc, c.node, c.in)
 				require.NoError(b, err)

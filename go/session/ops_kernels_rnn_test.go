@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // rnnCase is one recurrent-op check: the op, its geometry and which optional inputs it has.
@@ -29,13 +31,15 @@ func (c rnnCase) name() string {
 
 // build returns the node and fresh random inputs (sequence lengths in [0, seq], at least one
 // shorter than seq when lens).
-func (c rnnCase) build(rnd *rand.Rand) (*graph.Node, []Tensor) {
+func (c rnnCase) build(rnd *rand.Rand) (*graph.Node, []tensor.Tensor) {
 	gates := map[string]int{"RNN": 1, "GRU": 3, "LSTM": 4}[c.op]
 	dirs := 1
 	if c.dir == "bidirectional" {
 		dirs = 2
 	}
-	f32 := func(shape ...int64) Tensor { return MustTensor(shape, randomF32(rnd, numel(shape))) }
+	f32 := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
 	x := f32(int64(c.seq), int64(c.batch), int64(c.in))
 	state := []int64{int64(dirs), int64(c.batch), int64(c.hidden)}
 	if c.layout == 1 {
@@ -43,7 +47,7 @@ func (c rnnCase) build(rnd *rand.Rand) (*graph.Node, []Tensor) {
 		state = []int64{int64(c.batch), int64(dirs), int64(c.hidden)}
 	}
 	gh := int64(gates * c.hidden)
-	in := []Tensor{x, f32(int64(dirs), gh, int64(c.in)), f32(int64(dirs), gh, int64(c.hidden)), {}, {}, {}}
+	in := []tensor.Tensor{x, f32(int64(dirs), gh, int64(c.in)), f32(int64(dirs), gh, int64(c.hidden)), {}, {}, {}}
 	if c.bias {
 		in[3] = f32(int64(dirs), 2*gh)
 	}
@@ -53,13 +57,13 @@ func (c rnnCase) build(rnd *rand.Rand) (*graph.Node, []Tensor) {
 			l[i] = int32(rnd.IntN(c.seq + 1))
 		}
 		l[rnd.IntN(c.batch)] = int32(rnd.IntN(c.seq))
-		in[4] = MustTensor([]int64{int64(c.batch)}, l)
+		in[4] = tensor.MustTensor([]int64{int64(c.batch)}, l)
 	}
 	if c.h0 {
 		in[5] = f32(state...)
 	}
 	if c.op == "LSTM" {
-		in = append(in, Tensor{}, Tensor{})
+		in = append(in, tensor.Tensor{}, tensor.Tensor{})
 		if c.c0 {
 			in[6] = f32(state...)
 		}
@@ -124,12 +128,12 @@ func TestRNNKernelsAgainstHost(t *testing.T) {
 // host functions, and rejects invalid shapes.
 func TestRNNKernelsDecline(t *testing.T) {
 	rnd := inferRand()
-	plan := func(n *graph.Node, in []Tensor, static bool) (*kernelPlan, string, error) {
-		infos := infosOf(in)
+	plan := func(n *graph.Node, in []tensor.Tensor, static bool) (*ops.KernelPlan, string, error) {
+		infos := ops.InfosOf(in)
 		if static {
-			infos = infosOfStatic(in)
+			infos = ops.InfosOfStatic(in)
 		}
-		return kernelPlanners[n.OpType](n, 14, infos)
+		return ops.KernelPlanners[n.OpType](n, 14, infos)
 	}
 	c := rnnCase{op: "LSTM", seq: 3, batch: 2, in: 4, hidden: 5, dir: "forward", lens: true}
 	n, in := c.build(rnd)
@@ -147,7 +151,7 @@ func TestRNNKernelsDecline(t *testing.T) {
 
 	c = rnnCase{op: "RNN", seq: 3, batch: 2, in: 4, hidden: 5, dir: "forward"}
 	n, in = c.build(rnd)
-	in[2] = MustTensor([]int64{1, 5, 4}, randomF32(rnd, 20))
+	in[2] = tensor.MustTensor([]int64{1, 5, 4}, randomF32(rnd, 20))
 	_, _, err = plan(n, in, true)
 	require.ErrorContains(t, err, "R shape")
 }

@@ -11,14 +11,16 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/opt"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // fusedVsUnfused builds a graph twice with build, runs it unoptimized and fully optimized on
 // the same fresh random inputs, requires that the optimizer made the fused op (of
 // graph.LoomDomain) and that both agree.
-func fusedVsUnfused(t *testing.T, fusedOp string, build func() *graph.Model, feeds []NamedTensor) {
+func fusedVsUnfused(t *testing.T, fusedOp string, build func() *graph.Model, feeds []tensor.NamedTensor) {
 	t.Helper()
-	var outs [2][]Tensor
+	var outs [2][]tensor.Tensor
 	for i, level := range []opt.Level{opt.LevelDisabled, opt.LevelAll} {
 		s, err := FromGraph(build(), WithExecutionProvider(ProviderHost), WithOptimizationLevel(level))
 		require.NoError(t, err)
@@ -33,7 +35,7 @@ func fusedVsUnfused(t *testing.T, fusedOp string, build func() *graph.Model, fee
 		outs[i], err = s.Run(context.Background(), feeds)
 		require.NoError(t, err)
 	}
-	want, got := outs[0][0].float64s(), outs[1][0].float64s()
+	want, got := tensor.Float64s(outs[0][0]), tensor.Float64s(outs[1][0])
 	require.Equal(t, outs[0][0].Shape(), outs[1][0].Shape())
 	for i := range want {
 		assert.InDelta(t, want[i], got[i], 1e-5*(1+math.Abs(want[i])), "element %d", i)
@@ -58,7 +60,7 @@ func TestFusedConvActivations(t *testing.T) {
 		{act: "Clip", extra: []string{"lo", "hi"}},
 	}
 	w, b := randomF32(rnd, 4*3*3*3), randomF32(rnd, 4)
-	x := MustTensor([]int64{2, 3, 7, 6}, randomF32(rnd, 2*3*7*6))
+	x := tensor.MustTensor([]int64{2, 3, 7, 6}, randomF32(rnd, 2*3*7*6))
 	for _, c := range cases {
 		t.Run(c.act, func(t *testing.T) {
 			build := func() *graph.Model {
@@ -77,7 +79,7 @@ func TestFusedConvActivations(t *testing.T) {
 				require.NoError(t, err)
 				return m
 			}
-			fusedVsUnfused(t, "FusedConv", build, []NamedTensor{{Name: "x", Tensor: x}})
+			fusedVsUnfused(t, "FusedConv", build, []tensor.NamedTensor{{Name: "x", Tensor: x}})
 		})
 	}
 }
@@ -85,18 +87,18 @@ func TestFusedConvActivations(t *testing.T) {
 func TestLoomAttentionMaskModes(t *testing.T) {
 	rnd := inferRand()
 	const b, h, tq, tk, d, dv = 2, 3, 5, 6, 8, 4
-	q := MustTensor([]int64{b, h, tq, d}, randomF32(rnd, b*h*tq*d))
-	k := MustTensor([]int64{b, h, d, tk}, randomF32(rnd, b*h*d*tk))
-	v := MustTensor([]int64{b, h, tk, dv}, randomF32(rnd, b*h*tk*dv))
-	addMask := MustTensor([]int64{1, 1, tq, tk}, randomF32(rnd, tq*tk))
+	q := tensor.MustTensor([]int64{b, h, tq, d}, randomF32(rnd, b*h*tq*d))
+	k := tensor.MustTensor([]int64{b, h, d, tk}, randomF32(rnd, b*h*d*tk))
+	v := tensor.MustTensor([]int64{b, h, tk, dv}, randomF32(rnd, b*h*tk*dv))
+	addMask := tensor.MustTensor([]int64{1, 1, tq, tk}, randomF32(rnd, tq*tk))
 	cond := make([]bool, tq*tk)
 	for i := range cond {
 		cond[i] = rnd.IntN(3) != 0
 	}
-	boolMask := MustTensor([]int64{tq, tk}, cond)
+	boolMask := tensor.MustTensor([]int64{tq, tk}, cond)
 	for _, mode := range []string{"none", "add", "keep_where_true", "fill_where_true"} {
 		t.Run(mode, func(t *testing.T) {
-			feeds := []NamedTensor{{Name: "q", Tensor: q}, {Name: "k", Tensor: k}, {Name: "v", Tensor: v}}
+			feeds := []tensor.NamedTensor{{Name: "q", Tensor: q}, {Name: "k", Tensor: k}, {Name: "v", Tensor: v}}
 			build := func() *graph.Model {
 				g := &graph.Graph{Name: "attention_" + mode}
 				g.Inputs = []*graph.Value{
@@ -135,9 +137,9 @@ func TestLoomAttentionMaskModes(t *testing.T) {
 			}
 			switch mode {
 			case "add":
-				feeds = append(feeds, NamedTensor{Name: "mask", Tensor: addMask})
+				feeds = append(feeds, tensor.NamedTensor{Name: "mask", Tensor: addMask})
 			case "keep_where_true", "fill_where_true":
-				feeds = append(feeds, NamedTensor{Name: "mask", Tensor: boolMask})
+				feeds = append(feeds, tensor.NamedTensor{Name: "mask", Tensor: boolMask})
 			}
 			fusedVsUnfused(t, "Attention", build, feeds)
 		})
@@ -148,7 +150,7 @@ func TestGeluApproximations(t *testing.T) {
 	// Gelu is a kernel op (ops_kernels_norm.go): the run needs a session for its device.
 	rc := &runCtx{s: kernelCheckSession(t), opset: 20}
 	defer rc.close()
-	x := MustTensor([]int64{5}, []float32{-3, -0.5, 0, 0.7, 2.5})
+	x := tensor.MustTensor([]int64{5}, []float32{-3, -0.5, 0, 0.7, 2.5})
 	for _, c := range []struct {
 		approximate string
 		f           func(float64) float64
@@ -159,14 +161,14 @@ func TestGeluApproximations(t *testing.T) {
 		}},
 	} {
 		n := graph.NewNode("g", "Gelu", []string{"x"}, []string{"y"}, graph.StringAttr("approximate", c.approximate))
-		out, err := loomOps["Gelu"](rc, n, []Tensor{x})
+		out, err := kernelRuns[graph.LoomDomain+":Gelu"](rc, n, []tensor.Tensor{x})
 		require.NoError(t, err)
-		got := out[0].float64s()
-		for i, v := range x.float64s() {
+		got := tensor.Float64s(out[0])
+		for i, v := range tensor.Float64s(x) {
 			assert.InDelta(t, c.f(v), got[i], 1e-6, fmt.Sprintf("%s at %v", c.approximate, v))
 		}
 	}
-	_, err := loomOps["Gelu"](rc, graph.NewNode("g", "Gelu", []string{"x"}, []string{"y"}, graph.StringAttr("approximate", "cubic")), []Tensor{x})
+	_, err := kernelRuns[graph.LoomDomain+":Gelu"](rc, graph.NewNode("g", "Gelu", []string{"x"}, []string{"y"}, graph.StringAttr("approximate", "cubic")), []tensor.Tensor{x})
 	require.ErrorContains(t, err, "cubic")
 }
 
@@ -174,20 +176,20 @@ func TestGeluApproximations(t *testing.T) {
 // fusion can leave one) runs on the host as Conv, then scale·y + shift.
 func TestFusedConvHostWithoutActivation(t *testing.T) {
 	rnd := inferRand()
-	x := MustTensor([]int64{1, 2, 5, 5}, randomF32(rnd, 50))
-	w := MustTensor([]int64{3, 2, 3, 3}, randomF32(rnd, 54))
-	b := MustTensor([]int64{3}, randomF32(rnd, 3))
+	x := tensor.MustTensor([]int64{1, 2, 5, 5}, randomF32(rnd, 50))
+	w := tensor.MustTensor([]int64{3, 2, 3, 3}, randomF32(rnd, 54))
+	b := tensor.MustTensor([]int64{3}, randomF32(rnd, 3))
 	conv := graph.NewNode("c", "Conv", []string{"x", "w", "b"}, []string{"y"}, graph.IntsAttr("pads", 1, 1, 1, 1))
 	fused := graph.NewNode("c", "FusedConv", []string{"x", "w", "b"}, []string{"y"}, graph.IntsAttr("pads", 1, 1, 1, 1),
 		graph.FloatAttr("output_scale", 0.5), graph.FloatAttr("output_shift", -2))
 	fused.Domain = graph.LoomDomain
 	rc := &runCtx{s: kernelCheckSession(t), opset: 13}
 	defer rc.close()
-	want, err := kernelOps["Conv"](rc, conv, []Tensor{x, w, b})
+	want, err := kernelRuns["Conv"](rc, conv, []tensor.Tensor{x, w, b})
 	require.NoError(t, err)
-	got, err := fusedConvHost(rc, fused, []Tensor{x, w, b})
+	got, err := hostops.FusedConvHost(rc, fused, []tensor.Tensor{x, w, b})
 	require.NoError(t, err)
-	for i, v := range want[0].data.([]float32) {
-		require.InDelta(t, 0.5*v-2, got[0].data.([]float32)[i], 1e-5, "element %d", i)
+	for i, v := range want[0].Data().([]float32) {
+		require.InDelta(t, 0.5*v-2, got[0].Data().([]float32)[i], 1e-5, "element %d", i)
 	}
 }

@@ -6,13 +6,16 @@ import (
 	"testing"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // identityGrid is the (N, H, W, 2) grid whose samples land exactly on the input's pixels: pixel
 // corners for align_corners=1, pixel centres otherwise.
-func identityGrid(n, h, w int, alignCorners bool) Tensor {
+func identityGrid(n, h, w int, alignCorners bool) tensor.Tensor {
 	coord := func(i, size int) float32 {
 		if alignCorners {
 			if size == 1 {
@@ -30,22 +33,22 @@ func identityGrid(n, h, w int, alignCorners bool) Tensor {
 			}
 		}
 	}
-	return MustTensor([]int64{int64(n), int64(h), int64(w), 2}, g)
+	return tensor.MustTensor([]int64{int64(n), int64(h), int64(w), 2}, g)
 }
 
 func TestGridSampleIdentityGridReproducesInput(t *testing.T) {
 	rnd := inferRand()
 	rc := &runCtx{opset: 20}
-	x := MustTensor([]int64{2, 3, 4, 5}, randomF32(rnd, 120))
+	x := tensor.MustTensor([]int64{2, 3, 4, 5}, randomF32(rnd, 120))
 	for _, mode := range []string{"linear", "bilinear", "nearest", "cubic", "bicubic"} {
 		for _, padding := range []string{"zeros", "border", "reflection"} {
 			for _, align := range []int64{0, 1} {
 				n := graph.NewNode("g", "GridSample", nil, []string{"y"},
 					graph.StringAttr("mode", mode), graph.StringAttr("padding_mode", padding), graph.IntAttr("align_corners", align))
-				got, err := opGridSample(rc, n, []Tensor{x, identityGrid(2, 4, 5, align == 1)})
+				got, err := hostops.OpGridSample(rc, n, []tensor.Tensor{x, identityGrid(2, 4, 5, align == 1)})
 				require.NoError(t, err)
 				require.Equal(t, x.Shape(), got[0].Shape())
-				assert.InDeltaSlice(t, x.float64s(), got[0].float64s(), 1e-5, "%s %s align_corners=%d", mode, padding, align)
+				assert.InDeltaSlice(t, tensor.Float64s(x), tensor.Float64s(got[0]), 1e-5, "%s %s align_corners=%d", mode, padding, align)
 			}
 		}
 	}
@@ -56,15 +59,15 @@ func TestGridSampleIdentityGridReproducesInput(t *testing.T) {
 func TestGridSampleBilinearMatchesDirectFormula(t *testing.T) {
 	rnd := inferRand()
 	const h, w, oh, ow = 4, 6, 3, 5
-	x := MustTensor([]int64{1, 2, h, w}, randomF32(rnd, 2*h*w))
+	x := tensor.MustTensor([]int64{1, 2, h, w}, randomF32(rnd, 2*h*w))
 	gv := randomF32(rnd, oh*ow*2)
 	for i := range gv {
 		gv[i] *= 1.3
 	}
-	grid := MustTensor([]int64{1, oh, ow, 2}, gv)
-	got, err := opGridSample(&runCtx{opset: 16}, graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", "bilinear")), []Tensor{x, grid})
+	grid := tensor.MustTensor([]int64{1, oh, ow, 2}, gv)
+	got, err := hostops.OpGridSample(&runCtx{opset: 16}, graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", "bilinear")), []tensor.Tensor{x, grid})
 	require.NoError(t, err)
-	xv := x.float64s()
+	xv := tensor.Float64s(x)
 	pixel := func(c, y, xx int) float64 {
 		if y < 0 || y >= h || xx < 0 || xx >= w {
 			return 0
@@ -82,9 +85,9 @@ func TestGridSampleBilinearMatchesDirectFormula(t *testing.T) {
 				ay*((1-ax)*pixel(c, y0+1, x0)+ax*pixel(c, y0+1, x0+1)))
 		}
 	}
-	assert.InDeltaSlice(t, want, got[0].float64s(), 1e-5)
+	assert.InDeltaSlice(t, want, tensor.Float64s(got[0]), 1e-5)
 
-	_, err = opGridSample(&runCtx{opset: 20}, graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", "area")), []Tensor{x, grid})
+	_, err = hostops.OpGridSample(&runCtx{opset: 20}, graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", "area")), []tensor.Tensor{x, grid})
 	assert.ErrorContains(t, err, "mode")
 }
 
@@ -96,21 +99,21 @@ func TestRoiAlignWholeImageOfConstantImage(t *testing.T) {
 	for i := range img {
 		img[i] = value
 	}
-	x := MustTensor([]int64{2, 3, h, w}, img)
-	rois := MustTensor([]int64{2, 4}, []float32{0, 0, w, h, 0, 0, w - 1, h - 1})
-	batch := MustTensor([]int64{2}, []int64{1, 0})
+	x := tensor.MustTensor([]int64{2, 3, h, w}, img)
+	rois := tensor.MustTensor([]int64{2, 4}, []float32{0, 0, w, h, 0, 0, w - 1, h - 1})
+	batch := tensor.MustTensor([]int64{2}, []int64{1, 0})
 	for _, ctm := range []string{"half_pixel", "output_half_pixel"} {
 		oh, ow := 1+rnd.IntN(4), 1+rnd.IntN(4)
 		n := graph.NewNode("r", "RoiAlign", nil, []string{"y"}, graph.StringAttr("coordinate_transformation_mode", ctm),
 			graph.IntAttr("output_height", int64(oh)), graph.IntAttr("output_width", int64(ow)), graph.IntAttr("sampling_ratio", int64(rnd.IntN(3))))
-		got, err := opRoiAlign(&runCtx{opset: 16}, n, []Tensor{x, rois, batch})
+		got, err := hostops.OpRoiAlign(&runCtx{opset: 16}, n, []tensor.Tensor{x, rois, batch})
 		require.NoError(t, err)
 		require.Equal(t, []int64{2, 3, int64(oh), int64(ow)}, got[0].Shape())
-		for i, v := range got[0].float64s() {
+		for i, v := range tensor.Float64s(got[0]) {
 			assert.InDelta(t, float64(value), v, 1e-5, "%s element %d", ctm, i)
 		}
 	}
-	_, err := opRoiAlign(&runCtx{opset: 16}, graph.NewNode("r", "RoiAlign", nil, []string{"y"}), []Tensor{x, rois, MustTensor([]int64{2}, []int64{0, 2})})
+	_, err := hostops.OpRoiAlign(&runCtx{opset: 16}, graph.NewNode("r", "RoiAlign", nil, []string{"y"}), []tensor.Tensor{x, rois, tensor.MustTensor([]int64{2}, []int64{0, 2})})
 	assert.ErrorContains(t, err, "batch index 2")
 }
 
@@ -123,18 +126,18 @@ func TestMaxUnpoolInvertsMaxPool(t *testing.T) {
 	for i := range positive {
 		positive[i] = positive[i] + 1.5
 	}
-	x := MustTensor([]int64{2, 3, 6, 8}, positive)
+	x := tensor.MustTensor([]int64{2, 3, 6, 8}, positive)
 	attrs := []*graph.Attribute{graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)}
-	pooled, err := maxPoolWithIndices(graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), x)
+	pooled, err := hostops.MaxPoolWithIndices(graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), x)
 	require.NoError(t, err)
-	un, err := opMaxUnpool(&runCtx{opset: 11}, graph.NewNode("u", "MaxUnpool", nil, []string{"y"}, attrs...), pooled[:2])
+	un, err := hostops.OpMaxUnpool(&runCtx{opset: 11}, graph.NewNode("u", "MaxUnpool", nil, []string{"y"}, attrs...), pooled[:2])
 	require.NoError(t, err)
 	require.Equal(t, x.Shape(), un[0].Shape())
-	again, err := maxPoolWithIndices(graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), un[0])
+	again, err := hostops.MaxPoolWithIndices(graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), un[0])
 	require.NoError(t, err)
-	assert.Equal(t, pooled[0].float64s(), again[0].float64s())
+	assert.Equal(t, tensor.Float64s(pooled[0]), tensor.Float64s(again[0]))
 	nonzero := 0
-	for _, v := range un[0].float64s() {
+	for _, v := range tensor.Float64s(un[0]) {
 		if v != 0 {
 			nonzero++
 		}
@@ -145,31 +148,31 @@ func TestMaxUnpoolInvertsMaxPool(t *testing.T) {
 func TestBatchNormTrainingUpdatesRunningStats(t *testing.T) {
 	rnd := inferRand()
 	const n, c, inner = 3, 4, 5
-	x := MustTensor([]int64{n, c, inner}, randomF32(rnd, n*c*inner))
-	scale, bias := MustTensor([]int64{c}, randomF32(rnd, c)), MustTensor([]int64{c}, randomF32(rnd, c))
-	mean, vr := MustTensor([]int64{c}, randomF32(rnd, c)), MustTensor([]int64{c}, randomF32(rnd, c))
+	x := tensor.MustTensor([]int64{n, c, inner}, randomF32(rnd, n*c*inner))
+	scale, bias := tensor.MustTensor([]int64{c}, randomF32(rnd, c)), tensor.MustTensor([]int64{c}, randomF32(rnd, c))
+	mean, vr := tensor.MustTensor([]int64{c}, randomF32(rnd, c)), tensor.MustTensor([]int64{c}, randomF32(rnd, c))
 	for i := range vr.Data().([]float32) {
 		vr.Data().([]float32)[i] += 2
 	}
 	const momentum = 0.7
 	node := graph.NewNode("b", "BatchNormalization", nil, []string{"y", "m", "v"},
 		graph.IntAttr("training_mode", 1), graph.FloatAttr("momentum", momentum), graph.FloatAttr("epsilon", 1e-5))
-	got, err := hostOps["BatchNormalization"](&runCtx{opset: 15}, node, []Tensor{x, scale, bias, mean, vr})
+	got, err := ops.HostOps["BatchNormalization"](&runCtx{opset: 15}, node, []tensor.Tensor{x, scale, bias, mean, vr})
 	require.NoError(t, err)
 	require.Len(t, got, 3)
-	xv, yv := x.float64s(), got[0].float64s()
+	xv, yv := tensor.Float64s(x), tensor.Float64s(got[0])
 	for ch := 0; ch < c; ch++ {
 		var vals []float64
 		for b := 0; b < n; b++ {
 			vals = append(vals, xv[(b*c+ch)*inner:(b*c+ch+1)*inner]...)
 		}
-		bm, bv := meanVar(vals)
-		assert.InDelta(t, momentum*mean.float64s()[ch]+(1-momentum)*bm, got[1].float64s()[ch], 1e-6)
-		assert.InDelta(t, momentum*vr.float64s()[ch]+(1-momentum)*bv, got[2].float64s()[ch], 1e-6)
+		bm, bv := hostops.MeanVar(vals)
+		assert.InDelta(t, momentum*tensor.Float64s(mean)[ch]+(1-momentum)*bm, tensor.Float64s(got[1])[ch], 1e-6)
+		assert.InDelta(t, momentum*tensor.Float64s(vr)[ch]+(1-momentum)*bv, tensor.Float64s(got[2])[ch], 1e-6)
 		for b := 0; b < n; b++ {
 			for k := 0; k < inner; k++ {
 				i := (b*c+ch)*inner + k
-				want := scale.float64s()[ch]*(xv[i]-bm)/math.Sqrt(bv+1e-5) + bias.float64s()[ch]
+				want := tensor.Float64s(scale)[ch]*(xv[i]-bm)/math.Sqrt(bv+1e-5) + tensor.Float64s(bias)[ch]
 				assert.InDelta(t, want, yv[i], 1e-5)
 			}
 		}
@@ -182,7 +185,7 @@ func TestBatchNormTrainingUpdatesRunningStats(t *testing.T) {
 func TestGridSamplePaddingModesMatchFoldedGrids(t *testing.T) {
 	rnd := inferRand()
 	rc := &runCtx{opset: 20}
-	x := MustTensor([]int64{1, 2, 5, 4}, randomF32(rnd, 40))
+	x := tensor.MustTensor([]int64{1, 2, 5, 4}, randomF32(rnd, 40))
 	raw := randomF32(rnd, 3*4*2)
 	clamped, mirrored := make([]float32, len(raw)), make([]float32, len(raw))
 	for i := range raw {
@@ -200,9 +203,9 @@ func TestGridSamplePaddingModesMatchFoldedGrids(t *testing.T) {
 	sample := func(mode, padding string, g []float32) []float64 {
 		n := graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", mode),
 			graph.StringAttr("padding_mode", padding), graph.IntAttr("align_corners", 1))
-		got, err := opGridSample(rc, n, []Tensor{x, MustTensor([]int64{1, 3, 4, 2}, g)})
+		got, err := hostops.OpGridSample(rc, n, []tensor.Tensor{x, tensor.MustTensor([]int64{1, 3, 4, 2}, g)})
 		require.NoError(t, err)
-		return got[0].float64s()
+		return tensor.Float64s(got[0])
 	}
 	for _, mode := range []string{"linear", "cubic"} {
 		assert.InDeltaSlice(t, sample(mode, "border", clamped), sample(mode, "border", raw), 1e-5, mode)
@@ -224,7 +227,7 @@ func bernsteinDeviation(variance, delta float64) float64 {
 }
 
 // relativeSpacing is the spacing of dt's values at 1, which bounds its relative rounding error.
-func relativeSpacing(dt DType) float64 {
+func relativeSpacing(dt tensor.DType) float64 {
 	switch dt {
 	case graph.Float16:
 		return 0x1p-10
@@ -239,64 +242,64 @@ func relativeSpacing(dt DType) float64 {
 func TestRandomUniformDistributionAndTypes(t *testing.T) {
 	rnd := inferRand()
 	rc := &runCtx{opset: 22}
-	for _, dt := range []DType{graph.Float16, graph.BFloat16, graph.Float, graph.Double} {
+	for _, dt := range []tensor.DType{graph.Float16, graph.BFloat16, graph.Float, graph.Double} {
 		low := float32(rnd.Float64()*4 - 3)
 		high := low + 0.5 + float32(rnd.Float64()*4)
 		n := graph.NewNode("u", "RandomUniform", nil, []string{"y"}, graph.IntsAttr("shape", 64, 64),
 			graph.IntAttr("dtype", int64(dt)), graph.FloatAttr("low", low), graph.FloatAttr("high", high))
-		got, err := opRandomUniform(rc, n, nil)
+		got, err := hostops.OpRandomUniform(rc, n, nil)
 		require.NoError(t, err)
 		require.Equal(t, dt, got[0].DType())
 		require.Equal(t, []int64{64, 64}, got[0].Shape())
-		v := got[0].float64s()
+		v := tensor.Float64s(got[0])
 		lo, hi := float64(low), float64(high)
 		for i, x := range v {
 			require.True(t, x >= lo && x < hi, "%s element %d is %v, outside [%v, %v)", dt, i, x, lo, hi)
 		}
 		// Hoeffding for the mean and the variance about the centre, widened by the rounding.
-		mean, variance := meanVar(v)
+		mean, variance := hostops.MeanVar(v)
 		spread := math.Sqrt(math.Log(2/randomTestDelta) / (2 * float64(len(v))))
 		rounding := relativeSpacing(dt) * math.Max(math.Abs(lo), math.Abs(hi))
 		assert.InDelta(t, (lo+hi)/2, mean, (hi-lo)*spread+rounding, "%s mean", dt)
 		assert.InDelta(t, (hi-lo)*(hi-lo)/12, variance+(mean-(lo+hi)/2)*(mean-(lo+hi)/2), (hi-lo)*(hi-lo)/4*spread+rounding*(hi-lo), "%s variance", dt)
 	}
 	// The *Like form takes the input's shape, and its type unless dtype says otherwise.
-	x := MustTensor([]int64{5, 7}, make([]Float16, 35))
+	x := tensor.MustTensor([]int64{5, 7}, make([]tensor.Float16, 35))
 	like := graph.NewNode("u", "RandomUniformLike", []string{"x"}, []string{"y"})
-	got, err := opRandomUniform(rc, like, []Tensor{x})
+	got, err := hostops.OpRandomUniform(rc, like, []tensor.Tensor{x})
 	require.NoError(t, err)
 	assert.Equal(t, graph.Float16, got[0].DType())
 	assert.Equal(t, []int64{5, 7}, got[0].Shape())
 	like.SetAttr(graph.IntAttr("dtype", int64(graph.Double)))
-	got, err = opRandomUniform(rc, like, []Tensor{x})
+	got, err = hostops.OpRandomUniform(rc, like, []tensor.Tensor{x})
 	require.NoError(t, err)
 	assert.Equal(t, graph.Double, got[0].DType())
-	_, err = opRandomUniform(rc, graph.NewNode("u", "RandomUniformLike", []string{"x"}, []string{"y"}), []Tensor{i64Tensor([]int64{3}, []int64{1, 2, 3})})
+	_, err = hostops.OpRandomUniform(rc, graph.NewNode("u", "RandomUniformLike", []string{"x"}, []string{"y"}), []tensor.Tensor{hostops.I64Tensor([]int64{3}, []int64{1, 2, 3})})
 	assert.ErrorContains(t, err, "int64 (the input's type) is not supported")
-	_, err = opRandomUniform(rc, graph.NewNode("u", "RandomUniform", nil, []string{"y"}, graph.IntsAttr("shape", 2),
+	_, err = hostops.OpRandomUniform(rc, graph.NewNode("u", "RandomUniform", nil, []string{"y"}, graph.IntsAttr("shape", 2),
 		graph.FloatAttr("low", 2), graph.FloatAttr("high", 1)), nil)
 	assert.ErrorContains(t, err, "low <= high")
-	_, err = opRandomUniform(rc, graph.NewNode("u", "RandomUniform", nil, []string{"y"}), nil)
+	_, err = hostops.OpRandomUniform(rc, graph.NewNode("u", "RandomUniform", nil, []string{"y"}), nil)
 	assert.ErrorContains(t, err, "attribute shape is required")
 }
 
 func TestRandomNormalDistributionAndTypes(t *testing.T) {
 	rnd := inferRand()
 	rc := &runCtx{opset: 22}
-	for _, dt := range []DType{graph.Float16, graph.BFloat16, graph.Float, graph.Double} {
+	for _, dt := range []tensor.DType{graph.Float16, graph.BFloat16, graph.Float, graph.Double} {
 		mean, scale := float32(rnd.Float64()*4-2), float32(0.25+rnd.Float64()*2)
 		n := graph.NewNode("n", "RandomNormal", nil, []string{"y"}, graph.IntsAttr("shape", 4096),
 			graph.IntAttr("dtype", int64(dt)), graph.FloatAttr("mean", mean), graph.FloatAttr("scale", scale))
-		got, err := opRandomNormal(rc, n, nil)
+		got, err := hostops.OpRandomNormal(rc, n, nil)
 		require.NoError(t, err)
 		require.Equal(t, dt, got[0].DType())
-		v := got[0].float64s()
+		v := tensor.Float64s(got[0])
 		mu, sigma := float64(mean), float64(scale)
 		rounding := relativeSpacing(dt) * (math.Abs(mu) + 7*sigma)
 		// The sample mean is normal with deviation sigma/sqrt(n); the sum of squared deviations
 		// from the mean over sigma² is chi-square(n) (Laurent-Massart bounds).
 		z := math.Sqrt2 * math.Erfcinv(randomTestDelta)
-		m, _ := meanVar(v)
+		m, _ := hostops.MeanVar(v)
 		assert.InDelta(t, mu, m, z*sigma/math.Sqrt(float64(len(v)))+rounding, "%s mean", dt)
 		q := 0.0
 		for _, x := range v {
@@ -309,11 +312,11 @@ func TestRandomNormalDistributionAndTypes(t *testing.T) {
 		assert.Greater(t, q, nf-2*math.Sqrt(nf*xl)-slack, "%s variance", dt)
 	}
 	like := graph.NewNode("n", "RandomNormalLike", []string{"x"}, []string{"y"})
-	got, err := opRandomNormal(rc, like, []Tensor{MustTensor([]int64{2, 3}, make([]float64, 6))})
+	got, err := hostops.OpRandomNormal(rc, like, []tensor.Tensor{tensor.MustTensor([]int64{2, 3}, make([]float64, 6))})
 	require.NoError(t, err)
 	assert.Equal(t, graph.Double, got[0].DType())
 	assert.Equal(t, []int64{2, 3}, got[0].Shape())
-	_, err = opRandomNormal(rc, graph.NewNode("n", "RandomNormal", nil, []string{"y"}, graph.IntsAttr("shape", 2),
+	_, err = hostops.OpRandomNormal(rc, graph.NewNode("n", "RandomNormal", nil, []string{"y"}, graph.IntsAttr("shape", 2),
 		graph.IntAttr("dtype", int64(graph.Int32))), nil)
 	assert.ErrorContains(t, err, "int32 (attribute dtype) is not supported")
 }
@@ -328,12 +331,12 @@ func TestBernoulliFrequenciesAndTypes(t *testing.T) {
 	for i := range p {
 		p[i] = probs[i/group]
 	}
-	x := MustTensor([]int64{int64(len(probs)), group}, p)
-	got, err := opBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []Tensor{x})
+	x := tensor.MustTensor([]int64{int64(len(probs)), group}, p)
+	got, err := hostops.OpBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []tensor.Tensor{x})
 	require.NoError(t, err)
 	require.Equal(t, graph.Double, got[0].DType(), "the input's type without dtype")
 	require.Equal(t, x.Shape(), got[0].Shape())
-	v := got[0].float64s()
+	v := tensor.Float64s(got[0])
 	for g, q := range probs {
 		ones := 0.0
 		for _, b := range v[g*group : (g+1)*group] {
@@ -342,16 +345,16 @@ func TestBernoulliFrequenciesAndTypes(t *testing.T) {
 		}
 		assert.InDelta(t, group*q, ones, bernsteinDeviation(group*q*(1-q), randomTestDelta), "group %d, p = %v", g, q)
 	}
-	for _, dt := range []DType{graph.Bool, graph.Int32, graph.Float16} {
-		got, err := opBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}, graph.IntAttr("dtype", int64(dt))),
-			[]Tensor{MustTensor([]int64{3}, []float32{0, 1, 1})})
+	for _, dt := range []tensor.DType{graph.Bool, graph.Int32, graph.Float16} {
+		got, err := hostops.OpBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}, graph.IntAttr("dtype", int64(dt))),
+			[]tensor.Tensor{tensor.MustTensor([]int64{3}, []float32{0, 1, 1})})
 		require.NoError(t, err)
 		assert.Equal(t, dt, got[0].DType())
-		assert.Equal(t, []float64{0, 1, 1}, got[0].float64s())
+		assert.Equal(t, []float64{0, 1, 1}, tensor.Float64s(got[0]))
 	}
-	_, err = opBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []Tensor{MustTensor([]int64{2}, []float32{0.5, 1.5})})
+	_, err = hostops.OpBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []tensor.Tensor{tensor.MustTensor([]int64{2}, []float32{0.5, 1.5})})
 	assert.ErrorContains(t, err, "probability 1.5 at element 1")
-	_, err = opBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []Tensor{i64Tensor([]int64{1}, []int64{1})})
+	_, err = hostops.OpBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []tensor.Tensor{hostops.I64Tensor([]int64{1}, []int64{1})})
 	assert.ErrorContains(t, err, "not a float type")
 }
 
@@ -365,11 +368,11 @@ func TestMultinomialFrequenciesAndTypes(t *testing.T) {
 	}
 	logits[classes+2] = float32(math.Inf(-1)) // a class that must never be drawn
 	n := graph.NewNode("m", "Multinomial", []string{"x"}, []string{"y"}, graph.IntAttr("sample_size", samples))
-	got, err := opMultinomial(rc, n, []Tensor{MustTensor([]int64{2, classes}, logits)})
+	got, err := hostops.OpMultinomial(rc, n, []tensor.Tensor{tensor.MustTensor([]int64{2, classes}, logits)})
 	require.NoError(t, err)
 	require.Equal(t, graph.Int32, got[0].DType(), "dtype defaults to int32")
 	require.Equal(t, []int64{2, samples}, got[0].Shape())
-	v := got[0].float64s()
+	v := tensor.Float64s(got[0])
 	for b := 0; b < 2; b++ {
 		row := logits[b*classes : (b+1)*classes]
 		total := 0.0
@@ -390,13 +393,13 @@ func TestMultinomialFrequenciesAndTypes(t *testing.T) {
 		}
 	}
 	n.SetAttr(graph.IntAttr("dtype", int64(graph.Int64)))
-	got, err = opMultinomial(rc, n, []Tensor{MustTensor([]int64{2, classes}, logits)})
+	got, err = hostops.OpMultinomial(rc, n, []tensor.Tensor{tensor.MustTensor([]int64{2, classes}, logits)})
 	require.NoError(t, err)
 	assert.Equal(t, graph.Int64, got[0].DType())
 	n.SetAttr(graph.IntAttr("dtype", int64(graph.Float)))
-	_, err = opMultinomial(rc, n, []Tensor{MustTensor([]int64{2, classes}, logits)})
+	_, err = hostops.OpMultinomial(rc, n, []tensor.Tensor{tensor.MustTensor([]int64{2, classes}, logits)})
 	assert.ErrorContains(t, err, "float (attribute dtype) is not supported")
-	_, err = opMultinomial(rc, graph.NewNode("m", "Multinomial", []string{"x"}, []string{"y"}), []Tensor{MustTensor([]int64{4}, logits[:4])})
+	_, err = hostops.OpMultinomial(rc, graph.NewNode("m", "Multinomial", []string{"x"}, []string{"y"}), []tensor.Tensor{tensor.MustTensor([]int64{4}, logits[:4])})
 	assert.ErrorContains(t, err, "(batch, classes)")
 }
 
@@ -405,22 +408,22 @@ func TestMultinomialFrequenciesAndTypes(t *testing.T) {
 func TestRandomSeedAttribute(t *testing.T) {
 	rnd := inferRand()
 	rc := &runCtx{opset: 22}
-	x := MustTensor([]int64{4, 16}, randomF32(rnd, 64))
-	p := MustTensor([]int64{4, 16}, make([]float32, 64))
+	x := tensor.MustTensor([]int64{4, 16}, randomF32(rnd, 64))
+	p := tensor.MustTensor([]int64{4, 16}, make([]float32, 64))
 	for i := range p.Data().([]float32) {
 		p.Data().([]float32)[i] = 0.5
 	}
 	cases := []struct {
 		op string
-		f  opFunc
-		in []Tensor
+		f  ops.OpFunc
+		in []tensor.Tensor
 	}{
-		{"RandomUniform", opRandomUniform, nil},
-		{"RandomUniformLike", opRandomUniform, []Tensor{x}},
-		{"RandomNormal", opRandomNormal, nil},
-		{"RandomNormalLike", opRandomNormal, []Tensor{x}},
-		{"Bernoulli", opBernoulli, []Tensor{p}},
-		{"Multinomial", opMultinomial, []Tensor{x}},
+		{"RandomUniform", hostops.OpRandomUniform, nil},
+		{"RandomUniformLike", hostops.OpRandomUniform, []tensor.Tensor{x}},
+		{"RandomNormal", hostops.OpRandomNormal, nil},
+		{"RandomNormalLike", hostops.OpRandomNormal, []tensor.Tensor{x}},
+		{"Bernoulli", hostops.OpBernoulli, []tensor.Tensor{p}},
+		{"Multinomial", hostops.OpMultinomial, []tensor.Tensor{x}},
 	}
 	seed := float32(rnd.IntN(1000))
 	for _, c := range cases {
@@ -428,7 +431,7 @@ func TestRandomSeedAttribute(t *testing.T) {
 			attrs = append(attrs, graph.IntsAttr("shape", 64), graph.IntAttr("sample_size", 64))
 			got, err := c.f(rc, graph.NewNode("r", c.op, []string{"x"}, []string{"y"}, attrs...), c.in)
 			require.NoError(t, err, c.op)
-			return got[0].float64s()
+			return tensor.Float64s(got[0])
 		}
 		assert.Equal(t, draw(graph.FloatAttr("seed", seed)), draw(graph.FloatAttr("seed", seed)), "%s with a seed", c.op)
 		// 64 draws (each 1 bit at least) agree by chance with probability 2^-64 at most.
@@ -459,8 +462,8 @@ func TestRandomOpsAcrossSessionRuns(t *testing.T) {
 	assert.Equal(t, graph.Float, first[0].DType())
 	assert.Equal(t, []int64{4, 8}, first[0].Shape())
 	assert.Equal(t, graph.Double, first[1].DType())
-	assert.Equal(t, first[0].float64s(), second[0].float64s(), "seeded")
-	assert.NotEqual(t, first[1].float64s(), second[1].float64s(), "unseeded")
+	assert.Equal(t, tensor.Float64s(first[0]), tensor.Float64s(second[0]), "seeded")
+	assert.NotEqual(t, tensor.Float64s(first[1]), tensor.Float64s(second[1]), "unseeded")
 }
 
 // TestRandomDropoutTrainingMode: training-mode Dropout keeps each element with probability
@@ -469,22 +472,22 @@ func TestRandomOpsAcrossSessionRuns(t *testing.T) {
 func TestRandomDropoutTrainingMode(t *testing.T) {
 	rnd := inferRand()
 	rc := &runCtx{opset: 13}
-	x := MustTensor([]int64{64, 64}, randomF32(rnd, 4096))
+	x := tensor.MustTensor([]int64{64, 64}, randomF32(rnd, 4096))
 	for i, v := range x.Data().([]float32) {
 		if v == 0 {
 			x.Data().([]float32)[i] = 0.5
 		}
 	}
 	ratio := float32(0.1 + rnd.Float64()*0.7)
-	on, off := MustTensor(nil, []bool{true}), MustTensor(nil, []bool{false})
+	on, off := tensor.MustTensor(nil, []bool{true}), tensor.MustTensor(nil, []bool{false})
 	node := graph.NewNode("d", "Dropout", []string{"x", "r", "t"}, []string{"y", "m"})
-	got, err := hostOps["Dropout"](rc, node, []Tensor{x, MustTensor(nil, []float32{ratio}), on})
+	got, err := ops.HostOps["Dropout"](rc, node, []tensor.Tensor{x, tensor.MustTensor(nil, []float32{ratio}), on})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	require.Equal(t, graph.Float, got[0].DType())
 	require.Equal(t, graph.Bool, got[1].DType())
 	scale := 1 / (1 - float64(ratio))
-	xv, yv, mask := x.float64s(), got[0].float64s(), got[1].Data().([]bool)
+	xv, yv, mask := tensor.Float64s(x), tensor.Float64s(got[0]), got[1].Data().([]bool)
 	kept := 0.0
 	for i := range xv {
 		if mask[i] {
@@ -498,17 +501,17 @@ func TestRandomDropoutTrainingMode(t *testing.T) {
 	n := float64(len(xv))
 	assert.InDelta(t, n*keep, kept, bernsteinDeviation(n*keep*(1-keep), randomTestDelta), "kept, ratio %v", ratio)
 
-	got, err = hostOps["Dropout"](rc, node, []Tensor{x, MustTensor(nil, []float32{ratio}), off})
+	got, err = ops.HostOps["Dropout"](rc, node, []tensor.Tensor{x, tensor.MustTensor(nil, []float32{ratio}), off})
 	require.NoError(t, err)
-	assert.Equal(t, xv, got[0].float64s(), "training_mode false")
+	assert.Equal(t, xv, tensor.Float64s(got[0]), "training_mode false")
 	assert.NotContains(t, got[1].Data().([]bool), false)
-	_, err = hostOps["Dropout"](rc, node, []Tensor{x, MustTensor(nil, []float32{1}), on})
+	_, err = ops.HostOps["Dropout"](rc, node, []tensor.Tensor{x, tensor.MustTensor(nil, []float32{1}), on})
 	assert.ErrorContains(t, err, "ratio 1 is outside [0, 1)")
 
 	seeded := graph.NewNode("d", "Dropout", []string{"x", "r", "t"}, []string{"y", "m"}, graph.IntAttr("seed", int64(rnd.IntN(100))))
-	a, err := hostOps["Dropout"](rc, seeded, []Tensor{x, MustTensor(nil, []float32{0.5}), on})
+	a, err := ops.HostOps["Dropout"](rc, seeded, []tensor.Tensor{x, tensor.MustTensor(nil, []float32{0.5}), on})
 	require.NoError(t, err)
-	b, err := hostOps["Dropout"](rc, seeded, []Tensor{x, MustTensor(nil, []float32{0.5}), on})
+	b, err := ops.HostOps["Dropout"](rc, seeded, []tensor.Tensor{x, tensor.MustTensor(nil, []float32{0.5}), on})
 	require.NoError(t, err)
 	assert.Equal(t, a[1].Data(), b[1].Data(), "seeded masks")
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 func seqType(elem graph.Type) graph.Type { return graph.Type{Kind: graph.KindSequence, Inner: &elem} }
@@ -34,26 +36,26 @@ func valueSession(t *testing.T, inputs, outputs []*graph.Value, nodes []*graph.N
 }
 
 // randomSeq is a sequence of 2..6 float tensors [2, c_i] with random widths and values.
-func randomSeq(rnd *rand.Rand) []Tensor {
-	elems := make([]Tensor, 2+rnd.IntN(5))
+func randomSeq(rnd *rand.Rand) []tensor.Tensor {
+	elems := make([]tensor.Tensor, 2+rnd.IntN(5))
 	for i := range elems {
 		c := int64(1 + rnd.IntN(4))
-		elems[i] = MustTensor([]int64{2, c}, randomF32(rnd, int(2*c)))
+		elems[i] = tensor.MustTensor([]int64{2, c}, randomF32(rnd, int(2*c)))
 	}
 	return elems
 }
 
-func mustSeq(t *testing.T, dtype DType, elems ...Tensor) Value {
+func mustSeq(t *testing.T, dtype tensor.DType, elems ...tensor.Tensor) tensor.Value {
 	t.Helper()
-	v, err := SequenceValue(dtype, elems...)
+	v, err := tensor.SequenceValue(dtype, elems...)
 	require.NoError(t, err)
 	return v
 }
 
-func i64Scalar(v int64) Tensor { return MustTensor([]int64{}, []int64{v}) }
+func i64Scalar(v int64) tensor.Tensor { return tensor.MustTensor([]int64{}, []int64{v}) }
 
 // assertSeq checks that v is a sequence of exactly the tensors want (same shapes and elements).
-func assertSeq(t *testing.T, want []Tensor, v Value, msg string) {
+func assertSeq(t *testing.T, want []tensor.Tensor, v tensor.Value, msg string) {
 	t.Helper()
 	got, err := v.Sequence()
 	require.NoError(t, err, msg)
@@ -71,7 +73,7 @@ func TestSequenceOpsMatchSlices(t *testing.T) {
 	rnd := inferRand()
 	elems := randomSeq(rnd)
 	n := len(elems)
-	extra := MustTensor([]int64{2, 3}, randomF32(rnd, 6))
+	extra := tensor.MustTensor([]int64{2, 3}, randomF32(rnd, 6))
 	at := int64(rnd.IntN(2*n) - n)    // [-n, n-1]
 	ins := int64(rnd.IntN(2*n+1) - n) // [-n, n]
 	erase := int64(rnd.IntN(2*n) - n) // [-n, n-1]
@@ -98,9 +100,9 @@ func TestSequenceOpsMatchSlices(t *testing.T) {
 			graph.NewNode("cat", "ConcatFromSequence", []string{"s"}, []string{"cat"}, graph.IntAttr("axis", -1)),
 			graph.NewNode("id", "Identity", []string{"s"}, []string{"same"}),
 		})
-	outs, err := s.RunOutputs(context.Background(), []NamedValue{
-		{"s", mustSeq(t, graph.Float, elems...)}, {"x", TensorValue(extra)},
-		{"at", TensorValue(i64Scalar(at))}, {"ins", TensorValue(i64Scalar(ins))}, {"erase", TensorValue(i64Scalar(erase))},
+	outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{
+		{Name: "s", Value: mustSeq(t, graph.Float, elems...)}, {Name: "x", Value: tensor.TensorValue(extra)},
+		{Name: "at", Value: tensor.TensorValue(i64Scalar(at))}, {Name: "ins", Value: tensor.TensorValue(i64Scalar(ins))}, {Name: "erase", Value: tensor.TensorValue(i64Scalar(erase))},
 	})
 	require.NoError(t, err)
 	require.Len(t, outs, 8)
@@ -116,11 +118,11 @@ func TestSequenceOpsMatchSlices(t *testing.T) {
 	if p < 0 {
 		p += n
 	}
-	want := append(append(append([]Tensor{}, elems[:p]...), extra), elems[p:]...)
+	want := append(append(append([]tensor.Tensor{}, elems[:p]...), extra), elems[p:]...)
 	assertSeq(t, want, outs[2], "SequenceInsert")
-	assertSeq(t, append(append([]Tensor{}, elems...), extra), outs[3], "SequenceInsert without position")
+	assertSeq(t, append(append([]tensor.Tensor{}, elems...), extra), outs[3], "SequenceInsert without position")
 	q := norm(erase)
-	assertSeq(t, append(append([]Tensor{}, elems[:q]...), elems[q+1:]...), outs[4], "SequenceErase")
+	assertSeq(t, append(append([]tensor.Tensor{}, elems[:q]...), elems[q+1:]...), outs[4], "SequenceErase")
 	assertSeq(t, elems[:n-1], outs[5], "SequenceErase without position")
 	assertSeq(t, elems, outs[7], "Identity")
 
@@ -143,9 +145,9 @@ func TestSequenceOpsMatchSlices(t *testing.T) {
 	assertSeq(t, elems, outs[7], "input after the edits")
 
 	// Positions out of range are refused naming the node.
-	_, err = s.RunOutputs(context.Background(), []NamedValue{
-		{"s", mustSeq(t, graph.Float, elems...)}, {"x", TensorValue(extra)},
-		{"at", TensorValue(i64Scalar(int64(n)))}, {"ins", TensorValue(i64Scalar(ins))}, {"erase", TensorValue(i64Scalar(erase))},
+	_, err = s.RunOutputs(context.Background(), []tensor.NamedValue{
+		{Name: "s", Value: mustSeq(t, graph.Float, elems...)}, {Name: "x", Value: tensor.TensorValue(extra)},
+		{Name: "at", Value: tensor.TensorValue(i64Scalar(int64(n)))}, {Name: "ins", Value: tensor.TensorValue(i64Scalar(ins))}, {Name: "erase", Value: tensor.TensorValue(i64Scalar(erase))},
 	})
 	assert.ErrorContains(t, err, `node "at"`)
 	assert.ErrorContains(t, err, "out of range")
@@ -157,7 +159,7 @@ func TestSplitToSequenceAndConcat(t *testing.T) {
 	rnd := inferRand()
 	rows, cols := int64(2+rnd.IntN(4)), int64(3+rnd.IntN(4))
 	xv := randomF32(rnd, int(rows*cols))
-	x := MustTensor([]int64{rows, cols}, xv)
+	x := tensor.MustTensor([]int64{rows, cols}, xv)
 	chunk := int64(2)
 	first := int64(1 + rnd.IntN(int(cols-1)))
 	sizes := []int64{first, cols - first}
@@ -173,27 +175,27 @@ func TestSplitToSequenceAndConcat(t *testing.T) {
 			graph.NewNode("join", "ConcatFromSequence", []string{"chunks"}, []string{"joined"}, graph.IntAttr("axis", 1)),
 		},
 		graph.TensorFromInt64("chunk", nil, []int64{chunk}), graph.TensorFromInt64("sizes", []int64{2}, sizes))
-	outs, err := s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(x)}})
+	outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}})
 	require.NoError(t, err)
 
-	var wantRows []Tensor
+	var wantRows []tensor.Tensor
 	for r := range rows {
-		wantRows = append(wantRows, MustTensor([]int64{cols}, xv[r*cols:(r+1)*cols]))
+		wantRows = append(wantRows, tensor.MustTensor([]int64{cols}, xv[r*cols:(r+1)*cols]))
 	}
 	assertSeq(t, wantRows, outs[0], "keepdims 0")
-	columns := func(from, n int64) Tensor {
+	columns := func(from, n int64) tensor.Tensor {
 		v := make([]float32, 0, rows*n)
 		for r := range rows {
 			v = append(v, xv[r*cols+from:r*cols+from+n]...)
 		}
-		return MustTensor([]int64{rows, n}, v)
+		return tensor.MustTensor([]int64{rows, n}, v)
 	}
-	var wantChunks []Tensor
+	var wantChunks []tensor.Tensor
 	for c := int64(0); c < cols; c += chunk {
 		wantChunks = append(wantChunks, columns(c, min(chunk, cols-c)))
 	}
 	assertSeq(t, wantChunks, outs[1], "scalar split")
-	assertSeq(t, []Tensor{columns(0, first), columns(first, cols-first)}, outs[2], "1-D split")
+	assertSeq(t, []tensor.Tensor{columns(0, first), columns(first, cols-first)}, outs[2], "1-D split")
 	for i, name := range []string{"stacked", "joined"} {
 		got, err := outs[3+i].Tensor()
 		require.NoError(t, err, name)
@@ -204,7 +206,7 @@ func TestSplitToSequenceAndConcat(t *testing.T) {
 
 func TestSequenceEmptyConstructAndTypeErrors(t *testing.T) {
 	rnd := inferRand()
-	a, b := MustTensor([]int64{3}, randomF32(rnd, 3)), MustTensor([]int64{1, 2}, randomF32(rnd, 2))
+	a, b := tensor.MustTensor([]int64{3}, randomF32(rnd, 3)), tensor.MustTensor([]int64{1, 2}, randomF32(rnd, 2))
 	s := valueSession(t,
 		[]*graph.Value{graph.Input("a", graph.UnrankedTensor(graph.Float)), graph.Input("b", graph.Type{})},
 		[]*graph.Value{graph.Output("empty", graph.Type{}), graph.Output("n", graph.Type{}), graph.Output("pair", graph.Type{})},
@@ -213,9 +215,9 @@ func TestSequenceEmptyConstructAndTypeErrors(t *testing.T) {
 			graph.NewNode("len", "SequenceLength", []string{"empty"}, []string{"n"}),
 			graph.NewNode("pair", "SequenceConstruct", []string{"a", "b"}, []string{"pair"}),
 		})
-	outs, err := s.RunOutputs(context.Background(), []NamedValue{{"a", TensorValue(a)}, {"b", TensorValue(b)}})
+	outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "a", Value: tensor.TensorValue(a)}, {Name: "b", Value: tensor.TensorValue(b)}})
 	require.NoError(t, err)
-	assert.Equal(t, ValueSequence, outs[0].Kind())
+	assert.Equal(t, tensor.ValueSequence, outs[0].Kind())
 	assert.Equal(t, graph.Int64, outs[0].ElemType())
 	empty, err := outs[0].Sequence()
 	require.NoError(t, err)
@@ -223,10 +225,10 @@ func TestSequenceEmptyConstructAndTypeErrors(t *testing.T) {
 	n, err := outs[1].Tensor()
 	require.NoError(t, err)
 	assert.Equal(t, []int64{0}, n.Data())
-	assertSeq(t, []Tensor{a, b}, outs[2], "SequenceConstruct")
+	assertSeq(t, []tensor.Tensor{a, b}, outs[2], "SequenceConstruct")
 
 	// Construct refuses mixed element types, naming the node.
-	_, err = s.RunOutputs(context.Background(), []NamedValue{{"a", TensorValue(a)}, {"b", TensorValue(MustTensor([]int64{1}, []int64{7}))}})
+	_, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "a", Value: tensor.TensorValue(a)}, {Name: "b", Value: tensor.TensorValue(tensor.MustTensor([]int64{1}, []int64{7}))}})
 	assert.ErrorContains(t, err, `node "pair"`)
 	assert.ErrorContains(t, err, "input 1 has element type int64")
 }
@@ -239,18 +241,18 @@ func TestSequenceGivenToTensorOp(t *testing.T) {
 		[]*graph.Value{graph.Input("s", graph.Type{}), graph.Input("x", graph.UnrankedTensor(graph.Float))},
 		[]*graph.Value{graph.Output("y", graph.Type{})},
 		[]*graph.Node{graph.NewNode("add", "Add", []string{"s", "x"}, []string{"y"})})
-	x := MustTensor([]int64{2}, randomF32(rnd, 2))
-	_, err := s.RunOutputs(context.Background(), []NamedValue{{"s", mustSeq(t, graph.Float, x)}, {"x", TensorValue(x)}})
+	x := tensor.MustTensor([]int64{2}, randomF32(rnd, 2))
+	_, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "s", Value: mustSeq(t, graph.Float, x)}, {Name: "x", Value: tensor.TensorValue(x)}})
 	require.Error(t, err)
 	assert.ErrorContains(t, err, `node "add" (Add): input 0 ("s") is a sequence`)
 	assert.ErrorContains(t, err, "tensors only")
-	_, err = s.RunOutputs(context.Background(), []NamedValue{{"s", NoneValue(graph.Float)}, {"x", TensorValue(x)}})
+	_, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "s", Value: tensor.NoneValue(graph.Float)}, {Name: "x", Value: tensor.TensorValue(x)}})
 	assert.ErrorContains(t, err, "is an optional")
 }
 
 func TestOptionalOps(t *testing.T) {
 	rnd := inferRand()
-	x := MustTensor([]int64{2, 2}, randomF32(rnd, 4))
+	x := tensor.MustTensor([]int64{2, 2}, randomF32(rnd, 4))
 	tensorOpt := optType(graph.UnrankedTensor(graph.Float))
 	s := valueSession(t,
 		[]*graph.Value{graph.Input("x", graph.UnrankedTensor(graph.Float)), graph.Input("o", tensorOpt)},
@@ -266,9 +268,9 @@ func TestOptionalOps(t *testing.T) {
 			graph.NewNode("has_o", "OptionalHasElement", []string{"o"}, []string{"has_o"}),
 			graph.NewNode("o_id", "Identity", []string{"o"}, []string{"o_out"}),
 		})
-	check := func(outs []Value, oHas bool) {
+	check := func(outs []tensor.Value, oHas bool) {
 		t.Helper()
-		assert.Equal(t, ValueOptional, outs[0].Kind())
+		assert.Equal(t, tensor.ValueOptional, outs[0].Kind())
 		inner, ok := outs[0].Element()
 		require.True(t, ok)
 		got, err := inner.Tensor()
@@ -287,43 +289,43 @@ func TestOptionalOps(t *testing.T) {
 		assert.Equal(t, !oHas, outs[6].IsNone())
 	}
 	// o fed none, fed holding a tensor, fed a bare tensor (an optional holding it), not fed.
-	outs, err := s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(x)}, {"o", NoneValue(graph.Float)}})
+	outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}, {Name: "o", Value: tensor.NoneValue(graph.Float)}})
 	require.NoError(t, err)
 	check(outs, false)
-	held, err := OptionalValue(TensorValue(x))
+	held, err := tensor.OptionalValue(tensor.TensorValue(x))
 	require.NoError(t, err)
-	outs, err = s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(x)}, {"o", held}})
-	require.NoError(t, err)
-	check(outs, true)
-	outs, err = s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(x)}, {"o", TensorValue(x)}})
+	outs, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}, {Name: "o", Value: held}})
 	require.NoError(t, err)
 	check(outs, true)
-	outs, err = s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(x)}})
+	outs, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}, {Name: "o", Value: tensor.TensorValue(x)}})
+	require.NoError(t, err)
+	check(outs, true)
+	outs, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}})
 	require.NoError(t, err)
 	check(outs, false)
 
 	// The optional's content is checked against the declared element type.
-	_, err = s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(x)}, {"o", TensorValue(MustTensor([]int64{1}, []int64{1}))}})
+	_, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}, {Name: "o", Value: tensor.TensorValue(tensor.MustTensor([]int64{1}, []int64{1}))}})
 	assert.ErrorContains(t, err, `input "o": optional content: element type int64`)
 
 	// Opset 18 takes a tensor as an optional that holds it (the model checker here refuses
 	// that at opset 18, so the host function is called directly); an omitted input is none.
 	for _, c := range []struct {
-		in   []Tensor
+		in   []tensor.Tensor
 		want bool
-	}{{[]Tensor{x}, true}, {[]Tensor{{}}, false}, {nil, false}} {
-		has, err := opOptionalHasElement(&runCtx{opset: 18}, graph.NewNode("h", "OptionalHasElement", nil, []string{"y"}), c.in)
+	}{{[]tensor.Tensor{x}, true}, {[]tensor.Tensor{{}}, false}, {nil, false}} {
+		has, err := hostops.OpOptionalHasElement(&runCtx{opset: 18}, graph.NewNode("h", "OptionalHasElement", nil, []string{"y"}), c.in)
 		require.NoError(t, err)
 		assert.Equal(t, []bool{c.want}, has[0].Data())
 	}
-	got, err := opOptionalGetElement(&runCtx{opset: 18}, graph.NewNode("g", "OptionalGetElement", nil, []string{"y"}), []Tensor{x})
+	got, err := hostops.OpOptionalGetElement(&runCtx{opset: 18}, graph.NewNode("g", "OptionalGetElement", nil, []string{"y"}), []tensor.Tensor{x})
 	require.NoError(t, err)
 	assert.Equal(t, x.Data(), got[0].Data())
 
 	// OptionalGetElement of none fails naming the node.
 	g := valueSession(t, []*graph.Value{graph.Input("o", tensorOpt)}, []*graph.Value{graph.Output("y", graph.Type{})},
 		[]*graph.Node{graph.NewNode("get", "OptionalGetElement", []string{"o"}, []string{"y"})})
-	_, err = g.RunOutputs(context.Background(), []NamedValue{{"o", NoneValue(graph.Float)}})
+	_, err = g.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "o", Value: tensor.NoneValue(graph.Float)}})
 	assert.ErrorContains(t, err, `node "get"`)
 	assert.ErrorContains(t, err, "empty")
 }
@@ -351,17 +353,17 @@ func TestSequenceMapMatchesLoop(t *testing.T) {
 		[]*graph.Node{graph.NewNode("map", "SequenceMap", []string{"xs", "bias", "ys"}, []string{"sums", "echoes"},
 			&graph.Attribute{Name: "body", Type: graph.AttrGraph, Graph: body})},
 		graph.TensorFromFloat32("w", []int64{l}, wv))
-	var xs, ys, want []Tensor
+	var xs, ys, want []tensor.Tensor
 	for range k {
 		x, y := randomF32(rnd, int(l)), randomF32(rnd, int(l))
-		xs, ys = append(xs, MustTensor([]int64{l}, x)), append(ys, MustTensor([]int64{l}, y))
+		xs, ys = append(xs, tensor.MustTensor([]int64{l}, x)), append(ys, tensor.MustTensor([]int64{l}, y))
 		sum := make([]float32, l)
 		for i := range sum {
 			sum[i] = (x[i] + bias[i] + y[i]) * wv[i]
 		}
-		want = append(want, MustTensor([]int64{l}, sum))
+		want = append(want, tensor.MustTensor([]int64{l}, sum))
 	}
-	outs, err := s.RunOutputs(context.Background(), []NamedValue{{"xs", mustSeq(t, graph.Float, xs...)}, {"bias", TensorValue(MustTensor([]int64{l}, bias))}, {"ys", mustSeq(t, graph.Float, ys...)}})
+	outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "xs", Value: mustSeq(t, graph.Float, xs...)}, {Name: "bias", Value: tensor.TensorValue(tensor.MustTensor([]int64{l}, bias))}, {Name: "ys", Value: mustSeq(t, graph.Float, ys...)}})
 	require.NoError(t, err)
 	got, err := outs[0].Sequence()
 	require.NoError(t, err)
@@ -373,7 +375,7 @@ func TestSequenceMapMatchesLoop(t *testing.T) {
 	assert.Equal(t, int64(k), s.ControlFlowStats().SequenceMap.Runs)
 
 	// Sequences of different lengths are refused, naming the node.
-	_, err = s.RunOutputs(context.Background(), []NamedValue{{"xs", mustSeq(t, graph.Float, xs...)}, {"bias", TensorValue(MustTensor([]int64{l}, bias))}, {"ys", mustSeq(t, graph.Float, append(ys, ys[0])...)}})
+	_, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "xs", Value: mustSeq(t, graph.Float, xs...)}, {Name: "bias", Value: tensor.TensorValue(tensor.MustTensor([]int64{l}, bias))}, {Name: "ys", Value: mustSeq(t, graph.Float, append(ys, ys[0])...)}})
 	assert.ErrorContains(t, err, `node "map"`)
 	assert.ErrorContains(t, err, "elements")
 }
@@ -413,45 +415,45 @@ func TestLoopAndIfCarrySequences(t *testing.T) {
 			graph.NewNode("if", "If", []string{"flag"}, []string{"maybe"},
 				&graph.Attribute{Name: "then_branch", Type: graph.AttrGraph, Graph: then}, &graph.Attribute{Name: "else_branch", Type: graph.AttrGraph, Graph: els}),
 		})
-	var want []Tensor
+	var want []tensor.Tensor
 	for i := range trips {
-		want = append(want, MustTensor([]int64{int64(i + 1)}, xv[:i+1]))
+		want = append(want, tensor.MustTensor([]int64{int64(i + 1)}, xv[:i+1]))
 	}
 	for _, flag := range []bool{true, false} {
-		outs, err := s.RunOutputs(context.Background(), []NamedValue{{"x", TensorValue(MustTensor([]int64{l}, xv))}, {"n", TensorValue(i64Scalar(int64(trips)))},
-			{"flag", TensorValue(MustTensor([]int64{}, []bool{flag}))}})
+		outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(tensor.MustTensor([]int64{l}, xv))}, {Name: "n", Value: tensor.TensorValue(i64Scalar(int64(trips)))},
+			{Name: "flag", Value: tensor.TensorValue(tensor.MustTensor([]int64{}, []bool{flag}))}})
 		require.NoError(t, err)
 		assertSeq(t, want, outs[0], "Loop")
-		assert.Equal(t, ValueOptional, outs[1].Kind())
+		assert.Equal(t, tensor.ValueOptional, outs[1].Kind())
 		inner, ok := outs[1].Element()
 		assert.Equal(t, flag, ok)
 		if flag {
 			assertSeq(t, want, inner, "If then")
 		}
 	}
-	assert.Equal(t, []IOMeta{{Name: "grown", DType: graph.Float, Shape: graph.Shape{}, Kind: ValueSequence},
-		{Name: "maybe", DType: graph.Float, Shape: graph.Shape{}, Kind: ValueOptional, Holds: ValueSequence}}, s.Outputs())
+	assert.Equal(t, []IOMeta{{Name: "grown", DType: graph.Float, Shape: graph.Shape{}, Kind: tensor.ValueSequence},
+		{Name: "maybe", DType: graph.Float, Shape: graph.Shape{}, Kind: tensor.ValueOptional, Holds: tensor.ValueSequence}}, s.Outputs())
 
 	// Run cannot return the sequence and says where to go instead.
-	_, err := s.Run(context.Background(), []NamedTensor{{"x", MustTensor([]int64{l}, xv)}, {"n", i64Scalar(1)}, {"flag", MustTensor([]int64{}, []bool{true})}})
+	_, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{l}, xv)}, {Name: "n", Tensor: i64Scalar(1)}, {Name: "flag", Tensor: tensor.MustTensor([]int64{}, []bool{true})}})
 	assert.ErrorContains(t, err, `output "grown" is seq(tensor(float))`)
 	assert.ErrorContains(t, err, "RunOutputs")
 }
 
 func TestRunOutputsInputErrors(t *testing.T) {
 	rnd := inferRand()
-	x := MustTensor([]int64{3}, randomF32(rnd, 3))
+	x := tensor.MustTensor([]int64{3}, randomF32(rnd, 3))
 	s := valueSession(t,
 		[]*graph.Value{graph.Input("s", seqType(graph.TensorType(graph.Float, graph.Shape{graph.SymDim("N")}))),
 			graph.Input("x", graph.TensorType(graph.Float, graph.ShapeOf(3)))},
 		[]*graph.Value{graph.Output("n", graph.Type{}), graph.Output("y", graph.Type{})},
 		[]*graph.Node{graph.NewNode("len", "SequenceLength", []string{"s"}, []string{"n"}),
 			graph.NewNode("neg", "Neg", []string{"x"}, []string{"y"})})
-	assert.Equal(t, ValueSequence, s.Inputs()[0].Kind)
+	assert.Equal(t, tensor.ValueSequence, s.Inputs()[0].Kind)
 	assert.Equal(t, graph.Float, s.Inputs()[0].DType)
-	assert.Equal(t, ValueTensor, s.Inputs()[1].Kind)
+	assert.Equal(t, tensor.ValueTensor, s.Inputs()[1].Kind)
 
-	ok := []NamedValue{{"s", mustSeq(t, graph.Float, x, x)}, {"x", TensorValue(x)}}
+	ok := []tensor.NamedValue{{Name: "s", Value: mustSeq(t, graph.Float, x, x)}, {Name: "x", Value: tensor.TensorValue(x)}}
 	outs, err := s.RunOutputs(context.Background(), ok)
 	require.NoError(t, err)
 	n, err := outs[0].Tensor()
@@ -462,57 +464,57 @@ func TestRunOutputsInputErrors(t *testing.T) {
 
 	cases := []struct {
 		name  string
-		feeds []NamedValue
+		feeds []tensor.NamedValue
 		want  string
 	}{
-		{"tensor for a sequence", []NamedValue{{"s", TensorValue(x)}, {"x", TensorValue(x)}}, `input "s": a tensor was fed, the model wants seq(tensor(float)[N])`},
-		{"sequence for a tensor", []NamedValue{ok[0], {"x", mustSeq(t, graph.Float, x)}}, `input "x": a sequence`},
-		{"wrong element type", []NamedValue{{"s", mustSeq(t, graph.Int64, MustTensor([]int64{1}, []int64{4}))}, ok[1]}, `input "s": a sequence of int64 was fed`},
-		{"missing sequence", []NamedValue{ok[1]}, `missing input "s" (seq(tensor(float)[N]))`},
-		{"missing tensor", []NamedValue{ok[0]}, `missing input "x"`},
-		{"empty value", []NamedValue{ok[0], {"x", Value{}}}, `input "x": empty`},
-		{"unknown name", append(append([]NamedValue{}, ok...), NamedValue{"z", TensorValue(x)}), `no input named "z"`},
-		{"twice", append(append([]NamedValue{}, ok...), ok[0]), `input "s" fed twice`},
+		{"tensor for a sequence", []tensor.NamedValue{{Name: "s", Value: tensor.TensorValue(x)}, {Name: "x", Value: tensor.TensorValue(x)}}, `input "s": a tensor was fed, the model wants seq(tensor(float)[N])`},
+		{"sequence for a tensor", []tensor.NamedValue{ok[0], {Name: "x", Value: mustSeq(t, graph.Float, x)}}, `input "x": a sequence`},
+		{"wrong element type", []tensor.NamedValue{{Name: "s", Value: mustSeq(t, graph.Int64, tensor.MustTensor([]int64{1}, []int64{4}))}, ok[1]}, `input "s": a sequence of int64 was fed`},
+		{"missing sequence", []tensor.NamedValue{ok[1]}, `missing input "s" (seq(tensor(float)[N]))`},
+		{"missing tensor", []tensor.NamedValue{ok[0]}, `missing input "x"`},
+		{"empty value", []tensor.NamedValue{ok[0], {Name: "x", Value: tensor.Value{}}}, `input "x": empty`},
+		{"unknown name", append(append([]tensor.NamedValue{}, ok...), tensor.NamedValue{Name: "z", Value: tensor.TensorValue(x)}), `no input named "z"`},
+		{"twice", append(append([]tensor.NamedValue{}, ok...), ok[0]), `input "s" fed twice`},
 	}
 	for _, c := range cases {
 		_, err := s.RunOutputs(context.Background(), c.feeds)
 		assert.ErrorContains(t, err, c.want, c.name)
 	}
-	_, err = s.Run(context.Background(), []NamedTensor{{"s", x}, {"x", x}})
+	_, err = s.Run(context.Background(), []tensor.NamedTensor{{Name: "s", Tensor: x}, {Name: "x", Tensor: x}})
 	assert.ErrorContains(t, err, "RunOutputs", "Run with a sequence input")
 }
 
 func TestSequenceAndOptionalValues(t *testing.T) {
 	rnd := inferRand()
-	x := MustTensor([]int64{2}, randomF32(rnd, 2))
-	_, err := SequenceValue(graph.Float, x, MustTensor([]int64{1}, []int64{1}))
+	x := tensor.MustTensor([]int64{2}, randomF32(rnd, 2))
+	_, err := tensor.SequenceValue(graph.Float, x, tensor.MustTensor([]int64{1}, []int64{1}))
 	assert.ErrorContains(t, err, "element 1 has element type int64")
-	_, err = SequenceValue(graph.Float, Tensor{})
+	_, err = tensor.SequenceValue(graph.Float, tensor.Tensor{})
 	assert.ErrorContains(t, err, "element 0 is not a tensor")
-	_, err = SequenceValue(graph.Undefined)
+	_, err = tensor.SequenceValue(graph.Undefined)
 	assert.Error(t, err)
 	seq := mustSeq(t, graph.Float, x)
-	opt, err := OptionalValue(seq)
+	opt, err := tensor.OptionalValue(seq)
 	require.NoError(t, err)
-	_, err = OptionalValue(opt)
+	_, err = tensor.OptionalValue(opt)
 	assert.ErrorContains(t, err, "optional of an optional")
-	_, err = OptionalValue(Value{})
+	_, err = tensor.OptionalValue(tensor.Value{})
 	assert.Error(t, err)
 	_, err = opt.Tensor()
 	assert.ErrorContains(t, err, "not a tensor")
 	inner, ok := opt.Element()
 	require.True(t, ok)
-	assert.Equal(t, ValueSequence, inner.Kind())
+	assert.Equal(t, tensor.ValueSequence, inner.Kind())
 	assert.False(t, opt.IsNone())
-	assert.True(t, NoneValue(graph.Float).IsNone())
-	_, ok = TensorValue(x).Element()
+	assert.True(t, tensor.NoneValue(graph.Float).IsNone())
+	_, ok = tensor.TensorValue(x).Element()
 	assert.False(t, ok)
 	assert.Equal(t, "optional(seq(tensor(float)) of 1)", opt.String())
 
 	// Sequence hands out a copy of the element list.
 	elems, err := seq.Sequence()
 	require.NoError(t, err)
-	elems[0] = Tensor{}
+	elems[0] = tensor.Tensor{}
 	again, err := seq.Sequence()
 	require.NoError(t, err)
 	assert.True(t, again[0].IsValid())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/opt"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // placementCase is a model whose nodes cover the placements: kernel ops, ops without a kernel,
@@ -17,7 +18,7 @@ import (
 type placementCase struct {
 	name  string
 	model func(t *testing.T) *graph.Model
-	feeds func(t *testing.T) []NamedTensor
+	feeds func(t *testing.T) []tensor.NamedTensor
 }
 
 func placementCases() []placementCase {
@@ -26,14 +27,14 @@ func placementCases() []placementCase {
 	k, w, x := randomF32(rnd, l), randomF32(rnd, l), randomF32(rnd, l)
 	return []placementCase{
 		{"mixed", func(t *testing.T) *graph.Model { return mixedModel(t) },
-			func(t *testing.T) []NamedTensor { return mixedFeeds(t, 5) }},
+			func(t *testing.T) []tensor.NamedTensor { return mixedFeeds(t, 5) }},
 		{"loop", func(t *testing.T) *graph.Model { return loopModel(t, k, w) },
-			func(*testing.T) []NamedTensor {
-				return []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []int64{3})}, {Name: "x", Tensor: MustTensor([]int64{l}, x)}}
+			func(*testing.T) []tensor.NamedTensor {
+				return []tensor.NamedTensor{{Name: "n", Tensor: tensor.MustTensor([]int64{}, []int64{3})}, {Name: "x", Tensor: tensor.MustTensor([]int64{l}, x)}}
 			}},
 		{"if", func(t *testing.T) *graph.Model { return ifModel(t, w) },
-			func(*testing.T) []NamedTensor {
-				return []NamedTensor{{Name: "c", Tensor: MustTensor([]int64{}, []bool{true})}, {Name: "x", Tensor: MustTensor([]int64{l}, x)}}
+			func(*testing.T) []tensor.NamedTensor {
+				return []tensor.NamedTensor{{Name: "c", Tensor: tensor.MustTensor([]int64{}, []bool{true})}, {Name: "x", Tensor: tensor.MustTensor([]int64{l}, x)}}
 			}},
 	}
 }

@@ -16,6 +16,9 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // A compiled run plan runs the main graph for one input signature (the inputs' types and
@@ -38,9 +41,9 @@ import (
 // with a type and shape (aliases view one slot with different shapes).
 type planRef struct {
 	fixed  bool
-	static Tensor
+	static tensor.Tensor
 	slot   int
-	dtype  DType
+	dtype  tensor.DType
 	shape  []int64
 }
 
@@ -66,10 +69,10 @@ type planStep struct {
 	in   []planRef // by node input; an omitted optional input is the zero planRef with fixed set
 	out  []planRef // by node output; "" outputs have slot -1
 	// Kernel steps.
-	kernel  *kernelPlan
+	kernel  *ops.KernelPlan
 	scratch []int // slots
 	// Host steps.
-	fn       opFunc
+	fn       runFunc
 	implicit map[string]planRef // outer values the node's subgraphs read (If, Loop, Scan)
 	reason   string             // why this node runs where it runs
 }
@@ -116,7 +119,7 @@ type planTemplate struct {
 type planInstance struct {
 	outputs outputBlocks // small outputs' memory
 	rc      runCtx       // the fast path's run context (runs of an instance do not overlap)
-	ms      *ModelSession
+	ms      *device.ModelSession
 	mem     []byte   // the arena, host-visible
 	segKeys []string // recording keys by segment
 	// words are the launches' violation words (host-visible, 4 bytes each, in launch order);
@@ -168,28 +171,28 @@ func dependsOnData(n *graph.Node, dynamic func(name string) bool) bool {
 type tracedNode struct {
 	graph *graph.Graph // the graph the node belongs to (subgraph nodes come before their If)
 	node  *graph.Node
-	out   []Tensor // values only where they do not depend on the inputs' data (tracePlan)
+	out   []tensor.Tensor // values only where they do not depend on the inputs' data (tracePlan)
 }
 
 // appendPlanKey appends the signature of the fed inputs to b: type and shape of each, in
 // input order, and the values of the inputs the plan specializes on (see specializes). ok is
 // false when an input is a sequence or optional (never planned).
-func (s *InferenceSession) appendPlanKey(b []byte, ins []Tensor) ([]byte, bool) {
+func (s *InferenceSession) appendPlanKey(b []byte, ins []tensor.Tensor) ([]byte, bool) {
 	control := s.controlInputs()
 	for i, m := range s.inputs {
 		t := ins[i]
-		if !t.IsValid() || t.box != nil {
+		if !t.IsValid() || tensor.Box(t) != nil {
 			return b, false
 		}
-		b = strconv.AppendInt(b, int64(t.dtype), 10)
+		b = strconv.AppendInt(b, int64(t.DType()), 10)
 		b = append(b, ':')
-		for _, d := range t.shape {
+		for _, d := range t.Dims() {
 			b = strconv.AppendInt(b, d, 10)
 			b = append(b, ',')
 		}
 		if control[m.Name] && specializes(t) {
 			b = append(b, '=')
-			for _, v := range t.float64s() {
+			for _, v := range tensor.Float64s(t) {
 				b = strconv.AppendFloat(b, v, 'g', -1, 64)
 				b = append(b, ',')
 			}
@@ -202,11 +205,11 @@ func (s *InferenceSession) appendPlanKey(b []byte, ins []Tensor) ([]byte, bool) 
 // specializes says whether a plan takes an input's value as fixed when the value decides
 // shapes or control flow: small integer or boolean tensors (a sample rate, a flag, a
 // length), whose few values each get their own plan.
-func specializes(t Tensor) bool {
-	if t.Len() > 8 || t.box != nil {
+func specializes(t tensor.Tensor) bool {
+	if t.Len() > 8 || tensor.Box(t) != nil {
 		return false
 	}
-	switch t.dtype {
+	switch t.DType() {
 	case graph.Int64, graph.Int32, graph.Int16, graph.Int8, graph.Uint8, graph.Uint16, graph.Uint32, graph.Uint64, graph.Bool:
 		return true
 	}
@@ -262,32 +265,32 @@ func (s *InferenceSession) controlInputs() map[string]bool {
 
 // buildPlanTemplate turns a traced run into a plan, or says why the signature cannot be
 // planned.
-func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, trace []tracedNode) (*planTemplate, string) {
+func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.Tensor, trace []tracedNode) (*planTemplate, string) {
 	g := s.model.Graph
 	t := &planTemplate{key: key}
 	refs := make(map[string]planRef, len(g.Nodes)*2)
-	newSlot := func(v Tensor, first int) (planRef, string) {
-		if v.box != nil {
+	newSlot := func(v tensor.Tensor, first int) (planRef, string) {
+		if tensor.Box(v) != nil {
 			return planRef{}, "a sequence or optional value"
 		}
-		if v.dtype == graph.String {
+		if v.DType() == graph.String {
 			return planRef{}, "a string tensor"
 		}
-		t.slots = append(t.slots, planSlot{bytes: valueType{v.dtype, v.shape}.bytes(), first: first, last: first})
-		return planRef{slot: len(t.slots) - 1, dtype: v.dtype, shape: append([]int64{}, v.shape...)}, ""
+		t.slots = append(t.slots, planSlot{bytes: ops.Bytes(ops.ValueType{Dtype: v.DType(), Shape: v.Dims()}), first: first, last: first})
+		return planRef{slot: len(t.slots) - 1, dtype: v.DType(), shape: append([]int64{}, v.Dims()...)}, ""
 	}
 	for name, w := range s.weights {
-		refs[name] = planRef{fixed: true, static: w, dtype: w.dtype, shape: w.shape}
+		refs[name] = planRef{fixed: true, static: w, dtype: w.DType(), shape: w.Dims()}
 	}
 	control := s.controlInputs()
 	for pos, m := range s.inputs {
 		v := fed[m.Name]
 		if control[m.Name] && specializes(v) {
-			c, err := copyOut(v)
+			c, err := tensor.CopyOut(v)
 			if err != nil {
 				return nil, err.Error()
 			}
-			refs[m.Name] = planRef{fixed: true, static: c, dtype: c.dtype, shape: c.shape}
+			refs[m.Name] = planRef{fixed: true, static: c, dtype: c.DType(), shape: c.Dims()}
 			t.specialized = append(t.specialized, m.Name)
 			continue
 		}
@@ -307,7 +310,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 	// is fixed inlines the traced nodes of its branch.
 	pending := map[*graph.Graph][]tracedNode{}
 	var addNode func(tn tracedNode) string
-	var inlineIf func(n *graph.Node, cond Tensor, tn tracedNode) string
+	var inlineIf func(n *graph.Node, cond tensor.Tensor, tn tracedNode) string
 	planFailure := "" // set when an inlined branch cannot be planned
 	addNode = func(tn tracedNode) string {
 		n := tn.node
@@ -339,7 +342,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			for j, name := range n.Outputs {
 				if name != "" && j < len(tn.out) {
 					o := tn.out[j]
-					refs[name] = planRef{fixed: true, static: o, dtype: o.dtype, shape: o.shape}
+					refs[name] = planRef{fixed: true, static: o, dtype: o.DType(), shape: o.Dims()}
 				}
 			}
 			t.folded++
@@ -359,10 +362,10 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 		for _, r := range step.implicit {
 			use(r, index)
 		}
-		if n.Traits().View && len(tn.out) == 1 && tn.out[0].box == nil &&
+		if n.Traits().View && len(tn.out) == 1 && tensor.Box(tn.out[0]) == nil &&
 			!step.in[0].fixed && allFixedAfter(step.in, 1) {
 			o := tn.out[0]
-			refs[n.Outputs[0]] = planRef{slot: step.in[0].slot, dtype: o.dtype, shape: append([]int64{}, o.shape...)}
+			refs[n.Outputs[0]] = planRef{slot: step.in[0].slot, dtype: o.DType(), shape: append([]int64{}, o.Dims()...)}
 			t.aliases++
 			t.nodes = append(t.nodes, s.planNodeOf(n, PlanAlias, ""))
 			return ""
@@ -386,15 +389,15 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 		// The node's placement (placement.go) says whether a kernel planner may run it.
 		pl := s.placementOf(n)
 		step.kind, step.reason = hostStep, pl.hostReason()
-		if planner, ok := kernelPlanners[plannerKey(n)]; ok && pl.kernel {
-			infos := make([]valueInfo, len(step.in))
+		if planner, ok := ops.KernelPlanners[ops.PlannerKey(n)]; ok && pl.kernel {
+			infos := make([]ops.ValueInfo, len(step.in))
 			for j, r := range step.in {
 				if n.Inputs[j] == "" {
 					continue
 				}
-				infos[j] = valueInfo{valueType: valueType{r.dtype, r.shape}, present: true}
+				infos[j] = ops.ValueInfo{ValueType: ops.ValueType{Dtype: r.dtype, Shape: r.shape}, Present: true}
 				if r.fixed {
-					infos[j].static = r.static
+					infos[j].Static = r.static
 				}
 			}
 			p, reason, err := planner(n, s.opset, infos)
@@ -409,19 +412,19 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 					step.reason = why // the op runs as its host function
 					break
 				}
-				if why := p.agreesWith(tn.out); why != "" {
+				if why := ops.AgreesWith(p, tn.out); why != "" {
 					return fmt.Sprintf("node %q (%s): %s", n.Name, n.OpType, why)
 				}
-				step.kind, step.kernel, step.reason = kernelStep, p, p.reason
+				step.kind, step.kernel, step.reason = kernelStep, p, p.Reason
 				// Outputs the node leaves unnamed still get memory for the kernels to write
 				// (live for this step only).
-				for j, o := range p.outputs {
+				for j, o := range p.Outputs {
 					if j < len(step.out) && step.out[j].slot < 0 {
-						t.slots = append(t.slots, planSlot{bytes: o.bytes(), first: index, last: index})
-						step.out[j] = planRef{slot: len(t.slots) - 1, dtype: o.dtype, shape: o.shape}
+						t.slots = append(t.slots, planSlot{bytes: ops.Bytes(o), first: index, last: index})
+						step.out[j] = planRef{slot: len(t.slots) - 1, dtype: o.Dtype, shape: o.Shape}
 					}
 				}
-				for _, bytes := range p.scratch {
+				for _, bytes := range p.Scratch {
 					t.slots = append(t.slots, planSlot{bytes: bytes, first: index, last: index})
 					step.scratch = append(step.scratch, len(t.slots)-1)
 				}
@@ -445,11 +448,11 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 	// inlineIf adds the traced nodes of the branch an If with a fixed condition took, and
 	// makes the If's outputs the branch's; "" when it did, else why not (the If then runs as
 	// a host step).
-	inlineIf = func(n *graph.Node, cond Tensor, tn tracedNode) string {
-		if cond.box != nil || cond.dtype == graph.String || cond.Len() != 1 {
+	inlineIf = func(n *graph.Node, cond tensor.Tensor, tn tracedNode) string {
+		if tensor.Box(cond) != nil || cond.DType() == graph.String || cond.Len() != 1 {
 			return "the condition is not a single value"
 		}
-		c := cond.float64s()
+		c := tensor.Float64s(cond)
 		branch := n.Attr("then_branch")
 		if c[0] == 0 {
 			branch = n.Attr("else_branch")
@@ -476,11 +479,11 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			if _, clash := refs[name]; clash {
 				return fmt.Sprintf("the branch's initializer %q shadows another value", name)
 			}
-			v, err := FromGraphTensor(gt)
+			v, err := tensor.FromGraphTensor(gt)
 			if err != nil {
 				return err.Error()
 			}
-			refs[name] = planRef{fixed: true, static: v, dtype: v.dtype, shape: v.shape}
+			refs[name] = planRef{fixed: true, static: v, dtype: v.DType(), shape: v.Dims()}
 		}
 		for _, e := range entries {
 			if why := addNode(e); why != "" || planFailure != "" {
@@ -531,7 +534,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 		if !ok {
 			return nil, fmt.Sprintf("graph output %q was not computed", v.Name)
 		}
-		if r.fixed && r.static.box != nil {
+		if r.fixed && tensor.Box(r.static) != nil {
 			return nil, fmt.Sprintf("graph output %q is a sequence or optional", v.Name)
 		}
 		use(r, end)
@@ -545,7 +548,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]Tensor, 
 			seg = -1
 			continue
 		}
-		if len(st.kernel.calls) == 0 {
+		if len(st.kernel.Calls) == 0 {
 			continue
 		}
 		if seg < 0 {
@@ -594,10 +597,10 @@ func (t *planTemplate) planBindings() {
 				}
 			}
 			// Planners never write their inputs; a kernel that did must not write the caller's.
-			for _, c := range st.kernel.calls {
-				for _, b := range c.bind {
-					if b.operand.kind == operandInput && b.access.writes() && b.operand.index < len(st.in) && !st.in[b.operand.index].fixed {
-						host[st.in[b.operand.index].slot] = true
+			for _, c := range st.kernel.Calls {
+				for _, b := range c.Bind {
+					if b.Operand.Kind == ops.OperandInput && device.AccessWrites(b.Access) && b.Operand.Index < len(st.in) && !st.in[b.Operand.Index].fixed {
+						host[st.in[b.Operand.Index].slot] = true
 					}
 				}
 			}
@@ -657,19 +660,6 @@ func allFixedAfter(refs []planRef, from int) bool {
 	return true
 }
 
-// agreesWith checks the planner's output types and shapes against the traced outputs.
-func (p *kernelPlan) agreesWith(traced []Tensor) string {
-	if len(p.outputs) > len(traced) {
-		return fmt.Sprintf("the kernel plan has %d outputs, the op produced %d", len(p.outputs), len(traced))
-	}
-	for i, o := range p.outputs {
-		if traced[i].box != nil || o.dtype != traced[i].dtype || !slices.Equal(o.shape, traced[i].shape) {
-			return fmt.Sprintf("the kernel plan's output %d is %s%v, the op produced %s", i, o.dtype, o.shape, traced[i])
-		}
-	}
-	return ""
-}
-
 // planAlign is the alignment of every slot (a cache line; wide vector loads).
 const planAlign = 64
 
@@ -717,7 +707,7 @@ func (t *planTemplate) placeSlots() {
 }
 
 // region is slot i of the instance's arena as a Region.
-func (t *planTemplate) region(arena Region, i int) (Region, error) {
+func (t *planTemplate) region(arena device.Region, i int) (device.Region, error) {
 	s := t.slots[i]
 	return arena.Slice(uint64(s.offset), uint64(max(s.bytes, 4)))
 }
@@ -738,96 +728,96 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *
 	if err != nil {
 		return nil, err
 	}
-	if inst.mem, err = ms.hostBytes(arena); err != nil {
+	if inst.mem, err = device.HostBytes(ms, arena); err != nil {
 		return nil, err
 	}
 	if inst.mem == nil {
-		return nil, newError("Run", ErrDevice, "the device's shared memory is not host-visible")
+		return nil, tensor.NewError("Run", tensor.ErrDevice, "the device's shared memory is not host-visible")
 	}
 	// Weights and constant operands: one device copy for all of the session's plan
 	// instances (sharedWeights), bound once per instance.
-	weights := map[sharedWeightKey]Region{}
-	weight := func(v Tensor) (Region, error) {
-		raw, ok := rawBytes(v)
+	weights := map[device.SharedWeightKey]device.Region{}
+	weight := func(v tensor.Tensor) (device.Region, error) {
+		raw, ok := ops.RawBytes(v)
 		if !ok {
-			return Region{}, opErr("a %s tensor cannot be bound to a kernel", v.dtype)
+			return device.Region{}, ops.OpErr("a %s tensor cannot be bound to a kernel", v.DType())
 		}
 		if len(raw) == 0 {
-			raw = emptyWeight
+			raw = device.EmptyWeight
 		}
-		key := sharedWeightKey{&raw[0], len(raw)}
+		key := device.WeightKey(raw)
 		if r, ok := weights[key]; ok {
 			return r, nil
 		}
-		r, err := ms.sharedWeight(&s.planWeights, raw)
+		r, err := device.SharedWeight(ms, &s.planWeights, raw)
 		if err != nil {
-			return Region{}, err
+			return device.Region{}, err
 		}
 		weights[key] = r
 		return r, nil
 	}
-	kernelIDs := map[*loadedKernel]KernelID{}
+	kernelIDs := map[*device.LoadedKernel]device.KernelID{}
 	calls := 0
 	for _, steps := range t.segments {
 		for _, i := range steps {
-			calls += len(t.steps[i].kernel.calls)
+			calls += len(t.steps[i].kernel.Calls)
 		}
 	}
 	viol, err := ms.AllocateShared(uint64(4 * max(calls, 1)))
 	if err != nil {
 		return nil, err
 	}
-	if inst.words, err = ms.hostBytes(viol); err != nil {
+	if inst.words, err = device.HostBytes(ms, viol); err != nil {
 		return nil, err
 	}
 	clear(inst.words)
 	bound := t.boundSlots()
 	for si, steps := range t.segments {
 		inst.segWords = append(inst.segWords, len(inst.wordOwners))
-		var cmds []Command
+		var cmds []device.Command
 		var sites []native.RunBinding
 		for _, i := range steps {
 			st := &t.steps[i]
-			resolve := func(o operand) (Region, error) {
+			resolve := func(o ops.Operand) (device.Region, error) {
 				var r planRef
-				switch o.kind {
-				case operandInput:
-					if o.index >= len(st.in) {
-						return Region{}, opErr("kernel plan binds %s of %d", o, len(st.in))
+				switch o.Kind {
+				case ops.OperandInput:
+					if o.Index >= len(st.in) {
+						return device.Region{}, ops.OpErr("kernel plan binds %s of %d", o, len(st.in))
 					}
-					r = st.in[o.index]
+					r = st.in[o.Index]
 					if r.fixed {
 						if !r.static.IsValid() {
-							return Region{}, opErr("kernel plan binds %s, which is absent", o)
+							return device.Region{}, ops.OpErr("kernel plan binds %s, which is absent", o)
 						}
 						return weight(r.static)
 					}
-				case operandOutput:
-					if o.index >= len(st.out) || st.out[o.index].slot < 0 {
-						return Region{}, opErr("kernel plan binds %s, which is not produced", o)
+				case ops.OperandOutput:
+					if o.Index >= len(st.out) || st.out[o.Index].slot < 0 {
+						return device.Region{}, ops.OpErr("kernel plan binds %s, which is not produced", o)
 					}
-					r = st.out[o.index]
-				case operandScratch:
-					if o.index >= len(st.scratch) {
-						return Region{}, opErr("kernel plan binds %s of %d", o, len(st.scratch))
+					r = st.out[o.Index]
+				case ops.OperandScratch:
+					if o.Index >= len(st.scratch) {
+						return device.Region{}, ops.OpErr("kernel plan binds %s of %d", o, len(st.scratch))
 					}
-					return t.region(arena, st.scratch[o.index])
-				case operandConst:
-					if o.index >= len(st.kernel.consts) {
-						return Region{}, opErr("kernel plan binds %s of %d", o, len(st.kernel.consts))
+					return t.region(arena, st.scratch[o.Index])
+				case ops.OperandConst:
+					if o.Index >= len(st.kernel.Consts) {
+						return device.Region{}, ops.OpErr("kernel plan binds %s of %d", o, len(st.kernel.Consts))
 					}
-					return weight(st.kernel.consts[o.index])
+					return weight(st.kernel.Consts[o.Index])
 				}
 				return t.region(arena, r.slot)
 			}
-			for _, c := range st.kernel.calls {
-				k, err := s.kernels.get(s.ctx, phase, c.file, c.symbol, c.config)
+			for _, c := range st.kernel.Calls {
+				k, err := s.kernels.get(s.ctx, phase, c.File, c.Symbol, c.Config)
 				if err != nil {
 					return nil, err
 				}
 				kid, ok := kernelIDs[k]
 				if !ok {
-					if kid, err = ms.useLoadedKernel("Run", k); err != nil {
+					if kid, err = device.UseLoadedKernel(ms, "Run", k); err != nil {
 						return nil, err
 					}
 					kernelIDs[k] = kid
@@ -837,14 +827,14 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *
 					return nil, err
 				}
 				inst.wordOwners = append(inst.wordOwners, i)
-				d := Dispatch{Kernel: kid, Args: c.args, Workload: c.workload, Violation: word}
-				for bi, b := range c.bind {
-					r, err := resolve(b.operand)
+				d := device.Dispatch{Kernel: kid, Args: c.Args, Workload: c.Workload, Violation: word}
+				for bi, b := range c.Bind {
+					r, err := resolve(b.Operand)
 					if err != nil {
-						return nil, nodeError(st.node, err)
+						return nil, tensor.NodeError(st.node, err)
 					}
-					d.Bindings = append(d.Bindings, Binding{Region: r, Access: b.access})
-					if slot := st.operandSlot(b.operand); slot >= 0 {
+					d.Bindings = append(d.Bindings, device.Binding{Region: r, Access: b.Access})
+					if slot := st.operandSlot(b.Operand); slot >= 0 {
 						if a, ok := bound[slot]; ok {
 							sites = append(sites, native.RunBinding{Node: uint32(len(cmds)), Index: uint32(bi), Arg: uint32(a), Bytes: uint64(t.slots[slot].bytes)})
 						}
@@ -859,7 +849,7 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *
 		}
 		inst.segKeys = append(inst.segKeys, key)
 		// A dispatch with an empty grid records an empty node: nothing to rebind there.
-		kernels, err := ms.dispatchNodes(key)
+		kernels, err := device.DispatchNodes(ms, key)
 		if err != nil {
 			return nil, err
 		}
@@ -871,13 +861,13 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *
 
 // operandSlot is the arena slot a kernel operand of st binds, or -1 (weights, constants,
 // scratch).
-func (st *planStep) operandSlot(o operand) int {
+func (st *planStep) operandSlot(o ops.Operand) int {
 	var r planRef
 	switch {
-	case o.kind == operandInput && o.index < len(st.in):
-		r = st.in[o.index]
-	case o.kind == operandOutput && o.index < len(st.out):
-		r = st.out[o.index]
+	case o.Kind == ops.OperandInput && o.Index < len(st.in):
+		r = st.in[o.Index]
+	case o.Kind == ops.OperandOutput && o.Index < len(st.out):
+		r = st.out[o.Index]
 	default:
 		return -1
 	}
@@ -888,12 +878,12 @@ func (st *planStep) operandSlot(o operand) int {
 }
 
 // view is r as a tensor over the instance's arena (static values as they are).
-func (t *planTemplate) view(inst *planInstance, r planRef) Tensor {
+func (t *planTemplate) view(inst *planInstance, r planRef) tensor.Tensor {
 	if r.fixed {
 		return r.static
 	}
 	s := t.slots[r.slot]
-	return viewBytes(r.dtype, r.shape, inst.mem[s.offset:s.offset+s.bytes])
+	return tensor.ViewBytes(r.dtype, r.shape, inst.mem[s.offset:s.offset+s.bytes])
 }
 
 // threadTuner chooses how many threads run a segment when the session has several: a small
@@ -960,7 +950,7 @@ func (tt *threadTuner) chosen() int {
 // run runs the plan on inst for the fed inputs (of the plan's signature), writing the bound
 // outputs into (nil: none; see RunInto) in place where a kernel writes them, else copying
 // them in. It stops between items once the run's context is done.
-func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []Tensor) ([]Tensor, error) {
+func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []tensor.Tensor) ([]tensor.Tensor, error) {
 	if into != nil {
 		if err := t.checkBound(rc.s, into); err != nil {
 			return nil, err
@@ -971,7 +961,7 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []Tensor) (
 	bind := rc.trace == nil
 	var mem [native.MaxRunMemories][]byte
 	for i, in := range t.inputs {
-		src, _ := rawBytes(ins[in.pos])
+		src, _ := ops.RawBytes(ins[in.pos])
 		s := t.slots[in.ref.slot]
 		if a := t.bindIn[i]; bind && a >= 0 && int64(len(src)) == s.bytes && elementAligned(src, in.ref.dtype) {
 			mem[a] = src
@@ -987,7 +977,7 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []Tensor) (
 			n := t.slots[t.outputs[j].slot].bytes
 			if into != nil && into[j].IsValid() {
 				// The caller's memory, when a kernel can write it as it is.
-				if b, _ := rawBytes(into[j]); int64(len(b)) == n && elementAligned(b, t.outputs[j].dtype) {
+				if b, _ := ops.RawBytes(into[j]); int64(len(b)) == n && elementAligned(b, t.outputs[j].dtype) {
 					mem[a] = b
 					continue
 				}
@@ -1000,7 +990,7 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []Tensor) (
 		// Between items, the run stops once its context is done: a nil test for a context
 		// that is never done, else a non-blocking receive.
 		if rc.done != nil && isDone(rc.done) {
-			return nil, canceledError("Run", rc.ctx, t.itemNode(it))
+			return nil, tensor.CanceledError("Run", rc.ctx, t.itemNode(it))
 		}
 		if it.segment >= 0 {
 			if rc.trace != nil {
@@ -1019,7 +1009,7 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []Tensor) (
 			if bind {
 				sites = inst.segBindings[it.segment]
 			}
-			if err := inst.ms.runRecorded(inst.segKeys[it.segment], n, sites, &mem); err != nil {
+			if err := device.RunRecorded(inst.ms, inst.segKeys[it.segment], n, sites, &mem); err != nil {
 				return nil, err
 			}
 			if slot >= 0 {
@@ -1034,7 +1024,7 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []Tensor) (
 			return nil, err
 		}
 	}
-	outs := make([]Tensor, len(t.outputs))
+	outs := make([]tensor.Tensor, len(t.outputs))
 	for i, r := range t.outputs {
 		// The shape is shared by every run's outputs: Tensor hands out copies of its shape and
 		// never writes it (capped, so that no append can write behind it).
@@ -1043,7 +1033,7 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []Tensor) (
 			dst := into[i]
 			if a := t.bindOut[i]; bind && a >= 0 && !r.fixed {
 				if !sameElements(dst, mem[a]) {
-					copyElements(dst, viewBytes(r.dtype, shape, mem[a]))
+					copyElements(dst, tensor.ViewBytes(r.dtype, shape, mem[a]))
 				}
 			} else {
 				copyElements(dst, t.view(inst, r))
@@ -1053,17 +1043,17 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []Tensor) (
 		}
 		if !r.fixed {
 			if a := t.bindOut[i]; bind && a >= 0 {
-				outs[i] = viewBytes(r.dtype, shape, mem[a])
+				outs[i] = tensor.ViewBytes(r.dtype, shape, mem[a])
 				continue
 			}
 			if sl := t.slots[r.slot]; sl.bytes > 0 && r.dtype != graph.String {
 				b := inst.outputs.alloc(&rc.s.recycled, int(sl.bytes))
 				copy(b, inst.mem[sl.offset:sl.offset+sl.bytes])
-				outs[i] = viewBytes(r.dtype, shape, b)
+				outs[i] = tensor.ViewBytes(r.dtype, shape, b)
 				continue
 			}
 		}
-		o, err := copyOut(t.view(inst, r))
+		o, err := tensor.CopyOut(t.view(inst, r))
 		if err != nil {
 			return nil, err
 		}
@@ -1073,15 +1063,15 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []Tensor) (
 }
 
 // checkBound refuses a bound output whose type or shape is not the plan's, naming it.
-func (t *planTemplate) checkBound(s *InferenceSession, into []Tensor) error {
+func (t *planTemplate) checkBound(s *InferenceSession, into []tensor.Tensor) error {
 	for i, o := range into {
 		if !o.IsValid() {
 			continue
 		}
 		r := t.outputs[i]
-		if o.dtype != r.dtype || !slices.Equal(o.shape, r.shape) {
-			return newError("RunInto", ErrInvalidArgument, "output %q: the bound tensor is %s, the run produces %s",
-				s.outputs[i].Name, describeTensor(o), describeTensor(raw(r.dtype, r.shape, nil)))
+		if o.DType() != r.dtype || !slices.Equal(o.Dims(), r.shape) {
+			return tensor.NewError("RunInto", tensor.ErrInvalidArgument, "output %q: the bound tensor is %s, the run produces %s",
+				s.outputs[i].Name, describeTensor(o), describeTensor(tensor.Raw(r.dtype, r.shape, nil)))
 		}
 	}
 	return nil
@@ -1110,7 +1100,7 @@ func isDone(done <-chan struct{}) bool {
 
 // elementAligned reports whether b starts at a multiple of dtype's element size (kernels
 // access their buffers by element).
-func elementAligned(b []byte, dtype DType) bool {
+func elementAligned(b []byte, dtype tensor.DType) bool {
 	size := dtype.ByteSize(1)
 	return len(b) > 0 && size > 0 && uintptr(unsafe.Pointer(&b[0]))%uintptr(size) == 0
 }
@@ -1189,12 +1179,12 @@ func (r *recycledOutputs) take(n int) []byte {
 // is optional (outputs not handed back are garbage collected as usual); tensors without
 // numeric data (strings, sequences, empty ones) are ignored, and the session keeps a few
 // buffers at most.
-func (s *InferenceSession) Recycle(tensors ...Tensor) {
+func (s *InferenceSession) Recycle(tensors ...tensor.Tensor) {
 	for _, t := range tensors {
-		if t.box != nil || t.dtype == graph.String {
+		if tensor.Box(t) != nil || t.DType() == graph.String {
 			continue
 		}
-		b, ok := rawBytes(t)
+		b, ok := ops.RawBytes(t)
 		if !ok || len(b) == 0 || !elementAligned(b, graph.Double) {
 			continue
 		}
@@ -1220,26 +1210,26 @@ func (t *planTemplate) runSegmentTraced(rc *runCtx, inst *planInstance, seg, thr
 	spans := make([]opSpan, len(steps))
 	for i, si := range steps {
 		st := &t.steps[si]
-		in := make([]Tensor, len(st.in))
+		in := make([]tensor.Tensor, len(st.in))
 		for j, r := range st.in {
 			in[j] = t.view(inst, r)
 		}
 		spans[i] = rc.opStart(st.node, in)
 	}
 	n, _ := t.tuners[seg].threads(threads) // no timing: the spans' work would count too
-	err := inst.ms.runRecorded(inst.segKeys[seg], n, nil, nil)
+	err := device.RunRecorded(inst.ms, inst.segKeys[seg], n, nil, nil)
 	if err == nil {
 		err = t.checkViolations(inst, seg)
 	}
 	for i, si := range steps {
 		st := &t.steps[si]
-		outs := make([]Tensor, len(st.out))
+		outs := make([]tensor.Tensor, len(st.out))
 		for j, r := range st.out {
 			if r.slot >= 0 {
 				outs[j] = t.view(inst, r)
 			}
 		}
-		spans[i].end(st.kernel.variant(), fmt.Sprintf("%s (plan segment %d of %d kernel steps)", st.reason, seg, len(steps)), outs, err)
+		spans[i].end(ops.Variant(st.kernel), fmt.Sprintf("%s (plan segment %d of %d kernel steps)", st.reason, seg, len(steps)), outs, err)
 	}
 	return err
 }
@@ -1261,8 +1251,8 @@ func (t *planTemplate) checkViolations(inst *planInstance, seg int) error {
 		binary.LittleEndian.PutUint32(inst.words[4*w:], 0)
 		if failure == nil {
 			st := &t.steps[inst.wordOwners[w]]
-			failure = newNodeError("Run", ErrInvalidArgument, st.node, "kernel %s failed a bounds check (violation bits 0x%x; an index out of range, or an assumption about the operands that does not hold)",
-				st.kernel.variant(), bits)
+			failure = tensor.NewNodeError("Run", tensor.ErrInvalidArgument, st.node, "kernel %s failed a bounds check (violation bits 0x%x; an index out of range, or an assumption about the operands that does not hold)",
+				ops.Variant(st.kernel), bits)
 		}
 	}
 	return failure
@@ -1272,7 +1262,7 @@ func (t *planTemplate) checkViolations(inst *planInstance, seg int) error {
 // into their slots, after checking them against the traced types and shapes.
 func (t *planTemplate) runHostStep(rc *runCtx, inst *planInstance, st *planStep) error {
 	n := st.node
-	in := make([]Tensor, len(st.in))
+	in := make([]tensor.Tensor, len(st.in))
 	for j, r := range st.in {
 		if n.Inputs[j] != "" {
 			in[j] = t.view(inst, r)
@@ -1280,10 +1270,10 @@ func (t *planTemplate) runHostStep(rc *runCtx, inst *planInstance, st *planStep)
 	}
 	sp := rc.opStart(n, in)
 	rc.kernelVariant, rc.kernelReason = "", ""
-	var outs []Tensor
+	var outs []tensor.Tensor
 	var err error
 	if n.Traits().ControlFlow {
-		sc := &scope{vals: make(map[string]Tensor, len(st.implicit))}
+		sc := &scope{vals: make(map[string]tensor.Tensor, len(st.implicit))}
 		for name, r := range st.implicit {
 			sc.vals[name] = t.view(inst, r)
 		}
@@ -1297,16 +1287,16 @@ func (t *planTemplate) runHostStep(rc *runCtx, inst *planInstance, st *planStep)
 	}
 	sp.end(variant, st.reason, outs, err)
 	if err != nil {
-		return nodeError(n, err)
+		return tensor.NodeError(n, err)
 	}
 	for j, r := range st.out {
 		if r.slot < 0 {
 			continue
 		}
-		if j >= len(outs) || outs[j].box != nil || outs[j].dtype != r.dtype || !slices.Equal(outs[j].shape, r.shape) {
+		if j >= len(outs) || tensor.Box(outs[j]) != nil || outs[j].DType() != r.dtype || !slices.Equal(outs[j].Dims(), r.shape) {
 			return errPlanGuard
 		}
-		src, _ := rawBytes(outs[j])
+		src, _ := ops.RawBytes(outs[j])
 		s := t.slots[r.slot]
 		copy(inst.mem[s.offset:s.offset+s.bytes], src)
 	}
@@ -1416,25 +1406,25 @@ func (c *planCache) takeIdleLocked(e *planEntry) (*planEntry, *planTemplate, *pl
 // shapes skips building the key, looking it up and checking the inputs against the model
 // again (those types and shapes passed the check before).
 type fastSignature struct {
-	dtypes []DType
+	dtypes []tensor.DType
 	shapes [][]int64
 	entry  *planEntry
 }
 
-func newFastSignature(ins []Tensor, e *planEntry) *fastSignature {
-	f := &fastSignature{entry: e, dtypes: make([]DType, len(ins)), shapes: make([][]int64, len(ins))}
+func newFastSignature(ins []tensor.Tensor, e *planEntry) *fastSignature {
+	f := &fastSignature{entry: e, dtypes: make([]tensor.DType, len(ins)), shapes: make([][]int64, len(ins))}
 	for i, t := range ins {
-		f.dtypes[i], f.shapes[i] = t.dtype, slices.Clone(t.shape)
+		f.dtypes[i], f.shapes[i] = t.DType(), slices.Clone(t.Dims())
 	}
 	return f
 }
 
-func (f *fastSignature) matches(ins []Tensor) bool {
+func (f *fastSignature) matches(ins []tensor.Tensor) bool {
 	if len(ins) != len(f.dtypes) {
 		return false
 	}
 	for i := range ins {
-		if ins[i].dtype != f.dtypes[i] || !slices.Equal(ins[i].shape, f.shapes[i]) {
+		if ins[i].DType() != f.dtypes[i] || !slices.Equal(ins[i].Dims(), f.shapes[i]) {
 			return false
 		}
 	}
@@ -1492,11 +1482,11 @@ func (c *planCache) close() []error {
 
 // runPlanned runs fed through the signature's plan, building it from a traced interpreter
 // run the first time. ok is false when the run must go to the interpreter instead.
-func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor, into []Tensor) (outs []Tensor, ok bool, err error) {
+func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]tensor.Tensor, into []tensor.Tensor) (outs []tensor.Tensor, ok bool, err error) {
 	if !s.planning {
 		return nil, false, nil
 	}
-	ins := make([]Tensor, len(s.inputs))
+	ins := make([]tensor.Tensor, len(s.inputs))
 	for i, m := range s.inputs {
 		ins[i] = fed[m.Name]
 	}
@@ -1532,7 +1522,7 @@ func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]Tensor, into []
 
 // endPlanRun gives inst back after a run of e's plan; a failed host-step guard unplans the
 // signature, and ok false sends the run to the interpreter.
-func (s *InferenceSession) endPlanRun(e *planEntry, inst *planInstance, fresh bool, outs []Tensor, err error) ([]Tensor, bool, error) {
+func (s *InferenceSession) endPlanRun(e *planEntry, inst *planInstance, fresh bool, outs []tensor.Tensor, err error) ([]tensor.Tensor, bool, error) {
 	s.plans.give(e, inst, fresh)
 	if errors.Is(err, errPlanGuard) {
 		s.plans.drop(e, "a host step's output type or shape changed between runs (data-dependent shape)")
@@ -1550,20 +1540,20 @@ const maxFastInputs = 8
 // input map, the value conversions, the run context's bookkeeping). ok is false, with
 // nothing done, whenever any of that does not hold: the general path then runs (and reports
 // any error).
-func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []NamedTensor, into []Tensor) (outs []Tensor, ok bool, err error) {
+func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []tensor.NamedTensor, into []tensor.Tensor) (outs []tensor.Tensor, ok bool, err error) {
 	if !s.planning || !s.tensorIO || len(inputs) != len(s.inputs) || len(inputs) > maxFastInputs ||
 		ctx == nil || traced(ctx) {
 		return nil, false, nil
 	}
 	done := ctx.Done()
 	if done != nil && isDone(done) {
-		return nil, true, canceledError("Run", ctx, nil)
+		return nil, true, tensor.CanceledError("Run", ctx, nil)
 	}
-	var stack [maxFastInputs]Tensor
+	var stack [maxFastInputs]tensor.Tensor
 	ins := stack[:len(inputs)]
 	for i := range inputs {
 		in, m := &inputs[i], &s.inputs[i]
-		if in.Name != m.Name || in.Tensor.data == nil || in.Tensor.box != nil {
+		if in.Name != m.Name || in.Tensor.Data() == nil || tensor.Box(in.Tensor) != nil {
 			return nil, false, nil
 		}
 		ins[i] = in.Tensor
@@ -1610,9 +1600,9 @@ func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []NamedTen
 
 // tracedValues reports whether the trace kept the values of outs (it keeps only the types
 // and shapes of values that depend on the inputs' data).
-func tracedValues(outs []Tensor) bool {
+func tracedValues(outs []tensor.Tensor) bool {
 	for _, o := range outs {
-		if o.data == nil && o.box == nil {
+		if o.Data() == nil && tensor.Box(o) == nil {
 			return false
 		}
 	}
@@ -1624,7 +1614,7 @@ func tracedValues(outs []Tensor) bool {
 // keeps the values only of nodes whose outputs do not depend on the inputs' data (the plan
 // folds those); of the others, types and shapes, so that a large model's activations are not
 // all held at once.
-func (s *InferenceSession) tracePlan(rc *runCtx, key string, fed map[string]Tensor) ([]Tensor, bool, error) {
+func (s *InferenceSession) tracePlan(rc *runCtx, key string, fed map[string]tensor.Tensor) ([]tensor.Tensor, bool, error) {
 	var trace []tracedNode
 	control := s.controlInputs()
 	dyn := map[string]bool{}
@@ -1633,13 +1623,13 @@ func (s *InferenceSession) tracePlan(rc *runCtx, key string, fed map[string]Tens
 			dyn[m.Name] = true
 		}
 	}
-	rc.observe = func(g *graph.Graph, n *graph.Node, in, out []Tensor) {
+	rc.observe = func(g *graph.Graph, n *graph.Node, in, out []tensor.Tensor) {
 		d := dependsOnData(n, func(name string) bool { return dyn[name] })
 		kept := out
 		if d {
-			kept = make([]Tensor, len(out))
+			kept = make([]tensor.Tensor, len(out))
 			for j, o := range out {
-				kept[j] = o.meta()
+				kept[j] = tensor.Meta(o)
 			}
 			for _, name := range n.Outputs {
 				if name != "" {
@@ -1755,7 +1745,7 @@ func (s *InferenceSession) describeKey(key string) string {
 		dt, dims, _ := strings.Cut(p, ":")
 		dims, vals, specialized := strings.Cut(dims, "=")
 		code, _ := strconv.Atoi(dt)
-		fmt.Fprintf(&b, "%s: tensor(%s)[%s]", name, DType(code), strings.TrimSuffix(dims, ","))
+		fmt.Fprintf(&b, "%s: tensor(%s)[%s]", name, tensor.DType(code), strings.TrimSuffix(dims, ","))
 		if specialized {
 			fmt.Fprintf(&b, " = {%s}", strings.TrimSuffix(vals, ","))
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // onlyPlan is the single plan of s, with an idle instance of it.
@@ -56,9 +57,9 @@ func TestPlanBindsInputsAndOutputsInPlace(t *testing.T) {
 		graph.NewNode("add", "Add", []string{"a", "b"}, []string{"y"}),
 		graph.NewNode("mul", "Mul", []string{"y", "a"}, []string{"z"}))
 	planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) { return FromGraph(model, opts...) })
-	feeds := func() []NamedTensor {
-		return []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{300}, randomF32(rnd, 300))},
-			{Name: "b", Tensor: MustTensor([]int64{300}, randomF32(rnd, 300))}}
+	feeds := func() []tensor.NamedTensor {
+		return []tensor.NamedTensor{{Name: "a", Tensor: tensor.MustTensor([]int64{300}, randomF32(rnd, 300))},
+			{Name: "b", Tensor: tensor.MustTensor([]int64{300}, randomF32(rnd, 300))}}
 	}
 	requireSameOutputs(t, planned, interpreted, feeds(), 0)
 	tmpl, inst := onlyPlan(t, planned)
@@ -70,9 +71,9 @@ func TestPlanBindsInputsAndOutputsInPlace(t *testing.T) {
 	}
 	for range 3 {
 		in := feeds()
-		kept := make([]Tensor, 2)
+		kept := make([]tensor.Tensor, 2)
 		for i := range kept {
-			c, err := copyOut(in[i].Tensor)
+			c, err := tensor.CopyOut(in[i].Tensor)
 			require.NoError(t, err)
 			kept[i] = c
 		}
@@ -112,8 +113,8 @@ func TestPlanCopiesValuesItCannotBind(t *testing.T) {
 		return v
 	}
 	for range 3 {
-		feeds := []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{64}, randomF32(rnd, 64))},
-			{Name: "c", Tensor: MustTensor([]int64{8}, nonZero(8))}}
+		feeds := []tensor.NamedTensor{{Name: "a", Tensor: tensor.MustTensor([]int64{64}, randomF32(rnd, 64))},
+			{Name: "c", Tensor: tensor.MustTensor([]int64{8}, nonZero(8))}}
 		requireSameOutputs(t, planned, interpreted, feeds, 0)
 	}
 	tmpl, _ := onlyPlan(t, planned)
@@ -131,9 +132,9 @@ func TestRecycledOutputsAreReused(t *testing.T) {
 		s, err := FromGraph(model, WithExecutionProvider(ProviderHost), WithIntraOpThreads(1))
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
-		run := func(r *rand.Rand) []Tensor {
+		run := func(r *rand.Rand) []tensor.Tensor {
 			a, b := randomF32(r, n), randomF32(r, n)
-			outs, err := s.Run(context.Background(), []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{int64(n)}, a)}, {Name: "b", Tensor: MustTensor([]int64{int64(n)}, b)}})
+			outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "a", Tensor: tensor.MustTensor([]int64{int64(n)}, a)}, {Name: "b", Tensor: tensor.MustTensor([]int64{int64(n)}, b)}})
 			require.NoError(t, err)
 			y := outs[0].Data().([]float32)
 			for i := range y {
@@ -147,7 +148,7 @@ func TestRecycledOutputsAreReused(t *testing.T) {
 		outs := run(rnd)
 		first := &outs[0].Data().([]float32)[0]
 		s.Recycle(outs...)
-		s.Recycle(MustTensor([]int64{1}, []string{"x"}), Tensor{}, MustTensor([]int64{3}, []float32{1, 2, 3}))
+		s.Recycle(tensor.MustTensor([]int64{1}, []string{"x"}), tensor.Tensor{}, tensor.MustTensor([]int64{3}, []float32{1, 2, 3}))
 		again := run(rnd)
 		require.Same(t, first, &again[0].Data().([]float32)[0], "the recycled memory holds the next output")
 		s.Recycle(again...)
@@ -174,7 +175,7 @@ func TestPlanFastPathFollowsShapeChanges(t *testing.T) {
 	})
 	for range 3 {
 		for _, rows := range []int{2, 3, 1} {
-			feeds := []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{int64(rows), 8}, randomF32(rnd, rows*8))}}
+			feeds := []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{int64(rows), 8}, randomF32(rnd, rows*8))}}
 			requireSameOutputs(t, planned, interpreted, feeds, 1e-6)
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // planPair opens two sessions of one model: with compiled run plans (the default) and
@@ -33,7 +35,7 @@ func planPair(t *testing.T, load func(opts ...LoadOption) (*InferenceSession, er
 // requireSameOutputs runs both sessions on feeds and requires equal outputs within tol. The
 // planned session runs twice: a signature's first run is interpreted (and traced to build
 // the plan), the second runs the plan.
-func requireSameOutputs(t *testing.T, planned, interpreted *InferenceSession, feeds []NamedTensor, tol float64) {
+func requireSameOutputs(t *testing.T, planned, interpreted *InferenceSession, feeds []tensor.NamedTensor, tol float64) {
 	t.Helper()
 	want, err := interpreted.Run(context.Background(), feeds)
 	require.NoError(t, err)
@@ -43,9 +45,9 @@ func requireSameOutputs(t *testing.T, planned, interpreted *InferenceSession, fe
 	require.NoError(t, err)
 	require.Len(t, got, len(want))
 	for i := range want {
-		require.Equal(t, want[i].dtype, got[i].dtype, "output %d", i)
-		require.Equal(t, want[i].shape, got[i].shape, "output %d", i)
-		w, g := want[i].float64s(), got[i].float64s()
+		require.Equal(t, want[i].DType(), got[i].DType(), "output %d", i)
+		require.Equal(t, want[i].Dims(), got[i].Dims(), "output %d", i)
+		w, g := tensor.Float64s(want[i]), tensor.Float64s(got[i])
 		for j := range w {
 			require.InDelta(t, w[j], g[j], tol*(1+math.Abs(w[j])), "output %d element %d", i, j)
 		}
@@ -60,8 +62,8 @@ func TestPlanMatchesInterpreterOnModels(t *testing.T) {
 			return Load(filepath.Join(dir, "tiny_encoder.onnx"), opts...)
 		})
 		for _, shape := range [][]int64{{2, 7, 64}, {1, 3, 64}, {2, 7, 64}} {
-			x := MustTensor(shape, randomF32(rnd, numel(shape)))
-			requireSameOutputs(t, planned, interpreted, []NamedTensor{{Name: "x", Tensor: x}}, 1e-5)
+			x := tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+			requireSameOutputs(t, planned, interpreted, []tensor.NamedTensor{{Name: "x", Tensor: x}}, 1e-5)
 		}
 		plans := planned.ExecutionPlans()
 		require.Len(t, plans, 2, "one plan per input signature")
@@ -81,10 +83,10 @@ func TestPlanMatchesInterpreterOnModels(t *testing.T) {
 			for i := range ids {
 				ids[i] = rnd.Int64N(512)
 			}
-			feeds := []NamedTensor{{Name: "input_ids", Tensor: MustTensor([]int64{c.b, c.t}, ids)}}
+			feeds := []tensor.NamedTensor{{Name: "input_ids", Tensor: tensor.MustTensor([]int64{c.b, c.t}, ids)}}
 			for _, name := range []string{"past_k0", "past_v0", "past_k1", "past_v1"} {
 				shape := []int64{c.b, 4, c.s, 16}
-				feeds = append(feeds, NamedTensor{Name: name, Tensor: MustTensor(shape, randomF32(rnd, numel(shape)))})
+				feeds = append(feeds, tensor.NamedTensor{Name: name, Tensor: tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))})
 			}
 			requireSameOutputs(t, planned, interpreted, feeds, 1e-5)
 		}
@@ -118,7 +120,7 @@ func TestPlanGuardCatchesDataDependentShapes(t *testing.T) {
 	planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) {
 		return FromGraph(nonZeroModel(t), opts...)
 	})
-	x := func(positive int) []NamedTensor {
+	x := func(positive int) []tensor.NamedTensor {
 		v := make([]float32, 8)
 		for i := range v {
 			v[i] = -1 - rand.Float32()
@@ -126,7 +128,7 @@ func TestPlanGuardCatchesDataDependentShapes(t *testing.T) {
 		for _, i := range rand.Perm(8)[:positive] {
 			v[i] = 1 + rand.Float32()
 		}
-		return []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{8}, v)}}
+		return []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{8}, v)}}
 	}
 	requireSameOutputs(t, planned, interpreted, x(3), 0)
 	require.True(t, planned.ExecutionPlans()[0].Planned)
@@ -151,12 +153,12 @@ func TestPlanRunsNondeterministicOpsEachRun(t *testing.T) {
 	s, err := FromGraph(m, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
-	feeds := []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{16}, randomF32(inferRand(), 16))}}
+	feeds := []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{16}, randomF32(inferRand(), 16))}}
 	a, err := s.Run(context.Background(), feeds)
 	require.NoError(t, err)
 	b, err := s.Run(context.Background(), feeds)
 	require.NoError(t, err)
-	require.NotEqual(t, a[0].data, b[0].data, "the noise is drawn anew each run, never folded")
+	require.NotEqual(t, a[0].Data(), b[0].Data(), "the noise is drawn anew each run, never folded")
 	require.True(t, s.ExecutionPlans()[0].Planned)
 }
 
@@ -166,11 +168,11 @@ func TestPlanConcurrentRuns(t *testing.T) {
 	})
 	rnd := inferRand()
 	const runs = 12
-	feeds := make([][]NamedTensor, runs)
-	want := make([][]Tensor, runs)
+	feeds := make([][]tensor.NamedTensor, runs)
+	want := make([][]tensor.Tensor, runs)
 	for i := range feeds {
-		x := MustTensor([]int64{1, 5, 64}, randomF32(rnd, 5*64))
-		feeds[i] = []NamedTensor{{Name: "x", Tensor: x}}
+		x := tensor.MustTensor([]int64{1, 5, 64}, randomF32(rnd, 5*64))
+		feeds[i] = []tensor.NamedTensor{{Name: "x", Tensor: x}}
 		var err error
 		want[i], err = interpreted.Run(context.Background(), feeds[i])
 		require.NoError(t, err)
@@ -179,7 +181,7 @@ func TestPlanConcurrentRuns(t *testing.T) {
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make([]error, runs)
-	got := make([][]Tensor, runs)
+	got := make([][]tensor.Tensor, runs)
 	for i := range feeds {
 		wg.Add(1)
 		go func() {
@@ -190,7 +192,7 @@ func TestPlanConcurrentRuns(t *testing.T) {
 	wg.Wait()
 	for i := range feeds {
 		require.NoError(t, errs[i])
-		w, g := want[i][0].float64s(), got[i][0].float64s()
+		w, g := tensor.Float64s(want[i][0]), tensor.Float64s(got[i][0])
 		for j := range w {
 			require.InDelta(t, w[j], g[j], 1e-5*(1+math.Abs(w[j])), "run %d element %d", i, j)
 		}
@@ -234,7 +236,7 @@ func BenchmarkPlanVsInterpreter(b *testing.B) {
 			s, err := Load(filepath.Join("testdata", "models", "tiny_encoder.onnx"), opts...)
 			require.NoError(b, err)
 			defer s.Close()
-			feeds := []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{1, 16, 64}, randomF32(rnd, 16*64))}}
+			feeds := []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{1, 16, 64}, randomF32(rnd, 16*64))}}
 			_, err = s.Run(context.Background(), feeds)
 			require.NoError(b, err)
 			b.ReportAllocs()
@@ -263,8 +265,8 @@ func benchmarkPlanTinyAdd(b *testing.B, ctx context.Context) {
 	require.NoError(b, err)
 	defer s.Close()
 	rnd := rand.New(rand.NewPCG(3, 4))
-	feeds := []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{1024}, randomF32(rnd, 1024))},
-		{Name: "b", Tensor: MustTensor([]int64{1024}, randomF32(rnd, 1024))}}
+	feeds := []tensor.NamedTensor{{Name: "a", Tensor: tensor.MustTensor([]int64{1024}, randomF32(rnd, 1024))},
+		{Name: "b", Tensor: tensor.MustTensor([]int64{1024}, randomF32(rnd, 1024))}}
 	for range 2 {
 		_, err = s.Run(ctx, feeds)
 		require.NoError(b, err)
@@ -286,7 +288,7 @@ func TestPlanInlinesIfOnSpecializedCondition(t *testing.T) {
 		return FromGraph(ifModel(t, w), opts...)
 	})
 	for _, c := range []bool{true, false, true} {
-		feeds := []NamedTensor{{Name: "c", Tensor: MustTensor([]int64{}, []bool{c})}, {Name: "x", Tensor: MustTensor([]int64{3}, randomF32(rnd, 3))}}
+		feeds := []tensor.NamedTensor{{Name: "c", Tensor: tensor.MustTensor([]int64{}, []bool{c})}, {Name: "x", Tensor: tensor.MustTensor([]int64{3}, randomF32(rnd, 3))}}
 		requireSameOutputs(t, planned, interpreted, feeds, 0)
 	}
 	plans := planned.ExecutionPlans()
@@ -314,8 +316,8 @@ func TestPlanReportsKernelBoundsViolations(t *testing.T) {
 	s, err := FromGraph(m, WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
-	feed := func(idx ...int64) []NamedTensor {
-		return []NamedTensor{{Name: "idx", Tensor: MustTensor([]int64{3}, idx)}}
+	feed := func(idx ...int64) []tensor.NamedTensor {
+		return []tensor.NamedTensor{{Name: "idx", Tensor: tensor.MustTensor([]int64{3}, idx)}}
 	}
 	for range 2 { // the first run traces, the second runs the plan
 		_, err = s.Run(context.Background(), feed(0, 4, 2))
@@ -323,7 +325,7 @@ func TestPlanReportsKernelBoundsViolations(t *testing.T) {
 	}
 	require.Equal(t, 1, s.ExecutionPlans()[0].KernelSteps, "Gather runs as a kernel step")
 	_, err = s.Run(context.Background(), feed(1, 9, 2))
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorIs(t, err, tensor.ErrInvalidArgument)
 	require.ErrorContains(t, err, `node "lookup" (Gather)`)
 	require.ErrorContains(t, err, "bounds check")
 	out, err := s.Run(context.Background(), feed(4, 0, 3))
@@ -352,13 +354,13 @@ func TestPlanFastPathMatchesAndRefusesBadInput(t *testing.T) {
 	var keep []kept // outputs held across later runs (small outputs share memory blocks)
 	for run := range 12 {
 		a, b := randomF32(rnd, 320), randomF32(rnd, 320)
-		feeds := []NamedTensor{{Name: "a", Tensor: MustTensor([]int64{16, 20}, a)}, {Name: "b", Tensor: MustTensor([]int64{16, 20}, b)}}
+		feeds := []tensor.NamedTensor{{Name: "a", Tensor: tensor.MustTensor([]int64{16, 20}, a)}, {Name: "b", Tensor: tensor.MustTensor([]int64{16, 20}, b)}}
 		if run == 3 { // out of the graph's order: the general path
 			feeds[0], feeds[1] = feeds[1], feeds[0]
 		}
 		outs, err := s.Run(context.Background(), feeds)
 		require.NoError(t, err)
-		got := outs[0].data.([]float32)
+		got := outs[0].Data().([]float32)
 		want := make([]float32, len(a))
 		for i := range a {
 			want[i] = a[i] - b[i]
@@ -373,14 +375,14 @@ func TestPlanFastPathMatchesAndRefusesBadInput(t *testing.T) {
 		require.Equal(t, k.want, k.out, "run %d's output changed after later runs", run)
 	}
 	require.Len(t, s.ExecutionPlans(), 1)
-	ok := MustTensor([]int64{16, 20}, randomF32(rnd, 320))
-	_, err = s.Run(context.Background(), []NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: MustTensor([]int64{16, 20}, make([]float64, 320))}})
+	ok := tensor.MustTensor([]int64{16, 20}, randomF32(rnd, 320))
+	_, err = s.Run(context.Background(), []tensor.NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: tensor.MustTensor([]int64{16, 20}, make([]float64, 320))}})
 	require.ErrorContains(t, err, `input "b": element type`)
-	_, err = s.Run(context.Background(), []NamedTensor{{Name: "a", Tensor: ok}, {Name: "c", Tensor: ok}})
+	_, err = s.Run(context.Background(), []tensor.NamedTensor{{Name: "a", Tensor: ok}, {Name: "c", Tensor: ok}})
 	require.ErrorContains(t, err, `missing input "b"`)
-	_, err = s.Run(context.Background(), []NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: MustTensor([]int64{20, 16}, randomF32(rnd, 320))}})
+	_, err = s.Run(context.Background(), []tensor.NamedTensor{{Name: "a", Tensor: ok}, {Name: "b", Tensor: tensor.MustTensor([]int64{20, 16}, randomF32(rnd, 320))}})
 	require.ErrorContains(t, err, `input "b": dimension 0`)
-	_, err = s.Run(context.Background(), []NamedTensor{{Name: "a", Tensor: ok}, {Name: "b"}})
+	_, err = s.Run(context.Background(), []tensor.NamedTensor{{Name: "a", Tensor: ok}, {Name: "b"}})
 	require.ErrorContains(t, err, `input "b": empty value`)
 }
 
@@ -421,7 +423,7 @@ func TestPlanSettlesThreadCount(t *testing.T) {
 	planned, interpreted := planPair(t, load)
 	rnd := inferRand()
 	for range 2*tuneSamples + 2 {
-		feeds := []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{1, 5, 64}, randomF32(rnd, 5*64))}}
+		feeds := []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{1, 5, 64}, randomF32(rnd, 5*64))}}
 		requireSameOutputs(t, planned, interpreted, feeds, 1e-4)
 	}
 	reports := planned.ExecutionPlans()

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // The instances a plan makes for concurrent runs share one device copy of each weight: the
@@ -20,16 +22,16 @@ func TestPlanInstancesShareWeights(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 	run := func(x []float32) {
-		outs, err := s.Run(context.Background(), []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{4, 64}, x)}})
+		outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{4, 64}, x)}})
 		require.NoError(t, err)
 		want := mlpReference(x, w, b, 4, 64, 32)
 		require.InDeltaSlice(t, want, outs[0].Data(), 1e-5)
 	}
 	run(randomF32(rnd, 4*64)) // traced
 	run(randomF32(rnd, 4*64)) // the first instance
-	s.planWeights.mu.Lock()
-	stored := len(s.planWeights.bufs)
-	s.planWeights.mu.Unlock()
+	s.planWeights.Mu.Lock()
+	stored := len(s.planWeights.Bufs)
+	s.planWeights.Mu.Unlock()
 	require.Positive(t, stored)
 
 	// A run that finds every instance busy builds one of its own: hold the idle ones while
@@ -74,59 +76,22 @@ func TestPlanInstancesShareWeights(t *testing.T) {
 	s.plans.mu.Unlock()
 	require.GreaterOrEqual(t, len(instances), 3, "busy instances made more")
 
-	s.planWeights.mu.Lock()
-	defer s.planWeights.mu.Unlock()
-	require.Equal(t, stored, len(s.planWeights.bufs), "no instance uploaded weights of its own")
+	s.planWeights.Mu.Lock()
+	defer s.planWeights.Mu.Unlock()
+	require.Equal(t, stored, len(s.planWeights.Bufs), "no instance uploaded weights of its own")
 	shared := map[*native.Buffer]bool{}
-	for _, buf := range s.planWeights.bufs {
+	for _, buf := range s.planWeights.Bufs {
 		shared[buf] = true
 	}
 	for _, inst := range instances {
-		inst.ms.mu.Lock()
 		borrowed := 0
-		for _, a := range inst.ms.allocs {
-			if a.weight {
-				require.True(t, a.borrowed, "an instance owns a weight")
-				require.True(t, shared[a.buf], "an instance reads a weight outside the store")
+		for _, a := range device.Allocations(inst.ms) {
+			if a.Weight {
+				require.True(t, a.Borrowed, "an instance owns a weight")
+				require.True(t, shared[a.Buf], "an instance reads a weight outside the store")
 				borrowed++
 			}
 		}
-		inst.ms.mu.Unlock()
 		require.Equal(t, stored, borrowed)
 	}
-}
-
-// A session reading shared weights neither frees them on Close nor releases or freezes them;
-// the store frees them once. On the host they are the weights' own memory, wrapped.
-func TestSharedWeightsStayWithTheirStore(t *testing.T) {
-	dev := openHost(t, 2)
-	ctx := newContext(t, dev, Unlimited)
-	s, err := newSessionWith("test", ctx, false, native.StreamOptions{})
-	require.NoError(t, err)
-	var store sharedWeights
-	raw := []byte{1, 2, 3, 4, 5, 6, 7, 8}
-	r, err := s.sharedWeight(&store, raw)
-	require.NoError(t, err)
-	again, err := s.sharedWeight(&store, raw)
-	require.NoError(t, err)
-	require.NotEqual(t, r, again, "each binding is a region of its own")
-	require.Len(t, store.bufs, 1, "over one buffer")
-	for _, buf := range store.bufs {
-		require.Same(t, &raw[0], &buf.Bytes()[0], "on the host, the weight's own memory")
-	}
-	require.Zero(t, ctx.Charged(), "wrapped memory costs the budget nothing")
-	require.ErrorIs(t, s.release([]Region{r}), ErrInvalidArgument)
-	_, err = s.Freeze(ctx)
-	require.ErrorIs(t, err, ErrInvalidArgument)
-	require.ErrorContains(t, err, "shared weights")
-	require.NoError(t, s.Close())
-	for _, buf := range store.bufs {
-		require.Equal(t, raw, buf.Bytes(), "the session left the store's buffer alone")
-	}
-	for _, err := range store.close(ctx) {
-		require.NoError(t, err)
-	}
-	require.Empty(t, store.bufs)
-	require.Equal(t, []byte{1, 2, 3, 4, 5, 6, 7, 8}, raw)
-	require.Empty(t, store.close(ctx), "idempotent")
 }

@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // pool2d_rows (linalg.loom) pools narrow images in vectors along each output row, the last
@@ -22,7 +24,7 @@ func TestPoolRowsAgainstHost(t *testing.T) {
 	cases := []struct {
 		name string
 		node *graph.Node
-		in   Tensor
+		in   tensor.Tensor
 		vl   string
 		tol  float64
 	}{
@@ -41,13 +43,13 @@ func TestPoolRowsAgainstHost(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, reason, err := kernelPlanners[plannerKey(c.node)](c.node, 18, infosOf([]Tensor{c.in}))
+			p, reason, err := ops.KernelPlanners[ops.PlannerKey(c.node)](c.node, 18, ops.InfosOf([]tensor.Tensor{c.in}))
 			require.NoError(t, err)
 			require.NotNil(t, p, reason)
-			require.Len(t, p.calls, 1)
-			require.Equal(t, "pool2d_rows", p.calls[0].symbol)
-			require.Equal(t, c.vl, p.calls[0].config["VL"])
-			checkKernelOp(t, s, c.node, 18, []Tensor{c.in}, nil, c.tol, c.tol)
+			require.Len(t, p.Calls, 1)
+			require.Equal(t, "pool2d_rows", p.Calls[0].Symbol)
+			require.Equal(t, c.vl, p.Calls[0].Config["VL"])
+			checkKernelOp(t, s, c.node, 18, []tensor.Tensor{c.in}, nil, c.tol, c.tol)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package session
 import (
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/go/session/internal/ops"
 )
 
 // Execution providers, in the spirit of ONNX Runtime's IExecutionProvider and ggml's backend
@@ -107,6 +108,6 @@ func kernelCapable(n *graph.Node) bool {
 	if n.Domain == graph.LoomDomain {
 		return true
 	}
-	_, ok := kernelPlanners[plannerKey(n)]
+	_, ok := ops.KernelPlanners[ops.PlannerKey(n)]
 	return ok
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // spinModel is y = Loop(Cast(n)){x = x*k + w} + x over x [4]: the trip count comes from a
@@ -51,8 +53,8 @@ func spinModel(t testing.TB) *graph.Model {
 	return m
 }
 
-func spinFeeds(n float32, x []float32) []NamedTensor {
-	return []NamedTensor{{Name: "n", Tensor: MustTensor([]int64{}, []float32{n})}, {Name: "x", Tensor: MustTensor([]int64{4}, x)}}
+func spinFeeds(n float32, x []float32) []tensor.NamedTensor {
+	return []tensor.NamedTensor{{Name: "n", Tensor: tensor.MustTensor([]int64{}, []float32{n})}, {Name: "x", Tensor: tensor.MustTensor([]int64{4}, x)}}
 }
 
 // resources is what a session holds between runs: its context's sessions and bytes, and
@@ -71,18 +73,16 @@ func sessionResources(t *testing.T, s *InferenceSession) resources {
 		}
 	}
 	s.plans.mu.Unlock()
-	s.ctx.mu.Lock()
-	defer s.ctx.mu.Unlock()
-	return resources{users: s.ctx.users, charged: s.ctx.charged.Load()}
+	return resources{users: device.ContextUsers(s.ctx), charged: s.ctx.Charged()}
 }
 
 // requireCanceled checks a cancelled run's error: an *Error matching want (context.Canceled
 // or context.DeadlineExceeded).
-func requireCanceled(t *testing.T, err error, want error) *Error {
+func requireCanceled(t *testing.T, err error, want error) *tensor.Error {
 	t.Helper()
 	require.Error(t, err)
 	require.ErrorIs(t, err, want)
-	var e *Error
+	var e *tensor.Error
 	require.ErrorAs(t, err, &e)
 	return e
 }
@@ -153,7 +153,7 @@ func TestRunCanceledBeforeStart(t *testing.T) {
 			s, err := FromGraph(mlpModel(t, randomF32(rnd, 8*3), randomF32(rnd, 3), 8, 3), tracedOptions(nil, executor)...)
 			require.NoError(t, err)
 			defer s.Close()
-			feeds := []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{2, 8}, randomF32(rnd, 16))}}
+			feeds := []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{2, 8}, randomF32(rnd, 16))}}
 			for range 2 {
 				_, err := s.Run(context.Background(), feeds)
 				require.NoError(t, err)
@@ -166,9 +166,9 @@ func TestRunCanceledBeforeStart(t *testing.T) {
 			_, err = s.Run(ctx, feeds)
 			requireCanceled(t, err, context.Canceled)
 			require.ErrorIs(t, err, stop, "the cancel cause")
-			_, err = s.RunInto(ctx, feeds, []NamedTensor{{Name: "y", Tensor: MustTensor([]int64{2, 3}, make([]float32, 6))}})
+			_, err = s.RunInto(ctx, feeds, []tensor.NamedTensor{{Name: "y", Tensor: tensor.MustTensor([]int64{2, 3}, make([]float32, 6))}})
 			requireCanceled(t, err, context.Canceled)
-			_, err = s.RunOutputs(ctx, []NamedValue{{Name: "x", Value: TensorValue(feeds[0].Tensor)}})
+			_, err = s.RunOutputs(ctx, []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(feeds[0].Tensor)}})
 			requireCanceled(t, err, context.Canceled)
 			err = s.Warmup(ctx, map[string][]int64{"x": {1, 8}})
 			e := requireCanceled(t, err, context.Canceled)
@@ -201,7 +201,7 @@ func TestPlanStopsBetweenSegments(t *testing.T) {
 	require.GreaterOrEqual(t, len(tmpl.items), 2, "the Loop's host step and the Add's segment")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	ins := []Tensor{spinFeeds(2, x)[0].Tensor, spinFeeds(2, x)[1].Tensor}
+	ins := []tensor.Tensor{spinFeeds(2, x)[0].Tensor, spinFeeds(2, x)[1].Tensor}
 	rc := newRunCtx(ctx, s, phaseRun)
 	_, err = tmpl.run(rc, inst, ins, nil)
 	rc.close()

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,10 +23,10 @@ func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
 	viewed := 0
 	for name, gt := range owned.model.Graph.Initializers {
 		w := owned.weights[name]
-		raw, ok := rawBytes(w)
+		raw, ok := ops.RawBytes(w)
 		require.True(t, ok, name)
 		require.Equal(t, gt.Raw, raw, name)
-		if viewableConstant(gt) {
+		if tensor.ViewableConstant(gt) {
 			require.Equal(t, unsafe.Pointer(&gt.Raw[0]), unsafe.Pointer(&raw[0]), "initializer %s is copied", name)
 			viewed++
 		}
@@ -39,7 +41,7 @@ func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
 	require.NoError(t, err)
 	defer theirs.Close()
 	for name, gt := range m.Graph.Initializers {
-		raw, _ := rawBytes(theirs.weights[name])
+		raw, _ := ops.RawBytes(theirs.weights[name])
 		require.Equal(t, gt.Raw, raw, name)
 		if len(raw) > 0 {
 			require.NotEqual(t, unsafe.Pointer(&gt.Raw[0]), unsafe.Pointer(&raw[0]), "a caller's initializer %s is shared", name)
@@ -50,9 +52,9 @@ func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
 	for i := range x {
 		x[i] = rand.Float32()*2 - 1
 	}
-	in, err := NewTensor([]int64{1, 16, 64}, x)
+	in, err := tensor.NewTensor([]int64{1, 16, 64}, x)
 	require.NoError(t, err)
-	feeds := []NamedTensor{{Name: owned.Inputs()[0].Name, Tensor: in}}
+	feeds := []tensor.NamedTensor{{Name: owned.Inputs()[0].Name, Tensor: in}}
 	for run := 0; run < 3; run++ { // the interpreted first run, then the plan
 		a, err := owned.Run(context.Background(), feeds)
 		require.NoError(t, err)
@@ -60,8 +62,8 @@ func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, len(a), len(b))
 		for i := range a {
-			ra, _ := rawBytes(a[i])
-			rb, _ := rawBytes(b[i])
+			ra, _ := ops.RawBytes(a[i])
+			rb, _ := ops.RawBytes(b[i])
 			require.Equal(t, rb, ra)
 		}
 	}
@@ -71,10 +73,10 @@ func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
 // are decoded into fresh memory.
 func TestWeightTensorCopiesWhatItCannotView(t *testing.T) {
 	f32 := &graph.Tensor{Name: "f", DType: graph.Float, Dims: []int64{2}, Raw: []byte{0, 0, 128, 63, 0, 0, 0, 64}}
-	w, err := weightTensor(f32)
+	w, err := tensor.WeightTensor(f32)
 	require.NoError(t, err)
-	require.Equal(t, []float32{1, 2}, w.data)
-	raw, _ := rawBytes(w)
+	require.Equal(t, []float32{1, 2}, w.Data())
+	raw, _ := ops.RawBytes(w)
 	require.Equal(t, unsafe.Pointer(&f32.Raw[0]), unsafe.Pointer(&raw[0]))
 
 	// Misaligned for float32 whatever alignment the allocator gives buf.
@@ -88,13 +90,13 @@ func TestWeightTensorCopiesWhatItCannotView(t *testing.T) {
 	external := &graph.Tensor{Name: "e", DType: graph.Float, Dims: []int64{2}, Raw: f32.Raw, Ref: graph.WeightRef{Location: "w.bin"}}
 	boolean := &graph.Tensor{Name: "b", DType: graph.Bool, Dims: []int64{2}, Raw: []byte{0, 2}}
 	for _, gt := range []*graph.Tensor{misaligned, external, boolean} {
-		require.False(t, viewableConstant(gt), gt.Name)
-		w, err := weightTensor(gt)
+		require.False(t, tensor.ViewableConstant(gt), gt.Name)
+		w, err := tensor.WeightTensor(gt)
 		require.NoError(t, err, gt.Name)
-		raw, _ := rawBytes(w)
+		raw, _ := ops.RawBytes(w)
 		require.NotEqual(t, unsafe.Pointer(&gt.Raw[0]), unsafe.Pointer(&raw[0]), gt.Name)
 	}
-	w, err = weightTensor(boolean)
+	w, err = tensor.WeightTensor(boolean)
 	require.NoError(t, err)
-	require.Equal(t, []bool{false, true}, w.data)
+	require.Equal(t, []bool{false, true}, w.Data())
 }

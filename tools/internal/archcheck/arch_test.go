@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,8 +37,9 @@ const maxLines = 5000
 
 // oversized are the packages still above maxLines, each with the issue that splits it.
 var oversized = map[string]string{
-	"go/session": "issue 12 splits it into tensor, device, ops, ep, exec, plan and epcontext",
-	"go/graph":   "issue 12: shape inference (infer*.go) is to move into a package of its own",
+	"go/session":                      "issue 12 splits it further: plan, epcontext and exec (tensor, device and ops are out)",
+	"go/session/internal/ops/hostops": "issue 12: the host functions are to split by kind (shape and movement, math, nn)",
+	"go/graph":                        "issue 12: shape inference (infer*.go) is to move into a package of its own",
 }
 
 type pkg struct {
@@ -107,6 +109,44 @@ func TestImportsPointOneWay(t *testing.T) {
 				p.ImportPath, layer, imp, other)
 		}
 	}
+}
+
+// inner are one-way rules inside a layer: the package named by prefix may import, of the layer
+// named, only the packages listed in may (docs/architecture.md, "Inside go/session").
+var inner = []struct {
+	prefix, layer string
+	may           []string
+}{
+	{"go/session/internal/tensor", "go/session", nil},
+	{"go/session/internal/device", "go/session", []string{"go/session/internal/tensor"}},
+	{"go/session/internal/ops", "go/session", []string{"go/session/internal/tensor", "go/session/internal/device"}},
+	{"go/session/internal/ops/hostops", "go/session", []string{"go/session/internal/tensor", "go/session/internal/device", "go/session/internal/ops"}},
+	{"go/session/internal/ops/kernelops", "go/session", []string{"go/session/internal/tensor", "go/session/internal/device", "go/session/internal/ops", "go/session/internal/ops/hostops"}},
+	{"go/session/internal/sessiontest", "go/session", nil},
+}
+
+// TestInnerImportsPointOneWay fails when a package low in a layer imports a package above it in
+// the same layer.
+func TestInnerImportsPointOneWay(t *testing.T) {
+	checked := 0
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(p.ImportPath, module)
+		for _, r := range inner {
+			if rel != r.prefix {
+				continue
+			}
+			checked++
+			for _, imp := range p.Imports {
+				irel := strings.TrimPrefix(imp, module)
+				if slices.Contains(r.may, irel) {
+					continue
+				}
+				require.False(t, irel == r.layer || strings.HasPrefix(irel, r.layer+"/"),
+					"%s imports %s: of %s it may import only %v (docs/architecture.md)", p.ImportPath, imp, r.layer, r.may)
+			}
+		}
+	}
+	require.Equal(t, len(inner), checked, "every package named in inner exists")
 }
 
 // TestPackageSizes fails when a package other than the known oversized ones has more than

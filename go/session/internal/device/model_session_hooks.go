@@ -1,0 +1,325 @@
+package device
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/go/session/internal/tensor"
+)
+
+// loadedKernel is a kernel an InferenceSession compiled and loaded once for all its runs: the
+// module stays loaded until the session closes, so a run only has to register the kernel with
+// its ModelSession (no compile-cache lookup, no module load per run).
+type LoadedKernel struct {
+	Kernel *native.Kernel
+	Sig    KernelSignature // normalized
+}
+
+// useLoadedKernel makes a kernel that the caller keeps loaded dispatchable in s without handing
+// s its module (unlike ImportKernel): the module must outlive s. sig must be normalized.
+func UseLoadedKernel(s *ModelSession, op string, k *LoadedKernel) (KernelID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(op); err != nil {
+		return KernelID{}, err
+	}
+	return s.addKernel(k.Kernel, k.Sig), nil
+}
+
+// resetForReuse waits for the session's work and releases its recordings and allocations,
+// keeping its stream and readback buffer, so that a later run can use it as if new. The
+// session gets a fresh owner, so regions and kernel ids of the earlier use are refused rather
+// than resolved against the new ones. It fails (leaving the session to be closed) when the
+// session is closed, frozen or failed, or owns modules (a session of runCtx never does: its
+// kernels are the InferenceSession's).
+func ResetForReuse(s *ModelSession, op string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(op); err != nil {
+		return err
+	}
+	if len(s.modules) > 0 {
+		return tensor.NewError(op, tensor.ErrInvalidArgument, "the session owns modules")
+	}
+	if err := s.synchronize(op); err != nil {
+		return err
+	}
+	var errs []error
+	for key, rec := range s.recordings {
+		errs = append(errs, rec.exec.Close())
+		delete(s.recordings, key)
+	}
+	for _, a := range s.allocs {
+		errs = append(errs, s.ctx.freeAllocation(a))
+	}
+	clear(s.allocs)
+	s.allocs = s.allocs[:0]
+	clear(s.kernels)
+	s.kernels = s.kernels[:0]
+	s.owner = newOwner()
+	if err := tensor.JoinErrors(op, errs); err != nil {
+		s.failed = err
+		return err
+	}
+	return nil
+}
+
+// issueOnce validates commands and enqueues them directly on the session's stream, after the
+// work enqueued before them: what Record and Replay do for a command list run once, without
+// building a graph (one stream runs its work in order, so the inferred edges add nothing).
+func IssueOnce(s *ModelSession, op string, commands []Command) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(op); err != nil {
+		return err
+	}
+	if len(commands) == 0 {
+		return tensor.NewError(op, tensor.ErrInvalidArgument, "no commands")
+	}
+	prepared, err := s.memory().prepare(op, commands)
+	if err != nil {
+		return err
+	}
+	return s.issueDirect(op, &recording{commands: prepared})
+}
+
+// emptyWeight stands in for a weight of no elements: kernels are bound to at least 4 bytes.
+var EmptyWeight = make([]byte, 4)
+
+// hostBytes returns the bytes of r as host memory the caller may read and write while no
+// device work uses them, or nil when r's allocation is not host-visible.
+func HostBytes(s *ModelSession, r Region) ([]byte, error) {
+	const op = "Run"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(op); err != nil {
+		return nil, err
+	}
+	a, err := s.memory().region(op, "the plan's arena", r)
+	if err != nil {
+		return nil, err
+	}
+	if !a.hostVisible() || a.buf == nil {
+		return nil, nil
+	}
+	view := a.buf.Bytes()
+	if uint64(len(view)) < r.offset+r.bytes {
+		return nil, nil
+	}
+	return view[r.offset : r.offset+r.bytes : r.offset+r.bytes], nil
+}
+
+// runRecorded runs the graph recorded under key to completion before returning, after the
+// work enqueued before it; on the host backend on the calling thread, each kernel's blocks
+// on at most maxThreads threads (0: the device's pool too). See native.GraphExec.Run. With
+// bindings, some kernel bindings move onto caller memory for this run (see
+// native.GraphExec.RunBound): a plan's inputs and outputs, read and written in place rather
+// than copied through the arena.
+func RunRecorded(s *ModelSession, key string, maxThreads int, bindings []native.RunBinding, mem *[native.MaxRunMemories][]byte) error {
+	const op = "Run"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, err := s.recording(op, key)
+	if err != nil {
+		return err
+	}
+	if len(bindings) == 0 {
+		err = rec.exec.Run(s.stream, maxThreads)
+	} else {
+		err = rec.exec.RunBound(s.stream, maxThreads, bindings, mem)
+	}
+	if err != nil {
+		if errors.Is(err, native.ErrInvalidArgument) {
+			// Refused before anything ran: the stream is fine.
+			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "cannot run %q", key)
+		}
+		return s.latch(op, err)
+	}
+	return nil
+}
+
+// dispatchNodes reports, by node, which nodes of the graph recorded under key launch a
+// kernel (a dispatch with an empty grid records an empty node, which binds nothing).
+func DispatchNodes(s *ModelSession, key string) ([]bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, err := s.recording("Run", key)
+	if err != nil {
+		return nil, err
+	}
+	kernels := make([]bool, len(rec.commands))
+	for i, c := range rec.commands {
+		kernels[i] = c.kind == dispatchCommand
+	}
+	return kernels, nil
+}
+
+// release gives the memory of whole allocations back before the session ends (an
+// interpreted op's operands, once it has run and its outputs are read), after the work
+// enqueued so far, so that a run does not hold every op's operands until it ends. Regions of
+// released allocations are refused from then on.
+func ReleaseRegions(s *ModelSession, regions []Region) error {
+	const op = "Run"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(op); err != nil {
+		return err
+	}
+	if err := s.synchronize(op); err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range regions {
+		a, err := s.memory().region(op, "a released region", r)
+		if err != nil {
+			return err
+		}
+		if r.offset != 0 || r.bytes != a.bytes {
+			return tensor.NewError(op, tensor.ErrInvalidArgument, "%s is not a whole allocation", r)
+		}
+		if a.borrowed {
+			return tensor.NewError(op, tensor.ErrInvalidArgument, "%s is a shared weight, not the session's to release", r)
+		}
+		errs = append(errs, s.ctx.free(a.buf))
+		a.buf, a.released = nil, true
+	}
+	return tensor.JoinErrors(op, errs)
+}
+
+// sharedWeight binds raw, held by store, as a weight of this session: uploaded once for all
+// the sessions that bind it, and never freed by this one.
+func SharedWeight(s *ModelSession, store *SharedWeights, raw []byte) (Region, error) {
+	const op = "ModelSession.Weight"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(op); err != nil {
+		return Region{}, err
+	}
+	if len(raw) == 0 {
+		raw = EmptyWeight
+	}
+	buf, streamFailed, err := store.get(op, s.ctx, s.stream, raw)
+	if streamFailed {
+		return Region{}, s.latch(op, err)
+	}
+	if err != nil {
+		return Region{}, err
+	}
+	a := &allocation{index: len(s.allocs), buf: buf, bytes: uint64(len(raw)), kind: native.DeviceMemory, weight: true, borrowed: true}
+	s.allocs = append(s.allocs, a)
+	return Region{owner: s.owner, alloc: a.index, bytes: a.bytes}, nil
+}
+
+// sharedWeights holds the buffers of the weights and constant operands that compiled run
+// plans read: one per distinct tensor memory, shared by every instance of every plan of an
+// InferenceSession (concurrent runs each have an arena of their own, not weights of their
+// own). On the host backend a buffer wraps the tensor's own memory (no copy at all; on
+// PP-OCRv4 recognition 10.7 MB less), elsewhere it is a device copy. It owns the buffers; the
+// instances' ModelSessions borrow them (sharedWeight).
+type SharedWeights struct {
+	Mu   sync.Mutex
+	Bufs map[SharedWeightKey]*native.Buffer
+}
+
+// sharedWeightKey is a weight's memory: its first byte and length.
+type SharedWeightKey struct {
+	first *byte
+	bytes int
+}
+
+// get returns raw's buffer, allocated in ctx and uploaded through stream (and waited for,
+// since other sessions' streams may read it next) the first time. streamFailed says the
+// upload failed on the stream (which is then failed for good), not the allocation.
+func (w *SharedWeights) get(op string, ctx *ModelContext, stream *native.Stream, raw []byte) (buf *native.Buffer, streamFailed bool, err error) {
+	key := SharedWeightKey{&raw[0], len(raw)}
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	if buf := w.Bufs[key]; buf != nil {
+		return buf, false, nil
+	}
+	if ctx.dev.Backend() == native.BackendHost {
+		// The host's kernels read the weight where the session holds it: no second copy.
+		// The session's weights and plans never change their memory.
+		buf, err = ctx.dev.WrapHost(raw)
+		if err != nil {
+			return nil, false, tensor.WrapError(op, tensor.ErrDevice, err, "cannot bind %d bytes of weights", len(raw))
+		}
+		w.put(key, buf)
+		return buf, false, nil
+	}
+	buf, err = ctx.alloc(op, native.DeviceMemory, uint64(len(raw)))
+	if err != nil {
+		return nil, false, err
+	}
+	if err := stream.Upload(buf, 0, raw); err == nil {
+		err = stream.Synchronize()
+	}
+	if err != nil {
+		return nil, true, errors.Join(err, ctx.free(buf))
+	}
+	w.put(key, buf)
+	return buf, false, nil
+}
+
+func (w *SharedWeights) put(key SharedWeightKey, buf *native.Buffer) {
+	if w.Bufs == nil {
+		w.Bufs = map[SharedWeightKey]*native.Buffer{}
+	}
+	w.Bufs[key] = buf
+}
+
+// close frees the buffers, once no plan instance is left to read them. Idempotent.
+func CloseWeights(w *SharedWeights, ctx *ModelContext) []error {
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	var errs []error
+	for key, buf := range w.Bufs {
+		if buf.Kind() == native.SharedMemory { // wrapped: charged nothing
+			errs = append(errs, buf.Close())
+		} else {
+			errs = append(errs, ctx.free(buf))
+		}
+		delete(w.Bufs, key)
+	}
+	return errs
+}
+
+// allocationInfo describes one live allocation of a session, for audits.
+type allocationInfo struct {
+	// Weight: immutable, written once; Borrowed: a weight another owner holds (shared weights).
+	Weight, Borrowed bool
+	// Buf is the allocation's buffer.
+	Buf *native.Buffer
+}
+
+// allocations lists s's live allocations.
+func Allocations(s *ModelSession) []allocationInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]allocationInfo, 0, len(s.allocs))
+	for _, a := range s.allocs {
+		out = append(out, allocationInfo{Weight: a.weight, Borrowed: a.borrowed, Buf: a.buf})
+	}
+	return out
+}
+
+// readbackBytes is the size of s's host-visible readback buffer (0 without one).
+func ReadbackBytes(s *ModelSession) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readback == nil {
+		return 0
+	}
+	return s.readback.Size()
+}
+
+// contextUsers is how many sessions and definitions use c.
+func ContextUsers(c *ModelContext) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.users
+}
+
+// weightKey is the key of raw's bytes in a weight store (raw is not empty).
+func WeightKey(raw []byte) SharedWeightKey { return SharedWeightKey{&raw[0], len(raw)} }

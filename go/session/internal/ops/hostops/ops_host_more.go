@@ -1,0 +1,321 @@
+package hostops
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
+)
+
+func init() {
+	ops.HostOps["Trilu"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+		x := in[0]
+		r := len(x.Dims())
+		if r < 2 {
+			return nil, fmt.Errorf("Trilu needs rank >= 2")
+		}
+		k := int64(0)
+		if t := ops.Optional(in, 1); t.IsValid() {
+			k = tensor.Int64s(t)[0]
+		}
+		upper := n.AttrInt("upper", 1) != 0
+		zero, _ := tensor.Zeros(x.DType(), nil)
+		joined, err := ConcatFlat(x, tensor.Reshaped(zero, []int64{1}))
+		if err != nil {
+			return nil, err
+		}
+		idx := make([]int, x.Len())
+		ops.ForEachIndex(x.Dims(), func(f int, pos []int) {
+			i, j := int64(pos[r-2]), int64(pos[r-1])
+			keep := (upper && j-i >= k) || (!upper && j-i <= k)
+			if keep {
+				idx[f] = f
+			} else {
+				idx[f] = x.Len()
+			}
+		})
+		return []tensor.Tensor{tensor.Take(joined, x.Dims(), idx)}, nil
+	}
+	ops.HostOps["CumSum"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+		x := in[0]
+		ax, err := ops.NormAxis(tensor.Int64s(in[1])[0], len(x.Dims()))
+		if err != nil {
+			return nil, err
+		}
+		excl, rev := n.AttrInt("exclusive", 0) != 0, n.AttrInt("reverse", 0) != 0
+		outer, dim, inner := ops.Numel(x.Dims()[:ax]), int(x.Dims()[ax]), ops.Numel(x.Dims()[ax+1:])
+		v := tensor.Float64s(x)
+		out := make([]float64, len(v))
+		for o := 0; o < outer; o++ {
+			for j := 0; j < inner; j++ {
+				s := 0.0
+				for t := 0; t < dim; t++ {
+					i := t
+					if rev {
+						i = dim - 1 - t
+					}
+					at := (o*dim+i)*inner + j
+					if excl {
+						out[at] = s
+						s += v[at]
+					} else {
+						s += v[at]
+						out[at] = s
+					}
+				}
+			}
+		}
+		return floatResult(x.DType(), x.Dims(), out)
+	}
+	ops.HostOps["EyeLike"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+		x := in[0]
+		if len(x.Dims()) != 2 {
+			return nil, fmt.Errorf("EyeLike needs a matrix")
+		}
+		dt := x.DType()
+		if a := n.Attr("dtype"); a != nil {
+			dt = tensor.DType(a.Int)
+		}
+		k := int(n.AttrInt("k", 0))
+		v := make([]float64, x.Len())
+		cols := int(x.Dims()[1])
+		for i := 0; i < int(x.Dims()[0]); i++ {
+			if j := i + k; j >= 0 && j < cols {
+				v[i*cols+j] = 1
+			}
+		}
+		return floatResult(dt, x.Dims(), v)
+	}
+	d2s := func(toDepth bool) ops.OpFunc {
+		return func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+			x := in[0]
+			if len(x.Dims()) != 4 {
+				return nil, fmt.Errorf("needs rank 4")
+			}
+			b := x.Dims()[0]
+			c, h, w := x.Dims()[1], x.Dims()[2], x.Dims()[3]
+			bs := n.AttrInt("blocksize", 1)
+			if toDepth {
+				// [b, c, h/bs, bs, w/bs, bs] -> [b, bs, bs, c, h/bs, w/bs]
+				t := tensor.Reshaped(x, []int64{b, c, h / bs, bs, w / bs, bs})
+				shape, idx := TransposeIndex(t.Dims(), []int{0, 3, 5, 1, 2, 4})
+				return []tensor.Tensor{tensor.Reshaped(tensor.Take(t, shape, idx), []int64{b, c * bs * bs, h / bs, w / bs})}, nil
+			}
+			var t tensor.Tensor
+			var perm []int
+			if n.AttrString("mode", "DCR") == "CRD" {
+				t, perm = tensor.Reshaped(x, []int64{b, c / (bs * bs), bs, bs, h, w}), []int{0, 1, 4, 2, 5, 3}
+			} else {
+				t, perm = tensor.Reshaped(x, []int64{b, bs, bs, c / (bs * bs), h, w}), []int{0, 3, 4, 1, 5, 2}
+			}
+			shape, idx := TransposeIndex(t.Dims(), perm)
+			return []tensor.Tensor{tensor.Reshaped(tensor.Take(t, shape, idx), []int64{b, c / (bs * bs), h * bs, w * bs})}, nil
+		}
+	}
+	ops.HostOps["DepthToSpace"] = d2s(false)
+	ops.HostOps["SpaceToDepth"] = d2s(true)
+	ops.HostOps["OneHot"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+		ind, depthT, vals := in[0], in[1], in[2]
+		depth := int64(tensor.Float64s(depthT)[0])
+		r := len(ind.Dims()) + 1
+		ax, err := ops.NormAxis(n.AttrInt("axis", -1), r)
+		if err != nil {
+			return nil, err
+		}
+		out := append(append(append([]int64{}, ind.Dims()[:ax]...), depth), ind.Dims()[ax:]...)
+		iv := tensor.Float64s(ind)
+		inner := ops.Numel(ind.Dims()[ax:])
+		idx := make([]int, ops.Numel(out))
+		ops.ForEachIndex(out, func(f int, pos []int) {
+			// The index element this output reads: drop the depth axis from the position.
+			o, d := 0, int64(pos[ax])
+			src := (f/(int(depth)*inner))*inner + f%inner
+			want := int64(iv[src])
+			if want < 0 {
+				want += depth
+			}
+			if want == d {
+				o = 1
+			}
+			idx[f] = o
+		})
+		return []tensor.Tensor{tensor.Take(vals, out, idx)}, nil
+	}
+	ops.HostOps["TopK"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+		x := in[0]
+		var k int
+		if rc.OpsetVersion() < 10 {
+			k = int(n.AttrInt("k", 1))
+		} else {
+			k = int(tensor.Int64s(in[1])[0])
+		}
+		ax, err := ops.NormAxis(n.AttrInt("axis", -1), len(x.Dims()))
+		if err != nil {
+			return nil, err
+		}
+		largest := n.AttrInt("largest", 1) != 0
+		outer, dim, inner := ops.Numel(x.Dims()[:ax]), int(x.Dims()[ax]), ops.Numel(x.Dims()[ax+1:])
+		if k < 0 || k > dim {
+			return nil, fmt.Errorf("k %d out of range for axis of size %d", k, dim)
+		}
+		v := tensor.Float64s(x)
+		out := append([]int64{}, x.Dims()...)
+		out[ax] = int64(k)
+		idx := make([]int, 0, ops.Numel(out))
+		pos := make([]int64, ops.Numel(out))
+		order := make([]int, dim)
+		for o := 0; o < outer; o++ {
+			for j := 0; j < inner; j++ {
+				for i := range order {
+					order[i] = i
+				}
+				at := func(i int) int { return (o*dim+i)*inner + j }
+				sort.SliceStable(order, func(a, b int) bool {
+					va, vb := v[at(order[a])], v[at(order[b])]
+					if largest {
+						return va > vb
+					}
+					return va < vb
+				})
+				for t := 0; t < k; t++ {
+					pos[(o*k+t)*inner+j] = int64(order[t])
+				}
+			}
+		}
+		for f := range pos {
+			o, j := f/(k*inner), f%inner
+			idx = append(idx, (o*dim+int(pos[f]))*inner+j)
+		}
+		return []tensor.Tensor{tensor.Take(x, out, idx), I64Tensor(out, pos)}, nil
+	}
+	ops.HostOps["GatherND"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+		x, ind := in[0], in[1]
+		bd := int(n.AttrInt("batch_dims", 0))
+		q := len(ind.Dims())
+		last := int(ind.Dims()[q-1])
+		out := append(append([]int64{}, ind.Dims()[:q-1]...), x.Dims()[bd+last:]...)
+		slice := ops.Numel(x.Dims()[bd+last:])
+		st := ops.StridesOf(x.Dims())
+		iv := tensor.Int64s(ind)
+		batch := ops.Numel(x.Dims()[:bd])
+		perBatch := ops.Numel(ind.Dims()[bd : q-1])
+		bstride := ops.Numel(x.Dims()[bd:])
+		idx := make([]int, 0, ops.Numel(out))
+		for b := 0; b < batch; b++ {
+			for t := 0; t < perBatch; t++ {
+				tup := iv[(b*perBatch+t)*last : (b*perBatch+t+1)*last]
+				base := b * bstride
+				for k, e := range tup {
+					d := x.Dims()[bd+k]
+					if e < 0 {
+						e += d
+					}
+					if e < 0 || e >= d {
+						return nil, fmt.Errorf("index %d out of range", tup[k])
+					}
+					base += int(e) * st[bd+k]
+				}
+				for s := 0; s < slice; s++ {
+					idx = append(idx, base+s)
+				}
+			}
+		}
+		return []tensor.Tensor{tensor.Take(x, out, idx)}, nil
+	}
+	scatter := func(elements bool) ops.OpFunc {
+		return func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+			x, ind, upd := in[0], in[1], in[2]
+			if n.AttrString("reduction", "none") != "none" {
+				return nil, fmt.Errorf("reduction %q is not supported", n.AttrString("reduction", ""))
+			}
+			joined, err := ConcatFlat(x, upd)
+			if err != nil {
+				return nil, err
+			}
+			idx := identityIndex(x.Len())
+			st := ops.StridesOf(x.Dims())
+			iv := tensor.Int64s(ind)
+			if elements {
+				ax, err := ops.NormAxis(n.AttrInt("axis", 0), len(x.Dims()))
+				if err != nil {
+					return nil, err
+				}
+				var bad error
+				ops.ForEachIndex(ind.Dims(), func(f int, pos []int) {
+					o := 0
+					for k, p := range pos {
+						if k == ax {
+							e := iv[f]
+							if e < 0 {
+								e += x.Dims()[ax]
+							}
+							if e < 0 || e >= x.Dims()[ax] {
+								bad = fmt.Errorf("index %d out of range", iv[f])
+								return
+							}
+							p = int(e)
+						}
+						o += p * st[k]
+					}
+					idx[o] = x.Len() + f
+				})
+				if bad != nil {
+					return nil, bad
+				}
+			} else {
+				last := int(ind.Dims()[len(ind.Dims())-1])
+				slice := ops.Numel(x.Dims()[last:])
+				for t := 0; t < len(iv)/max(last, 1); t++ {
+					base := 0
+					for k, e := range iv[t*last : (t+1)*last] {
+						if e < 0 {
+							e += x.Dims()[k]
+						}
+						base += int(e) * st[k]
+					}
+					for s := 0; s < slice; s++ {
+						idx[base+s] = x.Len() + t*slice + s
+					}
+				}
+			}
+			return []tensor.Tensor{tensor.Take(joined, x.Dims(), idx)}, nil
+		}
+	}
+	ops.HostOps["ScatterElements"] = scatter(true)
+	ops.HostOps["Scatter"] = scatter(true)
+	ops.HostOps["ScatterND"] = scatter(false)
+	ops.HostOps["MeanVarianceNormalization"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+		axes := n.AttrInts("axes")
+		if axes == nil {
+			axes = []int64{0, 2, 3}
+		}
+		x := in[0]
+		add := func(a, v float64) float64 { return a + v }
+		mean, err := reduce(x, axes, true, 0, add, func(a float64, c int) float64 { return a / float64(c) })
+		if err != nil {
+			return nil, err
+		}
+		idx, _ := ops.BroadcastIndex(mean.Dims(), x.Dims())
+		mv, xv := tensor.Float64s(mean), tensor.Float64s(x)
+		dev := make([]float64, len(xv))
+		for i := range xv {
+			dev[i] = xv[i] - mv[idx[i]]
+		}
+		sq := make([]float64, len(xv))
+		for i := range dev {
+			sq[i] = dev[i] * dev[i]
+		}
+		sqT, _ := tensor.FromFloat64s(graph.Double, x.Dims(), sq)
+		vr, err := reduce(sqT, axes, true, 0, add, func(a float64, c int) float64 { return a / float64(c) })
+		if err != nil {
+			return nil, err
+		}
+		vv := tensor.Float64s(vr)
+		for i := range dev {
+			dev[i] /= ops.Sqrt(vv[idx[i]]) + 1e-9
+		}
+		return floatResult(x.DType(), x.Dims(), dev)
+	}
+}

@@ -1,0 +1,277 @@
+package ops
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"unsafe"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/tensor"
+)
+
+// An op that runs as Loom kernels describes its work as a kernelPlan: the launches, over the
+// op's operands (its inputs, its outputs and private scratch memory), that compute the outputs
+// for inputs of given types and shapes. The description is independent of where the operands
+// live, so the same plan runs in two ways:
+//
+//   - the interpreter (runKernelPlan) uploads the inputs, allocates the outputs and scratch,
+//     issues the launches once and reads the outputs back;
+//   - a compiled run plan (plan.go) places every operand in the plan's arena once, records the
+//     launches of consecutive kernel steps into one device graph and replays it per run.
+//
+// A planner looks at types, shapes and, for inputs the plan builder knows before the run
+// (initializers, constants, values folded from them), their values; it never sees dynamic
+// data. When the kernels do not cover the case it returns a nil plan and a reason, and the op
+// runs as its Go host function.
+
+// operandKind says which of an op's values a binding names.
+type operandKind uint8
+
+const (
+	OperandInput operandKind = iota
+	OperandOutput
+	OperandScratch
+	// operandConst is a tensor the planner derived from inputs known before the run (a weight
+	// in the layout a kernel reads best): bound like an initializer, uploaded once a plan.
+	OperandConst
+)
+
+// operand names one value of an op: its i-th input, output or scratch area.
+type Operand struct {
+	Kind  operandKind
+	Index int
+}
+
+func InputOperand(i int) Operand   { return Operand{OperandInput, i} }
+func OutputOperand(i int) Operand  { return Operand{OperandOutput, i} }
+func ScratchOperand(i int) Operand { return Operand{OperandScratch, i} }
+func ConstOperand(i int) Operand   { return Operand{OperandConst, i} }
+
+func (o Operand) String() string {
+	return fmt.Sprintf("%s %d", [...]string{"input", "output", "scratch", "constant"}[o.Kind], o.Index)
+}
+
+// kernelBinding binds one buffer parameter of a kernel to an operand.
+type KernelBinding struct {
+	Operand Operand
+	Access  device.Access
+}
+
+func ReadOf(o Operand) KernelBinding      { return KernelBinding{o, device.AccessRead} }
+func WriteOf(o Operand) KernelBinding     { return KernelBinding{o, device.AccessWrite} }
+func ReadWriteOf(o Operand) KernelBinding { return KernelBinding{o, device.AccessReadWrite} }
+
+// kernelCall is one launch: a kernel of the op library (file under kernels/, symbol,
+// specialization), its scalar arguments and launch workload as bits (see Dispatch), and its
+// buffer bindings in parameter order.
+type KernelCall struct {
+	File     string
+	Symbol   string
+	Config   map[string]string
+	Args     []uint64
+	Workload []uint64
+	Bind     []KernelBinding
+}
+
+// describe names the kernel as traces and reports do: kernels/FILE:SYMBOL[K=V,...].
+func Describe(c KernelCall) string {
+	keys := make([]string, 0, len(c.Config))
+	for k := range c.Config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "kernels/%s:%s", c.File, c.Symbol)
+	if len(keys) > 0 {
+		b.WriteByte('[')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%s=%s", k, c.Config[k])
+		}
+		b.WriteByte(']')
+	}
+	return b.String()
+}
+
+// valueType is a tensor's element type and shape.
+type ValueType struct {
+	Dtype tensor.DType
+	Shape []int64
+}
+
+func (v ValueType) elements() int64 { return int64(Numel(v.Shape)) }
+
+func Bytes(v ValueType) int64 { return v.Dtype.ByteSize(v.elements()) }
+
+// kernelPlan is how an op runs as Loom kernels for one set of input types and shapes. Calls
+// run in order; each output must be written completely by them (an output with no elements
+// needs no call). Scratch areas are private to one execution of the op, uninitialized.
+type KernelPlan struct {
+	Outputs []ValueType
+	Scratch []int64         // bytes
+	Consts  []tensor.Tensor // the constant operands
+	Calls   []KernelCall
+	// reason says why these kernels serve the op (for traces and reports).
+	Reason string
+}
+
+// variant names the kernels of the plan, as "kernels/a.loom:x[...] + ...".
+func Variant(p *KernelPlan) string {
+	if len(p.Calls) == 0 {
+		return "loom:(no launch: empty output)"
+	}
+	parts := make([]string, len(p.Calls))
+	for i, c := range p.Calls {
+		parts[i] = Describe(c)
+	}
+	return "loom:" + strings.Join(parts, " + ")
+}
+
+// valueInfo is what a planner knows of an input: its type and shape, and its value when the
+// value is known before the run (static is then valid). An omitted optional input has
+// present false.
+type ValueInfo struct {
+	ValueType
+	Present bool
+	Static  tensor.Tensor
+}
+
+// kernelPlanner plans an op as Loom kernels. It returns (nil, reason, nil) when its kernels
+// do not cover the case, and an error when the inputs are invalid for the op.
+type KernelPlanner func(n *graph.Node, opset int64, in []ValueInfo) (*KernelPlan, string, error)
+
+// kernelPlanners holds the planners by op type: "Add" for ai.onnx, "ai.loom:FusedConv" for
+// Loom's domain (see plannerKey).
+var KernelPlanners = map[string]KernelPlanner{}
+
+func PlannerKey(n *graph.Node) string {
+	if n.Domain == graph.LoomDomain {
+		return graph.LoomDomain + ":" + n.OpType
+	}
+	if n.Domain != "" && n.Domain != "ai.onnx" {
+		return n.Domain + ":" + n.OpType
+	}
+	return n.OpType
+}
+
+// infosOf describes run-time tensors to a planner; none of them counts as static, so a
+// planner that needs a static input declines and the host function runs.
+func InfosOf(in []tensor.Tensor) []ValueInfo {
+	out := make([]ValueInfo, len(in))
+	for i, t := range in {
+		if t.IsValid() {
+			out[i] = ValueInfo{ValueType: ValueType{Dtype: t.DType(), Shape: t.Dims()}, Present: true}
+		}
+	}
+	return out
+}
+
+// registerKernelOp registers planner for the op named by key (see plannerKey), with fallback
+// (usually its host function) for when the planner declines. The op's ai.onnx host function
+// stays registered too; the interpreter prefers the planner (kernelRuns). The planner's
+// launches are re-tiled to the devices' limits (see fitted).
+func RegisterKernelOp(key string, planner KernelPlanner, fallback OpFunc) {
+	KernelPlanners[key] = fitted(planner)
+	KernelFallbacks[key] = fallback
+}
+
+// kernelFallbacks holds, by planner key, the function that runs an op when its planner
+// declines (usually its host function; nil for none).
+var KernelFallbacks = map[string]OpFunc{}
+
+// infosOfStatic describes the interpreter's tensors with their values: in the interpreter
+// every value is known when the op runs, so planners may read any of them (the run plan
+// passes values only for inputs that are fixed across runs).
+func InfosOfStatic(in []tensor.Tensor) []ValueInfo {
+	out := InfosOf(in)
+	for i, t := range in {
+		if t.IsValid() {
+			out[i].Static = t
+		}
+	}
+	return out
+}
+
+// rawBytes views a numeric tensor's elements as bytes (not copied); strings have none.
+func RawBytes(t tensor.Tensor) ([]byte, bool) {
+	switch d := t.Data().(type) {
+	case []float32:
+		return sliceBytes(d), true
+	case []float64:
+		return sliceBytes(d), true
+	case []tensor.Float16:
+		return sliceBytes(d), true
+	case []tensor.BFloat16:
+		return sliceBytes(d), true
+	case []int8:
+		return sliceBytes(d), true
+	case []int16:
+		return sliceBytes(d), true
+	case []int32:
+		return sliceBytes(d), true
+	case []int64:
+		return sliceBytes(d), true
+	case []uint8:
+		return d, true
+	case []uint16:
+		return sliceBytes(d), true
+	case []uint32:
+		return sliceBytes(d), true
+	case []uint64:
+		return sliceBytes(d), true
+	case []bool:
+		return sliceBytes(d), true
+	}
+	return nil, false
+}
+
+func sliceBytes[T any](s []T) []byte {
+	if len(s) == 0 {
+		return []byte{}
+	}
+	var zero T
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(zero)))
+}
+
+// clone copies p deeply enough for rewrites: its slices and the calls' configurations.
+func Clone(p *KernelPlan) *KernelPlan {
+	g := *p
+	g.Scratch = append([]int64(nil), p.Scratch...)
+	g.Consts = append([]tensor.Tensor(nil), p.Consts...)
+	g.Calls = make([]KernelCall, len(p.Calls))
+	for i, c := range p.Calls {
+		c.Config = maps.Clone(c.Config)
+		c.Args = append([]uint64(nil), c.Args...)
+		c.Workload = c.Args[:len(p.Calls[i].Workload)]
+		if !sameBacking(p.Calls[i].Args, p.Calls[i].Workload) {
+			c.Workload = append([]uint64(nil), p.Calls[i].Workload...)
+		}
+		c.Bind = append([]KernelBinding(nil), c.Bind...)
+		g.Calls[i] = c
+	}
+	return &g
+}
+
+// sameBacking says whether w is a prefix of args (the planners' workload is args[:n]).
+func sameBacking(args, w []uint64) bool {
+	return len(w) <= len(args) && (len(w) == 0 || &args[0] == &w[0])
+}
+
+// agreesWith checks the planner's output types and shapes against the traced outputs.
+func AgreesWith(p *KernelPlan, traced []tensor.Tensor) string {
+	if len(p.Outputs) > len(traced) {
+		return fmt.Sprintf("the kernel plan has %d outputs, the op produced %d", len(p.Outputs), len(traced))
+	}
+	for i, o := range p.Outputs {
+		if tensor.Box(traced[i]) != nil || o.Dtype != traced[i].DType() || !slices.Equal(o.Shape, traced[i].Dims()) {
+			return fmt.Sprintf("the kernel plan's output %d is %s%v, the op produced %s", i, o.Dtype, o.Shape, traced[i])
+		}
+	}
+	return ""
+}

@@ -1,0 +1,400 @@
+package kernelops
+
+import (
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
+	"github.com/loomrt/loom/kernels"
+)
+
+// The ops below run Loom kernels (kernels/) on float32 tensors in the shapes the
+// kernels cover, described as kernel plans (kernel_plan.go), and their Go host functions
+// otherwise.
+
+func init() {
+	for op, code := range map[string]string{"Add": kernels.BinaryAdd, "Sub": kernels.BinarySub, "Mul": kernels.BinaryMul, "Div": kernels.BinaryDiv} {
+		ops.RegisterKernelOp(op, binaryPlanner(code), hostFallback(op))
+	}
+	unary := map[string]string{"Relu": kernels.UnaryRelu, "Sigmoid": kernels.UnarySigmoid, "Tanh": kernels.UnaryTanh,
+		"Exp": kernels.UnaryExp, "Log": kernels.UnaryLog, "Sqrt": kernels.UnarySqrt, "Abs": kernels.UnaryAbs,
+		"Neg": kernels.UnaryNeg, "Floor": kernels.UnaryFloor, "Ceil": kernels.UnaryCeil, "Sin": kernels.UnarySin,
+		"Cos": kernels.UnaryCos, "LeakyRelu": kernels.UnaryLeakyRelu, "Reciprocal": kernels.UnaryReciprocal}
+	for op, code := range unary {
+		ops.RegisterKernelOp(op, unaryPlanner(code), hostFallback(op))
+	}
+	ops.RegisterKernelOp("MatMul", firstPlanner(planMatMul, PlanBatchedMatMul), hostFallback("MatMul"))
+	ops.RegisterKernelOp("Gemm", planGemm, hostFallback("Gemm"))
+	ops.RegisterKernelOp("Conv", convPlanner(false), hostFallback("Conv"))
+	ops.RegisterKernelOp(graph.LoomDomain+":FusedConv", convPlanner(true), hostops.FusedConvHost)
+	ops.RegisterKernelOp(graph.LoomDomain+":MatMulAdd", planMatMulAdd, matMulAddHost)
+	for op, isMax := range map[string]bool{"MaxPool": true, "AveragePool": false} {
+		ops.RegisterKernelOp(op, poolPlanner(isMax), hostFallback(op))
+	}
+	for op, log := range map[string]string{"Softmax": "false", "LogSoftmax": "true"} {
+		ops.RegisterKernelOp(op, softmaxPlanner(log), hostFallback(op))
+	}
+}
+
+// firstPlanner tries planners in order: the first plan wins; the last reason is kept.
+func firstPlanner(planners ...ops.KernelPlanner) ops.KernelPlanner {
+	return func(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+		var reason string
+		for _, planner := range planners {
+			p, why, err := planner(n, opset, in)
+			if err != nil || p != nil {
+				return p, why, err
+			}
+			reason = why
+		}
+		return nil, reason, nil
+	}
+}
+
+// hostFallback runs op's host function, looked up when the op runs (host functions register
+// in init functions of other files).
+func hostFallback(op string) ops.OpFunc {
+	return func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+		f, ok := ops.HostOps[op]
+		if !ok {
+			return nil, ops.OpErr("no Loom kernel covers these inputs and %s has no host function", op)
+		}
+		return f(rc, n, in)
+	}
+}
+
+const reasonFloat32 = "Loom kernel: float32 operands"
+
+func allFloat32(in []ops.ValueInfo, idx ...int) bool {
+	for _, i := range idx {
+		if i >= len(in) || !in[i].Present || in[i].Dtype != graph.Float {
+			return false
+		}
+	}
+	return true
+}
+
+func declineType(in []ops.ValueInfo) string {
+	for _, v := range in {
+		if v.Present && v.Dtype != graph.Float {
+			return "host: the Loom kernels cover float32 only, got " + v.Dtype.String()
+		}
+	}
+	return "host: the Loom kernels do not cover these inputs"
+}
+
+// binaryPlanner: the broadcasting binary kernel, for float32 operands of rank at most 4.
+func binaryPlanner(code string) ops.KernelPlanner {
+	return func(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+		if len(in) < 2 || !allFloat32(in, 0, 1) {
+			return nil, declineType(in), nil
+		}
+		a, b := in[0], in[1]
+		if len(a.Shape) > 4 || len(b.Shape) > 4 {
+			return nil, "host: the binary kernel covers rank <= 4", nil
+		}
+		shape, err := ops.BroadcastShapes(a.Shape, b.Shape)
+		if err != nil {
+			return nil, "", err
+		}
+		p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: shape}}, Reason: reasonFloat32 + ", rank <= 4, broadcast by strides"}
+		total := ops.Numel(shape)
+		if total == 0 {
+			return p, "", nil
+		}
+		// Contiguous operands (or a single element against the rest) take the flat kernel.
+		na, nb := ops.Numel(a.Shape), ops.Numel(b.Shape)
+		if (na == total || na == 1) && (nb == total || nb == 1) {
+			xs, ys := "0", "0"
+			if na == 1 && total > 1 {
+				xs = "1"
+			}
+			if nb == 1 && total > 1 {
+				ys = "1"
+			}
+			p.Reason = reasonFloat32 + ", contiguous (a single element broadcast)"
+			p.Calls = []ops.KernelCall{{File: "elementwise.loom", Symbol: "binary_flat", Config: map[string]string{"OP": code, "XS": xs, "YS": ys},
+				Args: []uint64{U(total)}, Workload: []uint64{U(total)},
+				Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadOf(ops.InputOperand(1)), ops.WriteOf(ops.OutputOperand(0))}}}
+			return p, "", nil
+		}
+		out4 := pad4(shape)
+		as, _ := ops.BroadcastStrides(a.Shape, shape)
+		bs, _ := ops.BroadcastStrides(b.Shape, shape)
+		as4, bs4 := padStrides4(as), padStrides4(bs)
+		args := []uint64{U(out4[0]), U(out4[1]), U(out4[2]), U(out4[3]), U(as4[0]), U(as4[1]), U(as4[2]), U(as4[3]),
+			U(bs4[0]), U(bs4[1]), U(bs4[2]), U(bs4[3])}
+		p.Calls = []ops.KernelCall{{File: "elementwise.loom", Symbol: "binary", Config: map[string]string{"OP": code},
+			Args: args, Workload: args[:4], Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadOf(ops.InputOperand(1)), ops.WriteOf(ops.OutputOperand(0))}}}
+		return p, "", nil
+	}
+}
+
+// unaryPlanner: the unary kernel over every element of a float32 tensor.
+func unaryPlanner(code string) ops.KernelPlanner {
+	return func(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+		if len(in) < 1 || !allFloat32(in, 0) {
+			return nil, declineType(in), nil
+		}
+		x := in[0]
+		p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: append([]int64{}, x.Shape...)}}, Reason: reasonFloat32}
+		count := ops.Numel(x.Shape)
+		if count == 0 {
+			return p, "", nil
+		}
+		alpha := n.AttrFloat("alpha", 0.01)
+		p.Calls = []ops.KernelCall{{File: "elementwise.loom", Symbol: "unary", Config: map[string]string{"OP": code},
+			Args: []uint64{uint64(math.Float32bits(alpha)), U(count)}, Workload: []uint64{U(count)},
+			Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.WriteOf(ops.OutputOperand(0))}}}
+		return p, "", nil
+	}
+}
+
+// planMatMul: gemm_fast.loom's register-tiled kernels for float32 MatMul with numpy semantics
+// (1-D operands, broadcast batch axes folded into two; a B without batch axes folds A's into
+// rows).
+func planMatMul(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+	if len(in) < 2 || !allFloat32(in, 0, 1) {
+		return nil, declineType(in), nil
+	}
+	g, out, reason, err := matMulSpec(in[0].Shape, in[1].Shape)
+	if err != nil || reason != "" {
+		return nil, reason, err
+	}
+	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: out}}, Reason: reasonFloat32 + ", register-tiled matrix product"}
+	if ops.Numel(out) > 0 {
+		g.emit(p, ops.OutputOperand(0))
+	}
+	return p, "", nil
+}
+
+// planMatMulAdd is Loom's fused MatMul + Add: the MatMul of planMatMul with B a matrix (A's
+// batch axes folded into rows) and C, of rank <= 2, broadcast to the folded [M, N].
+func planMatMulAdd(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+	if len(in) != 3 || !allFloat32(in, 0, 1, 2) {
+		return nil, declineType(in), nil
+	}
+	if len(in[0].Shape) < 2 || len(in[1].Shape) != 2 || len(in[2].Shape) > 2 {
+		return nil, "host: the gemm kernels cover A [..., M, K] x B [K, N] + C of rank <= 2", nil
+	}
+	g, out, reason, err := matMulSpec(in[0].Shape, in[1].Shape)
+	if err != nil || reason != "" {
+		return nil, reason, err
+	}
+	full, err := ops.BroadcastShapes(out, in[2].Shape)
+	if err != nil {
+		return nil, "", err
+	}
+	if !slices.Equal(full, out) {
+		return nil, "host: the bias broadcasts beyond the product", nil
+	}
+	st, err := ops.BroadcastStrides(in[2].Shape, []int64{int64(g.m), int64(g.n)})
+	if err != nil {
+		return nil, "host: the bias does not broadcast to [M, N] once A's axes are folded", nil
+	}
+	g.hasC, g.c, g.beta, g.cs = true, ops.InputOperand(2), 1, [4]int{0, 0, st[0], st[1]}
+	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: out}}, Reason: reasonFloat32 + ", register-tiled matrix product, B a matrix, bias of rank <= 2"}
+	if ops.Numel(out) > 0 {
+		g.emit(p, ops.OutputOperand(0))
+	}
+	return p, "", nil
+}
+
+func matMulAddHost(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	if len(in) != 3 || !in[2].IsValid() {
+		return nil, ops.OpErr("MatMulAdd needs inputs A, B and C, got %d", len(in))
+	}
+	p, err := rc.KernelOp("MatMul", n, in[:2])
+	if err != nil {
+		return nil, err
+	}
+	return rc.KernelOp("Add", n, []tensor.Tensor{p[0], in[2]})
+}
+
+// planGemm: Gemm on float32 matrices with gemm_fast.loom's kernels; transposes are strides,
+// C (rank <= 2) broadcasts by strides.
+func planGemm(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+	if len(in) < 2 || !allFloat32(in, 0, 1) || (len(in) > 2 && in[2].Present && in[2].Dtype != graph.Float) {
+		return nil, declineType(in), nil
+	}
+	a, b := in[0], in[1]
+	hasC := len(in) > 2 && in[2].Present
+	if len(a.Shape) != 2 || len(b.Shape) != 2 || (hasC && len(in[2].Shape) > 2) {
+		return nil, "host: the gemm kernels cover matrices and C of rank <= 2", nil
+	}
+	ta, tb := nd.AttrInt("transA", 0) != 0, nd.AttrInt("transB", 0) != 0
+	m, k, as := int(a.Shape[0]), int(a.Shape[1]), [2]int{int(a.Shape[1]), 1}
+	if ta {
+		m, k, as = k, m, [2]int{1, int(a.Shape[1])}
+	}
+	kb, n, bs := int(b.Shape[0]), int(b.Shape[1]), [2]int{int(b.Shape[1]), 1}
+	if tb {
+		kb, n, bs = n, kb, [2]int{1, int(b.Shape[1])}
+	}
+	if kb != k {
+		return nil, "", ops.OpErr("inner dimensions differ: A gives %d, B gives %d", k, kb)
+	}
+	g := gemmSpec{m: m, n: n, k: k, nb0: 1, nb1: 1, a: ops.InputOperand(0), b: ops.InputOperand(1),
+		as: [4]int{0, 0, as[0], as[1]}, bs: [4]int{0, 0, bs[0], bs[1]}, alpha: nd.AttrFloat("alpha", 1), act: "0"}
+	if hasC {
+		st, err := ops.BroadcastStrides(in[2].Shape, []int64{int64(m), int64(n)})
+		if err != nil {
+			return nil, "", err
+		}
+		g.hasC, g.c, g.beta, g.cs = true, ops.InputOperand(2), nd.AttrFloat("beta", 1), [4]int{0, 0, st[0], st[1]}
+	}
+	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: []int64{int64(m), int64(n)}}}, Reason: reasonFloat32 + ", register-tiled matrix product"}
+	if m*n > 0 {
+		g.emit(p, ops.OutputOperand(0))
+	}
+	return p, "", nil
+}
+
+// convActivations maps FusedConv's activation attribute to the conv2d kernel's ACT code.
+var convActivations = map[string]string{"": kernels.EpilogueNone, "Relu": kernels.EpilogueRelu,
+	"Sigmoid": kernels.EpilogueSigmoid, "Tanh": kernels.EpilogueTanh, "LeakyRelu": kernels.EpilogueLeakyRelu,
+	"HardSigmoid": kernels.EpilogueHardSigmoid, "Clip": kernels.EpilogueClip, "HardSwish": kernels.EpilogueHardSwish,
+	"Swish": kernels.EpilogueSwish}
+
+// convPlanner: gemm_fast.loom's and conv_fast.loom's kernels for 1-D and 2-D float32
+// convolutions (see convPlan); fused adds the activation of Loom's FusedConv.
+func convPlanner(fused bool) ops.KernelPlanner {
+	return func(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+		return convPlan(nd, in, fused)
+	}
+}
+
+// poolPlanner: the pool2d kernel for 2-D max and average pooling without indices.
+func poolPlanner(isMax bool) ops.KernelPlanner {
+	return func(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+		if len(in) < 1 || !allFloat32(in, 0) {
+			return nil, declineType(in), nil
+		}
+		x := in[0]
+		if len(x.Shape) != 4 || len(nd.Outputs) != 1 || nd.AttrInt("storage_order", 0) != 0 {
+			return nil, "host: the pool2d kernel covers 2-D pooling without indices", nil
+		}
+		pr, err := ops.PoolParamsOf(nd, x.Shape)
+		if err != nil {
+			return nil, "host: " + err.Error(), nil
+		}
+		nc, h, wd := int(x.Shape[0]*x.Shape[1]), int(x.Shape[2]), int(x.Shape[3])
+		oh, ow := pr.Out[0], pr.Out[1]
+		p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: []int64{x.Shape[0], x.Shape[1], int64(oh), int64(ow)}}},
+			Reason: reasonFloat32 + ", 2-D"}
+		if nc*oh*ow == 0 {
+			return p, "", nil
+		}
+		if w, ok := poolWindowCall(isMax, pr, nc, oh, ow, h, wd); ok {
+			p.Calls = []ops.KernelCall{w}
+			p.Reason += ", windows inside the image"
+			return p, "", nil
+		}
+		cfg := map[string]string{"MAX": strconv.FormatBool(isMax),
+			"COUNT_PAD": strconv.FormatBool(nd.AttrInt("count_include_pad", 0) != 0)}
+		args := []uint64{U(nc), U(oh), U(ow), U(h), U(wd), U(pr.Kernel[0]), U(pr.Kernel[1]), U(pr.Strides[0]), U(pr.Strides[1]),
+			U(pr.PadBegin[0]), U(pr.PadBegin[1]), U(pr.Dilations[0]), U(pr.Dilations[1])}
+		p.Calls = []ops.KernelCall{{File: "linalg.loom", Symbol: "pool2d", Config: cfg, Args: args, Workload: args[:3],
+			Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.WriteOf(ops.OutputOperand(0))}}}
+		return p, "", nil
+	}
+}
+
+// poolRowsBlockInputs sizes pool2d_rows' blocks in window cells read (a few microseconds of
+// work, against a block's fixed cost of its checks and views).
+const poolRowsBlockInputs = 8192
+
+// poolWindowCall is the pool2d_window (or, for narrow rows, pool2d_rows) launch for pooling
+// whose windows all lie inside the image (no padding, dilation 1, small windows), or false.
+func poolWindowCall(isMax bool, pr ops.ConvParams, nc, oh, ow, h, wd int) (ops.KernelCall, bool) {
+	kh, kw, sh, sw := pr.Kernel[0], pr.Kernel[1], pr.Strides[0], pr.Strides[1]
+	if pr.PadBegin[0] != 0 || pr.PadBegin[1] != 0 || pr.Dilations[0] != 1 || pr.Dilations[1] != 1 ||
+		kh > 8 || kw > 8 || (oh-1)*sh+kh > h || (ow-1)*sw+kw > wd {
+		return ops.KernelCall{}, false
+	}
+	args := []uint64{U(nc), U(oh), U(ow), U(h), U(wd)}
+	if ow < 32 {
+		// Narrow rows as pool2d_rows' vectors along each row; blocks of channels reading
+		// about poolRowsBlockInputs window cells each, balanced (MNIST's pools: one block).
+		vl := vectorWidth(ow)
+		ch := min(max(poolRowsBlockInputs/(oh*ow*kh*kw), 1), nc)
+		ch = ceilDiv(nc, ceilDiv(nc, ch))
+		cfg := map[string]string{"MAX": strconv.FormatBool(isMax), "KH": strconv.Itoa(kh), "KW": strconv.Itoa(kw),
+			"SH": strconv.Itoa(sh), "SW": strconv.Itoa(sw), "VL": strconv.Itoa(vl), "CH": strconv.Itoa(ch)}
+		return ops.KernelCall{File: "linalg.loom", Symbol: "pool2d_rows", Config: cfg, Args: args, Workload: args[:3],
+			Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.WriteOf(ops.OutputOperand(0))}}, true
+	}
+	// Blocks of about 512 outputs: a block's fixed cost (its checks and views) is then small
+	// next to its work, and small images take one block per channel.
+	block := 64
+	for block > 8 && block/2 >= ow {
+		block /= 2
+	}
+	rows := max(1, min(oh, 512/block))
+	cfg := map[string]string{"MAX": strconv.FormatBool(isMax), "KH": strconv.Itoa(kh), "KW": strconv.Itoa(kw),
+		"SH": strconv.Itoa(sh), "SW": strconv.Itoa(sw), "BLOCK": strconv.Itoa(block), "ROWS": strconv.Itoa(rows)}
+	return ops.KernelCall{File: "linalg.loom", Symbol: "pool2d_window", Config: cfg, Args: args, Workload: args[:3],
+		Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.WriteOf(ops.OutputOperand(0))}}, true
+}
+
+// softmaxPlanner: the softmax kernel over a trailing block of axes (the last axis from
+// opset 13 on; from axis on, flattened, before it).
+func softmaxPlanner(log string) ops.KernelPlanner {
+	return func(nd *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+		if len(in) < 1 || !allFloat32(in, 0) {
+			return nil, declineType(in), nil
+		}
+		x := in[0]
+		r := len(x.Shape)
+		axis := int(nd.AttrInt("axis", ops.SoftmaxDefaultAxis(opset)))
+		if axis < 0 {
+			axis += r
+		}
+		if ops.Numel(x.Shape) == 0 || axis < 0 || axis >= max(r, 1) || (opset >= 13 && axis != r-1) {
+			return nil, "host: the softmax kernel covers a non-empty tensor over its last axis", nil
+		}
+		rows, cols := 1, 1
+		for i, d := range x.Shape {
+			if i < axis {
+				rows *= int(d)
+			} else {
+				cols *= int(d)
+			}
+		}
+		args := []uint64{U(rows), U(cols)}
+		// One thread a row: blocks of fewer rows when rows are few and long, so that the
+		// rows spread over the threads (PP-OCRv4's 40 rows of 6625 were one block).
+		block := 64
+		for block > 1 && ceilDiv(rows, block) < 8 && min(block, rows)*cols > 1<<14 {
+			block /= 2
+		}
+		return &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: append([]int64{}, x.Shape...)}}, Reason: reasonFloat32,
+			Calls: []ops.KernelCall{{File: "linalg.loom", Symbol: "softmax", Config: map[string]string{"LOG": log, "BLOCK": strconv.Itoa(block)}, Args: args, Workload: args,
+				Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadWriteOf(ops.OutputOperand(0))}}}}, "", nil
+	}
+}
+
+func U(v int) uint64 { return uint64(v) }
+
+func pad4(s []int64) [4]int {
+	var out [4]int
+	for i := range out {
+		out[i] = 1
+	}
+	for i, d := range s {
+		out[4-len(s)+i] = int(d)
+	}
+	return out
+}
+
+func padStrides4(s []int) [4]int {
+	var out [4]int
+	for i, d := range s {
+		out[4-len(s)+i] = d
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+package kernelops
+
+import (
+	"strconv"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
+)
+
+// Shape-generic kernels: without a C compiler, a planner's shape-specialized choice (a GEMM
+// register tile, ...) is served only when the corpus recorded it (kernels/aot/corpus.txt).
+// For such families kernels/aot/manifest.txt also ships a few generic specializations, valid
+// for every shape (the kernel handles the edges at run time): when a plan's kernels are
+// neither shipped nor compilable, servablePlan re-plans the op with those, and the op runs as
+// its host function only when that does not serve it either.
+//
+// Re-planning happens in two ways, both after the planner (so the planners themselves choose
+// as they always do when the JIT works):
+//
+//   - genericPlanners[plannerKey(n)], when set, plans the op again with generic kernels only;
+//   - otherwise each call whose kernel has a genericCalls rewrite gets the generic
+//     specialization of its family (the rewrite may also adjust the calls before it, such as
+//     gemm_nn's pack_a).
+
+// genericPlanners plan an op with the shape-generic shipped kernels only, by planner key.
+var genericPlanners = map[string]ops.KernelPlanner{}
+
+// genericCalls rewrite call i of p (a clone the rewrite may change) into the family's
+// generic specialization, by "file:symbol". They return the call's index afterwards (a
+// rewrite may drop calls before it) and whether they changed anything.
+var genericCalls = map[string]func(p *ops.KernelPlan, i int) (int, bool){
+	"gemm_fast.loom:gemm_nn": genericGemmNN,
+	"gemm_fast.loom:gemm_nt": genericGemmNT,
+}
+
+// genericPlan is p, made by the planner registered under key, re-planned with shape-generic
+// kernels (see genericPlanners and genericCalls), or nil when nothing changes.
+func GenericPlan(key string, n *graph.Node, opset int64, in []ops.ValueInfo, p *ops.KernelPlan) *ops.KernelPlan {
+	g, changed := (*ops.KernelPlan)(nil), false
+	if planner, ok := genericPlanners[key]; ok {
+		q, _, err := planner(n, opset, in)
+		if err != nil || q == nil {
+			return nil
+		}
+		g, changed = q, true
+	} else {
+		g = ops.Clone(p)
+	}
+	for i := 0; i < len(g.Calls); i++ {
+		c := g.Calls[i]
+		if f, ok := genericCalls[c.File+":"+c.Symbol]; ok {
+			j, ok := f(g, i)
+			if !ok {
+				return nil
+			}
+			i, changed = j, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if err := ops.FitPlan(g, ops.KernelLimits); err != nil {
+		return nil
+	}
+	g.Reason += " (shape-generic shipped kernels: the JIT is unavailable)"
+	return g
+}
+
+// genericEpilogues are the gemm epilogues (ACT) the generic tiles ship with: all of them (none,
+// relu, sigmoid, tanh, leaky relu, hard sigmoid, clip, hard swish, swish).
+var genericEpilogues = map[string]bool{"0": true, "1": true, "2": true, "3": true, "4": true, "5": true, "6": true, "7": true, "8": true}
+
+// genericGemmNN gives gemm_nn a tile that fits every matrix (the kernel needs m >= MR and
+// n >= NV·VL): MR=4, VL=8 when the matrix is that large and there is no epilogue, else one
+// element per thread. A packed A (PACKA, whose layout follows MR) is unpacked: pack_a is
+// dropped and gemm_nn reads A as it was given.
+func genericGemmNN(p *ops.KernelPlan, i int) (int, bool) {
+	if !genericEpilogues[p.Calls[i].Config["ACT"]] {
+		return i, false
+	}
+	m, n := p.Calls[i].Args[2], p.Calls[i].Args[3]
+	if p.Calls[i].Config["PACKA"] == "true" {
+		j, ok := unpackA(p, i)
+		if !ok {
+			return i, false
+		}
+		i = j
+	}
+	cfg := p.Calls[i].Config
+	mr, vl, ks, tx, ty := 1, 1, 1, 16, 4
+	if m >= 4 && n >= 8 && cfg["ACT"] == "0" && cfg["AFFINE"] == "false" {
+		mr, vl, ks, tx, ty = 4, 8, 2, 4, 4
+	}
+	cfg["MR"], cfg["NV"], cfg["VL"], cfg["KS"] = strconv.Itoa(mr), "1", strconv.Itoa(vl), strconv.Itoa(ks)
+	cfg["TX"], cfg["TY"], cfg["PACKA"] = strconv.Itoa(tx), strconv.Itoa(ty), "false"
+	delete(cfg, "FOLD") // fitPlan sets it again when the device needs it
+	return i, true
+}
+
+// unpackA makes gemm_nn call i (PACKA) read A unpacked: from the operand pack_a read (the
+// pack_a call is removed), or, for A packed by the planner (a constant), from the constant
+// unpacked. It returns gemm_nn's index afterwards, and false when it cannot tell where A is.
+func unpackA(p *ops.KernelPlan, i int) (int, bool) {
+	c := &p.Calls[i]
+	mr, err := strconv.Atoi(c.Config["MR"])
+	if err != nil || mr < 1 {
+		return i, false
+	}
+	a := c.Bind[0].Operand
+	m, k := int(c.Args[2]), int(c.Args[4])
+	cmode := c.Config["CMODE"]
+	switch a.Kind {
+	case ops.OperandConst:
+		packed, ok := p.Consts[a.Index].Data().([]float32)
+		if !ok || m < mr || len(packed) != ceilDiv(m, mr)*k*mr {
+			return i, false
+		}
+		un := make([]float32, m*k)
+		for tile := range ceilDiv(m, mr) {
+			i0 := min(tile*mr, m-mr)
+			for q := range k {
+				for r := range mr {
+					un[(i0+r)*k+q] = packed[(tile*k+q)*mr+r]
+				}
+			}
+		}
+		p.Consts[a.Index] = tensor.MustTensor([]int64{int64(len(un))}, un)
+		c.Args[7], c.Args[8] = U(k), 1
+	case ops.OperandScratch:
+		j := -1
+		for q := i - 1; q >= 0; q-- {
+			pc := p.Calls[q]
+			if pc.Symbol == "pack_a" && len(pc.Bind) == 2 && pc.Bind[1].Operand == a {
+				j = q
+				break
+			}
+		}
+		if j < 0 {
+			return i, false
+		}
+		pack := p.Calls[j]
+		c.Bind[0] = ops.ReadOf(pack.Bind[0].Operand)
+		if cmode == "0" {
+			c.Bind[2] = c.Bind[0]
+		}
+		c.Args[7], c.Args[8] = pack.Args[2], pack.Args[3]
+		c.Config["PACKA"] = "false"
+		p.Calls = append(p.Calls[:j], p.Calls[j+1:]...)
+		return i - 1, true
+	default:
+		return i, false
+	}
+	c.Config["PACKA"] = "false"
+	return i, true
+}
+
+// genericGemmNT gives gemm_nt one output per thread (the kernel needs m >= MR and n >= NC;
+// the dot products over k take VL lanes and a scalar tail).
+func genericGemmNT(p *ops.KernelPlan, i int) (int, bool) {
+	cfg := p.Calls[i].Config
+	if !genericEpilogues[cfg["ACT"]] {
+		return i, false
+	}
+	cfg["MR"], cfg["NC"], cfg["VL"], cfg["TX"], cfg["TY"] = "1", "1", "8", "16", "4"
+	delete(cfg, "FOLD")
+	return i, true
+}

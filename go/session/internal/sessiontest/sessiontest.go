@@ -1,0 +1,83 @@
+// Package sessiontest holds the test scaffolding of go/session's packages: a TestMain that keeps
+// Loom's kernel cache private to the run and fails it when native handles leak, and a host
+// device opened for one test.
+package sessiontest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/native"
+)
+
+// Main runs m's tests with LOOM_CACHE_DIR pointing at a fresh temporary directory (removed
+// afterwards) and exits with their status; a native handle the garbage collector finds
+// unclosed fails the run.
+func Main(m *testing.M) {
+	cache, err := os.MkdirTemp("", "loom-session-test-cache-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("LOOM_CACHE_DIR", cache)
+	var (
+		leakMu    sync.Mutex
+		leakKinds []string
+	)
+	native.SetLeakHook(func(kind string) {
+		leakMu.Lock()
+		leakKinds = append(leakKinds, kind)
+		leakMu.Unlock()
+	})
+	code := m.Run()
+	for range 5 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	leakMu.Lock()
+	if len(leakKinds) > 0 && code == 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: native handles leaked without Close: %v\n", leakKinds)
+		code = 1
+	}
+	leakMu.Unlock()
+	os.RemoveAll(cache)
+	os.Exit(code)
+}
+
+// OpenHost opens the host device with workers threads, closed when the test ends.
+func OpenHost(t testing.TB, workers int) *native.Device {
+	t.Helper()
+	dev, err := native.Open(native.BackendHost, 0, &native.OpenOptions{WorkerThreads: workers})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, dev.Close()) })
+	return dev
+}
+
+// CUDADevice opens CUDA device 0, closed when the test ends, or skips the test on machines
+// without one.
+func CUDADevice(t *testing.T) *native.Device {
+	t.Helper()
+	if n, err := native.Devices(native.BackendCUDA); err != nil || n == 0 {
+		t.Skipf("no CUDA device (%v)", err)
+	}
+	dev, err := native.Open(native.BackendCUDA, 0, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, dev.Close()) })
+	return dev
+}
+
+// NewRand returns a generator seeded freshly for each run; the seed is logged so a failure
+// can be replayed.
+func NewRand(t testing.TB) *rand.Rand {
+	t.Helper()
+	seed := rand.Uint64()
+	t.Logf("random seed %d", seed)
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}

@@ -1,0 +1,207 @@
+package session
+
+import (
+	"encoding/binary"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
+)
+
+// servablePlan returns p when its kernels can run here; otherwise a plan of the same op with
+// the shape-generic shipped kernels when those can, and else p with the reason the op runs
+// as its host function (counted in CacheStats.NotShipped).
+func (c *kernelCache) servablePlan(ctx *device.ModelContext, n *graph.Node, opset int64, in []ops.ValueInfo, p *ops.KernelPlan) (*ops.KernelPlan, string) {
+	return c.servablePlanAs(ctx, ops.PlannerKey(n), n, opset, in, p)
+}
+
+// servablePlanAs is servablePlan for a plan made by the planner registered under key, which
+// need not be plannerKey(n): host functions run other ops' kernels on their own node (FusedConv
+// runs Conv's with the FusedConv node, Attention MatMul's), and the re-plan must use the
+// generic planner of the op that was planned. (Keyed by the node, FusedConv's convolution was
+// re-planned with FusedConv's generic planner, which fuses the activation, and the host function
+// then applied it a second time: wrong for all but the idempotent Relu and Clip.)
+func (c *kernelCache) servablePlanAs(ctx *device.ModelContext, key string, n *graph.Node, opset int64, in []ops.ValueInfo, p *ops.KernelPlan) (*ops.KernelPlan, string) {
+	why := c.unservable(ctx, p.Calls)
+	if why == "" {
+		return p, ""
+	}
+	if g := kernelops.GenericPlan(key, n, opset, in, p); g != nil && c.unservable(ctx, g.Calls) == "" {
+		return g, ""
+	}
+	c.mu.Lock()
+	c.notShipped++
+	c.mu.Unlock()
+	return p, why
+}
+
+// runKernelPlan runs p once on the run's device: uploads the inputs the calls read, allocates
+// outputs and scratch, issues the calls as one command list and reads the outputs back.
+func (rc *runCtx) runKernelPlan(p *ops.KernelPlan, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	outs := make([]tensor.Tensor, len(p.Outputs))
+	for i, o := range p.Outputs {
+		t, err := tensor.Zeros(o.Dtype, o.Shape)
+		if err != nil {
+			return nil, err
+		}
+		outs[i] = t
+	}
+	if len(p.Calls) == 0 {
+		return outs, nil
+	}
+	rc.noteKernelVariant(p)
+	regions := map[ops.Operand]device.Region{}
+	region := func(o ops.Operand) (device.Region, error) {
+		if r, ok := regions[o]; ok {
+			return r, nil
+		}
+		ms, err := rc.device()
+		if err != nil {
+			return device.Region{}, err
+		}
+		var r device.Region
+		switch o.Kind {
+		case ops.OperandInput, ops.OperandConst:
+			v := p.Consts
+			if o.Kind == ops.OperandInput {
+				v = in
+			}
+			if o.Index >= len(v) || !v[o.Index].IsValid() {
+				return device.Region{}, ops.OpErr("kernel plan binds %s, which is absent", o)
+			}
+			raw, ok := ops.RawBytes(v[o.Index])
+			if !ok {
+				return device.Region{}, ops.OpErr("kernel plan binds %s of type %s, which has no raw bytes", o, v[o.Index].DType())
+			}
+			if r, err = ms.Allocate(uint64(max(len(raw), 4))); err != nil {
+				return device.Region{}, err
+			}
+			if len(raw) > 0 {
+				if err := ms.Upload(r, raw); err != nil {
+					return device.Region{}, err
+				}
+			}
+		case ops.OperandOutput:
+			if o.Index >= len(outs) {
+				return device.Region{}, ops.OpErr("kernel plan binds %s of %d", o, len(outs))
+			}
+			if r, err = ms.Allocate(uint64(max(ops.Bytes(p.Outputs[o.Index]), 4))); err != nil {
+				return device.Region{}, err
+			}
+		case ops.OperandScratch:
+			if o.Index >= len(p.Scratch) {
+				return device.Region{}, ops.OpErr("kernel plan binds %s of %d", o, len(p.Scratch))
+			}
+			if r, err = ms.Allocate(uint64(max(p.Scratch[o.Index], 4))); err != nil {
+				return device.Region{}, err
+			}
+		}
+		regions[o] = r
+		return r, nil
+	}
+	ms, err := rc.device()
+	if err != nil {
+		return nil, err
+	}
+	// One violation word per launch: a kernel that stops a block at a bounds check fails the
+	// op instead of leaving part of its output unwritten.
+	viol, err := ms.AllocateShared(uint64(4 * len(p.Calls)))
+	if err != nil {
+		return nil, err
+	}
+	words := make([]byte, 4*len(p.Calls))
+	if err := ms.Upload(viol, words); err != nil {
+		return nil, err
+	}
+	cmds := make([]device.Command, 0, len(p.Calls))
+	for ci, c := range p.Calls {
+		_, kid, err := rc.compile(c.File, c.Symbol, c.Config)
+		if err != nil {
+			return nil, err
+		}
+		word, err := viol.Slice(uint64(4*ci), 4)
+		if err != nil {
+			return nil, err
+		}
+		d := device.Dispatch{Kernel: kid, Args: c.Args, Workload: c.Workload, Violation: word}
+		for _, b := range c.Bind {
+			r, err := region(b.Operand)
+			if err != nil {
+				return nil, err
+			}
+			d.Bindings = append(d.Bindings, device.Binding{Region: r, Access: b.Access})
+		}
+		cmds = append(cmds, d)
+	}
+	if err := rc.run(cmds); err != nil {
+		return nil, err
+	}
+	var reads []device.ReadRequest
+	for i := range outs {
+		r, ok := regions[ops.OutputOperand(i)]
+		if !ok {
+			if outs[i].Len() > 0 {
+				return nil, ops.OpErr("kernel plan never writes output %d", i)
+			}
+			continue
+		}
+		raw, _ := ops.RawBytes(outs[i])
+		if len(raw) > 0 {
+			part, err := r.Slice(0, uint64(len(raw)))
+			if err != nil {
+				return nil, err
+			}
+			reads = append(reads, device.ReadRequest{Region: part, Dst: raw})
+		}
+	}
+	reads = append(reads, device.ReadRequest{Region: viol, Dst: words})
+	if err := rc.ms.ReadMany(reads); err != nil {
+		return nil, err
+	}
+	done := make([]device.Region, 0, len(regions)+1)
+	for _, r := range regions {
+		done = append(done, r)
+	}
+	if err := device.ReleaseRegions(rc.ms, append(done, viol)); err != nil {
+		return nil, err
+	}
+	for ci, c := range p.Calls {
+		if bits := binary.LittleEndian.Uint32(words[4*ci:]); bits != 0 {
+			return nil, ops.OpErr("kernel %s failed a bounds check (violation bits 0x%x; an index out of range, or an assumption about the operands that does not hold)",
+				ops.Describe(ops.KernelCall{File: c.File, Symbol: c.Symbol, Config: c.Config}), bits)
+		}
+	}
+	return outs, nil
+}
+
+// noteKernelVariant lets the op's trace span name the kernels that ran (see tracing).
+func (rc *runCtx) noteKernelVariant(p *ops.KernelPlan) {
+	rc.kernelVariant, rc.kernelReason = ops.Variant(p), p.Reason
+}
+
+// kernelRun is how the interpreter runs an op with a kernel planner: through its kernels when
+// the planner covers the inputs and they can be loaded here, else through fallback.
+func kernelRun(key string, planner ops.KernelPlanner, fallback ops.OpFunc) runFunc {
+	return func(rc *runCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+		infos := ops.InfosOfStatic(in)
+		p, _, err := planner(n, rc.opset, infos)
+		if err != nil {
+			return nil, err
+		}
+		if p == nil {
+			if fallback == nil {
+				return nil, ops.OpErr("no Loom kernel covers these inputs and %s has no host function", n.OpType)
+			}
+			return fallback(rc, n, in)
+		}
+		p, why := rc.s.kernels.servablePlanAs(rc.s.ctx, key, n, rc.opset, infos, p)
+		if why != "" && fallback != nil {
+			outs, err := fallback(rc, n, in)
+			rc.kernelVariant, rc.kernelReason = variantHost, why
+			return outs, err
+		}
+		return rc.runKernelPlan(p, in)
+	}
+}

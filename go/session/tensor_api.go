@@ -1,0 +1,146 @@
+package session
+
+import (
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/tensor"
+)
+
+// BFloat16 is a bfloat16 number (the upper half of a float32), stored as its bits.
+type BFloat16 = tensor.BFloat16
+
+// DType is an ONNX tensor element type (the values of TensorProto.DataType).
+type DType = tensor.DType
+
+// DTypeOf returns the element type that Go type T stands for.
+func DTypeOf[T tensor.Element]() tensor.DType { return tensor.DTypeOf[T]() }
+
+// Element is the set of Go types a Tensor can hold, one per ONNX element type.
+type Element = tensor.Element
+
+// ErrClosed: the session, context, definition or slot was closed (or frozen).
+var ErrClosed = tensor.ErrClosed
+
+// ErrCompile: a Loom kernel did not compile; the cause is the compiler's message.
+var ErrCompile = tensor.ErrCompile
+
+// ErrDevice: the device or go/native refused or failed an operation that is not otherwise
+// classified (out of device memory, a failed Close); the cause says which.
+var ErrDevice = tensor.ErrDevice
+
+// ErrFailed: a stream operation of the session failed earlier; the session is latched
+// failed and refuses every call (Close still releases it).
+var ErrFailed = tensor.ErrFailed
+
+// ErrImmutable: a write, fill, copy or upload targets a weight.
+var ErrImmutable = tensor.ErrImmutable
+
+// ErrInUse: Close refused because sessions, definitions or slots still depend on it.
+var ErrInUse = tensor.ErrInUse
+
+// ErrInvalidArgument: a bad size, region, kernel id, command or option.
+var ErrInvalidArgument = tensor.ErrInvalidArgument
+
+// ErrNotRecorded: no recording has that key.
+var ErrNotRecorded = tensor.ErrNotRecorded
+
+// ErrOverBudget: an allocation would exceed its context's budget.
+var ErrOverBudget = tensor.ErrOverBudget
+
+// ErrTargetMismatch: code or a compiler for another target than the device's.
+var ErrTargetMismatch = tensor.ErrTargetMismatch
+
+// Error is a failed call: which method (Op), what kind of failure (Kind, one of the sentinels
+// above, or context.Canceled or context.DeadlineExceeded for a run its context stopped), the
+// node at fault when the failure belongs to one (Node and OpType), a message naming what is at
+// fault, and the underlying error if any (for example the *native.Error of a failed stream
+// operation, or the cause of a context cancelled with context.WithCancelCause).
+//
+// errors.Is matches both the Kind and the Cause, and errors.As finds the Error:
+//
+//	var e *session.Error
+//	if errors.As(err, &e) && e.Node != "" {
+//		log.Printf("node %s (%s) failed: %v", e.Node, e.OpType, err)
+//	}
+type Error = tensor.Error
+
+// Float16 is an IEEE 754 half-precision number, stored as its bits.
+type Float16 = tensor.Float16
+
+// FromGraphTensor decodes a constant of a model (an initializer or a Constant's value) into a
+// Tensor, copying its elements; a malformed constant is an *Error matching ErrInvalidArgument.
+func FromGraphTensor(gt *graph.Tensor) (tensor.Tensor, error) { return tensor.FromGraphTensor(gt) }
+
+// MustTensor is NewTensor that panics (with NewTensor's *Error) on a shape mismatch; for
+// literals in tests and examples.
+func MustTensor[T tensor.Element](shape []int64, data []T) tensor.Tensor {
+	return tensor.MustTensor[T](shape, data)
+}
+
+// NamedTensor is a tensor bound to a graph input name (or, for RunInto, an output name).
+type NamedTensor = tensor.NamedTensor
+
+// NamedValue is a value bound to a graph input name (see RunOutputs).
+type NamedValue = tensor.NamedValue
+
+// NewTensor wraps data (not copied) as a tensor of the given shape. The element count must
+// match the shape and no dimension may be negative; otherwise the error is an *Error matching
+// ErrInvalidArgument.
+func NewTensor[T tensor.Element](shape []int64, data []T) (tensor.Tensor, error) {
+	return tensor.NewTensor[T](shape, data)
+}
+
+// NoneValue makes an empty optional; dtype is the element type it would hold (Undefined when
+// it does not matter).
+func NoneValue(dtype tensor.DType) tensor.Value { return tensor.NoneValue(dtype) }
+
+// OptionalValue makes an optional holding v, a tensor or a sequence; an empty Value or an
+// optional is an *Error matching ErrInvalidArgument.
+func OptionalValue(v tensor.Value) (tensor.Value, error) { return tensor.OptionalValue(v) }
+
+// SequenceValue makes a sequence of tensors of element type dtype (the slice is copied, the
+// tensors' elements are not). An empty sequence still has an element type. Errors are *Error
+// matching ErrInvalidArgument.
+func SequenceValue(dtype tensor.DType, elems ...tensor.Tensor) (tensor.Value, error) {
+	return tensor.SequenceValue(dtype, elems...)
+}
+
+// Tensor is a dense, row-major tensor: an element type, a shape and a Go slice of elements.
+// It is a small value; copies share the elements. Tensors returned by Run belong to the
+// caller; tensors passed to Run are only read.
+type Tensor = tensor.Tensor
+
+// TensorOf returns the elements of t without copying, or an *Error matching
+// ErrInvalidArgument when T is not t's element type.
+func TensorOf[T tensor.Element](t tensor.Tensor) ([]T, error) { return tensor.TensorOf[T](t) }
+
+// TensorValue wraps a tensor.
+func TensorValue(t tensor.Tensor) tensor.Value { return tensor.TensorValue(t) }
+
+// ToBFloat16 rounds f to the nearest bfloat16 number.
+func ToBFloat16(f float32) tensor.BFloat16 { return tensor.ToBFloat16(f) }
+
+// ToFloat16 rounds f to the nearest half-precision number.
+func ToFloat16(f float32) tensor.Float16 { return tensor.ToFloat16(f) }
+
+// Value is a graph input or output of any kind a session runs: a tensor, a sequence of
+// tensors (all of one element type), or an optional that holds a tensor, a sequence or nothing.
+// Like Tensor it is a small value whose copies share the elements. The zero Value is invalid.
+type Value = tensor.Value
+
+// ValueKind says what a Value (or a graph input or output, see IOMeta) holds.
+type ValueKind = tensor.ValueKind
+
+// ValueOptional is an ONNX optional: a tensor, a sequence, or nothing (none).
+const ValueOptional = tensor.ValueOptional
+
+// ValueSequence is an ONNX sequence: tensors of one element type, of any shapes.
+const ValueSequence = tensor.ValueSequence
+
+// ValueTensor is a dense tensor.
+const ValueTensor = tensor.ValueTensor
+
+// Zeros returns a tensor of zero values (false, "") of the given type and shape; a negative
+// dimension or an unsupported type is an *Error matching ErrInvalidArgument.
+func Zeros(dtype tensor.DType, shape []int64) (tensor.Tensor, error) {
+	return tensor.Zeros(dtype, shape)
+}
