@@ -400,55 +400,15 @@ func matMulSpec(as, bs []int64) (g gemmSpec, out []int64, reason string, err err
 // it) and conv2d_direct or conv2d_cout (which, for tiles of whole rows, reads x in place
 // instead of conv_pad's copy). 1-D convolutions are 2-D ones of height 1.
 func convPlan(nd *graph.Node, in []ops.ValueInfo, fused bool) (*ops.KernelPlan, string, error) {
-	if len(in) < 2 || !allFloat32(in, 0, 1) || (len(in) > 2 && in[2].Present && in[2].Dtype != graph.Float) {
-		return nil, declineType(in), nil
+	cs, why, err := convShapeOf(nd, in, fused)
+	if cs == nil {
+		return nil, why, err
 	}
-	x, w := in[0], in[1]
-	if len(x.Shape) != 3 && len(x.Shape) != 4 {
-		return nil, "host: the conv kernels cover 1-D and 2-D convolutions", nil
-	}
-	pr, err := ops.ConvParamsOf(nd, x.Shape, w.Shape)
-	if err != nil {
-		return nil, "", err
-	}
-	act, p0, p1, err := actParams(nd, fused)
-	if err != nil {
-		return nil, "", err
-	}
-	affine, scale, shift := outputAffine(nd, fused)
-	hasBias := len(in) > 2 && in[2].Present
-	if hasBias && (len(in[2].Shape) != 1 || in[2].Shape[0] != w.Shape[0]) {
-		return nil, "", ops.OpErr("Conv: bias of shape %v for %d output channels", in[2].Shape, w.Shape[0])
-	}
-	// As 2-D: [N, C, H, W] with kernel [KH, KW] (a 1-D convolution has H = KH = 1).
-	two := func(v []int, one int) [2]int {
-		if len(v) == 1 {
-			return [2]int{one, v[0]}
-		}
-		return [2]int{v[0], v[1]}
-	}
-	kern, str, dil, pad, outHW := two(pr.Kernel, 1), two(pr.Strides, 1), two(pr.Dilations, 1), two(pr.PadBegin, 0), two(pr.Out, 1)
-	for i, d := range w.Shape[2:] {
-		if int(d) != pr.Kernel[i] {
-			return nil, "", ops.OpErr("Conv: kernel_shape %v differs from the weight's %v", pr.Kernel, w.Shape[2:])
-		}
-	}
-	for i := range 2 {
-		if pad[i] < 0 || str[i] < 1 || dil[i] < 1 || kern[i] < 1 {
-			return nil, "host: the conv kernels cover non-negative padding and positive strides and dilations", nil
-		}
-	}
-	nb, c := int(x.Shape[0]), int(x.Shape[1])
-	h, wd := 1, int(x.Shape[2])
-	if len(x.Shape) == 4 {
-		h, wd = int(x.Shape[2]), int(x.Shape[3])
-	}
-	m, groups := int(w.Shape[0]), pr.Group
-	oh, ow := outHW[0], outHW[1]
-	outShape := []int64{int64(nb), int64(m)}
-	for _, o := range pr.Out {
-		outShape = append(outShape, int64(o))
-	}
+	w, pr := cs.w, cs.pr
+	act, p0, p1, affine, scale, shift, hasBias := cs.act, cs.p0, cs.p1, cs.affine, cs.scale, cs.shift, cs.hasBias
+	kern, str, dil, pad := cs.kern, cs.str, cs.dil, cs.pad
+	nb, c, h, wd, m, groups := cs.nb, cs.c, cs.h, cs.wd, cs.m, cs.groups
+	oh, ow, outShape := cs.out[0], cs.out[1], cs.outShape
 	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: outShape}}}
 	if nb*m*oh*ow == 0 {
 		p.Reason = reasonFloat32 + ", empty output"
@@ -758,4 +718,76 @@ func bestCoutTile(mg, oh, ow, cg int, kern, str, dil [2]int) (coutTile, float64,
 		}
 	}
 	return best, bestCost, true
+}
+
+// convShape is what the conv planners first derive from Conv or FusedConv: the checked inputs,
+// the parameters as 2-D ones (a 1-D convolution has height 1), the fused epilogue and the
+// output shape.
+type convShape struct {
+	x, w                             ops.ValueInfo
+	pr                               ops.ConvParams
+	act                              string
+	p0, p1                           float32
+	affine                           bool
+	scale, shift                     float32
+	hasBias                          bool
+	kern, str, dil, pad, padEnd, out [2]int
+	nb, c, h, wd, m, groups          int
+	outShape                         []int64
+}
+
+// convShapeOf checks Conv's or FusedConv's inputs for the conv kernels (float32, 1-D or 2-D, a
+// kernel_shape that is the weight's, a bias of one value per output channel, non-negative
+// padding, positive strides and dilations) and derives its convShape. A nil result declines
+// with the reason (the host function runs); an error is an invalid input.
+func convShapeOf(nd *graph.Node, in []ops.ValueInfo, fused bool) (*convShape, string, error) {
+	if len(in) < 2 || !allFloat32(in, 0, 1) || (len(in) > 2 && in[2].Present && in[2].Dtype != graph.Float) {
+		return nil, declineType(in), nil
+	}
+	x, w := in[0], in[1]
+	if len(x.Shape) != 3 && len(x.Shape) != 4 {
+		return nil, "host: the conv kernels cover 1-D and 2-D convolutions", nil
+	}
+	pr, err := ops.ConvParamsOf(nd, x.Shape, w.Shape)
+	if err != nil {
+		return nil, "", err
+	}
+	cs := &convShape{x: x, w: w, pr: pr}
+	if cs.act, cs.p0, cs.p1, err = actParams(nd, fused); err != nil {
+		return nil, "", err
+	}
+	cs.affine, cs.scale, cs.shift = outputAffine(nd, fused)
+	cs.hasBias = len(in) > 2 && in[2].Present
+	if cs.hasBias && (len(in[2].Shape) != 1 || in[2].Shape[0] != w.Shape[0]) {
+		return nil, "", ops.OpErr("Conv: bias of shape %v for %d output channels", in[2].Shape, w.Shape[0])
+	}
+	two := func(v []int, one int) [2]int {
+		if len(v) == 1 {
+			return [2]int{one, v[0]}
+		}
+		return [2]int{v[0], v[1]}
+	}
+	cs.kern, cs.str, cs.dil = two(pr.Kernel, 1), two(pr.Strides, 1), two(pr.Dilations, 1)
+	cs.pad, cs.padEnd, cs.out = two(pr.PadBegin, 0), two(pr.PadEnd, 0), two(pr.Out, 1)
+	for i, d := range w.Shape[2:] {
+		if int(d) != pr.Kernel[i] {
+			return nil, "", ops.OpErr("Conv: kernel_shape %v differs from the weight's %v", pr.Kernel, w.Shape[2:])
+		}
+	}
+	for i := range 2 {
+		if cs.pad[i] < 0 || cs.padEnd[i] < 0 || cs.str[i] < 1 || cs.dil[i] < 1 || cs.kern[i] < 1 {
+			return nil, "host: the conv kernels cover non-negative padding and positive strides and dilations", nil
+		}
+	}
+	cs.nb, cs.c = int(x.Shape[0]), int(x.Shape[1])
+	cs.h, cs.wd = 1, int(x.Shape[2])
+	if len(x.Shape) == 4 {
+		cs.h, cs.wd = int(x.Shape[2]), int(x.Shape[3])
+	}
+	cs.m, cs.groups = int(w.Shape[0]), pr.Group
+	cs.outShape = []int64{int64(cs.nb), int64(cs.m)}
+	for _, o := range pr.Out {
+		cs.outShape = append(cs.outShape, int64(o))
+	}
+	return cs, "", nil
 }

@@ -24,50 +24,14 @@ func genericConvPlanner(fused bool) ops.KernelPlanner {
 }
 
 func genericConvPlan(nd *graph.Node, in []ops.ValueInfo, fused bool) (*ops.KernelPlan, string, error) {
-	if len(in) < 2 || !allFloat32(in, 0, 1) || (len(in) > 2 && in[2].Present && in[2].Dtype != graph.Float) {
-		return nil, declineType(in), nil
+	cs, why, err := convShapeOf(nd, in, fused)
+	if cs == nil {
+		return nil, why, err
 	}
-	x, w := in[0], in[1]
-	if len(x.Shape) != 3 && len(x.Shape) != 4 {
-		return nil, "host: the conv kernels cover 1-D and 2-D convolutions", nil
-	}
-	pr, err := ops.ConvParamsOf(nd, x.Shape, w.Shape)
-	if err != nil {
-		return nil, "", err
-	}
-	act, p0, p1, err := actParams(nd, fused)
-	if err != nil {
-		return nil, "", err
-	}
-	affine, scale, shift := outputAffine(nd, fused)
-	hasBias := len(in) > 2 && in[2].Present
-	if hasBias && (len(in[2].Shape) != 1 || in[2].Shape[0] != w.Shape[0]) {
-		return nil, "", ops.OpErr("Conv: bias of shape %v for %d output channels", in[2].Shape, w.Shape[0])
-	}
-	two := func(v []int, one int) [2]int {
-		if len(v) == 1 {
-			return [2]int{one, v[0]}
-		}
-		return [2]int{v[0], v[1]}
-	}
-	kern, str, dil := two(pr.Kernel, 1), two(pr.Strides, 1), two(pr.Dilations, 1)
-	pad, padEnd, out := two(pr.PadBegin, 0), two(pr.PadEnd, 0), two(pr.Out, 1)
-	for i := range 2 {
-		if pad[i] < 0 || padEnd[i] < 0 || str[i] < 1 || dil[i] < 1 || kern[i] < 1 {
-			return nil, "host: the conv kernels cover non-negative padding and positive strides and dilations", nil
-		}
-	}
-	nb, c := int(x.Shape[0]), int(x.Shape[1])
-	h, wd := 1, int(x.Shape[2])
-	if len(x.Shape) == 4 {
-		h, wd = int(x.Shape[2]), int(x.Shape[3])
-	}
-	m, groups := int(w.Shape[0]), pr.Group
-	oh, ow := out[0], out[1]
-	outShape := []int64{int64(nb), int64(m)}
-	for _, o := range pr.Out {
-		outShape = append(outShape, int64(o))
-	}
+	act, p0, p1, affine, scale, shift, hasBias := cs.act, cs.p0, cs.p1, cs.affine, cs.scale, cs.shift, cs.hasBias
+	kern, str, dil, pad, padEnd, out := cs.kern, cs.str, cs.dil, cs.pad, cs.padEnd, cs.out
+	nb, c, h, wd, m, groups := cs.nb, cs.c, cs.h, cs.wd, cs.m, cs.groups
+	oh, ow, outShape := out[0], out[1], cs.outShape
 	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: outShape}},
 		Reason: reasonFloat32 + ", convolution as padding, im2col copy and matrix products"}
 	if nb*m*oh*ow == 0 {
