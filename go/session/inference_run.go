@@ -17,43 +17,56 @@ import (
 // runFunc is how the interpreter runs a node's operator.
 type runFunc func(rc *runCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error)
 
-// kernelRuns holds, by planner key, the interpreter's runs of the ops with a kernel planner;
-// they take precedence over the host functions in lookupOp.
-var kernelRuns = map[string]runFunc{}
+// kernelRuns holds, by planner key, the interpreter's runs of the ops with a kernel planner.
+// onnxRuns and loomRuns hold how the interpreter runs each ai.onnx and ai.loom operator, by op
+// type: its kernel run when it has a planner, else its host function. All three are built once
+// from the op registry, so a lookup is one map read (no closure, no key built per node).
+var (
+	kernelRuns = map[string]runFunc{}
+	onnxRuns   = map[string]runFunc{}
+	loomRuns   = map[string]runFunc{}
+)
 
 func init() {
+	host := func(f ops.OpFunc) runFunc {
+		return func(rc *runCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) { return f(rc, n, in) }
+	}
+	for op, f := range ops.HostOps {
+		onnxRuns[op] = host(f)
+	}
+	for op, f := range ops.LoomOps {
+		loomRuns[op] = host(f)
+	}
 	for key, p := range ops.KernelPlanners {
-		kernelRuns[key] = kernelRun(key, p, ops.KernelFallbacks[key])
+		r := kernelRun(key, p, ops.KernelFallbacks[key])
+		kernelRuns[key] = r
+		if op, ok := strings.CutPrefix(key, graph.LoomDomain+":"); ok {
+			loomRuns[op] = r
+		} else if !strings.Contains(key, ":") {
+			onnxRuns[key] = r
+		}
 	}
 }
 
 // lookupOp returns how the interpreter runs n's operator: its kernel planner's run when it has
 // one, else its host function.
 func lookupOp(n *graph.Node) (runFunc, bool) {
-	if n.Domain != "" && n.Domain != "ai.onnx" && n.Domain != graph.LoomDomain {
-		return nil, false
-	}
-	if f, ok := kernelRuns[ops.PlannerKey(n)]; ok {
-		return f, true
-	}
-	var f ops.OpFunc
+	var f runFunc
 	var ok bool
-	if n.Domain == graph.LoomDomain {
-		f, ok = ops.LoomOps[n.OpType]
-	} else {
-		f, ok = ops.HostOps[n.OpType]
+	switch n.Domain {
+	case "", "ai.onnx":
+		f, ok = onnxRuns[n.OpType]
+	case graph.LoomDomain:
+		f, ok = loomRuns[n.OpType]
 	}
-	if !ok {
-		return nil, false
-	}
-	return func(rc *runCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) { return f(rc, n, in) }, true
+	return f, ok
 }
 
-// opsetVersion is the ai.onnx opset the run's model imports (see opRun).
+// OpsetVersion is the ai.onnx opset the run's model imports (see ops.OpRun).
 func (rc *runCtx) OpsetVersion() int64 { return rc.opset }
 
-// kernelOp runs op (an ai.onnx op with a kernel planner) on in for node n as the interpreter
-// would: the fused operators' functions compose such ops (see opRun).
+// KernelOp runs op (an ai.onnx op with a kernel planner) on in for node n as the interpreter
+// would: the fused operators' functions compose such ops (see ops.OpRun).
 func (rc *runCtx) KernelOp(op string, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	f, ok := kernelRuns[op]
 	if !ok {
