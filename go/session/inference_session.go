@@ -15,21 +15,22 @@ import (
 	"github.com/loomrt/loom/go/graph/opt"
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/ep"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // ExecutionProvider names where an InferenceSession runs its kernels.
-type ExecutionProvider string
+type ExecutionProvider = ep.Name
 
 // The execution providers.
 const (
 	// ProviderHost runs everything on the host backend.
-	ProviderHost ExecutionProvider = "host"
+	ProviderHost = ep.Host
 	// ProviderCUDA runs Loom kernels on CUDA device 0; without a driver or device the session
 	// falls back to the host and ExecutionProviderFallbackReport says why.
-	ProviderCUDA ExecutionProvider = "cuda"
+	ProviderCUDA = ep.CUDA
 	// ProviderAuto is CUDA when a driver and a device exist, else the host.
-	ProviderAuto ExecutionProvider = "auto"
+	ProviderAuto = ep.Auto
 )
 
 // The session options that WithOption accepts: ONNX Runtime's string session-option keys
@@ -235,8 +236,8 @@ type InferenceSession struct {
 	weights  map[string]tensor.Tensor
 	opset    int64
 
-	// placements are where every node (subgraphs' too) runs, decided once (placement.go).
-	placements map[*graph.Node]placement
+	// placements are where every node (subgraphs' too) runs, decided once (internal/ep).
+	placements ep.Placements
 
 	dev     *native.Device
 	ctx     *device.ModelContext
@@ -336,15 +337,17 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	if epc != nil {
 		requested = epc.requestedProvider(requested)
 	}
-	if err := s.chooseProvider(requested); err != nil {
-		return nil, err
-	}
+	// The provider places every node (its subgraphs' too) once; the placements say, for the
+	// nodes that do not run on the requested provider, why (internal/ep).
+	placer, runsOn := ep.Select(requested)
+	s.provider = runsOn.Name()
+	s.placements = ep.PlaceGraph(s.model.Graph, placer)
 	// The calling thread runs blocks too, so n intra-op threads need n-1 pool workers.
 	workers := b.threads
 	if workers > 1 {
 		workers--
 	}
-	dev, err := native.Open(backendOf(s.provider), 0, &native.OpenOptions{WorkerThreads: workers})
+	dev, err := runsOn.Open(workers)
 	if err != nil {
 		return nil, tensor.WrapError(op, tensor.ErrDevice, err, "cannot open the %s device", s.provider)
 	}
@@ -354,9 +357,9 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		return nil, err
 	}
 	s.dev, s.ctx = dev, ctx
-	// Compiled plans keep their arenas in host-visible memory: on the host provider only,
-	// until device arenas with copies exist.
-	s.planning = s.options[OptionRunPlan] != "0" && s.provider == ProviderHost
+	// Compiled plans keep their arenas in host-visible memory: on the providers whose Plans
+	// says so (the host), until device arenas with copies exist.
+	s.planning = s.options[OptionRunPlan] != "0" && runsOn.Plans()
 	s.threads = b.threads
 	switch {
 	case epc != nil:
@@ -371,22 +374,6 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		return nil, err
 	}
 	return s, nil
-}
-
-func backendOf(p ExecutionProvider) native.Backend {
-	if p == ProviderCUDA {
-		return native.BackendCUDA
-	}
-	return native.BackendHost
-}
-
-// chooseProvider settles the provider and places every node on it (placement.go); the
-// placements say, for the nodes that do not run on the requested provider, why.
-func (s *InferenceSession) chooseProvider(requested ExecutionProvider) error {
-	ep, runsOn := selectProvider(requested)
-	s.provider = runsOn
-	s.placements = placeGraph(s.model.Graph, ep)
-	return nil
 }
 
 func ioMeta(v *graph.Value) IOMeta {

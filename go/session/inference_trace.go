@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ep"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -208,23 +209,13 @@ func (rc *runCtx) opStartTraced(n *graph.Node, in []tensor.Tensor) opSpan {
 	ctx, span := t.tracer.Start(t.parent, n.OpType, trace.WithSpanKind(trace.SpanKindInternal))
 	f := &opFrame{rc: rc, span: span, node: n, in: in, prevKernels: t.kernels,
 		prevVariant: rc.kernelVariant, prevReason: rc.kernelReason}
-	if hasSubgraph(n) {
+	if ep.HasSubgraph(n) {
 		f.parent, f.prevParent = true, t.parent
 		t.parent = ctx
 	}
 	t.kernels = nil
 	rc.kernelVariant, rc.kernelReason = "", ""
 	return opSpan{f}
-}
-
-// hasSubgraph reports whether n carries graphs (the bodies of If, Loop and Scan).
-func hasSubgraph(n *graph.Node) bool {
-	for _, a := range n.Attrs {
-		if a.Graph != nil || len(a.Graphs) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // end ends the op's span. variant names what ran ("host", or the Loom kernels as
@@ -249,7 +240,7 @@ func (f *opFrame) end(variant, reason string, outs []tensor.Tensor, err error) {
 	rc.kernelVariant, rc.kernelReason = f.prevVariant, f.prevReason
 	if f.span.IsRecording() {
 		if variant == "" {
-			variant, reason = deriveVariant(rc.s.placementOf(f.node), f.in, kernels, planVariant, planReason)
+			variant, reason = deriveVariant(rc.s.placements.Of(f.node), f.in, kernels, planVariant, planReason)
 		}
 		n := f.node
 		domain := n.Domain
@@ -279,9 +270,9 @@ func (rc *runCtx) noteKernel(file, symbol string, config map[string]string) {
 
 // deriveVariant says what ran for a node placed at pl on inputs in, and why: kernels are the
 // Loom kernels the op requested, planVariant and planReason what its last kernel plan noted.
-// A node no kernel may run has its placement's reason (placement.go); for the others the
+// A node no kernel may run has its placement's reason (internal/ep); for the others the
 // reason refines the placement with what the run found.
-func deriveVariant(pl placement, in []tensor.Tensor, kernels []string, planVariant, planReason string) (variant, reason string) {
+func deriveVariant(pl ep.Placement, in []tensor.Tensor, kernels []string, planVariant, planReason string) (variant, reason string) {
 	if len(kernels) > 0 {
 		variant = "loom:" + strings.Join(kernels, " + ")
 	} else if planVariant != "" {
@@ -293,8 +284,8 @@ func deriveVariant(pl placement, in []tensor.Tensor, kernels []string, planVaria
 		}
 		return variant, planReason
 	}
-	if !pl.kernel {
-		return variantHost, pl.hostReason()
+	if !pl.Kernel {
+		return variantHost, pl.HostReason()
 	}
 	var others []string
 	for _, t := range in {

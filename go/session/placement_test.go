@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/opt"
+	"github.com/loomrt/loom/go/session/internal/ep"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -71,11 +72,11 @@ func TestPlacementAgreesAcrossReports(t *testing.T) {
 				for _, n := range nodes {
 					p, ok := s.placements[n]
 					require.True(t, ok, "node %q is placed", n.Name)
-					assert.Equal(t, hostEP{}.Capability(n), p, n.Name)
-					assert.Equal(t, ProviderHost, p.provider)
-					assert.Equal(t, kernelCapable(n) && !hostNatured(n), p.kernel, n.Name)
-					assert.Equal(t, p.kernel, p.reason == "", n.Name)
-					assert.Empty(t, p.fallback, "the host was asked for")
+					assert.Equal(t, ep.HostProvider{}.Capability(n), p, n.Name)
+					assert.Equal(t, ProviderHost, p.Provider)
+					assert.Equal(t, ep.KernelCapable(n) && !ep.HostNatured(n), p.Kernel, n.Name)
+					assert.Equal(t, p.Kernel, p.Reason == "", n.Name)
+					assert.Empty(t, p.Fallback, "the host was asked for")
 				}
 				assert.Empty(t, s.ExecutionProviderFallbackReport())
 
@@ -98,18 +99,18 @@ func TestPlacementAgreesAcrossReports(t *testing.T) {
 					spans++
 					n := nodes[name]
 					require.NotNil(t, n, "span of node %q", name)
-					p := s.placementOf(n)
+					p := s.placements.Of(n)
 					variant, reason := attrOf(sp, attrVariant).AsString(), attrOf(sp, attrReason).AsString()
-					if !p.kernel {
+					if !p.Kernel {
 						assert.Equal(t, variantHost, variant, name)
-						assert.Equal(t, p.hostReason(), reason, name)
+						assert.Equal(t, p.HostReason(), reason, name)
 						continue
 					}
 					// A node a kernel may run: the run refines its placement, never to a
 					// static reason.
 					assert.NotEmpty(t, reason, name)
 					if variant == variantHost {
-						assert.NotEqual(t, p.hostReason(), reason, name)
+						assert.NotEqual(t, p.HostReason(), reason, name)
 					} else {
 						assert.True(t, strings.HasPrefix(variant, "loom:"), "%s: %s", name, variant)
 					}
@@ -133,19 +134,19 @@ func TestPlacementAgreesAcrossReports(t *testing.T) {
 					require.NotNil(t, n, pn.Node)
 					require.False(t, covered[pn.Node], "%s reported twice", pn.Node)
 					covered[pn.Node] = true
-					p := s.placementOf(n)
+					p := s.placements.Of(n)
 					assert.Equal(t, n.OpType, pn.OpType)
-					assert.Equal(t, p.provider, pn.Provider, pn.Node)
-					assert.Equal(t, p.kernel, pn.Kernel, pn.Node)
-					assert.Equal(t, p.reason, pn.Placement, pn.Node)
+					assert.Equal(t, p.Provider, pn.Provider, pn.Node)
+					assert.Equal(t, p.Kernel, pn.Kernel, pn.Node)
+					assert.Equal(t, p.Reason, pn.Placement, pn.Node)
 					switch pn.Step {
 					case PlanKernel:
 						kernels++
-						assert.True(t, p.kernel, "%s: a kernel step of a node placed on the host", pn.Node)
+						assert.True(t, p.Kernel, "%s: a kernel step of a node placed on the host", pn.Node)
 					case PlanHost:
 						hosts[pn.Node] = pn.Reason
-						if !p.kernel {
-							assert.Equal(t, p.hostReason(), pn.Reason, pn.Node)
+						if !p.Kernel {
+							assert.Equal(t, p.HostReason(), pn.Reason, pn.Node)
 						}
 					case PlanFolded, PlanAlias, PlanInlined:
 						assert.Empty(t, pn.Reason)
@@ -175,30 +176,30 @@ func TestPlacementCUDA(t *testing.T) {
 			g := m.Graph
 			nodes := nodesByName(t, g)
 
-			avail := placeGraph(g, cudaEP{})
-			off := placeGraph(g, cudaEP{unavailable: "CUDA unavailable: no driver"})
+			avail := ep.PlaceGraph(g, ep.CUDAProvider{})
+			off := ep.PlaceGraph(g, ep.CUDAProvider{Unavailable: "CUDA unavailable: no driver"})
 			for _, n := range nodes {
-				host := hostEP{}.Capability(n)
+				host := ep.HostProvider{}.Capability(n)
 				p := avail[n]
-				assert.Equal(t, host.kernel, p.kernel, n.Name)
-				assert.Equal(t, host.reason, p.reason, n.Name)
+				assert.Equal(t, host.Kernel, p.Kernel, n.Name)
+				assert.Equal(t, host.Reason, p.Reason, n.Name)
 				switch {
-				case hostNatured(n):
-					assert.Equal(t, ProviderHost, p.provider, n.Name)
-					assert.Equal(t, causeControlFlow, p.cause)
-					assert.Contains(t, p.fallback, "control flow", n.Name)
-				case !kernelCapable(n):
-					assert.Equal(t, ProviderHost, p.provider, n.Name)
-					assert.Equal(t, "no Loom kernel for this op: it runs as a Go host function", p.fallback, n.Name)
+				case ep.HostNatured(n):
+					assert.Equal(t, ProviderHost, p.Provider, n.Name)
+					assert.Equal(t, ep.CauseControlFlow, p.Cause)
+					assert.Contains(t, p.Fallback, "control flow", n.Name)
+				case !ep.KernelCapable(n):
+					assert.Equal(t, ProviderHost, p.Provider, n.Name)
+					assert.Equal(t, "no Loom kernel for this op: it runs as a Go host function", p.Fallback, n.Name)
 				default:
-					assert.Equal(t, ProviderCUDA, p.provider, n.Name)
-					assert.Empty(t, p.fallback, n.Name)
+					assert.Equal(t, ProviderCUDA, p.Provider, n.Name)
+					assert.Empty(t, p.Fallback, n.Name)
 				}
 				q := off[n]
-				assert.Equal(t, ProviderHost, q.provider, n.Name)
-				assert.Equal(t, host.kernel, q.kernel, n.Name)
-				assert.Equal(t, host.reason, q.reason, n.Name)
-				assert.Equal(t, "CUDA unavailable: no driver", q.fallback, n.Name)
+				assert.Equal(t, ProviderHost, q.Provider, n.Name)
+				assert.Equal(t, host.Kernel, q.Kernel, n.Name)
+				assert.Equal(t, host.Reason, q.Reason, n.Name)
+				assert.Equal(t, "CUDA unavailable: no driver", q.Fallback, n.Name)
 			}
 
 			s, err := FromGraph(m, WithExecutionProvider(ProviderCUDA), WithOptimizationLevel(opt.LevelDisabled))
@@ -206,8 +207,8 @@ func TestPlacementCUDA(t *testing.T) {
 			defer s.Close()
 			want := []FallbackEntry{}
 			for _, n := range s.Graph().Graph.Nodes {
-				if p := s.placementOf(n); p.fallback != "" {
-					want = append(want, FallbackEntry{Node: n.Name, Op: n.OpType, Provider: p.provider, Reason: p.fallback})
+				if p := s.placements.Of(n); p.Fallback != "" {
+					want = append(want, FallbackEntry{Node: n.Name, Op: n.OpType, Provider: p.Provider, Reason: p.Fallback})
 				}
 			}
 			assert.Equal(t, want, s.ExecutionProviderFallbackReport())

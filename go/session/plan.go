@@ -386,10 +386,10 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 			step.out[j] = r
 			refs[name] = r
 		}
-		// The node's placement (placement.go) says whether a kernel planner may run it.
-		pl := s.placementOf(n)
-		step.kind, step.reason = hostStep, pl.hostReason()
-		if planner, ok := ops.KernelPlanners[ops.PlannerKey(n)]; ok && pl.kernel {
+		// The node's placement (internal/ep) says whether a kernel planner may run it.
+		pl := s.placements.Of(n)
+		step.kind, step.reason = hostStep, pl.HostReason()
+		if planner, ok := ops.KernelPlanners[ops.PlannerKey(n)]; ok && pl.Kernel {
 			infos := make([]ops.ValueInfo, len(step.in))
 			for j, r := range step.in {
 				if n.Inputs[j] == "" {
