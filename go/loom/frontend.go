@@ -102,7 +102,7 @@ func frontend(src KernelSource, target Target, dump passes.Dump) (*frontendResul
 	}
 	ck.ScalarBytes, ck.HiddenOffsets, ck.BlobBytes = scalarBytes, hidden, blob
 	r.ck = ck
-	lang := codegen.Host
+	lang := codegen.Host.ForVectorBytes(target.VectorBytes())
 	if target.Kind == TargetCUDA {
 		lang = codegen.CUDA
 	}

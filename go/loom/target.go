@@ -106,6 +106,20 @@ func x86Level() string {
 	return "v1"
 }
 
+// VectorBytes is the width of a host target's widest vector registers: 64 bytes for
+// x86-64-v4 (AVX-512), 32 for v3 (AVX2), 16 for v1, v2 and aarch64 (SSE, NEON); 0 for CUDA.
+func (t Target) VectorBytes() int {
+	switch {
+	case t.Kind != TargetHost:
+		return 0
+	case t.Arch == "x86_64" && t.Level == "v4":
+		return 64
+	case t.Arch == "x86_64" && t.Level == "v3":
+		return 32
+	}
+	return 16
+}
+
 // hostFlags returns the C compiler's ISA flags for a host target.
 func (t Target) hostFlags() []string {
 	switch t.Arch {

@@ -150,6 +150,11 @@ func (e *emitter) typeName(t any) string {
 func (e *emitter) vecType(v *types.Vector) string {
 	name := vecName(v)
 	el := cType(v.Elem)
+	if k, part := e.split(v); k > 1 {
+		pn := e.vecType(part)
+		e.helper(name, fmt.Sprintf("typedef struct { %s p[%d]; } %s;\n", pn, k, name))
+		return name
+	}
 	if e.lang.NativeVectors {
 		size := v.Len * v.Elem.Size()
 		e.helper(name, fmt.Sprintf("typedef %s %s __attribute__((vector_size(%d)));\ntypedef %s %s_u __attribute__((vector_size(%d), aligned(%d)));\n",
@@ -160,8 +165,23 @@ func (e *emitter) vecType(v *types.Vector) string {
 	return name
 }
 
-// lane accesses lane i of vector expression x.
-func (e *emitter) lane(x, i string) string {
+// split is how a vector of type v is held: k register-wide parts of type part when it is wider
+// than the target's vector registers (Language.VectorBytes), else k = 1 and part = v.
+func (e *emitter) split(v *types.Vector) (k int, part *types.Vector) {
+	w := e.lang.VectorBytes
+	size := v.Len * v.Elem.Size()
+	if !e.lang.NativeVectors || w <= 0 || size <= w || size%w != 0 || v.Len%(size/w) != 0 {
+		return 1, v
+	}
+	k = size / w
+	return k, &types.Vector{Elem: v.Elem, Len: v.Len / k}
+}
+
+// lane accesses lane i of expression x of vector type v.
+func (e *emitter) lane(v *types.Vector, x, i string) string {
+	if k, part := e.split(v); k > 1 {
+		return fmt.Sprintf("%s.p[(%s) / %d][(%s) %% %d]", x, i, part.Len, i, part.Len)
+	}
 	if e.lang.NativeVectors {
 		return x + "[" + i + "]"
 	}
@@ -774,7 +794,7 @@ func (e *emitter) access(op *ir.Op, mem *ir.Value, idx []*ir.Value) (ptr string,
 		slot = true
 		x := e.val(idx[0])
 		addCheck(0, x, strconv.Itoa(t.Len), false)
-		ptr = e.lane(e.val(mem), x)
+		ptr = e.lane(t, e.val(mem), x)
 	case *ir.Slot:
 		slot = true
 		s := e.val(mem)
@@ -861,6 +881,16 @@ func (e *emitter) vload(vt *types.Vector, mem *ir.Value, ptr string, op *ir.Op) 
 		contiguous = true
 	}
 	if contiguous {
+		if k, part := e.split(vt); k > 1 {
+			pn := e.vecType(part)
+			var body strings.Builder
+			for j := 0; j < k; j++ {
+				fmt.Fprintf(&body, " r.p[%d] = *(const %s_u*)(p + %d);", j, pn, j*part.Len)
+			}
+			h := e.helper("loom_ld_"+name, fmt.Sprintf("static LOOM_INLINE %s loom_ld_%s(const %s* p) { %s r;%s return r; }\n",
+				name, name, st, name, body.String()))
+			return fmt.Sprintf("%s(%s)", h, ptr)
+		}
 		if e.lang.NativeVectors {
 			return fmt.Sprintf("(*(const %s_u*)(%s))", name, ptr)
 		}
@@ -869,7 +899,7 @@ func (e *emitter) vload(vt *types.Vector, mem *ir.Value, ptr string, op *ir.Op) 
 		return fmt.Sprintf("%s(%s)", h, ptr)
 	}
 	h := e.helper("loom_gather_"+name, fmt.Sprintf("static LOOM_INLINE %s loom_gather_%s(const %s* p, loom_i64 s) { %s r; for (int i = 0; i < %d; i++) %s = p[i * s]; return r; }\n",
-		name, name, st, name, vt.Len, e.lane("r", "i")))
+		name, name, st, name, vt.Len, e.lane(vt, "r", "i")))
 	return fmt.Sprintf("%s(%s, %s)", h, ptr, e.val(s))
 }
 
@@ -882,6 +912,16 @@ func (e *emitter) vstore(vt *types.Vector, mem *ir.Value, ptr, v string, op *ir.
 		contiguous = true
 	}
 	if contiguous {
+		if k, part := e.split(vt); k > 1 {
+			pn := e.vecType(part)
+			var body strings.Builder
+			for j := 0; j < k; j++ {
+				fmt.Fprintf(&body, " *(%s_u*)(p + %d) = x.p[%d];", pn, j*part.Len, j)
+			}
+			h := e.helper("loom_st_"+name, fmt.Sprintf("static LOOM_INLINE void loom_st_%s(%s* p, %s x) {%s }\n",
+				name, st, name, body.String()))
+			return fmt.Sprintf("%s(%s, %s)", h, ptr, v)
+		}
 		if e.lang.NativeVectors {
 			return fmt.Sprintf("*(%s_u*)(%s) = %s", name, ptr, v)
 		}
@@ -890,7 +930,7 @@ func (e *emitter) vstore(vt *types.Vector, mem *ir.Value, ptr, v string, op *ir.
 		return fmt.Sprintf("%s(%s, %s)", h, ptr, v)
 	}
 	h := e.helper("loom_scatter_"+name, fmt.Sprintf("static LOOM_INLINE void loom_scatter_%s(%s* p, loom_i64 s, %s x) { for (int i = 0; i < %d; i++) p[i * s] = %s; }\n",
-		name, st, name, vt.Len, e.lane("x", "i")))
+		name, st, name, vt.Len, e.lane(vt, "x", "i")))
 	return fmt.Sprintf("%s(%s, %s, %s)", h, ptr, e.val(s), v)
 }
 

@@ -228,31 +228,86 @@ func (e *emitter) reduce(sub int, x string, vt *types.Vector) string {
 	var step string
 	switch sub {
 	case ir.BinAdd:
-		step = "r = r + " + e.lane("x", "i") + ";"
+		step = "r = r + " + e.lane(vt, "x", "i") + ";"
 		if !vt.Elem.IsFloat() {
-			step = "r = (" + t + ")(r + " + e.lane("x", "i") + ");"
+			step = "r = (" + t + ")(r + " + e.lane(vt, "x", "i") + ");"
 		}
 	case ir.BinMax:
-		step = "if (" + e.lane("x", "i") + " > r) r = " + e.lane("x", "i") + ";"
+		step = "if (" + e.lane(vt, "x", "i") + " > r) r = " + e.lane(vt, "x", "i") + ";"
 	case ir.BinMin:
-		step = "if (" + e.lane("x", "i") + " < r) r = " + e.lane("x", "i") + ";"
+		step = "if (" + e.lane(vt, "x", "i") + " < r) r = " + e.lane(vt, "x", "i") + ";"
 	}
 	e.helper(name, fmt.Sprintf("static LOOM_INLINE %s %s(%s x) { %s r = %s; for (int i = 1; i < %d; i++) %s return r; }\n",
-		t, name, vn, t, e.lane("x", "0"), vt.Len, step))
+		t, name, vn, t, e.lane(vt, "x", "0"), vt.Len, step))
 	return name + "(" + x + ")"
 }
 
 // vexpr renders a vector op. Host C uses GCC vector extensions where their semantics match
-// Loom's and lane loops elsewhere; CUDA uses lane loops throughout.
+// Loom's and lane loops elsewhere; CUDA uses lane loops throughout. A vector wider than the
+// target's registers (see emitter.split) is rendered part by part: a helper applies the op's
+// register-wide rendering to each part, or, when its operands do not split alike (a cast
+// between element sizes), loops over its lanes.
 func (e *emitter) vexpr(op *ir.Op, vt *types.Vector) string {
-	vn := e.vecType(vt)
-	el := vt.Elem
-	t := cType(el)
 	args := make([]string, len(op.Args))
 	for i, a := range op.Args {
 		args[i] = e.val(a)
 	}
-	native := e.lang.NativeVectors
+	k, part := e.split(vt)
+	if k == 1 {
+		return e.vexprWith(op, vt, args, e.lang.NativeVectors, true)
+	}
+	if op.Code == ir.OpConst {
+		return e.val(op.Result)
+	}
+	var params, argTypes []string
+	partArgs := make([][]string, k)
+	for i, a := range op.Args {
+		tn := e.typeName(a.Type)
+		params = append(params, fmt.Sprintf("%s a%d", tn, i))
+		argTypes = append(argTypes, tn)
+		av, isVec := a.Type.(*types.Vector)
+		if isVec {
+			if ka, pa := e.split(av); ka != k || pa.Len != part.Len {
+				return e.vexprWith(op, vt, args, false, false)
+			}
+		}
+		for j := range partArgs {
+			if isVec {
+				partArgs[j] = append(partArgs[j], fmt.Sprintf("a%d.p[%d]", i, j))
+			} else {
+				partArgs[j] = append(partArgs[j], fmt.Sprintf("a%d", i))
+			}
+		}
+	}
+	vn := e.vecType(vt)
+	var body strings.Builder
+	for j := range partArgs {
+		x := e.vexprWith(op, part, partArgs[j], true, false)
+		fmt.Fprintf(&body, " r.p[%d] = %s;", j, x)
+	}
+	name := "loom_vp_" + cIdent(op.Name()) + "_" + strings.Join(argTypes, "_") + "_" + vn
+	e.helper(name, fmt.Sprintf("static LOOM_INLINE %s %s(%s) { %s r;%s return r; }\n",
+		vn, name, strings.Join(params, ", "), vn, body.String()))
+	return name + "(" + strings.Join(args, ", ") + ")"
+}
+
+// cIdent turns s into a C identifier fragment.
+func cIdent(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// vexprWith renders vector op op with result type vt over the rendered operands args: with GCC
+// vector operators where native allows, else with lane loops. fold lets a splat operand of
+// a binary op or an FMA be the scalar itself (GCC broadcasts it).
+func (e *emitter) vexprWith(op *ir.Op, vt *types.Vector, args []string, native, fold bool) string {
+	vn := e.vecType(vt)
+	el := vt.Elem
+	t := cType(el)
 	lanes := func(kind string, params []string, laneExpr string) string {
 		name := fmt.Sprintf("loom_v%s_%s", kind, vn)
 		var ps []string
@@ -260,14 +315,14 @@ func (e *emitter) vexpr(op *ir.Op, vt *types.Vector) string {
 			ps = append(ps, p+" a"+fmt.Sprint(i))
 		}
 		e.helper(name, fmt.Sprintf("static LOOM_INLINE %s %s(%s) { %s r; for (int i = 0; i < %d; i++) %s = %s; return r; }\n",
-			vn, name, strings.Join(ps, ", "), vn, vt.Len, e.lane("r", "i"), laneExpr))
+			vn, name, strings.Join(ps, ", "), vn, vt.Len, e.lane(vt, "r", "i"), laneExpr))
 		return name + "(" + strings.Join(args, ", ") + ")"
 	}
-	a := func(i int) string { return e.lane(fmt.Sprintf("a%d", i), "i") }
+	a := func(i int) string { return e.lane(vt, fmt.Sprintf("a%d", i), "i") }
 	// GCC broadcasts a scalar operand of a vector operation itself (one vbroadcastss, or a
 	// broadcast memory operand folded into the FMA).
 	scalarOr := func(i int) string {
-		if a := op.Args[i]; native && a.Def != nil && a.Def.Code == ir.OpSplat {
+		if a := op.Args[i]; native && fold && a.Def != nil && a.Def.Code == ir.OpSplat {
 			return e.val(a.Def.Args[0])
 		}
 		return args[i]
@@ -313,13 +368,16 @@ func (e *emitter) vexpr(op *ir.Op, vt *types.Vector) string {
 		return lanes(ir.SubName(op.Sub), []string{vn}, e.scalarUnary(op.Sub, a(0), el))
 	case ir.OpCast:
 		from := op.Args[0].Type.(*types.Vector)
+		if from.Len != vt.Len {
+			from = &types.Vector{Elem: from.Elem, Len: vt.Len} // a part of the operand
+		}
 		fn := e.vecType(from)
 		if native && !(from.Elem.IsFloat() && !el.IsFloat()) {
 			return "__builtin_convertvector(" + args[0] + ", " + vn + ")"
 		}
 		name := fmt.Sprintf("loom_vcvt_%s_%s", fn, vn)
 		e.helper(name, fmt.Sprintf("static LOOM_INLINE %s %s(%s a0) { %s r; for (int i = 0; i < %d; i++) %s = %s; return r; }\n",
-			vn, name, fn, vn, vt.Len, e.lane("r", "i"), e.convert(e.lane("a0", "i"), from.Elem, el)))
+			vn, name, fn, vn, vt.Len, e.lane(vt, "r", "i"), e.convert(e.lane(from, "a0", "i"), from.Elem, el)))
 		return name + "(" + args[0] + ")"
 	case ir.OpSelect:
 		if native {

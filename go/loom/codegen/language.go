@@ -17,7 +17,21 @@ type Language struct {
 	Host bool
 	// NativeVectors selects GCC vector extensions; otherwise vectors are structs with helpers.
 	NativeVectors bool
-	Prelude       string
+	// VectorBytes, when > 0, is the widest vector the target's registers hold (16 for SSE and
+	// NEON, 32 for AVX2, 64 for AVX-512). With native vectors, a Loom vector wider than that
+	// (a multiple of it) is a struct of register-wide GCC vectors, each operation applied to
+	// every part: GCC keeps a vector_size wider than the widest vector register in memory and
+	// moves it through the stack lane by lane (sgemm's f32x16 accumulators ran at 4% of the
+	// AVX2 peak), while a struct of register-wide vectors is split into registers.
+	VectorBytes int
+	Prelude     string
+}
+
+// ForVectorBytes is l with VectorBytes set to n.
+func (l *Language) ForVectorBytes(n int) *Language {
+	c := *l
+	c.VectorBytes = n
+	return &c
 }
 
 // VectorMathDecls declares glibc's libmvec variants of the math functions kernels call, when

@@ -6,18 +6,18 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e151f677864d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e24bede4946b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e97e024d0c503_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2eba57a75a19a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e095b9100ac9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e3dbd3415fc14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2eccc867964568_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ee509a9828b72_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e151f677864d7_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e24bede4946b0_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e97e024d0c503_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2eba57a75a19a5_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e095b9100ac9c_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e3dbd3415fc14_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2eccc867964568_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ee509a9828b72_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_attention_v3_entries(int i, uint32_t* count) {

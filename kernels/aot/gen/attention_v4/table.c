@@ -6,18 +6,18 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e68d8cf3bab8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e774f4e3156db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ecf8ec01b1973_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2effe1cad633c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e1a94c6e3c3b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e260f93142a23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e29ea6ccdcfea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e79e20580a9b5_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e68d8cf3bab8b_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e774f4e3156db_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ecf8ec01b1973_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2effe1cad633c7_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e1a94c6e3c3b1_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e260f93142a23_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e29ea6ccdcfea_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e79e20580a9b5_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_attention_v4_entries(int i, uint32_t* count) {

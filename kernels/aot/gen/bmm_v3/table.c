@@ -6,24 +6,24 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6fa30518da50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e7bce47e0d162_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e8d3dd1b9d03d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2eb92f76deca48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e15e3ede6d50b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e7e838f7f2df0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e90c0d706b36c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e4f75c4361b6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e612f9e9a3eca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6b3b11d255b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2ef1c0b0790cb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e1eebe901bb5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e350f592dd52c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2eea7fe32a3518_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6fa30518da50_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e7bce47e0d162_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e8d3dd1b9d03d_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2eb92f76deca48_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e15e3ede6d50b_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e7e838f7f2df0_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e90c0d706b36c_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e4f75c4361b6b_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e612f9e9a3eca_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6b3b11d255b0_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2ef1c0b0790cb9_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e1eebe901bb5a_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e350f592dd52c_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2eea7fe32a3518_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_bmm_v3_entries(int i, uint32_t* count) {

@@ -6,24 +6,24 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e5b1c12b581c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e7851d121ef0d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e8d0caa9f5cf5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ec2d007ed7bdf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e229878bb727e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e88343b95d07f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec91abaabc327_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e123d55f12004_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e1b18900e3bca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e36cc841d8501_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ea9e6f94cff2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e54b4cb985172_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ed31f4b82cec0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ee9e1d70202d9_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e5b1c12b581c4_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e7851d121ef0d_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e8d0caa9f5cf5_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ec2d007ed7bdf_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e229878bb727e_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e88343b95d07f_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec91abaabc327_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e123d55f12004_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e1b18900e3bca_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e36cc841d8501_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ea9e6f94cff2d_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e54b4cb985172_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ed31f4b82cec0_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ee9e1d70202d9_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_bmm_v4_entries(int i, uint32_t* count) {

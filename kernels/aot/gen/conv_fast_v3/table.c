@@ -6,96 +6,96 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e23c70379c171_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2efc5ba78fe048_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e116a2014d848_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e16179f2d9d87_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1f99c24d0f52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e4247b380bf99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5667bbce0f87_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5ebc86387043_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e63d8dea3f294_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e67af1d2bbfe4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e70ec5240d5d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e71c98660d296_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8b0a9bbc5676_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8e1c5a5fcc75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9bd69b62e16e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea1bd96c83c3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eaf22a5695c00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ebc50221f1fec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ebf169c7a4012_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eda6d335c2645_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee0cc1afb1785_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee6e4dae857e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eeaee9c14cafb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef813254689a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2efbc8eea85a6a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2effaf167cf5d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e19ffec40b697_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e8c9b45457d16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ebc09cb62275e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ede8f53ce1334_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e26b9943c7783_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e555ba09845ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e56eafd3ad89a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e84e0a159b623_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e9eb658375d67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea7018223b8e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea95dab67b2c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ee86cf2131295_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e0e60365d582a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e1a8b4b312280_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e1e3d7779f112_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e52f8d8fc883f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e97d8c1c394aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eba4192349b67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2ed108a698a121_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0623c960be71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e16e9ede0763f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1b5e70f567f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e21070ad6b689_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e34f6d6c361df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e39772fcf1eef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3d0d5ce59457_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e42cfb0dbb8e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e530c675a65cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e67ddeb5e0595_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e733a48cb5b36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7a8b3712191d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7c811cc7c220_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7e3013e209d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7f9617221b0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e856159e728f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e88c6177fa430_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8f3e6e775490_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea6abad63a3ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eac090600aff9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee25f878e2a64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee66635842529_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef0ab7c6fb514_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eff4f3ca94819_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e7c4e393034af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e999be917a2cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb2f6e92a3ea9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb35d309369d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e063b468dd69c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0d045864a2c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4e27784bf157_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4e6a6e521ef8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e66a15bfacc4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e89b8796e48c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea30817409d48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ee647de3d6cc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e08dd03abcdc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e1ffa6eb9dc16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e62206d07fd84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e73d06b589bd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2eee46d2c5eec0_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e23c70379c171_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2efc5ba78fe048_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e116a2014d848_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e16179f2d9d87_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1f99c24d0f52_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e4247b380bf99_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5667bbce0f87_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5ebc86387043_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e63d8dea3f294_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e67af1d2bbfe4_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e70ec5240d5d5_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e71c98660d296_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8b0a9bbc5676_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8e1c5a5fcc75_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9bd69b62e16e_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea1bd96c83c3c_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eaf22a5695c00_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ebc50221f1fec_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ebf169c7a4012_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eda6d335c2645_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee0cc1afb1785_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee6e4dae857e0_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eeaee9c14cafb_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef813254689a1_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2efbc8eea85a6a_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2effaf167cf5d0_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e19ffec40b697_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e8c9b45457d16_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ebc09cb62275e_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ede8f53ce1334_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e26b9943c7783_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e555ba09845ce_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e56eafd3ad89a_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e84e0a159b623_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e9eb658375d67_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea7018223b8e3_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea95dab67b2c8_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ee86cf2131295_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e0e60365d582a_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e1a8b4b312280_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e1e3d7779f112_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e52f8d8fc883f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e97d8c1c394aa_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eba4192349b67_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2ed108a698a121_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0623c960be71_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e16e9ede0763f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1b5e70f567f5_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e21070ad6b689_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e34f6d6c361df_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e39772fcf1eef_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3d0d5ce59457_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e42cfb0dbb8e1_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e530c675a65cf_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e67ddeb5e0595_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e733a48cb5b36_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7a8b3712191d_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7c811cc7c220_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7e3013e209d4_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7f9617221b0c_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e856159e728f7_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e88c6177fa430_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8f3e6e775490_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea6abad63a3ef_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eac090600aff9_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee25f878e2a64_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee66635842529_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef0ab7c6fb514_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eff4f3ca94819_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e7c4e393034af_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e999be917a2cb_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb2f6e92a3ea9_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb35d309369d3_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e063b468dd69c_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0d045864a2c2_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4e27784bf157_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4e6a6e521ef8_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e66a15bfacc4f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e89b8796e48c0_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea30817409d48_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ee647de3d6cc4_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e08dd03abcdc9_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e1ffa6eb9dc16_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e62206d07fd84_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e73d06b589bd2_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2eee46d2c5eec0_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_conv_fast_v3_entries(int i, uint32_t* count) {

@@ -6,96 +6,96 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e02c031a40f67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e84a090f34875_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0385f434207b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e10e1d2cee76b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e152e31e978b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e16b33e5b0c97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2dfc3f1ef4fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3c28d500635e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3fbfab33a8cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5044108302da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e58d9abc6f981_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5c882a51e4b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e715f0ae8ebbe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7ccc4419987d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e90571a9ac3df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9f49961f70e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eac0061538de4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb56db98bba6a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb6b1d5ed0354_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb822977fafe8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebbd2805b5e88_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec01a9433ccf4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec98874b78933_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed20f72e8e30d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef845b2d89751_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efc84c794df58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e7623ebbb1c25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e810559a651ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eb3cccdc99967_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eff01c6242bb8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e34b3540c2d72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e50ff8db8a6c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e53a9f5cb0741_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e8cb590fd90d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ea4bcd744b343_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eeed58eded510_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2efbe9bd482f27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2efe56215c5e0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e1cf054478c9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e22897881efa5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e483b23100b15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2eb76cff5094cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2efca7fb682c4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e8fc48c658938_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2edc095448f865_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0329a4e69e34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e03c7b1cae94d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e07498b215f7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0f8c933c5f66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e23c54cca1322_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3037feaaf9e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e34512c37124a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4271f05bc347_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4b28683b93ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e54270772c873_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e71b4c42d0924_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7f52887e1814_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e87248a2646c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8acd28834786_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8b6cd09a51da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e940cd4cb5b1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9702584b5201_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea8a180b2f060_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eba75420c7541_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe2ac3eec653_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe5f7f8a2899_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec0781a203ce1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed562128ff591_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edbbdebcd279d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e5dc85cbda91a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e88a528f5c8a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eb48756dd9e5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecaf6d1fd3f9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e1debe8b11f46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e31390766f351_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e582d590afae6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e79d1a9ad7aae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e818deb5a304d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e9b127f29e100_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ea8c86d11d8f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ecbfb3b2647de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e1ac5de8ff03c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2eb9eaff2c1834_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2edfbc78cd351f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ee4739830c4c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ee6e0e094d0ce_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e02c031a40f67_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e84a090f34875_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0385f434207b_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e10e1d2cee76b_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e152e31e978b3_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e16b33e5b0c97_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2dfc3f1ef4fb_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3c28d500635e_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3fbfab33a8cd_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5044108302da_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e58d9abc6f981_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5c882a51e4b8_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e715f0ae8ebbe_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7ccc4419987d_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e90571a9ac3df_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9f49961f70e8_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eac0061538de4_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb56db98bba6a_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb6b1d5ed0354_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb822977fafe8_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebbd2805b5e88_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec01a9433ccf4_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec98874b78933_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed20f72e8e30d_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef845b2d89751_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efc84c794df58_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e7623ebbb1c25_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e810559a651ce_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eb3cccdc99967_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eff01c6242bb8_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e34b3540c2d72_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e50ff8db8a6c6_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e53a9f5cb0741_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e8cb590fd90d9_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ea4bcd744b343_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eeed58eded510_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2efbe9bd482f27_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2efe56215c5e0c_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e1cf054478c9b_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e22897881efa5_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e483b23100b15_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2eb76cff5094cc_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2efca7fb682c4e_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e8fc48c658938_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2edc095448f865_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0329a4e69e34_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e03c7b1cae94d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e07498b215f7d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0f8c933c5f66_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e23c54cca1322_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3037feaaf9e1_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e34512c37124a_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4271f05bc347_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4b28683b93ba_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e54270772c873_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e71b4c42d0924_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7f52887e1814_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e87248a2646c2_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8acd28834786_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8b6cd09a51da_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e940cd4cb5b1d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9702584b5201_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea8a180b2f060_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eba75420c7541_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe2ac3eec653_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe5f7f8a2899_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec0781a203ce1_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed562128ff591_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edbbdebcd279d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e5dc85cbda91a_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e88a528f5c8a2_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eb48756dd9e5a_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecaf6d1fd3f9f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e1debe8b11f46_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e31390766f351_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e582d590afae6_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e79d1a9ad7aae_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e818deb5a304d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e9b127f29e100_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ea8c86d11d8f3_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ecbfb3b2647de_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e1ac5de8ff03c_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2eb9eaff2c1834_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2edfbc78cd351f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ee4739830c4c3_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ee6e0e094d0ce_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_conv_fast_v4_entries(int i, uint32_t* count) {

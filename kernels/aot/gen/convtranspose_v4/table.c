@@ -6,18 +6,18 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e28c351ff6ec5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e8476b157eab1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e89191c8ee7d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2eae38a4776eed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e41f87abc85bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e74fbfd6ee1ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e9391ed98b1aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ef0234c338e69_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e28c351ff6ec5_entries,
-    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e8476b157eab1_entries,
-    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e89191c8ee7d8_entries,
-    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2eae38a4776eed_entries,
+    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e41f87abc85bf_entries,
+    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e74fbfd6ee1ba_entries,
+    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e9391ed98b1aa_entries,
+    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ef0234c338e69_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_convtranspose_v4_entries(int i, uint32_t* count) {

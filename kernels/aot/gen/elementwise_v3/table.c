@@ -6,78 +6,78 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e51190e2bd0c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e818f45fa4e75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecbc6151d1270_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee965109f63a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e131e48af4c98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1a6e7e9d4f7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e29f798104a10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e3e6e5fbd8d63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e49e1bdaa2e0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e54d9332afb06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e55330bceb96b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5cb968293f38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e78167b7a898d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e9f589c6686ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb10bf2549e65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ebe272d2fd479_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec75432278912_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecbd8e2417226_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eccd29985456f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2effc5cdf831b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e394a6bfe965d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5986ba1dcbf8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5a7baf8ca41e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5fc47f0dce9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e8630ba59c8f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e872bdbcee3bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e8886423796cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e90631cd5b61e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb5fb3ebab4ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb6f45973baf5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed7f5ad83f244_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed877d9eb8d28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef6a687de5b93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2efb7e9e97ba16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9e2a468eba88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea6f0b042045b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed08eae6fe33e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eeaa8836d4de0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0bc4249c22d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0eab9546d920_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1db17103df2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2305018922c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e520e40835db1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e59a84279999d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6e741b53fc4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7191516aba8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e832430bbb27f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e91b0bd510332_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e98e10084b206_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb3f078322d12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec1e9da8d28c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec482807fdf56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecb6dda56750c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed107a574278d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e16ed56db6af1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e1fb46e8716ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e2246bf642908_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e36a194b58b17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3cde143e5c4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e4a3d8d14b69d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e53ab1c388d21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e55c46f624629_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5fe88cf0291f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e66e795a2d589_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eab279b0b8831_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb76316f80d35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec882f6891155_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef982fab4aa9f_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e51190e2bd0c6_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e818f45fa4e75_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecbc6151d1270_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee965109f63a9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e131e48af4c98_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1a6e7e9d4f7f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e29f798104a10_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e3e6e5fbd8d63_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e49e1bdaa2e0e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e54d9332afb06_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e55330bceb96b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5cb968293f38_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e78167b7a898d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e9f589c6686ce_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb10bf2549e65_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ebe272d2fd479_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec75432278912_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecbd8e2417226_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eccd29985456f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2effc5cdf831b3_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e394a6bfe965d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5986ba1dcbf8_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5a7baf8ca41e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5fc47f0dce9e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e8630ba59c8f2_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e872bdbcee3bd_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e8886423796cb_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e90631cd5b61e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb5fb3ebab4ba_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb6f45973baf5_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed7f5ad83f244_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed877d9eb8d28_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef6a687de5b93_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2efb7e9e97ba16_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9e2a468eba88_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea6f0b042045b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed08eae6fe33e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eeaa8836d4de0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0bc4249c22d4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0eab9546d920_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1db17103df2d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2305018922c9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e520e40835db1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e59a84279999d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6e741b53fc4a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7191516aba8e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e832430bbb27f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e91b0bd510332_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e98e10084b206_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb3f078322d12_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec1e9da8d28c4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec482807fdf56_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecb6dda56750c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed107a574278d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e16ed56db6af1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e1fb46e8716ae_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e2246bf642908_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e36a194b58b17_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3cde143e5c4f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e4a3d8d14b69d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e53ab1c388d21_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e55c46f624629_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5fe88cf0291f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e66e795a2d589_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eab279b0b8831_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb76316f80d35_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec882f6891155_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef982fab4aa9f_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v3_entries(int i, uint32_t* count) {

@@ -6,78 +6,78 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18fa3dca2848_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6512d6d58f92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb1df5dbd2354_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efac79f8e4f59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e133051891f44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e194300e3c597_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e27a08b8ea489_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30c244ebc603_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e3553d1188847_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e41727fadf422_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5643025e64b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5fb64bc12337_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e65dccbd99204_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e73707a01c230_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8da4c7f8dae4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea1806ebe27b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebdd80d171f4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ecf8aa27c2f6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed53e06b25b40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ef815611001d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e12e043167ba8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2a65f1b23123_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e437621361c28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4e82ad025809_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e7b45f04be9dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8d0a4a919df6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e9a220d09aff5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eac9dbfe88958_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ead919b4b463f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eaf976c0e8459_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb24883d5861f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eca39f51bfd82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef2cbe6566a8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2efae13d608fcd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e05e389a0b78c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e37511d89a8d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e40d8c143830b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed529445cbdf2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0136a66946fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1a67a4a010bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1c11222885f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30cebef59fb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4b8255fba347_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e590e6c3d3a5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e70bf574972c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e7db62e75c74e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e820ac207d753_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e990ead472e89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea1319a84d389_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebdeacb4e6cf0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed2697eb3eaee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed5ad94f27d00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eda94cb8bf770_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ef42ac21ad459_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e17739d741fb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e1ef9ab3173b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e1f8ebe7783e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e477111836336_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4d9c1d8f41eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e55bf1f86ae07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5eca2409a663_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e69000f958261_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e91d77f9157eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e92234d7622c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e9f659d3f5086_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea7af437dda3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec7ba20b6b79e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee312e9193e5d_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18fa3dca2848_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6512d6d58f92_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb1df5dbd2354_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efac79f8e4f59_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e133051891f44_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e194300e3c597_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e27a08b8ea489_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30c244ebc603_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e3553d1188847_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e41727fadf422_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5643025e64b1_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5fb64bc12337_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e65dccbd99204_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e73707a01c230_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8da4c7f8dae4_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea1806ebe27b8_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebdd80d171f4e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ecf8aa27c2f6c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed53e06b25b40_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ef815611001d0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e12e043167ba8_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2a65f1b23123_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e437621361c28_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4e82ad025809_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e7b45f04be9dd_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8d0a4a919df6_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e9a220d09aff5_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eac9dbfe88958_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ead919b4b463f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eaf976c0e8459_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb24883d5861f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eca39f51bfd82_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef2cbe6566a8b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2efae13d608fcd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e05e389a0b78c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e37511d89a8d2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e40d8c143830b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed529445cbdf2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0136a66946fb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1a67a4a010bd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1c11222885f7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30cebef59fb8_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4b8255fba347_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e590e6c3d3a5f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e70bf574972c8_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e7db62e75c74e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e820ac207d753_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e990ead472e89_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea1319a84d389_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebdeacb4e6cf0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed2697eb3eaee_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed5ad94f27d00_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eda94cb8bf770_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ef42ac21ad459_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e17739d741fb7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e1ef9ab3173b2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e1f8ebe7783e5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e477111836336_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4d9c1d8f41eb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e55bf1f86ae07_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5eca2409a663_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e69000f958261_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e91d77f9157eb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e92234d7622c2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e9f659d3f5086_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea7af437dda3b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec7ba20b6b79e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee312e9193e5d_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v4_entries(int i, uint32_t* count) {

@@ -6,402 +6,402 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00754eb93744_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e027ea67c52b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e034165642fea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03a7fc017815_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e077980d65cee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e096290ba4182_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b12d45c9dea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d7827c24740_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e102a460901aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1235640ece1f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e125b5d3a5038_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1810a8e28cd8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1af9b08c9c08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1baa7b632e40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ca627d37345_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cb9b4c6a520_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ce0965ac36b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1f7159642733_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e215ad25ab6ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21dad59b1a83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e249b1e14986f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e254e3b69f899_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e25697599cb11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e28e6e3e9e56b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2aff68dea108_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f9a5ed63bd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3179979353a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e33560a6bff62_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3690faedc8de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ae006a2cf95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3f108fd8b709_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3fdc1212a8e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e41da15483353_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42f336f5cbc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e44565ff0821c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4ba3bf6398d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5093749e0938_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5435aca2c029_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e566a417253fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e57c6a32b1a49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5905bcab4e40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c10357cae72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e629f8719084e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e65945d167244_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e65a34f526677_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6869b16f86c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a2148b5b93e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6d67f9c56e15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7195aac6d2f1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e726af00255ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e72cc3fe05200_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7491b91f35f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75beaade9639_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cbb9f1b87f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7e0b0adf690b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e808d8279279b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e818fe09c4428_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e82a54400719f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84ea953b9b21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8541ac319f41_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85559288d8dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8748189e34ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e920dc1804508_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e93496f6d35a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e936edc0c2daf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e95def29bb188_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e977259b9144d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a3217e10c81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a78a5e6d7e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ba590cdce23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e262b5e2fc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea1685f133512_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2750acba614_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3b552b10719_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea6eec1055c11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab3a8c0a850e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eac397b9127ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaffb842765fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb11a6112ba4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb1c33a0280d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb33ea9d5de7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3b639a25adb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5bbb6a8aa01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb604e0d6491d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba9ff0cad302_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebe96a391a64e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebefc4cc16af5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec10269c21e42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec1cc01bca108_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec28a65466c34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec29c9ef159db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec37e9cc2b52c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5527d07621e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5d7d34ba818_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec71ae5eae969_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca042ad01ccf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd3d7beced69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed07ea856f22e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0ad1a2b66a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0bace92b77d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed68f654ba634_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed73f5e4b1dfc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda9532e509c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edbcb619a9f63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf41b9853efb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf573a564c8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee102018f2874_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee3e5f6cdaeb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee678f6a2f91e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee7d204a711e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee8d3a6b8bbe3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eec5f1636c863_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eee09d22d4735_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeeae5bf8d84d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef283fb00eeca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef578eb2ac61a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef679125e3f53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8389c5ba192_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb9556d42d07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe6c5945acb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e02368e5006ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e06948311e703_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0f3fc1628980_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e131e2d69aeeb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e154185043b7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e166533f4b690_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e16d3c42768ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2022714615bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e20e2e1ffd76f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e21ac701319c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e22123b4ab2e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e25bbefea484b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e28993117e4de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2a6f358dcf3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2d80a5b17d1f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2f86798eba0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e317dfe01fa7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e360b27295511_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3704e5a710ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e40b94d088858_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e42fb6d47156e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e43076d6e263a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e484772bb4a59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4b2ebbbbaceb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4fb8c7b91adf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e52ee9f24cc9d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e589789bb4571_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5b45bb3c9f28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5baa0d597029_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5c008c1b3bf3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5f68bb88d13a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e63c1af55cd5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6439ce3080c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e685ccfb6d2a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e68df3eb91f3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e74036a3f672d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e77831e654117_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7848d42b2517_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7b954f3534bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7e87bd85cfa7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7f71ac06c10c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9642738e1be8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9a25ac448e99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9a6245ee3526_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b6750a6e6c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b89e8dd0453_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea14e99255a14_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea38eb4446cb8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea91a8464e440_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eaae7e5906553_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eab805e7f347a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eabfd3f56b5da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb1c67a2bf5f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb4186fce5fe4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb443ca33e730_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb5b836e0ce42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec022f5750192_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec1f975328e3d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec3df50733b08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec424a32287e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec698433af5a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecbff958dd522_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed59329218f3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed86a7991f102_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eddfe37b2160c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ede1bc2db4045_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edeba867af9bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee3662da452b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee792cb947814_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eeadd3108e8d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef18fcbbac972_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efb2b20cc15cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efedc7941dd8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e220e12a12623_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e2a1b14dc05e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2eb22c753c18fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e01c85be7f456_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e042be98d117b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0591d25083f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05d4254d0ae6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0dd3f31bde04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e13334ab4ee17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e13e6be8c7a28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19159692482e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ba5d0e46c4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bbf1894e81f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bdc5c6dc658_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c338978c59c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d4204baddbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fb76714814e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2062ea0f4f96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e22ce6398f32c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ed1d5d8f856_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3198381065b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e31acd4b0d0b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e31cba67a951f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3286b746d023_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c3de3d187af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3da87a09da3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42a1eedff685_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42f7f69c44d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4339451401d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e442c2155580f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e467027257451_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4848dfe2ff2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e49616e28a46e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b35e5c00620_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50a256b7fec1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50ca694aa5c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5712460e60e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5854ecc7caee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d17a268e0cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d71128bfd64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e62ce8e31dd4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e64b25abf9843_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e662124ae4fd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68bf78944b90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7018e594ddfa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e70553c62a7b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7112fbbf38b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7420f7a63ecd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7870c769b6e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a69d19c0755_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7ca72b190e7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cf4ff3afd5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80e3de1f525b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e851e38d6f87c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e891bff64fb54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ae51a14475b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c5d3b171b0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8df012b9dd39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8e4deeca3cb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e918d400ed5a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e967d04fe8a11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99a39534aeec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9db03d685cd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea09d2cb4abb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3aadf992c03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea400b0046e58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea4b19bfbc5d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5ae00c2fd53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaadeafb7d346_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd31c1782f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eafd6512f1f70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb067fe12da2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb282cf66e14b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb409f1d64916_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5434c43945a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6412f21a5ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6be7a06d5c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb705be09c33c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb742bf9c5f36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb96d6e7596c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba8d73676ac0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebcac89b03ec7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0e25e7d8e78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4f7b08bafa8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec8c9a6b852b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca0bacd95041_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecac96f7cb7aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecb0d453208b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecc5e155fda89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd494e1e4fdd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd6c43d8b67e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece11543c6a94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed33d94d71246_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed5517c50cf6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed94c754e3f73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda5adbab5fb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda94ca3cc6dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb1e304c3acc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb1ff397669d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edffe2aa70f3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee269e4068a59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee452816b1190_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5452c9b3902_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5ecda8b9933_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6154a54d3b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee88e1030cd33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eebeb8811d4b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eecc09aef1cd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef0cbeaf1ecd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef94f392dd51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef099af73405c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef49b4d562c9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4ba229a3e5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4d7bd8b9057_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef51e1d6f5b7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef5b011dbcfc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef64755a14f47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8c429a9ddd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efad942891caa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb4ed7590c62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efd7a29081bc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe19c2c10113_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff69258c665a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e058ddd875b39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e070c1700aabb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e08a41a182baa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0bb05e1e0eaa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e10817d65c48f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1250742b9715_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e22be3930c1a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2ca0d488c00c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2e0015153e56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2ece79bff80d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2f2863f4f3df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e31a413bf8a5b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3b0106eb9450_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3c177732e6c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3e8f34ff30cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e42c244eaf1fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e44593313fcd5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e47bc88787713_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4ad103e14d33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4bd05b962b05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e524be7cb9c6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e52e66de9c99a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5400413650ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e54691364e6df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5730f56146b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e57e631a1830d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5fafbd3eb7d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5fda35fbe5dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e616c6ab18f6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6d1abe27de4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6dc605eccdbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7e6ab8f794a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e848a1e481977_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e85ba815b8c41_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e971f8adbd0e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e981d9796dc11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b5f9de09217_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9e35c1ff51b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea3338553ad2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea3cb07df1701_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea5e87308dd87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eacd29926e21c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ead46d3baf73a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eaefbaeeaa93a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eafb1e1530b0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eafda7d01a4ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb113a003e190_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb446301a56d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb958262d9d8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb9763d005565_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebc047281d971_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd04b10ee697_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd4b9ab69b17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd571368becb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebec805765d06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebf897ff94372_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec276c5ebf6f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec7b00ee6d618_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecade197aa8b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed1ef2dbdfa8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed2c09cd278ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed7f09f598dd6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed9c281013879_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edb75efc359b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edfeea5780476_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee4e2a9e5383b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7078119cf97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7e0501d1a6a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eeac34a793737_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef077b041d4cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef0fc1b5fffd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef39799d76335_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef50fabbbd6a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e08ccc08528e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2ea3319d33448a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2eec0f54a98bd1_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00754eb93744_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e027ea67c52b4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e034165642fea_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03a7fc017815_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e077980d65cee_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e096290ba4182_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b12d45c9dea_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d7827c24740_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e102a460901aa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1235640ece1f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e125b5d3a5038_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1810a8e28cd8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1af9b08c9c08_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1baa7b632e40_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ca627d37345_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cb9b4c6a520_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ce0965ac36b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1f7159642733_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e215ad25ab6ba_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21dad59b1a83_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e249b1e14986f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e254e3b69f899_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e25697599cb11_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e28e6e3e9e56b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2aff68dea108_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f9a5ed63bd0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3179979353a5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e33560a6bff62_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3690faedc8de_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ae006a2cf95_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3f108fd8b709_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3fdc1212a8e5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e41da15483353_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42f336f5cbc2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e44565ff0821c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4ba3bf6398d7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5093749e0938_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5435aca2c029_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e566a417253fc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e57c6a32b1a49_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5905bcab4e40_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c10357cae72_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e629f8719084e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e65945d167244_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e65a34f526677_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6869b16f86c1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a2148b5b93e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6d67f9c56e15_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7195aac6d2f1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e726af00255ba_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e72cc3fe05200_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7491b91f35f0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75beaade9639_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cbb9f1b87f5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7e0b0adf690b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e808d8279279b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e818fe09c4428_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e82a54400719f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84ea953b9b21_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8541ac319f41_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85559288d8dd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8748189e34ca_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e920dc1804508_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e93496f6d35a2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e936edc0c2daf_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e95def29bb188_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e977259b9144d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a3217e10c81_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a78a5e6d7e8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ba590cdce23_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e262b5e2fc4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea1685f133512_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2750acba614_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3b552b10719_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea6eec1055c11_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab3a8c0a850e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eac397b9127ef_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaffb842765fb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb11a6112ba4f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb1c33a0280d7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb33ea9d5de7e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3b639a25adb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5bbb6a8aa01_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb604e0d6491d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba9ff0cad302_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebe96a391a64e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebefc4cc16af5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec10269c21e42_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec1cc01bca108_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec28a65466c34_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec29c9ef159db_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec37e9cc2b52c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5527d07621e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5d7d34ba818_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec71ae5eae969_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca042ad01ccf_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd3d7beced69_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed07ea856f22e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0ad1a2b66a2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0bace92b77d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed68f654ba634_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed73f5e4b1dfc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda9532e509c3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edbcb619a9f63_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf41b9853efb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf573a564c8e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee102018f2874_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee3e5f6cdaeb9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee678f6a2f91e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee7d204a711e5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee8d3a6b8bbe3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eec5f1636c863_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eee09d22d4735_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeeae5bf8d84d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef283fb00eeca_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef578eb2ac61a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef679125e3f53_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8389c5ba192_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb9556d42d07_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe6c5945acb2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e02368e5006ca_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e06948311e703_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0f3fc1628980_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e131e2d69aeeb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e154185043b7c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e166533f4b690_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e16d3c42768ff_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2022714615bb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e20e2e1ffd76f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e21ac701319c3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e22123b4ab2e2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e25bbefea484b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e28993117e4de_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2a6f358dcf3c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2d80a5b17d1f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2f86798eba0a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e317dfe01fa7e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e360b27295511_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3704e5a710ec_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e40b94d088858_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e42fb6d47156e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e43076d6e263a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e484772bb4a59_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4b2ebbbbaceb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4fb8c7b91adf_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e52ee9f24cc9d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e589789bb4571_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5b45bb3c9f28_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5baa0d597029_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5c008c1b3bf3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5f68bb88d13a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e63c1af55cd5f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6439ce3080c7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e685ccfb6d2a4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e68df3eb91f3a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e74036a3f672d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e77831e654117_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7848d42b2517_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7b954f3534bb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7e87bd85cfa7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7f71ac06c10c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9642738e1be8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9a25ac448e99_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9a6245ee3526_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b6750a6e6c1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b89e8dd0453_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea14e99255a14_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea38eb4446cb8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea91a8464e440_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eaae7e5906553_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eab805e7f347a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eabfd3f56b5da_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb1c67a2bf5f5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb4186fce5fe4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb443ca33e730_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb5b836e0ce42_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec022f5750192_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec1f975328e3d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec3df50733b08_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec424a32287e7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec698433af5a1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecbff958dd522_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed59329218f3b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed86a7991f102_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eddfe37b2160c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ede1bc2db4045_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edeba867af9bb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee3662da452b6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee792cb947814_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eeadd3108e8d8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef18fcbbac972_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efb2b20cc15cc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efedc7941dd8b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e220e12a12623_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e2a1b14dc05e3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2eb22c753c18fd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e01c85be7f456_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e042be98d117b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0591d25083f0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05d4254d0ae6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0dd3f31bde04_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e13334ab4ee17_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e13e6be8c7a28_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19159692482e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ba5d0e46c4c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bbf1894e81f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bdc5c6dc658_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c338978c59c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d4204baddbd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fb76714814e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2062ea0f4f96_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e22ce6398f32c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ed1d5d8f856_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3198381065b9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e31acd4b0d0b9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e31cba67a951f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3286b746d023_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c3de3d187af_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3da87a09da3e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42a1eedff685_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42f7f69c44d8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4339451401d0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e442c2155580f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e467027257451_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4848dfe2ff2e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e49616e28a46e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b35e5c00620_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50a256b7fec1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50ca694aa5c2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5712460e60e7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5854ecc7caee_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d17a268e0cf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d71128bfd64_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e62ce8e31dd4b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e64b25abf9843_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e662124ae4fd2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68bf78944b90_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7018e594ddfa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e70553c62a7b3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7112fbbf38b9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7420f7a63ecd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7870c769b6e9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a69d19c0755_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7ca72b190e7b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cf4ff3afd5c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80e3de1f525b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e851e38d6f87c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e891bff64fb54_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ae51a14475b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c5d3b171b0b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8df012b9dd39_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8e4deeca3cb2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e918d400ed5a3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e967d04fe8a11_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99a39534aeec_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9db03d685cd3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea09d2cb4abb2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3aadf992c03_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea400b0046e58_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea4b19bfbc5d3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5ae00c2fd53_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaadeafb7d346_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd31c1782f0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eafd6512f1f70_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb067fe12da2f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb282cf66e14b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb409f1d64916_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5434c43945a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6412f21a5ff_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6be7a06d5c3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb705be09c33c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb742bf9c5f36_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb96d6e7596c0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba8d73676ac0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebcac89b03ec7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0e25e7d8e78_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4f7b08bafa8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec8c9a6b852b7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca0bacd95041_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecac96f7cb7aa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecb0d453208b6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecc5e155fda89_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd494e1e4fdd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd6c43d8b67e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece11543c6a94_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed33d94d71246_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed5517c50cf6d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed94c754e3f73_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda5adbab5fb9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda94ca3cc6dc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb1e304c3acc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb1ff397669d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edffe2aa70f3b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee269e4068a59_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee452816b1190_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5452c9b3902_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5ecda8b9933_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6154a54d3b2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee88e1030cd33_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eebeb8811d4b2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eecc09aef1cd3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef0cbeaf1ecd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef94f392dd51_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef099af73405c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef49b4d562c9b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4ba229a3e5a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4d7bd8b9057_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef51e1d6f5b7a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef5b011dbcfc5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef64755a14f47_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8c429a9ddd0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efad942891caa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb4ed7590c62_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efd7a29081bc6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe19c2c10113_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff69258c665a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e058ddd875b39_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e070c1700aabb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e08a41a182baa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0bb05e1e0eaa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e10817d65c48f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1250742b9715_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e22be3930c1a0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2ca0d488c00c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2e0015153e56_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2ece79bff80d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2f2863f4f3df_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e31a413bf8a5b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3b0106eb9450_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3c177732e6c8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3e8f34ff30cd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e42c244eaf1fb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e44593313fcd5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e47bc88787713_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4ad103e14d33_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4bd05b962b05_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e524be7cb9c6b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e52e66de9c99a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5400413650ba_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e54691364e6df_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5730f56146b0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e57e631a1830d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5fafbd3eb7d1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5fda35fbe5dd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e616c6ab18f6e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6d1abe27de4e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6dc605eccdbe_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7e6ab8f794a5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e848a1e481977_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e85ba815b8c41_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e971f8adbd0e6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e981d9796dc11_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b5f9de09217_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9e35c1ff51b0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea3338553ad2a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea3cb07df1701_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea5e87308dd87_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eacd29926e21c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ead46d3baf73a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eaefbaeeaa93a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eafb1e1530b0f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eafda7d01a4ac_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb113a003e190_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb446301a56d6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb958262d9d8f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb9763d005565_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebc047281d971_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd04b10ee697_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd4b9ab69b17_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd571368becb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebec805765d06_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebf897ff94372_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec276c5ebf6f6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec7b00ee6d618_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecade197aa8b1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed1ef2dbdfa8c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed2c09cd278ce_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed7f09f598dd6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed9c281013879_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edb75efc359b9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edfeea5780476_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee4e2a9e5383b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7078119cf97_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7e0501d1a6a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eeac34a793737_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef077b041d4cb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef0fc1b5fffd9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef39799d76335_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef50fabbbd6a0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e08ccc08528e9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2ea3319d33448a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2eec0f54a98bd1_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_gemm_fast_v3_entries(int i, uint32_t* count) {

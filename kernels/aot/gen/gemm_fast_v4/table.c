@@ -6,402 +6,402 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e004ecd83817f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e00c804d718da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e031b485ccacb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04160b8eb5fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e10d68c84f601_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e13ca9a4ea54d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e143cf1d8a641_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e158db418297e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15b6a38e3342_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1774e0d08ce0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17837af9da9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e186878f10233_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1da9d40a49e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f65fe2776b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1fac20e80b59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e21890ec45f5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c3d6bae9817_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c4dfb42361b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2efc57272e39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33a25dd6a644_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33ab9d7a0a89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e383a18b4246c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a38eafc94f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ae9d2f7cb6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bedb6df36a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3d64f7d3ed7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e60deddd579_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f9b5982226e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41bb4a2a4cd8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e483f7b8616f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e49ab5e5e11c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4c782027abf8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ce2f8d0eb1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e1978338ead_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e269c71cbe7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e761f273f13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e552d65d7bd42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57f62afbd407_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e589123a0cb9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e58cef90f184f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e59c23aacc6c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5b9012251912_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5cc44655cabe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d0eebd12b4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5fec257a7983_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6000e9ce28bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6022089b9707_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6273def29539_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6668f2a937a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ba18b89c641_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6baebe24cf54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c91acf15e7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d84d2bf7e58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f0b6189b88f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e721d66faded8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72efed61e798_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e74d375a793a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e77b655a33f3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78152d7c0323_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e781e03d9a9fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e786a46834e3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b0f2a133752_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7e645f1d7d3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e80189a0dc6b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e85e3ee4900e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87ae7ff88d0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89d3e8bb7a07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89efd27338a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8cb6e7adfdee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e4142691eb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e90ddee44a580_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e910f05786968_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91b1a2635c5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e93c1ff7c7f0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e976fa80e7a48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97e66b90ed1d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e98cb849e3b0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b57ab36ca44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bfeb796e0a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c93303ab94b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9edcf2c3668d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f762a8a16d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea384b910dc9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eabe0f8175916_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacbd2c0a827f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb090e8535f6a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb419191ee8d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba00a620654a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebcb4bd3053bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebcccb4047a38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe72706f725c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2194018902e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec35185b3a753_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec369fb6d6935_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4a1b80290da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec9262eef3839_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd2ecc3c30de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece8d18e9249e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed34b49c49689_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7a0eb9d7269_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd790d8317f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd7c9c10ab3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede610a9cb9ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee002aa70dacb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee49f075222a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee58250705feb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee82c8ec2fe27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee9d3cf85eb64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeadf7e4ccc9a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb810ab913ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed877947835b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef48fc41cb2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0a20f01054a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef4c35210a05c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef511b917b268_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef834f959e677_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efad32ab66290_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb6a4adce830_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcaa1672ed30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd2c1e646319_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e057419d5e3c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e080c6ed48acd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0963940da7bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0b66fbbf139b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e10ac5beaa7fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e11d83da7015f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1271033bbd86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e142a4589e7ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e14b838e9e1b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1747d33ebd80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e184933c33495_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e188fbb55f0f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1ceadd649d82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1fec16ec7f43_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e23eaabd57ed1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e27edcfeda10f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2c3c7cbe8c1c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3466d0f6ab99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e367262626edc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e37173507d38e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3951d576905a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3b179d4b0167_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3c11930976d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3ccf2627885b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3ff39d2a7f1a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4009b9c122b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e40400c33e4c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e41fbd9b6111c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e454ea2b92232_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e46492c255c3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4bbd98111ae6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4ce762683d53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4d3ce768e194_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e58b025d091b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5ac31cce8c72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5b134ccc9725_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5e296ff828ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e60e8bd6551cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e64aedbc426f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e676e93b9b3f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6d0aa1549789_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6d49b5463e70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6f29286ddb73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e744cca299e84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7f4b681a2f42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e83d6a5ff6ce5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e84d23767cda8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e84ddb8897666_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e884d11e92e04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a03868eb527_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a0e4984d279_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8bd55ebd6c5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9100039c28db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e93ce437f7b98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e98429cac87de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9a8fcc0cfadd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9c03f75b7e37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9f592183145d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea2a885bdabda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea2ce330cc840_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb95bd545aac5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb9812cfa3128_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebfd16d19fcc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec4f586bf120d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec5b5e65f31ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecb5cc92569af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd317530bfad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed4351c6778e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed6830d50b994_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed88d61f42232_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eea310b3dd3b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eee9f5429756d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2efd5eeb238b28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e39289100ca2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2ea341d44edcb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2eb1ffe474b8ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0012264ed9f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e008463b77d1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e02153a485a3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b2a74b6f562_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b45d1e4e911_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d0db0e088fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e13cf81c7fb83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16807e363ab8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1a86184f459c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b8016677ed9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f18d657693f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20183332e2e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e206078cd4963_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2060b492a226_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24c7f70f4c68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fa30eaac38d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fc902d9a555_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33e0f4aff9aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3668afe78b4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3725058aeed0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b269d30d484_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e6eb90ca2ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41cb54079e45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42417fe86886_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45adc33528f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47d8c3a7ea8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b12201c6410_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5130a14ea9be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5372a552f799_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e561248ca5fed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e561e11566f8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5a5a503fc85f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5fce117f3ebe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60daa11b0fbb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63cfb91f3f3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67aae3358c62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e68e3b6fbddcf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a637e63665c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c0610e7ec49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e20cbc3429f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e7b54d2253c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6efa9ada136e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f48362d145a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e763d47f9f8a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e76b80daef73a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7907135574be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7984dc9c9a5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b0f553172a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8122779fafb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e825bcc08307a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e837ea3b7734d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83c8ad2be8b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e84c3498a1807_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e858918c12a25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e868f22acea86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87314fed468c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89b2a22091a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89dbc37425be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a2ab0760d01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bf0d59e4bcf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c96cc110430_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e911166485c4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91ba34f2f059_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95598bbfa25a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96ad26fb97c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a621f9f9d3d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a93e322fd04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c37993dda65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d7673638d1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f6ce0be2dfd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9fbf233d5d88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea012c1055196_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1aa0f235cb5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1c66df49e21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4205ef4765b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4fe0bed13f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea69ed16ea691_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea77e63e04412_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eabec82370a3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaf0087d7e339_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb03bca692606_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5da91f75e21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb779eaef0803_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba2a4bd47084_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb68120b87cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc9ca284a989_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd170b357703_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec057128b4158_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec21cf7ccf823_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2753c0e6176_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2bebfacfddf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4f7bfd5d848_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec648a22a8461_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6516a5491b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec72f66eda4bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca0966e7d31a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca480649e1e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecbf46184ff13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed087d99cf429_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed3a6c5712ad4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc039e1ef0c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd933d0dc100_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede6c8ad26af9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edeebc9dcc749_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee3317da2e6c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee45a61c2632a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee49b769a5f68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4d2cd7bacb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee61f605a1f8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeaea16ca8bb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed69209e4b64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eede9135ede33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeed61072c924_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0a2ef50e2e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0bf1b1cee8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef48b84e0c3f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb899e3b1eda_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efce3d0107013_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd570eb3fdcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2effeb9b8364b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0211dfa69352_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e080b0dd05079_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0e04bef3963d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e10b65b97e41a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1377269e0941_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e19b2380f2178_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e19d338fffe90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e209fd89bb0fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e25b5781c0451_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e298f76e9442b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2df9762093da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e31c8eb24dd6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e32b8d4b93f50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3458ef69e2dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e34da9c163723_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e35a12efd463a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e39bf70964587_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3b867aec1839_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e411c30593a82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e42bbd87070e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4363fc3606a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e462395bae1a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e47334504d5b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e54fca9b82120_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e57c0192ee872_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5b29975eb761_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5d39673438d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5ecff3b83965_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5f166e6391ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e64ab365cc23f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e66a05b88c36f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e70149a62cd5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74b7fa18692b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74fd08aa3d59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e77c3ecc73603_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7af9df04e177_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7db7643e036b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e82b7a8467b3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e845697438919_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8bc482ee67ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8c5c62fd8c54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8f1b0f9351c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e914e97a15780_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e97049784e900_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9a7501bbcec6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9f5b6cf3bd56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea3050c1c65e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea92806551a66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eac3791d79cd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb21983421b43_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb5b771bbac65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb87620f4f2cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebc2a0a58c6d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec23bb8c791e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec75ff58d859a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecb60a1966f3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd1ab3da2013_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd938c677008_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed0c46769d406_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed14d45eb8901_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed3cdc0d9e397_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed77a3c2e20e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edbd500f8a7e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edd229c5b551a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eddd9603fc7df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee29c82832a90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee3d1eadb918b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee7838c126739_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eea382a0e77e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eeb9380e35041_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef34e134302d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef3c06a6a0406_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef6be25a00ed6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e201ef598dd50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e9c5286f3b33b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2e74a43da5acdf_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e004ecd83817f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e00c804d718da_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e031b485ccacb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04160b8eb5fb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e10d68c84f601_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e13ca9a4ea54d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e143cf1d8a641_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e158db418297e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15b6a38e3342_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1774e0d08ce0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17837af9da9b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e186878f10233_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1da9d40a49e8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f65fe2776b6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1fac20e80b59_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e21890ec45f5d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c3d6bae9817_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c4dfb42361b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2efc57272e39_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33a25dd6a644_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33ab9d7a0a89_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e383a18b4246c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a38eafc94f5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ae9d2f7cb6e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bedb6df36a3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3d64f7d3ed7a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e60deddd579_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f9b5982226e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41bb4a2a4cd8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e483f7b8616f4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e49ab5e5e11c9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4c782027abf8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ce2f8d0eb1e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e1978338ead_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e269c71cbe7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e761f273f13_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e552d65d7bd42_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57f62afbd407_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e589123a0cb9f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e58cef90f184f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e59c23aacc6c0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5b9012251912_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5cc44655cabe_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d0eebd12b4c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5fec257a7983_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6000e9ce28bf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6022089b9707_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6273def29539_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6668f2a937a1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ba18b89c641_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6baebe24cf54_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c91acf15e7f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d84d2bf7e58_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f0b6189b88f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e721d66faded8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72efed61e798_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e74d375a793a3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e77b655a33f3f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78152d7c0323_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e781e03d9a9fd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e786a46834e3c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b0f2a133752_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7e645f1d7d3a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e80189a0dc6b6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e85e3ee4900e8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87ae7ff88d0f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89d3e8bb7a07_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89efd27338a8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8cb6e7adfdee_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e4142691eb2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e90ddee44a580_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e910f05786968_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91b1a2635c5a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e93c1ff7c7f0b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e976fa80e7a48_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97e66b90ed1d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e98cb849e3b0c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b57ab36ca44_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bfeb796e0a8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c93303ab94b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9edcf2c3668d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f762a8a16d6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea384b910dc9c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eabe0f8175916_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacbd2c0a827f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb090e8535f6a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb419191ee8d6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba00a620654a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebcb4bd3053bc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebcccb4047a38_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe72706f725c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2194018902e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec35185b3a753_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec369fb6d6935_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4a1b80290da_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec9262eef3839_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd2ecc3c30de_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece8d18e9249e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed34b49c49689_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7a0eb9d7269_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd790d8317f5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd7c9c10ab3a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede610a9cb9ab_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee002aa70dacb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee49f075222a3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee58250705feb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee82c8ec2fe27_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee9d3cf85eb64_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeadf7e4ccc9a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb810ab913ff_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed877947835b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef48fc41cb2c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0a20f01054a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef4c35210a05c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef511b917b268_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef834f959e677_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efad32ab66290_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb6a4adce830_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcaa1672ed30_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd2c1e646319_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e057419d5e3c5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e080c6ed48acd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0963940da7bf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0b66fbbf139b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e10ac5beaa7fa_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e11d83da7015f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1271033bbd86_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e142a4589e7ec_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e14b838e9e1b3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1747d33ebd80_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e184933c33495_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e188fbb55f0f7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1ceadd649d82_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1fec16ec7f43_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e23eaabd57ed1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e27edcfeda10f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2c3c7cbe8c1c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3466d0f6ab99_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e367262626edc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e37173507d38e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3951d576905a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3b179d4b0167_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3c11930976d9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3ccf2627885b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3ff39d2a7f1a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4009b9c122b5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e40400c33e4c5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e41fbd9b6111c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e454ea2b92232_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e46492c255c3e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4bbd98111ae6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4ce762683d53_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4d3ce768e194_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e58b025d091b5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5ac31cce8c72_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5b134ccc9725_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5e296ff828ab_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e60e8bd6551cc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e64aedbc426f0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e676e93b9b3f7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6d0aa1549789_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6d49b5463e70_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6f29286ddb73_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e744cca299e84_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7f4b681a2f42_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e83d6a5ff6ce5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e84d23767cda8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e84ddb8897666_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e884d11e92e04_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a03868eb527_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a0e4984d279_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8bd55ebd6c5e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9100039c28db_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e93ce437f7b98_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e98429cac87de_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9a8fcc0cfadd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9c03f75b7e37_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9f592183145d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea2a885bdabda_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea2ce330cc840_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb95bd545aac5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb9812cfa3128_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebfd16d19fcc8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec4f586bf120d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec5b5e65f31ae_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecb5cc92569af_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd317530bfad_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed4351c6778e2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed6830d50b994_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed88d61f42232_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eea310b3dd3b4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eee9f5429756d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2efd5eeb238b28_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e39289100ca2d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2ea341d44edcb6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2eb1ffe474b8ae_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0012264ed9f6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e008463b77d1e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e02153a485a3f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b2a74b6f562_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b45d1e4e911_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d0db0e088fe_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e13cf81c7fb83_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16807e363ab8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1a86184f459c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b8016677ed9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f18d657693f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20183332e2e4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e206078cd4963_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2060b492a226_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24c7f70f4c68_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fa30eaac38d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fc902d9a555_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33e0f4aff9aa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3668afe78b4e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3725058aeed0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b269d30d484_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e6eb90ca2ad_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41cb54079e45_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42417fe86886_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45adc33528f5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47d8c3a7ea8e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b12201c6410_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5130a14ea9be_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5372a552f799_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e561248ca5fed_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e561e11566f8f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5a5a503fc85f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5fce117f3ebe_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60daa11b0fbb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63cfb91f3f3a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67aae3358c62_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e68e3b6fbddcf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a637e63665c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c0610e7ec49_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e20cbc3429f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e7b54d2253c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6efa9ada136e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f48362d145a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e763d47f9f8a1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e76b80daef73a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7907135574be_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7984dc9c9a5f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b0f553172a0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8122779fafb4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e825bcc08307a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e837ea3b7734d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83c8ad2be8b1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e84c3498a1807_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e858918c12a25_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e868f22acea86_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87314fed468c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89b2a22091a6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89dbc37425be_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a2ab0760d01_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bf0d59e4bcf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c96cc110430_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e911166485c4b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91ba34f2f059_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95598bbfa25a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96ad26fb97c6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a621f9f9d3d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a93e322fd04_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c37993dda65_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d7673638d1f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f6ce0be2dfd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9fbf233d5d88_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea012c1055196_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1aa0f235cb5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1c66df49e21_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4205ef4765b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4fe0bed13f4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea69ed16ea691_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea77e63e04412_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eabec82370a3f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaf0087d7e339_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb03bca692606_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5da91f75e21_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb779eaef0803_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba2a4bd47084_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb68120b87cb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc9ca284a989_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd170b357703_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec057128b4158_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec21cf7ccf823_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2753c0e6176_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2bebfacfddf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4f7bfd5d848_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec648a22a8461_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6516a5491b2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec72f66eda4bc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca0966e7d31a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca480649e1e9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecbf46184ff13_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed087d99cf429_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed3a6c5712ad4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc039e1ef0c1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd933d0dc100_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede6c8ad26af9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edeebc9dcc749_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee3317da2e6c6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee45a61c2632a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee49b769a5f68_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4d2cd7bacb4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee61f605a1f8e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeaea16ca8bb6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed69209e4b64_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eede9135ede33_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeed61072c924_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0a2ef50e2e3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0bf1b1cee8b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef48b84e0c3f2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb899e3b1eda_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efce3d0107013_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd570eb3fdcc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2effeb9b8364b8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0211dfa69352_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e080b0dd05079_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0e04bef3963d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e10b65b97e41a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1377269e0941_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e19b2380f2178_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e19d338fffe90_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e209fd89bb0fb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e25b5781c0451_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e298f76e9442b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2df9762093da_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e31c8eb24dd6b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e32b8d4b93f50_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3458ef69e2dd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e34da9c163723_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e35a12efd463a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e39bf70964587_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3b867aec1839_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e411c30593a82_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e42bbd87070e3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4363fc3606a4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e462395bae1a0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e47334504d5b8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e54fca9b82120_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e57c0192ee872_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5b29975eb761_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5d39673438d4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5ecff3b83965_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5f166e6391ec_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e64ab365cc23f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e66a05b88c36f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e70149a62cd5e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74b7fa18692b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74fd08aa3d59_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e77c3ecc73603_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7af9df04e177_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7db7643e036b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e82b7a8467b3c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e845697438919_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8bc482ee67ba_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8c5c62fd8c54_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8f1b0f9351c7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e914e97a15780_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e97049784e900_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9a7501bbcec6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9f5b6cf3bd56_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea3050c1c65e4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea92806551a66_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eac3791d79cd2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb21983421b43_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb5b771bbac65_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb87620f4f2cc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebc2a0a58c6d1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec23bb8c791e7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec75ff58d859a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecb60a1966f3f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd1ab3da2013_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd938c677008_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed0c46769d406_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed14d45eb8901_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed3cdc0d9e397_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed77a3c2e20e9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edbd500f8a7e7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edd229c5b551a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eddd9603fc7df_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee29c82832a90_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee3d1eadb918b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee7838c126739_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eea382a0e77e2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eeb9380e35041_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef34e134302d8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef3c06a6a0406_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef6be25a00ed6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e201ef598dd50_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e9c5286f3b33b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2e74a43da5acdf_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_gemm_fast_v4_entries(int i, uint32_t* count) {

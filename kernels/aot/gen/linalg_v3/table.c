@@ -6,52 +6,52 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e0e9ed5cde9f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2eaef014fa5b91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2efbabae137863_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2efe2f97fb5ecb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e039cbe08843e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e7d0c95fbb15d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ecd4dc8f5fd1a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e09f9721893be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0ae7252c2fd9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e1a837e2561c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e291c9d5422f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e33d23121f717_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e43157c4da1f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e47083be7cd95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4be263b91b0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e685770477681_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e6af594797281_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e839895bbc31c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e9439adc67bfc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ead16d9d942ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed86a330cbac3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e0d922e14b3cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e169ecec6bf5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ea73bd351a593_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2eaf91ea54b863_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e3fffb11a71d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2eba47504b1557_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e0a10c96c1393_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2c3c1ef749cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e42e8785c6545_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e508f9ff6f49a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e6221f69627a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e8542203c799a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e918ba63b1683_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e9464c7b5383f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea372f278043f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea559a02c7b60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eacff38857248_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb6f3e616c3c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ec1141f0b6daa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2edd9c232c27a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2edf813728f3b0_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e0e9ed5cde9f8_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2eaef014fa5b91_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2efbabae137863_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2efe2f97fb5ecb_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e039cbe08843e_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e7d0c95fbb15d_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ecd4dc8f5fd1a_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e09f9721893be_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0ae7252c2fd9_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e1a837e2561c1_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e291c9d5422f0_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e33d23121f717_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e43157c4da1f4_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e47083be7cd95_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4be263b91b0b_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e685770477681_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e6af594797281_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e839895bbc31c_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e9439adc67bfc_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ead16d9d942ef_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed86a330cbac3_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e0d922e14b3cf_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e169ecec6bf5e_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ea73bd351a593_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2eaf91ea54b863_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e3fffb11a71d8_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2eba47504b1557_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e0a10c96c1393_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2c3c1ef749cf_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e42e8785c6545_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e508f9ff6f49a_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e6221f69627a2_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e8542203c799a_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e918ba63b1683_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e9464c7b5383f_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea372f278043f_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea559a02c7b60_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eacff38857248_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb6f3e616c3c7_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ec1141f0b6daa_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2edd9c232c27a3_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2edf813728f3b0_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v3_entries(int i, uint32_t* count) {

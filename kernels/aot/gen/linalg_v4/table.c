@@ -6,52 +6,52 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e8f6da0dc7216_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ea464bbc37cc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ed344f3340a74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2efa51660862af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e82859d95f873_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb0fc401a73fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e087384526c85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0c6fa073421f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e10c3a9124106_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e1be0def5c7fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e240c22d0a52f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2a4a678a74bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e55f5ab5fd042_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5ebdda8e5860_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e63a7b41257ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e6beac1c6f24b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ea63fc8c082d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eaaf5595faa00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec92413bde0f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eddb1b5310e98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee884f9c60020_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e34bad349fec1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e634bc20cd5fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ebac6daa2d0dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2edef169a761e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e95ed31413df1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb265953e36aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e4dc7eddf1463_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e00419052e499_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e091dcd2f155e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0d956a029420_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2a02c8549b18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2e02169b99de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e391c254ffcbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5d9fbd9d05b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7b48e6641fb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e81125e439026_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e8d48cf86c5e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb1b564528d5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2edb4ba8b2e8d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee4766a811a90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef70d52dc65f1_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e8f6da0dc7216_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ea464bbc37cc2_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ed344f3340a74_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2efa51660862af_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e82859d95f873_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb0fc401a73fc_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e087384526c85_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0c6fa073421f_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e10c3a9124106_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e1be0def5c7fb_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e240c22d0a52f_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2a4a678a74bc_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e55f5ab5fd042_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5ebdda8e5860_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e63a7b41257ba_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e6beac1c6f24b_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ea63fc8c082d3_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eaaf5595faa00_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec92413bde0f7_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eddb1b5310e98_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee884f9c60020_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e34bad349fec1_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e634bc20cd5fb_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ebac6daa2d0dd_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2edef169a761e4_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e95ed31413df1_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb265953e36aa_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e4dc7eddf1463_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e00419052e499_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e091dcd2f155e_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0d956a029420_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2a02c8549b18_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2e02169b99de_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e391c254ffcbf_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5d9fbd9d05b1_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7b48e6641fb7_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e81125e439026_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e8d48cf86c5e7_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb1b564528d5d_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2edb4ba8b2e8d4_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee4766a811a90_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef70d52dc65f1_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v4_entries(int i, uint32_t* count) {

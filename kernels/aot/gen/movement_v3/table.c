@@ -6,206 +6,206 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e0759ea449e7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1676b02a0e1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1d2617802686_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e41478863821b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e43c02ba71f38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8b6d5db094a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec733a4b640a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2edb8cb0049842_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eea8e45aa497c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e6a962c811055_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e713d78cdc0b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e98767dd46ba4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ec4e31350317f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0f215a240287_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e18062a850d94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2a1fc6a4e262_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2c086de14401_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e30c2a0c401cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e3259904b60f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e49c635ac9673_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e63fecb20c378_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e64fe31404e56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6b76f613f49c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e730a3a5210ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7ccec3b9acab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea02488a2fd80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea78fad928f99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea7b687727dd8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eddd047ddcef6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e046c8fef3e53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e18124b85a5ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1b0d20079180_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e216f21cc961b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e25d9907c1495_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e27c1a8e7f7a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3020cce949ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4ff001f24d92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5702b709e601_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5943f0f2e0fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5f72416b2faf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6bcdabaf8a67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6d4fe9a13ce2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e98b9697ed373_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9ab8d90615e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9d6406f59318_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea44f0929db3d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea973718661ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec85268201921_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ecbf705740d3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed4573f2be886_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eda30e6528131_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef10c81a25cb0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef4ffdc1621b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e11e3f6efac25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e153d4c1e803f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e16921addcb37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24cc08b7dca7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2a51f550197b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e37b1757485f1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3db071a681d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4346dae34715_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5a1f3744a9a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e603f7be5eb75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6d301c20230a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e70a280af1d1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8457c683c2e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e86ee49d666ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e88108fff46c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea470103ca925_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea7885425e43c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea82c68c2bef3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ead229116cab6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb327eb83358a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb5069aaa72d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb80f61c71a35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecd151b687ac0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed017b5774ca1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed2ba26c53380_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edf924a6d6a89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee1b07bfe559c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee3f9d42e4f4d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eea6e0c646e7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef378523fd1db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef68af95c4d21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef87c3fe8b9e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efa36eea8b76c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0b46399a89aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0b50506859d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2baf47d2995e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e42e5c93a6ffa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5c48b706350d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5eca56d80b8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6324a50b4ebc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e66875bc9787a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e923716c0e258_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e9a5f0c370112_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec00ec930b9ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2efd7dadb0c1dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e01da0d58819d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4f8994da331d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4fd5f2b0a5a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e682fa9d869ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e7ee6ea0794aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec5f054f40842_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed6de37da9683_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee2b852e04fbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef30f5a4ad574_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e00e3607b86b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ef6e5040cc0ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eb9accc58a143_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eed1606002d77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1826d173a1ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1923906c57bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e199491f4769e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e281a84cf1338_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e503106250f66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e596966dc1bd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e741e11c06132_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e99a7c0ce1386_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea01ad6660df5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea120e967cf5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb75e784b6b90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecdaddd885d04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee9e767ed307c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eeb42977838f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eeccfe91a1e10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efb78da374ea6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0207932a30d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e04a839d51617_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e13cb2dd6b4fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1527622ae398_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e16a6af90b605_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2a94594d2a31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4dd4d6058223_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4edd83bbcc84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e62d1fc0ba431_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c5538635280_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6e4b7e3d4bda_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7466c0c4ccf4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e803cc7ea82fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9abdf35ff441_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea9e0fb17c081_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec8dae9493d74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ecbed051ac616_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eda442485a476_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edcd8591982eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eddc56d43b23a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ee33d6e69fa2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eeab98a3a39da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef4c4e0809fb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef709ec2369d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b3e221f3317_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e12d58f721635_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1c68d22f226d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2a605e75fec9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2db2c1ba3d7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3238d5d5d079_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c670b74725a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c77fde6600d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e404b5fad01f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e58b071352029_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5e90d2aca0f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e61565b9dec12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e621648d9c383_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7f42ca0c05a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e872110781a0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8745d4958ddc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8dfb12e9a3ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8e0468f28a5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e934cbc45aee4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e97f6dbb085d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9c374b47b832_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea15e01ab8f4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea5590fc10fb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb64e1afe74a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebde380b46b22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed87ebf493ac5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edaa0b4c34118_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc8948f90504_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee0eabb2f3d85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee10829e6b205_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee6c56fbf25b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef738e736d94f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efc550cb1aead_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e26840f72c8fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3653d4c390b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3da8d9632a91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e4414d36def48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5795c69531a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e862b9a5502e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e94a210309112_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb618882e0972_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edc7f760146e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edf46a5638d76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef1a617bb1b17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef887483ea26d_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e0759ea449e7b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1676b02a0e1b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1d2617802686_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e41478863821b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e43c02ba71f38_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8b6d5db094a0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec733a4b640a8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2edb8cb0049842_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eea8e45aa497c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e6a962c811055_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e713d78cdc0b8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e98767dd46ba4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ec4e31350317f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0f215a240287_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e18062a850d94_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2a1fc6a4e262_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2c086de14401_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e30c2a0c401cf_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e3259904b60f2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e49c635ac9673_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e63fecb20c378_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e64fe31404e56_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6b76f613f49c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e730a3a5210ee_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7ccec3b9acab_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea02488a2fd80_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea78fad928f99_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea7b687727dd8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eddd047ddcef6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e046c8fef3e53_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e18124b85a5ba_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1b0d20079180_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e216f21cc961b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e25d9907c1495_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e27c1a8e7f7a3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3020cce949ec_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4ff001f24d92_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5702b709e601_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5943f0f2e0fb_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5f72416b2faf_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6bcdabaf8a67_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6d4fe9a13ce2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e98b9697ed373_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9ab8d90615e7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9d6406f59318_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea44f0929db3d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea973718661ad_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec85268201921_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ecbf705740d3a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed4573f2be886_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eda30e6528131_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef10c81a25cb0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef4ffdc1621b0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e11e3f6efac25_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e153d4c1e803f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e16921addcb37_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24cc08b7dca7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2a51f550197b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e37b1757485f1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3db071a681d3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4346dae34715_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5a1f3744a9a8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e603f7be5eb75_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6d301c20230a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e70a280af1d1b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8457c683c2e4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e86ee49d666ce_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e88108fff46c0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea470103ca925_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea7885425e43c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea82c68c2bef3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ead229116cab6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb327eb83358a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb5069aaa72d8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb80f61c71a35_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecd151b687ac0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed017b5774ca1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed2ba26c53380_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edf924a6d6a89_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee1b07bfe559c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee3f9d42e4f4d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eea6e0c646e7b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef378523fd1db_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef68af95c4d21_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef87c3fe8b9e6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efa36eea8b76c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0b46399a89aa_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0b50506859d0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2baf47d2995e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e42e5c93a6ffa_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5c48b706350d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5eca56d80b8d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6324a50b4ebc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e66875bc9787a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e923716c0e258_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e9a5f0c370112_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec00ec930b9ea_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2efd7dadb0c1dc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e01da0d58819d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4f8994da331d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4fd5f2b0a5a5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e682fa9d869ab_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e7ee6ea0794aa_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec5f054f40842_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed6de37da9683_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee2b852e04fbe_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef30f5a4ad574_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e00e3607b86b2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ef6e5040cc0ee_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eb9accc58a143_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eed1606002d77_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1826d173a1ff_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1923906c57bd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e199491f4769e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e281a84cf1338_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e503106250f66_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e596966dc1bd8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e741e11c06132_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e99a7c0ce1386_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea01ad6660df5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea120e967cf5a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb75e784b6b90_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecdaddd885d04_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee9e767ed307c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eeb42977838f4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eeccfe91a1e10_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efb78da374ea6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0207932a30d6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e04a839d51617_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e13cb2dd6b4fd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1527622ae398_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e16a6af90b605_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2a94594d2a31_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4dd4d6058223_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4edd83bbcc84_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e62d1fc0ba431_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c5538635280_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6e4b7e3d4bda_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7466c0c4ccf4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e803cc7ea82fb_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9abdf35ff441_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea9e0fb17c081_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec8dae9493d74_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ecbed051ac616_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eda442485a476_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edcd8591982eb_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eddc56d43b23a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ee33d6e69fa2e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eeab98a3a39da_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef4c4e0809fb6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef709ec2369d8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b3e221f3317_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e12d58f721635_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1c68d22f226d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2a605e75fec9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2db2c1ba3d7a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3238d5d5d079_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c670b74725a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c77fde6600d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e404b5fad01f3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e58b071352029_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5e90d2aca0f0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e61565b9dec12_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e621648d9c383_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7f42ca0c05a8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e872110781a0c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8745d4958ddc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8dfb12e9a3ce_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8e0468f28a5c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e934cbc45aee4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e97f6dbb085d8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9c374b47b832_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea15e01ab8f4e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea5590fc10fb6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb64e1afe74a9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebde380b46b22_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed87ebf493ac5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edaa0b4c34118_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc8948f90504_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee0eabb2f3d85_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee10829e6b205_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee6c56fbf25b9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef738e736d94f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efc550cb1aead_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e26840f72c8fb_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3653d4c390b7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3da8d9632a91_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e4414d36def48_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5795c69531a7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e862b9a5502e2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e94a210309112_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb618882e0972_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edc7f760146e6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edf46a5638d76_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef1a617bb1b17_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef887483ea26d_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v3_entries(int i, uint32_t* count) {

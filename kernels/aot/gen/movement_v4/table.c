@@ -6,206 +6,206 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e189d399a715e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e3875973c42c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e753dfbef3db3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8537b32d0259_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8dfae853bed9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9596cdae3666_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eaaee976681f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efb35e4d6b6c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efeaa0d946b6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e7be60f643988_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ef2ea8812af73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e720f6085be59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eaa5a969a31ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e12eed22311a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1425835f0ad3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e25f36ddebcef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e36ec218ea0c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e429b5d74e62a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e659b8df42e82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e695c321ba012_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e72a473800c4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea1147e38edbb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea87ae80336dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb79547c37035_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edce96701a2db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee0ca440e6d48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee19ba7192f0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee487a9f106dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee8afd18ea58e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e03abed9fa347_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0e31330b1174_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1bb980e5a56d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3ebc9c936c1c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e50694690ed7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5375028cb84f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e576f422ee8bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6637956154a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ddd464ad4ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e94b1b58e1c81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e983f0e87c916_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea0c7fe7d62cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea35112735cb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ebf543693007e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec121be07322b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec566533c9a29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec6c86fda4827_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed020b456d3ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed73632fac1f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2edb432047a70e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2edd491c38c1cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eddf7eeae5a20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee0c2b85a3b02_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee1e8fba3badc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e001072cd592f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e05836afafb65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e08f0e05b5999_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e09580da1d917_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0b12002e9a0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0debaddce7f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0ee614a2488a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e159a975da603_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e19782f9ce15c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e22f4588a4608_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2bca80d50959_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3bf9c75c5705_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3c192b8ba8a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e49144c85595a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4aa5ac688c13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5d5e92ec7b21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e749c15e323c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7522aebb2926_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77a04bed2dd6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e799060039226_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e81ead48b5ebd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82a78a2a5487_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82ab24912920_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e94b2b68a3f43_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9c955b6e8642_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea3055a2673e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea9fa9b63319a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc456cdd7ed8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecd7c164476ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee50d15e286d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eedae9374c537_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef22d54243930_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eff64b860c8ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e12bc39e5b6c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2534ebd84316_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2f70d146f214_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e6794c3216cb1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7b5b780c2952_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e820b12a962f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e82528511dddb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9f453f8a0ac6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eae4ce4b9b7ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eaefb1c2ef27e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eec72ae4c5838_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef9be88b0c49a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e1dc783aca152_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e219c60a68b81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e22ff94c8df6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e579321f87918_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e6c6c5b920da8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8a8d130409e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed586c7ba4fc7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edb96677e215a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eef71d54cce7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e90aeb911c758_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ec8e3b3463823_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ea48324d3de39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ecbf6ca68c792_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e007d0990b9a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0e5cb5e65169_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e127dd8553ac2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2c6d2daa560d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e527f92e44669_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e56be9af50989_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e662368cba8c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7b49a92f70e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8f8ab7587823_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea08d74571813_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb4fa5cb549d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec1a116a6fd23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed04c7fe216a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eea75048e88e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef02d13b3b5ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efa714086bd00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e072a9fc9ddf8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0d0780866dbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0dbd963025de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e12ac5d4f9631_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e141fe99a1aac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e259a0e1bb236_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2848a899829a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2b4bcddcdcb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3adb6ad79e29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e448ffc423a6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e466d5f938327_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e65c1df9abdb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6af9a480c0ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6b404665788a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6d85a3714217_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6f5b03f06bf9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea6f560a95f9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eba8a2ce48e72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed0492aa8ec9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee238b45f7154_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee7168fc7a864_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee7957f732ef2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee853b63784e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef91a7d4a6cfb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0604e5a5acd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0997a9ffeb48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1947319d4e80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1ab95cdb1888_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2326f68c3845_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2603813e38fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e312982eb0c3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e355a4dea1de8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e410635ceac78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e545351f9cd91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e54a3df13d9a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5e44f253dc3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e69682e2bea38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6bc58bfdd7d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77cc79543428_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82d5b28e3d3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8aba43c8a494_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c3e832b91a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e99c0bb0d64f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9fba03166bb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb84e8a5179b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebef331cb0538_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebf2044933382_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec298f1029072_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6752c9016ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eccda39b67d57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed9626f357f8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd64b07d21ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee1dd40aad727_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee6405a0119f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eed657b8568d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0d878a14e63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0f84a343f57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e03196d3117ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2b6e1149131f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2ceec9e6b7d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e343ac9e99e08_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e467c12dc3967_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e4ce764d5c21d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5f141468c2c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8a31e1a09a2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e95a348908333_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed5e534920b76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ee1b576dfb186_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef515b5761c3e_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e189d399a715e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e3875973c42c8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e753dfbef3db3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8537b32d0259_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8dfae853bed9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9596cdae3666_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eaaee976681f3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efb35e4d6b6c5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efeaa0d946b6b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e7be60f643988_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ef2ea8812af73_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e720f6085be59_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eaa5a969a31ad_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e12eed22311a1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1425835f0ad3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e25f36ddebcef_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e36ec218ea0c7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e429b5d74e62a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e659b8df42e82_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e695c321ba012_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e72a473800c4b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea1147e38edbb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea87ae80336dc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb79547c37035_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edce96701a2db_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee0ca440e6d48_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee19ba7192f0e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee487a9f106dc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee8afd18ea58e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e03abed9fa347_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0e31330b1174_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1bb980e5a56d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3ebc9c936c1c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e50694690ed7d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5375028cb84f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e576f422ee8bf_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6637956154a4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ddd464ad4ab_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e94b1b58e1c81_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e983f0e87c916_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea0c7fe7d62cc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea35112735cb7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ebf543693007e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec121be07322b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec566533c9a29_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec6c86fda4827_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed020b456d3ac_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed73632fac1f2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2edb432047a70e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2edd491c38c1cf_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eddf7eeae5a20_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee0c2b85a3b02_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee1e8fba3badc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e001072cd592f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e05836afafb65_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e08f0e05b5999_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e09580da1d917_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0b12002e9a0f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0debaddce7f2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0ee614a2488a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e159a975da603_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e19782f9ce15c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e22f4588a4608_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2bca80d50959_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3bf9c75c5705_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3c192b8ba8a4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e49144c85595a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4aa5ac688c13_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5d5e92ec7b21_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e749c15e323c1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7522aebb2926_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77a04bed2dd6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e799060039226_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e81ead48b5ebd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82a78a2a5487_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82ab24912920_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e94b2b68a3f43_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9c955b6e8642_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea3055a2673e5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea9fa9b63319a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc456cdd7ed8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecd7c164476ef_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee50d15e286d7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eedae9374c537_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef22d54243930_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eff64b860c8ca_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e12bc39e5b6c8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2534ebd84316_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2f70d146f214_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e6794c3216cb1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7b5b780c2952_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e820b12a962f7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e82528511dddb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9f453f8a0ac6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eae4ce4b9b7ed_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eaefb1c2ef27e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eec72ae4c5838_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef9be88b0c49a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e1dc783aca152_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e219c60a68b81_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e22ff94c8df6e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e579321f87918_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e6c6c5b920da8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8a8d130409e8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed586c7ba4fc7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edb96677e215a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eef71d54cce7d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e90aeb911c758_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ec8e3b3463823_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ea48324d3de39_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ecbf6ca68c792_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e007d0990b9a1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0e5cb5e65169_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e127dd8553ac2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2c6d2daa560d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e527f92e44669_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e56be9af50989_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e662368cba8c4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7b49a92f70e2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8f8ab7587823_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea08d74571813_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb4fa5cb549d8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec1a116a6fd23_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed04c7fe216a3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eea75048e88e5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef02d13b3b5ab_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efa714086bd00_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e072a9fc9ddf8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0d0780866dbf_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0dbd963025de_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e12ac5d4f9631_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e141fe99a1aac_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e259a0e1bb236_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2848a899829a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2b4bcddcdcb0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3adb6ad79e29_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e448ffc423a6e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e466d5f938327_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e65c1df9abdb6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6af9a480c0ea_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6b404665788a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6d85a3714217_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6f5b03f06bf9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea6f560a95f9b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eba8a2ce48e72_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed0492aa8ec9d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee238b45f7154_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee7168fc7a864_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee7957f732ef2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee853b63784e3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef91a7d4a6cfb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0604e5a5acd9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0997a9ffeb48_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1947319d4e80_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1ab95cdb1888_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2326f68c3845_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2603813e38fc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e312982eb0c3e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e355a4dea1de8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e410635ceac78_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e545351f9cd91_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e54a3df13d9a4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5e44f253dc3a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e69682e2bea38_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6bc58bfdd7d1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77cc79543428_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82d5b28e3d3f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8aba43c8a494_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c3e832b91a9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e99c0bb0d64f7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9fba03166bb4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb84e8a5179b8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebef331cb0538_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebf2044933382_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec298f1029072_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6752c9016ed_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eccda39b67d57_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed9626f357f8e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd64b07d21ea_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee1dd40aad727_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee6405a0119f3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eed657b8568d7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0d878a14e63_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0f84a343f57_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e03196d3117ff_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2b6e1149131f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2ceec9e6b7d9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e343ac9e99e08_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e467c12dc3967_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e4ce764d5c21d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5f141468c2c1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8a31e1a09a2c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e95a348908333_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed5e534920b76_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ee1b576dfb186_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef515b5761c3e_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v4_entries(int i, uint32_t* count) {

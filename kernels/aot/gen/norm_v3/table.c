@@ -6,330 +6,330 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e20255482321e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3d890e36690f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e68ebaeb51e2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8ba9bb5024fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e91a54cd884d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e98ed2aa7d3e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eab6fd7ecb9c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebb3c037f4def_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ecd309223d869_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ece118122dcbb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed03c32c38fff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eda3d8f2c806c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee0d21e611d70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef2af1b3b548c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e0597ff617dda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e1c53ee1c6dfd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2c26338112ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ee7fe36c010d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e034b60fc4428_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e035db472e504_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e092a6715edd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0a3c2083de24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0e181865afcb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1a695b7cf521_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e21719895bda6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e2c6bbe93adde_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e2ed09c2eeb21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e3375e84c6cb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e349ea696d9f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e369fa1040bed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e3b219ef366a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e40bffe478ee4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e40d5746a9f9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e429235c6a9b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4ac94657ba65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e50e36b093be1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5a831726f78d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e67118dece6bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e68446fed5303_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6b38e5b0f317_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7889b80beaff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e78a7b4396847_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8313e952b903_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8748b3d7606a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e87649f340e2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e87dc7e6f3c40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8f8733959b0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9146e4acd38b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e915f8c83b5df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9897f1a7d9ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ea5b601df6bff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eadaa4f68ba49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb1536a29b070_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb32c5d05bef7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb61783eaf1c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ebc5be397b8c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ec398bcb79508_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ec47098b71f7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecd60a53a29b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecf6aeff85667_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ed4fb3813aa5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2edb81f9e25fc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee0ea175addbc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8b6aa31989a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8bdf5770998_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eec83fc77c7f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ef2afd215ab5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ef504f0433638_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2efd70bdc0a99e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2efdbab9a68ac2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e63c8dc6b0195_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e6bbf2467d9e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e945b2f46b829_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e973214add193_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0233fefd7291_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e07131b31d60e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e08c16bfd6cea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0cd33ea8d6cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1242e57ed823_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e173db77eb2d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d2e60d118f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d6906a88aba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e225eb448bc2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22c03988d515_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e255737fcb4d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2627b7b48ca4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e29f3e3391e07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ee580315bee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2f1688f00cb0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e330369155f61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e347ca9f9422f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e356bc3f9eab4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37de4643e663_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3aad33345bd8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3d6773aa0a34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45e8d0ae5e50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4869626ae8cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a3384b7b32a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a5519dcc806_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c44d988721a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54d9274bc989_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e55313a79c536_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e591fa63ce486_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5bb41d06efae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6294749d7acf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e63031200f9e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e66024ee50814_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e670e0b9714c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6735f8ed4a50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6962f8f588b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6a497e8b42bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6ef08c334aff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fb2757d53ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7702f243206a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7817bee37b8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e79b96041eb68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a9194791a64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81510b02a3a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e83fab28948f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e845503f99e70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8662902dc088_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e869d99462c92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e87cdc513c689_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88605883ad2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8893e6dd39b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b181ca34c57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9367c6bec943_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e94a5feff30d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e995ec67cc230_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9cfa37e2ef92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f942c21de49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fa0977dadd4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea130adc0ba2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea38bb658189b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea521db769b56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eacf42f669856_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb42f90309d7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb520b20873ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6af455875e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec5ca57475018_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc6e9e936865_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecd8795571770_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdc9c99ab29e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed0eb05341b80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed7237dd63a29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed98ba7772104_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc7efc3600eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee2dfac3ae5f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeab2ba5cc96a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeb91035efc6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3ed0fc736e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4f2ac5b78c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef96ddd13ba03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efcf502b8227e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e144ae8485f64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e14dc321d0005_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e177e0173fcc1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e22aec8dba83a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ec58ecb8b33f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ee696080ba283_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e050da92e2ced_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e21b2673d42ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e34545b1ec793_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e60d3cdf10b58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6770995d48dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7776ebcf7d28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7914001e5bfa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e957529134649_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebac0759c2d8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed982d9ed1f2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edd081e35e205_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edfac80da045a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eeb56d16a8fe4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef080096da717_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2661fdd89ee7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e44e63d766582_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e5be5ea2d132b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ebf874707b654_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e04c575f1e11c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e15db2dc96b38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1a489bfa7ffd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1af7823e8847_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1bed2eb0f562_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1c18fdb1db9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1db9c229b771_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1fea4d3151bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e311a47769e35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e31828b6cf28b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e38383c8a7713_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e3dfb286b012e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4b89bfef9c1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4c05da94c853_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4e81e5e845f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5341e7dee972_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e547d97b3baca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e57ece30b96f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5f742600d981_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5fe6702674a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e64f204c4cf74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e668a4c26de79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e68f3f8e7e83f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6a2a5fef3205_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6eb8a0baa47c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6fa2db49df3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e72ed099c2777_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7a3cbe6ca6ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7d295faa4240_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8f81cd15c541_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8f88a4a7c20f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e914d6a9db473_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9c86289d7b1c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ea0d15eac4317_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ead9ca4fd7268_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eaf81d10575be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb3929bea2bf7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb5abbcdbbe77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb9f0d5cc0b79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ebaa1bbfe4158_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ebcee9bce59ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ec3ff8e21b0c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eceffbb1156ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecfea915c1e21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ed0b256e99940_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eddd0c5b0c034_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2edf7f9e636cdb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee7c05d32d630_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eed74b83470fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eef40bc031ad4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ef37e144ba3a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2efab56fe9c187_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e8ab4843d7e2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e99727ff61a91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ed4ba3cbb01a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ee35fda72bd82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e007008d79d40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e00740ab93d0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e01bdd28b8817_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0368343ae213_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e098a4b202535_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0f1562b905d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e117a5fa0cdf3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e153738a06e58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17234e6612a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1b9d380187e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22299bd6663a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2a1c3d462822_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2c4244a8b509_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2c7918676db3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35c42236ad23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3899ebf2879c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e41c2a8d15f06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42c96f711a3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4414ab087853_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e505328f3d0d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e532d68f9f4e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53c5022f61cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e56b11f10302c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e57ec8557dbeb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68282d03b143_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6950e72ba8e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c459fcde8fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6ca8890a7135_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6d99483790c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6f22f86c244d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fb95ab5fe2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72d1b26731a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72d9290668aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75d63ac62d6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e764ce80e1b54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7902e9900355_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a46590eaed3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81b81b641641_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88f632f9b9a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8a631155b3b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b4cf8af8b50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8cb7aeb7766e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d2598e791aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e91802bcf9cf4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92b547c1296e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e97a269f669fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a39d1016fdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9d61320fe636_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9dc2acd49854_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e7a742c950c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e92d65dc706_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea258ce6e15e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea5b79f2c9b7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaebd333d7e34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb64e9935fceb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6b184a8a44b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb8f9abc53c54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec33ac22a5e7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4ffdbce96de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec81d1b579512_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec98916266686_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eccb80c1447bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecef59da62482_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed9ab263ff89c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc19ade23887_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc917d9894cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee1ed732d948f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee294f7dae13f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee2c97f09c52a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6a9ec958126_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6cb6eb824a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee82b7612d9ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eec2a1e1d42c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef98590d2e49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3d974b30d04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3f80d3efbc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef5649caea637_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef63fb4537e67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efe13429e5d86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff4117719cdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e54ef039811e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9ca3a3fd0b12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9e1849b6c566_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eada7d4564f29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eae5f8af4c181_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eaee5d44eb797_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e20255482321e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3d890e36690f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e68ebaeb51e2c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8ba9bb5024fc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e91a54cd884d2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e98ed2aa7d3e0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eab6fd7ecb9c9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebb3c037f4def_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ecd309223d869_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ece118122dcbb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed03c32c38fff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eda3d8f2c806c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee0d21e611d70_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef2af1b3b548c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e0597ff617dda_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e1c53ee1c6dfd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2c26338112ab_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ee7fe36c010d8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e034b60fc4428_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e035db472e504_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e092a6715edd2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0a3c2083de24_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0e181865afcb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1a695b7cf521_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e21719895bda6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e2c6bbe93adde_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e2ed09c2eeb21_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e3375e84c6cb7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e349ea696d9f2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e369fa1040bed_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e3b219ef366a2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e40bffe478ee4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e40d5746a9f9b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e429235c6a9b3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4ac94657ba65_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e50e36b093be1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5a831726f78d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e67118dece6bd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e68446fed5303_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6b38e5b0f317_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7889b80beaff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e78a7b4396847_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8313e952b903_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8748b3d7606a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e87649f340e2e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e87dc7e6f3c40_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8f8733959b0b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9146e4acd38b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e915f8c83b5df_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9897f1a7d9ec_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ea5b601df6bff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eadaa4f68ba49_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb1536a29b070_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb32c5d05bef7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb61783eaf1c2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ebc5be397b8c6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ec398bcb79508_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ec47098b71f7b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecd60a53a29b2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecf6aeff85667_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ed4fb3813aa5c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2edb81f9e25fc5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee0ea175addbc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8b6aa31989a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8bdf5770998_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eec83fc77c7f3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ef2afd215ab5f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ef504f0433638_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2efd70bdc0a99e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2efdbab9a68ac2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e63c8dc6b0195_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e6bbf2467d9e5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e945b2f46b829_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e973214add193_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0233fefd7291_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e07131b31d60e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e08c16bfd6cea_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0cd33ea8d6cb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1242e57ed823_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e173db77eb2d3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d2e60d118f8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d6906a88aba_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e225eb448bc2d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22c03988d515_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e255737fcb4d8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2627b7b48ca4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e29f3e3391e07_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ee580315bee_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2f1688f00cb0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e330369155f61_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e347ca9f9422f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e356bc3f9eab4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37de4643e663_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3aad33345bd8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3d6773aa0a34_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45e8d0ae5e50_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4869626ae8cc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a3384b7b32a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a5519dcc806_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c44d988721a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54d9274bc989_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e55313a79c536_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e591fa63ce486_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5bb41d06efae_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6294749d7acf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e63031200f9e5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e66024ee50814_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e670e0b9714c8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6735f8ed4a50_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6962f8f588b2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6a497e8b42bf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6ef08c334aff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fb2757d53ff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7702f243206a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7817bee37b8c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e79b96041eb68_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a9194791a64_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81510b02a3a1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e83fab28948f0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e845503f99e70_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8662902dc088_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e869d99462c92_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e87cdc513c689_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88605883ad2b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8893e6dd39b7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b181ca34c57_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9367c6bec943_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e94a5feff30d9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e995ec67cc230_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9cfa37e2ef92_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f942c21de49_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fa0977dadd4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea130adc0ba2d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea38bb658189b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea521db769b56_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eacf42f669856_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb42f90309d7f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb520b20873ad_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6af455875e2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec5ca57475018_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc6e9e936865_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecd8795571770_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdc9c99ab29e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed0eb05341b80_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed7237dd63a29_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed98ba7772104_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc7efc3600eb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee2dfac3ae5f4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeab2ba5cc96a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeb91035efc6f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3ed0fc736e1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4f2ac5b78c6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef96ddd13ba03_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efcf502b8227e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e144ae8485f64_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e14dc321d0005_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e177e0173fcc1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e22aec8dba83a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ec58ecb8b33f0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ee696080ba283_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e050da92e2ced_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e21b2673d42ac_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e34545b1ec793_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e60d3cdf10b58_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6770995d48dd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7776ebcf7d28_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7914001e5bfa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e957529134649_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebac0759c2d8a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed982d9ed1f2f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edd081e35e205_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edfac80da045a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eeb56d16a8fe4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef080096da717_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2661fdd89ee7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e44e63d766582_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e5be5ea2d132b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ebf874707b654_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e04c575f1e11c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e15db2dc96b38_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1a489bfa7ffd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1af7823e8847_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1bed2eb0f562_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1c18fdb1db9d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1db9c229b771_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1fea4d3151bf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e311a47769e35_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e31828b6cf28b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e38383c8a7713_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e3dfb286b012e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4b89bfef9c1d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4c05da94c853_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4e81e5e845f2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5341e7dee972_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e547d97b3baca_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e57ece30b96f3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5f742600d981_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5fe6702674a4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e64f204c4cf74_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e668a4c26de79_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e68f3f8e7e83f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6a2a5fef3205_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6eb8a0baa47c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6fa2db49df3b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e72ed099c2777_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7a3cbe6ca6ec_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7d295faa4240_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8f81cd15c541_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8f88a4a7c20f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e914d6a9db473_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9c86289d7b1c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ea0d15eac4317_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ead9ca4fd7268_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eaf81d10575be_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb3929bea2bf7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb5abbcdbbe77_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb9f0d5cc0b79_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ebaa1bbfe4158_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ebcee9bce59ab_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ec3ff8e21b0c8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eceffbb1156ce_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecfea915c1e21_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ed0b256e99940_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eddd0c5b0c034_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2edf7f9e636cdb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee7c05d32d630_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eed74b83470fd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eef40bc031ad4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ef37e144ba3a7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2efab56fe9c187_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e8ab4843d7e2c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e99727ff61a91_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ed4ba3cbb01a9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ee35fda72bd82_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e007008d79d40_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e00740ab93d0b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e01bdd28b8817_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0368343ae213_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e098a4b202535_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0f1562b905d3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e117a5fa0cdf3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e153738a06e58_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17234e6612a7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1b9d380187e9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22299bd6663a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2a1c3d462822_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2c4244a8b509_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2c7918676db3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35c42236ad23_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3899ebf2879c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e41c2a8d15f06_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42c96f711a3c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4414ab087853_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e505328f3d0d8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e532d68f9f4e2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53c5022f61cf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e56b11f10302c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e57ec8557dbeb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68282d03b143_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6950e72ba8e6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c459fcde8fb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6ca8890a7135_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6d99483790c4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6f22f86c244d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fb95ab5fe2a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72d1b26731a4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72d9290668aa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75d63ac62d6c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e764ce80e1b54_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7902e9900355_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a46590eaed3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81b81b641641_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88f632f9b9a3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8a631155b3b0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b4cf8af8b50_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8cb7aeb7766e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d2598e791aa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e91802bcf9cf4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92b547c1296e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e97a269f669fc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a39d1016fdf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9d61320fe636_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9dc2acd49854_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e7a742c950c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e92d65dc706_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea258ce6e15e1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea5b79f2c9b7a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaebd333d7e34_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb64e9935fceb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6b184a8a44b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb8f9abc53c54_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec33ac22a5e7d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4ffdbce96de_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec81d1b579512_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec98916266686_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eccb80c1447bc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecef59da62482_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed9ab263ff89c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc19ade23887_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc917d9894cc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee1ed732d948f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee294f7dae13f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee2c97f09c52a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6a9ec958126_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6cb6eb824a5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee82b7612d9ef_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eec2a1e1d42c2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef98590d2e49_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3d974b30d04_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3f80d3efbc2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef5649caea637_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef63fb4537e67_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efe13429e5d86_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff4117719cdf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e54ef039811e5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9ca3a3fd0b12_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9e1849b6c566_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eada7d4564f29_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eae5f8af4c181_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eaee5d44eb797_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v3_entries(int i, uint32_t* count) {

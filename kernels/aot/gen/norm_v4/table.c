@@ -6,330 +6,330 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e045aca9902a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e06cefb716ff6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2423f702c338_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2e11b39b1ed9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e43c00d10fd3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e55902fd1d96d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5cf05b440bc9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7003d9bf6fe6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e96e32d4962ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e9844f5978d17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea12473af8c27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea83c67c515a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ebacc9ac25513_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef68a93defa38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e51ac7f0b334f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb113171f7c68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ecc2b412a06e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ef8c7c6118460_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e06dbc39f7b65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e095625ef9330_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e0bbcbb0af54c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1408b6186ef3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e14b03b497d2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1554fbef6b43_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1855c9b8b8a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2683f53bdcf6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e27be2dc102b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2b51a3a84b0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2c65ffc71b7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e30399b601074_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e366a3e8f0eb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e391c44cf32da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e3b1fefede840_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e41295597cf8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e480d94a36752_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e5388e2cf201f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e54ba60a41523_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e55d3aeb49668_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e5ecc286e3d07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e626b2ae036aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e72515922046f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e76aa9c60df11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e78655af077e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e7e402fe5c4de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e81c61b8a0d4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e83deca4d915b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e8e624073b833_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e9417d3533f73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e98ec5374cdc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ea59880da8c1c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaa3378ddf0ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaadccbe5233b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eabc365b2b2de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ead0c7c93bbb5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eb9fe2a23c4bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf593108761f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf6958e996a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec059bf928f58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec85c5097d7f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed125665da379_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3ab08c45293_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3c13dcf5d8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed7d71596f8c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2edd0781d16ddb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee70e7ebdc793_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee76c721738e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef0539eba32a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef21d4273a67f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef509d21c555c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2efaa0b6a448b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e111c751a47c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e195d2ff0bd08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e958c6d9f55e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ecbbf8ca1cd30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e03e333d41262_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e04713be7d32b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1365546d00d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1633ad0c5706_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1a689e0f4bc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ba009fac8b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e206954b62221_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e24889d820719_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e29870e12b7d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2aad4857e542_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2b1df101f7b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2b611441c242_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2dc899460c4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e970ca3b542_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2f5fc53ade55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3098c6922703_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3106a30b5c4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36080de64071_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3ac85bfb7f19_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3daa2333dc08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e411379c0dd33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e427237fe8bae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43e1861f57c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4684402504b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ba16e40c7da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e565f0591cfab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e59686a817064_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b2ebb4d23ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ce4060d1ebe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d2c7416d44b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d41c7ce4594_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ee2a04e102c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e653cd1129334_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e755f49ba0c54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7833270c024d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7888a1030a98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78c812817ebb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e79cf4c72b374_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8117967e4275_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e820af6e7d8fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83ccf0c79657_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8684c69010dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e88ca90789c9a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89a5bbd9476a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8edbf0bedaca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91b6a40cd965_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e960ce71e3c1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e969b467e733a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96e3cf29bcb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e992fa73410ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a19d17b536b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a4898eca731_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9c30ee702cf4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea586bc8f1c9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5fc7e44686b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9d26ce794be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa4eb0a431b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac40b37d0464_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac762d65511e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb24f4a6bb33f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3daad38562b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebab136f3bfa5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdfaac9c2b83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf6205595cf5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebfee1c25ff72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec67d5598943f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edb48fe8785c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edbf4767399d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edcb92e2f5b1f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edfcf1f1be510_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3583b698551_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3ce6ee215dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3d01f11ecc7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5e135f6be3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee763d5f17382_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eec2cca24ea3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef4edc44ef25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefd08891a21b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efb7564f10b08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc9bd52fc8c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e18e9b8a5890a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e32c9658a7e3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9fc7b3dbbcf8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ea4f119c964b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecd9cee5b81e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ee62ce48b7f92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e00b60fb526f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e05ddd42690f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1c17db52850b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e41fd131c87f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e543723419269_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5f27746bf893_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e66ee74837e79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7d514befa59f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e80ca06c5cdf2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea6adb919752a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb4e9e5ffa638_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eda90fc7a7373_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee331f2472c8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef1e50b1e6670_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e5902b486a4d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e7271160d6267_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e8559c49373cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ee29fcb219e92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e0225c047de3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e0ba2e22de596_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e16e8d2ac48d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1a26467ebc6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1c06f3818fa2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2214e821f194_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e233d902dcbc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2d6faab0a063_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e3005231fae41_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e38a926c38b3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e3c6b3ea5ff5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e40ced278bd11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e441c69f8e4d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e45e423b8a98e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e497e90872f4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e4cac4eb35159_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e523f3477efe3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e5268a214a30f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e537d8c35b069_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e597e3a1759b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e59f3e8a9318b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e6281485e5d96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e657e8fa46006_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e6e11959cdd97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e7df00c75c568_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e810d56910bd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e85468a007664_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e89653fabe233_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e949dcfc8e7f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e94c4647eb916_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e99e03b4ed689_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ea275f4239587_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaa6b0c335351_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaf7e05f7ef0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebacbbc5def8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec3c6e72e7edd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec5156e358d01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec7072c326998_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec793e54ce477_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec91c6a9c2e11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ecefa65197578_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ecf3b22d3a577_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed2cf6b64aab2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed6df7ac9188c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2edef203f43714_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee306190315a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee457b74228c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee734691e6d0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eec1b7a1a29ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eed420b3dfb73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef2eeddf54eae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef79859c1a1bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e46e310c7284e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ea56908db8ead_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eaf3e31fa27d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eccd0375686f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00dcb9b56762_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e011c10ec3703_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0199b472e9b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0286507dea7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0639afc74353_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0b8722719a5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0eefa536b808_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f5b9d5a27dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e14362b1f6bae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e168e9b8ba65e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1777a5960c2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ac0170f34b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1cee516a5779_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e213029d2dbc1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e23fb4df121c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e26cb135aba9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2a615372c58c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2c1d18bfe3ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e34bcbb3527_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3514bec5f754_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e37faa254e485_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3bfc0a5d2a6a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3c9d0cd4f4c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41ec5f4308cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e483ae441b928_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49aeb3df5411_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49e637b773c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e45e712089c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e500ae8d336b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e51bdb1484626_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e51d2b7e3415e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5880e8a842d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a1b3a4ab80c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a9ebb89913b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c46363c1495_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e621f4cb51b13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6824fdacc5df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68786c7a12f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68c84f670c2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e75cfc464ba38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7dbe4f8b9a2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7de359dcaa4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7f604b3f603c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83cd3eeebce3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e85dac648c5bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e88b3f2c487a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8d5cf4f4b239_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90b3a91bd591_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e94df9944392a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e95450e021dfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96ad197728c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9b72b237a263_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3b29f2cc74c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5093ca7a753_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea79c2c9dcdb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8634395e909_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea931aaf123e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9bbcc74b460_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eab331d321d07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaf49445b0da3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb34d45afd4e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb7a6cf6138da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb86b2a99ff65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf2e7d4a730f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebffb3beb7104_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0aebb60a3d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec1eff25a2315_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec5d6ec3090f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec7fa0ef10ce7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecdb8d101d1ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf33c272a631_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf44a0716cca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed44f18d354e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edb514e0070c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee03673af70fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5de8bcc6aec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb308388ff57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef74e2cacbad6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef84e91623fbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc2e2fe20714_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e45aa54e237d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e55719bdbccb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e73f3f57b6183_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7b9929564562_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9b6ea64d4863_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ea95087330d16_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e045aca9902a6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e06cefb716ff6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2423f702c338_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2e11b39b1ed9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e43c00d10fd3c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e55902fd1d96d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5cf05b440bc9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7003d9bf6fe6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e96e32d4962ad_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e9844f5978d17_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea12473af8c27_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea83c67c515a8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ebacc9ac25513_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef68a93defa38_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e51ac7f0b334f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb113171f7c68_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ecc2b412a06e7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ef8c7c6118460_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e06dbc39f7b65_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e095625ef9330_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e0bbcbb0af54c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1408b6186ef3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e14b03b497d2b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1554fbef6b43_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1855c9b8b8a5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2683f53bdcf6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e27be2dc102b2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2b51a3a84b0b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2c65ffc71b7c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e30399b601074_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e366a3e8f0eb7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e391c44cf32da_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e3b1fefede840_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e41295597cf8a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e480d94a36752_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e5388e2cf201f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e54ba60a41523_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e55d3aeb49668_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e5ecc286e3d07_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e626b2ae036aa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e72515922046f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e76aa9c60df11_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e78655af077e3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e7e402fe5c4de_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e81c61b8a0d4b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e83deca4d915b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e8e624073b833_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e9417d3533f73_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e98ec5374cdc5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ea59880da8c1c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaa3378ddf0ac_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaadccbe5233b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eabc365b2b2de_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ead0c7c93bbb5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eb9fe2a23c4bc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf593108761f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf6958e996a6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec059bf928f58_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec85c5097d7f6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed125665da379_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3ab08c45293_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3c13dcf5d8f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed7d71596f8c0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2edd0781d16ddb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee70e7ebdc793_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee76c721738e0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef0539eba32a7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef21d4273a67f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef509d21c555c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2efaa0b6a448b5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e111c751a47c3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e195d2ff0bd08_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e958c6d9f55e9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ecbbf8ca1cd30_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e03e333d41262_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e04713be7d32b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1365546d00d6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1633ad0c5706_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1a689e0f4bc8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ba009fac8b4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e206954b62221_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e24889d820719_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e29870e12b7d4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2aad4857e542_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2b1df101f7b3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2b611441c242_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2dc899460c4c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e970ca3b542_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2f5fc53ade55_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3098c6922703_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3106a30b5c4a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36080de64071_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3ac85bfb7f19_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3daa2333dc08_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e411379c0dd33_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e427237fe8bae_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43e1861f57c2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4684402504b2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ba16e40c7da_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e565f0591cfab_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e59686a817064_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b2ebb4d23ed_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ce4060d1ebe_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d2c7416d44b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d41c7ce4594_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ee2a04e102c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e653cd1129334_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e755f49ba0c54_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7833270c024d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7888a1030a98_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78c812817ebb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e79cf4c72b374_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8117967e4275_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e820af6e7d8fa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83ccf0c79657_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8684c69010dc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e88ca90789c9a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89a5bbd9476a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8edbf0bedaca_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91b6a40cd965_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e960ce71e3c1b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e969b467e733a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96e3cf29bcb2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e992fa73410ca_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a19d17b536b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a4898eca731_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9c30ee702cf4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea586bc8f1c9c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5fc7e44686b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9d26ce794be_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa4eb0a431b5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac40b37d0464_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac762d65511e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb24f4a6bb33f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3daad38562b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebab136f3bfa5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdfaac9c2b83_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf6205595cf5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebfee1c25ff72_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec67d5598943f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edb48fe8785c0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edbf4767399d6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edcb92e2f5b1f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edfcf1f1be510_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3583b698551_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3ce6ee215dd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3d01f11ecc7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5e135f6be3b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee763d5f17382_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eec2cca24ea3a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef4edc44ef25_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefd08891a21b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efb7564f10b08_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc9bd52fc8c2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e18e9b8a5890a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e32c9658a7e3f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9fc7b3dbbcf8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ea4f119c964b0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecd9cee5b81e3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ee62ce48b7f92_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e00b60fb526f9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e05ddd42690f8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1c17db52850b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e41fd131c87f8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e543723419269_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5f27746bf893_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e66ee74837e79_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7d514befa59f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e80ca06c5cdf2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea6adb919752a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb4e9e5ffa638_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eda90fc7a7373_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee331f2472c8a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef1e50b1e6670_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e5902b486a4d7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e7271160d6267_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e8559c49373cc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ee29fcb219e92_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e0225c047de3f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e0ba2e22de596_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e16e8d2ac48d9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1a26467ebc6e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1c06f3818fa2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2214e821f194_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e233d902dcbc8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2d6faab0a063_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e3005231fae41_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e38a926c38b3a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e3c6b3ea5ff5c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e40ced278bd11_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e441c69f8e4d8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e45e423b8a98e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e497e90872f4b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e4cac4eb35159_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e523f3477efe3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e5268a214a30f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e537d8c35b069_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e597e3a1759b4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e59f3e8a9318b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e6281485e5d96_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e657e8fa46006_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e6e11959cdd97_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e7df00c75c568_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e810d56910bd3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e85468a007664_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e89653fabe233_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e949dcfc8e7f7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e94c4647eb916_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e99e03b4ed689_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ea275f4239587_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaa6b0c335351_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaf7e05f7ef0a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebacbbc5def8e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec3c6e72e7edd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec5156e358d01_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec7072c326998_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec793e54ce477_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec91c6a9c2e11_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ecefa65197578_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ecf3b22d3a577_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed2cf6b64aab2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed6df7ac9188c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2edef203f43714_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee306190315a5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee457b74228c8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee734691e6d0a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eec1b7a1a29ab_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eed420b3dfb73_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef2eeddf54eae_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef79859c1a1bd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e46e310c7284e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ea56908db8ead_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eaf3e31fa27d1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eccd0375686f3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00dcb9b56762_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e011c10ec3703_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0199b472e9b0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0286507dea7a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0639afc74353_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0b8722719a5c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0eefa536b808_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f5b9d5a27dd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e14362b1f6bae_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e168e9b8ba65e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1777a5960c2d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ac0170f34b7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1cee516a5779_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e213029d2dbc1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e23fb4df121c5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e26cb135aba9a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2a615372c58c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2c1d18bfe3ff_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e34bcbb3527_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3514bec5f754_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e37faa254e485_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3bfc0a5d2a6a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3c9d0cd4f4c3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41ec5f4308cb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e483ae441b928_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49aeb3df5411_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49e637b773c1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e45e712089c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e500ae8d336b3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e51bdb1484626_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e51d2b7e3415e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5880e8a842d8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a1b3a4ab80c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a9ebb89913b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c46363c1495_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e621f4cb51b13_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6824fdacc5df_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68786c7a12f4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68c84f670c2d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e75cfc464ba38_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7dbe4f8b9a2f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7de359dcaa4e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7f604b3f603c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83cd3eeebce3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e85dac648c5bc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e88b3f2c487a1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8d5cf4f4b239_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90b3a91bd591_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e94df9944392a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e95450e021dfe_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96ad197728c9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9b72b237a263_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3b29f2cc74c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5093ca7a753_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea79c2c9dcdb4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8634395e909_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea931aaf123e7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9bbcc74b460_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eab331d321d07_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaf49445b0da3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb34d45afd4e0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb7a6cf6138da_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb86b2a99ff65_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf2e7d4a730f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebffb3beb7104_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0aebb60a3d5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec1eff25a2315_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec5d6ec3090f8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec7fa0ef10ce7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecdb8d101d1ee_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf33c272a631_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf44a0716cca_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed44f18d354e9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edb514e0070c0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee03673af70fa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5de8bcc6aec_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb308388ff57_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef74e2cacbad6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef84e91623fbd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc2e2fe20714_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e45aa54e237d7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e55719bdbccb0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e73f3f57b6183_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7b9929564562_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9b6ea64d4863_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ea95087330d16_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v4_entries(int i, uint32_t* count) {

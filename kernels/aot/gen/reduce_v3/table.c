@@ -6,58 +6,58 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e1ea9ba3260a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e5174bdd612f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e61ec7aad994a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ea678da52d7a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e0c81ca16c325_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e44ab2bb3fe9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e6b5510019b9d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e7aaeb4274f48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e7fa7d1b8502a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ea437737a9f7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ec4a0f4fce419_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ec59bdbe77fe7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ed54f9eee5184_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ed710185cc427_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e18fc0ace3a60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e2fc4afa5c3db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e38b402f96e03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5284ef1dc191_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e72ef4a7b774c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e89a62d01422a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e932910f5f64c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eada073f88d55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ec00aef9f76c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ed5fbb2151bb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e537cf6334a29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e737bd5bb86cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2eb88c3d5eeb1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ebce65fa6dffa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e1952cde8d0ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e224b5cfdd688_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e24bc437f0cd7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e69e271b78c97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e75621ed64e0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ea4209554edbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eaaa2b0da2ce0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eb31136499b8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ec6ad18509266_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ef4f28f65359b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e1722040c0eca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e2f6b823d03cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e31c2007e990b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e37dfe47f2ffe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e411fd5a83106_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5bfdad59fc21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e8fd5a51b3a6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e978d33a2c938_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ea0b91d87378b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eac9b3ceaf79a_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e1ea9ba3260a9_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e5174bdd612f2_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e61ec7aad994a_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ea678da52d7a9_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e0c81ca16c325_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e44ab2bb3fe9e_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e6b5510019b9d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e7aaeb4274f48_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e7fa7d1b8502a_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ea437737a9f7f_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ec4a0f4fce419_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ec59bdbe77fe7_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ed54f9eee5184_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ed710185cc427_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e18fc0ace3a60_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e2fc4afa5c3db_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e38b402f96e03_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5284ef1dc191_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e72ef4a7b774c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e89a62d01422a_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e932910f5f64c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eada073f88d55_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ec00aef9f76c6_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ed5fbb2151bb6_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e537cf6334a29_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e737bd5bb86cd_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2eb88c3d5eeb1a_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ebce65fa6dffa_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e1952cde8d0ba_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e224b5cfdd688_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e24bc437f0cd7_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e69e271b78c97_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e75621ed64e0a_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ea4209554edbd_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eaaa2b0da2ce0_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eb31136499b8c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ec6ad18509266_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ef4f28f65359b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e1722040c0eca_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e2f6b823d03cb_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e31c2007e990b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e37dfe47f2ffe_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e411fd5a83106_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5bfdad59fc21_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e8fd5a51b3a6d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e978d33a2c938_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ea0b91d87378b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eac9b3ceaf79a_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_reduce_v3_entries(int i, uint32_t* count) {

@@ -6,58 +6,58 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e20b5c898264b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e4e87765f08a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e7c1d8e883d6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec6ed2e8ddee0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e132e4b734d6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e1692df4217b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2730df59ee3d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e6c0395c46067_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e80ff04673083_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e83696c49df8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2eb7cd36e814f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ec9aa5c7e5204_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ecec79c7ee6af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ef1cecbe6430a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e1088f7960874_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e10c7ecd21292_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e17e4ca3af1af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e42563da29b34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e6f82e132a19e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e6fb99c439edf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2eb078784663b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ed231783f65c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ef27f13537e80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ef5ee0d64c705_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e5ad1600ee03b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec70eae4ae654_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec97f71107e75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eee4bd0d69aeb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e1db03e0f6948_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2c1724a4f39c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e417fb98357cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e48b792267525_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e7ab19791d957_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e9865a9442a09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea094ee3ee6a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea404287fe254_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2eba4aec354a55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebdd4731844d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e240063bf7083_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e34df2254db98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e4732c5acaced_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e4d5c5c2ef6ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e4f5978a75227_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e62d2472db978_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e70b12c74e426_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e71976c90cc93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e77db82d3acd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2edfaafdae72f5_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e20b5c898264b_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e4e87765f08a6_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e7c1d8e883d6b_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec6ed2e8ddee0_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e132e4b734d6f_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e1692df4217b8_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2730df59ee3d_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e6c0395c46067_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e80ff04673083_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e83696c49df8e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2eb7cd36e814f5_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ec9aa5c7e5204_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ecec79c7ee6af_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ef1cecbe6430a_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e1088f7960874_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e10c7ecd21292_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e17e4ca3af1af_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e42563da29b34_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e6f82e132a19e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e6fb99c439edf_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2eb078784663b0_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ed231783f65c9_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ef27f13537e80_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ef5ee0d64c705_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e5ad1600ee03b_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec70eae4ae654_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec97f71107e75_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eee4bd0d69aeb_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e1db03e0f6948_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2c1724a4f39c_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e417fb98357cb_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e48b792267525_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e7ab19791d957_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e9865a9442a09_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea094ee3ee6a5_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea404287fe254_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2eba4aec354a55_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebdd4731844d5_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e240063bf7083_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e34df2254db98_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e4732c5acaced_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e4d5c5c2ef6ed_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e4f5978a75227_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e62d2472db978_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e70b12c74e426_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e71976c90cc93_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e77db82d3acd8_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2edfaafdae72f5_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_reduce_v4_entries(int i, uint32_t* count) {

@@ -6,110 +6,110 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e3ff194ca950b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2e19fb090eb62f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e00ba62fb8543_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e04ba8059b655_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07f928c2fb72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e085d68786517_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e129cde0f3124_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1d32bd12e365_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e22cde4c120c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e237fa34f70db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e256f9e71e7e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e27025140a207_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e366bd55516a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3a185505b867_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3d2ea5011a0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e41a0f6a32ce1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4734962b13cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e49909cb9945a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4a58aeb9184d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4ae7875defd9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4d245350e2ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e571a751334c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e58cadaeaa006_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e63159ee41571_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e66cc7d2e732a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6e66d594b420_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e75e0d6302d56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7da6120ba9fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8570bd3a0fa8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e91f53bfbb3cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e988e508e8c01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9d9cd54c51ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9db9ea52d041_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ead65eea99092_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eadd4d68ce051_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb491a773d4ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb8840b67c424_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebb616a212fca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebf504b09e28f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec035b6fb918d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec91a32c51c29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eca2942a98cbb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ecd0708b17078_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eda32cf111220_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edf3d3179983b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eee6cbcd273ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efd46e3b06959_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efd6bc99e8f34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efe7e323fb391_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2effeabbd564b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e00dcbb8cfee2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2eda851ea920d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e009c98031855_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e017117f4b2fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e082eb13395d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e086df27ecaec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1ea0cf6b4ba0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e226569f61e2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e248f8978fad1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2918276ed0d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2ef51e8893e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3153e6c52587_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e33fed4b2733e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3702c4172995_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3f1d3e858eaa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4ba95f82326c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4cdcf2c7af9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e51aa8d433ff7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e58c2a0f4238d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5bd54f0241a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5c368fd2eb86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6a2c91e74e7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7297b3040032_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e750a431f910b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e78fc99aaa93f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7ad89e9701c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e81ff195e289b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8ba1613caa54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e987cdd86d691_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e98f8ee588fad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9e9e346db440_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9f31ee969edf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea954e5235ca1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eabf35d1dd35d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eaf61326b4488_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebb8be24aed5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebc0bb799cc83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebde5a19b4538_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec1ce8644ecee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ece6686222bf5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed135f606ee90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edd37661b6e24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edd98b220c2ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edf468cbc2b1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edfcb3dc5d294_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eea095d7b2753_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eea5b225dbe0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eecc16a8536cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eed7b29e4836e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef00d531354c1_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e3ff194ca950b_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2e19fb090eb62f_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e00ba62fb8543_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e04ba8059b655_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07f928c2fb72_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e085d68786517_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e129cde0f3124_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1d32bd12e365_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e22cde4c120c2_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e237fa34f70db_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e256f9e71e7e1_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e27025140a207_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e366bd55516a0_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3a185505b867_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3d2ea5011a0a_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e41a0f6a32ce1_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4734962b13cb_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e49909cb9945a_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4a58aeb9184d_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4ae7875defd9_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4d245350e2ff_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e571a751334c1_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e58cadaeaa006_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e63159ee41571_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e66cc7d2e732a_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6e66d594b420_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e75e0d6302d56_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7da6120ba9fd_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8570bd3a0fa8_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e91f53bfbb3cd_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e988e508e8c01_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9d9cd54c51ea_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9db9ea52d041_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ead65eea99092_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eadd4d68ce051_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb491a773d4ab_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb8840b67c424_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebb616a212fca_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebf504b09e28f_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec035b6fb918d_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec91a32c51c29_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eca2942a98cbb_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ecd0708b17078_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eda32cf111220_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edf3d3179983b_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eee6cbcd273ee_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efd46e3b06959_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efd6bc99e8f34_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efe7e323fb391_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2effeabbd564b7_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e00dcbb8cfee2_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2eda851ea920d0_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e009c98031855_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e017117f4b2fa_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e082eb13395d1_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e086df27ecaec_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1ea0cf6b4ba0_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e226569f61e2e_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e248f8978fad1_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2918276ed0d4_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2ef51e8893e1_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3153e6c52587_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e33fed4b2733e_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3702c4172995_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3f1d3e858eaa_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4ba95f82326c_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4cdcf2c7af9b_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e51aa8d433ff7_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e58c2a0f4238d_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5bd54f0241a1_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5c368fd2eb86_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6a2c91e74e7c_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7297b3040032_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e750a431f910b_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e78fc99aaa93f_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7ad89e9701c8_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e81ff195e289b_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8ba1613caa54_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e987cdd86d691_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e98f8ee588fad_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9e9e346db440_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9f31ee969edf_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea954e5235ca1_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eabf35d1dd35d_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eaf61326b4488_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebb8be24aed5e_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebc0bb799cc83_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebde5a19b4538_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec1ce8644ecee_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ece6686222bf5_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed135f606ee90_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edd37661b6e24_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edd98b220c2ce_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edf468cbc2b1a_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edfcb3dc5d294_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eea095d7b2753_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eea5b225dbe0a_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eecc16a8536cb_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eed7b29e4836e_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef00d531354c1_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_resize_v3_entries(int i, uint32_t* count) {

@@ -6,110 +6,110 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2ee02ee94a33d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e2a79a2602f54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e01ab9541efe4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e08d6715b3525_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e191253db6c68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1f272d222cbb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e225a9c13a687_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e22d67f946258_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e237b9b4d0a4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e246a822852d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e29534dd7271c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2a34a7b54d65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2b24465ec195_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2dfa92673aac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2f730a7a22a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e37bdbb3a09d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3a17b2e91c93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3e6dedec3542_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e40061541ab11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e43bbbb10db34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e44d86327acb1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e45c9be2ab891_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4ccdfd7b2080_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e51bbe2208192_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5db3b0e59c62_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e66999fdb2c91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7122395b3a56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e73059d59d632_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e80682633b981_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e82378b61d4cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e849ef4feeed9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e89e9a2dc215c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8a37b15934cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8ea9a97775c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea12f33449fbc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea4a9f330c967_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb149bcad22e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb6c1e06f6263_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebca14182429a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebff49d9e20c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec406043fcf08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec93ccbe0b483_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eca01247e58d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecabf800ea8b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee441bb8bfece_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee57eeaab2baa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee7c7de3d3b8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eef68b57d1a98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef1f6c6760043_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efe1d5537f667_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2e6f82073206e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e4f32e1090910_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e004946eac67a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0069f9c8eeac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e027922fc9c09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0627efe2f2e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e066a2d93b26b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0ee4926f0e3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e13d940d20e56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e14ed0363db26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e19a2c88a412d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1d4ac0fe43cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e210e92d74443_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e37b72f6f9a93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e39bbfa2b122a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e441917b94841_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4d6ba4e139aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e560e3d9fab78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e56626d0f5506_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5818eb5c7c1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e638ded346bb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e65b046565703_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e672d7323fd82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e683cb442f902_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7455ced60d37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e798835531906_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7ce0dbf43b1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e80597ed908ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e810fb9c63aba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e85b312d7d74b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9013e7fa8731_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e91558c2d2278_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e94f08999627b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e97ada4de4e0d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9f2941320d85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea1549eb1ea12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb0022f9ef5ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed7c032fecea5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2edb2708dfbbca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2edf8146fa9889_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee0d1a8c6cb0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee2b7ad8aff48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee397e95f11dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eeaa8fca70f6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef50c18f21b48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef5612e84ccfb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef5d04d9ca615_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efc7fce2e1399_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efde478fa7ed5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efe90e1ecbb4f_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2ee02ee94a33d4_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e2a79a2602f54_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e01ab9541efe4_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e08d6715b3525_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e191253db6c68_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1f272d222cbb_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e225a9c13a687_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e22d67f946258_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e237b9b4d0a4f_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e246a822852d3_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e29534dd7271c_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2a34a7b54d65_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2b24465ec195_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2dfa92673aac_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2f730a7a22a3_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e37bdbb3a09d8_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3a17b2e91c93_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3e6dedec3542_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e40061541ab11_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e43bbbb10db34_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e44d86327acb1_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e45c9be2ab891_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4ccdfd7b2080_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e51bbe2208192_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5db3b0e59c62_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e66999fdb2c91_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7122395b3a56_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e73059d59d632_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e80682633b981_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e82378b61d4cb_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e849ef4feeed9_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e89e9a2dc215c_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8a37b15934cf_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8ea9a97775c5_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea12f33449fbc_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea4a9f330c967_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb149bcad22e3_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb6c1e06f6263_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebca14182429a_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebff49d9e20c4_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec406043fcf08_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec93ccbe0b483_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eca01247e58d0_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecabf800ea8b0_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee441bb8bfece_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee57eeaab2baa_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee7c7de3d3b8c_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eef68b57d1a98_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef1f6c6760043_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efe1d5537f667_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2e6f82073206e5_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e4f32e1090910_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e004946eac67a_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0069f9c8eeac_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e027922fc9c09_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0627efe2f2e7_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e066a2d93b26b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0ee4926f0e3a_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e13d940d20e56_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e14ed0363db26_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e19a2c88a412d_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1d4ac0fe43cd_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e210e92d74443_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e37b72f6f9a93_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e39bbfa2b122a_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e441917b94841_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4d6ba4e139aa_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e560e3d9fab78_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e56626d0f5506_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5818eb5c7c1b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e638ded346bb7_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e65b046565703_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e672d7323fd82_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e683cb442f902_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7455ced60d37_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e798835531906_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7ce0dbf43b1b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e80597ed908ea_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e810fb9c63aba_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e85b312d7d74b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9013e7fa8731_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e91558c2d2278_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e94f08999627b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e97ada4de4e0d_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9f2941320d85_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea1549eb1ea12_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb0022f9ef5ac_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed7c032fecea5_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2edb2708dfbbca_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2edf8146fa9889_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee0d1a8c6cb0c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee2b7ad8aff48_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee397e95f11dc_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eeaa8fca70f6b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef50c18f21b48_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef5612e84ccfb_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef5d04d9ca615_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efc7fce2e1399_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efde478fa7ed5_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efe90e1ecbb4f_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_resize_v4_entries(int i, uint32_t* count) {

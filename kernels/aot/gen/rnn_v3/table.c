@@ -6,18 +6,18 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e179317540eb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2eda17682f9f0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2e54785d70af4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2erows_2e608fb437b3e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e0655ccbd8164_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e196a9006e12a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2e499e08b10e39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2erows_2e477628ed6b2b_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e179317540eb2_entries,
-    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2eda17682f9f0f_entries,
-    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2e54785d70af4a_entries,
-    loom_aot_loom_2eaot_2ev3_2ernn_2erows_2e608fb437b3e8_entries,
+    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e0655ccbd8164_entries,
+    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e196a9006e12a_entries,
+    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2e499e08b10e39_entries,
+    loom_aot_loom_2eaot_2ev3_2ernn_2erows_2e477628ed6b2b_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_rnn_v3_entries(int i, uint32_t* count) {

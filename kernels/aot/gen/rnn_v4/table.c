@@ -6,18 +6,18 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2ee9fe7b7d6f59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2eef693c3e4b47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2ed0a40886d21d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2erows_2e4b9fc5c4811b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2e595e13a15c9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2eb7c178c4ca5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2e3bbb8fd3d600_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2erows_2eecd9504d5d8c_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2ee9fe7b7d6f59_entries,
-    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2eef693c3e4b47_entries,
-    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2ed0a40886d21d_entries,
-    loom_aot_loom_2eaot_2ev4_2ernn_2erows_2e4b9fc5c4811b_entries,
+    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2e595e13a15c9a_entries,
+    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2eb7c178c4ca5d_entries,
+    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2e3bbb8fd3d600_entries,
+    loom_aot_loom_2eaot_2ev4_2ernn_2erows_2eecd9504d5d8c_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_rnn_v4_entries(int i, uint32_t* count) {

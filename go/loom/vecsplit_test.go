@@ -1,0 +1,131 @@
+package loom_test
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/loom"
+)
+
+// wideVecSrc is vecSrc with W-lane vectors, and an FMA and a conversion of a whole f32 vector
+// to f64 (whose parts do not line up: 8 f32 lanes to a register, 4 f64 lanes) besides.
+const wideVecSrc = `
+kernel widevec {
+	launch(n index) {
+		grid = (ceil_div(n, 8), 1, 1)
+		block = (8, 1, 1)
+	}
+	device(x buffer[i32] read, y buffer[i32] read, out buffer[i32] write, d buffer[f64] read_write, f buffer[f32] read_write, n index) {
+		assume len(x) >= n * W && len(y) >= n * W && len(out) >= n * W && len(d) >= n * W && len(f) >= n * W
+		i := (block_id.x * 8 + thread_id.x) * W
+		if i < n * W {
+			a := x[i : i + W]
+			b := y[i : i + W]
+			q := a / b + (a % b) * 3
+			s := (a << b) ^ (a >> 3) | ^b
+			m := min(a, b) - max(a, 7)
+			c := select(reduce_max(a) > reduce_min(b), q, s)
+			out[i : i + W] = c + m + vec[W]i32(i32(b[0])) - abs(a)
+			g := d[i : i + W]
+			h := f[i : i + W]
+			d[i : i + W] = sqrt(abs(g)) * g + vec[W]f64(f64(reduce_add(a))) - floor(g) + vec[W]f64(h)
+			var half vec[W]f32 = vec[W]f32(0.5)
+			var lo vec[W]f32 = vec[W]f32(-1.0)
+			f[i : i + W] = fma(h, h, half) - abs(h) * max(h, lo)
+		}
+	}
+}
+`
+
+// TestVectorsWiderThanRegisters runs vector code on every host level this machine runs, with
+// vectors as wide as the level's registers and wider (a vec[16]f32 is four SSE registers, two
+// AVX2 ones, one AVX-512 one; a vec[16]f64 eight, four, two): the emitter renders a vector
+// wider than the target's registers as a struct of register-wide parts (GCC would keep it in
+// memory), and every level must compute the same lanes as the reference.
+func TestVectorsWiderThanRegisters(t *testing.T) {
+	c := newCompiler(t)
+	r := newRand(t)
+	host := loom.HostTarget()
+	targets := []loom.Target{host}
+	if host.Arch == "x86_64" {
+		targets = nil
+		for _, lv := range []string{"v2", "v3", "v4"} {
+			targets = append(targets, loom.MustParseTarget("host-x86_64-"+lv))
+			if lv == host.Level {
+				break
+			}
+		}
+	}
+	for _, w := range []int{4, 16} {
+		src := strings.ReplaceAll(wideVecSrc, "W", strconv.Itoa(w))
+		n := 37
+		x, y := make([]int32, w*n), make([]int32, w*n)
+		d := make([]float64, w*n)
+		f := make([]float32, w*n)
+		for i := range x {
+			x[i], y[i] = interestingI32(r), interestingI32(r)
+			d[i] = r.NormFloat64() * 100
+			f[i] = float32(r.NormFloat64() * 4)
+		}
+		db := make([]byte, 8*len(d))
+		for i, v := range d {
+			binary.LittleEndian.PutUint64(db[8*i:], math.Float64bits(v))
+		}
+		fb := make([]byte, 4*len(f))
+		for i, v := range f {
+			binary.LittleEndian.PutUint32(fb[4*i:], math.Float32bits(v))
+		}
+		for _, tg := range targets {
+			t.Run(strconv.Itoa(w)+"/"+tg.String(), func(t *testing.T) {
+				a, err := c.Compile(loom.KernelSource{Name: "inline.loom", Source: []byte(src),
+					Specialization: loom.Specialization{Symbol: "widevec"}}, tg)
+				require.NoError(t, err)
+				if k := w * 8 / tg.VectorBytes(); k > 1 {
+					require.Contains(t, a.Source, "typedef struct { loom_f64x"+strconv.Itoa(tg.VectorBytes()/8)+" p["+strconv.Itoa(k)+"]; } loom_f64x"+strconv.Itoa(w)+";",
+						"a vector wider than the target's registers is a struct of register-wide parts")
+				}
+				res := launch(t, a, [][]byte{i32s(x...), i32s(y...), make([]byte, 4*w*n), append([]byte(nil), db...), append([]byte(nil), fb...)}, 1, int64(n))
+				require.Zero(t, res.Violation)
+				out := i32Slice(res.Buffers[2])
+				div, rem := intOps[3].ref, intOps[4].ref
+				for v := 0; v < n; v++ {
+					i := w * v
+					maxA, minB := x[i], y[i]
+					var sumA int32
+					for l := 0; l < w; l++ {
+						maxA, minB = max(maxA, x[i+l]), min(minB, y[i+l])
+						sumA += x[i+l]
+					}
+					for l := 0; l < w; l++ {
+						av, bv := x[i+l], y[i+l]
+						q := div(av, bv) + rem(av, bv)*3
+						s := (av << (uint32(bv) & 31)) ^ (av >> 3) | ^bv
+						m := min(av, bv) - max(av, 7)
+						cv := s
+						if maxA > minB {
+							cv = q
+						}
+						absA := av
+						if absA < 0 {
+							absA = -absA
+						}
+						require.Equal(t, cv+m+y[i]-absA, out[i+l], "lane %d of vector %d", l, v)
+						g := d[i+l]
+						want := math.Sqrt(math.Abs(g))*g + float64(sumA) - math.Floor(g) + float64(f[i+l])
+						got := math.Float64frombits(binary.LittleEndian.Uint64(res.Buffers[3][8*(i+l):]))
+						require.InDelta(t, want, got, 1e-9*math.Max(1, math.Abs(want)), "lane %d of vector %d", l, v)
+						h := float64(f[i+l])
+						wantF := h*h + 0.5 - math.Abs(h)*math.Max(h, -1)
+						gotF := float64(math.Float32frombits(binary.LittleEndian.Uint32(res.Buffers[4][4*(i+l):])))
+						require.InDelta(t, wantF, gotF, 1e-5*math.Max(1, math.Abs(wantF)), "lane %d of vector %d", l, v)
+					}
+				}
+			})
+		}
+	}
+}
