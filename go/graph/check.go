@@ -23,10 +23,10 @@ func (m *Model) Check() error {
 	if _, err := schemas(); err != nil {
 		return err
 	}
-	el := &errorList{}
+	el := &ErrorList{}
 	for d, v := range m.Opsets {
 		if KnownDomain(d) && v > MaxOpset(d) {
-			el.add(&Error{Model: m.Name, Msg: fmt.Sprintf("opset %d of domain %q is newer than the %d Loom knows", v, domainName(d), MaxOpset(d))})
+			el.Add(&Error{Model: m.Name, Msg: fmt.Sprintf("opset %d of domain %q is newer than the %d Loom knows", v, domainName(d), MaxOpset(d))})
 		}
 	}
 	funcs := map[schemaKey]bool{}
@@ -34,8 +34,8 @@ func (m *Model) Check() error {
 		funcs[schemaKey{f.Domain, f.Name}] = true
 	}
 	c := &checker{m: m, el: el, funcs: funcs}
-	c.graph(m.Graph, graphPath(m.Graph, ""))
-	return el.err()
+	c.graph(m.Graph, GraphPath(m.Graph, ""))
+	return el.Err()
 }
 
 func domainName(d string) string {
@@ -47,23 +47,23 @@ func domainName(d string) string {
 
 type checker struct {
 	m     *Model
-	el    *errorList
+	el    *ErrorList
 	funcs map[schemaKey]bool
 }
 
 func (c *checker) errorf(path string, n *Node, value, format string, args ...any) {
 	e := &Error{Model: c.m.Name, Graph: path, Value: value, Msg: fmt.Sprintf(format, args...)}
 	if n != nil {
-		e.Node, e.Op = n.label(), n.OpType
+		e.Node, e.Op = n.Label(), n.OpType
 	}
-	c.el.add(e)
+	c.el.Add(e)
 }
 
 func (c *checker) graph(g *Graph, path string) {
 	for _, n := range g.Nodes {
 		c.node(g, n, path)
 		for _, sg := range n.Subgraphs() {
-			c.graph(sg, graphPath(sg, path+"/"+n.label()))
+			c.graph(sg, GraphPath(sg, path+"/"+n.Label()))
 		}
 	}
 }

@@ -60,7 +60,3 @@ func referenceModels() []string {
 
 // testDirName names a node test by its directory.
 func testDirName(path string) string { return filepath.Base(filepath.Dir(path)) }
-
-func globNodeTests() ([]string, error) {
-	return filepath.Glob(filepath.Join(nodeTestRoot, "*", "model.onnx"))
-}

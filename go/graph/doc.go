@@ -1,7 +1,7 @@
 // Package graph is Loom's in-memory form of an ONNX model: it loads ModelProto bytes (with
 // external weights mmapped from the model's directory), checks them against the operator
-// schemas of the imported opsets, infers static and symbolic shapes, rewrites the graph with
-// optimization passes, plans activation memory and renders an inspection report.
+// schemas of the imported opsets, plans activation memory and renders an inspection report.
+// Shape inference is package go/graph/infer, the optimization passes package go/graph/opt.
 //
 // Every entry point that takes untrusted bytes (Load, LoadBytes) returns a *Error naming the
 // model, graph, node and value at fault instead of panicking, and refuses absurd sizes before

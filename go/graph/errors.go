@@ -45,16 +45,17 @@ func quote(s string) string {
 	return "\"" + strings.ToValidUTF8(s, "?") + "\""
 }
 
-// errorList gathers located errors up to a cap so that one bad model cannot produce an
-// unbounded report.
-type errorList struct {
+// ErrorList gathers located errors up to a cap so that one bad model cannot produce an
+// unbounded report. The zero value is empty and ready to use.
+type ErrorList struct {
 	errs    []error
 	dropped int
 }
 
 const maxReportedErrors = 50
 
-func (l *errorList) add(e *Error) {
+// Add records e, or counts it as dropped once the cap is reached.
+func (l *ErrorList) Add(e *Error) {
 	if len(l.errs) >= maxReportedErrors {
 		l.dropped++
 		return
@@ -62,8 +63,8 @@ func (l *errorList) add(e *Error) {
 	l.errs = append(l.errs, e)
 }
 
-// err returns nil, the single error, or a MultiError.
-func (l *errorList) err() error {
+// Err returns nil, the single error, or a MultiError.
+func (l *ErrorList) Err() error {
 	switch {
 	case len(l.errs) == 0:
 		return nil

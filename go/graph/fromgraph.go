@@ -8,7 +8,7 @@ import (
 // FromGraph wraps a programmatically built graph in a Model importing the given opsets (domain
 // "" is ai.onnx). Initializers must carry their bytes inline (WeightRef.Location empty) with a
 // length that fits their element type and dims. Graph inputs and outputs take their Declared
-// types as their types. The graph is resolved and sorted as on load; call Check and InferShapes
+// types as their types. The graph is resolved and sorted as on load; call Check and infer.Shapes
 // as for a loaded model. The graph is adopted, not copied.
 func FromGraph(name string, g *Graph, opsets map[string]int64) (*Model, error) {
 	if g == nil {

@@ -197,8 +197,8 @@ func (n *Node) ImplicitInputs() []string {
 	return names
 }
 
-// label names the node for messages: its name, or its first output when unnamed.
-func (n *Node) label() string {
+// Label names the node in messages: its name, or its first output when unnamed.
+func (n *Node) Label() string {
 	if n.Name != "" {
 		return n.Name
 	}
@@ -349,13 +349,14 @@ func (g *Graph) RemoveInitializer(name string) {
 	}
 	if v := g.Values[name]; v != nil {
 		v.Initializer = nil
-		if !g.isInput(name) {
+		if !g.IsInput(name) {
 			delete(g.Values, name)
 		}
 	}
 }
 
-func (g *Graph) isInput(name string) bool {
+// IsInput reports whether name is one of the graph's inputs.
+func (g *Graph) IsInput(name string) bool {
 	for _, in := range g.Inputs {
 		if in.Name == name {
 			return true

@@ -26,8 +26,8 @@ type LoadOptions struct {
 
 // Load reads an ONNX model file, mmapping external weights that live beside it. The model is
 // decoded, its names resolved (including subgraph references to outer scopes) and its nodes
-// sorted topologically; call Check for the schema checks and InferShapes for shapes. Close the
-// model when done.
+// sorted topologically; call Check for the schema checks and infer.Shapes (package
+// go/graph/infer) for shapes. Close the model when done.
 func Load(path string) (*Model, error) {
 	return LoadWithOptions(path, LoadOptions{})
 }
@@ -386,7 +386,7 @@ func (l *loader) node(np *onnxpb.NodeProto, g *Graph, depth int, path string) (*
 			return nil, l.errf(path, np, "", "attribute %q given twice", ap.GetName())
 		}
 		seen[ap.GetName()] = true
-		a, err := l.attr(ap, g, depth, path+"/"+n.label()+"."+ap.GetName())
+		a, err := l.attr(ap, g, depth, path+"/"+n.Label()+"."+ap.GetName())
 		if err != nil {
 			if e, ok := err.(*Error); ok {
 				return nil, e

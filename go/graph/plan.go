@@ -6,13 +6,8 @@ import (
 	"strings"
 )
 
-// PlanOptions fixes the shape signature a memory plan is made for.
+// PlanOptions tunes a memory plan.
 type PlanOptions struct {
-	// Inputs binds graph inputs to static shapes; inputs whose declared shapes are static may
-	// be left out.
-	Inputs map[string]Shape
-	// Values binds small inputs that steer control flow (see Signature).
-	Values map[string]*Tensor
 	// Alignment of every buffer offset in bytes (default 64).
 	Alignment int64
 }
@@ -61,17 +56,18 @@ type MemoryPlan struct {
 	Unplanned []string
 }
 
-// PlanMemory infers shapes for the signature, computes each main-graph value's live range in
-// node order, maps views onto the memory they alias, lets element-wise operators overwrite an
-// input that dies there, and places the remaining buffers in one arena, largest first, at the
-// lowest offset that no time-overlapping buffer uses. It leaves the model inferred for the
-// signature; call InferShapes to return to symbolic shapes.
+// PlanMemory plans for the shapes m's values have now, so infer them for the signature first
+// (infer.ShapesFor in go/graph/infer binds the inputs): it computes each main-graph value's
+// live range in node order, maps views onto the memory they alias, lets element-wise operators
+// overwrite an input that dies there, and places the remaining buffers in one arena, largest
+// first, at the lowest offset that no time-overlapping buffer uses. A value whose shape is not
+// static is listed in Unplanned.
 func PlanMemory(m *Model, opts PlanOptions) (*MemoryPlan, error) {
 	if opts.Alignment <= 0 {
 		opts.Alignment = 64
 	}
-	if err := m.InferShapesFor(Signature{Shapes: opts.Inputs, Values: opts.Values}); err != nil {
-		return nil, err
+	if m.Graph == nil {
+		return nil, &Error{Model: m.Name, Msg: "model has no graph"}
 	}
 	g := m.Graph
 	plan := &MemoryPlan{}
@@ -311,11 +307,11 @@ func sliceSpec(g *Graph, n *Node) (axis int, start int64, ok bool) {
 	if steps != nil && (len(steps) != 1 || steps[0] != 1) {
 		return 0, 0, false
 	}
-	ax, err := normAxis(a, len(dims))
+	ax, err := NormAxis(a, len(dims))
 	if err != nil {
 		return 0, 0, false
 	}
-	s := clampIndex(starts[0], dims[ax], 1, false)
+	s := ClampSliceIndex(starts[0], dims[ax], 1)
 	return ax, s, true
 }
 

@@ -13,12 +13,14 @@ import (
 func (m *Model) Resolve() error { return resolve(m) }
 
 func resolve(m *Model) error {
-	el := &errorList{}
-	resolveGraph(m.Name, m.Graph, graphPath(m.Graph, ""), el)
-	return el.err()
+	el := &ErrorList{}
+	resolveGraph(m.Name, m.Graph, GraphPath(m.Graph, ""), el)
+	return el.Err()
 }
 
-func graphPath(g *Graph, parent string) string {
+// GraphPath is how errors locate graph g: its name (or "<unnamed>"), after the path of the
+// enclosing graph when there is one.
+func GraphPath(g *Graph, parent string) string {
 	name := g.Name
 	if name == "" {
 		name = "<unnamed>"
@@ -29,7 +31,7 @@ func graphPath(g *Graph, parent string) string {
 	return parent + "/" + name
 }
 
-func resolveGraph(model string, g *Graph, path string, el *errorList) {
+func resolveGraph(model string, g *Graph, path string, el *ErrorList) {
 	if g.Values == nil {
 		g.Values = map[string]*Value{}
 	}
@@ -69,7 +71,7 @@ func resolveGraph(model string, g *Graph, path string, el *errorList) {
 				} else if p == n {
 					what = "the same node"
 				}
-				el.add(&Error{Model: model, Graph: path, Node: n.label(), Op: n.OpType, Value: out, Msg: "output already defined by " + what})
+				el.Add(&Error{Model: model, Graph: path, Node: n.Label(), Op: n.OpType, Value: out, Msg: "output already defined by " + what})
 				continue
 			}
 			defined[out] = true
@@ -89,7 +91,7 @@ func resolveGraph(model string, g *Graph, path string, el *errorList) {
 	for _, n := range g.Nodes {
 		for _, sg := range n.Subgraphs() {
 			sg.Parent = g
-			resolveGraph(model, sg, graphPath(sg, path+"/"+n.label()), el)
+			resolveGraph(model, sg, GraphPath(sg, path+"/"+n.Label()), el)
 		}
 	}
 	outer := map[string]bool{}
@@ -106,18 +108,18 @@ func resolveGraph(model string, g *Graph, path string, el *errorList) {
 	for _, n := range g.Nodes {
 		for _, in := range n.Inputs {
 			if in != "" && !visible(in) {
-				el.add(&Error{Model: model, Graph: path, Node: n.label(), Op: n.OpType, Value: in, Msg: "input is not defined by any graph input, initializer or node output in scope"})
+				el.Add(&Error{Model: model, Graph: path, Node: n.Label(), Op: n.OpType, Value: in, Msg: "input is not defined by any graph input, initializer or node output in scope"})
 			}
 		}
 		for _, in := range n.ImplicitInputs() {
 			if !visible(in) {
-				el.add(&Error{Model: model, Graph: path, Node: n.label(), Op: n.OpType, Value: in, Msg: "subgraph reads a name not defined in any enclosing scope"})
+				el.Add(&Error{Model: model, Graph: path, Node: n.Label(), Op: n.OpType, Value: in, Msg: "subgraph reads a name not defined in any enclosing scope"})
 			}
 		}
 	}
 	for _, o := range g.Outputs {
 		if !visible(o.Name) {
-			el.add(&Error{Model: model, Graph: path, Value: o.Name, Msg: "graph output is not produced by any node, input or initializer"})
+			el.Add(&Error{Model: model, Graph: path, Value: o.Name, Msg: "graph output is not produced by any node, input or initializer"})
 		}
 		if v := g.Values[o.Name]; v != nil && v != o && v.Declared.Kind == KindUnknown && o.Declared.Kind != KindUnknown {
 			v.Declared = o.Declared.Clone()
@@ -149,7 +151,7 @@ func (h *indexHeap) Pop() any {
 
 // topoSort orders g.Nodes by Kahn's algorithm, always taking the earliest ready node so that an
 // already sorted graph keeps its order.
-func topoSort(model string, g *Graph, path string, producer map[string]*Node, el *errorList) {
+func topoSort(model string, g *Graph, path string, producer map[string]*Node, el *ErrorList) {
 	index := map[*Node]int{}
 	for i, n := range g.Nodes {
 		index[n] = i
@@ -190,7 +192,7 @@ func topoSort(model string, g *Graph, path string, producer map[string]*Node, el
 		for i, p := range pending {
 			if p > 0 {
 				n := g.Nodes[i]
-				el.add(&Error{Model: model, Graph: path, Node: n.label(), Op: n.OpType,
+				el.Add(&Error{Model: model, Graph: path, Node: n.Label(), Op: n.OpType,
 					Msg: fmt.Sprintf("graph has a cycle through this node (%d nodes cannot be ordered)", len(g.Nodes)-len(order))})
 				return
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/graph/infer"
 )
 
 // Level selects how aggressive optimization is.
@@ -100,7 +101,7 @@ func Optimize(m *graph.Model, level Level) error {
 			return err
 		}
 	}
-	if err := m.InferShapes(); err != nil {
+	if err := infer.Shapes(m); err != nil {
 		return err
 	}
 	for _, p := range Passes() {
@@ -125,7 +126,7 @@ func Run(m *graph.Model, p Pass) error {
 		if err := m.Resolve(); err != nil {
 			return fmt.Errorf("pass %s left the graph invalid: %w", p.Name, err)
 		}
-		if err := m.InferShapes(); err != nil {
+		if err := infer.Shapes(m); err != nil {
 			return fmt.Errorf("pass %s left the graph invalid: %w", p.Name, err)
 		}
 	}

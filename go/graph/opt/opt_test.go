@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/graph/infer"
 	"github.com/loomrt/loom/go/graph/internal/refeval"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,7 +48,7 @@ func model(t *testing.T, opset int64, inputs []*graph.Value, outputs []string, n
 	m, err := graph.FromGraph("t", g, map[string]int64{"": opset})
 	require.NoError(t, err)
 	require.NoError(t, m.Check())
-	require.NoError(t, m.InferShapes())
+	require.NoError(t, infer.Shapes(m))
 	return m
 }
 
@@ -57,7 +58,7 @@ func clone(t *testing.T, m *graph.Model) *graph.Model {
 	require.NoError(t, err)
 	c, err := graph.LoadBytes(data)
 	require.NoError(t, err)
-	require.NoError(t, c.InferShapes())
+	require.NoError(t, infer.Shapes(c))
 	return c
 }
 
@@ -412,7 +413,7 @@ func referenceModel(t *testing.T, name string) *graph.Model {
 			m, err := graph.Load(p)
 			require.NoError(t, err)
 			t.Cleanup(func() { m.Close() })
-			require.NoError(t, m.InferShapes())
+			require.NoError(t, infer.Shapes(m))
 			return m
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/graph/infer"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -12,13 +13,17 @@ import (
 // optimization folds them, a signature with the sample rate plans every activation.
 func TestPlanAfterFoldingSilero(t *testing.T) {
 	m := referenceModel(t, "silero_vad_v5.onnx")
-	sig := graph.PlanOptions{Inputs: map[string]graph.Shape{"input": graph.ShapeOf(1, 512), "state": graph.ShapeOf(2, 1, 128)},
+	sig := infer.Signature{Shapes: map[string]graph.Shape{"input": graph.ShapeOf(1, 512), "state": graph.ShapeOf(2, 1, 128)},
 		Values: map[string]*graph.Tensor{"sr": graph.TensorFromInt64("sr", nil, []int64{16000})}}
-	before, err := graph.PlanMemory(m, sig)
-	require.NoError(t, err)
+	plan := func() *graph.MemoryPlan {
+		require.NoError(t, infer.ShapesFor(m, sig))
+		p, err := graph.PlanMemory(m, graph.PlanOptions{})
+		require.NoError(t, err)
+		return p
+	}
+	before := plan()
 	require.NoError(t, Optimize(m, LevelBasic))
-	after, err := graph.PlanMemory(m, sig)
-	require.NoError(t, err)
+	after := plan()
 	t.Logf("before folding: %v; after: %v", before, after)
 	assert.Empty(t, after.Unplanned)
 	for _, o := range m.Graph.Outputs {

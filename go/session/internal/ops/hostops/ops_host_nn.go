@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/graph/infer"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -18,7 +19,7 @@ func floatResult(dt tensor.DType, shape []int64, v []float64) ([]tensor.Tensor, 
 }
 
 func MatmulHost(a, b tensor.Tensor) (tensor.Tensor, error) {
-	d, err := graph.MatMulShapes(a.Dims(), b.Dims())
+	d, err := infer.MatMulShapes(a.Dims(), b.Dims())
 	if err != nil {
 		return tensor.Tensor{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/graph/infer"
 	"github.com/loomrt/loom/go/session/internal/ops"
 )
 
@@ -145,7 +146,7 @@ func PlanBatchedMatMul(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.Kernel
 		return nil, declineType(in), nil
 	}
 	as, bs := in[0].Shape, in[1].Shape
-	d, err := graph.MatMulShapes(as, bs)
+	d, err := infer.MatMulShapes(as, bs)
 	if err != nil {
 		return nil, "", ops.OpErr("%v", err)
 	}

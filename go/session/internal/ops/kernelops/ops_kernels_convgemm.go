@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/graph/infer"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -357,7 +358,7 @@ func mergeBatch(dims []int, strides ...[]int) (nb [2]int, st [][2]int, ok bool) 
 // matMulSpec describes MatMul A·B (numpy semantics: 1-D operands, broadcast batch axes) as a
 // gemmSpec and the output shape. A B without batch axes folds A's batch axes into rows.
 func matMulSpec(as, bs []int64) (g gemmSpec, out []int64, reason string, err error) {
-	d, err := graph.MatMulShapes(as, bs)
+	d, err := infer.MatMulShapes(as, bs)
 	if err != nil {
 		return g, nil, "", ops.OpErr("%v", err)
 	}

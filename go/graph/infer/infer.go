@@ -1,11 +1,13 @@
-package graph
+package infer
 
 import (
 	"fmt"
 	"runtime/debug"
+
+	"github.com/loomrt/loom/go/graph"
 )
 
-// InferShapes derives the type and shape of every value from the graph inputs, initializers
+// Shapes derives the type and shape of every value from the graph inputs, initializers
 // and operator semantics, walking subgraphs with their outer scope. Dimensions stay symbolic
 // where inputs are (a named dimension flows through, arithmetic on it becomes an expression),
 // and small integer tensors computed from shapes (Shape, Gather, Concat, ...) are tracked so
@@ -13,57 +15,57 @@ import (
 // Inferred type records what inference found on its own; Type merges it with what the model
 // declared. A declared type that contradicts the inferred one (element type, rank, or a known
 // dimension) is an error naming the node and value.
-func (m *Model) InferShapes() error { return m.InferShapesFor(Signature{}) }
+func Shapes(m *graph.Model) error { return ShapesFor(m, Signature{}) }
 
 // Signature binds graph inputs for inference: concrete shapes, and values for small inputs
 // that steer control flow or shapes (a sample rate choosing an If branch, say).
 type Signature struct {
-	Shapes map[string]Shape
-	Values map[string]*Tensor
+	Shapes map[string]graph.Shape
+	Values map[string]*graph.Tensor
 }
 
-// InferShapesFor is InferShapes with graph inputs bound by a signature, which must agree with
-// what the model declares for them. Call InferShapes again to return to the declared, possibly
+// ShapesFor is Shapes with graph inputs bound by a signature, which must agree with what the
+// model declares for them. Call Shapes again to return to the declared, possibly
 // symbolic, shapes.
-func (m *Model) InferShapesFor(sig Signature) (err error) {
-	inputs := map[string]Shape{}
+func ShapesFor(m *graph.Model, sig Signature) (err error) {
+	inputs := map[string]graph.Shape{}
 	for name, s := range sig.Shapes {
 		inputs[name] = s
 	}
 	for name, t := range sig.Values {
 		if t == nil {
-			return &Error{Model: m.Name, Value: name, Msg: "nil value"}
+			return &graph.Error{Model: m.Name, Value: name, Msg: "nil value"}
 		}
 		if s, ok := inputs[name]; ok && !s.Static() || ok && s.String() != t.Shape().String() {
-			return &Error{Model: m.Name, Value: name, Msg: fmt.Sprintf("value of shape %v contradicts shape %v", t.Shape(), s)}
+			return &graph.Error{Model: m.Name, Value: name, Msg: fmt.Sprintf("value of shape %v contradicts shape %v", t.Shape(), s)}
 		}
 		inputs[name] = t.Shape()
 	}
 	if m.Graph == nil {
-		return &Error{Model: m.Name, Msg: "model has no graph"}
+		return &graph.Error{Model: m.Name, Msg: "model has no graph"}
 	}
-	if err := resolve(m); err != nil {
+	if err := m.Resolve(); err != nil {
 		return err
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = &Error{Model: m.Name, Msg: fmt.Sprintf("internal error in shape inference: %v\n%s", r, debug.Stack())}
+			err = &graph.Error{Model: m.Name, Msg: fmt.Sprintf("internal error in shape inference: %v\n%s", r, debug.Stack())}
 		}
 	}()
-	el := &errorList{}
-	inf := &inferrer{m: m, el: el, lim: DefaultLimits()}
-	root := &inferScope{g: m.Graph, path: graphPath(m.Graph, ""), data: map[string]symData{}, consts: map[string]*Tensor{}, fixedInits: m.IRVersion < 4}
+	el := &graph.ErrorList{}
+	inf := &inferrer{m: m, el: el, lim: graph.DefaultLimits()}
+	root := &inferScope{g: m.Graph, path: graph.GraphPath(m.Graph, ""), data: map[string]symData{}, consts: map[string]*graph.Tensor{}, fixedInits: m.IRVersion < 4}
 	for _, in := range m.Graph.Inputs {
-		if in.Initializer == nil || in.Declared.Kind == KindUnknown {
+		if in.Initializer == nil || in.Declared.Kind == graph.KindUnknown {
 			in.Type = in.Declared.Clone()
 		}
-		if in.Initializer != nil && in.Declared.Kind == KindUnknown {
+		if in.Initializer != nil && in.Declared.Kind == graph.KindUnknown {
 			in.Type = in.Initializer.Type()
 		}
 		if s, ok := inputs[in.Name]; ok {
-			bound := TensorType(in.Type.Elem, s.Clone())
+			bound := graph.TensorType(in.Type.Elem, s.Clone())
 			if err := compatible(in.Declared, bound); err != nil {
-				return &Error{Model: m.Name, Value: in.Name, Msg: fmt.Sprintf("shape %v does not fit the declared %v: %v", s, in.Declared, err)}
+				return &graph.Error{Model: m.Name, Value: in.Name, Msg: fmt.Sprintf("shape %v does not fit the declared %v: %v", s, in.Declared, err)}
 			}
 			in.Type = mergeTypes(in.Declared, bound)
 			for i, d := range s {
@@ -72,13 +74,13 @@ func (m *Model) InferShapesFor(sig Signature) (err error) {
 		}
 	}
 	for name := range inputs {
-		if v := m.Graph.Values[name]; v == nil || !m.Graph.isInput(name) {
-			return &Error{Model: m.Name, Value: name, Msg: "no graph input of this name"}
+		if v := m.Graph.Values[name]; v == nil || !m.Graph.IsInput(name) {
+			return &graph.Error{Model: m.Name, Value: name, Msg: "no graph input of this name"}
 		}
 	}
 	for name, t := range sig.Values {
-		if v := m.Graph.Values[name]; v != nil && v.Type.Elem != Undefined && v.Type.Elem != t.DType {
-			return &Error{Model: m.Name, Value: name, Msg: fmt.Sprintf("value of type %v for an input of type %v", t.DType, v.Type.Elem)}
+		if v := m.Graph.Values[name]; v != nil && v.Type.Elem != graph.Undefined && v.Type.Elem != t.DType {
+			return &graph.Error{Model: m.Name, Value: name, Msg: fmt.Sprintf("value of type %v for an input of type %v", t.DType, v.Type.Elem)}
 		}
 		root.consts[name] = t
 		if d, ok := tensorSymData(t); ok {
@@ -86,23 +88,23 @@ func (m *Model) InferShapesFor(sig Signature) (err error) {
 		}
 	}
 	inf.graph(root)
-	return el.err()
+	return el.Err()
 }
 
 type inferrer struct {
-	m   *Model
-	el  *errorList
-	lim Limits
+	m   *graph.Model
+	el  *graph.ErrorList
+	lim graph.Limits
 }
 
 // inferScope is one graph being inferred, with the constants and tracked integer contents
 // known in it.
 type inferScope struct {
-	g      *Graph
+	g      *graph.Graph
 	parent *inferScope
 	path   string
 	data   map[string]symData
-	consts map[string]*Tensor
+	consts map[string]*graph.Tensor
 	depth  int // subgraph nesting
 	// fixedInits: before IR version 4 every initializer had to be listed as a graph input, so
 	// such inputs are constants rather than overridable defaults.
@@ -121,13 +123,13 @@ func (s *inferScope) lookupData(name string) (symData, bool) {
 	return symData{}, false
 }
 
-func (s *inferScope) lookupConst(name string) *Tensor {
+func (s *inferScope) lookupConst(name string) *graph.Tensor {
 	for c := s; c != nil; c = c.parent {
 		if t, ok := c.consts[name]; ok {
 			return t
 		}
 		if t, ok := c.g.Initializers[name]; ok {
-			if c.g.isInput(name) && !c.fixedInits {
+			if c.g.IsInput(name) && !c.fixedInits {
 				return nil // an input with a default value may be overridden at run time
 			}
 			return t
@@ -145,7 +147,7 @@ func (inf *inferrer) graph(s *inferScope) {
 	g := s.g
 	for _, name := range g.InitOrder {
 		t := g.Initializers[name]
-		if g.isInput(name) && !s.fixedInits {
+		if g.IsInput(name) && !s.fixedInits {
 			continue
 		}
 		if d, ok := tensorSymData(t); ok {
@@ -156,17 +158,17 @@ func (inf *inferrer) graph(s *inferScope) {
 		c := &inferNode{inf: inf, s: s, n: n}
 		c.opset = inf.m.Opset(n.Domain)
 		if err := c.run(); err != nil {
-			if e, ok := err.(*Error); ok {
-				inf.el.add(e)
+			if e, ok := err.(*graph.Error); ok {
+				inf.el.Add(e)
 			} else {
-				inf.el.add(c.errorf("", "%v", err))
+				inf.el.Add(c.errorf("", "%v", err))
 			}
 		}
 	}
 	for _, o := range g.Outputs {
 		if v := g.Value(o.Name); v != nil && v != o {
 			o.Inferred = v.Inferred.Clone()
-			if o.Declared.Kind == KindUnknown {
+			if o.Declared.Kind == graph.KindUnknown {
 				o.Type = v.Type.Clone()
 			} else {
 				o.Type = mergeTypes(o.Declared, v.Type)
@@ -176,8 +178,8 @@ func (inf *inferrer) graph(s *inferScope) {
 }
 
 // tensorSymData tracks a small integer constant.
-func tensorSymData(t *Tensor) (symData, bool) {
-	if t == nil || !(t.DType == Int64 || t.DType == Int32 || t.DType == Bool) || len(t.Dims) > 1 || t.NumElements() > maxTrackedElements {
+func tensorSymData(t *graph.Tensor) (symData, bool) {
+	if t == nil || !(t.DType == graph.Int64 || t.DType == graph.Int32 || t.DType == graph.Bool) || len(t.Dims) > 1 || t.NumElements() > maxTrackedElements {
 		return symData{}, false
 	}
 	vals, err := t.Int64s()
@@ -195,19 +197,19 @@ func tensorSymData(t *Tensor) (symData, bool) {
 type inferNode struct {
 	inf   *inferrer
 	s     *inferScope
-	n     *Node
+	n     *graph.Node
 	opset int64
 }
 
-func (c *inferNode) errorf(value, format string, args ...any) *Error {
-	return &Error{Model: c.inf.m.Name, Graph: c.s.path, Node: c.n.label(), Op: c.n.OpType, Value: value, Msg: fmt.Sprintf(format, args...)}
+func (c *inferNode) errorf(value, format string, args ...any) *graph.Error {
+	return &graph.Error{Model: c.inf.m.Name, Graph: c.s.path, Node: c.n.Label(), Op: c.n.OpType, Value: value, Msg: fmt.Sprintf(format, args...)}
 }
 
 func (c *inferNode) run() error {
 	fn := inferFuncs[c.n.OpType]
 	if c.n.Domain == "ai.onnx.ml" {
 		fn = inferMLFuncs[c.n.OpType]
-	} else if c.n.Domain == LoomDomain {
+	} else if c.n.Domain == graph.LoomDomain {
 		fn = inferLoomFuncs[c.n.OpType]
 	} else if c.n.Domain != "" && c.n.Domain != "ai.onnx.preview.training" {
 		fn = nil
@@ -229,26 +231,26 @@ func (c *inferNode) has(i int) bool { return i < len(c.n.Inputs) && c.n.Inputs[i
 func (c *inferNode) numIn() int { return len(c.n.Inputs) }
 
 // in returns the current type of input i (unknown when absent).
-func (c *inferNode) in(i int) Type {
+func (c *inferNode) in(i int) graph.Type {
 	if !c.has(i) {
-		return Type{}
+		return graph.Type{}
 	}
 	if v := c.s.g.Value(c.n.Inputs[i]); v != nil {
 		return v.Type
 	}
-	return Type{}
+	return graph.Type{}
 }
 
 // shape returns input i's shape when its rank is known.
-func (c *inferNode) shape(i int) (Shape, bool) {
+func (c *inferNode) shape(i int) (graph.Shape, bool) {
 	t := c.in(i)
-	if t.Kind != KindTensor || !t.Ranked {
+	if t.Kind != graph.KindTensor || !t.Ranked {
 		return nil, false
 	}
 	return t.Shape, true
 }
 
-func (c *inferNode) elem(i int) DataType { return c.in(i).Elem }
+func (c *inferNode) elem(i int) graph.DataType { return c.in(i).Elem }
 
 // data returns the tracked contents of a small integer input.
 func (c *inferNode) data(i int) (symData, bool) {
@@ -275,7 +277,7 @@ func (c *inferNode) ints(i int) ([]int64, bool) {
 }
 
 // constant returns input i's value when it is a constant (initializer or Constant output).
-func (c *inferNode) constant(i int) *Tensor {
+func (c *inferNode) constant(i int) *graph.Tensor {
 	if !c.has(i) {
 		return nil
 	}
@@ -283,7 +285,7 @@ func (c *inferNode) constant(i int) *Tensor {
 }
 
 // out sets output i's inferred type, checking it against any declared type.
-func (c *inferNode) out(i int, t Type) error {
+func (c *inferNode) out(i int, t graph.Type) error {
 	if i >= len(c.n.Outputs) || c.n.Outputs[i] == "" {
 		return nil
 	}
@@ -292,7 +294,7 @@ func (c *inferNode) out(i int, t Type) error {
 	if v == nil {
 		return nil
 	}
-	if t.Kind == KindTensor && t.Ranked && len(t.Shape) > c.inf.lim.MaxRank {
+	if t.Kind == graph.KindTensor && t.Ranked && len(t.Shape) > c.inf.lim.MaxRank {
 		return c.errorf(name, "inferred rank %d over the limit of %d", len(t.Shape), c.inf.lim.MaxRank)
 	}
 	v.Inferred = t.Clone()
@@ -310,16 +312,16 @@ func (c *inferNode) outData(i int, d symData) {
 }
 
 // compatible reports a contradiction between a declared and an inferred type.
-func compatible(decl, inf Type) error {
-	if decl.Kind == KindUnknown || inf.Kind == KindUnknown {
+func compatible(decl, inf graph.Type) error {
+	if decl.Kind == graph.KindUnknown || inf.Kind == graph.KindUnknown {
 		return nil
 	}
 	if decl.Kind != inf.Kind {
 		return fmt.Errorf("kinds differ")
 	}
 	switch decl.Kind {
-	case KindTensor, KindSparseTensor:
-		if decl.Elem != Undefined && inf.Elem != Undefined && decl.Elem != inf.Elem {
+	case graph.KindTensor, graph.KindSparseTensor:
+		if decl.Elem != graph.Undefined && inf.Elem != graph.Undefined && decl.Elem != inf.Elem {
 			return fmt.Errorf("element types %v and %v", decl.Elem, inf.Elem)
 		}
 		if decl.Ranked && inf.Ranked {
@@ -332,7 +334,7 @@ func compatible(decl, inf Type) error {
 				}
 			}
 		}
-	case KindSequence, KindOptional, KindMap:
+	case graph.KindSequence, graph.KindOptional, graph.KindMap:
 		if decl.Inner != nil && inf.Inner != nil {
 			return compatible(*decl.Inner, *inf.Inner)
 		}
@@ -342,17 +344,17 @@ func compatible(decl, inf Type) error {
 
 // mergeTypes combines a declared and an inferred type, taking the more precise information of
 // each: known element types and ranks, numeric dimensions first, then declared names.
-func mergeTypes(decl, inf Type) Type {
-	if decl.Kind == KindUnknown {
+func mergeTypes(decl, inf graph.Type) graph.Type {
+	if decl.Kind == graph.KindUnknown {
 		return inf.Clone()
 	}
-	if inf.Kind == KindUnknown || inf.Kind != decl.Kind {
+	if inf.Kind == graph.KindUnknown || inf.Kind != decl.Kind {
 		return decl.Clone()
 	}
 	out := inf.Clone()
 	switch decl.Kind {
-	case KindTensor, KindSparseTensor:
-		if out.Elem == Undefined {
+	case graph.KindTensor, graph.KindSparseTensor:
+		if out.Elem == graph.Undefined {
 			out.Elem = decl.Elem
 		}
 		if !out.Ranked {
@@ -365,7 +367,7 @@ func mergeTypes(decl, inf Type) Type {
 				}
 			}
 		}
-	case KindSequence, KindOptional, KindMap:
+	case graph.KindSequence, graph.KindOptional, graph.KindMap:
 		if decl.Inner != nil && out.Inner != nil {
 			in := mergeTypes(*decl.Inner, *out.Inner)
 			out.Inner = &in
@@ -373,7 +375,7 @@ func mergeTypes(decl, inf Type) Type {
 			in := decl.Inner.Clone()
 			out.Inner = &in
 		}
-		if out.Key == Undefined {
+		if out.Key == graph.Undefined {
 			out.Key = decl.Key
 		}
 	}

@@ -1,9 +1,11 @@
-package graph
+package infer
 
 import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/loomrt/loom/go/graph"
 )
 
 // windowParams reads the kernel, strides, dilations and pads of a convolution or pooling node
@@ -39,17 +41,17 @@ func inferConv(c *inferNode) error {
 	switch c.n.OpType {
 	case "QLinearConv":
 		xi, wi = 0, 3
-		elem = Uint8
+		elem = graph.Uint8
 		if c.has(7) {
 			elem = c.elem(7)
 		}
 	case "ConvInteger":
-		elem = Int32
+		elem = graph.Int32
 	}
 	x, ok := c.shape(xi)
 	w, ok2 := c.shape(wi)
 	if !ok {
-		return c.out(0, UnrankedTensor(elem))
+		return c.out(0, graph.UnrankedTensor(elem))
 	}
 	if len(x) < 3 {
 		return fmt.Errorf("input %v has no spatial axes", x)
@@ -59,19 +61,19 @@ func inferConv(c *inferNode) error {
 	if kernel == nil && ok2 && len(w) == len(x) {
 		for _, d := range w[2:] {
 			if !d.Known() {
-				return c.out(0, TensorType(elem, unknownDims(len(x))))
+				return c.out(0, graph.TensorType(elem, unknownDims(len(x))))
 			}
 			kernel = append(kernel, d.Value)
 		}
 	}
 	if kernel == nil {
-		return c.out(0, TensorType(elem, unknownDims(len(x))))
+		return c.out(0, graph.TensorType(elem, unknownDims(len(x))))
 	}
 	strides, dil, pads, err := c.windowParams(n, kernel)
 	if err != nil {
 		return err
 	}
-	outC := UnknownDim()
+	outC := graph.UnknownDim()
 	if ok2 && len(w) > 0 {
 		outC = w[0]
 	}
@@ -81,12 +83,12 @@ func inferConv(c *inferNode) error {
 			return fmt.Errorf("input channels %d do not match weights %v with group %d", x[1].Value, w, g)
 		}
 	}
-	out := Shape{x[0], outC}
+	out := graph.Shape{x[0], outC}
 	autoPad := c.n.AttrString("auto_pad", "NOTSET")
 	for i := 0; i < n; i++ {
 		out = append(out, convOutDim(x[2+i], kernel[i], strides[i], dil[i], pads[i], pads[i+n], autoPad, false))
 	}
-	return c.out(0, TensorType(elem, out))
+	return c.out(0, graph.TensorType(elem, out))
 }
 
 func inferConvTranspose(c *inferNode) error {
@@ -94,30 +96,30 @@ func inferConvTranspose(c *inferNode) error {
 	w, ok2 := c.shape(1)
 	elem := c.elem(0)
 	if !ok || len(x) < 3 {
-		return c.out(0, UnrankedTensor(elem))
+		return c.out(0, graph.UnrankedTensor(elem))
 	}
 	n := len(x) - 2
 	kernel := c.n.AttrInts("kernel_shape")
 	if kernel == nil && ok2 && len(w) == len(x) {
 		for _, d := range w[2:] {
 			if !d.Known() {
-				return c.out(0, TensorType(elem, unknownDims(len(x))))
+				return c.out(0, graph.TensorType(elem, unknownDims(len(x))))
 			}
 			kernel = append(kernel, d.Value)
 		}
 	}
 	if kernel == nil {
-		return c.out(0, TensorType(elem, unknownDims(len(x))))
+		return c.out(0, graph.TensorType(elem, unknownDims(len(x))))
 	}
 	strides, dil, pads, err := c.windowParams(n, kernel)
 	if err != nil {
 		return err
 	}
-	outC := UnknownDim()
+	outC := graph.UnknownDim()
 	if ok2 && len(w) > 1 {
-		outC = dimMul(w[1], DimOf(c.n.AttrInt("group", 1)))
+		outC = dimMul(w[1], graph.DimOf(c.n.AttrInt("group", 1)))
 	}
-	out := Shape{x[0], outC}
+	out := graph.Shape{x[0], outC}
 	if os := c.n.AttrInts("output_shape"); os != nil {
 		if len(os) == n+2 {
 			os = os[2:]
@@ -125,7 +127,7 @@ func inferConvTranspose(c *inferNode) error {
 		if len(os) != n {
 			return fmt.Errorf("output_shape %v does not fit %d spatial axes", os, n)
 		}
-		return c.out(0, TensorType(elem, append(out, ShapeOf(os...)...)))
+		return c.out(0, graph.TensorType(elem, append(out, graph.ShapeOf(os...)...)))
 	}
 	outPad := c.n.AttrInts("output_padding")
 	autoPad := c.n.AttrString("auto_pad", "NOTSET")
@@ -136,26 +138,26 @@ func inferConvTranspose(c *inferNode) error {
 		}
 		in := x[2+i]
 		if autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER" {
-			out = append(out, dimMul(in, DimOf(strides[i])))
+			out = append(out, dimMul(in, graph.DimOf(strides[i])))
 			continue
 		}
 		if autoPad == "VALID" {
 			pads[i], pads[i+n] = 0, 0
 		}
 		extra := op + (kernel[i]-1)*dil[i] + 1 - pads[i] - pads[i+n] - strides[i]
-		out = append(out, dimAddConst(dimMul(in, DimOf(strides[i])), extra))
+		out = append(out, dimAddConst(dimMul(in, graph.DimOf(strides[i])), extra))
 	}
-	return c.out(0, TensorType(elem, out))
+	return c.out(0, graph.TensorType(elem, out))
 }
 
 func inferPool(c *inferNode) error {
 	x, ok := c.shape(0)
 	elem := c.elem(0)
 	if !ok || len(x) < 3 {
-		if err := c.out(0, UnrankedTensor(elem)); err != nil {
+		if err := c.out(0, graph.UnrankedTensor(elem)); err != nil {
 			return err
 		}
-		return c.out(1, UnrankedTensor(Int64))
+		return c.out(1, graph.UnrankedTensor(graph.Int64))
 	}
 	n := len(x) - 2
 	kernel := c.n.AttrInts("kernel_shape")
@@ -165,42 +167,42 @@ func inferPool(c *inferNode) error {
 	}
 	ceil := c.n.AttrInt("ceil_mode", 0) != 0
 	autoPad := c.n.AttrString("auto_pad", "NOTSET")
-	out := Shape{x[0], x[1]}
+	out := graph.Shape{x[0], x[1]}
 	for i := 0; i < n; i++ {
 		out = append(out, convOutDim(x[2+i], kernel[i], strides[i], dil[i], pads[i], pads[i+n], autoPad, ceil))
 	}
-	if err := c.out(0, TensorType(elem, out)); err != nil {
+	if err := c.out(0, graph.TensorType(elem, out)); err != nil {
 		return err
 	}
-	return c.out(1, TensorType(Int64, out))
+	return c.out(1, graph.TensorType(graph.Int64, out))
 }
 
 func inferGlobalPool(c *inferNode) error {
 	x, ok := c.shape(0)
 	if !ok || len(x) < 2 {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
-	out := Shape{x[0], x[1]}
+	out := graph.Shape{x[0], x[1]}
 	for range x[2:] {
-		out = append(out, DimOf(1))
+		out = append(out, graph.DimOf(1))
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferMaxUnpool(c *inferNode) error {
 	x, ok := c.shape(0)
 	if d, ok := c.data(2); ok {
-		s := make(Shape, len(d.vals))
+		s := make(graph.Shape, len(d.vals))
 		for i, v := range d.vals {
 			s[i] = v.dim()
 		}
-		return c.out(0, TensorType(c.elem(0), s))
+		return c.out(0, graph.TensorType(c.elem(0), s))
 	}
 	if !ok || len(x) < 3 {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	if c.has(2) {
-		return c.out(0, TensorType(c.elem(0), unknownDims(len(x))))
+		return c.out(0, graph.TensorType(c.elem(0), unknownDims(len(x))))
 	}
 	n := len(x) - 2
 	kernel := c.n.AttrInts("kernel_shape")
@@ -208,18 +210,18 @@ func inferMaxUnpool(c *inferNode) error {
 	if err != nil {
 		return err
 	}
-	out := Shape{x[0], x[1]}
+	out := graph.Shape{x[0], x[1]}
 	for i := 0; i < n; i++ {
-		out = append(out, dimAddConst(dimMul(x[2+i], DimOf(strides[i])), kernel[i]-strides[i]-pads[i]-pads[i+n]))
+		out = append(out, dimAddConst(dimMul(x[2+i], graph.DimOf(strides[i])), kernel[i]-strides[i]-pads[i]-pads[i+n]))
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferRoiPool(c *inferNode) error {
 	x, ok := c.shape(0)
 	r, ok2 := c.shape(1)
 	if !ok || !ok2 || len(x) < 2 || len(r) < 1 {
-		return c.out(0, TensorType(c.elem(0), unknownDims(4)))
+		return c.out(0, graph.TensorType(c.elem(0), unknownDims(4)))
 	}
 	var ph, pw int64
 	if c.n.OpType == "MaxRoiPool" {
@@ -231,7 +233,7 @@ func inferRoiPool(c *inferNode) error {
 	} else {
 		ph, pw = c.n.AttrInt("output_height", 1), c.n.AttrInt("output_width", 1)
 	}
-	return c.out(0, TensorType(c.elem(0), Shape{r[0], x[1], DimOf(ph), DimOf(pw)}))
+	return c.out(0, graph.TensorType(c.elem(0), graph.Shape{r[0], x[1], graph.DimOf(ph), graph.DimOf(pw)}))
 }
 
 func inferRNN(c *inferNode) error {
@@ -241,16 +243,16 @@ func inferRNN(c *inferNode) error {
 	if c.n.AttrString("direction", "forward") == "bidirectional" {
 		dirs = 2
 	}
-	hidden := UnknownDim()
+	hidden := graph.UnknownDim()
 	if a := c.n.Attr("hidden_size"); a != nil {
-		hidden = DimOf(a.Int)
+		hidden = graph.DimOf(a.Int)
 	} else if r, ok := c.shape(2); ok && len(r) == 3 {
 		hidden = r[2]
 	}
 	layout := c.n.AttrInt("layout", 0)
 	if !ok || len(x) != 3 {
 		for i := range c.n.Outputs {
-			if err := c.out(i, UnrankedTensor(elem)); err != nil {
+			if err := c.out(i, graph.UnrankedTensor(elem)); err != nil {
 				return err
 			}
 		}
@@ -260,17 +262,17 @@ func inferRNN(c *inferNode) error {
 	if layout != 0 {
 		seq, batch = x[1], x[0]
 	}
-	y := Shape{seq, DimOf(dirs), batch, hidden}
-	h := Shape{DimOf(dirs), batch, hidden}
+	y := graph.Shape{seq, graph.DimOf(dirs), batch, hidden}
+	h := graph.Shape{graph.DimOf(dirs), batch, hidden}
 	if layout != 0 {
-		y = Shape{batch, seq, DimOf(dirs), hidden}
-		h = Shape{batch, DimOf(dirs), hidden}
+		y = graph.Shape{batch, seq, graph.DimOf(dirs), hidden}
+		h = graph.Shape{batch, graph.DimOf(dirs), hidden}
 	}
-	if err := c.out(0, TensorType(elem, y)); err != nil {
+	if err := c.out(0, graph.TensorType(elem, y)); err != nil {
 		return err
 	}
 	for i := 1; i < len(c.n.Outputs); i++ {
-		if err := c.out(i, TensorType(elem, h.Clone())); err != nil {
+		if err := c.out(i, graph.TensorType(elem, h.Clone())); err != nil {
 			return err
 		}
 	}
@@ -281,7 +283,7 @@ func inferDFT(c *inferNode) error {
 	x, ok := c.shape(0)
 	elem := c.elem(0)
 	if !ok || len(x) < 2 {
-		return c.out(0, UnrankedTensor(elem))
+		return c.out(0, graph.UnrankedTensor(elem))
 	}
 	axis := c.n.AttrInt("axis", 1)
 	if c.opset >= 20 {
@@ -289,12 +291,12 @@ func inferDFT(c *inferNode) error {
 		if c.has(2) {
 			v, ok := c.ints(2)
 			if !ok || len(v) != 1 {
-				return c.out(0, TensorType(elem, unknownDims(len(x))))
+				return c.out(0, graph.TensorType(elem, unknownDims(len(x))))
 			}
 			axis = v[0]
 		}
 	}
-	ax, err := normAxis(axis, len(x))
+	ax, err := graph.NormAxis(axis, len(x))
 	if err != nil {
 		return err
 	}
@@ -302,27 +304,27 @@ func inferDFT(c *inferNode) error {
 		return fmt.Errorf("axis %d is the complex axis", axis)
 	}
 	out := x.Clone()
-	out[len(out)-1] = DimOf(2)
+	out[len(out)-1] = graph.DimOf(2)
 	n := x[ax]
 	if c.has(1) {
 		if v, ok := c.ints(1); ok && len(v) == 1 {
-			n = DimOf(v[0])
+			n = graph.DimOf(v[0])
 		} else {
-			n = UnknownDim()
+			n = graph.UnknownDim()
 		}
 	}
 	if c.n.AttrInt("onesided", 0) != 0 {
 		n = dimAddConst(dimDiv(n, 2, false), 1)
 	}
 	out[ax] = n
-	return c.out(0, TensorType(elem, out))
+	return c.out(0, graph.TensorType(elem, out))
 }
 
 func inferSTFT(c *inferNode) error {
 	x, ok := c.shape(0)
 	elem := c.elem(0)
 	if !ok || len(x) != 3 {
-		return c.out(0, TensorType(elem, unknownDims(4)))
+		return c.out(0, graph.TensorType(elem, unknownDims(4)))
 	}
 	step, okStep := c.ints(1)
 	var fl int64 = -1
@@ -331,29 +333,29 @@ func inferSTFT(c *inferNode) error {
 	} else if w, ok := c.shape(2); ok && len(w) == 1 && w[0].Known() {
 		fl = w[0].Value
 	}
-	frames, bins := UnknownDim(), UnknownDim()
+	frames, bins := graph.UnknownDim(), graph.UnknownDim()
 	if fl > 0 {
 		if c.n.AttrInt("onesided", 1) != 0 {
-			bins = DimOf(fl/2 + 1)
+			bins = graph.DimOf(fl/2 + 1)
 		} else {
-			bins = DimOf(fl)
+			bins = graph.DimOf(fl)
 		}
 		if okStep && len(step) == 1 && step[0] > 0 && x[1].Known() && x[1].Value >= fl {
-			frames = DimOf((x[1].Value-fl)/step[0] + 1)
+			frames = graph.DimOf((x[1].Value-fl)/step[0] + 1)
 		}
 	}
-	return c.out(0, TensorType(elem, Shape{x[0], frames, bins, DimOf(2)}))
+	return c.out(0, graph.TensorType(elem, graph.Shape{x[0], frames, bins, graph.DimOf(2)}))
 }
 
 func inferGridSample(c *inferNode) error {
 	x, ok := c.shape(0)
 	g, ok2 := c.shape(1)
 	if !ok || !ok2 || len(x) < 3 || len(g) != len(x) {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
-	out := Shape{x[0], x[1]}
+	out := graph.Shape{x[0], x[1]}
 	out = append(out, g[1:len(g)-1]...)
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferCol2Im(c *inferNode) error {
@@ -361,9 +363,9 @@ func inferCol2Im(c *inferNode) error {
 	img, ok2 := c.data(1)
 	blk, ok3 := c.ints(2)
 	if !ok || len(x) != 3 || !ok2 {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
-	ch := UnknownDim()
+	ch := graph.UnknownDim()
 	if ok3 {
 		p := int64(1)
 		for _, b := range blk {
@@ -371,18 +373,18 @@ func inferCol2Im(c *inferNode) error {
 		}
 		ch = dimDiv(x[1], p, false)
 	}
-	out := Shape{x[0], ch}
+	out := graph.Shape{x[0], ch}
 	for _, v := range img.vals {
 		out = append(out, v.dim())
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferCenterCropPad(c *inferNode) error {
 	x, ok := c.shape(0)
 	sh, ok2 := c.data(1)
 	if !ok || !ok2 {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	out := x.Clone()
 	axes := c.n.AttrInts("axes")
@@ -395,45 +397,45 @@ func inferCenterCropPad(c *inferNode) error {
 		return fmt.Errorf("shape has %d entries for %d axes", len(sh.vals), len(axes))
 	}
 	for i, a := range axes {
-		ax, err := normAxis(a, len(x))
+		ax, err := graph.NormAxis(a, len(x))
 		if err != nil {
 			return err
 		}
 		out[ax] = sh.vals[i].dim()
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferAffineGrid(c *inferNode) error {
 	sz, ok := c.data(1)
 	if !ok || (len(sz.vals) != 4 && len(sz.vals) != 5) {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
-	out := Shape{sz.vals[0].dim()}
+	out := graph.Shape{sz.vals[0].dim()}
 	for _, v := range sz.vals[2:] {
 		out = append(out, v.dim())
 	}
-	out = append(out, DimOf(int64(len(sz.vals)-2)))
-	return c.out(0, TensorType(c.elem(0), out))
+	out = append(out, graph.DimOf(int64(len(sz.vals)-2)))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferAttention(c *inferNode) error {
 	q, ok := c.shape(0)
 	v, ok2 := c.shape(2)
 	if !ok || !ok2 || len(q) != len(v) {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	out := q.Clone()
 	if len(q) == 4 {
 		out[3] = v[3]
 	} else if len(q) == 3 {
 		if a := c.n.Attr("kv_num_heads"); a != nil && a.Int > 0 {
-			out[2] = dimMul(dimDiv(v[2], a.Int, false), DimOf(c.n.AttrInt("q_num_heads", 0)))
+			out[2] = dimMul(dimDiv(v[2], a.Int, false), graph.DimOf(c.n.AttrInt("q_num_heads", 0)))
 		} else {
-			out[2] = UnknownDim()
+			out[2] = graph.UnknownDim()
 		}
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 // inferEinsum parses the equation, binds each letter (and the ellipsis) to input dimensions
@@ -445,13 +447,13 @@ func inferEinsum(c *inferNode) error {
 	if len(terms) != c.numIn() {
 		return fmt.Errorf("equation %q has %d terms for %d inputs", eq, len(terms), c.numIn())
 	}
-	letters := map[byte]Dim{}
+	letters := map[byte]graph.Dim{}
 	count := map[byte]int{}
-	var ell Shape
+	var ell graph.Shape
 	for i, term := range terms {
 		s, ok := c.shape(i)
 		if !ok {
-			return c.out(0, UnrankedTensor(c.elem(0)))
+			return c.out(0, graph.UnrankedTensor(c.elem(0)))
 		}
 		labels := strings.Replace(term, "...", ".", 1)
 		nEll := len(s) - (len(labels) - strings.Count(labels, "."))
@@ -492,7 +494,7 @@ func inferEinsum(c *inferNode) error {
 			j++
 		}
 	}
-	var out Shape
+	var out graph.Shape
 	if explicit {
 		labels := strings.Replace(rhs, "...", ".", 1)
 		for k := 0; k < len(labels); k++ {
@@ -519,32 +521,32 @@ func inferEinsum(c *inferNode) error {
 			out = append(out, letters[byte(ch)])
 		}
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 // subgraph infers a body graph given the types of its inputs; scratch runs keep their errors
 // to themselves.
-func (c *inferNode) subgraph(g *Graph, inputs []Type, scratch bool) []Type {
+func (c *inferNode) subgraph(g *graph.Graph, inputs []graph.Type, scratch bool) []graph.Type {
 	inf := c.inf
 	if scratch {
 		cp := *c.inf
-		cp.el = &errorList{}
+		cp.el = &graph.ErrorList{}
 		inf = &cp
 	}
-	s := &inferScope{g: g, parent: c.s, path: graphPath(g, c.s.path+"/"+c.n.label()), data: map[string]symData{}, consts: map[string]*Tensor{}, depth: c.s.depth + 1, fixedInits: c.s.fixedInits}
+	s := &inferScope{g: g, parent: c.s, path: graph.GraphPath(g, c.s.path+"/"+c.n.Label()), data: map[string]symData{}, consts: map[string]*graph.Tensor{}, depth: c.s.depth + 1, fixedInits: c.s.fixedInits}
 	for i, in := range g.Inputs {
-		var t Type
+		var t graph.Type
 		if i < len(inputs) {
 			t = inputs[i]
 		}
 		in.Inferred = t.Clone()
 		if err := compatible(in.Declared, t); err != nil && !scratch {
-			inf.el.add(&Error{Model: inf.m.Name, Graph: s.path, Value: in.Name, Msg: fmt.Sprintf("subgraph input declared %v but receives %v: %v", in.Declared, t, err)})
+			inf.el.Add(&graph.Error{Model: inf.m.Name, Graph: s.path, Value: in.Name, Msg: fmt.Sprintf("subgraph input declared %v but receives %v: %v", in.Declared, t, err)})
 		}
 		in.Type = mergeTypes(in.Declared, t)
 	}
 	inf.graph(s)
-	out := make([]Type, len(g.Outputs))
+	out := make([]graph.Type, len(g.Outputs))
 	for i, o := range g.Outputs {
 		out[i] = o.Type.Clone()
 	}
@@ -561,7 +563,7 @@ func inferIf(c *inferNode) error {
 			taken = 0
 		}
 	}
-	var outs [][]Type
+	var outs [][]graph.Type
 	for i, name := range []string{"then_branch", "else_branch"} {
 		a := c.n.Attr(name)
 		if a == nil || a.Graph == nil {
@@ -580,7 +582,7 @@ func inferIf(c *inferNode) error {
 			continue
 		}
 		a, b := outs[0][i], outs[1][i]
-		if a.Kind == KindTensor && b.Kind == KindTensor && a.Elem != Undefined && b.Elem != Undefined && a.Elem != b.Elem {
+		if a.Kind == graph.KindTensor && b.Kind == graph.KindTensor && a.Elem != graph.Undefined && b.Elem != graph.Undefined && a.Elem != b.Elem {
 			return fmt.Errorf("output %d is %v in one branch and %v in the other", i, a.Elem, b.Elem)
 		}
 		if err := c.out(i, unifyTypes(a, b)); err != nil {
@@ -604,7 +606,7 @@ func inferLoop(c *inferNode) error {
 	if nCarried < 0 {
 		nCarried = 0
 	}
-	inputs := []Type{TensorType(Int64, Shape{}), TensorType(Bool, Shape{})}
+	inputs := []graph.Type{graph.TensorType(graph.Int64, graph.Shape{}), graph.TensorType(graph.Bool, graph.Shape{})}
 	for i := 0; i < nCarried; i++ {
 		inputs = append(inputs, c.in(2+i).Clone())
 	}
@@ -622,19 +624,19 @@ func inferLoop(c *inferNode) error {
 	if len(outs) < 1+nCarried {
 		return fmt.Errorf("body has %d outputs, needs at least %d", len(outs), 1+nCarried)
 	}
-	trip := UnknownDim()
+	trip := graph.UnknownDim()
 	if v, ok := c.ints(0); ok && len(v) == 1 && !c.has(1) && v[0] >= 0 {
-		trip = DimOf(v[0])
+		trip = graph.DimOf(v[0])
 	}
 	for i := 0; i < len(c.n.Outputs); i++ {
-		var t Type
+		var t graph.Type
 		switch {
 		case i < nCarried:
 			t = unifyTypes(inputs[2+i], outs[1+i])
 		case 1+i < len(outs):
 			t = outs[1+i].Clone()
-			if t.Kind == KindTensor && t.Ranked {
-				t.Shape = append(Shape{trip}, t.Shape...)
+			if t.Kind == graph.KindTensor && t.Ranked {
+				t.Shape = append(graph.Shape{trip}, t.Shape...)
 			}
 		}
 		if err := c.out(i, t); err != nil {
@@ -644,9 +646,9 @@ func inferLoop(c *inferNode) error {
 	return nil
 }
 
-func relaxShape(t Type) Type {
+func relaxShape(t graph.Type) graph.Type {
 	out := t.Clone()
-	if out.Kind == KindTensor && out.Ranked {
+	if out.Kind == graph.KindTensor && out.Ranked {
 		out.Shape = unknownDims(len(out.Shape))
 	}
 	return out
@@ -669,7 +671,7 @@ func inferScan(c *inferNode) error {
 	}
 	inAxes := c.n.AttrInts("scan_input_axes")
 	outAxes := c.n.AttrInts("scan_output_axes")
-	var inputs []Type
+	var inputs []graph.Type
 	for i := 0; i < nState; i++ {
 		t := c.in(first + i).Clone()
 		if c.opset < 9 && t.Ranked && len(t.Shape) > 0 {
@@ -677,11 +679,11 @@ func inferScan(c *inferNode) error {
 		}
 		inputs = append(inputs, t)
 	}
-	seqLen := UnknownDim()
-	batch := UnknownDim()
+	seqLen := graph.UnknownDim()
+	batch := graph.UnknownDim()
 	for j := 0; j < m; j++ {
 		t := c.in(first + nState + j).Clone()
-		if t.Kind == KindTensor && t.Ranked {
+		if t.Kind == graph.KindTensor && t.Ranked {
 			ax := 0
 			if c.opset < 9 {
 				ax = 1
@@ -691,7 +693,7 @@ func inferScan(c *inferNode) error {
 				batch = t.Shape[0]
 			} else if j < len(inAxes) {
 				var err error
-				if ax, err = normAxis(inAxes[j], len(t.Shape)); err != nil {
+				if ax, err = graph.NormAxis(inAxes[j], len(t.Shape)); err != nil {
 					return err
 				}
 			}
@@ -701,7 +703,7 @@ func inferScan(c *inferNode) error {
 			if j == 0 {
 				seqLen = t.Shape[ax]
 			}
-			sh := append(append(Shape{}, t.Shape[:ax]...), t.Shape[ax+1:]...)
+			sh := append(append(graph.Shape{}, t.Shape[:ax]...), t.Shape[ax+1:]...)
 			if c.opset < 9 {
 				sh = t.Shape[2:].Clone()
 			}
@@ -712,22 +714,22 @@ func inferScan(c *inferNode) error {
 	outs := c.subgraph(body, inputs, false)
 	for i := 0; i < len(c.n.Outputs) && i < len(outs); i++ {
 		t := outs[i].Clone()
-		if t.Kind == KindTensor && t.Ranked {
+		if t.Kind == graph.KindTensor && t.Ranked {
 			switch {
 			case i < nState && c.opset < 9:
-				t.Shape = append(Shape{batch}, t.Shape...)
+				t.Shape = append(graph.Shape{batch}, t.Shape...)
 			case i >= nState && c.opset < 9:
-				t.Shape = append(Shape{batch, seqLen}, t.Shape...)
+				t.Shape = append(graph.Shape{batch, seqLen}, t.Shape...)
 			case i >= nState:
 				k := i - nState
 				ax := 0
 				if k < len(outAxes) {
 					var err error
-					if ax, err = normAxis(outAxes[k], len(t.Shape)+1); err != nil {
+					if ax, err = graph.NormAxis(outAxes[k], len(t.Shape)+1); err != nil {
 						return err
 					}
 				}
-				t.Shape = append(append(append(Shape{}, t.Shape[:ax]...), seqLen), t.Shape[ax:]...)
+				t.Shape = append(append(append(graph.Shape{}, t.Shape[:ax]...), seqLen), t.Shape[ax:]...)
 			}
 		}
 		if err := c.out(i, t); err != nil {
@@ -742,13 +744,13 @@ func inferSequenceMap(c *inferNode) error {
 	if a == nil || a.Graph == nil {
 		return fmt.Errorf("missing body")
 	}
-	var inputs []Type
+	var inputs []graph.Type
 	for i := 0; i < c.numIn(); i++ {
 		t := c.in(i)
-		if t.Kind == KindSequence && t.Inner != nil {
+		if t.Kind == graph.KindSequence && t.Inner != nil {
 			inputs = append(inputs, t.Inner.Clone())
-		} else if t.Kind == KindSequence {
-			inputs = append(inputs, Type{})
+		} else if t.Kind == graph.KindSequence {
+			inputs = append(inputs, graph.Type{})
 		} else {
 			inputs = append(inputs, t.Clone())
 		}

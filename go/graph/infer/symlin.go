@@ -1,9 +1,11 @@
-package graph
+package infer
 
 import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/loomrt/loom/go/graph"
 )
 
 // linForm is a symbolic dimension as a linear combination of atoms (dimension names, or
@@ -139,7 +141,7 @@ func (f linForm) render() string {
 	return b.String()
 }
 
-func dimForm(d Dim) (linForm, bool) {
+func dimForm(d graph.Dim) (linForm, bool) {
 	if d.Known() {
 		return linForm{c: d.Value, terms: map[string]int64{}}, true
 	}
@@ -149,14 +151,14 @@ func dimForm(d Dim) (linForm, bool) {
 	return parseLin(d.Param), true
 }
 
-func formDim(f linForm) Dim {
+func formDim(f linForm) graph.Dim {
 	if c, ok := f.constant(); ok {
 		if c < 0 {
-			return UnknownDim()
+			return graph.UnknownDim()
 		}
-		return DimOf(c)
+		return graph.DimOf(c)
 	}
-	return SymDim(f.render())
+	return graph.SymDim(f.render())
 }
 
 // divForm divides by a positive constant: exactly when every coefficient divides, otherwise as

@@ -1,8 +1,10 @@
-package graph
+package infer
 
 import (
 	"fmt"
 	"math"
+
+	"github.com/loomrt/loom/go/graph"
 )
 
 type inferFunc func(c *inferNode) error
@@ -24,13 +26,13 @@ func init() {
 	}
 	for _, op := range []string{"Add", "Sub", "Mul", "Div", "Pow", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr",
 		"BitwiseXor", "Max", "Min", "Mean", "Sum"} {
-		inferFuncs[op] = inferBroadcast(Undefined)
+		inferFuncs[op] = inferBroadcast(graph.Undefined)
 	}
 	for _, op := range []string{"And", "Or", "Xor", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"} {
-		inferFuncs[op] = inferBroadcast(Bool)
+		inferFuncs[op] = inferBroadcast(graph.Bool)
 	}
 	for _, op := range []string{"IsInf", "IsNaN"} {
-		inferFuncs[op] = inferSameAs(Bool)
+		inferFuncs[op] = inferSameAs(graph.Bool)
 	}
 	for op, fn := range map[string]inferFunc{
 		"Identity": inferIdentity, "Dropout": inferDropout, "Not": inferNot, "Where": inferWhere,
@@ -78,21 +80,21 @@ func init() {
 	}
 }
 
-func tensorOut(elem DataType, s Shape, ranked bool) Type {
+func tensorOut(elem graph.DataType, s graph.Shape, ranked bool) graph.Type {
 	if !ranked {
-		return UnrankedTensor(elem)
+		return graph.UnrankedTensor(elem)
 	}
-	return TensorType(elem, s)
+	return graph.TensorType(elem, s)
 }
 
 // inferSame gives output 0 the type of input 0.
 func inferSame(c *inferNode) error { return c.out(0, c.in(0)) }
 
-func inferSameAs(elem DataType) inferFunc {
+func inferSameAs(elem graph.DataType) inferFunc {
 	return func(c *inferNode) error {
 		t := c.in(0).Clone()
-		if t.Kind == KindUnknown {
-			t = Type{Kind: KindTensor}
+		if t.Kind == graph.KindUnknown {
+			t = graph.Type{Kind: graph.KindTensor}
 		}
 		t.Elem = elem
 		return c.out(0, t)
@@ -129,21 +131,21 @@ func inferDropout(c *inferNode) error {
 		return err
 	}
 	t := c.in(0).Clone()
-	t.Elem = Bool
+	t.Elem = graph.Bool
 	return c.out(1, t)
 }
 
-func inferBroadcast(outElem DataType) inferFunc {
+func inferBroadcast(outElem graph.DataType) inferFunc {
 	return func(c *inferNode) error {
 		elem := outElem
-		var shapes []Shape
+		var shapes []graph.Shape
 		ranked := true
 		for i := 0; i < c.numIn(); i++ {
 			t := c.in(i)
-			if elem == Undefined {
+			if elem == graph.Undefined {
 				elem = t.Elem
 			}
-			if !t.Ranked || t.Kind != KindTensor {
+			if !t.Ranked || t.Kind != graph.KindTensor {
 				ranked = false
 				continue
 			}
@@ -152,7 +154,7 @@ func inferBroadcast(outElem DataType) inferFunc {
 		if c.n.OpType == "PRelu" {
 			ranked = false
 		}
-		var s Shape
+		var s graph.Shape
 		if ranked {
 			var err error
 			if s, err = broadcastShapes(shapes...); err != nil {
@@ -197,11 +199,11 @@ func (c *inferNode) propagateArith() {
 }
 
 func inferWhere(c *inferNode) error {
-	var shapes []Shape
+	var shapes []graph.Shape
 	for i := 0; i < 3; i++ {
 		s, ok := c.shape(i)
 		if !ok {
-			return c.out(0, UnrankedTensor(c.elem(1)))
+			return c.out(0, graph.UnrankedTensor(c.elem(1)))
 		}
 		shapes = append(shapes, s)
 	}
@@ -209,20 +211,20 @@ func inferWhere(c *inferNode) error {
 	if err != nil {
 		return err
 	}
-	return c.out(0, TensorType(c.elem(1), s))
+	return c.out(0, graph.TensorType(c.elem(1), s))
 }
 
 func inferCast(c *inferNode) error {
 	t := c.in(0).Clone()
-	if t.Kind == KindUnknown {
-		t.Kind = KindTensor
+	if t.Kind == graph.KindUnknown {
+		t.Kind = graph.KindTensor
 	}
-	to := DataType(c.n.AttrInt("to", 0))
+	to := graph.DataType(c.n.AttrInt("to", 0))
 	if !to.Valid() {
 		return fmt.Errorf("attribute to=%d is not an element type", to)
 	}
 	t.Elem = to
-	if d, ok := c.data(0); ok && to == Bool {
+	if d, ok := c.data(0); ok && to == graph.Bool {
 		out := symData{scalar: d.scalar}
 		for _, v := range d.vals {
 			if !v.known {
@@ -251,8 +253,8 @@ func inferCast(c *inferNode) error {
 
 func inferCastLike(c *inferNode) error {
 	t := c.in(0).Clone()
-	if t.Kind == KindUnknown {
-		t.Kind = KindTensor
+	if t.Kind == graph.KindUnknown {
+		t.Kind = graph.KindTensor
 	}
 	t.Elem = c.elem(1)
 	if d, ok := c.data(0); ok && t.Elem.IsInteger() {
@@ -281,13 +283,13 @@ func inferReshape(c *inferNode) error {
 			if s[0].Value > int64(c.inf.lim.MaxRank) {
 				return fmt.Errorf("shape input of %d entries gives a rank over the limit of %d", s[0].Value, c.inf.lim.MaxRank)
 			}
-			return c.out(0, TensorType(elem, unknownDims(int(s[0].Value))))
+			return c.out(0, graph.TensorType(elem, unknownDims(int(s[0].Value))))
 		}
-		return c.out(0, UnrankedTensor(elem))
+		return c.out(0, graph.UnrankedTensor(elem))
 	}
 	allowZero := c.n.AttrInt("allowzero", 0) != 0
 	in, inRanked := c.shape(0)
-	out := make(Shape, len(target.vals))
+	out := make(graph.Shape, len(target.vals))
 	neg := -1
 	for i, v := range target.vals {
 		switch {
@@ -296,14 +298,14 @@ func inferReshape(c *inferNode) error {
 				return fmt.Errorf("shape %v has more than one -1", target.vals)
 			}
 			neg = i
-			out[i] = UnknownDim()
+			out[i] = graph.UnknownDim()
 		case v.known && v.v == 0 && !allowZero:
 			if inRanked && i < len(in) {
 				out[i] = in[i]
 			} else if inRanked {
 				return fmt.Errorf("shape entry %d is 0 but the input has rank %d", i, len(in))
 			} else {
-				out[i] = UnknownDim()
+				out[i] = graph.UnknownDim()
 			}
 		case v.known && v.v < -1:
 			return fmt.Errorf("shape entry %d is %d", i, v.v)
@@ -322,14 +324,14 @@ func inferReshape(c *inferNode) error {
 	if d, ok := c.data(0); ok && len(out) <= 1 {
 		c.outData(0, symData{vals: d.vals, scalar: len(out) == 0})
 	}
-	return c.out(0, TensorType(elem, out))
+	return c.out(0, graph.TensorType(elem, out))
 }
 
 // reshapeInfer computes the -1 entry: the input's element count over the other entries',
 // cancelling equal symbolic dimensions.
-func reshapeInfer(in, out Shape, neg int) Dim {
-	rest := append(Shape{}, in...)
-	var others Shape
+func reshapeInfer(in, out graph.Shape, neg int) graph.Dim {
+	rest := append(graph.Shape{}, in...)
+	var others graph.Shape
 	for i, d := range out {
 		if i == neg {
 			continue
@@ -349,7 +351,7 @@ func reshapeInfer(in, out Shape, neg int) Dim {
 		}
 	}
 	num := int64(1)
-	var syms []Dim
+	var syms []graph.Dim
 	for _, d := range rest {
 		if d.Known() {
 			num *= d.Value
@@ -360,33 +362,33 @@ func reshapeInfer(in, out Shape, neg int) Dim {
 	den := int64(1)
 	for _, d := range others {
 		if !d.Known() {
-			return UnknownDim()
+			return graph.UnknownDim()
 		}
 		den *= d.Value
 	}
 	if den == 0 {
-		return UnknownDim()
+		return graph.UnknownDim()
 	}
 	if len(syms) == 0 {
 		if num%den != 0 {
-			return UnknownDim()
+			return graph.UnknownDim()
 		}
-		return DimOf(num / den)
+		return graph.DimOf(num / den)
 	}
 	if num%den == 0 {
-		d := DimOf(num / den)
+		d := graph.DimOf(num / den)
 		for _, s := range syms {
 			d = dimMul(d, s)
 		}
 		return d
 	}
-	return UnknownDim()
+	return graph.UnknownDim()
 }
 
 func inferFlatten(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok {
-		return c.out(0, TensorType(c.elem(0), unknownDims(2)))
+		return c.out(0, graph.TensorType(c.elem(0), unknownDims(2)))
 	}
 	axis := c.n.AttrInt("axis", 1)
 	if axis < 0 {
@@ -395,7 +397,7 @@ func inferFlatten(c *inferNode) error {
 	if axis < 0 || axis > int64(len(in)) {
 		return fmt.Errorf("axis %d out of range for rank %d", c.n.AttrInt("axis", 1), len(in))
 	}
-	return c.out(0, TensorType(c.elem(0), Shape{dimsProduct(in[:axis]), dimsProduct(in[axis:])}))
+	return c.out(0, graph.TensorType(c.elem(0), graph.Shape{dimsProduct(in[:axis]), dimsProduct(in[axis:])}))
 }
 
 // axesArg reads the axes of Squeeze, Unsqueeze and the reductions: an attribute before
@@ -419,12 +421,12 @@ func inferSqueeze(c *inferNode) error {
 	in, ok := c.shape(0)
 	axes, given, known := c.axesArg(13, 1)
 	if !ok || !known {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	drop := map[int]bool{}
 	if given {
 		for _, a := range axes {
-			ax, err := normAxis(a, len(in))
+			ax, err := graph.NormAxis(a, len(in))
 			if err != nil {
 				return err
 			}
@@ -436,14 +438,14 @@ func inferSqueeze(c *inferNode) error {
 	} else {
 		for i, d := range in {
 			if !d.Known() {
-				return c.out(0, UnrankedTensor(c.elem(0)))
+				return c.out(0, graph.UnrankedTensor(c.elem(0)))
 			}
 			if d.Value == 1 {
 				drop[i] = true
 			}
 		}
 	}
-	var out Shape
+	var out graph.Shape
 	for i, d := range in {
 		if !drop[i] {
 			out = append(out, d)
@@ -452,19 +454,19 @@ func inferSqueeze(c *inferNode) error {
 	if d, ok := c.data(0); ok {
 		c.outData(0, symData{vals: d.vals, scalar: len(out) == 0})
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferUnsqueeze(c *inferNode) error {
 	in, ok := c.shape(0)
 	axes, _, known := c.axesArg(13, 1)
 	if !ok || !known {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	rank := len(in) + len(axes)
 	ins := map[int]bool{}
 	for _, a := range axes {
-		ax, err := normAxis(a, rank)
+		ax, err := graph.NormAxis(a, rank)
 		if err != nil {
 			return err
 		}
@@ -473,11 +475,11 @@ func inferUnsqueeze(c *inferNode) error {
 		}
 		ins[ax] = true
 	}
-	out := make(Shape, 0, rank)
+	out := make(graph.Shape, 0, rank)
 	j := 0
 	for i := 0; i < rank; i++ {
 		if ins[i] {
-			out = append(out, DimOf(1))
+			out = append(out, graph.DimOf(1))
 		} else {
 			out = append(out, in[j])
 			j++
@@ -486,13 +488,13 @@ func inferUnsqueeze(c *inferNode) error {
 	if d, ok := c.data(0); ok && rank <= 1 {
 		c.outData(0, symData{vals: d.vals})
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferTranspose(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	perm := c.n.AttrInts("perm")
 	if perm == nil {
@@ -503,25 +505,25 @@ func inferTranspose(c *inferNode) error {
 	if len(perm) != len(in) {
 		return fmt.Errorf("perm %v does not match rank %d", perm, len(in))
 	}
-	out := make(Shape, len(in))
+	out := make(graph.Shape, len(in))
 	seen := map[int]bool{}
 	for i, p := range perm {
-		ax, err := normAxis(p, len(in))
+		ax, err := graph.NormAxis(p, len(in))
 		if err != nil || seen[ax] {
 			return fmt.Errorf("perm %v is not a permutation", perm)
 		}
 		seen[ax] = true
 		out[i] = in[ax]
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferConcat(c *inferNode) error {
-	elem := Undefined
-	var shapes []Shape
+	elem := graph.Undefined
+	var shapes []graph.Shape
 	ranked := true
 	for i := 0; i < c.numIn(); i++ {
-		if elem == Undefined {
+		if elem == graph.Undefined {
 			elem = c.elem(i)
 		}
 		s, ok := c.shape(i)
@@ -532,10 +534,10 @@ func inferConcat(c *inferNode) error {
 		shapes = append(shapes, s)
 	}
 	if len(shapes) == 0 {
-		return c.out(0, UnrankedTensor(elem))
+		return c.out(0, graph.UnrankedTensor(elem))
 	}
 	rank := len(shapes[0])
-	ax, err := normAxis(c.n.AttrInt("axis", 0), rank)
+	ax, err := graph.NormAxis(c.n.AttrInt("axis", 0), rank)
 	if err != nil {
 		return err
 	}
@@ -558,7 +560,7 @@ func inferConcat(c *inferNode) error {
 		}
 	}
 	if !ranked {
-		out[ax] = UnknownDim()
+		out[ax] = graph.UnknownDim()
 	}
 	if rank == 1 {
 		var vals []symInt
@@ -575,7 +577,7 @@ func inferConcat(c *inferNode) error {
 			c.outData(0, symData{vals: vals})
 		}
 	}
-	return c.out(0, TensorType(elem, out))
+	return c.out(0, graph.TensorType(elem, out))
 }
 
 func inferSplit(c *inferNode) error {
@@ -583,13 +585,13 @@ func inferSplit(c *inferNode) error {
 	nOut := len(c.n.Outputs)
 	if !ok {
 		for i := 0; i < nOut; i++ {
-			if err := c.out(i, UnrankedTensor(c.elem(0))); err != nil {
+			if err := c.out(i, graph.UnrankedTensor(c.elem(0))); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	ax, err := normAxis(c.n.AttrInt("axis", 0), len(in))
+	ax, err := graph.NormAxis(c.n.AttrInt("axis", 0), len(in))
 	if err != nil {
 		return err
 	}
@@ -603,11 +605,11 @@ func inferSplit(c *inferNode) error {
 	} else if c.has(1) {
 		split, splitKnown = c.ints(1)
 	}
-	sizes := make([]Dim, nOut)
+	sizes := make([]graph.Dim, nOut)
 	switch {
 	case !splitKnown:
 		for i := range sizes {
-			sizes[i] = UnknownDim()
+			sizes[i] = graph.UnknownDim()
 		}
 	case split != nil:
 		if len(split) != nOut {
@@ -618,7 +620,7 @@ func inferSplit(c *inferNode) error {
 			if v < 0 {
 				return fmt.Errorf("split %v has a negative entry", split)
 			}
-			sizes[i] = DimOf(v)
+			sizes[i] = graph.DimOf(v)
 			sum += v
 		}
 		if in[ax].Known() && sum != in[ax].Value {
@@ -638,7 +640,7 @@ func inferSplit(c *inferNode) error {
 			case !d.Known():
 				sizes[i] = dimDiv(d, n, c.opset >= 18)
 				if c.opset >= 18 && i == nOut-1 {
-					sizes[i] = UnknownDim()
+					sizes[i] = graph.UnknownDim()
 				}
 			case c.opset >= 18:
 				chunk := (d.Value + n - 1) / n
@@ -649,45 +651,23 @@ func inferSplit(c *inferNode) error {
 				if v < 0 {
 					v = 0
 				}
-				sizes[i] = DimOf(v)
+				sizes[i] = graph.DimOf(v)
 			default:
 				if d.Value%n != 0 {
 					return fmt.Errorf("axis size %d does not split evenly in %d", d.Value, n)
 				}
-				sizes[i] = DimOf(d.Value / n)
+				sizes[i] = graph.DimOf(d.Value / n)
 			}
 		}
 	}
 	for i := 0; i < nOut; i++ {
 		s := in.Clone()
 		s[ax] = sizes[i]
-		if err := c.out(i, TensorType(c.elem(0), s)); err != nil {
+		if err := c.out(i, graph.TensorType(c.elem(0), s)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func clampIndex(v, dim, step int64, isEnd bool) int64 {
-	if v < 0 {
-		v += dim
-	}
-	if step > 0 {
-		if v < 0 {
-			v = 0
-		}
-		if v > dim {
-			v = dim
-		}
-	} else {
-		if v < -1 {
-			v = -1
-		}
-		if v > dim-1 {
-			v = dim - 1
-		}
-	}
-	return v
 }
 
 // sliceLen counts the elements a Slice takes from an axis of size dim, without overflowing
@@ -699,8 +679,8 @@ func sliceLen(dim, start, end, step int64) int64 {
 	if step < -(1 << 40) {
 		step = -(1 << 40)
 	}
-	s := clampIndex(start, dim, step, false)
-	e := clampIndex(end, dim, step, true)
+	s := graph.ClampSliceIndex(start, dim, step)
+	e := graph.ClampSliceIndex(end, dim, step)
 	if step > 0 && e > s {
 		return (e-s-1)/step + 1
 	}
@@ -713,7 +693,7 @@ func sliceLen(dim, start, end, step int64) int64 {
 func inferSlice(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	var starts, ends, axes, steps []int64
 	known := true
@@ -728,7 +708,7 @@ func inferSlice(c *inferNode) error {
 			var ok3 bool
 			axes, ok3 = c.ints(3)
 			if !ok3 {
-				return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+				return c.out(0, graph.TensorType(c.elem(0), unknownDims(len(in))))
 			}
 		}
 		if c.has(4) {
@@ -746,7 +726,7 @@ func inferSlice(c *inferNode) error {
 				}
 				n = int(s[0].Value)
 			} else {
-				return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+				return c.out(0, graph.TensorType(c.elem(0), unknownDims(len(in))))
 			}
 		}
 		for i := 0; i < n; i++ {
@@ -756,13 +736,13 @@ func inferSlice(c *inferNode) error {
 	out := in.Clone()
 	if !known {
 		for _, a := range axes {
-			ax, err := normAxis(a, len(in))
+			ax, err := graph.NormAxis(a, len(in))
 			if err != nil {
 				return err
 			}
-			out[ax] = UnknownDim()
+			out[ax] = graph.UnknownDim()
 		}
-		return c.out(0, TensorType(c.elem(0), out))
+		return c.out(0, graph.TensorType(c.elem(0), out))
 	}
 	if len(starts) != len(axes) || len(ends) != len(axes) || (steps != nil && len(steps) != len(axes)) {
 		return fmt.Errorf("starts %v, ends %v, axes %v and steps %v differ in length", starts, ends, axes, steps)
@@ -770,7 +750,7 @@ func inferSlice(c *inferNode) error {
 	type span struct{ start, end, step int64 }
 	spans := map[int]span{}
 	for i, a := range axes {
-		ax, err := normAxis(a, len(in))
+		ax, err := graph.NormAxis(a, len(in))
 		if err != nil {
 			return err
 		}
@@ -784,40 +764,40 @@ func inferSlice(c *inferNode) error {
 		spans[ax] = span{starts[i], ends[i], step}
 		d := in[ax]
 		if d.Known() {
-			out[ax] = DimOf(sliceLen(d.Value, starts[i], ends[i], step))
+			out[ax] = graph.DimOf(sliceLen(d.Value, starts[i], ends[i], step))
 		} else if step == 1 && starts[i] == 0 && ends[i] >= math.MaxInt32 {
 			out[ax] = d
 		} else if step == 1 && starts[i] >= 0 && ends[i] >= 0 && ends[i] < math.MaxInt32 && ends[i] >= starts[i] && false {
-			out[ax] = UnknownDim()
+			out[ax] = graph.UnknownDim()
 		} else {
-			out[ax] = UnknownDim()
+			out[ax] = graph.UnknownDim()
 		}
 	}
 	if d, ok := c.data(0); ok && len(in) == 1 {
 		if sp, ok := spans[0]; ok {
 			n := int64(len(d.vals))
 			var vals []symInt
-			s := clampIndex(sp.start, n, sp.step, false)
+			s := graph.ClampSliceIndex(sp.start, n, sp.step)
 			for k := int64(0); k < sliceLen(n, sp.start, sp.end, sp.step); k++ {
 				vals = append(vals, d.vals[s+k*sp.step])
 			}
 			c.outData(0, symData{vals: vals})
 		}
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferGather(c *inferNode) error {
 	data, ok := c.shape(0)
 	idx, ok2 := c.shape(1)
 	if !ok || !ok2 {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
-	ax, err := normAxis(c.n.AttrInt("axis", 0), len(data))
+	ax, err := graph.NormAxis(c.n.AttrInt("axis", 0), len(data))
 	if err != nil {
 		return err
 	}
-	out := append(append(append(Shape{}, data[:ax]...), idx...), data[ax+1:]...)
+	out := append(append(append(graph.Shape{}, data[:ax]...), idx...), data[ax+1:]...)
 	if d, ok := c.data(0); ok && len(data) == 1 {
 		if iv, ok := c.ints(1); ok {
 			n := int64(len(d.vals))
@@ -834,7 +814,7 @@ func inferGather(c *inferNode) error {
 			c.outData(0, symData{vals: vals, scalar: len(idx) == 0})
 		}
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferGatherElements(c *inferNode) error {
@@ -846,15 +826,15 @@ func inferGatherND(c *inferNode) error {
 	data, ok := c.shape(0)
 	idx, ok2 := c.shape(1)
 	if !ok || !ok2 || len(idx) == 0 || !idx[len(idx)-1].Known() {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	b := int(c.n.AttrInt("batch_dims", 0))
 	k := int(idx[len(idx)-1].Value)
 	if b < 0 || b+k > len(data) || b >= len(idx) {
 		return fmt.Errorf("indices %v with batch_dims %d do not fit data %v", idx, b, data)
 	}
-	out := append(append(Shape{}, idx[:len(idx)-1]...), data[b+k:]...)
-	return c.out(0, TensorType(c.elem(0), out))
+	out := append(append(graph.Shape{}, idx[:len(idx)-1]...), data[b+k:]...)
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferExpand(c *inferNode) error {
@@ -869,11 +849,11 @@ func inferExpand(c *inferNode) error {
 			if len(in) > r {
 				r = len(in)
 			}
-			return c.out(0, TensorType(c.elem(0), unknownDims(r)))
+			return c.out(0, graph.TensorType(c.elem(0), unknownDims(r)))
 		}
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
-	ts := make(Shape, len(target.vals))
+	ts := make(graph.Shape, len(target.vals))
 	for i, v := range target.vals {
 		ts[i] = v.dim()
 	}
@@ -881,32 +861,32 @@ func inferExpand(c *inferNode) error {
 	if err != nil {
 		return err
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferTile(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	reps, ok := c.ints(1)
 	if !ok {
-		return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+		return c.out(0, graph.TensorType(c.elem(0), unknownDims(len(in))))
 	}
 	if len(reps) != len(in) {
 		return fmt.Errorf("repeats %v do not match rank %d", reps, len(in))
 	}
-	out := make(Shape, len(in))
+	out := make(graph.Shape, len(in))
 	for i, d := range in {
-		out[i] = dimMul(d, DimOf(reps[i]))
+		out[i] = dimMul(d, graph.DimOf(reps[i]))
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferPad(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	var pads []int64
 	if c.opset < 11 {
@@ -917,7 +897,7 @@ func inferPad(c *inferNode) error {
 	} else {
 		var ok bool
 		if pads, ok = c.ints(1); !ok {
-			return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+			return c.out(0, graph.TensorType(c.elem(0), unknownDims(len(in))))
 		}
 	}
 	axes := make([]int, len(in))
@@ -927,11 +907,11 @@ func inferPad(c *inferNode) error {
 	if c.opset >= 18 && c.has(3) {
 		av, ok := c.ints(3)
 		if !ok {
-			return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+			return c.out(0, graph.TensorType(c.elem(0), unknownDims(len(in))))
 		}
 		axes = axes[:0]
 		for _, a := range av {
-			ax, err := normAxis(a, len(in))
+			ax, err := graph.NormAxis(a, len(in))
 			if err != nil {
 				return err
 			}
@@ -949,18 +929,18 @@ func inferPad(c *inferNode) error {
 			if v < 0 {
 				return fmt.Errorf("padding makes axis %d negative", ax)
 			}
-			out[ax] = DimOf(v)
+			out[ax] = graph.DimOf(v)
 		} else {
 			out[ax] = dimAddConst(d, pads[i]+pads[i+len(axes)])
 		}
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferShapeOp(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok {
-		return c.out(0, TensorType(Int64, unknownDims(1)))
+		return c.out(0, graph.TensorType(graph.Int64, unknownDims(1)))
 	}
 	r := int64(len(in))
 	start, end := c.n.AttrInt("start", 0), c.n.AttrInt("end", r)
@@ -980,7 +960,7 @@ func inferShapeOp(c *inferNode) error {
 		vals = append(vals, symFromDim(d))
 	}
 	c.outData(0, symData{vals: vals})
-	return c.out(0, TensorType(Int64, ShapeOf(end-start)))
+	return c.out(0, graph.TensorType(graph.Int64, graph.ShapeOf(end-start)))
 }
 
 func inferSize(c *inferNode) error {
@@ -988,11 +968,11 @@ func inferSize(c *inferNode) error {
 		p := dimsProduct(in)
 		c.outData(0, symData{vals: []symInt{symFromDim(p)}, scalar: true})
 	}
-	return c.out(0, TensorType(Int64, Shape{}))
+	return c.out(0, graph.TensorType(graph.Int64, graph.Shape{}))
 }
 
 func inferConstantOfShape(c *inferNode) error {
-	elem := Float
+	elem := graph.Float
 	if a := c.n.Attr("value"); a != nil && a.Tensor != nil {
 		elem = a.Tensor.DType
 	}
@@ -1002,18 +982,18 @@ func inferConstantOfShape(c *inferNode) error {
 			if s[0].Value > int64(c.inf.lim.MaxRank) {
 				return fmt.Errorf("shape input of %d entries gives a rank over the limit of %d", s[0].Value, c.inf.lim.MaxRank)
 			}
-			return c.out(0, TensorType(elem, unknownDims(int(s[0].Value))))
+			return c.out(0, graph.TensorType(elem, unknownDims(int(s[0].Value))))
 		}
-		return c.out(0, UnrankedTensor(elem))
+		return c.out(0, graph.UnrankedTensor(elem))
 	}
-	out := make(Shape, len(d.vals))
+	out := make(graph.Shape, len(d.vals))
 	for i, v := range d.vals {
 		if v.known && v.v < 0 {
 			return fmt.Errorf("negative dimension %d", v.v)
 		}
 		out[i] = v.dim()
 	}
-	if a := c.n.Attr("value"); elem == Int64 && len(out) == 1 && out[0].Known() && out[0].Value <= maxTrackedElements && a != nil && a.Tensor != nil {
+	if a := c.n.Attr("value"); elem == graph.Int64 && len(out) == 1 && out[0].Known() && out[0].Value <= maxTrackedElements && a != nil && a.Tensor != nil {
 		if v, err := a.Tensor.Int64s(); err == nil && len(v) == 1 {
 			vals := make([]symInt, out[0].Value)
 			for i := range vals {
@@ -1022,54 +1002,11 @@ func inferConstantOfShape(c *inferNode) error {
 			c.outData(0, symData{vals: vals})
 		}
 	}
-	return c.out(0, TensorType(elem, out))
-}
-
-// ConstantValue returns the tensor a Constant node produces, decoding the value_* attribute
-// forms of opsets 12 and later.
-func ConstantValue(n *Node) (*Tensor, error) {
-	name := ""
-	if len(n.Outputs) > 0 {
-		name = n.Outputs[0]
-	}
-	for _, a := range n.Attrs {
-		switch a.Name {
-		case "value":
-			if a.Tensor == nil {
-				return nil, fmt.Errorf("value attribute holds no tensor")
-			}
-			t := *a.Tensor
-			t.Name = name
-			return &t, nil
-		case "sparse_value":
-			if a.Sparse == nil {
-				return nil, fmt.Errorf("sparse_value attribute holds no sparse tensor")
-			}
-			t, err := densify(a.Sparse, DefaultLimits())
-			if err != nil {
-				return nil, err
-			}
-			t.Name = name
-			return t, nil
-		case "value_float":
-			return TensorFromFloat32(name, nil, []float32{a.Float}), nil
-		case "value_floats":
-			return TensorFromFloat32(name, []int64{int64(len(a.Floats))}, a.Floats), nil
-		case "value_int":
-			return TensorFromInt64(name, nil, []int64{a.Int}), nil
-		case "value_ints":
-			return TensorFromInt64(name, []int64{int64(len(a.Ints))}, a.Ints), nil
-		case "value_string":
-			return &Tensor{Name: name, DType: String, Strings: [][]byte{a.String}}, nil
-		case "value_strings":
-			return &Tensor{Name: name, DType: String, Dims: []int64{int64(len(a.Strings))}, Strings: a.Strings}, nil
-		}
-	}
-	return nil, fmt.Errorf("Constant has no value attribute")
+	return c.out(0, graph.TensorType(elem, out))
 }
 
 func inferConstant(c *inferNode) error {
-	t, err := ConstantValue(c.n)
+	t, err := graph.ConstantValue(c.n)
 	if err != nil {
 		return err
 	}
@@ -1092,9 +1029,9 @@ func inferRange(c *inferNode) error {
 		d, ok3 := c.ints(2)
 		if ok1 && ok2 && ok3 && len(s.vals) == 1 && len(l.vals) == 1 && len(d) == 1 && d[0] == 1 {
 			n := symArith("-", l.vals[0], s.vals[0])
-			return c.out(0, TensorType(elem, Shape{n.dim()}))
+			return c.out(0, graph.TensorType(elem, graph.Shape{n.dim()}))
 		}
-		return c.out(0, TensorType(elem, unknownDims(1)))
+		return c.out(0, graph.TensorType(elem, unknownDims(1)))
 	}
 	s, e1 := st.Float64s()
 	l, e2 := lt.Float64s()
@@ -1109,43 +1046,43 @@ func inferRange(c *inferNode) error {
 	if n > float64(c.inf.lim.MaxElements) {
 		return fmt.Errorf("range of %g elements over the limit", n)
 	}
-	if elem == Int64 && n <= maxTrackedElements {
+	if elem == graph.Int64 && n <= maxTrackedElements {
 		vals := make([]symInt, int(n))
 		for i := range vals {
 			vals[i] = knownInt(int64(s[0]) + int64(i)*int64(d[0]))
 		}
 		c.outData(0, symData{vals: vals})
 	}
-	return c.out(0, TensorType(elem, ShapeOf(int64(n))))
+	return c.out(0, graph.TensorType(elem, graph.ShapeOf(int64(n))))
 }
 
 func inferOneHot(c *inferNode) error {
 	elem := c.elem(2)
 	idx, ok := c.shape(0)
 	if !ok {
-		return c.out(0, UnrankedTensor(elem))
+		return c.out(0, graph.UnrankedTensor(elem))
 	}
-	depth := UnknownDim()
+	depth := graph.UnknownDim()
 	if t := c.constant(1); t != nil {
 		if v, err := t.Float64s(); err == nil && len(v) == 1 {
-			depth = DimOf(int64(v[0]))
+			depth = graph.DimOf(int64(v[0]))
 		}
 	}
-	ax, err := normAxis(c.n.AttrInt("axis", -1), len(idx)+1)
+	ax, err := graph.NormAxis(c.n.AttrInt("axis", -1), len(idx)+1)
 	if err != nil {
 		return err
 	}
-	out := append(append(append(Shape{}, idx[:ax]...), depth), idx[ax:]...)
-	return c.out(0, TensorType(elem, out))
+	out := append(append(append(graph.Shape{}, idx[:ax]...), depth), idx[ax:]...)
+	return c.out(0, graph.TensorType(elem, out))
 }
 
 func inferEyeLike(c *inferNode) error {
 	t := c.in(0).Clone()
 	if a := c.n.Attr("dtype"); a != nil {
-		t.Elem = DataType(a.Int)
+		t.Elem = graph.DataType(a.Int)
 	}
-	if t.Kind == KindUnknown {
-		t.Kind = KindTensor
+	if t.Kind == graph.KindUnknown {
+		t.Kind = graph.KindTensor
 	}
 	return c.out(0, t)
 }
@@ -1154,52 +1091,52 @@ func inferCompress(c *inferNode) error {
 	in, ok := c.shape(0)
 	a := c.n.Attr("axis")
 	if a == nil || !ok {
-		return c.out(0, TensorType(c.elem(0), unknownDims(1)))
+		return c.out(0, graph.TensorType(c.elem(0), unknownDims(1)))
 	}
-	ax, err := normAxis(a.Int, len(in))
+	ax, err := graph.NormAxis(a.Int, len(in))
 	if err != nil {
 		return err
 	}
 	out := in.Clone()
-	out[ax] = UnknownDim()
-	return c.out(0, TensorType(c.elem(0), out))
+	out[ax] = graph.UnknownDim()
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferNonZero(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok {
-		return c.out(0, TensorType(Int64, unknownDims(2)))
+		return c.out(0, graph.TensorType(graph.Int64, unknownDims(2)))
 	}
-	return c.out(0, TensorType(Int64, Shape{DimOf(int64(len(in))), UnknownDim()}))
+	return c.out(0, graph.TensorType(graph.Int64, graph.Shape{graph.DimOf(int64(len(in))), graph.UnknownDim()}))
 }
 
 func inferTopK(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok {
-		if err := c.out(0, UnrankedTensor(c.elem(0))); err != nil {
+		if err := c.out(0, graph.UnrankedTensor(c.elem(0))); err != nil {
 			return err
 		}
-		return c.out(1, UnrankedTensor(Int64))
+		return c.out(1, graph.UnrankedTensor(graph.Int64))
 	}
-	ax, err := normAxis(c.n.AttrInt("axis", -1), len(in))
+	ax, err := graph.NormAxis(c.n.AttrInt("axis", -1), len(in))
 	if err != nil {
 		return err
 	}
-	k := UnknownDim()
+	k := graph.UnknownDim()
 	if c.opset < 10 {
-		k = DimOf(c.n.AttrInt("k", 0))
+		k = graph.DimOf(c.n.AttrInt("k", 0))
 	} else if v, ok := c.ints(1); ok && len(v) == 1 {
-		k = DimOf(v[0])
+		k = graph.DimOf(v[0])
 	}
 	out := in.Clone()
 	out[ax] = k
-	if err := c.out(0, TensorType(c.elem(0), out)); err != nil {
+	if err := c.out(0, graph.TensorType(c.elem(0), out)); err != nil {
 		return err
 	}
-	return c.out(1, TensorType(Int64, out))
+	return c.out(1, graph.TensorType(graph.Int64, out))
 }
 
-func reducedShape(in Shape, axes []int64, keep bool) (Shape, error) {
+func reducedShape(in graph.Shape, axes []int64, keep bool) (graph.Shape, error) {
 	red := map[int]bool{}
 	if len(axes) == 0 {
 		for i := range in {
@@ -1207,19 +1144,19 @@ func reducedShape(in Shape, axes []int64, keep bool) (Shape, error) {
 		}
 	}
 	for _, a := range axes {
-		ax, err := normAxis(a, len(in))
+		ax, err := graph.NormAxis(a, len(in))
 		if err != nil {
 			return nil, err
 		}
 		red[ax] = true
 	}
-	out := Shape{}
+	out := graph.Shape{}
 	for i, d := range in {
 		switch {
 		case !red[i]:
 			out = append(out, d)
 		case keep:
-			out = append(out, DimOf(1))
+			out = append(out, graph.DimOf(1))
 		}
 	}
 	return out, nil
@@ -1228,14 +1165,14 @@ func reducedShape(in Shape, axes []int64, keep bool) (Shape, error) {
 func inferArgReduce(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok {
-		return c.out(0, UnrankedTensor(Int64))
+		return c.out(0, graph.UnrankedTensor(graph.Int64))
 	}
 	ax := c.n.AttrInt("axis", 0)
 	out, err := reducedShape(in, []int64{ax}, c.n.AttrInt("keepdims", 1) != 0)
 	if err != nil {
 		return err
 	}
-	return c.out(0, TensorType(Int64, out))
+	return c.out(0, graph.TensorType(graph.Int64, out))
 }
 
 func inferReduce(c *inferNode) error {
@@ -1248,12 +1185,12 @@ func inferReduce(c *inferNode) error {
 	keep := c.n.AttrInt("keepdims", 1) != 0
 	if !ok || !known {
 		if ok && keep {
-			return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+			return c.out(0, graph.TensorType(c.elem(0), unknownDims(len(in))))
 		}
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	if (!given || len(axes) == 0) && c.n.AttrInt("noop_with_empty_axes", 0) != 0 {
-		return c.out(0, TensorType(c.elem(0), in.Clone()))
+		return c.out(0, graph.TensorType(c.elem(0), in.Clone()))
 	}
 	out, err := reducedShape(in, axes, keep)
 	if err != nil {
@@ -1268,37 +1205,37 @@ func inferReduce(c *inferNode) error {
 			c.outData(0, symData{vals: []symInt{p}, scalar: true})
 		}
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
 func inferDepthToSpace(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok || len(in) != 4 {
-		return c.out(0, TensorType(c.elem(0), unknownDims(4)))
+		return c.out(0, graph.TensorType(c.elem(0), unknownDims(4)))
 	}
 	b := c.n.AttrInt("blocksize", 0)
 	if b <= 0 {
 		return fmt.Errorf("blocksize %d", b)
 	}
-	return c.out(0, TensorType(c.elem(0), Shape{in[0], dimDiv(in[1], b*b, false), dimMul(in[2], DimOf(b)), dimMul(in[3], DimOf(b))}))
+	return c.out(0, graph.TensorType(c.elem(0), graph.Shape{in[0], dimDiv(in[1], b*b, false), dimMul(in[2], graph.DimOf(b)), dimMul(in[3], graph.DimOf(b))}))
 }
 
 func inferSpaceToDepth(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok || len(in) != 4 {
-		return c.out(0, TensorType(c.elem(0), unknownDims(4)))
+		return c.out(0, graph.TensorType(c.elem(0), unknownDims(4)))
 	}
 	b := c.n.AttrInt("blocksize", 0)
 	if b <= 0 {
 		return fmt.Errorf("blocksize %d", b)
 	}
-	return c.out(0, TensorType(c.elem(0), Shape{in[0], dimMul(in[1], DimOf(b*b)), dimDiv(in[2], b, false), dimDiv(in[3], b, false)}))
+	return c.out(0, graph.TensorType(c.elem(0), graph.Shape{in[0], dimMul(in[1], graph.DimOf(b*b)), dimDiv(in[2], b, false), dimDiv(in[3], b, false)}))
 }
 
 func inferResize(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	var scales []float64
 	var sizes []int64
@@ -1326,7 +1263,7 @@ func inferResize(c *inferNode) error {
 	if a := c.n.AttrInts("axes"); a != nil && c.n.OpType == "Resize" {
 		axes = axes[:0]
 		for _, v := range a {
-			ax, err := normAxis(v, len(in))
+			ax, err := graph.NormAxis(v, len(in))
 			if err != nil {
 				return err
 			}
@@ -1347,7 +1284,7 @@ func inferResize(c *inferNode) error {
 			}
 			for i, ax := range axes {
 				if !in[ax].Known() {
-					return c.out(0, TensorType(c.elem(0), unknownDims(len(in))))
+					return c.out(0, graph.TensorType(c.elem(0), unknownDims(len(in))))
 				}
 				s := float64(sizes[i]) / float64(in[ax].Value)
 				if (policy == "not_larger" && s < scale) || (policy == "not_smaller" && s > scale) {
@@ -1355,12 +1292,12 @@ func inferResize(c *inferNode) error {
 				}
 			}
 			for _, ax := range axes {
-				out[ax] = DimOf(int64(math.Round(float64(in[ax].Value) * scale)))
+				out[ax] = graph.DimOf(int64(math.Round(float64(in[ax].Value) * scale)))
 			}
 			break
 		}
 		for i, ax := range axes {
-			out[ax] = DimOf(sizes[i])
+			out[ax] = graph.DimOf(sizes[i])
 		}
 	case scales != nil:
 		if len(scales) != len(axes) {
@@ -1368,31 +1305,31 @@ func inferResize(c *inferNode) error {
 		}
 		for i, ax := range axes {
 			if in[ax].Known() {
-				out[ax] = DimOf(int64(math.Floor(float64(in[ax].Value) * scales[i])))
+				out[ax] = graph.DimOf(int64(math.Floor(float64(in[ax].Value) * scales[i])))
 			} else if scales[i] != 1 {
 				if scales[i] == math.Trunc(scales[i]) && scales[i] > 0 {
-					out[ax] = dimMul(in[ax], DimOf(int64(scales[i])))
+					out[ax] = dimMul(in[ax], graph.DimOf(int64(scales[i])))
 				} else {
-					out[ax] = UnknownDim()
+					out[ax] = graph.UnknownDim()
 				}
 			}
 		}
 	default:
 		out = unknownDims(len(in))
 	}
-	return c.out(0, TensorType(c.elem(0), out))
+	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
-func matmulShape(a, b Shape) (Shape, error) {
+func matmulShape(a, b graph.Shape) (graph.Shape, error) {
 	if len(a) == 0 || len(b) == 0 {
 		return nil, fmt.Errorf("operands must have rank 1 or more, got %v and %v", a, b)
 	}
 	aa, bb := a, b
 	if len(a) == 1 {
-		aa = Shape{DimOf(1), a[0]}
+		aa = graph.Shape{graph.DimOf(1), a[0]}
 	}
 	if len(b) == 1 {
-		bb = Shape{b[0], DimOf(1)}
+		bb = graph.Shape{b[0], graph.DimOf(1)}
 	}
 	k1, k2 := aa[len(aa)-1], bb[len(bb)-2]
 	if k1.Known() && k2.Known() && k1.Value != k2.Value {
@@ -1415,38 +1352,38 @@ func matmulShape(a, b Shape) (Shape, error) {
 func inferMatMul(c *inferNode) error {
 	elem := c.elem(0)
 	if c.n.OpType == "MatMulInteger" {
-		elem = Int32
+		elem = graph.Int32
 	}
 	a, ok := c.shape(0)
 	b, ok2 := c.shape(1)
 	if !ok || !ok2 {
-		return c.out(0, UnrankedTensor(elem))
+		return c.out(0, graph.UnrankedTensor(elem))
 	}
 	out, err := matmulShape(a, b)
 	if err != nil {
 		return err
 	}
-	return c.out(0, TensorType(elem, out))
+	return c.out(0, graph.TensorType(elem, out))
 }
 
 func inferQLinearMatMul(c *inferNode) error {
 	a, ok := c.shape(0)
 	b, ok2 := c.shape(3)
 	if !ok || !ok2 {
-		return c.out(0, UnrankedTensor(c.elem(7)))
+		return c.out(0, graph.UnrankedTensor(c.elem(7)))
 	}
 	out, err := matmulShape(a, b)
 	if err != nil {
 		return err
 	}
-	return c.out(0, TensorType(c.elem(7), out))
+	return c.out(0, graph.TensorType(c.elem(7), out))
 }
 
 func inferGemm(c *inferNode) error {
 	a, ok := c.shape(0)
 	b, ok2 := c.shape(1)
 	if !ok || !ok2 || len(a) != 2 || len(b) != 2 {
-		return c.out(0, TensorType(c.elem(0), unknownDims(2)))
+		return c.out(0, graph.TensorType(c.elem(0), unknownDims(2)))
 	}
 	m, k1 := a[0], a[1]
 	if c.n.AttrInt("transA", 0) != 0 {
@@ -1459,7 +1396,7 @@ func inferGemm(c *inferNode) error {
 	if k1.Known() && k2.Known() && k1.Value != k2.Value {
 		return fmt.Errorf("inner dimensions differ: %v and %v", k1, k2)
 	}
-	return c.out(0, TensorType(c.elem(0), Shape{m, n}))
+	return c.out(0, graph.TensorType(c.elem(0), graph.Shape{m, n}))
 }
 
 func inferBatchNorm(c *inferNode) error {
@@ -1482,26 +1419,26 @@ func inferLayerNorm(c *inferNode) error {
 	if err := c.out(0, c.in(0)); err != nil {
 		return err
 	}
-	stash := DataType(c.n.AttrInt("stash_type", 1))
+	stash := graph.DataType(c.n.AttrInt("stash_type", 1))
 	in, ok := c.shape(0)
 	if !ok {
 		for i := 1; i < 3; i++ {
-			if err := c.out(i, UnrankedTensor(stash)); err != nil {
+			if err := c.out(i, graph.UnrankedTensor(stash)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	ax, err := normAxis(c.n.AttrInt("axis", -1), len(in))
+	ax, err := graph.NormAxis(c.n.AttrInt("axis", -1), len(in))
 	if err != nil {
 		return err
 	}
 	s := in.Clone()
 	for i := ax; i < len(s); i++ {
-		s[i] = DimOf(1)
+		s[i] = graph.DimOf(1)
 	}
 	for i := 1; i < 3; i++ {
-		if err := c.out(i, TensorType(stash, s)); err != nil {
+		if err := c.out(i, graph.TensorType(stash, s)); err != nil {
 			return err
 		}
 	}
@@ -1509,73 +1446,73 @@ func inferLayerNorm(c *inferNode) error {
 }
 
 func inferQuantize(c *inferNode) error {
-	elem := Uint8
+	elem := graph.Uint8
 	if c.has(2) {
 		elem = c.elem(2)
 	}
 	if a := c.n.Attr("output_dtype"); a != nil && a.Int != 0 {
-		elem = DataType(a.Int)
+		elem = graph.DataType(a.Int)
 	}
 	t := c.in(0).Clone()
-	t.Kind, t.Elem = KindTensor, elem
+	t.Kind, t.Elem = graph.KindTensor, elem
 	return c.out(0, t)
 }
 
 func inferDequantize(c *inferNode) error {
 	elem := c.elem(1)
-	if elem == Undefined {
-		elem = Float
+	if elem == graph.Undefined {
+		elem = graph.Float
 	}
 	if a := c.n.Attr("output_dtype"); a != nil && a.Int != 0 {
-		elem = DataType(a.Int)
+		elem = graph.DataType(a.Int)
 	}
 	t := c.in(0).Clone()
-	t.Kind, t.Elem = KindTensor, elem
+	t.Kind, t.Elem = graph.KindTensor, elem
 	return c.out(0, t)
 }
 
 func inferDynamicQuantize(c *inferNode) error {
 	t := c.in(0).Clone()
-	t.Kind, t.Elem = KindTensor, Uint8
+	t.Kind, t.Elem = graph.KindTensor, graph.Uint8
 	if err := c.out(0, t); err != nil {
 		return err
 	}
-	if err := c.out(1, TensorType(Float, Shape{})); err != nil {
+	if err := c.out(1, graph.TensorType(graph.Float, graph.Shape{})); err != nil {
 		return err
 	}
-	return c.out(2, TensorType(Uint8, Shape{}))
+	return c.out(2, graph.TensorType(graph.Uint8, graph.Shape{}))
 }
 
 func inferNMS(c *inferNode) error {
-	return c.out(0, TensorType(Int64, Shape{UnknownDim(), DimOf(3)}))
+	return c.out(0, graph.TensorType(graph.Int64, graph.Shape{graph.UnknownDim(), graph.DimOf(3)}))
 }
 
 func inferDet(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok || len(in) < 2 {
-		return c.out(0, UnrankedTensor(c.elem(0)))
+		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
-	return c.out(0, TensorType(c.elem(0), in[:len(in)-2].Clone()))
+	return c.out(0, graph.TensorType(c.elem(0), in[:len(in)-2].Clone()))
 }
 
 func inferUnique(c *inferNode) error {
 	in, ok := c.shape(0)
 	a := c.n.Attr("axis")
-	y := TensorType(c.elem(0), unknownDims(1))
-	inv := TensorType(Int64, unknownDims(1))
+	y := graph.TensorType(c.elem(0), unknownDims(1))
+	inv := graph.TensorType(graph.Int64, unknownDims(1))
 	if a != nil && ok {
-		ax, err := normAxis(a.Int, len(in))
+		ax, err := graph.NormAxis(a.Int, len(in))
 		if err != nil {
 			return err
 		}
 		s := in.Clone()
-		s[ax] = UnknownDim()
-		y = TensorType(c.elem(0), s)
-		inv = TensorType(Int64, Shape{in[ax]})
+		s[ax] = graph.UnknownDim()
+		y = graph.TensorType(c.elem(0), s)
+		inv = graph.TensorType(graph.Int64, graph.Shape{in[ax]})
 	} else if ok {
-		inv = TensorType(Int64, Shape{dimsProduct(in)})
+		inv = graph.TensorType(graph.Int64, graph.Shape{dimsProduct(in)})
 	}
-	for i, t := range []Type{y, TensorType(Int64, unknownDims(1)), inv, TensorType(Int64, unknownDims(1))} {
+	for i, t := range []graph.Type{y, graph.TensorType(graph.Int64, unknownDims(1)), inv, graph.TensorType(graph.Int64, unknownDims(1))} {
 		if err := c.out(i, t); err != nil {
 			return err
 		}
@@ -1584,32 +1521,34 @@ func inferUnique(c *inferNode) error {
 }
 
 func inferOptional(c *inferNode) error {
-	var inner Type
+	var inner graph.Type
 	if c.has(0) {
 		inner = c.in(0).Clone()
 	} else if a := c.n.Attr("type"); a != nil && a.TypeProto != nil {
 		inner = a.TypeProto.Clone()
 	}
-	return c.out(0, Type{Kind: KindOptional, Inner: &inner})
+	return c.out(0, graph.Type{Kind: graph.KindOptional, Inner: &inner})
 }
 
 func inferOptionalGet(c *inferNode) error {
 	t := c.in(0)
-	if t.Kind == KindOptional {
+	if t.Kind == graph.KindOptional {
 		if t.Inner == nil {
-			return c.out(0, Type{})
+			return c.out(0, graph.Type{})
 		}
 		return c.out(0, *t.Inner)
 	}
 	return c.out(0, t)
 }
 
-func inferOptionalHas(c *inferNode) error { return c.out(0, TensorType(Bool, Shape{})) }
+func inferOptionalHas(c *inferNode) error {
+	return c.out(0, graph.TensorType(graph.Bool, graph.Shape{}))
+}
 
-func seqOf(t Type) Type { return Type{Kind: KindSequence, Inner: &t} }
+func seqOf(t graph.Type) graph.Type { return graph.Type{Kind: graph.KindSequence, Inner: &t} }
 
 func inferSeqConstruct(c *inferNode) error {
-	var elem Type
+	var elem graph.Type
 	for i := 0; i < c.numIn(); i++ {
 		if i == 0 {
 			elem = c.in(0).Clone()
@@ -1621,13 +1560,13 @@ func inferSeqConstruct(c *inferNode) error {
 }
 
 func inferSeqEmpty(c *inferNode) error {
-	elem := DataType(c.n.AttrInt("dtype", int64(Float)))
-	return c.out(0, seqOf(UnrankedTensor(elem)))
+	elem := graph.DataType(c.n.AttrInt("dtype", int64(graph.Float)))
+	return c.out(0, seqOf(graph.UnrankedTensor(elem)))
 }
 
 func inferSeqInsert(c *inferNode) error {
 	s := c.in(0)
-	if s.Kind != KindSequence || s.Inner == nil {
+	if s.Kind != graph.KindSequence || s.Inner == nil {
 		return c.out(0, seqOf(c.in(1)))
 	}
 	return c.out(0, seqOf(unifyTypes(*s.Inner, c.in(1))))
@@ -1635,22 +1574,24 @@ func inferSeqInsert(c *inferNode) error {
 
 func inferSeqAt(c *inferNode) error {
 	s := c.in(0)
-	if s.Kind != KindSequence || s.Inner == nil {
-		return c.out(0, Type{})
+	if s.Kind != graph.KindSequence || s.Inner == nil {
+		return c.out(0, graph.Type{})
 	}
 	return c.out(0, *s.Inner)
 }
 
-func inferSeqLength(c *inferNode) error { return c.out(0, TensorType(Int64, Shape{})) }
+func inferSeqLength(c *inferNode) error {
+	return c.out(0, graph.TensorType(graph.Int64, graph.Shape{}))
+}
 
 func inferConcatFromSeq(c *inferNode) error {
 	s := c.in(0)
-	if s.Kind != KindSequence || s.Inner == nil || !s.Inner.Ranked {
-		elem := Undefined
+	if s.Kind != graph.KindSequence || s.Inner == nil || !s.Inner.Ranked {
+		elem := graph.Undefined
 		if s.Inner != nil {
 			elem = s.Inner.Elem
 		}
-		return c.out(0, UnrankedTensor(elem))
+		return c.out(0, graph.UnrankedTensor(elem))
 	}
 	in := s.Inner.Shape
 	newAxis := c.n.AttrInt("new_axis", 0) != 0
@@ -1658,26 +1599,26 @@ func inferConcatFromSeq(c *inferNode) error {
 	if newAxis {
 		rank++
 	}
-	ax, err := normAxis(c.n.AttrInt("axis", 0), rank)
+	ax, err := graph.NormAxis(c.n.AttrInt("axis", 0), rank)
 	if err != nil {
 		return err
 	}
-	var out Shape
+	var out graph.Shape
 	if newAxis {
-		out = append(append(append(Shape{}, in[:ax]...), UnknownDim()), in[ax:]...)
+		out = append(append(append(graph.Shape{}, in[:ax]...), graph.UnknownDim()), in[ax:]...)
 	} else {
 		out = in.Clone()
-		out[ax] = UnknownDim()
+		out[ax] = graph.UnknownDim()
 	}
-	return c.out(0, TensorType(s.Inner.Elem, out))
+	return c.out(0, graph.TensorType(s.Inner.Elem, out))
 }
 
 func inferSplitToSeq(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok {
-		return c.out(0, seqOf(UnrankedTensor(c.elem(0))))
+		return c.out(0, seqOf(graph.UnrankedTensor(c.elem(0))))
 	}
-	ax, err := normAxis(c.n.AttrInt("axis", 0), len(in))
+	ax, err := graph.NormAxis(c.n.AttrInt("axis", 0), len(in))
 	if err != nil {
 		return err
 	}
@@ -1686,65 +1627,65 @@ func inferSplitToSeq(c *inferNode) error {
 		if c.n.AttrInt("keepdims", 1) == 0 {
 			out = append(out[:ax:ax], in[ax+1:]...)
 		} else {
-			out[ax] = DimOf(1)
+			out[ax] = graph.DimOf(1)
 		}
 	} else if s, ok := c.shape(1); ok && len(s) == 0 {
 		if v, ok := c.ints(1); ok && len(v) == 1 && in[ax].Known() && v[0] > 0 && in[ax].Value%v[0] == 0 {
-			out[ax] = DimOf(v[0])
+			out[ax] = graph.DimOf(v[0])
 		} else {
-			out[ax] = UnknownDim()
+			out[ax] = graph.UnknownDim()
 		}
 	} else {
-		out[ax] = UnknownDim()
+		out[ax] = graph.UnknownDim()
 	}
-	return c.out(0, seqOf(TensorType(c.elem(0), out)))
+	return c.out(0, seqOf(graph.TensorType(c.elem(0), out)))
 }
 
 func inferRandomLike(c *inferNode) error {
 	t := c.in(0).Clone()
-	if t.Kind == KindUnknown {
-		t.Kind = KindTensor
+	if t.Kind == graph.KindUnknown {
+		t.Kind = graph.KindTensor
 	}
 	if a := c.n.Attr("dtype"); a != nil {
-		t.Elem = DataType(a.Int)
+		t.Elem = graph.DataType(a.Int)
 	}
 	return c.out(0, t)
 }
 
 func inferRandom(c *inferNode) error {
-	elem := DataType(c.n.AttrInt("dtype", int64(Float)))
+	elem := graph.DataType(c.n.AttrInt("dtype", int64(graph.Float)))
 	s := c.n.AttrInts("shape")
-	return c.out(0, TensorType(elem, ShapeOf(s...)))
+	return c.out(0, graph.TensorType(elem, graph.ShapeOf(s...)))
 }
 
 func inferMultinomial(c *inferNode) error {
 	in, ok := c.shape(0)
-	elem := DataType(c.n.AttrInt("dtype", int64(Int32)))
+	elem := graph.DataType(c.n.AttrInt("dtype", int64(graph.Int32)))
 	if !ok || len(in) != 2 {
-		return c.out(0, TensorType(elem, unknownDims(2)))
+		return c.out(0, graph.TensorType(elem, unknownDims(2)))
 	}
-	return c.out(0, TensorType(elem, Shape{in[0], DimOf(c.n.AttrInt("sample_size", 1))}))
+	return c.out(0, graph.TensorType(elem, graph.Shape{in[0], graph.DimOf(c.n.AttrInt("sample_size", 1))}))
 }
 
 func inferWindow(c *inferNode) error {
-	elem := DataType(c.n.AttrInt("output_datatype", int64(Float)))
-	size := UnknownDim()
+	elem := graph.DataType(c.n.AttrInt("output_datatype", int64(graph.Float)))
+	size := graph.UnknownDim()
 	if v, ok := c.ints(0); ok && len(v) == 1 {
-		size = DimOf(v[0])
+		size = graph.DimOf(v[0])
 	}
-	return c.out(0, TensorType(elem, Shape{size}))
+	return c.out(0, graph.TensorType(elem, graph.Shape{size}))
 }
 
 func inferMelWeight(c *inferNode) error {
-	elem := DataType(c.n.AttrInt("output_datatype", int64(Float)))
-	bins, dft := UnknownDim(), UnknownDim()
+	elem := graph.DataType(c.n.AttrInt("output_datatype", int64(graph.Float)))
+	bins, dft := graph.UnknownDim(), graph.UnknownDim()
 	if v, ok := c.ints(0); ok && len(v) == 1 {
-		bins = DimOf(v[0])
+		bins = graph.DimOf(v[0])
 	}
 	if v, ok := c.ints(1); ok && len(v) == 1 {
-		dft = DimOf(v[0]/2 + 1)
+		dft = graph.DimOf(v[0]/2 + 1)
 	}
-	return c.out(0, TensorType(elem, Shape{dft, bins}))
+	return c.out(0, graph.TensorType(elem, graph.Shape{dft, bins}))
 }
 
 func inferTfIdf(c *inferNode) error {
@@ -1755,18 +1696,18 @@ func inferTfIdf(c *inferNode) error {
 			width = v + 1
 		}
 	}
-	w := DimOf(width)
+	w := graph.DimOf(width)
 	if width < 0 {
-		w = UnknownDim()
+		w = graph.UnknownDim()
 	}
 	if !ok {
-		return c.out(0, UnrankedTensor(Float))
+		return c.out(0, graph.UnrankedTensor(graph.Float))
 	}
 	switch len(in) {
 	case 1:
-		return c.out(0, TensorType(Float, Shape{w}))
+		return c.out(0, graph.TensorType(graph.Float, graph.Shape{w}))
 	case 2:
-		return c.out(0, TensorType(Float, Shape{in[0], w}))
+		return c.out(0, graph.TensorType(graph.Float, graph.Shape{in[0], w}))
 	}
 	return fmt.Errorf("input must be 1-D or 2-D, got %v", in)
 }
@@ -1774,16 +1715,16 @@ func inferTfIdf(c *inferNode) error {
 func inferStringNormalizer(c *inferNode) error {
 	in, ok := c.shape(0)
 	if !ok {
-		return c.out(0, UnrankedTensor(String))
+		return c.out(0, graph.UnrankedTensor(graph.String))
 	}
 	if len(in) != 1 && len(in) != 2 {
 		return fmt.Errorf("input must be 1-D or 2-D, got %v", in)
 	}
 	out := in.Clone()
 	if a := c.n.Attr("stopwords"); a != nil && len(a.Strings) > 0 {
-		out[len(out)-1] = UnknownDim()
+		out[len(out)-1] = graph.UnknownDim()
 	}
-	return c.out(0, TensorType(String, out))
+	return c.out(0, graph.TensorType(graph.String, out))
 }
 
 func inferNLLLoss(c *inferNode) error {
@@ -1792,7 +1733,7 @@ func inferNLLLoss(c *inferNode) error {
 		s, ok := c.shape(1)
 		return c.out(0, tensorOut(elem, s, ok))
 	}
-	return c.out(0, TensorType(elem, Shape{}))
+	return c.out(0, graph.TensorType(elem, graph.Shape{}))
 }
 
 func inferSCELoss(c *inferNode) error {
@@ -1802,7 +1743,7 @@ func inferSCELoss(c *inferNode) error {
 		s, ok := c.shape(1)
 		err = c.out(0, tensorOut(elem, s, ok))
 	} else {
-		err = c.out(0, TensorType(elem, Shape{}))
+		err = c.out(0, graph.TensorType(elem, graph.Shape{}))
 	}
 	if err != nil {
 		return err
@@ -1845,7 +1786,7 @@ type MatMulDims struct {
 // MatMulShapes applies MatMul's shape rule to the shapes a and b of A and B.
 func MatMulShapes(a, b []int64) (MatMulDims, error) {
 	var d MatMulDims
-	out, err := matmulShape(ShapeOf(a...), ShapeOf(b...))
+	out, err := matmulShape(graph.ShapeOf(a...), graph.ShapeOf(b...))
 	if err != nil {
 		return d, fmt.Errorf("MatMul: %w", err)
 	}

@@ -1,7 +1,9 @@
-package graph
+package infer
 
 import (
 	"strconv"
+
+	"github.com/loomrt/loom/go/graph"
 )
 
 // symInt is one element of a small integer tensor whose contents shape inference tracks: a known
@@ -14,20 +16,20 @@ type symInt struct {
 
 func knownInt(v int64) symInt { return symInt{v: v, known: true} }
 
-func (s symInt) dim() Dim {
+func (s symInt) dim() graph.Dim {
 	if s.known {
 		if s.v < 0 {
-			return UnknownDim()
+			return graph.UnknownDim()
 		}
-		return DimOf(s.v)
+		return graph.DimOf(s.v)
 	}
 	if s.sym != "" {
-		return SymDim(s.sym)
+		return graph.SymDim(s.sym)
 	}
-	return UnknownDim()
+	return graph.UnknownDim()
 }
 
-func symFromDim(d Dim) symInt {
+func symFromDim(d graph.Dim) symInt {
 	if d.Known() {
 		return knownInt(d.Value)
 	}
@@ -43,60 +45,60 @@ type symData struct {
 // The dimension arithmetic below keeps numbers exact and symbolic sizes as canonical linear
 // forms (see linForm); a result that is negative or depends on an unknown size is unknown.
 
-func dimBinary(a, b Dim, fn func(x, y linForm) linForm) Dim {
+func dimBinary(a, b graph.Dim, fn func(x, y linForm) linForm) graph.Dim {
 	x, ok1 := dimForm(a)
 	y, ok2 := dimForm(b)
 	if !ok1 || !ok2 {
-		return UnknownDim()
+		return graph.UnknownDim()
 	}
 	return formDim(fn(x, y))
 }
 
-func dimAdd(a, b Dim) Dim {
+func dimAdd(a, b graph.Dim) graph.Dim {
 	return dimBinary(a, b, func(x, y linForm) linForm { return x.add(y, 1) })
 }
 
-func dimSub(a, b Dim) Dim {
+func dimSub(a, b graph.Dim) graph.Dim {
 	return dimBinary(a, b, func(x, y linForm) linForm { return x.add(y, -1) })
 }
 
-func dimMul(a, b Dim) Dim {
+func dimMul(a, b graph.Dim) graph.Dim {
 	if (a.Known() && a.Value == 0) || (b.Known() && b.Value == 0) {
-		return DimOf(0)
+		return graph.DimOf(0)
 	}
 	return dimBinary(a, b, mulForm)
 }
 
 // dimAddConst adds a constant that may be negative.
-func dimAddConst(a Dim, k int64) Dim {
+func dimAddConst(a graph.Dim, k int64) graph.Dim {
 	if a.Known() {
 		if a.Value+k < 0 {
-			return UnknownDim()
+			return graph.UnknownDim()
 		}
-		return DimOf(a.Value + k)
+		return graph.DimOf(a.Value + k)
 	}
 	f, ok := dimForm(a)
 	if !ok {
-		return UnknownDim()
+		return graph.UnknownDim()
 	}
 	f = f.add(linForm{c: k}, 1)
 	return formDim(f)
 }
 
 // dimDiv divides by a positive constant, rounding down (or up when ceil is set).
-func dimDiv(a Dim, k int64, ceil bool) Dim {
+func dimDiv(a graph.Dim, k int64, ceil bool) graph.Dim {
 	if k <= 0 {
-		return UnknownDim()
+		return graph.UnknownDim()
 	}
 	if a.Known() {
 		if ceil {
-			return DimOf((a.Value + k - 1) / k)
+			return graph.DimOf((a.Value + k - 1) / k)
 		}
-		return DimOf(a.Value / k)
+		return graph.DimOf(a.Value / k)
 	}
 	f, ok := dimForm(a)
 	if !ok {
-		return UnknownDim()
+		return graph.UnknownDim()
 	}
 	return formDim(divForm(f, k, ceil))
 }

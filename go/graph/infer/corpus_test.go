@@ -1,4 +1,4 @@
-package graph
+package infer
 
 import (
 	"fmt"
@@ -6,19 +6,21 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/graph"
 )
 
 // compareDeclared checks every graph output (of the main graph and of subgraphs) whose declared
 // and inferred types are both known, returning how many dimensions were compared and a
 // description of each disagreement.
-func compareDeclared(m *Model) (dims int, problems []string) {
-	m.Graph.Walk(func(g *Graph) {
+func compareDeclared(m *graph.Model) (dims int, problems []string) {
+	m.Graph.Walk(func(g *graph.Graph) {
 		for _, o := range g.Outputs {
 			d, inf := o.Declared, o.Inferred
-			if d.Kind != KindTensor || inf.Kind != KindTensor {
+			if d.Kind != graph.KindTensor || inf.Kind != graph.KindTensor {
 				continue
 			}
-			if d.Elem != Undefined && inf.Elem != Undefined && d.Elem != inf.Elem {
+			if d.Elem != graph.Undefined && inf.Elem != graph.Undefined && d.Elem != inf.Elem {
 				problems = append(problems, fmt.Sprintf("%s: declared %v, inferred %v", o.Name, d, inf))
 				continue
 			}
@@ -44,7 +46,7 @@ func compareDeclared(m *Model) (dims int, problems []string) {
 }
 
 // declaredUnmatched counts the known declared output dimensions inference left unknown.
-func declaredUnmatched(m *Model) int {
+func declaredUnmatched(m *graph.Model) int {
 	n := 0
 	for _, o := range m.Graph.Outputs {
 		if o.Declared.Ranked && o.Inferred.Ranked && len(o.Declared.Shape) == len(o.Inferred.Shape) {
@@ -53,7 +55,7 @@ func declaredUnmatched(m *Model) int {
 					n++
 				}
 			}
-		} else if o.Declared.Ranked && o.Declared.Kind == KindTensor {
+		} else if o.Declared.Ranked && o.Declared.Kind == graph.KindTensor {
 			n += len(o.Declared.Shape)
 		}
 	}
@@ -65,9 +67,9 @@ func TestInferNodeTests(t *testing.T) {
 	var failed, compared, missed int
 	for _, p := range models {
 		name := testDirName(p)
-		m, err := Load(p)
+		m, err := graph.Load(p)
 		require.NoError(t, err, name)
-		if err := m.InferShapes(); err != nil {
+		if err := Shapes(m); err != nil {
 			failed++
 			t.Errorf("%s: infer: %v", name, err)
 			m.Close()
@@ -96,10 +98,10 @@ func TestInferReferenceModels(t *testing.T) {
 	}
 	for _, p := range models {
 		t.Run(filepath.Base(p), func(t *testing.T) {
-			m, err := Load(p)
+			m, err := graph.Load(p)
 			require.NoError(t, err)
 			defer m.Close()
-			require.NoError(t, m.InferShapes())
+			require.NoError(t, Shapes(m))
 			require.NoError(t, m.Check())
 			d, probs := compareDeclared(m)
 			require.Empty(t, probs)

@@ -1,4 +1,4 @@
-package graph
+package infer
 
 import (
 	"math/rand"
@@ -7,22 +7,24 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/graph"
 )
 
 // exercise runs everything that takes untrusted input on data; it must return errors, never
 // panic, and never report an internal error.
 func exercise(t testing.TB, data []byte) {
-	m, err := LoadBytesWithOptions(data, LoadOptions{Name: "fuzz"})
+	m, err := graph.LoadBytesWithOptions(data, graph.LoadOptions{Name: "fuzz"})
 	if err != nil {
 		return
 	}
 	defer m.Close()
 	_ = m.Check()
-	if err := m.InferShapes(); err != nil && strings.Contains(err.Error(), "internal error") {
+	if err := Shapes(m); err != nil && strings.Contains(err.Error(), "internal error") {
 		t.Fatalf("inference panicked: %v", err)
 	}
 	if out, err := m.Marshal(); err == nil {
-		m2, err := LoadBytes(out)
+		m2, err := graph.LoadBytes(out)
 		if err == nil {
 			m2.Close()
 		}
@@ -33,37 +35,37 @@ func exercise(t testing.TB, data []byte) {
 // arithmetic and convolutions; the committed corpus under testdata/fuzz holds their bytes.
 func seedModels(t testing.TB) [][]byte {
 	var out [][]byte
-	add := func(m *Model) {
+	add := func(m *graph.Model) {
 		data, err := m.Marshal()
 		require.NoError(t, err)
 		out = append(out, data)
 	}
-	add(buildModel(t, []*Value{Input("x", TensorType(Float, Shape{SymDim("N"), DimOf(3)}))}, []*Value{Output("y", Type{})},
-		[]*Node{NewNode("r", "Relu", []string{"x"}, []string{"y"})}, nil))
-	add(buildModel(t, []*Value{Input("x", TensorType(Float, Shape{SymDim("N"), DimOf(3), DimOf(8), DimOf(8)}))}, []*Value{Output("y", Type{})},
-		[]*Node{
-			NewNode("c", "Conv", []string{"x", "w"}, []string{"c"}, IntsAttr("pads", 1, 1, 1, 1), IntsAttr("strides", 2, 2)),
-			NewNode("s", "Shape", []string{"c"}, []string{"s"}),
-			NewNode("g", "Gather", []string{"s", "i0"}, []string{"g"}),
-			NewNode("u", "Unsqueeze", []string{"g", "ax"}, []string{"u"}),
-			NewNode("cat", "Concat", []string{"u", "m1"}, []string{"shape"}, IntAttr("axis", 0)),
-			NewNode("rs", "Reshape", []string{"c", "shape"}, []string{"y"}),
-		}, []*Tensor{
-			TensorFromFloat32("w", []int64{4, 3, 3, 3}, make([]float32, 108)),
-			TensorFromInt64("i0", nil, []int64{0}), TensorFromInt64("ax", []int64{1}, []int64{0}),
-			TensorFromInt64("m1", []int64{1}, []int64{-1}),
+	add(buildModel(t, []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.Shape{graph.SymDim("N"), graph.DimOf(3)}))}, []*graph.Value{graph.Output("y", graph.Type{})},
+		[]*graph.Node{graph.NewNode("r", "Relu", []string{"x"}, []string{"y"})}, nil))
+	add(buildModel(t, []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.Shape{graph.SymDim("N"), graph.DimOf(3), graph.DimOf(8), graph.DimOf(8)}))}, []*graph.Value{graph.Output("y", graph.Type{})},
+		[]*graph.Node{
+			graph.NewNode("c", "Conv", []string{"x", "w"}, []string{"c"}, graph.IntsAttr("pads", 1, 1, 1, 1), graph.IntsAttr("strides", 2, 2)),
+			graph.NewNode("s", "Shape", []string{"c"}, []string{"s"}),
+			graph.NewNode("g", "Gather", []string{"s", "i0"}, []string{"g"}),
+			graph.NewNode("u", "Unsqueeze", []string{"g", "ax"}, []string{"u"}),
+			graph.NewNode("cat", "Concat", []string{"u", "m1"}, []string{"shape"}, graph.IntAttr("axis", 0)),
+			graph.NewNode("rs", "Reshape", []string{"c", "shape"}, []string{"y"}),
+		}, []*graph.Tensor{
+			graph.TensorFromFloat32("w", []int64{4, 3, 3, 3}, make([]float32, 108)),
+			graph.TensorFromInt64("i0", nil, []int64{0}), graph.TensorFromInt64("ax", []int64{1}, []int64{0}),
+			graph.TensorFromInt64("m1", []int64{1}, []int64{-1}),
 		}))
-	then := &Graph{Name: "then", Outputs: []*Value{Output("t", Type{})}, Nodes: []*Node{NewNode("n", "Neg", []string{"x"}, []string{"t"})}}
-	els := &Graph{Name: "else", Outputs: []*Value{Output("e", Type{})}, Nodes: []*Node{NewNode("a", "Abs", []string{"x"}, []string{"e"})}}
-	add(buildModel(t, []*Value{Input("x", f32(2, 2)), Input("c", TensorType(Bool, Shape{}))}, []*Value{Output("y", Type{})},
-		[]*Node{NewNode("if", "If", []string{"c"}, []string{"y"}, &Attribute{Name: "then_branch", Type: AttrGraph, Graph: then}, &Attribute{Name: "else_branch", Type: AttrGraph, Graph: els})}, nil))
-	body := &Graph{Name: "body", Inputs: []*Value{Input("i", TensorType(Int64, Shape{})), Input("cin", TensorType(Bool, Shape{})), Input("acc", Type{})},
-		Outputs: []*Value{Output("cout", Type{}), Output("acc2", Type{}), Output("scan", Type{})},
-		Nodes: []*Node{NewNode("id", "Identity", []string{"cin"}, []string{"cout"}), NewNode("add", "Add", []string{"acc", "x"}, []string{"acc2"}),
-			NewNode("id2", "Identity", []string{"acc2"}, []string{"scan"})}}
-	add(buildModel(t, []*Value{Input("x", f32(3)), Input("m", TensorType(Int64, Shape{})), Input("c", TensorType(Bool, Shape{}))},
-		[]*Value{Output("final", Type{}), Output("scans", Type{})},
-		[]*Node{NewNode("loop", "Loop", []string{"m", "c", "x"}, []string{"final", "scans"}, &Attribute{Name: "body", Type: AttrGraph, Graph: body})}, nil))
+	then := &graph.Graph{Name: "then", Outputs: []*graph.Value{graph.Output("t", graph.Type{})}, Nodes: []*graph.Node{graph.NewNode("n", "Neg", []string{"x"}, []string{"t"})}}
+	els := &graph.Graph{Name: "else", Outputs: []*graph.Value{graph.Output("e", graph.Type{})}, Nodes: []*graph.Node{graph.NewNode("a", "Abs", []string{"x"}, []string{"e"})}}
+	add(buildModel(t, []*graph.Value{graph.Input("x", f32(2, 2)), graph.Input("c", graph.TensorType(graph.Bool, graph.Shape{}))}, []*graph.Value{graph.Output("y", graph.Type{})},
+		[]*graph.Node{graph.NewNode("if", "If", []string{"c"}, []string{"y"}, &graph.Attribute{Name: "then_branch", Type: graph.AttrGraph, Graph: then}, &graph.Attribute{Name: "else_branch", Type: graph.AttrGraph, Graph: els})}, nil))
+	body := &graph.Graph{Name: "body", Inputs: []*graph.Value{graph.Input("i", graph.TensorType(graph.Int64, graph.Shape{})), graph.Input("cin", graph.TensorType(graph.Bool, graph.Shape{})), graph.Input("acc", graph.Type{})},
+		Outputs: []*graph.Value{graph.Output("cout", graph.Type{}), graph.Output("acc2", graph.Type{}), graph.Output("scan", graph.Type{})},
+		Nodes: []*graph.Node{graph.NewNode("id", "Identity", []string{"cin"}, []string{"cout"}), graph.NewNode("add", "Add", []string{"acc", "x"}, []string{"acc2"}),
+			graph.NewNode("id2", "Identity", []string{"acc2"}, []string{"scan"})}}
+	add(buildModel(t, []*graph.Value{graph.Input("x", f32(3)), graph.Input("m", graph.TensorType(graph.Int64, graph.Shape{})), graph.Input("c", graph.TensorType(graph.Bool, graph.Shape{}))},
+		[]*graph.Value{graph.Output("final", graph.Type{}), graph.Output("scans", graph.Type{})},
+		[]*graph.Node{graph.NewNode("loop", "Loop", []string{"m", "c", "x"}, []string{"final", "scans"}, &graph.Attribute{Name: "body", Type: graph.AttrGraph, Graph: body})}, nil))
 	return out
 }
 
@@ -86,14 +88,14 @@ func FuzzMutateModel(f *testing.F) {
 	f.Add(uint8(2), []byte{5, 9, 2, 1})
 	f.Add(uint8(3), []byte{6, 1, 0, 3, 3, 3})
 	f.Fuzz(func(t *testing.T, seed uint8, script []byte) {
-		m, err := LoadBytes(seeds[int(seed)%len(seeds)])
+		m, err := graph.LoadBytes(seeds[int(seed)%len(seeds)])
 		require.NoError(t, err)
 		mutate(m, script)
 		if data, err := m.Marshal(); err == nil {
 			exercise(t, data)
 		}
 		_ = m.Check()
-		if err := m.InferShapes(); err != nil && strings.Contains(err.Error(), "internal error") {
+		if err := Shapes(m); err != nil && strings.Contains(err.Error(), "internal error") {
 			t.Fatalf("inference panicked: %v", err)
 		}
 	})
@@ -103,9 +105,9 @@ var mutationOps = []string{"Reshape", "Slice", "Gather", "Concat", "Conv", "MaxP
 	"Transpose", "Expand", "Tile", "Pad", "Resize", "TopK", "ReduceSum", "Einsum", "Loop", "Scan", "If", "MatMul",
 	"Gemm", "Range", "OneHot", "ConstantOfShape", "Flatten", "DepthToSpace", "GatherND", "ConvTranspose", "LSTM", "DFT"}
 
-func mutate(m *Model, script []byte) {
-	var graphs []*Graph
-	m.Graph.Walk(func(g *Graph) { graphs = append(graphs, g) })
+func mutate(m *graph.Model, script []byte) {
+	var graphs []*graph.Graph
+	m.Graph.Walk(func(g *graph.Graph) { graphs = append(graphs, g) })
 	for i := 0; i+2 < len(script); i += 3 {
 		op, a, b := script[i], int(script[i+1]), script[i+2]
 		g := graphs[a%len(graphs)]
@@ -117,15 +119,15 @@ func mutate(m *Model, script []byte) {
 		switch op % 8 {
 		case 0: // set an INT attribute
 			names := []string{"axis", "group", "keepdims", "transA", "blocksize", "k", "batch_dims", "num_scan_inputs"}
-			n.SetAttr(IntAttr(names[int(b)%len(names)], v))
+			n.SetAttr(graph.IntAttr(names[int(b)%len(names)], v))
 		case 1: // set an INTS attribute
 			names := []string{"pads", "strides", "kernel_shape", "perm", "axes", "dilations", "starts", "split"}
-			n.SetAttr(IntsAttr(names[int(b)%len(names)], v, v/2, -v, 1))
+			n.SetAttr(graph.IntsAttr(names[int(b)%len(names)], v, v/2, -v, 1))
 		case 2: // change an input dimension
 			if len(g.Inputs) > 0 {
 				in := g.Inputs[a%len(g.Inputs)]
 				if in.Declared.Ranked && len(in.Declared.Shape) > 0 {
-					in.Declared.Shape[int(b)%len(in.Declared.Shape)] = DimOf(int64(b) * 1000003)
+					in.Declared.Shape[int(b)%len(in.Declared.Shape)] = graph.DimOf(int64(b) * 1000003)
 					in.Type = in.Declared.Clone()
 				}
 			}
@@ -146,7 +148,7 @@ func mutate(m *Model, script []byte) {
 		case 7: // change an initializer's contents
 			for _, name := range g.InitOrder {
 				t := g.Initializers[name]
-				if t.DType == Int64 && len(t.Raw) >= 8 {
+				if t.DType == graph.Int64 && len(t.Raw) >= 8 {
 					t.Raw = append([]byte{}, t.Raw...)
 					t.Raw[int(b)%len(t.Raw)] ^= byte(a)
 				}

@@ -1,30 +1,23 @@
-package graph
+package infer
 
-import "fmt"
+import (
+	"fmt"
 
-// normAxis maps a possibly negative axis into [0, rank).
-func normAxis(axis int64, rank int) (int, error) {
-	if axis < -int64(rank) || axis >= int64(rank) {
-		return 0, fmt.Errorf("axis %d out of range for rank %d", axis, rank)
-	}
-	if axis < 0 {
-		axis += int64(rank)
-	}
-	return int(axis), nil
-}
+	"github.com/loomrt/loom/go/graph"
+)
 
 // broadcastShapes applies ONNX multidirectional (numpy) broadcasting.
-func broadcastShapes(shapes ...Shape) (Shape, error) {
+func broadcastShapes(shapes ...graph.Shape) (graph.Shape, error) {
 	rank := 0
 	for _, s := range shapes {
 		if len(s) > rank {
 			rank = len(s)
 		}
 	}
-	out := make(Shape, rank)
+	out := make(graph.Shape, rank)
 	for i := 0; i < rank; i++ {
 		var known int64 = -1
-		var syms []Dim
+		var syms []graph.Dim
 		unknown := false
 		for _, s := range shapes {
 			j := i - (rank - len(s))
@@ -47,19 +40,19 @@ func broadcastShapes(shapes ...Shape) (Shape, error) {
 		}
 		switch {
 		case known >= 0:
-			out[i] = DimOf(known)
+			out[i] = graph.DimOf(known)
 		case len(syms) > 0 && !unknown && allSame(syms):
 			out[i] = syms[0]
 		case len(syms) == 0 && !unknown:
-			out[i] = DimOf(1)
+			out[i] = graph.DimOf(1)
 		default:
-			out[i] = UnknownDim()
+			out[i] = graph.UnknownDim()
 		}
 	}
 	return out, nil
 }
 
-func allSame(ds []Dim) bool {
+func allSame(ds []graph.Dim) bool {
 	for _, d := range ds[1:] {
 		if !d.Same(ds[0]) {
 			return false
@@ -70,20 +63,20 @@ func allSame(ds []Dim) bool {
 
 // mergeShapeDims combines two shapes known to describe the same value (If branches, sequence
 // elements): equal dims stay, different ones become unknown; different ranks are unranked.
-func unifyTypes(a, b Type) Type {
-	if a.Kind == KindUnknown {
+func unifyTypes(a, b graph.Type) graph.Type {
+	if a.Kind == graph.KindUnknown {
 		return b.Clone()
 	}
-	if b.Kind == KindUnknown {
+	if b.Kind == graph.KindUnknown {
 		return a.Clone()
 	}
 	if a.Kind != b.Kind {
-		return Type{}
+		return graph.Type{}
 	}
 	out := a.Clone()
 	switch a.Kind {
-	case KindTensor, KindSparseTensor:
-		if out.Elem == Undefined {
+	case graph.KindTensor, graph.KindSparseTensor:
+		if out.Elem == graph.Undefined {
 			out.Elem = b.Elem
 		}
 		if !a.Ranked || !b.Ranked || len(a.Shape) != len(b.Shape) {
@@ -92,10 +85,10 @@ func unifyTypes(a, b Type) Type {
 		}
 		for i := range out.Shape {
 			if !a.Shape[i].Same(b.Shape[i]) {
-				out.Shape[i] = UnknownDim()
+				out.Shape[i] = graph.UnknownDim()
 			}
 		}
-	case KindSequence, KindOptional, KindMap:
+	case graph.KindSequence, graph.KindOptional, graph.KindMap:
 		if a.Inner != nil && b.Inner != nil {
 			in := unifyTypes(*a.Inner, *b.Inner)
 			out.Inner = &in
@@ -107,16 +100,16 @@ func unifyTypes(a, b Type) Type {
 	return out
 }
 
-func unknownDims(n int) Shape {
-	s := make(Shape, n)
+func unknownDims(n int) graph.Shape {
+	s := make(graph.Shape, n)
 	for i := range s {
-		s[i] = UnknownDim()
+		s[i] = graph.UnknownDim()
 	}
 	return s
 }
 
-func dimsProduct(s Shape) Dim {
-	p := DimOf(1)
+func dimsProduct(s graph.Shape) graph.Dim {
+	p := graph.DimOf(1)
 	for _, d := range s {
 		p = dimMul(p, d)
 	}
@@ -124,9 +117,9 @@ func dimsProduct(s Shape) Dim {
 }
 
 // convOutDim computes one spatial output size of a convolution or pooling window.
-func convOutDim(in Dim, kernel, stride, dilation, padBegin, padEnd int64, autoPad string, ceilMode bool) Dim {
+func convOutDim(in graph.Dim, kernel, stride, dilation, padBegin, padEnd int64, autoPad string, ceilMode bool) graph.Dim {
 	if stride <= 0 || dilation <= 0 || kernel <= 0 {
-		return UnknownDim()
+		return graph.UnknownDim()
 	}
 	eff := (kernel-1)*dilation + 1
 	switch autoPad {
@@ -135,16 +128,16 @@ func convOutDim(in Dim, kernel, stride, dilation, padBegin, padEnd int64, autoPa
 	case "VALID":
 		if in.Known() {
 			if in.Value < eff {
-				return UnknownDim()
+				return graph.UnknownDim()
 			}
-			return DimOf((in.Value-eff)/stride + 1)
+			return graph.DimOf((in.Value-eff)/stride + 1)
 		}
 		return dimAddConst(dimDiv(dimAddConst(in, -eff), stride, false), 1)
 	}
 	if in.Known() {
 		span := in.Value + padBegin + padEnd - eff
 		if span < 0 {
-			return UnknownDim()
+			return graph.UnknownDim()
 		}
 		out := span/stride + 1
 		if ceilMode {
@@ -154,7 +147,7 @@ func convOutDim(in Dim, kernel, stride, dilation, padBegin, padEnd int64, autoPa
 				out--
 			}
 		}
-		return DimOf(out)
+		return graph.DimOf(out)
 	}
 	padded := dimAddConst(in, padBegin+padEnd-eff)
 	return dimAddConst(dimDiv(padded, stride, ceilMode), 1)
