@@ -8,9 +8,9 @@ import (
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
-// Host functions for the neural-network ops: the reference paths of the Loom-backed ops (for
-// the types and shapes their kernels do not cover) and ops without a kernel yet. This file has
-// Conv (its arithmetic is ops.ConvHost).
+// Conv's host function: the reference path of the Loom convolution kernels, for the types and
+// shapes they do not cover (its arithmetic is ops.ConvHost, shared with the fused and the
+// integer convolutions).
 
 func init() {
 	ops.HostOps["Conv"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
