@@ -6,7 +6,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/movement"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -70,7 +70,7 @@ func (rc *runCtx) controlFlow(n *graph.Node, in []tensor.Tensor, sc *scope) ([]t
 				return nil, fmt.Errorf("Loop ran more than 2^24 iterations")
 			}
 			inner := &scope{vals: map[string]tensor.Tensor{}, parent: sc}
-			inner.vals[g.Inputs[0].Name] = hostops.I64Tensor(nil, []int64{it})
+			inner.vals[g.Inputs[0].Name] = ops.I64Tensor(nil, []int64{it})
 			inner.vals[g.Inputs[1].Name] = tensor.Raw(graph.Bool, nil, []bool{cond})
 			for i, t := range carried {
 				inner.vals[g.Inputs[2+i].Name] = t
@@ -99,7 +99,7 @@ func (rc *runCtx) controlFlow(n *graph.Node, in []tensor.Tensor, sc *scope) ([]t
 			if i >= len(scans) || len(scans[i]) == 0 {
 				return nil, fmt.Errorf("Loop produced no iterations for scan output %d", i)
 			}
-			joined, err := hostops.ConcatFlat(scans[i]...)
+			joined, err := ops.ConcatFlat(scans[i]...)
 			if err != nil {
 				return nil, err
 			}
@@ -157,7 +157,7 @@ func (rc *runCtx) scanOnce(n *graph.Node, g *graph.Graph, states, scans []tensor
 			if pick(inDirs, i) != 0 {
 				k = steps - 1 - it
 			}
-			s := hostops.SliceAxis(t, axes[i], int64(k), 1)
+			s := movement.SliceAxis(t, axes[i], int64(k), 1)
 			shape := append(append([]int64{}, t.Dims()[:axes[i]]...), t.Dims()[axes[i]+1:]...)
 			inner.vals[g.Inputs[len(states)+i].Name] = tensor.Reshaped(s, shape)
 		}
@@ -180,7 +180,7 @@ func (rc *runCtx) scanOnce(n *graph.Node, g *graph.Graph, states, scans []tensor
 				ts[a], ts[b] = ts[b], ts[a]
 			}
 		}
-		joined, err := hostops.ConcatFlat(ts...)
+		joined, err := ops.ConcatFlat(ts...)
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +199,7 @@ func (rc *runCtx) scanOnce(n *graph.Node, g *graph.Graph, states, scans []tensor
 			for k := ax + 1; k < len(stacked.Dims()); k++ {
 				p = append(p, k)
 			}
-			s, idx := hostops.TransposeIndex(stacked.Dims(), p)
+			s, idx := ops.TransposeIndex(stacked.Dims(), p)
 			stacked = tensor.Take(stacked, s, idx)
 		}
 		res = append(res, stacked)
@@ -244,7 +244,7 @@ func (rc *runCtx) scan(n *graph.Node, in []tensor.Tensor, sc *scope) ([]tensor.T
 		batch = int(t.Dims()[0])
 	}
 	unbatch := func(t tensor.Tensor, b int) tensor.Tensor {
-		return tensor.Reshaped(hostops.SliceAxis(t, 0, int64(b), 1), t.Dims()[1:])
+		return tensor.Reshaped(movement.SliceAxis(t, 0, int64(b), 1), t.Dims()[1:])
 	}
 	var perBatch [][]tensor.Tensor
 	for b := 0; b < batch; b++ {
@@ -268,7 +268,7 @@ func (rc *runCtx) scan(n *graph.Node, in []tensor.Tensor, sc *scope) ([]tensor.T
 		for b := range parts {
 			parts[b] = perBatch[b][j]
 		}
-		joined, err := hostops.ConcatFlat(parts...)
+		joined, err := ops.ConcatFlat(parts...)
 		if err != nil {
 			return nil, err
 		}
@@ -285,7 +285,7 @@ func (rc *runCtx) sequenceMap(n *graph.Node, in []tensor.Tensor, sc *scope) ([]t
 		return nil, fmt.Errorf("SequenceMap has no body")
 	}
 	g := body.Graph
-	s, err := hostops.SeqInput(in, 0, "input_sequence")
+	s, err := movement.SeqInput(in, 0, "input_sequence")
 	if err != nil {
 		return nil, err
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
 	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -154,7 +154,7 @@ func TestFusedConvCoutActivationsAgainstHost(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					n := graph.NewNode("n", "FusedConv", nil, []string{"y"}, attrs...)
 					n.Domain = graph.LoomDomain
-					host := hostops.FusedConvHost
+					host := nn.FusedConvHost
 					if a.name == "" {
 						host = convAffineRef // (the host FusedConv wants an activation)
 					}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -135,7 +135,7 @@ func TestFusedConvDotProductsActivationsAgainstHost(t *testing.T) {
 				graph.FloatAttr("output_scale", 0.75), graph.FloatAttr("output_shift", -0.25))
 			n.Domain = graph.LoomDomain
 			requirePlanUses(t, n, in, "gemm_nt")
-			checkKernelOp(t, s, n, 18, in, hostops.FusedConvHost, convGemmTol, convGemmTol)
+			checkKernelOp(t, s, n, 18, in, nn.FusedConvHost, convGemmTol, convGemmTol)
 		})
 	}
 }

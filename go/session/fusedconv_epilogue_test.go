@@ -8,7 +8,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/sessiontest"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -126,7 +126,7 @@ func TestFusedConvHostEpilogue(t *testing.T) {
 		in := []tensor.Tensor{f32(2, 3, 7, 9), f32(4, 3, 3, 3), f32(4)}
 		want, err := epilogueRef(rc, n, in)
 		require.NoError(t, err)
-		got, err := hostops.FusedConvHost(rc, n, in)
+		got, err := nn.FusedConvHost(rc, n, in)
 		require.NoError(t, err)
 		w, g := tensor.Float64s(want[0]), tensor.Float64s(got[0])
 		for i := range w {

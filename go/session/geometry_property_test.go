@@ -18,7 +18,7 @@ import (
 	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/session/internal/device"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/sessiontest"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -470,7 +470,7 @@ var geomGenerators = map[string]func(g *geomGen) geomCase{
 		b, h, lq, lk, d := s[0], s[1], s[2], s[3], min(s[4], 64)
 		n := node("Attention", graph.FloatAttr("scale", 0.3))
 		n.Domain = graph.LoomDomain
-		return geomCase{node: n, opset: 18, in: []geomInput{fin(b, h, lq, d), fin(b, h, lk, d), fin(b, h, lk, d)}, host: hostops.LoomAttention, tol: 1e-4}
+		return geomCase{node: n, opset: 18, in: []geomInput{fin(b, h, lq, d), fin(b, h, lk, d), fin(b, h, lk, d)}, host: nn.LoomAttention, tol: 1e-4}
 	},
 }
 
@@ -517,7 +517,7 @@ func (g *geomGen) conv(fused bool) geomCase {
 	}
 	n := node("FusedConv", append(attrs, graph.StringAttr("activation", g.oneOf("Relu", "Sigmoid", "Tanh")))...)
 	n.Domain = graph.LoomDomain
-	return geomCase{node: n, opset: 18, in: in, host: hostops.FusedConvHost, tol: 2e-4}
+	return geomCase{node: n, opset: 18, in: in, host: nn.FusedConvHost, tol: 2e-4}
 }
 
 // geomEdgeCases are shapes at the limits, checked (geometry only) before the random ones:
@@ -836,8 +836,8 @@ func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 		tol     float64
 	}{
 		{"binary", node("Mul"), 18, []tensor.Tensor{f32(2, 3, 4, 5), f32(3, 1, 5)}, nil, nil, 1e-6},
-		{"attention", attn(false), 18, []tensor.Tensor{f32(2, 3, 5, 8), f32(2, 3, 7, 8), f32(2, 3, 7, 6)}, nil, hostops.LoomAttention, 1e-5},
-		{"attention_kt", attn(true), 18, []tensor.Tensor{f32(2, 3, 5, 8), f32(2, 3, 8, 7), f32(2, 3, 7, 6)}, nil, hostops.LoomAttention, 1e-5},
+		{"attention", attn(false), 18, []tensor.Tensor{f32(2, 3, 5, 8), f32(2, 3, 7, 8), f32(2, 3, 7, 6)}, nil, nn.LoomAttention, 1e-5},
+		{"attention_kt", attn(true), 18, []tensor.Tensor{f32(2, 3, 5, 8), f32(2, 3, 8, 7), f32(2, 3, 7, 6)}, nil, nn.LoomAttention, 1e-5},
 		{"conv_direct", convNode(padsAttr(1, 1)), 18, []tensor.Tensor{f32(2, 3, 40), f32(4, 3, 3), f32(4)}, nil, nil, 1e-5},
 		{"conv_depthwise", convNode(groupAttr(6)), 18, []tensor.Tensor{f32(2, 6, 5, 33), f32(6, 1, 3, 3)}, nil, nil, 1e-5},
 		{"conv_cols", convNode(), 18, []tensor.Tensor{f32(3, 16, 4, 4), f32(5, 16, 3, 3)}, nil, nil, 1e-5},

@@ -11,7 +11,6 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
 	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/loomrt/loom/kernels/aot"
@@ -138,7 +137,7 @@ func epilogue(act int, t, p0, p1 float64) float64 {
 	case 3:
 		return math.Tanh(t)
 	case 4:
-		return hostops.MathSelect(t < 0, p0*t, t)
+		return ops.MathSelect(t < 0, p0*t, t)
 	case 5:
 		return math.Max(0, math.Min(1, p0*t+p1))
 	case 6:

@@ -13,7 +13,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -98,7 +98,7 @@ func TestShapeGenericKernelsWithoutACompiler(t *testing.T) {
 	)
 	fused := graph.NewNode("n", "FusedConv", nil, []string{"y"}, graph.StringAttr("activation", "Relu"))
 	fused.Domain = graph.LoomDomain
-	cases = append(cases, genericCase{"fusedconv1x1_relu_1x75x6x13_to_19", fused, 17, []tensor.Tensor{f32(1, 75, 6, 13), f32(19, 75, 1, 1), f32(19)}, []int{1, 2}, hostops.FusedConvHost})
+	cases = append(cases, genericCase{"fusedconv1x1_relu_1x75x6x13_to_19", fused, 17, []tensor.Tensor{f32(1, 75, 6, 13), f32(19, 75, 1, 1), f32(19)}, []int{1, 2}, nn.FusedConvHost})
 
 	// Convolutions with odd extents, strides, dilations, padding and groups.
 	for i := range 4 {
@@ -123,7 +123,7 @@ func TestShapeGenericKernelsWithoutACompiler(t *testing.T) {
 		fusedK := graph.NewNode("n", "FusedConv", nil, []string{"y"}, graph.StringAttr("activation", act),
 			&graph.Attribute{Name: "activation_params", Type: graph.AttrFloats, Floats: []float32{0.3, 0.4}}, graph.IntsAttr("pads", 1, 1, 1, 1))
 		fusedK.Domain = graph.LoomDomain
-		cases = append(cases, genericCase{"fusedconv_" + act + "_3x3_1x6x11x13_to_5", fusedK, 17, []tensor.Tensor{f32(1, 6, 11, 13), f32(5, 6, 3, 3), f32(5)}, []int{1, 2}, hostops.FusedConvHost})
+		cases = append(cases, genericCase{"fusedconv_" + act + "_3x3_1x6x11x13_to_5", fusedK, 17, []tensor.Tensor{f32(1, 6, 11, 13), f32(5, 6, 3, 3), f32(5)}, []int{1, 2}, nn.FusedConvHost})
 	}
 	// Pow by a tensor exponent (norm.loom's binary, OP 3), broadcast; positive bases.
 	pos := func(shape ...int64) tensor.Tensor {
@@ -249,7 +249,7 @@ func TestFusedConvHostWithoutACompiler(t *testing.T) {
 		"Relu":        func(v float64) float64 { return math.Max(v, 0) },
 		"Sigmoid":     func(v float64) float64 { return 1 / (1 + math.Exp(-v)) },
 		"Tanh":        math.Tanh,
-		"LeakyRelu":   func(v float64) float64 { return hostops.MathSelect(v < 0, p0*v, v) },
+		"LeakyRelu":   func(v float64) float64 { return ops.MathSelect(v < 0, p0*v, v) },
 		"HardSigmoid": func(v float64) float64 { return math.Max(0, math.Min(1, p0*v+p1)) },
 		"Clip":        func(v float64) float64 { return math.Min(math.Max(v, p0), p1) },
 		"HardSwish":   func(v float64) float64 { return v * math.Max(0, math.Min(1, v/6+0.5)) },
@@ -264,7 +264,7 @@ func TestFusedConvHostWithoutACompiler(t *testing.T) {
 			s, _ := oneNodeSession(t, node, 17, in, 1, 2)
 			rc := &runCtx{s: s, opset: 17}
 			defer rc.close()
-			got, err := hostops.FusedConvHost(rc, node, in)
+			got, err := nn.FusedConvHost(rc, node, in)
 			require.NoError(t, err)
 			conv := graph.NewNode("n", "Conv", nil, []string{"y"}, graph.IntsAttr("pads", 1, 1, 1, 1))
 			raw, err := ops.HostOps["Conv"](rc, conv, in)

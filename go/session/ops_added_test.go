@@ -6,7 +6,8 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/arith"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,9 +21,9 @@ func TestAddedOpsMatchReferences(t *testing.T) {
 	a, b := tensor.MustTensor([]int64{3, 4}, randomF32(rnd, 12)), tensor.MustTensor([]int64{4, 5}, randomF32(rnd, 20))
 
 	// Einsum "ij,jk->ik" is MatMul.
-	got, err := hostops.OpEinsum(rc, graph.NewNode("e", "Einsum", nil, []string{"y"}, graph.StringAttr("equation", "ij,jk->ik")), []tensor.Tensor{a, b})
+	got, err := arith.OpEinsum(rc, graph.NewNode("e", "Einsum", nil, []string{"y"}, graph.StringAttr("equation", "ij,jk->ik")), []tensor.Tensor{a, b})
 	require.NoError(t, err)
-	want, err := hostops.MatmulHost(a, b)
+	want, err := ops.MatmulHost(a, b)
 	require.NoError(t, err)
 	assert.InDeltaSlice(t, tensor.Float64s(want), tensor.Float64s(got[0]), 1e-5)
 
@@ -30,7 +31,7 @@ func TestAddedOpsMatchReferences(t *testing.T) {
 	// the flipped, channel-swapped kernel.
 	x := tensor.MustTensor([]int64{1, 2, 4, 5}, randomF32(rnd, 40))
 	w := tensor.MustTensor([]int64{2, 3, 3, 2}, randomF32(rnd, 36))
-	ct, err := hostops.OpConvTranspose(rc, graph.NewNode("ct", "ConvTranspose", nil, []string{"y"}), []tensor.Tensor{x, w, {}})
+	ct, err := nn.OpConvTranspose(rc, graph.NewNode("ct", "ConvTranspose", nil, []string{"y"}), []tensor.Tensor{x, w, {}})
 	require.NoError(t, err)
 	flipped := make([]float32, 36)
 	wv := w.Data().([]float32)
@@ -46,7 +47,7 @@ func TestAddedOpsMatchReferences(t *testing.T) {
 	cn := graph.NewNode("c", "Conv", nil, []string{"y"}, graph.IntsAttr("pads", 2, 1, 2, 1))
 	p, err := ops.ConvParamsOf(cn, x.Dims(), []int64{3, 2, 3, 2})
 	require.NoError(t, err)
-	ref, err := hostops.ConvHost(x, tensor.MustTensor([]int64{3, 2, 3, 2}, flipped), tensor.Tensor{}, p)
+	ref, err := ops.ConvHost(x, tensor.MustTensor([]int64{3, 2, 3, 2}, flipped), tensor.Tensor{}, p)
 	require.NoError(t, err)
 	require.Equal(t, ref.Shape(), ct[0].Shape())
 	assert.InDeltaSlice(t, tensor.Float64s(ref), tensor.Float64s(ct[0]), 1e-4)
@@ -65,6 +66,6 @@ func TestAddedOpsMatchReferences(t *testing.T) {
 	}
 
 	// Unsupported attribute combinations are refused with a reason.
-	_, err = hostops.OpResize(rc, graph.NewNode("r", "Resize", nil, []string{"y"}, graph.IntAttr("antialias", 1)), []tensor.Tensor{x, {}, tensor.MustTensor([]int64{4}, []float32{1, 1, 2, 2})})
+	_, err = nn.OpResize(rc, graph.NewNode("r", "Resize", nil, []string{"y"}, graph.IntAttr("antialias", 1)), []tensor.Tensor{x, {}, tensor.MustTensor([]int64{4}, []float32{1, 1, 2, 2})})
 	assert.ErrorContains(t, err, "antialias")
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
 	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -101,7 +101,7 @@ func TestAttentionKernelsAgainstHost(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			checkKernelOp(t, s, c.node, 18, c.in, hostops.LoomAttention, 1e-5, 1e-5)
+			checkKernelOp(t, s, c.node, 18, c.in, nn.LoomAttention, 1e-5, 1e-5)
 		})
 	}
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
 	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -87,7 +87,7 @@ func TestHeavyKernelOpsInRunPlan(t *testing.T) {
 			[]tensor.Tensor{f32(2, 3, 5, 6), {}, {}, tensor.MustTensor([]int64{4}, []int64{2, 3, 9, 4})}, []int{3}, ops.HostOps["Resize"], 0},
 		{"convtranspose_weights", graph.NewNode("n", "ConvTranspose", nil, []string{"y"}, graph.IntsAttr("strides", 2, 2), graph.IntAttr("group", 2)), 17,
 			[]tensor.Tensor{f32(2, 4, 5, 6), f32(4, 3, 3, 3), f32(6)}, []int{1, 2}, ops.HostOps["ConvTranspose"], 1e-5},
-		{"attention_mask", attn, 18, []tensor.Tensor{f32(2, 4, 6, 8), f32(2, 4, 9, 8), f32(2, 4, 9, 5), f32(1, 1, 6, 9)}, []int{3}, hostops.LoomAttention, 1e-5},
+		{"attention_mask", attn, 18, []tensor.Tensor{f32(2, 4, 6, 8), f32(2, 4, 9, 8), f32(2, 4, 9, 5), f32(1, 1, 6, 9)}, []int{3}, nn.LoomAttention, 1e-5},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -180,7 +180,7 @@ func BenchmarkHeavyKernelOps(b *testing.B) {
 	b.Run("attention_1x8x128x64", func(b *testing.B) {
 		n := graph.NewNode("n", "Attention", nil, []string{"y"}, graph.IntAttr("k_transposed", 1), graph.FloatAttr("scale", 0.125))
 		n.Domain = graph.LoomDomain
-		benchKernelOp(b, kernelops.PlanAttention, n, 18, []tensor.Tensor{f32(1, 8, 128, 64), f32(1, 8, 64, 128), f32(1, 8, 128, 64)}, hostops.LoomAttention)
+		benchKernelOp(b, kernelops.PlanAttention, n, 18, []tensor.Tensor{f32(1, 8, 128, 64), f32(1, 8, 64, 128), f32(1, 8, 128, 64)}, nn.LoomAttention)
 	})
 }
 

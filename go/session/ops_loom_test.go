@@ -11,7 +11,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/opt"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -187,7 +187,7 @@ func TestFusedConvHostWithoutActivation(t *testing.T) {
 	defer rc.close()
 	want, err := kernelRuns["Conv"](rc, conv, []tensor.Tensor{x, w, b})
 	require.NoError(t, err)
-	got, err := hostops.FusedConvHost(rc, fused, []tensor.Tensor{x, w, b})
+	got, err := nn.FusedConvHost(rc, fused, []tensor.Tensor{x, w, b})
 	require.NoError(t, err)
 	for i, v := range want[0].Data().([]float32) {
 		require.InDelta(t, 0.5*v-2, got[0].Data().([]float32)[i], 1e-5, "element %d", i)

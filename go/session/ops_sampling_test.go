@@ -7,7 +7,8 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/arith"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -45,7 +46,7 @@ func TestGridSampleIdentityGridReproducesInput(t *testing.T) {
 			for _, align := range []int64{0, 1} {
 				n := graph.NewNode("g", "GridSample", nil, []string{"y"},
 					graph.StringAttr("mode", mode), graph.StringAttr("padding_mode", padding), graph.IntAttr("align_corners", align))
-				got, err := hostops.OpGridSample(rc, n, []tensor.Tensor{x, identityGrid(2, 4, 5, align == 1)})
+				got, err := nn.OpGridSample(rc, n, []tensor.Tensor{x, identityGrid(2, 4, 5, align == 1)})
 				require.NoError(t, err)
 				require.Equal(t, x.Shape(), got[0].Shape())
 				assert.InDeltaSlice(t, tensor.Float64s(x), tensor.Float64s(got[0]), 1e-5, "%s %s align_corners=%d", mode, padding, align)
@@ -65,7 +66,7 @@ func TestGridSampleBilinearMatchesDirectFormula(t *testing.T) {
 		gv[i] *= 1.3
 	}
 	grid := tensor.MustTensor([]int64{1, oh, ow, 2}, gv)
-	got, err := hostops.OpGridSample(&runCtx{opset: 16}, graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", "bilinear")), []tensor.Tensor{x, grid})
+	got, err := nn.OpGridSample(&runCtx{opset: 16}, graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", "bilinear")), []tensor.Tensor{x, grid})
 	require.NoError(t, err)
 	xv := tensor.Float64s(x)
 	pixel := func(c, y, xx int) float64 {
@@ -87,7 +88,7 @@ func TestGridSampleBilinearMatchesDirectFormula(t *testing.T) {
 	}
 	assert.InDeltaSlice(t, want, tensor.Float64s(got[0]), 1e-5)
 
-	_, err = hostops.OpGridSample(&runCtx{opset: 20}, graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", "area")), []tensor.Tensor{x, grid})
+	_, err = nn.OpGridSample(&runCtx{opset: 20}, graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", "area")), []tensor.Tensor{x, grid})
 	assert.ErrorContains(t, err, "mode")
 }
 
@@ -106,14 +107,14 @@ func TestRoiAlignWholeImageOfConstantImage(t *testing.T) {
 		oh, ow := 1+rnd.IntN(4), 1+rnd.IntN(4)
 		n := graph.NewNode("r", "RoiAlign", nil, []string{"y"}, graph.StringAttr("coordinate_transformation_mode", ctm),
 			graph.IntAttr("output_height", int64(oh)), graph.IntAttr("output_width", int64(ow)), graph.IntAttr("sampling_ratio", int64(rnd.IntN(3))))
-		got, err := hostops.OpRoiAlign(&runCtx{opset: 16}, n, []tensor.Tensor{x, rois, batch})
+		got, err := nn.OpRoiAlign(&runCtx{opset: 16}, n, []tensor.Tensor{x, rois, batch})
 		require.NoError(t, err)
 		require.Equal(t, []int64{2, 3, int64(oh), int64(ow)}, got[0].Shape())
 		for i, v := range tensor.Float64s(got[0]) {
 			assert.InDelta(t, float64(value), v, 1e-5, "%s element %d", ctm, i)
 		}
 	}
-	_, err := hostops.OpRoiAlign(&runCtx{opset: 16}, graph.NewNode("r", "RoiAlign", nil, []string{"y"}), []tensor.Tensor{x, rois, tensor.MustTensor([]int64{2}, []int64{0, 2})})
+	_, err := nn.OpRoiAlign(&runCtx{opset: 16}, graph.NewNode("r", "RoiAlign", nil, []string{"y"}), []tensor.Tensor{x, rois, tensor.MustTensor([]int64{2}, []int64{0, 2})})
 	assert.ErrorContains(t, err, "batch index 2")
 }
 
@@ -128,12 +129,12 @@ func TestMaxUnpoolInvertsMaxPool(t *testing.T) {
 	}
 	x := tensor.MustTensor([]int64{2, 3, 6, 8}, positive)
 	attrs := []*graph.Attribute{graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)}
-	pooled, err := hostops.MaxPoolWithIndices(graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), x)
+	pooled, err := nn.MaxPoolWithIndices(graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), x)
 	require.NoError(t, err)
-	un, err := hostops.OpMaxUnpool(&runCtx{opset: 11}, graph.NewNode("u", "MaxUnpool", nil, []string{"y"}, attrs...), pooled[:2])
+	un, err := nn.OpMaxUnpool(&runCtx{opset: 11}, graph.NewNode("u", "MaxUnpool", nil, []string{"y"}, attrs...), pooled[:2])
 	require.NoError(t, err)
 	require.Equal(t, x.Shape(), un[0].Shape())
-	again, err := hostops.MaxPoolWithIndices(graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), un[0])
+	again, err := nn.MaxPoolWithIndices(graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), un[0])
 	require.NoError(t, err)
 	assert.Equal(t, tensor.Float64s(pooled[0]), tensor.Float64s(again[0]))
 	nonzero := 0
@@ -166,7 +167,7 @@ func TestBatchNormTrainingUpdatesRunningStats(t *testing.T) {
 		for b := 0; b < n; b++ {
 			vals = append(vals, xv[(b*c+ch)*inner:(b*c+ch+1)*inner]...)
 		}
-		bm, bv := hostops.MeanVar(vals)
+		bm, bv := nn.MeanVar(vals)
 		assert.InDelta(t, momentum*tensor.Float64s(mean)[ch]+(1-momentum)*bm, tensor.Float64s(got[1])[ch], 1e-6)
 		assert.InDelta(t, momentum*tensor.Float64s(vr)[ch]+(1-momentum)*bv, tensor.Float64s(got[2])[ch], 1e-6)
 		for b := 0; b < n; b++ {
@@ -203,7 +204,7 @@ func TestGridSamplePaddingModesMatchFoldedGrids(t *testing.T) {
 	sample := func(mode, padding string, g []float32) []float64 {
 		n := graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", mode),
 			graph.StringAttr("padding_mode", padding), graph.IntAttr("align_corners", 1))
-		got, err := hostops.OpGridSample(rc, n, []tensor.Tensor{x, tensor.MustTensor([]int64{1, 3, 4, 2}, g)})
+		got, err := nn.OpGridSample(rc, n, []tensor.Tensor{x, tensor.MustTensor([]int64{1, 3, 4, 2}, g)})
 		require.NoError(t, err)
 		return tensor.Float64s(got[0])
 	}
@@ -247,7 +248,7 @@ func TestRandomUniformDistributionAndTypes(t *testing.T) {
 		high := low + 0.5 + float32(rnd.Float64()*4)
 		n := graph.NewNode("u", "RandomUniform", nil, []string{"y"}, graph.IntsAttr("shape", 64, 64),
 			graph.IntAttr("dtype", int64(dt)), graph.FloatAttr("low", low), graph.FloatAttr("high", high))
-		got, err := hostops.OpRandomUniform(rc, n, nil)
+		got, err := arith.OpRandomUniform(rc, n, nil)
 		require.NoError(t, err)
 		require.Equal(t, dt, got[0].DType())
 		require.Equal(t, []int64{64, 64}, got[0].Shape())
@@ -257,7 +258,7 @@ func TestRandomUniformDistributionAndTypes(t *testing.T) {
 			require.True(t, x >= lo && x < hi, "%s element %d is %v, outside [%v, %v)", dt, i, x, lo, hi)
 		}
 		// Hoeffding for the mean and the variance about the centre, widened by the rounding.
-		mean, variance := hostops.MeanVar(v)
+		mean, variance := nn.MeanVar(v)
 		spread := math.Sqrt(math.Log(2/randomTestDelta) / (2 * float64(len(v))))
 		rounding := relativeSpacing(dt) * math.Max(math.Abs(lo), math.Abs(hi))
 		assert.InDelta(t, (lo+hi)/2, mean, (hi-lo)*spread+rounding, "%s mean", dt)
@@ -266,20 +267,20 @@ func TestRandomUniformDistributionAndTypes(t *testing.T) {
 	// The *Like form takes the input's shape, and its type unless dtype says otherwise.
 	x := tensor.MustTensor([]int64{5, 7}, make([]tensor.Float16, 35))
 	like := graph.NewNode("u", "RandomUniformLike", []string{"x"}, []string{"y"})
-	got, err := hostops.OpRandomUniform(rc, like, []tensor.Tensor{x})
+	got, err := arith.OpRandomUniform(rc, like, []tensor.Tensor{x})
 	require.NoError(t, err)
 	assert.Equal(t, graph.Float16, got[0].DType())
 	assert.Equal(t, []int64{5, 7}, got[0].Shape())
 	like.SetAttr(graph.IntAttr("dtype", int64(graph.Double)))
-	got, err = hostops.OpRandomUniform(rc, like, []tensor.Tensor{x})
+	got, err = arith.OpRandomUniform(rc, like, []tensor.Tensor{x})
 	require.NoError(t, err)
 	assert.Equal(t, graph.Double, got[0].DType())
-	_, err = hostops.OpRandomUniform(rc, graph.NewNode("u", "RandomUniformLike", []string{"x"}, []string{"y"}), []tensor.Tensor{hostops.I64Tensor([]int64{3}, []int64{1, 2, 3})})
+	_, err = arith.OpRandomUniform(rc, graph.NewNode("u", "RandomUniformLike", []string{"x"}, []string{"y"}), []tensor.Tensor{ops.I64Tensor([]int64{3}, []int64{1, 2, 3})})
 	assert.ErrorContains(t, err, "int64 (the input's type) is not supported")
-	_, err = hostops.OpRandomUniform(rc, graph.NewNode("u", "RandomUniform", nil, []string{"y"}, graph.IntsAttr("shape", 2),
+	_, err = arith.OpRandomUniform(rc, graph.NewNode("u", "RandomUniform", nil, []string{"y"}, graph.IntsAttr("shape", 2),
 		graph.FloatAttr("low", 2), graph.FloatAttr("high", 1)), nil)
 	assert.ErrorContains(t, err, "low <= high")
-	_, err = hostops.OpRandomUniform(rc, graph.NewNode("u", "RandomUniform", nil, []string{"y"}), nil)
+	_, err = arith.OpRandomUniform(rc, graph.NewNode("u", "RandomUniform", nil, []string{"y"}), nil)
 	assert.ErrorContains(t, err, "attribute shape is required")
 }
 
@@ -290,7 +291,7 @@ func TestRandomNormalDistributionAndTypes(t *testing.T) {
 		mean, scale := float32(rnd.Float64()*4-2), float32(0.25+rnd.Float64()*2)
 		n := graph.NewNode("n", "RandomNormal", nil, []string{"y"}, graph.IntsAttr("shape", 4096),
 			graph.IntAttr("dtype", int64(dt)), graph.FloatAttr("mean", mean), graph.FloatAttr("scale", scale))
-		got, err := hostops.OpRandomNormal(rc, n, nil)
+		got, err := arith.OpRandomNormal(rc, n, nil)
 		require.NoError(t, err)
 		require.Equal(t, dt, got[0].DType())
 		v := tensor.Float64s(got[0])
@@ -299,7 +300,7 @@ func TestRandomNormalDistributionAndTypes(t *testing.T) {
 		// The sample mean is normal with deviation sigma/sqrt(n); the sum of squared deviations
 		// from the mean over sigma² is chi-square(n) (Laurent-Massart bounds).
 		z := math.Sqrt2 * math.Erfcinv(randomTestDelta)
-		m, _ := hostops.MeanVar(v)
+		m, _ := nn.MeanVar(v)
 		assert.InDelta(t, mu, m, z*sigma/math.Sqrt(float64(len(v)))+rounding, "%s mean", dt)
 		q := 0.0
 		for _, x := range v {
@@ -312,11 +313,11 @@ func TestRandomNormalDistributionAndTypes(t *testing.T) {
 		assert.Greater(t, q, nf-2*math.Sqrt(nf*xl)-slack, "%s variance", dt)
 	}
 	like := graph.NewNode("n", "RandomNormalLike", []string{"x"}, []string{"y"})
-	got, err := hostops.OpRandomNormal(rc, like, []tensor.Tensor{tensor.MustTensor([]int64{2, 3}, make([]float64, 6))})
+	got, err := arith.OpRandomNormal(rc, like, []tensor.Tensor{tensor.MustTensor([]int64{2, 3}, make([]float64, 6))})
 	require.NoError(t, err)
 	assert.Equal(t, graph.Double, got[0].DType())
 	assert.Equal(t, []int64{2, 3}, got[0].Shape())
-	_, err = hostops.OpRandomNormal(rc, graph.NewNode("n", "RandomNormal", nil, []string{"y"}, graph.IntsAttr("shape", 2),
+	_, err = arith.OpRandomNormal(rc, graph.NewNode("n", "RandomNormal", nil, []string{"y"}, graph.IntsAttr("shape", 2),
 		graph.IntAttr("dtype", int64(graph.Int32))), nil)
 	assert.ErrorContains(t, err, "int32 (attribute dtype) is not supported")
 }
@@ -332,7 +333,7 @@ func TestBernoulliFrequenciesAndTypes(t *testing.T) {
 		p[i] = probs[i/group]
 	}
 	x := tensor.MustTensor([]int64{int64(len(probs)), group}, p)
-	got, err := hostops.OpBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []tensor.Tensor{x})
+	got, err := arith.OpBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []tensor.Tensor{x})
 	require.NoError(t, err)
 	require.Equal(t, graph.Double, got[0].DType(), "the input's type without dtype")
 	require.Equal(t, x.Shape(), got[0].Shape())
@@ -346,15 +347,15 @@ func TestBernoulliFrequenciesAndTypes(t *testing.T) {
 		assert.InDelta(t, group*q, ones, bernsteinDeviation(group*q*(1-q), randomTestDelta), "group %d, p = %v", g, q)
 	}
 	for _, dt := range []tensor.DType{graph.Bool, graph.Int32, graph.Float16} {
-		got, err := hostops.OpBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}, graph.IntAttr("dtype", int64(dt))),
+		got, err := arith.OpBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}, graph.IntAttr("dtype", int64(dt))),
 			[]tensor.Tensor{tensor.MustTensor([]int64{3}, []float32{0, 1, 1})})
 		require.NoError(t, err)
 		assert.Equal(t, dt, got[0].DType())
 		assert.Equal(t, []float64{0, 1, 1}, tensor.Float64s(got[0]))
 	}
-	_, err = hostops.OpBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []tensor.Tensor{tensor.MustTensor([]int64{2}, []float32{0.5, 1.5})})
+	_, err = arith.OpBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []tensor.Tensor{tensor.MustTensor([]int64{2}, []float32{0.5, 1.5})})
 	assert.ErrorContains(t, err, "probability 1.5 at element 1")
-	_, err = hostops.OpBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []tensor.Tensor{hostops.I64Tensor([]int64{1}, []int64{1})})
+	_, err = arith.OpBernoulli(rc, graph.NewNode("b", "Bernoulli", []string{"x"}, []string{"y"}), []tensor.Tensor{ops.I64Tensor([]int64{1}, []int64{1})})
 	assert.ErrorContains(t, err, "not a float type")
 }
 
@@ -368,7 +369,7 @@ func TestMultinomialFrequenciesAndTypes(t *testing.T) {
 	}
 	logits[classes+2] = float32(math.Inf(-1)) // a class that must never be drawn
 	n := graph.NewNode("m", "Multinomial", []string{"x"}, []string{"y"}, graph.IntAttr("sample_size", samples))
-	got, err := hostops.OpMultinomial(rc, n, []tensor.Tensor{tensor.MustTensor([]int64{2, classes}, logits)})
+	got, err := arith.OpMultinomial(rc, n, []tensor.Tensor{tensor.MustTensor([]int64{2, classes}, logits)})
 	require.NoError(t, err)
 	require.Equal(t, graph.Int32, got[0].DType(), "dtype defaults to int32")
 	require.Equal(t, []int64{2, samples}, got[0].Shape())
@@ -393,13 +394,13 @@ func TestMultinomialFrequenciesAndTypes(t *testing.T) {
 		}
 	}
 	n.SetAttr(graph.IntAttr("dtype", int64(graph.Int64)))
-	got, err = hostops.OpMultinomial(rc, n, []tensor.Tensor{tensor.MustTensor([]int64{2, classes}, logits)})
+	got, err = arith.OpMultinomial(rc, n, []tensor.Tensor{tensor.MustTensor([]int64{2, classes}, logits)})
 	require.NoError(t, err)
 	assert.Equal(t, graph.Int64, got[0].DType())
 	n.SetAttr(graph.IntAttr("dtype", int64(graph.Float)))
-	_, err = hostops.OpMultinomial(rc, n, []tensor.Tensor{tensor.MustTensor([]int64{2, classes}, logits)})
+	_, err = arith.OpMultinomial(rc, n, []tensor.Tensor{tensor.MustTensor([]int64{2, classes}, logits)})
 	assert.ErrorContains(t, err, "float (attribute dtype) is not supported")
-	_, err = hostops.OpMultinomial(rc, graph.NewNode("m", "Multinomial", []string{"x"}, []string{"y"}), []tensor.Tensor{tensor.MustTensor([]int64{4}, logits[:4])})
+	_, err = arith.OpMultinomial(rc, graph.NewNode("m", "Multinomial", []string{"x"}, []string{"y"}), []tensor.Tensor{tensor.MustTensor([]int64{4}, logits[:4])})
 	assert.ErrorContains(t, err, "(batch, classes)")
 }
 
@@ -418,12 +419,12 @@ func TestRandomSeedAttribute(t *testing.T) {
 		f  ops.OpFunc
 		in []tensor.Tensor
 	}{
-		{"RandomUniform", hostops.OpRandomUniform, nil},
-		{"RandomUniformLike", hostops.OpRandomUniform, []tensor.Tensor{x}},
-		{"RandomNormal", hostops.OpRandomNormal, nil},
-		{"RandomNormalLike", hostops.OpRandomNormal, []tensor.Tensor{x}},
-		{"Bernoulli", hostops.OpBernoulli, []tensor.Tensor{p}},
-		{"Multinomial", hostops.OpMultinomial, []tensor.Tensor{x}},
+		{"RandomUniform", arith.OpRandomUniform, nil},
+		{"RandomUniformLike", arith.OpRandomUniform, []tensor.Tensor{x}},
+		{"RandomNormal", arith.OpRandomNormal, nil},
+		{"RandomNormalLike", arith.OpRandomNormal, []tensor.Tensor{x}},
+		{"Bernoulli", arith.OpBernoulli, []tensor.Tensor{p}},
+		{"Multinomial", arith.OpMultinomial, []tensor.Tensor{x}},
 	}
 	seed := float32(rnd.IntN(1000))
 	for _, c := range cases {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/movement"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -314,11 +314,11 @@ func TestOptionalOps(t *testing.T) {
 		in   []tensor.Tensor
 		want bool
 	}{{[]tensor.Tensor{x}, true}, {[]tensor.Tensor{{}}, false}, {nil, false}} {
-		has, err := hostops.OpOptionalHasElement(&runCtx{opset: 18}, graph.NewNode("h", "OptionalHasElement", nil, []string{"y"}), c.in)
+		has, err := movement.OpOptionalHasElement(&runCtx{opset: 18}, graph.NewNode("h", "OptionalHasElement", nil, []string{"y"}), c.in)
 		require.NoError(t, err)
 		assert.Equal(t, []bool{c.want}, has[0].Data())
 	}
-	got, err := hostops.OpOptionalGetElement(&runCtx{opset: 18}, graph.NewNode("g", "OptionalGetElement", nil, []string{"y"}), []tensor.Tensor{x})
+	got, err := movement.OpOptionalGetElement(&runCtx{opset: 18}, graph.NewNode("g", "OptionalGetElement", nil, []string{"y"}), []tensor.Tensor{x})
 	require.NoError(t, err)
 	assert.Equal(t, x.Data(), got[0].Data())
 

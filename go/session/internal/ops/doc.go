@@ -4,7 +4,7 @@
 // KernelFallbacks); the types a planner plans with (KernelPlan, KernelCall, operands,
 // ValueInfo), the launch geometry fitted to the devices' limits, and the shape and parameter
 // helpers the host and kernel paths share. An op's function reaches the run executing it only
-// through OpRun. The host functions (package hostops) and the planners (package kernelops)
-// register here; the interpreter and the compiled run plans of package session run them. It
-// imports the tensor and device packages of the session layer.
+// through OpRun. The host functions (packages movement, arith and nn, by kind) and the
+// planners (package kernelops) register here; the interpreter and the compiled run plans of
+// package session run them. It imports the tensor and device packages of the session layer.
 package ops

@@ -7,7 +7,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/loomrt/loom/kernels"
 )
@@ -30,7 +30,7 @@ func init() {
 	ops.RegisterKernelOp("MatMul", firstPlanner(planMatMul, PlanBatchedMatMul), hostFallback("MatMul"))
 	ops.RegisterKernelOp("Gemm", planGemm, hostFallback("Gemm"))
 	ops.RegisterKernelOp("Conv", convPlanner(false), hostFallback("Conv"))
-	ops.RegisterKernelOp(graph.LoomDomain+":FusedConv", convPlanner(true), hostops.FusedConvHost)
+	ops.RegisterKernelOp(graph.LoomDomain+":FusedConv", convPlanner(true), nn.FusedConvHost)
 	ops.RegisterKernelOp(graph.LoomDomain+":MatMulAdd", planMatMulAdd, matMulAddHost)
 	for op, isMax := range map[string]bool{"MaxPool": true, "AveragePool": false} {
 		ops.RegisterKernelOp(op, poolPlanner(isMax), hostFallback(op))

@@ -7,7 +7,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 )
 
 // Loom's fused Attention as kernels (kernels/attention.loom, bmm.loom) for float32 Q, K, V
@@ -16,7 +16,7 @@ import (
 // (ops_loom.go), which composes the ai.onnx ops, is the host fallback.
 
 func init() {
-	ops.RegisterKernelOp(graph.LoomDomain+":Attention", PlanAttention, hostops.LoomAttention)
+	ops.RegisterKernelOp(graph.LoomDomain+":Attention", PlanAttention, nn.LoomAttention)
 }
 
 func PlanAttention(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {

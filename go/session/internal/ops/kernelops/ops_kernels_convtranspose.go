@@ -5,7 +5,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 )
 
 // ConvTranspose as Loom kernels (kernels/convtranspose.loom) for 1-D and 2-D float32
@@ -48,7 +48,7 @@ func PlanConvTranspose(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.Kernel
 			}
 		}
 	}
-	strides, dil, padBegin, osp, err := hostops.ConvTransposeGeometry(nd, x[2:], kernel)
+	strides, dil, padBegin, osp, err := nn.ConvTransposeGeometry(nd, x[2:], kernel)
 	if err != nil {
 		return nil, "", err
 	}

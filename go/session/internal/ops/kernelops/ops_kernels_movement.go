@@ -6,7 +6,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/movement"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/loomrt/loom/kernels"
 )
@@ -366,7 +366,7 @@ func PlanSlice(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan,
 		if k == 0 {
 			return nil, "", ops.OpErr("Slice: step 0 on axis %d", ax)
 		}
-		begin[ax], out[ax] = hostops.SliceBounds(starts[i], ends[i], k, d)
+		begin[ax], out[ax] = movement.SliceBounds(starts[i], ends[i], k, d)
 		step[ax] = k
 	}
 	xst, yst := contiguousStrides(x.Shape), contiguousStrides(out)

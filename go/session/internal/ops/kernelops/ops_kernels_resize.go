@@ -6,7 +6,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/ops/hostops"
+	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -74,7 +74,7 @@ func PlanResize(nd *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPla
 	if !ok || !ok2 {
 		return nil, "host: scales or sizes are not known before the run", nil
 	}
-	axes, err := hostops.ResizeAxes(nd, r)
+	axes, err := nn.ResizeAxes(nd, r)
 	if err != nil {
 		return nil, "", err
 	}

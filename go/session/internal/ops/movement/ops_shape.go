@@ -1,4 +1,4 @@
-package hostops
+package movement
 
 import (
 	"fmt"
@@ -14,48 +14,9 @@ import (
 // Host functions for shape arithmetic and data movement: they work on any element type by
 // computing an index map and gathering.
 
-func I64Tensor(shape []int64, v []int64) tensor.Tensor {
-	return tensor.Raw(graph.Int64, shape, v)
-}
-
-// axesOf reads axes from an attribute (before opset since) or the input at index i.
-func axesOf(rc ops.OpRun, n *graph.Node, in []tensor.Tensor, i int, since int64) []int64 {
-	if rc.OpsetVersion() < since {
-		return n.AttrInts("axes")
-	}
-	if len(in) > i && in[i].IsValid() {
-		return tensor.Int64s(in[i])
-	}
-	return nil
-}
-
-func TransposeIndex(shape []int64, perm []int) ([]int64, []int) {
-	out := make([]int64, len(shape))
-	for i, p := range perm {
-		out[i] = shape[p]
-	}
-	st := ops.StridesOf(shape)
-	idx := make([]int, ops.Numel(out))
-	ops.ForEachIndex(out, func(f int, pos []int) {
-		o := 0
-		for i, p := range perm {
-			o += pos[i] * st[p]
-		}
-		idx[f] = o
-	})
-	return out, idx
-}
-
 func init() {
 	ops.HostOps["Identity"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		return []tensor.Tensor{in[0]}, nil
-	}
-	ops.HostOps["Dropout"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-		mask := make([]bool, in[0].Len())
-		for i := range mask {
-			mask[i] = true
-		}
-		return []tensor.Tensor{in[0], tensor.Raw(graph.Bool, in[0].Shape(), mask)}, nil
 	}
 	ops.HostOps["Constant"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		gt, err := graph.ConstantValue(n)
@@ -79,10 +40,10 @@ func init() {
 		if s < e {
 			v = append(v, in[0].Dims()[s:e]...)
 		}
-		return []tensor.Tensor{I64Tensor([]int64{int64(len(v))}, v)}, nil
+		return []tensor.Tensor{ops.I64Tensor([]int64{int64(len(v))}, v)}, nil
 	}
 	ops.HostOps["Size"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-		return []tensor.Tensor{I64Tensor(nil, []int64{int64(in[0].Len())})}, nil
+		return []tensor.Tensor{ops.I64Tensor(nil, []int64{int64(in[0].Len())})}, nil
 	}
 	ops.HostOps["Reshape"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		var want []int64
@@ -138,7 +99,7 @@ func init() {
 	}
 	ops.HostOps["Squeeze"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		x := in[0]
-		axes := axesOf(rc, n, in, 1, 13)
+		axes := ops.AxesOf(rc, n, in, 1, 13)
 		drop := map[int]bool{}
 		for _, a := range axes {
 			ax, err := ops.NormAxis(a, len(x.Dims()))
@@ -161,7 +122,7 @@ func init() {
 	}
 	ops.HostOps["Unsqueeze"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		x := in[0]
-		axes := axesOf(rc, n, in, 1, 13)
+		axes := ops.AxesOf(rc, n, in, 1, 13)
 		r := len(x.Dims()) + len(axes)
 		ins := map[int]bool{}
 		for _, a := range axes {
@@ -201,7 +162,7 @@ func init() {
 				perm[i] = r - 1 - i
 			}
 		}
-		shape, idx := TransposeIndex(x.Dims(), perm)
+		shape, idx := ops.TransposeIndex(x.Dims(), perm)
 		return []tensor.Tensor{tensor.Take(x, shape, idx)}, nil
 	}
 	ops.HostOps["Concat"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
@@ -224,7 +185,7 @@ func init() {
 			}
 			out[ax] += t.Dims()[ax]
 		}
-		joined, err := ConcatFlat(ts...)
+		joined, err := ops.ConcatFlat(ts...)
 		if err != nil {
 			return nil, err
 		}
@@ -414,7 +375,7 @@ func init() {
 				out[k*len(hits)+j] = int64(h[k])
 			}
 		}
-		return []tensor.Tensor{I64Tensor([]int64{int64(r), int64(len(hits))}, out)}, nil
+		return []tensor.Tensor{ops.I64Tensor([]int64{int64(r), int64(len(hits))}, out)}, nil
 	}
 	ops.HostOps["Pad"] = opPad
 }
@@ -462,7 +423,7 @@ func castTo(x tensor.Tensor, to tensor.DType) (tensor.Tensor, error) {
 	return tensor.FromFloat64s(to, x.Dims(), tensor.Float64s(x))
 }
 
-// sliceAxis returns elements [start, start+n) along axis ax.
+// SliceAxis returns elements [start, start+n) along axis ax.
 func SliceAxis(x tensor.Tensor, ax int, start, n int64) tensor.Tensor {
 	out := append([]int64{}, x.Dims()...)
 	out[ax] = n
@@ -481,7 +442,7 @@ func SliceAxis(x tensor.Tensor, ax int, start, n int64) tensor.Tensor {
 	return tensor.Take(x, out, idx)
 }
 
-// sliceBounds applies Slice's rules to one axis of length d: negative start and end count from
+// SliceBounds applies Slice's rules to one axis of length d: negative start and end count from
 // the end, both are clamped to the axis (to [-1, d-1] for a negative step), and the result is
 // the first index and the number of elements taken with step k (k != 0).
 func SliceBounds(s, e, k, d int64) (first, count int64) {
@@ -589,7 +550,7 @@ func opPad(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, er
 	for i := range out {
 		out[i] = x.Dims()[i] + full[i] + full[i+r]
 	}
-	joined, err := ConcatFlat(x, cval)
+	joined, err := ops.ConcatFlat(x, cval)
 	if err != nil {
 		return nil, err
 	}

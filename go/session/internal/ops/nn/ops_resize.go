@@ -1,4 +1,4 @@
-package hostops
+package nn
 
 import (
 	"fmt"
@@ -206,7 +206,7 @@ func (c resizeConfig) resize(x tensor.Tensor, outShape []int64, scales, roi []fl
 		return tensor.FromFloat64s(x.DType(), shape, v)
 	}
 	// Integer results of interpolation round to the nearest value and saturate.
-	if lo, hi, err := quantRange(x.DType()); err == nil {
+	if lo, hi, err := ops.QuantRange(x.DType()); err == nil {
 		for i, e := range v {
 			v[i] = math.Max(lo, math.Min(hi, math.RoundToEven(e)))
 		}
@@ -214,6 +214,7 @@ func (c resizeConfig) resize(x tensor.Tensor, outShape []int64, scales, roi []fl
 	return tensor.FromFloat64s(x.DType(), shape, v)
 }
 
+// OpResize is Resize and Upsample on the host (the fallback of the Resize kernels).
 func OpResize(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	x := in[0]
 	r := len(x.Dims())
@@ -348,7 +349,7 @@ func init() {
 	}
 }
 
-// resizeAxes is Resize's axes attribute normalized against rank r, or every axis.
+// ResizeAxes is Resize's axes attribute normalized against rank r, or every axis.
 func ResizeAxes(n *graph.Node, r int) ([]int, error) {
 	a := n.AttrInts("axes")
 	if len(a) == 0 {

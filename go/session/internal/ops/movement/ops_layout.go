@@ -1,4 +1,4 @@
-package hostops
+package movement
 
 import (
 	"fmt"
@@ -8,6 +8,9 @@ import (
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
+
+// Host functions for layout and indexing ops: Trilu, EyeLike, DepthToSpace and SpaceToDepth,
+// OneHot, TopK, GatherND and the scatters (their reductions are scatterReduce, ops_select.go).
 
 func init() {
 	ops.HostOps["Trilu"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
@@ -22,7 +25,7 @@ func init() {
 		}
 		upper := n.AttrInt("upper", 1) != 0
 		zero, _ := tensor.Zeros(x.DType(), nil)
-		joined, err := ConcatFlat(x, tensor.Reshaped(zero, []int64{1}))
+		joined, err := ops.ConcatFlat(x, tensor.Reshaped(zero, []int64{1}))
 		if err != nil {
 			return nil, err
 		}
@@ -37,37 +40,6 @@ func init() {
 			}
 		})
 		return []tensor.Tensor{tensor.Take(joined, x.Dims(), idx)}, nil
-	}
-	ops.HostOps["CumSum"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-		x := in[0]
-		ax, err := ops.NormAxis(tensor.Int64s(in[1])[0], len(x.Dims()))
-		if err != nil {
-			return nil, err
-		}
-		excl, rev := n.AttrInt("exclusive", 0) != 0, n.AttrInt("reverse", 0) != 0
-		outer, dim, inner := ops.Numel(x.Dims()[:ax]), int(x.Dims()[ax]), ops.Numel(x.Dims()[ax+1:])
-		v := tensor.Float64s(x)
-		out := make([]float64, len(v))
-		for o := 0; o < outer; o++ {
-			for j := 0; j < inner; j++ {
-				s := 0.0
-				for t := 0; t < dim; t++ {
-					i := t
-					if rev {
-						i = dim - 1 - t
-					}
-					at := (o*dim+i)*inner + j
-					if excl {
-						out[at] = s
-						s += v[at]
-					} else {
-						s += v[at]
-						out[at] = s
-					}
-				}
-			}
-		}
-		return floatResult(x.DType(), x.Dims(), out)
 	}
 	ops.HostOps["EyeLike"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		x := in[0]
@@ -86,7 +58,7 @@ func init() {
 				v[i*cols+j] = 1
 			}
 		}
-		return floatResult(dt, x.Dims(), v)
+		return ops.FloatResult(dt, x.Dims(), v)
 	}
 	d2s := func(toDepth bool) ops.OpFunc {
 		return func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
@@ -100,7 +72,7 @@ func init() {
 			if toDepth {
 				// [b, c, h/bs, bs, w/bs, bs] -> [b, bs, bs, c, h/bs, w/bs]
 				t := tensor.Reshaped(x, []int64{b, c, h / bs, bs, w / bs, bs})
-				shape, idx := TransposeIndex(t.Dims(), []int{0, 3, 5, 1, 2, 4})
+				shape, idx := ops.TransposeIndex(t.Dims(), []int{0, 3, 5, 1, 2, 4})
 				return []tensor.Tensor{tensor.Reshaped(tensor.Take(t, shape, idx), []int64{b, c * bs * bs, h / bs, w / bs})}, nil
 			}
 			var t tensor.Tensor
@@ -110,7 +82,7 @@ func init() {
 			} else {
 				t, perm = tensor.Reshaped(x, []int64{b, bs, bs, c / (bs * bs), h, w}), []int{0, 3, 4, 1, 5, 2}
 			}
-			shape, idx := TransposeIndex(t.Dims(), perm)
+			shape, idx := ops.TransposeIndex(t.Dims(), perm)
 			return []tensor.Tensor{tensor.Reshaped(tensor.Take(t, shape, idx), []int64{b, c / (bs * bs), h * bs, w * bs})}, nil
 		}
 	}
@@ -188,7 +160,7 @@ func init() {
 			o, j := f/(k*inner), f%inner
 			idx = append(idx, (o*dim+int(pos[f]))*inner+j)
 		}
-		return []tensor.Tensor{tensor.Take(x, out, idx), I64Tensor(out, pos)}, nil
+		return []tensor.Tensor{tensor.Take(x, out, idx), ops.I64Tensor(out, pos)}, nil
 	}
 	ops.HostOps["GatherND"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		x, ind := in[0], in[1]
@@ -230,11 +202,11 @@ func init() {
 			if n.AttrString("reduction", "none") != "none" {
 				return nil, fmt.Errorf("reduction %q is not supported", n.AttrString("reduction", ""))
 			}
-			joined, err := ConcatFlat(x, upd)
+			joined, err := ops.ConcatFlat(x, upd)
 			if err != nil {
 				return nil, err
 			}
-			idx := identityIndex(x.Len())
+			idx := ops.IdentityIndex(x.Len())
 			st := ops.StridesOf(x.Dims())
 			iv := tensor.Int64s(ind)
 			if elements {
@@ -286,36 +258,13 @@ func init() {
 	ops.HostOps["ScatterElements"] = scatter(true)
 	ops.HostOps["Scatter"] = scatter(true)
 	ops.HostOps["ScatterND"] = scatter(false)
-	ops.HostOps["MeanVarianceNormalization"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-		axes := n.AttrInts("axes")
-		if axes == nil {
-			axes = []int64{0, 2, 3}
+	for _, op := range []string{"ScatterElements", "ScatterND"} {
+		plain, elements := ops.HostOps[op], op == "ScatterElements"
+		ops.HostOps[op] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+			if red := n.AttrString("reduction", "none"); red != "none" {
+				return scatterReduce(n, in, elements, red)
+			}
+			return plain(rc, n, in)
 		}
-		x := in[0]
-		add := func(a, v float64) float64 { return a + v }
-		mean, err := reduce(x, axes, true, 0, add, func(a float64, c int) float64 { return a / float64(c) })
-		if err != nil {
-			return nil, err
-		}
-		idx, _ := ops.BroadcastIndex(mean.Dims(), x.Dims())
-		mv, xv := tensor.Float64s(mean), tensor.Float64s(x)
-		dev := make([]float64, len(xv))
-		for i := range xv {
-			dev[i] = xv[i] - mv[idx[i]]
-		}
-		sq := make([]float64, len(xv))
-		for i := range dev {
-			sq[i] = dev[i] * dev[i]
-		}
-		sqT, _ := tensor.FromFloat64s(graph.Double, x.Dims(), sq)
-		vr, err := reduce(sqT, axes, true, 0, add, func(a float64, c int) float64 { return a / float64(c) })
-		if err != nil {
-			return nil, err
-		}
-		vv := tensor.Float64s(vr)
-		for i := range dev {
-			dev[i] /= ops.Sqrt(vv[idx[i]]) + 1e-9
-		}
-		return floatResult(x.DType(), x.Dims(), dev)
 	}
 }

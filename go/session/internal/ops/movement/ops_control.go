@@ -1,4 +1,4 @@
-package hostops
+package movement
 
 import (
 	"fmt"
@@ -9,10 +9,13 @@ import (
 )
 
 // Scan (opset 8 and 9+): the body runs once per slice of the scan inputs along their scan
-// axes, threading the state variables; scan outputs are stacked along their axes.
+// axes, threading the state variables; scan outputs are stacked along their axes. Scan, If and
+// Loop run through the session's control flow; their entries here make the ops known.
 
 func init() {
 	ops.HostOps["Scan"] = func(ops.OpRun, *graph.Node, []tensor.Tensor) ([]tensor.Tensor, error) {
 		return nil, fmt.Errorf("Scan runs through controlFlow")
 	}
+	ops.HostOps["If"] = func(ops.OpRun, *graph.Node, []tensor.Tensor) ([]tensor.Tensor, error) { return nil, nil }
+	ops.HostOps["Loop"] = ops.HostOps["If"]
 }

@@ -1,4 +1,4 @@
-package hostops
+package arith
 
 import (
 	"fmt"
@@ -168,7 +168,7 @@ func opTfIdfVectorizer(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tenso
 	if len(x.Dims()) == 2 {
 		shape = []int64{int64(rows), int64(outLen)}
 	}
-	return floatResult(graph.Float, shape, out)
+	return ops.FloatResult(graph.Float, shape, out)
 }
 
 func init() {

@@ -1,4 +1,4 @@
-package hostops
+package arith
 
 import (
 	"fmt"
@@ -13,26 +13,9 @@ import (
 // DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv. Values are
 // rounded half to even and saturated to the quantized type, as the ONNX spec asks.
 
-// quantRange is the representable range of an integer quantized type.
-func quantRange(dt tensor.DType) (lo, hi float64, err error) {
-	switch dt {
-	case graph.Uint8:
-		return 0, 255, nil
-	case graph.Int8:
-		return -128, 127, nil
-	case graph.Uint16:
-		return 0, 65535, nil
-	case graph.Int16:
-		return -32768, 32767, nil
-	case graph.Int32:
-		return math.MinInt32, math.MaxInt32, nil
-	}
-	return 0, 0, fmt.Errorf("quantized type %s is not supported (want uint8, int8, uint16, int16 or int32)", dt)
-}
-
 // saturateRound rounds v half to even and clamps it into dt's range, in place.
 func saturateRound(v []float64, dt tensor.DType) error {
-	lo, hi, err := quantRange(dt)
+	lo, hi, err := ops.QuantRange(dt)
 	if err != nil {
 		return err
 	}
@@ -128,7 +111,7 @@ func shiftedMatMul(a, b tensor.Tensor, av, bv []float64) (tensor.Tensor, error) 
 	if err != nil {
 		return tensor.Tensor{}, err
 	}
-	return MatmulHost(at, bt)
+	return ops.MatmulHost(at, bt)
 }
 
 // rowZeroPointAxis is the axis a per-row zero point of a matrix operand applies to.
@@ -187,7 +170,7 @@ func init() {
 		for i := range v {
 			v[i] = (v[i] - at(z, zi(i))) * s[si(i)]
 		}
-		return floatResult(scale.DType(), x.Dims(), v)
+		return ops.FloatResult(scale.DType(), x.Dims(), v)
 	}
 	ops.HostOps["DynamicQuantizeLinear"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		x := in[0]
@@ -231,7 +214,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return floatResult(graph.Int32, y.Dims(), tensor.Float64s(y))
+		return ops.FloatResult(graph.Int32, y.Dims(), tensor.Float64s(y))
 	}
 	ops.HostOps["QLinearMatMul"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		if len(in) < 8 {
@@ -286,7 +269,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return floatResult(graph.Int32, y.Dims(), tensor.Float64s(y))
+		return ops.FloatResult(graph.Int32, y.Dims(), tensor.Float64s(y))
 	}
 	ops.HostOps["QLinearConv"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		if len(in) < 8 {
@@ -341,5 +324,5 @@ func integerConv(n *graph.Node, x, xzp, w, wzp, bias tensor.Tensor) (tensor.Tens
 	if bias.IsValid() {
 		bt, _ = tensor.FromFloat64s(graph.Double, bias.Dims(), tensor.Float64s(bias))
 	}
-	return ConvHost(xt, wt, bt, p)
+	return ops.ConvHost(xt, wt, bt, p)
 }

@@ -1,4 +1,4 @@
-package hostops
+package arith
 
 import (
 	"fmt"
@@ -15,6 +15,8 @@ import (
 // omits. Implicit mode ("ab,bc") outputs the letters used once, in alphabetical order,
 // after the ellipsis axes.
 
+// OpEinsum is Einsum on the host: the product of its operands summed over the indices the
+// equation leaves out of the output.
 func OpEinsum(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	eq := strings.ReplaceAll(n.AttrString("equation", ""), " ", "")
 	lhs, rhs, explicit := strings.Cut(eq, "->")
@@ -138,7 +140,7 @@ func OpEinsum(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor,
 		}
 		out[f/max(inner, 1)] += prod
 	})
-	return floatResult(in[0].DType(), append([]int64{}, outShape...), out)
+	return ops.FloatResult(in[0].DType(), append([]int64{}, outShape...), out)
 }
 
 func init() {

@@ -1,4 +1,4 @@
-package hostops
+package arith
 
 import (
 	"fmt"
@@ -135,13 +135,6 @@ func stringEqual(a, b tensor.Tensor) (tensor.Tensor, error) {
 
 func isInt(dt tensor.DType) bool { return dt.IsInteger() }
 
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 func variadic(op string) ops.OpFunc {
 	return func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		if len(in) == 0 {
@@ -165,7 +158,7 @@ func variadic(op string) ops.OpFunc {
 			},
 		}[op]
 		if len(in) == 1 {
-			acc = tensor.Take(acc, acc.Dims(), identityIndex(acc.Len()))
+			acc = tensor.Take(acc, acc.Dims(), ops.IdentityIndex(acc.Len()))
 		}
 		var err error
 		for _, t := range in[1:] {
@@ -182,14 +175,6 @@ func variadic(op string) ops.OpFunc {
 		}
 		return []tensor.Tensor{acc}, err
 	}
-}
-
-func identityIndex(n int) []int {
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
-	}
-	return idx
 }
 
 func init() {
@@ -219,14 +204,14 @@ func init() {
 			ops.HostOps[op] = unaryOp(simple(f))
 		}
 	}
-	ops.HostOps["Not"] = unaryOp(simple(func(x float64) float64 { return b2f(x == 0) }))
+	ops.HostOps["Not"] = unaryOp(simple(func(x float64) float64 { return ops.B2F(x == 0) }))
 	ops.HostOps["LeakyRelu"] = unaryOp(func(n *graph.Node) func(float64) float64 {
 		a := float64(n.AttrFloat("alpha", 0.01))
-		return func(x float64) float64 { return MathSelect(x < 0, a*x, x) }
+		return func(x float64) float64 { return ops.MathSelect(x < 0, a*x, x) }
 	})
 	ops.HostOps["Elu"] = unaryOp(func(n *graph.Node) func(float64) float64 {
 		a := float64(n.AttrFloat("alpha", 1))
-		return func(x float64) float64 { return MathSelect(x < 0, a*(math.Exp(x)-1), x) }
+		return func(x float64) float64 { return ops.MathSelect(x < 0, a*(math.Exp(x)-1), x) }
 	})
 	ops.HostOps["Celu"] = unaryOp(func(n *graph.Node) func(float64) float64 {
 		a := float64(n.AttrFloat("alpha", 1))
@@ -234,7 +219,7 @@ func init() {
 	})
 	ops.HostOps["Selu"] = unaryOp(func(n *graph.Node) func(float64) float64 {
 		a, g := float64(n.AttrFloat("alpha", 1.67326319217681884765625)), float64(n.AttrFloat("gamma", 1.05070102214813232421875))
-		return func(x float64) float64 { return g * MathSelect(x <= 0, a*(math.Exp(x)-1), x) }
+		return func(x float64) float64 { return g * ops.MathSelect(x <= 0, a*(math.Exp(x)-1), x) }
 	})
 	ops.HostOps["HardSigmoid"] = unaryOp(func(n *graph.Node) func(float64) float64 {
 		a, b := float64(n.AttrFloat("alpha", 0.2)), float64(n.AttrFloat("beta", 0.5))
@@ -243,7 +228,7 @@ func init() {
 	ops.HostOps["HardSwish"] = unaryOp(simple(func(x float64) float64 { return x * math.Max(0, math.Min(1, x/6+0.5)) }))
 	ops.HostOps["ThresholdedRelu"] = unaryOp(func(n *graph.Node) func(float64) float64 {
 		a := float64(n.AttrFloat("alpha", 1))
-		return func(x float64) float64 { return MathSelect(x > a, x, 0) }
+		return func(x float64) float64 { return ops.MathSelect(x > a, x, 0) }
 	})
 	ops.HostOps["Shrink"] = unaryOp(func(n *graph.Node) func(float64) float64 {
 		l, b := float64(n.AttrFloat("lambd", 0.5)), float64(n.AttrFloat("bias", 0))
@@ -291,9 +276,9 @@ func init() {
 		}
 		return m
 	}, graph.Undefined)
-	ops.HostOps["PRelu"] = arith(func(x, s float64, _ tensor.DType) float64 { return MathSelect(x < 0, s*x, x) })
+	ops.HostOps["PRelu"] = arith(func(x, s float64, _ tensor.DType) float64 { return ops.MathSelect(x < 0, s*x, x) })
 	cmp := func(f func(a, b float64) bool) ops.OpFunc {
-		return binaryOp(func(a, b float64, _ tensor.DType, _ *graph.Node) float64 { return b2f(f(a, b)) }, graph.Bool)
+		return binaryOp(func(a, b float64, _ tensor.DType, _ *graph.Node) float64 { return ops.B2F(f(a, b)) }, graph.Bool)
 	}
 	ops.HostOps["Equal"] = cmp(func(a, b float64) bool { return a == b })
 	ops.HostOps["Less"] = cmp(func(a, b float64) bool { return a < b })
@@ -368,7 +353,7 @@ func init() {
 		iy, _ := ops.BroadcastIndex(y.Dims(), shape)
 		cv := tensor.Float64s(c)
 		// Concatenate x and y and pick from the joined tensor: one typed gather for any type.
-		joined, err := ConcatFlat(x, y)
+		joined, err := ops.ConcatFlat(x, y)
 		if err != nil {
 			return nil, err
 		}
@@ -381,66 +366,5 @@ func init() {
 			}
 		}
 		return []tensor.Tensor{tensor.Take(joined, shape, idx)}, nil
-	}
-}
-
-func MathSelect(c bool, a, b float64) float64 {
-	if c {
-		return a
-	}
-	return b
-}
-
-// concatFlat joins the elements of tensors of one type into a flat tensor.
-func ConcatFlat(ts ...tensor.Tensor) (tensor.Tensor, error) {
-	total := 0
-	for _, t := range ts {
-		if t.DType() != ts[0].DType() {
-			return tensor.Tensor{}, fmt.Errorf("element types %s and %s differ", ts[0].DType(), t.DType())
-		}
-		total += t.Len()
-	}
-	out, err := tensor.Zeros(ts[0].DType(), []int64{int64(total)})
-	if err != nil {
-		return tensor.Tensor{}, err
-	}
-	off := 0
-	for _, t := range ts {
-		copyInto(out.Data(), off, t.Data())
-		off += t.Len()
-	}
-	return out, nil
-}
-
-func copyInto(dst any, off int, src any) {
-	switch d := dst.(type) {
-	case []float32:
-		copy(d[off:], src.([]float32))
-	case []float64:
-		copy(d[off:], src.([]float64))
-	case []tensor.Float16:
-		copy(d[off:], src.([]tensor.Float16))
-	case []tensor.BFloat16:
-		copy(d[off:], src.([]tensor.BFloat16))
-	case []int8:
-		copy(d[off:], src.([]int8))
-	case []int16:
-		copy(d[off:], src.([]int16))
-	case []int32:
-		copy(d[off:], src.([]int32))
-	case []int64:
-		copy(d[off:], src.([]int64))
-	case []uint8:
-		copy(d[off:], src.([]uint8))
-	case []uint16:
-		copy(d[off:], src.([]uint16))
-	case []uint32:
-		copy(d[off:], src.([]uint32))
-	case []uint64:
-		copy(d[off:], src.([]uint64))
-	case []bool:
-		copy(d[off:], src.([]bool))
-	case []string:
-		copy(d[off:], src.([]string))
 	}
 }

@@ -1,4 +1,4 @@
-package hostops
+package nn
 
 import (
 	"fmt"
@@ -115,7 +115,7 @@ func rnnPrepare(n *graph.Node, in []tensor.Tensor, gates int) (*rnnInputs, error
 	}
 	layout := n.AttrInt("layout", 0)
 	if layout == 1 {
-		s, idx := TransposeIndex(x.Dims(), []int{1, 0, 2})
+		s, idx := ops.TransposeIndex(x.Dims(), []int{1, 0, 2})
 		x = tensor.Take(x, s, idx)
 	}
 	p := &rnnInputs{seq: int(x.Dims()[0]), batch: int(x.Dims()[1]), inSize: int(x.Dims()[2]), gates: gates}
@@ -178,7 +178,7 @@ func rnnState(t tensor.Tensor, layout int64, p *rnnInputs) ([]float64, error) {
 		return nil, fmt.Errorf("shape %v, want %d elements", t.Dims(), p.dirs*p.batch*p.hidden)
 	}
 	if layout == 1 {
-		s, idx := TransposeIndex(t.Dims(), []int{1, 0, 2})
+		s, idx := ops.TransposeIndex(t.Dims(), []int{1, 0, 2})
 		t = tensor.Take(t, s, idx)
 	}
 	return tensor.Float64s(t), nil
@@ -253,7 +253,7 @@ func rnnOutputs(n *graph.Node, dt tensor.DType, p *rnnInputs, y []float64, final
 		return nil, err
 	}
 	if layout == 1 {
-		s, idx := TransposeIndex(yt.Dims(), []int{2, 0, 1, 3})
+		s, idx := ops.TransposeIndex(yt.Dims(), []int{2, 0, 1, 3})
 		yt = tensor.Take(yt, s, idx)
 	}
 	out := []tensor.Tensor{yt}
@@ -263,7 +263,7 @@ func rnnOutputs(n *graph.Node, dt tensor.DType, p *rnnInputs, y []float64, final
 			return nil, err
 		}
 		if layout == 1 {
-			s, idx := TransposeIndex(t.Dims(), []int{1, 0, 2})
+			s, idx := ops.TransposeIndex(t.Dims(), []int{1, 0, 2})
 			t = tensor.Take(t, s, idx)
 		}
 		out = append(out, t)

@@ -1,4 +1,4 @@
-package hostops
+package nn
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ func nllLoss(n *graph.Node, dt tensor.DType, shape []int64, logp []float64, targ
 	nb, c := int(shape[0]), int(shape[1])
 	inner := ops.Numel(shape[2:])
 	wantT := append([]int64{shape[0]}, shape[2:]...)
-	if !sameShape(target.Dims(), wantT) {
+	if !ops.SameShape(target.Dims(), wantT) {
 		return tensor.Tensor{}, fmt.Errorf("target shape %v does not match input %v (want %v)", target.Dims(), shape, wantT)
 	}
 	var w []float64
@@ -73,18 +73,6 @@ func nllLoss(n *graph.Node, dt tensor.DType, shape []int64, logp []float64, targ
 	default:
 		return tensor.Tensor{}, fmt.Errorf("reduction %q is not one of none, sum, mean", red)
 	}
-}
-
-func sameShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func init() {

@@ -1,4 +1,4 @@
-package hostops
+package nn
 
 import (
 	"fmt"
@@ -9,37 +9,11 @@ import (
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
-func init() {
-	// FusedConv and MatMulAdd are kernel ops (ops_kernels.go); fusedConvHost and
-	// matMulAddHost are their host fallbacks. So is Attention (ops_kernels_attention.go), with
-	// loomAttention as its fallback.
-	// Before opset 14 (HardSwish), 17 (LayerNormalization) and 20 (Gelu) the optimizer puts
-	// these standard operators in Loom's domain; their semantics are ai.onnx's. All are kernel ops
-	// (ops_kernels_norm.go registers loomOps for them, with these host functions as
-	// fallbacks), so this init must not set loomOps: it runs after that file's.
-	ops.HostOps["Gelu"] = gelu
-}
+// Host functions of Loom's fused operators. FusedConv and MatMulAdd are kernel ops
+// (kernelops, ops_kernels.go); FusedConvHost is FusedConv's host fallback. So is Attention
+// (ops_kernels_attention.go), with LoomAttention as its fallback.
 
-// gelu is x·Φ(x), exact (erf) or with the tanh approximation (approximate="tanh").
-func gelu(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-	x := in[0]
-	if !x.DType().IsFloat() {
-		return nil, ops.OpErr("Gelu needs a floating-point input, got %s", x.DType())
-	}
-	var f func(float64) float64
-	switch a := n.AttrString("approximate", "none"); a {
-	case "none":
-		f = func(v float64) float64 { return 0.5 * v * (1 + math.Erf(v/math.Sqrt2)) }
-	case "tanh":
-		c := math.Sqrt(2 / math.Pi)
-		f = func(v float64) float64 { return 0.5 * v * (1 + math.Tanh(c*(v+0.044715*v*v*v))) }
-	default:
-		return nil, ops.OpErr("Gelu: unknown approximate=%q (want none or tanh)", a)
-	}
-	return unaryOp(simple(f))(rc, n, in)
-}
-
-// fusedConvHost is Conv followed by the activation named by the activation attribute (none
+// FusedConvHost is Conv followed by the activation named by the activation attribute (none
 // when empty), with its parameters in activation_params (LeakyRelu alpha; HardSigmoid alpha, beta; Clip min, max;
 // Swish β), then output_scale·y + output_shift.
 func FusedConvHost(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
@@ -63,7 +37,7 @@ func FusedConvHost(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Te
 		f = math.Tanh
 	case "LeakyRelu":
 		a := param(0, 0.01)
-		f = func(v float64) float64 { return MathSelect(v < 0, a*v, v) }
+		f = func(v float64) float64 { return ops.MathSelect(v < 0, a*v, v) }
 	case "HardSigmoid":
 		a, b := param(0, 0.2), param(1, 0.5)
 		f = func(v float64) float64 { return math.Max(0, math.Min(1, a*v+b)) }
@@ -94,7 +68,7 @@ func FusedConvHost(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Te
 	return y, nil
 }
 
-// loomAttention is softmax(Q·Kᵀ·scale ⊕ mask)·V over the last two axes: K is given as Kᵀ when
+// LoomAttention is softmax(Q·Kᵀ·scale ⊕ mask)·V over the last two axes: K is given as Kᵀ when
 // k_transposed=1; mask_mode 1 adds the mask, 2 keeps the scores where the boolean mask is
 // true and puts mask_fill elsewhere, 3 puts mask_fill where it is true.
 func LoomAttention(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
@@ -112,7 +86,7 @@ func LoomAttention(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Te
 			perm[i] = i
 		}
 		perm[r-1], perm[r-2] = r-2, r-1
-		s, idx := TransposeIndex(k.Dims(), perm)
+		s, idx := ops.TransposeIndex(k.Dims(), perm)
 		k = tensor.Take(k, s, idx)
 	}
 	scores, err := rc.KernelOp("MatMul", n, []tensor.Tensor{q, k})

@@ -1,4 +1,4 @@
-package hostops
+package nn
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 // Host function for ConvTranspose (N-D, groups, dilations, output_padding, output_shape,
 // auto_pad): every input element scatters its products with the kernel into the output.
 
-// convTransposeGeometry returns the padding at the start of each spatial axis and the output
+// ConvTransposeGeometry returns the padding at the start of each spatial axis and the output
 // spatial sizes.
 func ConvTransposeGeometry(n *graph.Node, in []int64, kernel []int) (strides, dilations, padBegin, out []int, err error) {
 	k := len(in)
@@ -60,6 +60,7 @@ func ConvTransposeGeometry(n *graph.Node, in []int64, kernel []int) (strides, di
 	return strides, dilations, padBegin, out, nil
 }
 
+// OpConvTranspose is ConvTranspose on the host (the fallback of its Loom kernel).
 func OpConvTranspose(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	x, w, b := in[0], in[1], ops.Optional(in, 2)
 	if len(x.Dims()) < 3 || len(w.Dims()) != len(x.Dims()) {
@@ -142,7 +143,7 @@ func OpConvTranspose(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.
 			}
 		}
 	})
-	return floatResult(x.DType(), outShape, out)
+	return ops.FloatResult(x.DType(), outShape, out)
 }
 
 func init() {

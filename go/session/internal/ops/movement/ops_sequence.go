@@ -1,4 +1,4 @@
-package hostops
+package movement
 
 import (
 	"fmt"
@@ -29,7 +29,7 @@ func init() {
 	}
 }
 
-// seqInput returns input i, which must be a sequence.
+// SeqInput returns input i, which must be a sequence.
 func SeqInput(in []tensor.Tensor, i int, what string) (tensor.Tensor, error) {
 	t := ops.Optional(in, i)
 	if !tensor.IsSeq(t) {
@@ -164,7 +164,7 @@ func opSequenceLength(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor
 	if err != nil {
 		return nil, err
 	}
-	return []tensor.Tensor{I64Tensor(nil, []int64{int64(len(tensor.SeqElems(s)))})}, nil
+	return []tensor.Tensor{ops.I64Tensor(nil, []int64{int64(len(tensor.SeqElems(s)))})}, nil
 }
 
 // opSplitToSequence splits along axis: into pieces of size 1 without split (the axis dropped
@@ -299,7 +299,7 @@ func opOptional(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tenso
 	return []tensor.Tensor{tensor.OptOf(innermostElem(a.TypeProto), nil)}, nil
 }
 
-// opOptionalHasElement is true for an optional holding a value and for a tensor or sequence
+// OpOptionalHasElement is true for an optional holding a value and for a tensor or sequence
 // (opset 18 accepts those), false for none and for an omitted input.
 func OpOptionalHasElement(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	v := ops.Optional(in, 0)
@@ -307,7 +307,7 @@ func OpOptionalHasElement(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]te
 	return []tensor.Tensor{tensor.Raw(graph.Bool, nil, []bool{has})}, nil
 }
 
-// opOptionalGetElement returns what an optional holds, and a tensor or sequence as it is.
+// OpOptionalGetElement returns what an optional holds, and a tensor or sequence as it is.
 func OpOptionalGetElement(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	v := ops.Optional(in, 0)
 	switch {
