@@ -6,78 +6,166 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e51190e2bd0c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e818f45fa4e75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecbc6151d1270_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee965109f63a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e131e48af4c98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1a6e7e9d4f7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e29f798104a10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e3e6e5fbd8d63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e49e1bdaa2e0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e54d9332afb06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e55330bceb96b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5cb968293f38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e78167b7a898d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e9f589c6686ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb10bf2549e65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ebe272d2fd479_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec75432278912_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecbd8e2417226_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eccd29985456f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2effc5cdf831b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e394a6bfe965d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5986ba1dcbf8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5a7baf8ca41e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5fc47f0dce9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e8630ba59c8f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e872bdbcee3bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e8886423796cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e90631cd5b61e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb5fb3ebab4ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb6f45973baf5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed7f5ad83f244_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed877d9eb8d28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef6a687de5b93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2efb7e9e97ba16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0352ddaa9fbb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e04ed81001772_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e065e8092a2e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1929ee687104_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1a2895c29f25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1cf6b0af48d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1f4a61fb7502_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1f8d7740ad0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e231abcbeacda_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e26f3cd5dd277_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2c710536a25a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2cbf9f2a1a4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2f7a373a746a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e34e1d617c11f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4189034abc12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4f0a8d9731a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e50293149d791_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e50bc0bc95910_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e51a42e00775f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e56a253f537bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5e710e501fec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5e74a445a850_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e67e0a99e7223_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6877b9a8a058_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6b48e3a9fc1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6d341a3e9b35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7a2132c9fbfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7c7a0f3e990c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8460f94f750b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e846a91d1e726_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e88a98956e9ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8beb9fe9c16a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea0792219a4f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eab69a872357d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eafac160571d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb8dc9464ca67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eba71e79aecb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebf97c85192d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec702c06fb065_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecf71c22e162e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed245816893d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed6694eefd0c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed88319e46aa7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed9273c933fdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee3b8aa0ac6b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee6d8f06b1a9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eee6105e6c110_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef7c50dcc633a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0640cc909dbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e242562f52d61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e277f32f8b25c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2f97f7ecfe1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e3a60c930af0d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e418175e4b4bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5cbaa4206c9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6b3057203a87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e75951d1aea33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e884a2c90c98a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb4f3d07143b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec25148f7b59b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed6c8f765baee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edee5cdaaf0dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eeb44ed234805_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efc661ff79e0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e0df0639df573_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e0f4cebd9dfc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e103f42a0c691_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e28cd4a71da25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e35dfaacedf44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e628a22b02c0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e68b8f4a19c51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e794510cb7afa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e9a5e970564cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e9c71e7635f4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea05dc64ab0fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ebb892a8ecffc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef26e99934daa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef3ed53c4b3c0_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e51190e2bd0c6_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e818f45fa4e75_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecbc6151d1270_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee965109f63a9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e131e48af4c98_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1a6e7e9d4f7f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e29f798104a10_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e3e6e5fbd8d63_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e49e1bdaa2e0e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e54d9332afb06_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e55330bceb96b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5cb968293f38_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e78167b7a898d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e9f589c6686ce_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb10bf2549e65_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ebe272d2fd479_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec75432278912_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecbd8e2417226_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eccd29985456f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2effc5cdf831b3_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e394a6bfe965d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5986ba1dcbf8_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5a7baf8ca41e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5fc47f0dce9e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e8630ba59c8f2_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e872bdbcee3bd_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e8886423796cb_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e90631cd5b61e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb5fb3ebab4ba_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb6f45973baf5_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed7f5ad83f244_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed877d9eb8d28_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef6a687de5b93_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2efb7e9e97ba16_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0352ddaa9fbb_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e04ed81001772_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e065e8092a2e9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1929ee687104_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1a2895c29f25_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1cf6b0af48d1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1f4a61fb7502_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1f8d7740ad0b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e231abcbeacda_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e26f3cd5dd277_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2c710536a25a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2cbf9f2a1a4b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2f7a373a746a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e34e1d617c11f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4189034abc12_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4f0a8d9731a7_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e50293149d791_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e50bc0bc95910_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e51a42e00775f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e56a253f537bc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5e710e501fec_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5e74a445a850_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e67e0a99e7223_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6877b9a8a058_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6b48e3a9fc1f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6d341a3e9b35_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7a2132c9fbfe_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7c7a0f3e990c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8460f94f750b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e846a91d1e726_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e88a98956e9ef_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8beb9fe9c16a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea0792219a4f5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eab69a872357d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eafac160571d3_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb8dc9464ca67_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eba71e79aecb6_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebf97c85192d9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec702c06fb065_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecf71c22e162e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed245816893d2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed6694eefd0c5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed88319e46aa7_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed9273c933fdc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee3b8aa0ac6b2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee6d8f06b1a9d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eee6105e6c110_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef7c50dcc633a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0640cc909dbd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e242562f52d61_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e277f32f8b25c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2f97f7ecfe1b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e3a60c930af0d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e418175e4b4bc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5cbaa4206c9f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6b3057203a87_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e75951d1aea33_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e884a2c90c98a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb4f3d07143b9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec25148f7b59b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed6c8f765baee_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edee5cdaaf0dc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eeb44ed234805_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efc661ff79e0a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e0df0639df573_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e0f4cebd9dfc8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e103f42a0c691_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e28cd4a71da25_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e35dfaacedf44_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e628a22b02c0f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e68b8f4a19c51_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e794510cb7afa_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e9a5e970564cf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e9c71e7635f4c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea05dc64ab0fd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ebb892a8ecffc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef26e99934daa_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef3ed53c4b3c0_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v3_entries(int i, uint32_t* count) {

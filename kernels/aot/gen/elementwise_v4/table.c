@@ -6,78 +6,166 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18fa3dca2848_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6512d6d58f92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb1df5dbd2354_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efac79f8e4f59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e133051891f44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e194300e3c597_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e27a08b8ea489_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30c244ebc603_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e3553d1188847_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e41727fadf422_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5643025e64b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5fb64bc12337_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e65dccbd99204_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e73707a01c230_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8da4c7f8dae4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea1806ebe27b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebdd80d171f4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ecf8aa27c2f6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed53e06b25b40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ef815611001d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e12e043167ba8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2a65f1b23123_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e437621361c28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4e82ad025809_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e7b45f04be9dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8d0a4a919df6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e9a220d09aff5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eac9dbfe88958_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ead919b4b463f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eaf976c0e8459_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb24883d5861f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eca39f51bfd82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef2cbe6566a8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2efae13d608fcd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e05a5b8260877_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e087615ce1f73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e099624b2f2ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e13ffbafc436e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e169e549884ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1798305492bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e19e1428ecb35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1c99e5258b46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1eb6a0374025_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1ef3c0d93819_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e21e66ad24fa2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2cb81abd32c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2e1a4a75c6f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e32a860b675be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e366ff32c36cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e423f9e1e7d16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e42586cd32a1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4f580ab873ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4fd0866ea8f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e532eb4ced275_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e590451590ed1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e599d2153704c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5c834cf46534_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5dab855b6073_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5e9cae1c20c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6620aa4430bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e66f3331bd13b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e67e45b7a498c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7079c383f073_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e83f9c7202a73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8e73655d1c48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e909e79d8defe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e90c9e825492a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e93e065a025c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e95f0f902f6f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea5709aba0ffc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebcd1be330c98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecec282356210_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecf3048ac616c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eda2eb1843b98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2edba5884bd578_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee1f526abc943_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee4c1e3a5c13c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef1eaab3836f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef98f356de939_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efa13445a29c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efa856de89a2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efb95bc3bd7ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e069171efe314_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0c0333f6b4ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0d03b9888fc3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1a4b7de93f90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1c05b34cf1fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e36b9da373e93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4c8f799c401a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e606ee713a46d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e6a75a4113ead_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8111d0c2d584_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea8d63bbce5a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eac6f26d6b5db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb8ec2289530c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebe097d7cb8d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec35f8adfd750_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eca723a80c172_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2ebaf39a2ef3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3690cfab87ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3af4be79ebd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5f64c2986a4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e62e0752c390f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e6fef9af85ffb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e83cd75349527_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea21f03f7f344_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb6e946710d7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec264c2a8efcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eda131b0a3e02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2edcea5c61fc0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef8b504770c58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2efa7fd22519c0_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18fa3dca2848_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6512d6d58f92_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb1df5dbd2354_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efac79f8e4f59_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e133051891f44_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e194300e3c597_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e27a08b8ea489_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30c244ebc603_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e3553d1188847_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e41727fadf422_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5643025e64b1_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5fb64bc12337_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e65dccbd99204_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e73707a01c230_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8da4c7f8dae4_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea1806ebe27b8_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebdd80d171f4e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ecf8aa27c2f6c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed53e06b25b40_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ef815611001d0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e12e043167ba8_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2a65f1b23123_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e437621361c28_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4e82ad025809_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e7b45f04be9dd_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8d0a4a919df6_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e9a220d09aff5_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eac9dbfe88958_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ead919b4b463f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eaf976c0e8459_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb24883d5861f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eca39f51bfd82_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef2cbe6566a8b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2efae13d608fcd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e05a5b8260877_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e087615ce1f73_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e099624b2f2ed_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e13ffbafc436e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e169e549884ec_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1798305492bc_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e19e1428ecb35_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1c99e5258b46_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1eb6a0374025_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1ef3c0d93819_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e21e66ad24fa2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2cb81abd32c1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2e1a4a75c6f0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e32a860b675be_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e366ff32c36cf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e423f9e1e7d16_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e42586cd32a1b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4f580ab873ac_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4fd0866ea8f7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e532eb4ced275_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e590451590ed1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e599d2153704c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5c834cf46534_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5dab855b6073_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5e9cae1c20c1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6620aa4430bf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e66f3331bd13b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e67e45b7a498c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7079c383f073_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e83f9c7202a73_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8e73655d1c48_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e909e79d8defe_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e90c9e825492a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e93e065a025c3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e95f0f902f6f8_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea5709aba0ffc_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebcd1be330c98_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecec282356210_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecf3048ac616c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eda2eb1843b98_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2edba5884bd578_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee1f526abc943_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee4c1e3a5c13c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef1eaab3836f6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef98f356de939_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efa13445a29c6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efa856de89a2a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efb95bc3bd7ae_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e069171efe314_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0c0333f6b4ab_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0d03b9888fc3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1a4b7de93f90_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1c05b34cf1fb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e36b9da373e93_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4c8f799c401a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e606ee713a46d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e6a75a4113ead_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8111d0c2d584_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea8d63bbce5a6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eac6f26d6b5db_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb8ec2289530c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebe097d7cb8d6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec35f8adfd750_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eca723a80c172_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2ebaf39a2ef3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3690cfab87ba_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3af4be79ebd0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5f64c2986a4d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e62e0752c390f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e6fef9af85ffb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e83cd75349527_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea21f03f7f344_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb6e946710d7f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec264c2a8efcc_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eda131b0a3e02_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2edcea5c61fc0f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef8b504770c58_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2efa7fd22519c0_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v4_entries(int i, uint32_t* count) {

@@ -6,330 +6,226 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e20255482321e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3d890e36690f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e68ebaeb51e2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8ba9bb5024fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e91a54cd884d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e98ed2aa7d3e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eab6fd7ecb9c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebb3c037f4def_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ecd309223d869_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ece118122dcbb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed03c32c38fff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eda3d8f2c806c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee0d21e611d70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef2af1b3b548c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e0597ff617dda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e1c53ee1c6dfd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2c26338112ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ee7fe36c010d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e034b60fc4428_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e035db472e504_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e092a6715edd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0a3c2083de24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0e181865afcb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1a695b7cf521_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e21719895bda6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e2c6bbe93adde_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e2ed09c2eeb21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e3375e84c6cb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e349ea696d9f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e369fa1040bed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e3b219ef366a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e40bffe478ee4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e40d5746a9f9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e429235c6a9b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4ac94657ba65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e50e36b093be1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5a831726f78d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e67118dece6bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e68446fed5303_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6b38e5b0f317_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7889b80beaff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e78a7b4396847_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8313e952b903_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8748b3d7606a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e87649f340e2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e87dc7e6f3c40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8f8733959b0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9146e4acd38b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e915f8c83b5df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9897f1a7d9ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ea5b601df6bff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eadaa4f68ba49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb1536a29b070_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb32c5d05bef7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb61783eaf1c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ebc5be397b8c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ec398bcb79508_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ec47098b71f7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecd60a53a29b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecf6aeff85667_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ed4fb3813aa5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2edb81f9e25fc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee0ea175addbc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8b6aa31989a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8bdf5770998_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eec83fc77c7f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ef2afd215ab5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ef504f0433638_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2efd70bdc0a99e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2efdbab9a68ac2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e63c8dc6b0195_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e6bbf2467d9e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e945b2f46b829_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e973214add193_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0233fefd7291_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e07131b31d60e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e08c16bfd6cea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0cd33ea8d6cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1242e57ed823_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e173db77eb2d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d2e60d118f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d6906a88aba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e225eb448bc2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22c03988d515_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e255737fcb4d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2627b7b48ca4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e29f3e3391e07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ee580315bee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2f1688f00cb0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e330369155f61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e347ca9f9422f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e356bc3f9eab4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37de4643e663_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3aad33345bd8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3d6773aa0a34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45e8d0ae5e50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4869626ae8cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a3384b7b32a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a5519dcc806_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c44d988721a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54d9274bc989_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e55313a79c536_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e591fa63ce486_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5bb41d06efae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6294749d7acf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e63031200f9e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e66024ee50814_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e670e0b9714c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6735f8ed4a50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6962f8f588b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6a497e8b42bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6ef08c334aff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fb2757d53ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7702f243206a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7817bee37b8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e79b96041eb68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a9194791a64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81510b02a3a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e83fab28948f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e845503f99e70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8662902dc088_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e869d99462c92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e87cdc513c689_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88605883ad2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8893e6dd39b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b181ca34c57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9367c6bec943_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e94a5feff30d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e995ec67cc230_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9cfa37e2ef92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f942c21de49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fa0977dadd4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea130adc0ba2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea38bb658189b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea521db769b56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eacf42f669856_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb42f90309d7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb520b20873ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6af455875e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec5ca57475018_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc6e9e936865_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecd8795571770_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdc9c99ab29e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed0eb05341b80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed7237dd63a29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed98ba7772104_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc7efc3600eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee2dfac3ae5f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeab2ba5cc96a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeb91035efc6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3ed0fc736e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4f2ac5b78c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef96ddd13ba03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efcf502b8227e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e144ae8485f64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e14dc321d0005_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e177e0173fcc1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e22aec8dba83a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ec58ecb8b33f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ee696080ba283_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e025712b53e8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1e3fd926d26d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e42a441359d7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4c9d51a645ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e60fb81a00a60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e685ae9dca032_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e69f1f21173ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8b5fef169208_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e905721186413_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e9cc8a6d2b390_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eaa424e3ab858_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eabf2117dbd12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eccfc2e7bf99c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef6b0afdf0def_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e00f73f10c28b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e7a8a316574c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eb8372e1b62df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ed233be94a469_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e2cf5e854fca6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e8a6f47c7547e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eb92ea841a8ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eca5ce7597fed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e00f49d0f5481_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0725cde58ac9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e10f233c1c689_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e16a2da2ca8a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1ba34287c626_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e209c912b156e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2574084374af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e265a2507cbbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ac88085f81e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2b8ca0e65657_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d780ef22195_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e31245cd43240_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e329601addd27_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e33ccff90cd15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37da4a9821a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e393b0e6528ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e39a86b895550_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3f092d45ce91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4549f334bce6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e457028ff9eeb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45e8ca7fb034_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e47461f064d1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4946c8fa02ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e522ec2e239d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c1a4fb63e25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5dbae2a27202_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e611c364b443a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e64d9da04d5e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68857b87cea7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e697b92b3937f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6a408e1ca861_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6bedbb852378_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6e48f6f9335d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6e880af46599_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7229f965cbfb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72c70e817556_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7490b51e8a9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75c315b3acdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7d9c00adad40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7ddab44a45a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f0c5d7a70d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e82d0106a416e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e855e78ce3b17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e89b00fe460aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8a1da78df726_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8a499d64364b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b176efacf9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8fb064e16606_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9159f99afc71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92d833cca3b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9346963c44f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e93d8067549ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e96ddd9f70dbb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9743d643f50e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e97ab5cb5c3f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a0ce566a39a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e082d532533_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea35ba08a3b5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea47351aa1ef9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa13c34a302c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaca0068a5245_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eae7131e25e07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb15b685dc618_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb5b3f8af272f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb63be04f30fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb71f0f5da6b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebbaaf695806b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec384a7aa4f81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc57e9544a47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf279d625204_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eda9d15dde943_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edca7afa003a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edce00b49ce26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eddbf73376ee0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eea04aaeffa70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eecf25f914fa8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed03501b507e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef8f8b86338ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efac2c408da97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc19b4059bd6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e07b4e7d62b3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ea9517294cd29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eab25c62c9da6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb7f537664899_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eded8eb677052_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ee848680740c5_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e20255482321e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3d890e36690f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e68ebaeb51e2c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8ba9bb5024fc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e91a54cd884d2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e98ed2aa7d3e0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eab6fd7ecb9c9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebb3c037f4def_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ecd309223d869_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ece118122dcbb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed03c32c38fff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eda3d8f2c806c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee0d21e611d70_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef2af1b3b548c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e0597ff617dda_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e1c53ee1c6dfd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2c26338112ab_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ee7fe36c010d8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e034b60fc4428_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e035db472e504_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e092a6715edd2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0a3c2083de24_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e0e181865afcb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1a695b7cf521_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e21719895bda6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e2c6bbe93adde_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e2ed09c2eeb21_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e3375e84c6cb7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e349ea696d9f2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e369fa1040bed_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e3b219ef366a2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e40bffe478ee4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e40d5746a9f9b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e429235c6a9b3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4ac94657ba65_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e50e36b093be1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5a831726f78d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e67118dece6bd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e68446fed5303_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6b38e5b0f317_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7889b80beaff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e78a7b4396847_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8313e952b903_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8748b3d7606a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e87649f340e2e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e87dc7e6f3c40_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8f8733959b0b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9146e4acd38b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e915f8c83b5df_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9897f1a7d9ec_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ea5b601df6bff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eadaa4f68ba49_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb1536a29b070_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb32c5d05bef7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb61783eaf1c2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ebc5be397b8c6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ec398bcb79508_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ec47098b71f7b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecd60a53a29b2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecf6aeff85667_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ed4fb3813aa5c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2edb81f9e25fc5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee0ea175addbc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8b6aa31989a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee8bdf5770998_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eec83fc77c7f3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ef2afd215ab5f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ef504f0433638_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2efd70bdc0a99e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2efdbab9a68ac2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e63c8dc6b0195_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e6bbf2467d9e5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e945b2f46b829_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e973214add193_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0233fefd7291_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e07131b31d60e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e08c16bfd6cea_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0cd33ea8d6cb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1242e57ed823_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e173db77eb2d3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d2e60d118f8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d6906a88aba_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e225eb448bc2d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22c03988d515_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e255737fcb4d8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2627b7b48ca4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e29f3e3391e07_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ee580315bee_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2f1688f00cb0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e330369155f61_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e347ca9f9422f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e356bc3f9eab4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37de4643e663_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3aad33345bd8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3d6773aa0a34_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45e8d0ae5e50_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4869626ae8cc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a3384b7b32a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a5519dcc806_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c44d988721a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54d9274bc989_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e55313a79c536_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e591fa63ce486_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5bb41d06efae_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6294749d7acf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e63031200f9e5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e66024ee50814_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e670e0b9714c8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6735f8ed4a50_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6962f8f588b2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6a497e8b42bf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6ef08c334aff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fb2757d53ff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7702f243206a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7817bee37b8c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e79b96041eb68_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a9194791a64_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81510b02a3a1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e83fab28948f0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e845503f99e70_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8662902dc088_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e869d99462c92_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e87cdc513c689_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88605883ad2b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8893e6dd39b7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b181ca34c57_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9367c6bec943_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e94a5feff30d9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e995ec67cc230_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9cfa37e2ef92_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f942c21de49_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fa0977dadd4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea130adc0ba2d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea38bb658189b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea521db769b56_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eacf42f669856_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb42f90309d7f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb520b20873ad_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6af455875e2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec5ca57475018_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc6e9e936865_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecd8795571770_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdc9c99ab29e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed0eb05341b80_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed7237dd63a29_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed98ba7772104_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc7efc3600eb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee2dfac3ae5f4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeab2ba5cc96a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeb91035efc6f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3ed0fc736e1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4f2ac5b78c6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef96ddd13ba03_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efcf502b8227e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e144ae8485f64_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e14dc321d0005_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e177e0173fcc1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e22aec8dba83a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ec58ecb8b33f0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ee696080ba283_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e025712b53e8c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1e3fd926d26d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e42a441359d7e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4c9d51a645ac_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e60fb81a00a60_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e685ae9dca032_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e69f1f21173ae_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8b5fef169208_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e905721186413_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e9cc8a6d2b390_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eaa424e3ab858_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eabf2117dbd12_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eccfc2e7bf99c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef6b0afdf0def_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e00f73f10c28b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e7a8a316574c7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eb8372e1b62df_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ed233be94a469_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e2cf5e854fca6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e8a6f47c7547e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eb92ea841a8ee_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eca5ce7597fed_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e00f49d0f5481_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0725cde58ac9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e10f233c1c689_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e16a2da2ca8a5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1ba34287c626_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e209c912b156e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2574084374af_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e265a2507cbbd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ac88085f81e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2b8ca0e65657_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d780ef22195_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e31245cd43240_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e329601addd27_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e33ccff90cd15_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37da4a9821a9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e393b0e6528ec_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e39a86b895550_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3f092d45ce91_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4549f334bce6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e457028ff9eeb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45e8ca7fb034_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e47461f064d1d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4946c8fa02ef_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e522ec2e239d1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c1a4fb63e25_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5dbae2a27202_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e611c364b443a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e64d9da04d5e3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68857b87cea7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e697b92b3937f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6a408e1ca861_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6bedbb852378_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6e48f6f9335d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6e880af46599_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7229f965cbfb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72c70e817556_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7490b51e8a9c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75c315b3acdc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7d9c00adad40_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7ddab44a45a0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f0c5d7a70d9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e82d0106a416e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e855e78ce3b17_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e89b00fe460aa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8a1da78df726_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8a499d64364b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b176efacf9e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8fb064e16606_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9159f99afc71_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92d833cca3b1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9346963c44f3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e93d8067549ac_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e96ddd9f70dbb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9743d643f50e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e97ab5cb5c3f7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a0ce566a39a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e082d532533_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea35ba08a3b5a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea47351aa1ef9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa13c34a302c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaca0068a5245_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eae7131e25e07_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb15b685dc618_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb5b3f8af272f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb63be04f30fb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb71f0f5da6b1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebbaaf695806b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec384a7aa4f81_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc57e9544a47_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf279d625204_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eda9d15dde943_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edca7afa003a6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edce00b49ce26_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eddbf73376ee0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eea04aaeffa70_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eecf25f914fa8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed03501b507e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef8f8b86338ec_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efac2c408da97_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc19b4059bd6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e07b4e7d62b3e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ea9517294cd29_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eab25c62c9da6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb7f537664899_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eded8eb677052_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ee848680740c5_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v3_entries(int i, uint32_t* count) {

@@ -6,330 +6,226 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e045aca9902a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e06cefb716ff6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2423f702c338_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2e11b39b1ed9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e43c00d10fd3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e55902fd1d96d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5cf05b440bc9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7003d9bf6fe6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e96e32d4962ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e9844f5978d17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea12473af8c27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea83c67c515a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ebacc9ac25513_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef68a93defa38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e51ac7f0b334f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb113171f7c68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ecc2b412a06e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ef8c7c6118460_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e06dbc39f7b65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e095625ef9330_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e0bbcbb0af54c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1408b6186ef3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e14b03b497d2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1554fbef6b43_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1855c9b8b8a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2683f53bdcf6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e27be2dc102b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2b51a3a84b0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2c65ffc71b7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e30399b601074_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e366a3e8f0eb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e391c44cf32da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e3b1fefede840_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e41295597cf8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e480d94a36752_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e5388e2cf201f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e54ba60a41523_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e55d3aeb49668_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e5ecc286e3d07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e626b2ae036aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e72515922046f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e76aa9c60df11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e78655af077e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e7e402fe5c4de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e81c61b8a0d4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e83deca4d915b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e8e624073b833_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e9417d3533f73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e98ec5374cdc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ea59880da8c1c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaa3378ddf0ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaadccbe5233b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eabc365b2b2de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ead0c7c93bbb5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eb9fe2a23c4bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf593108761f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf6958e996a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec059bf928f58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec85c5097d7f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed125665da379_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3ab08c45293_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3c13dcf5d8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed7d71596f8c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2edd0781d16ddb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee70e7ebdc793_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee76c721738e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef0539eba32a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef21d4273a67f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef509d21c555c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2efaa0b6a448b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e111c751a47c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e195d2ff0bd08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e958c6d9f55e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ecbbf8ca1cd30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e03e333d41262_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e04713be7d32b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1365546d00d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1633ad0c5706_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1a689e0f4bc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ba009fac8b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e206954b62221_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e24889d820719_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e29870e12b7d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2aad4857e542_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2b1df101f7b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2b611441c242_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2dc899460c4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e970ca3b542_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2f5fc53ade55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3098c6922703_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3106a30b5c4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36080de64071_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3ac85bfb7f19_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3daa2333dc08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e411379c0dd33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e427237fe8bae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43e1861f57c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4684402504b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ba16e40c7da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e565f0591cfab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e59686a817064_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b2ebb4d23ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ce4060d1ebe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d2c7416d44b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d41c7ce4594_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ee2a04e102c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e653cd1129334_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e755f49ba0c54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7833270c024d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7888a1030a98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78c812817ebb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e79cf4c72b374_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8117967e4275_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e820af6e7d8fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83ccf0c79657_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8684c69010dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e88ca90789c9a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89a5bbd9476a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8edbf0bedaca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91b6a40cd965_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e960ce71e3c1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e969b467e733a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96e3cf29bcb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e992fa73410ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a19d17b536b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a4898eca731_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9c30ee702cf4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea586bc8f1c9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5fc7e44686b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9d26ce794be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa4eb0a431b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac40b37d0464_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac762d65511e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb24f4a6bb33f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3daad38562b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebab136f3bfa5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdfaac9c2b83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf6205595cf5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebfee1c25ff72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec67d5598943f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edb48fe8785c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edbf4767399d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edcb92e2f5b1f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edfcf1f1be510_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3583b698551_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3ce6ee215dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3d01f11ecc7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5e135f6be3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee763d5f17382_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eec2cca24ea3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef4edc44ef25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefd08891a21b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efb7564f10b08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc9bd52fc8c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e18e9b8a5890a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e32c9658a7e3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9fc7b3dbbcf8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ea4f119c964b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecd9cee5b81e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ee62ce48b7f92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e04795b6ca0f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0d7e894b3c82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e20bc2c2dfce2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2339c433ec00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e30ad498b960a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5d2e18a6f34e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e737f7c3ea270_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8a3c211713e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8c548b9bb500_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e9190f6679b2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e9afa100baee5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee0623d0b646b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee3653f50ded3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eed7bb849b8f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0ae021c72a10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ee5eab36b84bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ef1bbfeea5c80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ef6da17ed27a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e5fc569c61331_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e8c0440e313df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e9e14ba4aa9c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ea81b1b55bdcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e066c04e95391_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c25f1da4ba5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0d95dbc341a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0ea8e67ac10f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0fc11161dc88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0fe6d63bfaa8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e10470b53e8b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e137da961e734_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e144fd1f7955e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1580847ad899_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e18a109ff15b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1abe0f56cb4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1bf8a6729846_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e204d58e1aad0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e22887889dd0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e239aa275d7be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e242ba53c62f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2ebf1c1eb551_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e313522b0c2d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e357f5f36ba47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3738de863372_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4140725ae89f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e425a74081aa4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e42dde45c0bd1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e45392dd54aea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b896e6e0907_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e50f65c0c235f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e522876ad0049_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e572137beefa2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d128f604d3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5dbc65c1da63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5e02ae47a6b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e624aa171a7dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e64f0bd16d9a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e658cde7f00ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e674b0f2852bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68747480fd98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6d749ef52367_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6dca21d58d22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6e0c901d3556_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e732f1f6d87fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7521035e5398_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78c9092ed8aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83dac2c62ad6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84db56e91b05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e850dc0ad78f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e887c6d6e827c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91c2568f6e5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e935464481b10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9ac461ff0365_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9ac4e2f1fdcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1b7a1008c04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea2ebb58973a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea66a5dee45d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8f479370d9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ead27292cd7ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb39afd0575a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb4f8ee559b3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebbfa60cebea8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf1e792d42e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec3a1e64fc92a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec56da5158c66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec62b65ca3055_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec9758df64444_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf42c1157874_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed3991a41b040_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed4cd1503235c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed84e83cee379_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed93cb50e252b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edb38aad42581_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edbdd33332931_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edd7f0fa7b3fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edead0438f7e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb71e6a21a50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef29aa43dee9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef50b8979eec4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef6eb07ceacd7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efcabbeb3ffb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efe257580232f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efee3462aa3eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e43e8cf2fa3db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e62b0b7f585cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7aaee3cba990_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eaed945d9b4d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eaf618db21419_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eeb122ba16e0f_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e045aca9902a6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e06cefb716ff6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2423f702c338_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2e11b39b1ed9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e43c00d10fd3c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e55902fd1d96d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5cf05b440bc9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7003d9bf6fe6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e96e32d4962ad_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e9844f5978d17_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea12473af8c27_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea83c67c515a8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ebacc9ac25513_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef68a93defa38_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e51ac7f0b334f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb113171f7c68_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ecc2b412a06e7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ef8c7c6118460_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e06dbc39f7b65_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e095625ef9330_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e0bbcbb0af54c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1408b6186ef3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e14b03b497d2b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1554fbef6b43_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1855c9b8b8a5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2683f53bdcf6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e27be2dc102b2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2b51a3a84b0b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2c65ffc71b7c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e30399b601074_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e366a3e8f0eb7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e391c44cf32da_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e3b1fefede840_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e41295597cf8a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e480d94a36752_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e5388e2cf201f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e54ba60a41523_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e55d3aeb49668_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e5ecc286e3d07_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e626b2ae036aa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e72515922046f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e76aa9c60df11_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e78655af077e3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e7e402fe5c4de_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e81c61b8a0d4b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e83deca4d915b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e8e624073b833_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e9417d3533f73_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e98ec5374cdc5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ea59880da8c1c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaa3378ddf0ac_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaadccbe5233b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eabc365b2b2de_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ead0c7c93bbb5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eb9fe2a23c4bc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf593108761f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebf6958e996a6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec059bf928f58_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec85c5097d7f6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed125665da379_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3ab08c45293_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed3c13dcf5d8f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed7d71596f8c0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2edd0781d16ddb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee70e7ebdc793_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee76c721738e0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef0539eba32a7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef21d4273a67f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef509d21c555c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2efaa0b6a448b5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e111c751a47c3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e195d2ff0bd08_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e958c6d9f55e9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ecbbf8ca1cd30_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e03e333d41262_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e04713be7d32b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1365546d00d6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1633ad0c5706_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1a689e0f4bc8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ba009fac8b4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e206954b62221_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e24889d820719_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e29870e12b7d4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2aad4857e542_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2b1df101f7b3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2b611441c242_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2dc899460c4c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e970ca3b542_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2f5fc53ade55_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3098c6922703_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3106a30b5c4a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36080de64071_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3ac85bfb7f19_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3daa2333dc08_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e411379c0dd33_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e427237fe8bae_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43e1861f57c2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4684402504b2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ba16e40c7da_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e565f0591cfab_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e59686a817064_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b2ebb4d23ed_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ce4060d1ebe_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d2c7416d44b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d41c7ce4594_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ee2a04e102c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e653cd1129334_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e755f49ba0c54_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7833270c024d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7888a1030a98_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78c812817ebb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e79cf4c72b374_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8117967e4275_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e820af6e7d8fa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83ccf0c79657_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8684c69010dc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e88ca90789c9a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89a5bbd9476a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8edbf0bedaca_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91b6a40cd965_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e960ce71e3c1b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e969b467e733a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96e3cf29bcb2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e992fa73410ca_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a19d17b536b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a4898eca731_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9c30ee702cf4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea586bc8f1c9c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5fc7e44686b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9d26ce794be_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa4eb0a431b5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac40b37d0464_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac762d65511e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb24f4a6bb33f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3daad38562b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebab136f3bfa5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdfaac9c2b83_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf6205595cf5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebfee1c25ff72_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec67d5598943f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edb48fe8785c0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edbf4767399d6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edcb92e2f5b1f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edfcf1f1be510_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3583b698551_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3ce6ee215dd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3d01f11ecc7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5e135f6be3b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee763d5f17382_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eec2cca24ea3a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef4edc44ef25_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefd08891a21b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efb7564f10b08_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc9bd52fc8c2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e18e9b8a5890a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e32c9658a7e3f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9fc7b3dbbcf8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ea4f119c964b0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecd9cee5b81e3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ee62ce48b7f92_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e04795b6ca0f9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0d7e894b3c82_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e20bc2c2dfce2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2339c433ec00_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e30ad498b960a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5d2e18a6f34e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e737f7c3ea270_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8a3c211713e0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8c548b9bb500_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e9190f6679b2d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e9afa100baee5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee0623d0b646b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee3653f50ded3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eed7bb849b8f0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0ae021c72a10_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ee5eab36b84bf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ef1bbfeea5c80_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ef6da17ed27a3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e5fc569c61331_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e8c0440e313df_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e9e14ba4aa9c4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ea81b1b55bdcc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e066c04e95391_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c25f1da4ba5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0d95dbc341a9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0ea8e67ac10f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0fc11161dc88_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0fe6d63bfaa8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e10470b53e8b9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e137da961e734_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e144fd1f7955e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1580847ad899_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e18a109ff15b3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1abe0f56cb4c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1bf8a6729846_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e204d58e1aad0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e22887889dd0a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e239aa275d7be_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e242ba53c62f9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2ebf1c1eb551_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e313522b0c2d4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e357f5f36ba47_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3738de863372_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4140725ae89f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e425a74081aa4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e42dde45c0bd1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e45392dd54aea_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b896e6e0907_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e50f65c0c235f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e522876ad0049_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e572137beefa2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d128f604d3c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5dbc65c1da63_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5e02ae47a6b3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e624aa171a7dc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e64f0bd16d9a3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e658cde7f00ee_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e674b0f2852bf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68747480fd98_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6d749ef52367_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6dca21d58d22_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6e0c901d3556_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e732f1f6d87fa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7521035e5398_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78c9092ed8aa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83dac2c62ad6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84db56e91b05_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e850dc0ad78f5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e887c6d6e827c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91c2568f6e5c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e935464481b10_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9ac461ff0365_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9ac4e2f1fdcc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1b7a1008c04_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea2ebb58973a7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea66a5dee45d1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8f479370d9e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ead27292cd7ed_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb39afd0575a4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb4f8ee559b3b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebbfa60cebea8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf1e792d42e5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec3a1e64fc92a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec56da5158c66_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec62b65ca3055_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec9758df64444_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf42c1157874_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed3991a41b040_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed4cd1503235c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed84e83cee379_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed93cb50e252b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edb38aad42581_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edbdd33332931_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edd7f0fa7b3fc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edead0438f7e5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb71e6a21a50_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef29aa43dee9c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef50b8979eec4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef6eb07ceacd7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efcabbeb3ffb0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efe257580232f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efee3462aa3eb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e43e8cf2fa3db_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e62b0b7f585cf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7aaee3cba990_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eaed945d9b4d7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eaf618db21419_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eeb122ba16e0f_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v4_entries(int i, uint32_t* count) {
