@@ -7,20 +7,32 @@
 #include "loom/loom.h"
 
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e0759ea449e7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e15bbacda1215_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1676b02a0e1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1c0e06e774aa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1d2617802686_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e20307161173b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e41478863821b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e43c02ba71f38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e6821c950c937_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e6ee3696e88c4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8b6d5db094a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec47795613925_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec733a4b640a8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2edb8cb0049842_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eea8e45aa497c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e6a962c811055_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e713d78cdc0b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e75c10a8cf38b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ea8e81b109d0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e52a06e9069c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e635b2a4bc95c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e98767dd46ba4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ea37d125ff4f8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ec4e31350317f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0f215a240287_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e18062a850d94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1a815aedb08b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2a1fc6a4e262_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2c086de14401_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e30c2a0c401cf_entries(uint32_t* count, const char** target);
@@ -31,17 +43,26 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e64f
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6b76f613f49c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e730a3a5210ee_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7ccec3b9acab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9d13a23c6c95_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea02488a2fd80_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea78fad928f99_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea7b687727dd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecac1eefdedec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed44a70ab52fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2edc40048b4248_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eddd047ddcef6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee5ca7fabba5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee91f24923bc0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ef4237a860a74_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e046c8fef3e53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1147bdff50a3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e18124b85a5ba_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1b0d20079180_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e216f21cc961b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e25d9907c1495_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e27c1a8e7f7a3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3020cce949ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4528b2281cb4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4ff001f24d92_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5702b709e601_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5943f0f2e0fb_entries(uint32_t* count, const char** target);
@@ -49,31 +70,51 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5f7241
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6bcdabaf8a67_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6d4fe9a13ce2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e98b9697ed373_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9a4469071b14_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9ab8d90615e7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9d6406f59318_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea44f0929db3d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea973718661ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb790def1404f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec85268201921_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ecbf705740d3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ece9b5c3e4fc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ecff6642b088d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed4573f2be886_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eda30e6528131_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edb99f0aa5c87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eef83f375400a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef10c81a25cb0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef4ffdc1621b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e035cf25f4a17_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e11e3f6efac25_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e153d4c1e803f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e16921addcb37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e198ca3229cca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1f302a7d982c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24cc08b7dca7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e251b20a0a184_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2a51f550197b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e346746a565e5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e37b1757485f1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3db071a681d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3e3799bd1d5b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e412d8d820509_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e418adb5bf89d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4346dae34715_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e53872ea24cd5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5a1f3744a9a8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e603f7be5eb75_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6d301c20230a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e70a280af1d1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7b157727e378_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7d009b35b6e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e808e763822db_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8457c683c2e4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e86ee49d666ce_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e88108fff46c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e930e192e380b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e949cbea37271_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea470103ca925_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea7885425e43c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea82c68c2bef3_entries(uint32_t* count, const char** target);
@@ -81,17 +122,26 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fco
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb327eb83358a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb5069aaa72d8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb80f61c71a35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec05c62d16461_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecd151b687ac0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed017b5774ca1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed28c3569ccd3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed2ba26c53380_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed67d4c7f2245_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edf924a6d6a89_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee1b07bfe559c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee3f9d42e4f4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee59a19b15759_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eea6e0c646e7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eeebb843fecab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eeec1d0183dd3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef378523fd1db_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef68af95c4d21_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef87c3fe8b9e6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efa36eea8b76c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efa64ba170936_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efa909105e3cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eff568bf93e3a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0b46399a89aa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0b50506859d0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2baf47d2995e_entries(uint32_t* count, const char** target);
@@ -109,20 +159,32 @@ typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const ch
 
 static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e0759ea449e7b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e15bbacda1215_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1676b02a0e1b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1c0e06e774aa_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1d2617802686_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e20307161173b_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e41478863821b_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e43c02ba71f38_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e6821c950c937_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e6ee3696e88c4_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8b6d5db094a0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec47795613925_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec733a4b640a8_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2edb8cb0049842_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eea8e45aa497c_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e6a962c811055_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e713d78cdc0b8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e75c10a8cf38b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ea8e81b109d0a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e52a06e9069c2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e635b2a4bc95c_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e98767dd46ba4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ea37d125ff4f8_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ec4e31350317f_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0f215a240287_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e18062a850d94_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1a815aedb08b_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2a1fc6a4e262_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2c086de14401_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e30c2a0c401cf_entries,
@@ -133,17 +195,26 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6b76f613f49c_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e730a3a5210ee_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7ccec3b9acab_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9d13a23c6c95_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea02488a2fd80_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea78fad928f99_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea7b687727dd8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecac1eefdedec_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed44a70ab52fa_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2edc40048b4248_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eddd047ddcef6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee5ca7fabba5f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee91f24923bc0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ef4237a860a74_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e046c8fef3e53_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1147bdff50a3_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e18124b85a5ba_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1b0d20079180_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e216f21cc961b_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e25d9907c1495_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e27c1a8e7f7a3_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3020cce949ec_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4528b2281cb4_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4ff001f24d92_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5702b709e601_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5943f0f2e0fb_entries,
@@ -151,31 +222,51 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6bcdabaf8a67_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6d4fe9a13ce2_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e98b9697ed373_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9a4469071b14_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9ab8d90615e7_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9d6406f59318_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea44f0929db3d_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea973718661ad_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb790def1404f_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec85268201921_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ecbf705740d3a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ece9b5c3e4fc8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ecff6642b088d_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed4573f2be886_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eda30e6528131_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edb99f0aa5c87_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eef83f375400a_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef10c81a25cb0_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef4ffdc1621b0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e035cf25f4a17_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e11e3f6efac25_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e153d4c1e803f_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e16921addcb37_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e198ca3229cca_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1f302a7d982c_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24cc08b7dca7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e251b20a0a184_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2a51f550197b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e346746a565e5_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e37b1757485f1_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3db071a681d3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3e3799bd1d5b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e412d8d820509_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e418adb5bf89d_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4346dae34715_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e53872ea24cd5_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5a1f3744a9a8_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e603f7be5eb75_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6d301c20230a_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e70a280af1d1b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7b157727e378_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7d009b35b6e2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e808e763822db_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8457c683c2e4_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e86ee49d666ce_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e88108fff46c0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e930e192e380b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e949cbea37271_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea470103ca925_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea7885425e43c_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea82c68c2bef3_entries,
@@ -183,17 +274,26 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb327eb83358a_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb5069aaa72d8_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb80f61c71a35_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec05c62d16461_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecd151b687ac0_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed017b5774ca1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed28c3569ccd3_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed2ba26c53380_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed67d4c7f2245_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edf924a6d6a89_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee1b07bfe559c_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee3f9d42e4f4d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee59a19b15759_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eea6e0c646e7b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eeebb843fecab_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eeec1d0183dd3_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef378523fd1db_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef68af95c4d21_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef87c3fe8b9e6_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efa36eea8b76c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efa64ba170936_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efa909105e3cd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eff568bf93e3a_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0b46399a89aa_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0b50506859d0_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2baf47d2995e_entries,

@@ -7,18 +7,29 @@
 #include "loom/loom.h"
 
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e189d399a715e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e383bbaf761da_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e3875973c42c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e566123f6f7c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e73646666f020_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e753dfbef3db3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7eeb98b192af_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8537b32d0259_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8dfae853bed9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9596cdae3666_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea80eb63dfd5e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eaaee976681f3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efb35e4d6b6c5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efeaa0d946b6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2effc1275dc155_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e1ee224b8daad_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e7be60f643988_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ef2ea8812af73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ef34fee0f38c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e099df129d35b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e5d5fe6804318_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e720f6085be59_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eaa5a969a31ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eb1148c732d9f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e12eed22311a1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1425835f0ad3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e25f36ddebcef_entries(uint32_t* count, const char** target);
@@ -26,17 +37,29 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e36e
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e429b5d74e62a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e659b8df42e82_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e695c321ba012_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6acd94eb4520_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e72a473800c4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e86ba2bb5e0d7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea1147e38edbb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea2789039aaef_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea87ae80336dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb4da9db4df24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb641bd4063bf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb79547c37035_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec610b2632c53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed5ac7576b905_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edce96701a2db_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee0ca440e6d48_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee19ba7192f0e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee487a9f106dc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee8afd18ea58e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eed6cc555c974_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e03abed9fa347_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e07ebd3b39592_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e09b69fc92e6b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0e31330b1174_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e15d60791affc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1a7570cfc05e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1bb980e5a56d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3ebc9c936c1c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e50694690ed7d_entries(uint32_t* count, const char** target);
@@ -45,9 +68,11 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e576f42
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6637956154a4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ddd464ad4ab_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e94b1b58e1c81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e96b7791d2b18_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e983f0e87c916_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea0c7fe7d62cc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea35112735cb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea85ca902ed8c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ebf543693007e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec121be07322b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec566533c9a29_entries(uint32_t* count, const char** target);
@@ -59,38 +84,63 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2edd491c
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eddf7eeae5a20_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee0c2b85a3b02_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee1e8fba3badc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eee75e462b15f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef38c350a5302_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e001072cd592f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e05836afafb65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e05b598ca15bd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e08f0e05b5999_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e09580da1d917_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0b12002e9a0f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0debaddce7f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0ea5b389c7ea_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0ee614a2488a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e104f74a3fb2b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e159a975da603_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e19782f9ce15c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1dba4b264848_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e213245f5fe7f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e22f4588a4608_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2bca80d50959_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2f1ef17ee8bd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3bf9c75c5705_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3c192b8ba8a4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e49144c85595a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4aa5ac688c13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e54bb4b9683e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5a7d4ec66d9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5c2e95530600_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5d5e92ec7b21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6b9689f0b5db_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e749c15e323c1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7522aebb2926_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77a04bed2dd6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e799060039226_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7a97d259227e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8082598f8d9e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e81ead48b5ebd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82a78a2a5487_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82ab24912920_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e90a08410791d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e94b2b68a3f43_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9c955b6e8642_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea3055a2673e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea8603de215b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea904cd27d431_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea9fa9b63319a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb97dad4ae3fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecb9095d7f9ad_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc456cdd7ed8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecd7c164476ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecdc151dfbde5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed7474c69165a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eda983707d4b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edf948cd4b9e7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee50d15e286d7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eedae9374c537_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eef66e0f818dc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef22d54243930_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef96e2ce81374_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eff64b860c8ca_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e12bc39e5b6c8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2534ebd84316_entries(uint32_t* count, const char** target);
@@ -109,18 +159,29 @@ typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const ch
 
 static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e189d399a715e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e383bbaf761da_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e3875973c42c8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e566123f6f7c8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e73646666f020_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e753dfbef3db3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7eeb98b192af_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8537b32d0259_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8dfae853bed9_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9596cdae3666_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea80eb63dfd5e_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eaaee976681f3_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efb35e4d6b6c5_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efeaa0d946b6b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2effc1275dc155_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e1ee224b8daad_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e7be60f643988_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ef2ea8812af73_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ef34fee0f38c4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e099df129d35b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e5d5fe6804318_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e720f6085be59_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eaa5a969a31ad_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eb1148c732d9f_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e12eed22311a1_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1425835f0ad3_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e25f36ddebcef_entries,
@@ -128,17 +189,29 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e429b5d74e62a_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e659b8df42e82_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e695c321ba012_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6acd94eb4520_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e72a473800c4b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e86ba2bb5e0d7_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea1147e38edbb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea2789039aaef_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea87ae80336dc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb4da9db4df24_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb641bd4063bf_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb79547c37035_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec610b2632c53_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed5ac7576b905_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edce96701a2db_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee0ca440e6d48_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee19ba7192f0e_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee487a9f106dc_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee8afd18ea58e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eed6cc555c974_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e03abed9fa347_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e07ebd3b39592_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e09b69fc92e6b_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0e31330b1174_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e15d60791affc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1a7570cfc05e_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1bb980e5a56d_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3ebc9c936c1c_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e50694690ed7d_entries,
@@ -147,9 +220,11 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6637956154a4_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ddd464ad4ab_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e94b1b58e1c81_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e96b7791d2b18_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e983f0e87c916_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea0c7fe7d62cc_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea35112735cb7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea85ca902ed8c_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ebf543693007e_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec121be07322b_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec566533c9a29_entries,
@@ -161,38 +236,63 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eddf7eeae5a20_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee0c2b85a3b02_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee1e8fba3badc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eee75e462b15f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef38c350a5302_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e001072cd592f_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e05836afafb65_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e05b598ca15bd_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e08f0e05b5999_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e09580da1d917_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0b12002e9a0f_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0debaddce7f2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0ea5b389c7ea_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0ee614a2488a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e104f74a3fb2b_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e159a975da603_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e19782f9ce15c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1dba4b264848_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e213245f5fe7f_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e22f4588a4608_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2bca80d50959_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2f1ef17ee8bd_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3bf9c75c5705_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3c192b8ba8a4_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e49144c85595a_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4aa5ac688c13_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e54bb4b9683e2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5a7d4ec66d9b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5c2e95530600_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5d5e92ec7b21_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6b9689f0b5db_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e749c15e323c1_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7522aebb2926_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77a04bed2dd6_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e799060039226_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7a97d259227e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8082598f8d9e_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e81ead48b5ebd_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82a78a2a5487_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82ab24912920_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e90a08410791d_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e94b2b68a3f43_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9c955b6e8642_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea3055a2673e5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea8603de215b9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea904cd27d431_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea9fa9b63319a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb97dad4ae3fa_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecb9095d7f9ad_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc456cdd7ed8_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecd7c164476ef_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecdc151dfbde5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed7474c69165a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eda983707d4b6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edf948cd4b9e7_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee50d15e286d7_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eedae9374c537_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eef66e0f818dc_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef22d54243930_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef96e2ce81374_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eff64b860c8ca_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e12bc39e5b6c8_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2534ebd84316_entries,
