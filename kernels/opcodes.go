@@ -40,6 +40,8 @@ const (
 	BinaryMax = "4"
 	// BinaryMin is BINARY_MIN.
 	BinaryMin = "5"
+	// BinaryPow is BINARY_POW.
+	BinaryPow = "6"
 	// UnaryRelu is UNARY_RELU.
 	UnaryRelu = "0"
 	// UnarySigmoid is UNARY_SIGMOID.
@@ -108,14 +110,6 @@ const (
 	ActivationSquare = "12"
 	// ActivationPow is ACTIVATION_POW.
 	ActivationPow = "13"
-	// VariadicAdd is VARIADIC_ADD.
-	VariadicAdd = "0"
-	// VariadicMax is VARIADIC_MAX.
-	VariadicMax = "1"
-	// VariadicMin is VARIADIC_MIN.
-	VariadicMin = "2"
-	// VariadicPow is VARIADIC_POW.
-	VariadicPow = "3"
 	// CompareEqual is COMPARE_EQUAL.
 	CompareEqual = "0"
 	// CompareLess is COMPARE_LESS.

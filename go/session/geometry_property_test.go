@@ -538,8 +538,10 @@ func geomEdgeCases() []geomCase {
 			in: []geomInput{fin(2, 35000, 2, 2)}},
 		{name: "maxpool window channels beyond grid z", node: node("MaxPool", graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)), opset: 18,
 			in: []geomInput{fin(1, 70000, 2, 64)}},
-		{name: "add batch beyond grid z", node: node("Add"), opset: 18, in: []geomInput{fin(70000, 1, 2), fin(70000, 3, 1)}},
-		{name: "add rows beyond grid y", node: node("Add"), opset: 18, in: []geomInput{fin(70000, 1), fin(1, 3)}},
+		// binary launches all its blocks along grid x: a batch or rows past 65,535 need no fold.
+		{name: "add batch past grid z", node: node("Add"), opset: 18, in: []geomInput{fin(70000, 1, 2), fin(70000, 3, 1)}},
+		{name: "add rows past grid y", node: node("Add"), opset: 18, in: []geomInput{fin(70000, 1), fin(1, 3)}},
+		{name: "sum rank 6 past grid z", node: node("Sum"), opset: 13, in: []geomInput{fin(70000, 1, 2, 1, 3, 1), fin(1, 2, 1, 2, 1, 2), fin(70000, 2, 1, 2, 3, 2)}},
 		{name: "matmul batch beyond grid z", node: node("MatMul"), opset: 13, in: []geomInput{fin(70000, 2, 3), fin(70000, 3, 2)}},
 		{name: "matmul broadcast batch beyond grid z", node: node("MatMul"), opset: 13, in: []geomInput{fin(70000, 2, 3), fin(1, 3, 2)}},
 		{name: "matmul rows beyond grid y", node: node("MatMul"), opset: 13, in: []geomInput{fin(1<<30, 2), fin(2, 2)}},
@@ -835,7 +837,6 @@ func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 		host    ops.OpFunc
 		tol     float64
 	}{
-		{"binary", node("Mul"), 18, []tensor.Tensor{f32(2, 3, 4, 5), f32(3, 1, 5)}, nil, nil, 1e-6},
 		{"attention", attn(false), 18, []tensor.Tensor{f32(2, 3, 5, 8), f32(2, 3, 7, 8), f32(2, 3, 7, 6)}, nil, nn.LoomAttention, 1e-5},
 		{"attention_kt", attn(true), 18, []tensor.Tensor{f32(2, 3, 5, 8), f32(2, 3, 8, 7), f32(2, 3, 7, 6)}, nil, nn.LoomAttention, 1e-5},
 		{"conv_direct", convNode(padsAttr(1, 1)), 18, []tensor.Tensor{f32(2, 3, 40), f32(4, 3, 3), f32(4)}, nil, nil, 1e-5},
@@ -916,9 +917,9 @@ func TestKernelGeometryUntileableIsAnError(t *testing.T) {
 	relu := node("Relu")
 	_, _, err := ops.KernelPlanners["Relu"](relu, 18, []ops.ValueInfo{{ValueType: ops.ValueType{Dtype: graph.Float, Shape: []int64{1 << 20, 1 << 20}}, Present: true}})
 	require.ErrorContains(t, err, "kernel kernels/elementwise.loom:unary[OP=0] cannot launch workload [1099511627776] within the device limits")
-	c := ops.KernelCall{File: "elementwise.loom", Symbol: "binary", Config: map[string]string{"OP": "0"}, Workload: []uint64{70000, 70000, 70000, 1}}
+	c := ops.KernelCall{File: "linalg.loom", Symbol: "pool2d_window", Config: map[string]string{"MAX": "true"}, Workload: []uint64{70000, 70000, 70000}}
 	err = ops.FitCall(&c, ops.KernelLimits)
-	require.ErrorContains(t, err, "kernels/elementwise.loom:binary[OP=0]")
+	require.ErrorContains(t, err, "kernels/linalg.loom:pool2d_window[MAX=true]")
 	require.ErrorContains(t, err, "(grid y and z folded into x)")
 	require.Empty(t, c.Config["FOLD"], "a launch that does not fit is left as it was")
 }

@@ -49,3 +49,48 @@ func Zeros2(t *testing.T, dt tensor.DType, shape []int64) tensor.Tensor {
 	}
 	return z
 }
+
+// TestManifestMovementOpsWithoutACompiler runs the movement kernels the manifest ships beyond
+// the common float32/int64 cases with no C compiler: conversions to and from float64, int8 and
+// int32 to bool, bool to int32 and float64, Gather of 1-byte elements, constant Pad of 8-byte
+// elements with and without a value, and Slice's reversed copies. Each runs as one Loom kernel
+// and matches the host function.
+func TestManifestMovementOpsWithoutACompiler(t *testing.T) {
+	t.Setenv("CC", filepath.Join(t.TempDir(), "no-cc"))
+	t.Setenv("LOOM_CACHE_DIR", t.TempDir())
+	rnd := inferRand()
+	of := func(dt tensor.DType, shape ...int64) tensor.Tensor { return freshLike(rnd, Zeros2(t, dt, shape)) }
+	i8 := tensor.MustTensor([]int64{2, 5}, []int8{0, 3, -1, 0, 5, 0, -128, 127, 0, 1})
+	bools := tensor.MustTensor([]int64{5, 3}, []bool{true, false, false, true, true, false, false, false, true, true, false, true, false, true, true})
+	var cases []genericCase
+	cast := func(name string, x tensor.Tensor, to tensor.DType) {
+		n := graph.NewNode("n", "Cast", nil, []string{"y"}, graph.IntAttr("to", int64(to)))
+		cases = append(cases, genericCase{"cast_" + name, n, 19, []tensor.Tensor{x}, nil, ops.HostOps["Cast"]})
+	}
+	cast("f64_to_f32", of(graph.Double, 3, 7), graph.Float)
+	cast("f64_to_i64", of(graph.Double, 3, 7), graph.Int64)
+	cast("f64_to_i32", of(graph.Double, 40), graph.Int32)
+	cast("f32_to_f64", of(graph.Float, 3, 7), graph.Double)
+	cast("i64_to_f64", of(graph.Int64, 9), graph.Double)
+	cast("i32_to_f64", of(graph.Int32, 9), graph.Double)
+	cast("i8_to_bool", i8, graph.Bool)
+	cast("i32_to_bool", of(graph.Int32, 4, 6), graph.Bool)
+	cast("f64_to_bool", of(graph.Double, 4, 6), graph.Bool)
+	cast("bool_to_i32", bools, graph.Int32)
+	cast("bool_to_f64", bools, graph.Double)
+	gather := graph.NewNode("n", "Gather", nil, []string{"y"})
+	gather1 := graph.NewNode("n", "Gather", nil, []string{"y"}, graph.IntAttr("axis", 1))
+	cases = append(cases,
+		genericCase{"gather_bool_rows", gather, 13, []tensor.Tensor{bools, int64Vec(4, 0, 2, 2)}, []int{1}, ops.HostOps["Gather"]},
+		genericCase{"gather_i8_columns_i32", gather1, 13, []tensor.Tensor{i8, tensor.MustTensor([]int64{3}, []int32{4, -1, 0})}, []int{1}, ops.HostOps["Gather"]})
+	pad := graph.NewNode("n", "Pad", nil, []string{"y"})
+	cases = append(cases,
+		genericCase{"pad_i64_value", pad, 18, []tensor.Tensor{of(graph.Int64, 3, 4), int64Vec(1, 0, 2, 3), tensor.MustTensor([]int64{}, []int64{7})}, []int{1}, ops.HostOps["Pad"]},
+		genericCase{"pad_f64_zero", pad, 18, []tensor.Tensor{of(graph.Double, 2, 3, 5), int64Vec(0, 1, 0, 1, 2, 0)}, []int{1}, ops.HostOps["Pad"]})
+	slice := graph.NewNode("n", "Slice", nil, []string{"y"})
+	cases = append(cases,
+		genericCase{"slice_reverse_inner_f32", slice, 13, []tensor.Tensor{of(graph.Float, 4, 30), int64Vec(-1), int64Vec(-1000), int64Vec(1), int64Vec(-1)}, []int{1, 2, 3, 4}, ops.HostOps["Slice"]},
+		genericCase{"slice_reverse_rows_i64", slice, 13, []tensor.Tensor{of(graph.Int64, 40, 3), int64Vec(-1), int64Vec(-1000), int64Vec(0), int64Vec(-1)}, []int{1, 2, 3, 4}, ops.HostOps["Slice"]},
+		genericCase{"slice_reverse_both_f64", slice, 13, []tensor.Tensor{of(graph.Double, 3, 4, 7), int64Vec(-1, -2), int64Vec(-1000, -1000), int64Vec(1, 2), int64Vec(-1, -1)}, []int{1, 2, 3, 4}, ops.HostOps["Slice"]})
+	runWithoutACompiler(t, rnd, cases)
+}

@@ -125,7 +125,7 @@ func TestShapeGenericKernelsWithoutACompiler(t *testing.T) {
 		fusedK.Domain = graph.LoomDomain
 		cases = append(cases, genericCase{"fusedconv_" + act + "_3x3_1x6x11x13_to_5", fusedK, 17, []tensor.Tensor{f32(1, 6, 11, 13), f32(5, 6, 3, 3), f32(5)}, []int{1, 2}, nn.FusedConvHost})
 	}
-	// Pow by a tensor exponent (norm.loom's binary, OP 3), broadcast; positive bases.
+	// Pow by a tensor exponent (elementwise.loom's binary, OP 6), broadcast; positive bases.
 	pos := func(shape ...int64) tensor.Tensor {
 		v := randomF32(rnd, ops.Numel(shape))
 		for i := range v {

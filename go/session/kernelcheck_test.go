@@ -87,6 +87,11 @@ func TestKernelOpsAgainstHost(t *testing.T) {
 		{"mul_flat", graph.NewNode("n", "Mul", nil, []string{"y"}), []tensor.Tensor{f32(3, 1500), f32(3, 1500)}, 1e-6},
 		{"sub_scalar_first", graph.NewNode("n", "Sub", nil, []string{"y"}), []tensor.Tensor{f32(), f32(2, 9)}, 1e-6},
 		{"div_scalar_second", graph.NewNode("n", "Div", nil, []string{"y"}), []tensor.Tensor{f32(4, 5), f32(1)}, 1e-5},
+		// elementwise.loom's binary over five and six axes after merging, and the narrow tiles.
+		{"add_rank5_broadcast", graph.NewNode("n", "Add", nil, []string{"y"}), []tensor.Tensor{f32(2, 1, 3, 1, 5), f32(3, 1, 4, 5)}, 1e-6},
+		{"sub_rank6_broadcast", graph.NewNode("n", "Sub", nil, []string{"y"}), []tensor.Tensor{f32(2, 1, 3, 1, 4, 1), f32(1, 3, 1, 2, 1, 5)}, 1e-6},
+		{"mul_columns", graph.NewNode("n", "Mul", nil, []string{"y"}), []tensor.Tensor{f32(300, 1), f32(1, 3, 300, 2)}, 1e-6},
+		{"div_small_tiles", graph.NewNode("n", "Div", nil, []string{"y"}), []tensor.Tensor{f32(3, 20, 17), f32(20, 1)}, 1e-4},
 		{"tanh", graph.NewNode("n", "Tanh", nil, []string{"y"}), []tensor.Tensor{f32(3, 50)}, 1e-6},
 		{"leaky_relu", graph.NewNode("n", "LeakyRelu", nil, []string{"y"}, graph.FloatAttr("alpha", 0.3)), []tensor.Tensor{f32(40)}, 1e-6},
 		{"matmul_packed_a", graph.NewNode("n", "MatMul", nil, []string{"y"}), []tensor.Tensor{f32(70, 96), f32(96, 200)}, 1e-5},

@@ -100,6 +100,11 @@ func TestKernelNormOps(t *testing.T) {
 		{name: "max_four", node: kernelNode("Max"), in: []tensor.Tensor{r.f32(7), r.f32(3, 7), r.f32(1, 7), r.f32(3, 1)}},
 		{name: "min_one", node: kernelNode("Min"), in: []tensor.Tensor{r.f32(2, 5)}},
 		{name: "max_nan", node: kernelNode("Max"), in: []tensor.Tensor{withNaN(r.f32(6), 1), withNaN(r.f32(6), 4)}},
+		// ACC and SCALE launches over six axes after merging.
+		{name: "sum_rank6", node: kernelNode("Sum"), in: []tensor.Tensor{r.f32(2, 1, 3, 1, 4, 1), r.f32(1, 3, 1, 2, 1, 5), r.f32(2, 3, 1, 2, 1, 1)}, atol: 1e-6},
+		{name: "mean_rank5_three", node: kernelNode("Mean"), in: []tensor.Tensor{r.f32(2, 3, 1, 4, 1), r.f32(3, 2, 4, 5), r.f32(5)}, atol: 1e-6},
+		{name: "min_rank6_nan", node: kernelNode("Min"), in: []tensor.Tensor{withNaN(r.f32(2, 1, 2, 1, 2, 3), 2), r.f32(1, 2, 1, 2, 1, 3), withNaN(r.f32(3), 1)}},
+		{name: "pow_rank6", node: kernelNode("Pow"), in: []tensor.Tensor{r.scaled(2, 1, 3, 1, 2, 4), r.scaled(2, 1, 3, 1, 1)}, rtol: 1e-6},
 	}
 	runKernelCases(t, cases)
 }

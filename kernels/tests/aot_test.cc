@@ -7,6 +7,7 @@
 // launch programs; the Metadata test checks them against the JSON loomc wrote.
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -170,17 +171,20 @@ struct UnaryBlob {
 struct NBlob {
   int64_t n;
 };
-struct ElementwiseBlob {
-  int64_t d[4], xs[4], ys[4];
+struct BinaryBlob {
+  int64_t d[6], as[6], bs[6];
+  float scale;
 };
+// The kernel's scalars end with scale (the struct pads past it).
+constexpr uint32_t kBinaryBlobBytes = offsetof(BinaryBlob, scale) + sizeof(float);
 struct SoftmaxBlob {
   int64_t rows, cols;
 };
 
-// Row-major strides of a [d0, d1, d2, d3] shape, with the broadcast dimensions' set to 0.
-void Strides(const int64_t d[4], const bool broadcast[4], int64_t s[4], int64_t* size) {
+// Row-major strides of a [d0, ..., d5] shape, with the broadcast dimensions' set to 0.
+void Strides(const int64_t d[6], const bool broadcast[6], int64_t s[6], int64_t* size) {
   int64_t stride = 1;
-  for (int i = 3; i >= 0; i--) {
+  for (int i = 5; i >= 0; i--) {
     s[i] = broadcast[i] ? 0 : stride;
     if (!broadcast[i]) stride *= d[i];
   }
@@ -199,7 +203,7 @@ LOOM_TEST(Metadata) {
   const Expect expects[] = {
       {"relu", "unary", sizeof(UnaryBlob), {{"y", "\"write\""}, {"alpha", "0"}, {"n", "8"}}},
       {"add_scalar", "binary_flat", sizeof(NBlob), {{"z", "\"write\""}, {"y", "\"read\""}, {"n", "0"}}},
-      {"mul", "binary", sizeof(ElementwiseBlob), {{"z", "\"write\""}, {"d3", "24"}, {"ys3", "88"}}},
+      {"mul", "binary", kBinaryBlobBytes, {{"y", "\"read_write\""}, {"d3", "24"}, {"bs5", "136"}, {"scale", "144"}}},
       {"softmax", "softmax", sizeof(SoftmaxBlob), {{"y", "\"read_write\""}, {"cols", "8"}}},
       {"log_softmax", "softmax", sizeof(SoftmaxBlob), {{"x", "\"read\""}, {"rows", "0"}}},
   };
@@ -272,39 +276,40 @@ LOOM_TEST(AddScalar) {
   for (int64_t i = 0; i < n; i++) REQUIRE_EQ(Data<float>(z)[i], x[i] + y[0]);
 }
 
-// mul, with broadcasting in random dimensions of either input.
+// mul (BX 256, BY 1), with broadcasting in random dimensions of either input.
 LOOM_TEST(MulBroadcast) {
   Host h;
   loom_kernel* k = h.Kernel("kernels/mul", "binary");
   REQUIRE(k != nullptr);
   for (int trial = 0; trial < 3; trial++) {
-    ElementwiseBlob blob;
-    bool bx[4], by[4];
-    for (int i = 0; i < 4; i++) {
-      blob.d[i] = RandInt(1, i == 3 ? 300 : 5);
-      bx[i] = RandInt(0, 3) == 0;
-      by[i] = RandInt(0, 3) == 0;
+    BinaryBlob blob;
+    blob.scale = 1.0f;
+    bool ba[6], bb[6];
+    for (int i = 0; i < 6; i++) {
+      blob.d[i] = RandInt(1, i == 5 ? 300 : 3);
+      ba[i] = RandInt(0, 3) == 0;
+      bb[i] = RandInt(0, 3) == 0;
     }
-    int64_t xsize, ysize, zs[4], zsize;
-    bool none[4] = {false, false, false, false};
-    Strides(blob.d, bx, blob.xs, &xsize);
-    Strides(blob.d, by, blob.ys, &ysize);
-    Strides(blob.d, none, zs, &zsize);
-    std::vector<float> x = RandFloats(xsize), y = RandFloats(ysize);
-    loom_buffer* z = h.Garbage(zsize);
-    uint32_t grid[3] = {CeilDiv(blob.d[3], 128), static_cast<uint32_t>(blob.d[2]),
-                        static_cast<uint32_t>(blob.d[1] * blob.d[0])};
-    uint32_t block[3] = {128, 1, 1};
-    REQUIRE_EQ(h.Run(k, grid, block, 0, {h.Buffer(x), h.Buffer(y), z}, &blob, sizeof(blob)), 0u);
-    for (int64_t i0 = 0; i0 < blob.d[0]; i0++)
-      for (int64_t i1 = 0; i1 < blob.d[1]; i1++)
-        for (int64_t i2 = 0; i2 < blob.d[2]; i2++)
-          for (int64_t i3 = 0; i3 < blob.d[3]; i3++) {
-            float a = x[i0 * blob.xs[0] + i1 * blob.xs[1] + i2 * blob.xs[2] + i3 * blob.xs[3]];
-            float b = y[i0 * blob.ys[0] + i1 * blob.ys[1] + i2 * blob.ys[2] + i3 * blob.ys[3]];
-            float got = Data<float>(z)[i0 * zs[0] + i1 * zs[1] + i2 * zs[2] + i3];
-            REQUIRE_EQ(got, a * b);
-          }
+    int64_t asize, bsize, ys[6], ysize;
+    bool none[6] = {false, false, false, false, false, false};
+    Strides(blob.d, ba, blob.as, &asize);
+    Strides(blob.d, bb, blob.bs, &bsize);
+    Strides(blob.d, none, ys, &ysize);
+    std::vector<float> a = RandFloats(asize), b = RandFloats(bsize);
+    loom_buffer* y = h.Garbage(ysize);
+    uint32_t grid[3] = {static_cast<uint32_t>(CeilDiv(blob.d[5], 256) * blob.d[4] * blob.d[3] * blob.d[2] * blob.d[1] * blob.d[0]), 1, 1};
+    uint32_t block[3] = {256, 1, 1};
+    REQUIRE_EQ(h.Run(k, grid, block, 0, {h.Buffer(a), h.Buffer(b), y}, &blob, kBinaryBlobBytes), 0u);
+    for (int64_t i = 0; i < ysize; i++) {
+      int64_t ai = 0, bi = 0, rest = i;
+      for (int d = 5; d >= 0; d--) {
+        int64_t c = rest % blob.d[d];
+        rest /= blob.d[d];
+        ai += c * blob.as[d];
+        bi += c * blob.bs[d];
+      }
+      REQUIRE_EQ(Data<float>(y)[i], a[ai] * b[bi]);
+    }
   }
 }
 

@@ -81,10 +81,7 @@ func rowsGrid(def int64) launchFormula {
 
 // kernelGeometry mirrors the launch programs of the op library's kernels, by file:symbol.
 var KernelGeometry = map[string]launchFormula{
-	"elementwise.loom:binary": func(w []int64, spec func(string, int64) int64) launchShape {
-		b := spec("BLOCK", 128)
-		return launchShape{Grid: [3]int64{cdiv(w[3], b), w[2], w[1] * w[0]}, Block: [3]int64{b, 1, 1}, Foldable: true}
-	},
+	"elementwise.loom:binary":      tiled6D,
 	"elementwise.loom:binary_flat": flat1D(1024),
 	"elementwise.loom:unary":       flat1D(256),
 	"attention.loom:attn_softmax":  rowsGrid(64),
@@ -158,7 +155,6 @@ var KernelGeometry = map[string]launchFormula{
 		return launchShape{Grid: [3]int64{cdiv(w[1], bx) * cdiv(w[0], by), 1, 1}, Block: [3]int64{bx, by, 1}}
 	},
 	"norm.loom:activation":    flat1D(256),
-	"norm.loom:binary":        tiled6D,
 	"norm.loom:compare":       tiled6D,
 	"norm.loom:clip":          flat1D(256),
 	"reduce.loom:reduce_rows": flat1D(64),

@@ -6,78 +6,166 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9e2a468eba88_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea6f0b042045b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed08eae6fe33e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eeaa8836d4de0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0bc4249c22d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0eab9546d920_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1db17103df2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2305018922c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e520e40835db1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e59a84279999d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6e741b53fc4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7191516aba8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e832430bbb27f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e91b0bd510332_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e98e10084b206_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb3f078322d12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec1e9da8d28c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec482807fdf56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecb6dda56750c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed107a574278d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e16ed56db6af1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e1fb46e8716ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e2246bf642908_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e36a194b58b17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3cde143e5c4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e4a3d8d14b69d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e53ab1c388d21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e55c46f624629_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5fe88cf0291f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e66e795a2d589_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eab279b0b8831_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb76316f80d35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec882f6891155_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef982fab4aa9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e091716d411c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0dbac83adbfa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1008f0b9f4c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e121bb7ce71a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e18818e0c1a2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e194706ada981_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e198a1060d518_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1bec8fea8275_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1c01119d8bb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e26eda64983c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3a1ddb309cfc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e42de25cb46e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e49eb605f6998_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4eb0640ec5f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e527940f86bd7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5551f0d75b06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e693bdda6ac6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6f814efa975a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7a59d20bae5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7d9ac71a082c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e80c48b8e22ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8754422f2952_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8bcf371c9c42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8bde81930b14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e90288ddc45cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e95a43069cf80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e976b6c090d84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea1df5c6b3474_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea61b9e7e7a29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea6fd1adb2018_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea83a855390fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eaa0f8487dd43_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb212f669f6d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb665db036d66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb668349245b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb6b2df6639cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebf0bdc5aa6b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec0184ff0a1c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec09767483662_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eccc313523c4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecd38a45b1f2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecdb556e93e61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed1a36b17d4e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed26d57bd3dc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed2d79e0ba05e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eece1a8471f16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef10aba637cb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efc08fda39742_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0a790cf79153_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e30de7065e6c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e489b94cfe0fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5902e526e082_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5af234fa96fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e65bbb5ca7828_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e765738a2a142_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e849a06b2b12a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e853317b45463_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb1c86f618c92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb2bae71b8370_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ebbfa8c28310d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed43b21b32579_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed79d61427c88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edbdc7ad827f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef15b917bc07c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e00874d2e19a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e27fdc2b6d555_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e408c29fef8af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5f22f3905c13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e63b4a6e12327_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e6c8a468ff840_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e78e1ae25471a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e80cfd73c3145_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea3f5bb7e3a56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ebb7b6ff5f4a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed5df30e1376f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edbf46a5de585_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef686edc51153_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2efe901d4dd2c8_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9e2a468eba88_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea6f0b042045b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed08eae6fe33e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eeaa8836d4de0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0bc4249c22d4_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0eab9546d920_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1db17103df2d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2305018922c9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e520e40835db1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e59a84279999d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6e741b53fc4a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7191516aba8e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e832430bbb27f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e91b0bd510332_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e98e10084b206_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb3f078322d12_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec1e9da8d28c4_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec482807fdf56_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecb6dda56750c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed107a574278d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e16ed56db6af1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e1fb46e8716ae_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e2246bf642908_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e36a194b58b17_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3cde143e5c4f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e4a3d8d14b69d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e53ab1c388d21_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e55c46f624629_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5fe88cf0291f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e66e795a2d589_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eab279b0b8831_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb76316f80d35_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec882f6891155_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef982fab4aa9f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e091716d411c9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0dbac83adbfa_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1008f0b9f4c3_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e121bb7ce71a2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e18818e0c1a2f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e194706ada981_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e198a1060d518_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1bec8fea8275_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1c01119d8bb0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e26eda64983c6_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3a1ddb309cfc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e42de25cb46e8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e49eb605f6998_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4eb0640ec5f6_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e527940f86bd7_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5551f0d75b06_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e693bdda6ac6c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6f814efa975a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7a59d20bae5c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7d9ac71a082c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e80c48b8e22ea_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8754422f2952_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8bcf371c9c42_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8bde81930b14_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e90288ddc45cb_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e95a43069cf80_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e976b6c090d84_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea1df5c6b3474_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea61b9e7e7a29_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea6fd1adb2018_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea83a855390fc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eaa0f8487dd43_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb212f669f6d2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb665db036d66_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb668349245b1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb6b2df6639cf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebf0bdc5aa6b1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec0184ff0a1c3_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec09767483662_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eccc313523c4b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecd38a45b1f2e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecdb556e93e61_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed1a36b17d4e1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed26d57bd3dc4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed2d79e0ba05e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eece1a8471f16_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef10aba637cb9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efc08fda39742_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0a790cf79153_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e30de7065e6c1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e489b94cfe0fc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5902e526e082_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5af234fa96fe_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e65bbb5ca7828_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e765738a2a142_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e849a06b2b12a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e853317b45463_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb1c86f618c92_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb2bae71b8370_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ebbfa8c28310d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed43b21b32579_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed79d61427c88_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edbdc7ad827f1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef15b917bc07c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e00874d2e19a2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e27fdc2b6d555_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e408c29fef8af_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5f22f3905c13_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e63b4a6e12327_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e6c8a468ff840_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e78e1ae25471a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e80cfd73c3145_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea3f5bb7e3a56_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ebb7b6ff5f4a0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed5df30e1376f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edbf46a5de585_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef686edc51153_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2efe901d4dd2c8_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v3_entries(int i, uint32_t* count) {

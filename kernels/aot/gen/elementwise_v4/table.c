@@ -6,78 +6,166 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e05e389a0b78c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e37511d89a8d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e40d8c143830b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed529445cbdf2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0136a66946fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1a67a4a010bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1c11222885f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30cebef59fb8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4b8255fba347_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e590e6c3d3a5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e70bf574972c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e7db62e75c74e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e820ac207d753_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e990ead472e89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea1319a84d389_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebdeacb4e6cf0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed2697eb3eaee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed5ad94f27d00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eda94cb8bf770_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ef42ac21ad459_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e17739d741fb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e1ef9ab3173b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e1f8ebe7783e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e477111836336_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4d9c1d8f41eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e55bf1f86ae07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5eca2409a663_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e69000f958261_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e91d77f9157eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e92234d7622c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e9f659d3f5086_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea7af437dda3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec7ba20b6b79e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee312e9193e5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e01e64cc48c32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e04b7a8e0bde4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0544d755b4cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e06c1ebd4fe5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e09aa64934aae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0aa9f0dd392f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e14354e698b74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e251ac89e0999_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e26c2747b3833_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3467ac8e6652_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e39c4a0cdb81d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4cbac57dbce9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e54290aa9fe68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5804126bf7cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e596b17ad8003_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5b73ec36ec3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6291f840bb8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e685ec02b0a3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6b70e8981183_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e756f20e4b48c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7ba6745f6c60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e821fb2552a84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8302372489e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8ae1f81d065d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8d411481e433_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e953d90c0475b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e97b90eef54a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9cfccdd3102a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea2b31be4643e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea668ad053871_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eae01c6f62fca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eaede6e49befd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebbba3b34379e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec1b9a38d33e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec4909ad74d97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec66d611e0cd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec769a0c9629c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec797dd179a3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecc640e967721_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecc7936f6ca1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecde9821cdfd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee0f760f05131_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee811ed04693b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea6cf883ab03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeded6cb5e1e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef5e258e73cfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef69067939693_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef80f7621af5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e11ce98abff95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1e37e0c3ac32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e250a0be7284b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30aa8a1e9326_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e386c51876d04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e3ded67dcc0aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e457babc241aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4c0c3c5e5cd5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e73753f6e78fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8e8f83cedf7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea51eec27010a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eaa53de44c2c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebb5ed8821a15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ecb71f2afe742_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eda39d2fd5490_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee2ce89427007_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e234fe7c54c4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e285e9d5678fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2f3a55dcc9b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e32ef05c81fb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e36fd8a475d5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e39f688df8910_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3f57688637e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4b6cccc53dd7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e7479c9b9b874_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e98a9d8679d39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eba3f6d652a9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee88d9fd4207d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef187fbb6de96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eff352355ba75_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e05e389a0b78c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e37511d89a8d2_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e40d8c143830b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed529445cbdf2_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0136a66946fb_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1a67a4a010bd_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1c11222885f7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30cebef59fb8_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4b8255fba347_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e590e6c3d3a5f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e70bf574972c8_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e7db62e75c74e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e820ac207d753_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e990ead472e89_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea1319a84d389_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebdeacb4e6cf0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed2697eb3eaee_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed5ad94f27d00_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eda94cb8bf770_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ef42ac21ad459_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e17739d741fb7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e1ef9ab3173b2_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e1f8ebe7783e5_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e477111836336_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4d9c1d8f41eb_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e55bf1f86ae07_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5eca2409a663_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e69000f958261_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e91d77f9157eb_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e92234d7622c2_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e9f659d3f5086_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea7af437dda3b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec7ba20b6b79e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee312e9193e5d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e01e64cc48c32_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e04b7a8e0bde4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0544d755b4cf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e06c1ebd4fe5d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e09aa64934aae_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0aa9f0dd392f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e14354e698b74_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e251ac89e0999_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e26c2747b3833_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3467ac8e6652_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e39c4a0cdb81d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4cbac57dbce9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e54290aa9fe68_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5804126bf7cb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e596b17ad8003_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5b73ec36ec3f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6291f840bb8b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e685ec02b0a3b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6b70e8981183_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e756f20e4b48c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7ba6745f6c60_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e821fb2552a84_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8302372489e9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8ae1f81d065d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8d411481e433_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e953d90c0475b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e97b90eef54a4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9cfccdd3102a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea2b31be4643e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea668ad053871_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eae01c6f62fca_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eaede6e49befd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebbba3b34379e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec1b9a38d33e5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec4909ad74d97_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec66d611e0cd2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec769a0c9629c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec797dd179a3f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecc640e967721_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecc7936f6ca1b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecde9821cdfd9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee0f760f05131_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee811ed04693b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea6cf883ab03_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeded6cb5e1e5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef5e258e73cfe_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef69067939693_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef80f7621af5c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e11ce98abff95_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1e37e0c3ac32_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e250a0be7284b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30aa8a1e9326_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e386c51876d04_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e3ded67dcc0aa_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e457babc241aa_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4c0c3c5e5cd5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e73753f6e78fd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8e8f83cedf7a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea51eec27010a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eaa53de44c2c4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebb5ed8821a15_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ecb71f2afe742_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eda39d2fd5490_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee2ce89427007_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e234fe7c54c4e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e285e9d5678fe_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2f3a55dcc9b3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e32ef05c81fb4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e36fd8a475d5a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e39f688df8910_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3f57688637e5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4b6cccc53dd7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e7479c9b9b874_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e98a9d8679d39_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eba3f6d652a9e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee88d9fd4207d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef187fbb6de96_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eff352355ba75_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v4_entries(int i, uint32_t* count) {

@@ -7,48 +7,75 @@
 #include "loom/loom.h"
 
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e01da0d58819d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e095356ef0d02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e0c803e0b3375_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4f8994da331d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4fd5f2b0a5a5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e682fa9d869ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e72bb671316fb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e7ee6ea0794aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8117f98a28db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea0044dcdb567_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec5f054f40842_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec6a6e3da79de_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed6de37da9683_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee2b852e04fbe_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef30f5a4ad574_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e00e3607b86b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e8f788c4eff94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ec8e47e636030_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ef6e5040cc0ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e0f65f1fcbcff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e29394b5dcd6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7c9aac4a56a8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eb9accc58a143_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eed1606002d77_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1826d173a1ff_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1923906c57bd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e199491f4769e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1daa961cf800_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e281a84cf1338_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e503106250f66_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e596966dc1bd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e64fb71015fc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7214f50137d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7361b8ac3bf6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e741e11c06132_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e83a5678a526f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e96f9e820a818_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e99a7c0ce1386_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea01ad6660df5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea120e967cf5a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb75e784b6b90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec6e11634a464_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecdaddd885d04_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee9e767ed307c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eeb42977838f4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eeccfe91a1e10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ef43cdc5af297_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efb78da374ea6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0207932a30d6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e04a839d51617_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0a4f095233fb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e13cb2dd6b4fd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1527622ae398_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e16a6af90b605_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1ad093b85661_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2a94594d2a31_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4dd4d6058223_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4edd83bbcc84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e567907ac2f21_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e62d1fc0ba431_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c5538635280_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6e4b7e3d4bda_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7466c0c4ccf4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7fbb4dac1834_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e803cc7ea82fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e95c5fd9b8a6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e97a65520d7ba_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9abdf35ff441_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9c880dd0a1e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea1b9f2738e38_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea9e0fb17c081_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec8dae9493d74_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ecbed051ac616_entries(uint32_t* count, const char** target);
@@ -60,19 +87,34 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eeab98a
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef4c4e0809fb6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef709ec2369d8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b3e221f3317_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0c573d1d908c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0d000c4f21ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0e34d73b1d2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0fb91dfd5abc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e12d58f721635_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e17d118abd8f5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1c68d22f226d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1cf5ba21ad09_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2a605e75fec9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2db2c1ba3d7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2fb1ed4b0741_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e30b4720218ba_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3238d5d5d079_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e34af9b839296_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c670b74725a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c77fde6600d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3de7f5005e0c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e404b5fad01f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e50fb8fea5145_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e58b071352029_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5a091f0d6dc7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5e90d2aca0f0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e61565b9dec12_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e621648d9c383_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e73e472b80c85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e76e664ed4cf6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7f42ca0c05a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e846b0c704341_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e872110781a0c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8745d4958ddc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8dfb12e9a3ce_entries(uint32_t* count, const char** target);
@@ -83,14 +125,22 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fco
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea15e01ab8f4e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea5590fc10fb6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb64e1afe74a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebb67e8f24a6a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebde380b46b22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec4ad0696b2bf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed87ebf493ac5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edaa0b4c34118_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc8948f90504_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edd0133d96732_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee0eabb2f3d85_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee10829e6b205_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee6c56fbf25b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee7ee25d23084_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eebad8944f1e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef05c7ca1be00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef1fa24528d9c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef738e736d94f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efa3b2d5429f5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efc550cb1aead_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e26840f72c8fb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3653d4c390b7_entries(uint32_t* count, const char** target);
@@ -109,48 +159,75 @@ typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const ch
 
 static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e01da0d58819d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e095356ef0d02_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e0c803e0b3375_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4f8994da331d_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4fd5f2b0a5a5_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e682fa9d869ab_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e72bb671316fb_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e7ee6ea0794aa_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8117f98a28db_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea0044dcdb567_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec5f054f40842_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec6a6e3da79de_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed6de37da9683_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee2b852e04fbe_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef30f5a4ad574_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e00e3607b86b2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e8f788c4eff94_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ec8e47e636030_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ef6e5040cc0ee_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e0f65f1fcbcff_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e29394b5dcd6d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7c9aac4a56a8_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eb9accc58a143_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eed1606002d77_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1826d173a1ff_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1923906c57bd_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e199491f4769e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1daa961cf800_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e281a84cf1338_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e503106250f66_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e596966dc1bd8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e64fb71015fc4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7214f50137d7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7361b8ac3bf6_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e741e11c06132_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e83a5678a526f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e96f9e820a818_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e99a7c0ce1386_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea01ad6660df5_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea120e967cf5a_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb75e784b6b90_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec6e11634a464_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecdaddd885d04_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee9e767ed307c_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eeb42977838f4_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eeccfe91a1e10_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ef43cdc5af297_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efb78da374ea6_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0207932a30d6_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e04a839d51617_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0a4f095233fb_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e13cb2dd6b4fd_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1527622ae398_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e16a6af90b605_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1ad093b85661_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2a94594d2a31_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4dd4d6058223_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4edd83bbcc84_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e567907ac2f21_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e62d1fc0ba431_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c5538635280_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6e4b7e3d4bda_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7466c0c4ccf4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7fbb4dac1834_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e803cc7ea82fb_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e95c5fd9b8a6f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e97a65520d7ba_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9abdf35ff441_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9c880dd0a1e8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea1b9f2738e38_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea9e0fb17c081_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec8dae9493d74_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ecbed051ac616_entries,
@@ -162,19 +239,34 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef4c4e0809fb6_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef709ec2369d8_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b3e221f3317_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0c573d1d908c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0d000c4f21ac_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0e34d73b1d2f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0fb91dfd5abc_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e12d58f721635_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e17d118abd8f5_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1c68d22f226d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1cf5ba21ad09_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2a605e75fec9_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2db2c1ba3d7a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2fb1ed4b0741_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e30b4720218ba_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3238d5d5d079_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e34af9b839296_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c670b74725a_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c77fde6600d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3de7f5005e0c_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e404b5fad01f3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e50fb8fea5145_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e58b071352029_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5a091f0d6dc7_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5e90d2aca0f0_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e61565b9dec12_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e621648d9c383_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e73e472b80c85_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e76e664ed4cf6_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7f42ca0c05a8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e846b0c704341_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e872110781a0c_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8745d4958ddc_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8dfb12e9a3ce_entries,
@@ -185,14 +277,22 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea15e01ab8f4e_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea5590fc10fb6_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb64e1afe74a9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebb67e8f24a6a_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebde380b46b22_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec4ad0696b2bf_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed87ebf493ac5_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edaa0b4c34118_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc8948f90504_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edd0133d96732_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee0eabb2f3d85_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee10829e6b205_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee6c56fbf25b9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee7ee25d23084_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eebad8944f1e6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef05c7ca1be00_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef1fa24528d9c_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef738e736d94f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efa3b2d5429f5_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efc550cb1aead_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e26840f72c8fb_entries,
     loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3653d4c390b7_entries,

@@ -9,31 +9,50 @@
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e1dc783aca152_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e219c60a68b81_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e22ff94c8df6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e433c5a05e631_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e533cfdfaa69e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e579321f87918_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e6c6c5b920da8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7afae925239f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e82f963699e35_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8a8d130409e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e91c7d8a660ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ece5f48b759e8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed586c7ba4fc7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edb96677e215a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eef71d54cce7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e398bb0b380c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e45985fd697d6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e90aeb911c758_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ec8e3b3463823_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e415b039dc9f6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ea48324d3de39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eb6477fd49baf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ecbf6ca68c792_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ef8964fbe91a6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e007d0990b9a1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0e5cb5e65169_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0f7f9e0929ff_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e127dd8553ac2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1804f049b52d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2c6d2daa560d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e527f92e44669_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e56be9af50989_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e662368cba8c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e77f3e4623e56_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7b49a92f70e2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8f8ab7587823_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea08d74571813_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea935332f0f31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb1d38eafca41_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb4fa5cb549d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb90bc51ebd1e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec1a116a6fd23_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed04c7fe216a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee7e6cc7dbac8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eea75048e88e5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef02d13b3b5ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef05abe417ee9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efa714086bd00_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e072a9fc9ddf8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0d0780866dbf_entries(uint32_t* count, const char** target);
@@ -43,7 +62,10 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e141fe9
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e259a0e1bb236_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2848a899829a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2b4bcddcdcb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2b64085395bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e32c20900dbda_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3adb6ad79e29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3e5327c0969d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e448ffc423a6e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e466d5f938327_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e65c1df9abdb6_entries(uint32_t* count, const char** target);
@@ -51,47 +73,75 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6af9a4
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6b404665788a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6d85a3714217_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6f5b03f06bf9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e700a8257dbc5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea6f560a95f9b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eba8a2ce48e72_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed0492aa8ec9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed7571ab5a38d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee018085625f6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee238b45f7154_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee7168fc7a864_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee7957f732ef2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee853b63784e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef328038b3ef7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef91a7d4a6cfb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efff576ea41e3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0604e5a5acd9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0997a9ffeb48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0c9d5fcf1e49_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1947319d4e80_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1ab95cdb1888_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2326f68c3845_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e249d9e9ec53f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2603813e38fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e29830cdfff21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e301299de0fed_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e312982eb0c3e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e355a4dea1de8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3b54cec21ad7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e410635ceac78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4890cc2eac73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e51f64b0817ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e53f8c30982b9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e545351f9cd91_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e54a3df13d9a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e56eff88ab9f6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5e44f253dc3a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e69682e2bea38_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6bc58bfdd7d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6dfeaff29426_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e74b6e5d863b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e75abecadfc8c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77cc79543428_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e79ef8ba79238_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8061c4483ad4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82d5b28e3d3f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8aba43c8a494_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c3e832b91a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e96217c4f1b81_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e99c0bb0d64f7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9fba03166bb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea04efe44b8f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaa252fd5e487_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb84e8a5179b8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebef331cb0538_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebf2044933382_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec298f1029072_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6752c9016ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecb510f092675_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eccda39b67d57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eceeaae8b7b9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed1f94dfbc889_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed9626f357f8e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd64b07d21ea_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee1dd40aad727_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee4ecf7dc02f9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee6405a0119f3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eed657b8568d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eef99bee14df4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0d878a14e63_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0f84a343f57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efe22c22a1776_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e03196d3117ff_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2b6e1149131f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2ceec9e6b7d9_entries(uint32_t* count, const char** target);
@@ -111,31 +161,50 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e1dc783aca152_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e219c60a68b81_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e22ff94c8df6e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e433c5a05e631_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e533cfdfaa69e_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e579321f87918_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e6c6c5b920da8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7afae925239f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e82f963699e35_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8a8d130409e8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e91c7d8a660ba_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ece5f48b759e8_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed586c7ba4fc7_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edb96677e215a_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eef71d54cce7d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e398bb0b380c0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e45985fd697d6_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e90aeb911c758_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ec8e3b3463823_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e415b039dc9f6_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ea48324d3de39_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eb6477fd49baf_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ecbf6ca68c792_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ef8964fbe91a6_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e007d0990b9a1_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0e5cb5e65169_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0f7f9e0929ff_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e127dd8553ac2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1804f049b52d_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2c6d2daa560d_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e527f92e44669_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e56be9af50989_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e662368cba8c4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e77f3e4623e56_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7b49a92f70e2_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8f8ab7587823_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea08d74571813_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea935332f0f31_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb1d38eafca41_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb4fa5cb549d8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb90bc51ebd1e_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec1a116a6fd23_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed04c7fe216a3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee7e6cc7dbac8_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eea75048e88e5_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef02d13b3b5ab_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef05abe417ee9_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efa714086bd00_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e072a9fc9ddf8_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0d0780866dbf_entries,
@@ -145,7 +214,10 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e259a0e1bb236_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2848a899829a_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2b4bcddcdcb0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2b64085395bc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e32c20900dbda_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3adb6ad79e29_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3e5327c0969d_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e448ffc423a6e_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e466d5f938327_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e65c1df9abdb6_entries,
@@ -153,47 +225,75 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6b404665788a_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6d85a3714217_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6f5b03f06bf9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e700a8257dbc5_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea6f560a95f9b_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eba8a2ce48e72_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed0492aa8ec9d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed7571ab5a38d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee018085625f6_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee238b45f7154_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee7168fc7a864_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee7957f732ef2_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee853b63784e3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef328038b3ef7_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef91a7d4a6cfb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efff576ea41e3_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0604e5a5acd9_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0997a9ffeb48_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0c9d5fcf1e49_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1947319d4e80_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1ab95cdb1888_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2326f68c3845_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e249d9e9ec53f_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2603813e38fc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e29830cdfff21_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e301299de0fed_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e312982eb0c3e_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e355a4dea1de8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3b54cec21ad7_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e410635ceac78_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4890cc2eac73_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e51f64b0817ea_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e53f8c30982b9_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e545351f9cd91_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e54a3df13d9a4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e56eff88ab9f6_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5e44f253dc3a_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e69682e2bea38_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6bc58bfdd7d1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6dfeaff29426_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e74b6e5d863b8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e75abecadfc8c_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77cc79543428_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e79ef8ba79238_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8061c4483ad4_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82d5b28e3d3f_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8aba43c8a494_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c3e832b91a9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e96217c4f1b81_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e99c0bb0d64f7_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9fba03166bb4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea04efe44b8f0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaa252fd5e487_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb84e8a5179b8_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebef331cb0538_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebf2044933382_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec298f1029072_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6752c9016ed_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecb510f092675_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eccda39b67d57_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eceeaae8b7b9c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed1f94dfbc889_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed9626f357f8e_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd64b07d21ea_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee1dd40aad727_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee4ecf7dc02f9_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee6405a0119f3_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eed657b8568d7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eef99bee14df4_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0d878a14e63_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0f84a343f57_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efe22c22a1776_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e03196d3117ff_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2b6e1149131f_entries,
     loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2ceec9e6b7d9_entries,

@@ -6,330 +6,226 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e050da92e2ced_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e21b2673d42ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e34545b1ec793_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e60d3cdf10b58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6770995d48dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7776ebcf7d28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7914001e5bfa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e957529134649_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebac0759c2d8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed982d9ed1f2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edd081e35e205_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edfac80da045a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eeb56d16a8fe4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef080096da717_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2661fdd89ee7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e44e63d766582_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e5be5ea2d132b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ebf874707b654_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e04c575f1e11c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e15db2dc96b38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1a489bfa7ffd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1af7823e8847_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1bed2eb0f562_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1c18fdb1db9d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1db9c229b771_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1fea4d3151bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e311a47769e35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e31828b6cf28b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e38383c8a7713_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e3dfb286b012e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4b89bfef9c1d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4c05da94c853_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4e81e5e845f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5341e7dee972_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e547d97b3baca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e57ece30b96f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5f742600d981_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5fe6702674a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e64f204c4cf74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e668a4c26de79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e68f3f8e7e83f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6a2a5fef3205_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6eb8a0baa47c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6fa2db49df3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e72ed099c2777_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7a3cbe6ca6ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7d295faa4240_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8f81cd15c541_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8f88a4a7c20f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e914d6a9db473_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9c86289d7b1c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ea0d15eac4317_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ead9ca4fd7268_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eaf81d10575be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb3929bea2bf7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb5abbcdbbe77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb9f0d5cc0b79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ebaa1bbfe4158_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ebcee9bce59ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ec3ff8e21b0c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eceffbb1156ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecfea915c1e21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ed0b256e99940_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eddd0c5b0c034_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2edf7f9e636cdb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee7c05d32d630_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eed74b83470fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eef40bc031ad4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ef37e144ba3a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2efab56fe9c187_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e8ab4843d7e2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e99727ff61a91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ed4ba3cbb01a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ee35fda72bd82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e007008d79d40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e00740ab93d0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e01bdd28b8817_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0368343ae213_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e098a4b202535_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0f1562b905d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e117a5fa0cdf3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e153738a06e58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17234e6612a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1b9d380187e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22299bd6663a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2a1c3d462822_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2c4244a8b509_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2c7918676db3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35c42236ad23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3899ebf2879c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e41c2a8d15f06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42c96f711a3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4414ab087853_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e505328f3d0d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e532d68f9f4e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53c5022f61cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e56b11f10302c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e57ec8557dbeb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68282d03b143_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6950e72ba8e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c459fcde8fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6ca8890a7135_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6d99483790c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6f22f86c244d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fb95ab5fe2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72d1b26731a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72d9290668aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75d63ac62d6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e764ce80e1b54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7902e9900355_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a46590eaed3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81b81b641641_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88f632f9b9a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8a631155b3b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b4cf8af8b50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8cb7aeb7766e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d2598e791aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e91802bcf9cf4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92b547c1296e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e97a269f669fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a39d1016fdf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9d61320fe636_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9dc2acd49854_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e7a742c950c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e92d65dc706_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea258ce6e15e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea5b79f2c9b7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaebd333d7e34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb64e9935fceb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6b184a8a44b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb8f9abc53c54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec33ac22a5e7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4ffdbce96de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec81d1b579512_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec98916266686_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eccb80c1447bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecef59da62482_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed9ab263ff89c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc19ade23887_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc917d9894cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee1ed732d948f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee294f7dae13f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee2c97f09c52a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6a9ec958126_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6cb6eb824a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee82b7612d9ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eec2a1e1d42c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef98590d2e49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3d974b30d04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3f80d3efbc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef5649caea637_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef63fb4537e67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efe13429e5d86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff4117719cdf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e54ef039811e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9ca3a3fd0b12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9e1849b6c566_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eada7d4564f29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eae5f8af4c181_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eaee5d44eb797_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e009c1cf9033c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e035bef9b57e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e0b598b7d03db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1ae1f56ef929_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e294a865d455e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e383e44987016_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3f2f591674d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3f74e8c226c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e44ba3eb0ca10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e5255191925cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e9eeb1095c5f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ec92ee7384b3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee1a52d834afd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee68ea22eb171_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e74a7c9e0d2df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ea12d64540759_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eaaf819df4149_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eb97f289a4855_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e40fbbd5eadec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4a73c0b16ab4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ecde33d47a6bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ef3236fc22b8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0852f40ccf12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0a02c44d6e11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e123b28381eaf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12dc8087a1c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e139b29ee21fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e142459e8999c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17a875d18492_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19d4e8707a3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1c74437e1735_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1cd333db1df1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1e258cc1de19_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e20db0b354aad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e23c8ec084292_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e27b3be0090b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e706e7f6362_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e300164d8c6f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e34c25c2d8e5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e360aa039dadc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37ab9fc7563d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3a0bfdf28f8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c8fc8eb4278_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3dbe52eca2db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4adae1bdfc5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4afe3ebebf1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4d3cedce8ffb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f39a073d8f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e55a7ca076c42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5964d458ff47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c85f39a6b60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5e396fdea485_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5f7170af730f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6004b968df09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e62381c7181a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e62d292a313c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e641b085b1c0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6862f9c9d832_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6dd6f4984032_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e73013a0a5fd1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e73856223be09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75d67ee1f98a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a7a424362bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7b27fba3ada9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7b81afb0f4db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7ebf65918697_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81d3b4676779_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e85b17cebded5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8cd2d8dc7528_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8fc7fa9bd312_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e954bd870e313_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9674bd14dcf3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea4b7287c02ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa7848db33f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eac83512bd8c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb568c4383dfc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb721c20e4ebe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb77e51197b85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb88000ff5eb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb8c3d86e83a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebfb4cdb1d00b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec1e0df438967_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec3d1e2466216_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec6bb6e59d06c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc9ed094ec25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed13968ac1453_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed1cd5687277d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed341b477f30a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed7ee66d92023_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed98d235e258d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc81ef06a53c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ede8e76a4c5b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edf3ec06085e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee0e653587137_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee18c57900cc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee87f3f52c943_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eee01be01c33e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef0dbb290056e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef199f491eb53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef9f8de5dab31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc06776d31b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efe4ac16c6040_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e681c930b5966_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ea17092d63822_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb6a14dd30447_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ec562ac04287d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ed2c902b61556_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2edbba19408f83_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e050da92e2ced_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e21b2673d42ac_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e34545b1ec793_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e60d3cdf10b58_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6770995d48dd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7776ebcf7d28_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7914001e5bfa_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e957529134649_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebac0759c2d8a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed982d9ed1f2f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edd081e35e205_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edfac80da045a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eeb56d16a8fe4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef080096da717_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2661fdd89ee7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e44e63d766582_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e5be5ea2d132b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ebf874707b654_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e04c575f1e11c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e15db2dc96b38_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1a489bfa7ffd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1af7823e8847_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1bed2eb0f562_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1c18fdb1db9d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1db9c229b771_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e1fea4d3151bf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e311a47769e35_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e31828b6cf28b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e38383c8a7713_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e3dfb286b012e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4b89bfef9c1d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4c05da94c853_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e4e81e5e845f2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5341e7dee972_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e547d97b3baca_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e57ece30b96f3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5f742600d981_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e5fe6702674a4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e64f204c4cf74_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e668a4c26de79_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e68f3f8e7e83f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6a2a5fef3205_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6eb8a0baa47c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e6fa2db49df3b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e72ed099c2777_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7a3cbe6ca6ec_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e7d295faa4240_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8f81cd15c541_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e8f88a4a7c20f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e914d6a9db473_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2e9c86289d7b1c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ea0d15eac4317_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ead9ca4fd7268_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eaf81d10575be_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb3929bea2bf7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb5abbcdbbe77_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eb9f0d5cc0b79_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ebaa1bbfe4158_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ebcee9bce59ab_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ec3ff8e21b0c8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eceffbb1156ce_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ecfea915c1e21_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ed0b256e99940_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eddd0c5b0c034_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2edf7f9e636cdb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ee7c05d32d630_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eed74b83470fd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2eef40bc031ad4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2ef37e144ba3a7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebinary_2efab56fe9c187_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e8ab4843d7e2c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e99727ff61a91_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ed4ba3cbb01a9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ee35fda72bd82_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e007008d79d40_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e00740ab93d0b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e01bdd28b8817_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0368343ae213_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e098a4b202535_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0f1562b905d3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e117a5fa0cdf3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e153738a06e58_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17234e6612a7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1b9d380187e9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22299bd6663a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2a1c3d462822_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2c4244a8b509_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2c7918676db3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35c42236ad23_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3899ebf2879c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e41c2a8d15f06_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42c96f711a3c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4414ab087853_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e505328f3d0d8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e532d68f9f4e2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53c5022f61cf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e56b11f10302c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e57ec8557dbeb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68282d03b143_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6950e72ba8e6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c459fcde8fb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6ca8890a7135_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6d99483790c4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6f22f86c244d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fb95ab5fe2a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72d1b26731a4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72d9290668aa_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75d63ac62d6c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e764ce80e1b54_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7902e9900355_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a46590eaed3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81b81b641641_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88f632f9b9a3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8a631155b3b0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b4cf8af8b50_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8cb7aeb7766e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d2598e791aa_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e91802bcf9cf4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92b547c1296e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e97a269f669fc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a39d1016fdf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9d61320fe636_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9dc2acd49854_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e7a742c950c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e92d65dc706_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea258ce6e15e1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea5b79f2c9b7a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaebd333d7e34_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb64e9935fceb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6b184a8a44b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb8f9abc53c54_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec33ac22a5e7d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4ffdbce96de_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec81d1b579512_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec98916266686_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eccb80c1447bc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecef59da62482_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed9ab263ff89c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc19ade23887_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc917d9894cc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee1ed732d948f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee294f7dae13f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee2c97f09c52a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6a9ec958126_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6cb6eb824a5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee82b7612d9ef_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eec2a1e1d42c2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef98590d2e49_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3d974b30d04_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3f80d3efbc2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef5649caea637_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef63fb4537e67_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efe13429e5d86_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff4117719cdf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e54ef039811e5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9ca3a3fd0b12_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9e1849b6c566_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eada7d4564f29_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eae5f8af4c181_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eaee5d44eb797_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e009c1cf9033c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e035bef9b57e8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e0b598b7d03db_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1ae1f56ef929_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e294a865d455e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e383e44987016_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3f2f591674d6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3f74e8c226c8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e44ba3eb0ca10_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e5255191925cb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e9eeb1095c5f6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ec92ee7384b3f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee1a52d834afd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee68ea22eb171_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e74a7c9e0d2df_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ea12d64540759_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eaaf819df4149_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eb97f289a4855_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e40fbbd5eadec_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4a73c0b16ab4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ecde33d47a6bd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ef3236fc22b8e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0852f40ccf12_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0a02c44d6e11_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e123b28381eaf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12dc8087a1c9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e139b29ee21fd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e142459e8999c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17a875d18492_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19d4e8707a3b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1c74437e1735_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1cd333db1df1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1e258cc1de19_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e20db0b354aad_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e23c8ec084292_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e27b3be0090b8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e706e7f6362_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e300164d8c6f8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e34c25c2d8e5f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e360aa039dadc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37ab9fc7563d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3a0bfdf28f8d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c8fc8eb4278_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3dbe52eca2db_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4adae1bdfc5d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4afe3ebebf1b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4d3cedce8ffb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f39a073d8f6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e55a7ca076c42_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5964d458ff47_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c85f39a6b60_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5e396fdea485_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5f7170af730f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6004b968df09_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e62381c7181a6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e62d292a313c5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e641b085b1c0b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6862f9c9d832_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6dd6f4984032_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e73013a0a5fd1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e73856223be09_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75d67ee1f98a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a7a424362bd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7b27fba3ada9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7b81afb0f4db_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7ebf65918697_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81d3b4676779_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e85b17cebded5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8cd2d8dc7528_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8fc7fa9bd312_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e954bd870e313_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9674bd14dcf3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea4b7287c02ad_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa7848db33f6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eac83512bd8c3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb568c4383dfc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb721c20e4ebe_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb77e51197b85_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb88000ff5eb2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb8c3d86e83a0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebfb4cdb1d00b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec1e0df438967_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec3d1e2466216_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec6bb6e59d06c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc9ed094ec25_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed13968ac1453_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed1cd5687277d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed341b477f30a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed7ee66d92023_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed98d235e258d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc81ef06a53c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ede8e76a4c5b2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edf3ec06085e2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee0e653587137_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee18c57900cc9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee87f3f52c943_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eee01be01c33e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef0dbb290056e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef199f491eb53_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef9f8de5dab31_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc06776d31b7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efe4ac16c6040_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e681c930b5966_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ea17092d63822_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb6a14dd30447_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ec562ac04287d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ed2c902b61556_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2edbba19408f83_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v3_entries(int i, uint32_t* count) {

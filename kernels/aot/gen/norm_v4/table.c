@@ -6,330 +6,226 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e00b60fb526f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e05ddd42690f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1c17db52850b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e41fd131c87f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e543723419269_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5f27746bf893_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e66ee74837e79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7d514befa59f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e80ca06c5cdf2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea6adb919752a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb4e9e5ffa638_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eda90fc7a7373_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee331f2472c8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef1e50b1e6670_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e5902b486a4d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e7271160d6267_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e8559c49373cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ee29fcb219e92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e0225c047de3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e0ba2e22de596_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e16e8d2ac48d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1a26467ebc6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1c06f3818fa2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2214e821f194_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e233d902dcbc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2d6faab0a063_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e3005231fae41_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e38a926c38b3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e3c6b3ea5ff5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e40ced278bd11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e441c69f8e4d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e45e423b8a98e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e497e90872f4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e4cac4eb35159_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e523f3477efe3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e5268a214a30f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e537d8c35b069_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e597e3a1759b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e59f3e8a9318b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e6281485e5d96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e657e8fa46006_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e6e11959cdd97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e7df00c75c568_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e810d56910bd3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e85468a007664_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e89653fabe233_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e949dcfc8e7f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e94c4647eb916_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e99e03b4ed689_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ea275f4239587_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaa6b0c335351_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaf7e05f7ef0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebacbbc5def8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec3c6e72e7edd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec5156e358d01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec7072c326998_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec793e54ce477_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec91c6a9c2e11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ecefa65197578_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ecf3b22d3a577_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed2cf6b64aab2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed6df7ac9188c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2edef203f43714_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee306190315a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee457b74228c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee734691e6d0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eec1b7a1a29ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eed420b3dfb73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef2eeddf54eae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef79859c1a1bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e46e310c7284e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ea56908db8ead_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eaf3e31fa27d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eccd0375686f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00dcb9b56762_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e011c10ec3703_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0199b472e9b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0286507dea7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0639afc74353_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0b8722719a5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0eefa536b808_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f5b9d5a27dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e14362b1f6bae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e168e9b8ba65e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1777a5960c2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ac0170f34b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1cee516a5779_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e213029d2dbc1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e23fb4df121c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e26cb135aba9a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2a615372c58c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2c1d18bfe3ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e34bcbb3527_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3514bec5f754_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e37faa254e485_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3bfc0a5d2a6a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3c9d0cd4f4c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41ec5f4308cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e483ae441b928_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49aeb3df5411_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49e637b773c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e45e712089c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e500ae8d336b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e51bdb1484626_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e51d2b7e3415e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5880e8a842d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a1b3a4ab80c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a9ebb89913b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c46363c1495_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e621f4cb51b13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6824fdacc5df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68786c7a12f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68c84f670c2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e75cfc464ba38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7dbe4f8b9a2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7de359dcaa4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7f604b3f603c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83cd3eeebce3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e85dac648c5bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e88b3f2c487a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8d5cf4f4b239_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90b3a91bd591_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e94df9944392a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e95450e021dfe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96ad197728c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9b72b237a263_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3b29f2cc74c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5093ca7a753_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea79c2c9dcdb4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8634395e909_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea931aaf123e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9bbcc74b460_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eab331d321d07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaf49445b0da3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb34d45afd4e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb7a6cf6138da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb86b2a99ff65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf2e7d4a730f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebffb3beb7104_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0aebb60a3d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec1eff25a2315_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec5d6ec3090f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec7fa0ef10ce7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecdb8d101d1ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf33c272a631_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf44a0716cca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed44f18d354e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edb514e0070c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee03673af70fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5de8bcc6aec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb308388ff57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef74e2cacbad6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef84e91623fbd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc2e2fe20714_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e45aa54e237d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e55719bdbccb0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e73f3f57b6183_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7b9929564562_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9b6ea64d4863_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ea95087330d16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2b11ffafe029_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e30403666149e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e421c2b0b4d3d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e46f7ead6f85f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e49f94385e8b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e4a56cb6f0a40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e502443d8240c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e766ee73b9e6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7ede132e8fb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e90323024ca46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e99de862dd1fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eac0ba06bd133_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ebb7b27a6133c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed46662542738_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e277cbee4bb60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e624606a25e40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e6544e5d8103e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ed94f80f115d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e3baab15ea339_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e925f72e831de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2edcb2f5b205f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eed2e013210cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00681829da0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00f2696a7406_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e055be7925f23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e06725ddd7d95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e072bf3efea61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0ac8bcb407df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e10ed90959f4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e15e4fe44a805_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e16708f6791f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e197aaae7efd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1f2de751d0c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2c0437a7a113_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36e526a067fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e37534ef9f4f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3a7d9a0f5fea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3af43549590e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3b92a4d04c00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3cf81631d4f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3dd1bdb9fc95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e40d38570ae5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4555884e5f68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4769b42957fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49361a29f732_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4bc02324a113_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c8cb08b08ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4cad7a68f9a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ecb42eea817_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5234d03de06e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e543cf1853bcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e560bcd80ed9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a05e33b684d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e652f8dc2e030_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6840bc23b39c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68bf80cb529e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69015331dc94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e691a88950802_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69fc660d06cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6af49ddaa577_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f7035dea1b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7812bdaf0bb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e788e82592b87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78c5d0bf3412_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7909481fc715_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d78cad74e76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7db13e7021ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e82db17a3de7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8758dc8886b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fc565cf9531_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fdb69004b7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e97932e68b2b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9c88a70c1286_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3b0fe7d2d23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3f08713f12b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa4be5ee342d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eae321ac0631b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eae7fff2fc7b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb133db3f2c9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebe058cd0728a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec4e01fa18aca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eccdd23e76267_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecd9d7fa118fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eced5570c7282_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed00c660a59fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed84b2d245c48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edead286869e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee006ac805e54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee0ff14238349_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee1dbd92a35e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee92d067dff09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeab04e4e36b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb6a45eea5f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eec0595bd6938_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eed60c5bb3afb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeff3a26ab3f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef452c58b62e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7d9748ed522_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef84061123595_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef8eb2e02ff79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efafb7c4726d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efbb30ca98b01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e3be66826fdb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7039daa88811_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ea99455843007_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eab8fba9c15ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eac198974f1ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eee786fc68f0c_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e00b60fb526f9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e05ddd42690f8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1c17db52850b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e41fd131c87f8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e543723419269_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5f27746bf893_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e66ee74837e79_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7d514befa59f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e80ca06c5cdf2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea6adb919752a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb4e9e5ffa638_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eda90fc7a7373_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee331f2472c8a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef1e50b1e6670_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e5902b486a4d7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e7271160d6267_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e8559c49373cc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ee29fcb219e92_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e0225c047de3f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e0ba2e22de596_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e16e8d2ac48d9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1a26467ebc6e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e1c06f3818fa2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2214e821f194_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e233d902dcbc8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e2d6faab0a063_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e3005231fae41_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e38a926c38b3a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e3c6b3ea5ff5c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e40ced278bd11_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e441c69f8e4d8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e45e423b8a98e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e497e90872f4b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e4cac4eb35159_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e523f3477efe3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e5268a214a30f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e537d8c35b069_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e597e3a1759b4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e59f3e8a9318b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e6281485e5d96_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e657e8fa46006_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e6e11959cdd97_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e7df00c75c568_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e810d56910bd3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e85468a007664_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e89653fabe233_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e949dcfc8e7f7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e94c4647eb916_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2e99e03b4ed689_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ea275f4239587_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaa6b0c335351_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eaf7e05f7ef0a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ebacbbc5def8e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec3c6e72e7edd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec5156e358d01_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec7072c326998_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec793e54ce477_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ec91c6a9c2e11_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ecefa65197578_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ecf3b22d3a577_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed2cf6b64aab2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ed6df7ac9188c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2edef203f43714_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee306190315a5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee457b74228c8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ee734691e6d0a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eec1b7a1a29ab_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2eed420b3dfb73_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef2eeddf54eae_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebinary_2ef79859c1a1bd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e46e310c7284e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ea56908db8ead_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eaf3e31fa27d1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eccd0375686f3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00dcb9b56762_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e011c10ec3703_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0199b472e9b0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0286507dea7a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0639afc74353_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0b8722719a5c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0eefa536b808_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f5b9d5a27dd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e14362b1f6bae_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e168e9b8ba65e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1777a5960c2d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ac0170f34b7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1cee516a5779_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e213029d2dbc1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e23fb4df121c5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e26cb135aba9a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2a615372c58c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2c1d18bfe3ff_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e34bcbb3527_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3514bec5f754_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e37faa254e485_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3bfc0a5d2a6a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3c9d0cd4f4c3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41ec5f4308cb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e483ae441b928_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49aeb3df5411_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49e637b773c1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e45e712089c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e500ae8d336b3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e51bdb1484626_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e51d2b7e3415e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5880e8a842d8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a1b3a4ab80c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a9ebb89913b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c46363c1495_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e621f4cb51b13_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6824fdacc5df_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68786c7a12f4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68c84f670c2d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e75cfc464ba38_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7dbe4f8b9a2f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7de359dcaa4e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7f604b3f603c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83cd3eeebce3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e85dac648c5bc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e88b3f2c487a1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8d5cf4f4b239_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90b3a91bd591_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e94df9944392a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e95450e021dfe_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96ad197728c9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9b72b237a263_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3b29f2cc74c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5093ca7a753_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea79c2c9dcdb4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8634395e909_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea931aaf123e7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9bbcc74b460_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eab331d321d07_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaf49445b0da3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb34d45afd4e0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb7a6cf6138da_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb86b2a99ff65_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf2e7d4a730f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebffb3beb7104_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0aebb60a3d5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec1eff25a2315_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec5d6ec3090f8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec7fa0ef10ce7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecdb8d101d1ee_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf33c272a631_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf44a0716cca_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed44f18d354e9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edb514e0070c0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee03673af70fa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5de8bcc6aec_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb308388ff57_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef74e2cacbad6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef84e91623fbd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc2e2fe20714_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e45aa54e237d7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e55719bdbccb0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e73f3f57b6183_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7b9929564562_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9b6ea64d4863_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ea95087330d16_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2b11ffafe029_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e30403666149e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e421c2b0b4d3d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e46f7ead6f85f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e49f94385e8b9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e4a56cb6f0a40_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e502443d8240c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e766ee73b9e6e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7ede132e8fb8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e90323024ca46_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e99de862dd1fc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eac0ba06bd133_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ebb7b27a6133c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed46662542738_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e277cbee4bb60_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e624606a25e40_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e6544e5d8103e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ed94f80f115d2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e3baab15ea339_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e925f72e831de_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2edcb2f5b205f3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eed2e013210cf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00681829da0c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00f2696a7406_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e055be7925f23_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e06725ddd7d95_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e072bf3efea61_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0ac8bcb407df_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e10ed90959f4a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e15e4fe44a805_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e16708f6791f8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e197aaae7efd4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1f2de751d0c0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2c0437a7a113_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36e526a067fc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e37534ef9f4f7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3a7d9a0f5fea_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3af43549590e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3b92a4d04c00_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3cf81631d4f8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3dd1bdb9fc95_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e40d38570ae5d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4555884e5f68_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4769b42957fd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49361a29f732_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4bc02324a113_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c8cb08b08ca_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4cad7a68f9a6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ecb42eea817_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5234d03de06e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e543cf1853bcb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e560bcd80ed9b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a05e33b684d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e652f8dc2e030_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6840bc23b39c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68bf80cb529e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69015331dc94_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e691a88950802_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69fc660d06cd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6af49ddaa577_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f7035dea1b5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7812bdaf0bb7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e788e82592b87_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78c5d0bf3412_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7909481fc715_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d78cad74e76_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7db13e7021ce_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e82db17a3de7c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8758dc8886b0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fc565cf9531_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fdb69004b7a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e97932e68b2b5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9c88a70c1286_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3b0fe7d2d23_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3f08713f12b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa4be5ee342d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eae321ac0631b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eae7fff2fc7b4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb133db3f2c9e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebe058cd0728a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec4e01fa18aca_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eccdd23e76267_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecd9d7fa118fc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eced5570c7282_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed00c660a59fb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed84b2d245c48_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edead286869e3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee006ac805e54_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee0ff14238349_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee1dbd92a35e1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee92d067dff09_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeab04e4e36b5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb6a45eea5f0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eec0595bd6938_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eed60c5bb3afb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeff3a26ab3f5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef452c58b62e6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7d9748ed522_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef84061123595_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef8eb2e02ff79_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efafb7c4726d5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efbb30ca98b01_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e3be66826fdb9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7039daa88811_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ea99455843007_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eab8fba9c15ba_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eac198974f1ec_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eee786fc68f0c_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v4_entries(int i, uint32_t* count) {

@@ -69,6 +69,8 @@ func hostFallback(op string) ops.OpFunc {
 
 const reasonFloat32 = "Loom kernel: float32 operands"
 
+const elementwiseFile = "elementwise.loom"
+
 func allFloat32(in []ops.ValueInfo, idx ...int) bool {
 	for _, i := range idx {
 		if i >= len(in) || !in[i].Present || in[i].Dtype != graph.Float {
@@ -87,21 +89,19 @@ func declineType(in []ops.ValueInfo) string {
 	return "host: the Loom kernels do not cover these inputs"
 }
 
-// binaryPlanner: the broadcasting binary kernel, for float32 operands of rank at most 4.
+// binaryPlanner: elementwise.loom's kernels for float32 operands: binary_flat when neither
+// operand needs a strided view, binary (broadcast by strides, six axes after merging) otherwise.
 func binaryPlanner(code string) ops.KernelPlanner {
 	return func(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
 		if len(in) < 2 || !allFloat32(in, 0, 1) {
 			return nil, declineType(in), nil
 		}
 		a, b := in[0], in[1]
-		if len(a.Shape) > 4 || len(b.Shape) > 4 {
-			return nil, "host: the binary kernel covers rank <= 4", nil
-		}
 		shape, err := ops.BroadcastShapes(a.Shape, b.Shape)
 		if err != nil {
 			return nil, "", err
 		}
-		p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: shape}}, Reason: reasonFloat32 + ", rank <= 4, broadcast by strides"}
+		p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: shape}}, Reason: reasonFloat32 + ", broadcast by strides"}
 		total := ops.Numel(shape)
 		if total == 0 {
 			return p, "", nil
@@ -117,21 +117,41 @@ func binaryPlanner(code string) ops.KernelPlanner {
 				ys = "1"
 			}
 			p.Reason = reasonFloat32 + ", contiguous (a single element broadcast)"
-			p.Calls = []ops.KernelCall{{File: "elementwise.loom", Symbol: "binary_flat", Config: map[string]string{"OP": code, "XS": xs, "YS": ys},
+			p.Calls = []ops.KernelCall{{File: elementwiseFile, Symbol: "binary_flat", Config: map[string]string{"OP": code, "XS": xs, "YS": ys},
 				Args: []uint64{U(total)}, Workload: []uint64{U(total)},
 				Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadOf(ops.InputOperand(1)), ops.WriteOf(ops.OutputOperand(0))}}}
 			return p, "", nil
 		}
-		out4 := pad4(shape)
-		as, _ := ops.BroadcastStrides(a.Shape, shape)
-		bs, _ := ops.BroadcastStrides(b.Shape, shape)
-		as4, bs4 := padStrides4(as), padStrides4(bs)
-		args := []uint64{U(out4[0]), U(out4[1]), U(out4[2]), U(out4[3]), U(as4[0]), U(as4[1]), U(as4[2]), U(as4[3]),
-			U(bs4[0]), U(bs4[1]), U(bs4[2]), U(bs4[3])}
-		p.Calls = []ops.KernelCall{{File: "elementwise.loom", Symbol: "binary", Config: map[string]string{"OP": code},
-			Args: args, Workload: args[:4], Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadOf(ops.InputOperand(1)), ops.WriteOf(ops.OutputOperand(0))}}}
+		call, ok := binaryCall(code, shape, a.Shape, b.Shape, false, false, 1, ops.InputOperand(0), ops.InputOperand(1))
+		if !ok {
+			return nil, "host: the binary kernel covers 6 axes after merging", nil
+		}
+		p.Calls = []ops.KernelCall{call}
 		return p, "", nil
 	}
+}
+
+// binaryCall is one launch of elementwise.loom's binary kernel: y = OP(a or y, b) over out,
+// with the operands' broadcast strides (ACC: the first operand is y; SCALE: times scale);
+// ok is false when more than six axes remain after merging.
+func binaryCall(code string, out []int64, a, b []int64, acc, scaled bool, scale float32, opA, opB ops.Operand) (ops.KernelCall, bool) {
+	as, err := ops.BroadcastStrides(a, out)
+	if err != nil {
+		return ops.KernelCall{}, false
+	}
+	bs, err := ops.BroadcastStrides(b, out)
+	if err != nil {
+		return ops.KernelCall{}, false
+	}
+	dims, st, ok := broadcastAxes(out, as, bs)
+	if !ok {
+		return ops.KernelCall{}, false
+	}
+	args := append(rank6Args(dims, st), f32bits(scale))
+	cfg := pickTile(dims[4], dims[5]).config(map[string]string{"OP": code, "ACC": strconv.FormatBool(acc), "SCALE": strconv.FormatBool(scaled)})
+	// y is read_write in every launch (only ACC launches read it).
+	return ops.KernelCall{File: elementwiseFile, Symbol: "binary", Config: cfg, Args: args, Workload: args[:movementRank],
+		Bind: []ops.KernelBinding{ops.ReadOf(opA), ops.ReadOf(opB), ops.ReadWriteOf(ops.OutputOperand(0))}}, true
 }
 
 // unaryPlanner: the unary kernel over every element of a float32 tensor.
@@ -147,7 +167,7 @@ func unaryPlanner(code string) ops.KernelPlanner {
 			return p, "", nil
 		}
 		alpha := n.AttrFloat("alpha", 0.01)
-		p.Calls = []ops.KernelCall{{File: "elementwise.loom", Symbol: "unary", Config: map[string]string{"OP": code},
+		p.Calls = []ops.KernelCall{{File: elementwiseFile, Symbol: "unary", Config: map[string]string{"OP": code},
 			Args: []uint64{uint64(math.Float32bits(alpha)), U(count)}, Workload: []uint64{U(count)},
 			Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.WriteOf(ops.OutputOperand(0))}}}
 		return p, "", nil
@@ -379,22 +399,3 @@ func softmaxPlanner(log string) ops.KernelPlanner {
 }
 
 func U(v int) uint64 { return uint64(v) }
-
-func pad4(s []int64) [4]int {
-	var out [4]int
-	for i := range out {
-		out[i] = 1
-	}
-	for i, d := range s {
-		out[4-len(s)+i] = int(d)
-	}
-	return out
-}
-
-func padStrides4(s []int) [4]int {
-	var out [4]int
-	for i, d := range s {
-		out[4-len(s)+i] = d
-	}
-	return out
-}

@@ -42,9 +42,9 @@ var compareOps = map[string]string{"Equal": kernels.CompareEqual, "Less": kernel
 // compareTypes are the operand types the compare kernel is specialized for.
 var compareTypes = map[tensor.DType]string{graph.Float: "f32", graph.Double: "f64", graph.Int32: "i32", graph.Int64: "i64"}
 
-// variadicOps maps the variadic ops to the binary kernel's OP code.
-var variadicOps = map[string]string{"Sum": kernels.VariadicAdd, "Mean": kernels.VariadicAdd, "Max": kernels.VariadicMax,
-	"Min": kernels.VariadicMin}
+// variadicOps maps the variadic ops to elementwise.loom's binary OP code.
+var variadicOps = map[string]string{"Sum": kernels.BinaryAdd, "Mean": kernels.BinaryAdd, "Max": kernels.BinaryMax,
+	"Min": kernels.BinaryMin}
 
 func init() {
 	ops.RegisterKernelOp("LayerNormalization", PlanLayerNorm, hostFallback("LayerNormalization"))
@@ -176,28 +176,6 @@ func rank6Args(dims [movementRank]int64, st [][movementRank]int64) []uint64 {
 	return args
 }
 
-// binaryCall is one launch of the binary kernel: y = OP(a or y, b) over out, with the
-// operands' broadcast strides.
-func binaryCall(code string, out []int64, a, b []int64, acc, scaled bool, scale float32, opA, opB ops.Operand) (ops.KernelCall, bool) {
-	as, err := ops.BroadcastStrides(a, out)
-	if err != nil {
-		return ops.KernelCall{}, false
-	}
-	bs, err := ops.BroadcastStrides(b, out)
-	if err != nil {
-		return ops.KernelCall{}, false
-	}
-	dims, st, ok := broadcastAxes(out, as, bs)
-	if !ok {
-		return ops.KernelCall{}, false
-	}
-	args := append(rank6Args(dims, st), f32bits(scale))
-	cfg := pickTile(dims[4], dims[5]).config(map[string]string{"OP": code, "ACC": strconv.FormatBool(acc), "SCALE": strconv.FormatBool(scaled)})
-	// y is read_write in every launch (only ACC launches read it).
-	return ops.KernelCall{File: normFile, Symbol: "binary", Config: cfg, Args: args, Workload: args[:movementRank],
-		Bind: []ops.KernelBinding{ops.ReadOf(opA), ops.ReadOf(opB), ops.ReadWriteOf(ops.OutputOperand(0))}}, true
-}
-
 func planPow(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
 	if !needInput(in, 0) || !needInput(in, 1) {
 		return nil, "", ops.OpErr("Pow needs a base and an exponent")
@@ -224,7 +202,7 @@ func planPow(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, strin
 	if ops.Numel(out) == 0 {
 		return p, "", nil
 	}
-	call, ok := binaryCall("3", out, x.Shape, e.Shape, false, false, 1, ops.InputOperand(0), ops.InputOperand(1))
+	call, ok := binaryCall(kernels.BinaryPow, out, x.Shape, e.Shape, false, false, 1, ops.InputOperand(0), ops.InputOperand(1))
 	if !ok {
 		return nil, "host: the binary kernel covers 6 axes after merging", nil
 	}
