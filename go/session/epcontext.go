@@ -17,6 +17,8 @@ import (
 	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/epcontext"
+	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/loomrt/loom/kernels"
 )
@@ -101,14 +103,14 @@ func (c *kernelCache) stopKeeping() {
 
 // keptKernels returns the recorded kernels with their module images, sorted by cache key:
 // host shared objects are read back from the Loom cache and checked against their digest.
-func (c *kernelCache) keptKernels(backend native.Backend) ([]epContextKernel, error) {
+func (c *kernelCache) keptKernels(backend native.Backend) ([]epcontext.Kernel, error) {
 	c.mu.Lock()
 	kept := make([]keptKernel, 0, len(c.kept))
 	for _, k := range c.kept {
 		kept = append(kept, k)
 	}
 	c.mu.Unlock()
-	out := make([]epContextKernel, 0, len(kept))
+	out := make([]epcontext.Kernel, 0, len(kept))
 	for _, k := range kept {
 		src, err := kernels.Source(k.file)
 		if err != nil {
@@ -130,13 +132,13 @@ func (c *kernelCache) keptKernels(backend native.Backend) ([]epContextKernel, er
 		}
 		// The module image carries the code; the C or CUDA text and the IR are not needed to run.
 		a.Source, a.IR, a.SharedObject = "", "", ""
-		out = append(out, epContextKernel{
-			epContextKernelRecord: epContextKernelRecord{File: k.file, Symbol: k.symbol, Config: k.config,
+		out = append(out, epcontext.Kernel{
+			KernelRecord: epcontext.KernelRecord{File: k.file, Symbol: k.symbol, Config: k.config,
 				SourceSHA256: hex.EncodeToString(sum[:]), Artifact: &a},
 			Image: image,
 		})
 	}
-	sortEPContextKernels(out)
+	epcontext.SortKernels(out)
 	return out, nil
 }
 
@@ -175,7 +177,7 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	const op = "InferenceSession"
 	path := s.options[OptionEPContextFilePath]
 	embed := s.options[OptionEPContextEmbedMode] != "0"
-	if modelPath != "" && sameFile(modelPath, path) {
+	if modelPath != "" && epcontext.SameFile(modelPath, path) {
 		return tensor.NewError(op, tensor.ErrInvalidArgument, "session option %s %q is the source model itself; the context model would overwrite it", OptionEPContextFilePath, path)
 	}
 	shapes, err := s.epContextWarmupShapes()
@@ -201,8 +203,8 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 		partition = "loom_graph"
 	}
 	target := s.dev.Target()
-	blob, err := encodeEPContextBlob(&epContextBlob{
-		Meta: epContextMeta{CompilerVersion: loom.CompilerVersion, Target: target, Backend: string(s.provider),
+	blob, err := epcontext.Encode(&epcontext.Blob{
+		Meta: epcontext.Meta{CompilerVersion: loom.CompilerVersion, Target: target, Backend: string(s.provider),
 			PartitionName: partition, SourceModel: s.model.Name},
 		Graph:   graphBytes,
 		Kernels: kernels,
@@ -211,7 +213,7 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "encoding the EP context blob")
 	}
 	notes, err := json.Marshal(epContextNotes{LoomTarget: target, LoomBackend: string(s.provider),
-		BlobFormat: fmt.Sprintf("%s/%d", epContextFormatName, epContextFormatVersion), Kernels: len(kernels)})
+		BlobFormat: fmt.Sprintf("%s/%d", epcontext.FormatName, epcontext.FormatVersion), Kernels: len(kernels)})
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "encoding the EPContext notes")
 	}
@@ -273,11 +275,11 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	}
 	// The blob first: a context model on disk always finds the blob it names.
 	if blobPath != "" {
-		if err := writeFileAtomic(blobPath, blob); err != nil {
+		if err := epcontext.WriteFileAtomic(blobPath, blob); err != nil {
 			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "cannot write the EP context blob")
 		}
 	}
-	if err := writeFileAtomic(path, data); err != nil {
+	if err := epcontext.WriteFileAtomic(path, data); err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "cannot write the EP context model (session option %s)", OptionEPContextFilePath)
 	}
 	s.epContextPath = path
@@ -293,47 +295,11 @@ func kindOf(err error) error {
 	return tensor.ErrInvalidArgument
 }
 
-// sameFile reports whether a and b name the same existing file (or the same path).
-func sameFile(a, b string) bool {
-	if fa, err := os.Stat(a); err == nil {
-		if fb, err := os.Stat(b); err == nil {
-			return os.SameFile(fa, fb)
-		}
-	}
-	aa, err1 := filepath.Abs(a)
-	ab, err2 := filepath.Abs(b)
-	return err1 == nil && err2 == nil && aa == ab
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames it over path, so a
-// reader never sees a half-written file.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
-}
-
 // epContextLoad is a context model being loaded: its EPContext node, decoded blob and the
 // embedded optimized graph, which the session runs and owns.
 type epContextLoad struct {
 	node  string
-	blob  *epContextBlob
+	blob  *epcontext.Blob
 	model *graph.Model
 }
 
@@ -395,7 +361,7 @@ func (b *loadOptions) readEPContext(m *graph.Model, modelPath string) (*epContex
 			return fail(tensor.ErrInvalidArgument, "embed_mode=0 names the blob file %q relative to the context model, which was loaded from memory: set session option %s to the context model's path",
 				name, OptionEPContextFilePath)
 		}
-		full, err := resolveInside(dir, name)
+		full, err := epcontext.ResolveInside(dir, name)
 		if err != nil {
 			return fail(tensor.ErrInvalidArgument, "ep_cache_context: %v", err)
 		}
@@ -405,7 +371,7 @@ func (b *loadOptions) readEPContext(m *graph.Model, modelPath string) (*epContex
 	default:
 		return fail(tensor.ErrInvalidArgument, "embed_mode is %d, want 0 or 1", mode)
 	}
-	blob, err := decodeEPContextBlob(data)
+	blob, err := epcontext.Decode(data)
 	if err != nil {
 		return fail(tensor.ErrInvalidArgument, "the %s is not a valid Loom context blob: %v", what, err)
 	}
@@ -439,77 +405,11 @@ func (b *loadOptions) readEPContext(m *graph.Model, modelPath string) (*epContex
 		gm.Close()
 		return fail(tensor.ErrInvalidArgument, "the blob's graph: shape inference failed: %v", err)
 	}
-	if err := sameInterface(m.Graph, gm.Graph); err != nil {
+	if err := epcontext.SameInterface(m.Graph, gm.Graph); err != nil {
 		gm.Close()
 		return fail(tensor.ErrInvalidArgument, "%v", err)
 	}
 	return &epContextLoad{node: n.Name, blob: blob, model: gm}, nil
-}
-
-// sameInterface checks that the context model declares the inputs (initializers aside) and
-// outputs of the graph in its blob, in order.
-func sameInterface(ctxGraph, g *graph.Graph) error {
-	names := func(vs []*graph.Value, skipInit bool, inits map[string]*graph.Tensor) []string {
-		var out []string
-		for _, v := range vs {
-			if skipInit && (v.Initializer != nil || inits[v.Name] != nil) {
-				continue
-			}
-			out = append(out, v.Name)
-		}
-		return out
-	}
-	if a, b := names(ctxGraph.Inputs, true, ctxGraph.Initializers), names(g.Inputs, true, g.Initializers); !equalStrings(a, b) {
-		return fmt.Errorf("the context model's inputs %v differ from its blob graph's %v", a, b)
-	}
-	if a, b := names(ctxGraph.Outputs, false, nil), names(g.Outputs, false, nil); !equalStrings(a, b) {
-		return fmt.Errorf("the context model's outputs %v differ from its blob graph's %v", a, b)
-	}
-	return nil
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// resolveInside returns the path of name inside dir. As ONNX Runtime does for an EPContext
-// blob file, an absolute name, one with ".." leading out of dir, or a symlink leading out of
-// it is refused.
-func resolveInside(dir, name string) (string, error) {
-	if name == "" {
-		return "", errors.New("empty file name")
-	}
-	if strings.ContainsRune(name, 0) {
-		return "", fmt.Errorf("file name %q contains NUL", name)
-	}
-	if filepath.IsAbs(name) || strings.HasPrefix(name, "/") || strings.HasPrefix(name, `\`) {
-		return "", fmt.Errorf("file name %q is absolute; it must be relative to the context model's directory", name)
-	}
-	clean := filepath.Clean(filepath.FromSlash(name))
-	escapes := func(p string) bool { return p == ".." || strings.HasPrefix(p, ".."+string(filepath.Separator)) }
-	if escapes(clean) || clean == "." {
-		return "", fmt.Errorf("file name %q escapes the context model's directory %s", name, dir)
-	}
-	root, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return "", fmt.Errorf("context model directory: %w", err)
-	}
-	full, err := filepath.EvalSymlinks(filepath.Join(root, clean))
-	if err != nil {
-		return "", fmt.Errorf("blob file %q: %w", name, err)
-	}
-	if rel, err := filepath.Rel(root, full); err != nil || escapes(rel) {
-		return "", fmt.Errorf("file name %q escapes the context model's directory %s (through a symbolic link)", name, dir)
-	}
-	return full, nil
 }
 
 // requestedProvider is the provider a context model's session asks for: auto means the backend
@@ -579,7 +479,7 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 		if err != nil {
 			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "EPContext node %q: %s: the module has no kernel %s", l.node, name, a.Entry)
 		}
-		c.kernels[kernelCacheKey(k.File, k.Symbol, k.Config)] = &device.LoadedKernel{Kernel: kernel, Sig: sig}
+		c.kernels[ops.KernelKey(k.File, k.Symbol, k.Config)] = &device.LoadedKernel{Kernel: kernel, Sig: sig}
 	}
 	return nil
 }

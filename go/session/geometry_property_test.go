@@ -575,7 +575,7 @@ func (g *geomChecker) check(t *testing.T, p *ops.KernelPlan, what string) {
 		if c.Config["FOLD"] == "true" {
 			g.folded++
 		}
-		key := kernelCacheKey(c.File, c.Symbol, c.Config)
+		key := ops.KernelKey(c.File, c.Symbol, c.Config)
 		a, ok := g.arts[key]
 		if !ok {
 			src, err := kernelSource(c.File, c.Symbol, c.Config)

@@ -1,12 +1,11 @@
 package session
 
 import (
-	"sort"
-	"strings"
 	"sync"
 
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -29,32 +28,11 @@ type kernelCache struct {
 	notShipped int64
 }
 
-// kernelCacheKey spells out a kernel request; the configuration's keys are sorted so the same
-// specialization always maps to the same entry.
-func kernelCacheKey(file, symbol string, config map[string]string) string {
-	keys := make([]string, 0, len(config))
-	for k := range config {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString(file)
-	b.WriteByte(0)
-	b.WriteString(symbol)
-	for _, k := range keys {
-		b.WriteByte(0)
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(config[k])
-	}
-	return b.String()
-}
-
 // get returns the kernel for the request, compiling (through the context's compiler and its
 // disk cache) and loading it on first use; the outcome is counted under phase.
 func (c *kernelCache) get(ctx *device.ModelContext, phase runPhase, file, symbol string, config map[string]string) (*device.LoadedKernel, error) {
 	const op = "Run"
-	key := kernelCacheKey(file, symbol, config)
+	key := ops.KernelKey(file, symbol, config)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

@@ -124,7 +124,7 @@ func (c *kernelCache) unservable(ctx *device.ModelContext, calls []ops.KernelCal
 	}
 	for _, call := range calls {
 		c.mu.Lock()
-		_, loaded := c.kernels[kernelCacheKey(call.File, call.Symbol, call.Config)]
+		_, loaded := c.kernels[ops.KernelKey(call.File, call.Symbol, call.Config)]
 		c.mu.Unlock()
 		if loaded {
 			continue
