@@ -44,7 +44,7 @@ func (s *InferenceSession) bindOutputs(inputs, outputs []tensor.NamedTensor) ([]
 			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q: the bound tensor has %v", o.Name, err)
 		}
 		if r, ok := dataRange(t); ok {
-			if s.held.overlaps(r) {
+			if s.eng.held.overlaps(r) {
 				return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q: the bound tensor's memory is a weight's", o.Name)
 			}
 			for _, in := range inputs {

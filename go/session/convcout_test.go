@@ -43,7 +43,7 @@ func checkKernelOpDynamic(t *testing.T, s *InferenceSession, n *graph.Node, in [
 	p, reason, err := ops.KernelPlanners[ops.PlannerKey(n)](n, 18, ops.InfosOf(in))
 	require.NoError(t, err)
 	require.NotNil(t, p, "the planner declined: %s", reason)
-	rc := &runCtx{s: s, opset: 18}
+	rc := testRunCtx(s, 18)
 	defer rc.close()
 	got, err := rc.runKernelPlan(p, in)
 	require.NoError(t, err)

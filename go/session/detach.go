@@ -61,9 +61,9 @@ func (h heldRanges) overlaps(r memRange) bool {
 // detachOutputs copies the outputs of an interpreted run that alias the session's kept
 // memory or fed's inputs (see above); a sequence or optional holding such a tensor comes
 // back as a new one holding a copy.
-func (s *InferenceSession) detachOutputs(outs []tensor.Tensor, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
+func (e *engine) detachOutputs(outs []tensor.Tensor, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
 	for i, o := range outs {
-		d, _, err := s.detach(o, fed)
+		d, _, err := e.detach(o, fed)
 		if err != nil {
 			return nil, err
 		}
@@ -73,11 +73,11 @@ func (s *InferenceSession) detachOutputs(outs []tensor.Tensor, fed map[string]te
 }
 
 // detach is t, or a copy of it when it aliases (changed then says so).
-func (s *InferenceSession) detach(t tensor.Tensor, fed map[string]tensor.Tensor) (_ tensor.Tensor, changed bool, _ error) {
+func (e *engine) detach(t tensor.Tensor, fed map[string]tensor.Tensor) (_ tensor.Tensor, changed bool, _ error) {
 	if tensor.Box(t) != nil {
 		var elems []tensor.Tensor // copied on the first element that changes
-		for j, e := range tensor.SeqElems(t) {
-			d, ch, err := s.detach(e, fed)
+		for j, el := range tensor.SeqElems(t) {
+			d, ch, err := e.detach(el, fed)
 			if err != nil {
 				return tensor.Tensor{}, false, err
 			}
@@ -94,7 +94,7 @@ func (s *InferenceSession) detach(t tensor.Tensor, fed map[string]tensor.Tensor)
 		return tensor.WithElems(t, elems), true, nil
 	}
 	r, ok := dataRange(t)
-	if !ok || !s.aliases(r, fed) {
+	if !ok || !e.aliases(r, fed) {
 		return t, false, nil
 	}
 	c, err := tensor.CopyOut(t)
@@ -103,8 +103,8 @@ func (s *InferenceSession) detach(t tensor.Tensor, fed map[string]tensor.Tensor)
 
 // aliases reports whether r overlaps the session's kept memory or an input of fed (or an
 // element of a sequence fed).
-func (s *InferenceSession) aliases(r memRange, fed map[string]tensor.Tensor) bool {
-	if s.held.overlaps(r) || s.bodies.holds(r) {
+func (e *engine) aliases(r memRange, fed map[string]tensor.Tensor) bool {
+	if e.held.overlaps(r) || e.bodies.holds(r) {
 		return true
 	}
 	for _, in := range fed {

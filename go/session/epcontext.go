@@ -184,35 +184,35 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	if err != nil {
 		return err
 	}
-	s.kernels.startKeeping()
-	defer s.kernels.stopKeeping()
+	s.eng.kernels.startKeeping()
+	defer s.eng.kernels.stopKeeping()
 	if err := s.Warmup(context.Background(), shapes); err != nil {
 		return tensor.WrapError(op, kindOf(err), err, "warming the session up for the EP context model (symbolic input dimensions set to 1)")
 	}
-	kernels, err := s.kernels.keptKernels(s.dev.Backend())
+	kernels, err := s.eng.kernels.keptKernels(s.dev.Backend())
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrCompile, err, "collecting the kernels of the EP context model")
 	}
-	graphBytes, err := s.model.Marshal()
+	graphBytes, err := s.eng.model.Marshal()
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "serializing the optimized graph for the EP context model")
 	}
-	g := s.model.Graph
+	g := s.eng.model.Graph
 	partition := "loom_" + g.Name
 	if g.Name == "" {
 		partition = "loom_graph"
 	}
 	target := s.dev.Target()
 	blob, err := epcontext.Encode(&epcontext.Blob{
-		Meta: epcontext.Meta{CompilerVersion: loom.CompilerVersion, Target: target, Backend: string(s.provider),
-			PartitionName: partition, SourceModel: s.model.Name},
+		Meta: epcontext.Meta{CompilerVersion: loom.CompilerVersion, Target: target, Backend: string(s.eng.provider),
+			PartitionName: partition, SourceModel: s.eng.model.Name},
 		Graph:   graphBytes,
 		Kernels: kernels,
 	})
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "encoding the EP context blob")
 	}
-	notes, err := json.Marshal(epContextNotes{LoomTarget: target, LoomBackend: string(s.provider),
+	notes, err := json.Marshal(epContextNotes{LoomTarget: target, LoomBackend: string(s.eng.provider),
 		BlobFormat: fmt.Sprintf("%s/%d", epcontext.FormatName, epcontext.FormatVersion), Kernels: len(kernels)})
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "encoding the EPContext notes")
@@ -257,7 +257,7 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	)
 	node.Domain = epContextDomain
 	cg.Nodes = []*graph.Node{node}
-	src := s.model
+	src := s.eng.model
 	cm := &graph.Model{
 		Name: filepath.Base(path), IRVersion: max(src.IRVersion, 7), ProducerName: src.ProducerName,
 		ProducerVersion: src.ProducerVersion, Domain: src.Domain, ModelVersion: src.ModelVersion, Doc: src.Doc,
@@ -428,7 +428,7 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 	meta := l.blob.Meta
 	if t := s.dev.Target(); t != meta.Target {
 		return tensor.NewError(op, tensor.ErrTargetMismatch, "EPContext node %q: the context was compiled for target %s (%s) but this session's %s device needs %s; regenerate the context model on this machine",
-			l.node, meta.Target, meta.Backend, s.provider, t)
+			l.node, meta.Target, meta.Backend, s.eng.provider, t)
 	}
 	// Host shared objects are written to a private directory for dlopen, which maps them with
 	// RTLD_NOW: the files can go as soon as every module is loaded.
@@ -440,7 +440,7 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 		}
 		defer os.RemoveAll(dir)
 	}
-	c := &s.kernels
+	c := &s.eng.kernels
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.kernels == nil {

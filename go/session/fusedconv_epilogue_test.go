@@ -116,7 +116,7 @@ func TestFusedConvEpilogueAgainstHost(t *testing.T) {
 func TestFusedConvHostEpilogue(t *testing.T) {
 	s := kernelCheckSession(t)
 	f32 := scaledF32(t, 2)
-	rc := &runCtx{s: s, opset: 18}
+	rc := testRunCtx(s, 18)
 	defer rc.close()
 	for _, a := range []struct {
 		name   string

@@ -563,7 +563,7 @@ type geomChecker struct {
 }
 
 func newGeomChecker(t *testing.T, s *InferenceSession) *geomChecker {
-	comp, err := s.ctx.Compiler()
+	comp, err := s.eng.ctx.Compiler()
 	require.NoError(t, err)
 	return &geomChecker{comp: comp, arts: map[string]*loom.Artifact{}}
 }
@@ -623,7 +623,7 @@ func runGeomCase(t *testing.T, s *InferenceSession, gc *geomChecker, r *rand.Ran
 		return false
 	}
 	gc.check(t, p, c.name)
-	rc := &runCtx{s: s, opset: c.opset}
+	rc := testRunCtx(s, c.opset)
 	defer rc.close()
 	got, err := rc.runKernelPlan(p, in)
 	require.NoError(t, err, "%s (%s)", c.name, ops.Variant(p))
@@ -799,7 +799,7 @@ func TestKernelGeometryRegressions(t *testing.T) {
 			plans := s.ExecutionPlans()
 			require.Len(t, plans, 1)
 			require.True(t, plans[0].Planned, plans[0].Reason)
-			rc := &runCtx{s: s, opset: c.opset}
+			rc := testRunCtx(s, c.opset)
 			want, err := ops.HostOps[c.node.OpType](rc, c.node, c.in)
 			rc.close()
 			require.NoError(t, err)
@@ -873,7 +873,7 @@ func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 					folded[k.File+":"+k.Symbol] = true
 				}
 			}
-			rc := &runCtx{s: s, opset: c.opset}
+			rc := testRunCtx(s, c.opset)
 			defer rc.close()
 			got, err := rc.runKernelPlan(p, c.in)
 			require.NoError(t, err, ops.Variant(p))

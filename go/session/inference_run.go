@@ -109,7 +109,7 @@ func (sc *scope) lookup(name string) (tensor.Tensor, bool) {
 // (or opened), a ModelSession in the session's context for the Loom kernels of this run (its
 // memory is freed when the run ends).
 type runCtx struct {
-	s     *InferenceSession
+	eng   *engine
 	opset int64
 	// ctx is the run's context: its span parents the run's spans, and the run stops between
 	// ops once it is done. done is ctx.Done(), nil for a context that is never done (then
@@ -134,8 +134,14 @@ type runCtx struct {
 }
 
 // newRunCtx is the state of one run in ctx.
-func newRunCtx(ctx context.Context, s *InferenceSession, phase runPhase) *runCtx {
-	return &runCtx{s: s, opset: s.opset, phase: phase, ctx: ctx, done: ctx.Done()}
+func newRunCtx(ctx context.Context, e *engine, phase runPhase) *runCtx {
+	return &runCtx{eng: e, opset: e.opset, phase: phase, ctx: ctx, done: ctx.Done()}
+}
+
+// newOpRunCtx is a run context outside a Run, on e (nil: none) with opset: no context, phase
+// Run. Tests call op functions with it.
+func newOpRunCtx(e *engine, opset int64) *runCtx {
+	return &runCtx{eng: e, opset: opset}
 }
 
 // canceled is the run's error once its context is done (naming n, the node the run was about
@@ -157,7 +163,7 @@ func (rc *runCtx) canceled(n *graph.Node) error {
 // device memory and keeps the stream for a later run.
 func (rc *runCtx) close() {
 	if rc.ms != nil {
-		rc.s.runSessions.put(rc.ms)
+		rc.eng.runSessions.put(rc.ms)
 		rc.ms = nil
 	}
 }
@@ -271,10 +277,10 @@ func kernelSource(file, symbol string, config map[string]string) (device.KernelS
 // device returns the run's ModelSession, taking or opening it on first use.
 func (rc *runCtx) device() (*device.ModelSession, error) {
 	if rc.ms == nil {
-		ms := rc.s.runSessions.get()
+		ms := rc.eng.runSessions.get()
 		if ms == nil {
 			var err error
-			if ms, err = rc.s.runSession(); err != nil {
+			if ms, err = rc.eng.runSession(); err != nil {
 				return nil, err
 			}
 		}
@@ -291,7 +297,7 @@ func (rc *runCtx) compile(file, symbol string, config map[string]string) (*devic
 	if err != nil {
 		return nil, device.KernelID{}, err
 	}
-	k, err := rc.s.kernels.get(rc.s.ctx, rc.phase, file, symbol, config)
+	k, err := rc.eng.kernels.get(rc.eng.ctx, rc.phase, file, symbol, config)
 	if err != nil {
 		return nil, device.KernelID{}, err
 	}

@@ -221,30 +221,20 @@ type FallbackEntry struct {
 type InferenceSession struct {
 	// recycled is output memory handed back with Recycle, for later runs' outputs.
 	recycled recycledOutputs
-	// held is the memory of the weights, which outputs must not alias (detachOutputs).
-	held heldRanges
 	// planWeights are the device copies of the weights the compiled run plans read, shared by
 	// all their instances.
 	planWeights device.SharedWeights
 
-	model    *graph.Model
+	// eng is the model, its weights and placements, the device context and the caches the
+	// interpreter uses (engine.go).
+	eng *engine
+
 	ownModel bool
-	provider ExecutionProvider // the provider actually used
 	options  map[string]string
 	inputs   []IOMeta
 	outputs  []IOMeta
-	weights  map[string]tensor.Tensor
-	opset    int64
 
-	// placements are where every node (subgraphs' too) runs, decided once (internal/ep).
-	placements ep.Placements
-
-	dev     *native.Device
-	ctx     *device.ModelContext
-	kernels kernelCache // the Loom kernels the runs use, loaded once
-	bodies  bodyCache   // the prepared If/Loop/Scan subgraphs, by input shape signature
-
-	runSessions runSessionPool // idle per-run ModelSessions
+	dev *native.Device
 
 	plans planCache // compiled run plans by input signature (plan.go)
 	// control are the inputs whose values decide shapes or control flow (controlInputs).
@@ -254,11 +244,8 @@ type InferenceSession struct {
 	fastSig  atomic.Pointer[fastSignature]
 	planning bool // whether runs use compiled plans (OptionRunPlan)
 	tensorIO bool // whether every graph input and output is a tensor (not a sequence or optional)
-	threads  int  // intra-op threads (0: the hardware's)
 
 	epContextPath string // the EP context model this session wrote, if any
-
-	tracing sessionTracing // see inference_trace.go
 
 	mu     sync.RWMutex
 	closed bool
@@ -291,8 +278,8 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "graph optimization (level %s) failed", b.level)
 		}
 	}
-	s := &InferenceSession{model: m, ownModel: ownModel, options: map[string]string{}, opset: m.Opset("")}
-	s.tracing.provider = b.tracerProvider
+	s := &InferenceSession{eng: &engine{model: m, opset: m.Opset("")}, ownModel: ownModel, options: map[string]string{}}
+	s.eng.tracing.provider = b.tracerProvider
 	for k, v := range b.options {
 		s.options[k] = v
 	}
@@ -303,7 +290,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		return nil, err
 	}
 	g := m.Graph
-	s.weights = make(map[string]tensor.Tensor, len(g.Initializers))
+	s.eng.weights = make(map[string]tensor.Tensor, len(g.Initializers))
 	for name, gt := range g.Initializers {
 		// A model the session owns shares its initializers' bytes with the session's weights
 		// (weightTensor); a caller's model may change after the session is made, so it is copied.
@@ -315,14 +302,15 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		if err != nil {
 			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "initializer %q", name)
 		}
-		s.weights[name] = t
+		s.eng.weights[name] = t
 	}
-	s.held = newHeldRanges(s.weights)
+	s.eng.held = newHeldRanges(s.eng.weights)
 	for _, v := range g.Inputs {
 		if v.Initializer != nil || g.Initializers[v.Name] != nil {
 			continue
 		}
 		s.inputs = append(s.inputs, ioMeta(v))
+		s.eng.inputNames = append(s.eng.inputNames, v.Name)
 	}
 	for _, v := range g.Outputs {
 		s.outputs = append(s.outputs, ioMeta(v))
@@ -340,8 +328,8 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	// The provider places every node (its subgraphs' too) once; the placements say, for the
 	// nodes that do not run on the requested provider, why (internal/ep).
 	placer, runsOn := ep.Select(requested)
-	s.provider = runsOn.Name()
-	s.placements = ep.PlaceGraph(s.model.Graph, placer)
+	s.eng.provider = runsOn.Name()
+	s.eng.placements = ep.PlaceGraph(s.eng.model.Graph, placer)
 	// The calling thread runs blocks too, so n intra-op threads need n-1 pool workers.
 	workers := b.threads
 	if workers > 1 {
@@ -349,18 +337,18 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	}
 	dev, err := runsOn.Open(workers)
 	if err != nil {
-		return nil, tensor.WrapError(op, tensor.ErrDevice, err, "cannot open the %s device", s.provider)
+		return nil, tensor.WrapError(op, tensor.ErrDevice, err, "cannot open the %s device", s.eng.provider)
 	}
 	ctx, err := device.NewContext(dev, device.Unlimited)
 	if err != nil {
 		dev.Close()
 		return nil, err
 	}
-	s.dev, s.ctx = dev, ctx
+	s.dev, s.eng.ctx = dev, ctx
 	// Compiled plans keep their arenas in host-visible memory: on the providers whose Plans
 	// says so (the host), until device arenas with copies exist.
 	s.planning = s.options[OptionRunPlan] != "0" && runsOn.Plans()
-	s.threads = b.threads
+	s.eng.threads = b.threads
 	switch {
 	case epc != nil:
 		err = s.installEPContext(epc)
@@ -408,7 +396,7 @@ func checkOps(m *graph.Model) error {
 }
 
 // Provider is the execution provider the session runs on.
-func (s *InferenceSession) Provider() ExecutionProvider { return s.provider }
+func (s *InferenceSession) Provider() ExecutionProvider { return s.eng.provider }
 
 // ExecutionProviderFallbackReport lists the nodes that do not run on the requested provider,
 // with the reason; empty when everything runs where asked.
@@ -432,11 +420,11 @@ func (s *InferenceSession) Inputs() []IOMeta { return append([]IOMeta{}, s.input
 func (s *InferenceSession) Outputs() []IOMeta { return append([]IOMeta{}, s.outputs...) }
 
 // Graph is the optimized model the session runs; it must not be changed.
-func (s *InferenceSession) Graph() *graph.Model { return s.model }
+func (s *InferenceSession) Graph() *graph.Model { return s.eng.model }
 
 // ModelMetadata returns the model's self-description.
 func (s *InferenceSession) ModelMetadata() ModelMetadata {
-	m := s.model
+	m := s.eng.model
 	custom := make(map[string]string, len(m.MetadataProps))
 	for k, v := range m.MetadataProps {
 		custom[k] = v
@@ -457,16 +445,16 @@ func (s *InferenceSession) Close() error {
 	var errs []error
 	// The runs' ModelSessions are closed (Close waited for the runs), so the modules can go,
 	// then the context and the device they live on.
-	errs = append(errs, s.runSessions.close()...)
+	errs = append(errs, s.eng.runSessions.close()...)
 	errs = append(errs, s.plans.close()...)
 	// Every plan instance is closed by now (Close waited for the runs): nothing reads the
 	// shared weights any more.
-	errs = append(errs, device.CloseWeights(&s.planWeights, s.ctx)...)
-	errs = append(errs, s.kernels.close()...)
-	s.bodies.close()
-	errs = append(errs, s.ctx.Close(), s.dev.Close())
+	errs = append(errs, device.CloseWeights(&s.planWeights, s.eng.ctx)...)
+	errs = append(errs, s.eng.kernels.close()...)
+	s.eng.bodies.close()
+	errs = append(errs, s.eng.ctx.Close(), s.dev.Close())
 	if s.ownModel {
-		errs = append(errs, s.model.Close())
+		errs = append(errs, s.eng.model.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -511,7 +499,7 @@ func (s *InferenceSession) checkInputs(inputs []tensor.NamedValue) (map[string]t
 		if known[name] {
 			continue
 		}
-		if _, ok := s.weights[name]; ok && s.isOverridable(name) {
+		if _, ok := s.eng.weights[name]; ok && s.isOverridable(name) {
 			continue
 		}
 		names := make([]string, len(s.inputs))
@@ -526,7 +514,7 @@ func (s *InferenceSession) checkInputs(inputs []tensor.NamedValue) (map[string]t
 // isOverridable reports whether an initializer is also declared a graph input, which a caller
 // may feed to replace its default.
 func (s *InferenceSession) isOverridable(name string) bool {
-	for _, v := range s.model.Graph.Inputs {
+	for _, v := range s.eng.model.Graph.Inputs {
 		if v.Name == name {
 			return true
 		}
@@ -604,14 +592,14 @@ func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, 
 	if err != nil {
 		return nil, err
 	}
-	rc := newRunCtx(ctx, s, phase)
+	rc := newRunCtx(ctx, s.eng, phase)
 	defer rc.close()
 	if err := rc.canceled(nil); err != nil {
 		return nil, err
 	}
 	outs, ok, err := s.runPlanned(rc, fed, into)
 	if !ok && err == nil {
-		outs, err = s.interpret(rc, fed)
+		outs, err = s.eng.interpret(rc, fed)
 	}
 	if err != nil {
 		return nil, err
@@ -625,18 +613,18 @@ func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, 
 }
 
 // interpret evaluates the main graph node by node on fed (the interpreter).
-func (s *InferenceSession) interpret(rc *runCtx, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
+func (e *engine) interpret(rc *runCtx, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
 	rc.runStart(executorInterpreter, fed)
-	scope := &scope{vals: make(map[string]tensor.Tensor, len(fed)+len(s.weights))}
-	for k, v := range s.weights {
+	scope := &scope{vals: make(map[string]tensor.Tensor, len(fed)+len(e.weights))}
+	for k, v := range e.weights {
 		scope.vals[k] = v
 	}
 	for k, v := range fed {
 		scope.vals[k] = v
 	}
-	outs, err := rc.evalGraph(s.model.Graph, scope)
+	outs, err := rc.evalGraph(e.model.Graph, scope)
 	if err == nil {
-		outs, err = s.detachOutputs(outs, fed)
+		outs, err = e.detachOutputs(outs, fed)
 	}
 	rc.runEnd(outs, err)
 	if err != nil {

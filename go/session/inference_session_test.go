@@ -23,6 +23,15 @@ func randomF32(rnd *rand.Rand, n int) []float32 {
 	return v
 }
 
+// testRunCtx is a run context for calling op functions directly, on s's engine (nil: none).
+func testRunCtx(s *InferenceSession, opset int64) *runCtx {
+	var e *engine
+	if s != nil {
+		e = s.eng
+	}
+	return newOpRunCtx(e, opset)
+}
+
 func inferRand() *rand.Rand { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
 
 // mlpModel is y = softmax(relu(x·w + b)) for x [N, in] with a symbolic batch dimension.
@@ -276,11 +285,11 @@ func TestKernelOpsMatchHost(t *testing.T) {
 		{"Softmax", []*graph.Attribute{graph.IntAttr("axis", -1)}, [][]int64{{3, 8}}},
 		{"LogSoftmax", []*graph.Attribute{graph.IntAttr("axis", -1)}, [][]int64{{3, 8}}},
 	}
-	rc := &runCtx{opset: 13}
+	rc := testRunCtx(nil, 13)
 	sess, err := FromGraph(mlpModel(t, randomF32(rnd, 2), randomF32(rnd, 1), 2, 1), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer sess.Close()
-	rc.s = sess
+	rc.eng = sess.eng
 	defer rc.close()
 	for _, c := range cases {
 		n := graph.NewNode("n", c.op, nil, []string{"y"}, c.attrs...)

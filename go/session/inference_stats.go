@@ -61,7 +61,7 @@ type CacheStats struct {
 
 // CacheStats returns the session's kernel cache counters.
 func (s *InferenceSession) CacheStats() CacheStats {
-	c := &s.kernels
+	c := &s.eng.kernels
 	c.mu.Lock()
 	counts := c.counts
 	c.mu.Unlock()
@@ -76,7 +76,7 @@ func (s *InferenceSession) CacheStats() CacheStats {
 	out.NotShipped = c.notShipped
 	c.mu.Unlock()
 	// The compiler is only looked at, never created here: a stats call should not make one.
-	if l := device.LoomCompiler(s.ctx); l != nil {
+	if l := device.LoomCompiler(s.eng.ctx); l != nil {
 		out.Compiler = l.Stats()
 	}
 	return out
@@ -99,7 +99,7 @@ type ControlFlowStats struct {
 
 // ControlFlowStats returns the session's subgraph counters, over all Runs and Warmups.
 func (s *InferenceSession) ControlFlowStats() ControlFlowStats {
-	b := &s.bodies
+	b := &s.eng.bodies
 	get := func(k int) SubgraphStats {
 		return SubgraphStats{Builds: b.builds[k].Load(), Runs: b.runs[k].Load()}
 	}
@@ -236,11 +236,11 @@ func bodySignature(g *graph.Graph, sc *scope) string {
 // bind g's inputs, using the session's prepared body for that input signature.
 func (rc *runCtx) evalBody(opType string, g *graph.Graph, sc *scope) ([]tensor.Tensor, error) {
 	kind := flowKind(opType)
-	p, err := rc.s.bodies.get(kind, g, bodySignature(g, sc))
+	p, err := rc.eng.bodies.get(kind, g, bodySignature(g, sc))
 	if err != nil {
 		return nil, err
 	}
-	rc.s.bodies.runs[kind].Add(1)
+	rc.eng.bodies.runs[kind].Add(1)
 	// A Loop of many iterations of an empty body runs no node: the check between iterations.
 	if err := rc.canceled(nil); err != nil {
 		return nil, err

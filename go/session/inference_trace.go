@@ -126,14 +126,14 @@ func (rc *runCtx) runStart(executor string, fed map[string]tensor.Tensor) {
 	if rc.ctx == nil || !traced(rc.ctx) {
 		return
 	}
-	tracer := rc.s.tracing.tracer()
+	tracer := rc.eng.tracing.tracer()
 	// The graph's inputs in order, then any fed initializer overrides by name.
 	ins := make([]string, 0, len(fed))
-	listed := make(map[string]bool, len(rc.s.inputs))
-	for _, m := range rc.s.inputs {
-		if t, ok := fed[m.Name]; ok {
-			ins = append(ins, m.Name+": "+describeTensor(t))
-			listed[m.Name] = true
+	listed := make(map[string]bool, len(rc.eng.inputNames))
+	for _, name := range rc.eng.inputNames {
+		if t, ok := fed[name]; ok {
+			ins = append(ins, name+": "+describeTensor(t))
+			listed[name] = true
 		}
 	}
 	var extra []string
@@ -150,10 +150,10 @@ func (rc *runCtx) runStart(executor string, fed map[string]tensor.Tensor) {
 	if rc.phase == phaseWarmup {
 		phase = "warmup"
 	}
-	m := rc.s.model
+	m := rc.eng.model
 	ctx, span := tracer.Start(rc.ctx, "loom.Run", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrModel.String(m.Name), attrGraph.String(m.Graph.Name),
-			attrProvider.String(string(rc.s.provider)), attrPhase.String(phase),
+			attrProvider.String(string(rc.eng.provider)), attrPhase.String(phase),
 			attrExecutor.String(executor), attrInputShapes.StringSlice(ins)))
 	rc.trace = &runTrace{tracer: tracer, executor: executor, run: span, parent: ctx}
 }
@@ -167,7 +167,7 @@ func (rc *runCtx) runEnd(outs []tensor.Tensor, err error) {
 	rc.trace = nil
 	if t.run.IsRecording() {
 		t.run.SetAttributes(attrOutputShapes.StringSlice(describeTensors(outs)))
-		if why := rc.s.kernels.jitUnavailable(); why != "" {
+		if why := rc.eng.kernels.jitUnavailable(); why != "" {
 			t.run.SetAttributes(attrJITUnavailable.String(why))
 		}
 		recordError(t.run, err)
@@ -240,7 +240,7 @@ func (f *opFrame) end(variant, reason string, outs []tensor.Tensor, err error) {
 	rc.kernelVariant, rc.kernelReason = f.prevVariant, f.prevReason
 	if f.span.IsRecording() {
 		if variant == "" {
-			variant, reason = deriveVariant(rc.s.placements.Of(f.node), f.in, kernels, planVariant, planReason)
+			variant, reason = deriveVariant(rc.eng.placements.Of(f.node), f.in, kernels, planVariant, planReason)
 		}
 		n := f.node
 		domain := n.Domain

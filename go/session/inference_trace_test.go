@@ -508,7 +508,7 @@ func BenchmarkRunTracingEnabled(b *testing.B)  { benchmarkRunTracing(b, true) }
 
 // BenchmarkOpStartDisabled is the per-op cost of the hooks when tracing is off.
 func BenchmarkOpStartDisabled(b *testing.B) {
-	rc := &runCtx{}
+	rc := testRunCtx(nil, 0)
 	n := graph.NewNode("n", "Add", nil, nil)
 	b.ReportAllocs()
 	for b.Loop() {

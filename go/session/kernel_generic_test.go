@@ -37,7 +37,7 @@ func notShippedHere(t *testing.T, s *InferenceSession, c genericCase) bool {
 	p, reason, err := ops.KernelPlanners[ops.PlannerKey(c.node)](c.node, c.opset, infos)
 	require.NoError(t, err)
 	require.NotNil(t, p, reason)
-	comp, err := s.ctx.Compiler()
+	comp, err := s.eng.ctx.Compiler()
 	require.NoError(t, err)
 	for _, call := range p.Calls {
 		src, err := kernelSource(call.File, call.Symbol, call.Config)
@@ -169,7 +169,7 @@ func runWithoutACompiler(t *testing.T, rnd *rand.Rand, cases []genericCase) int 
 				}
 				got, err := s.Run(context.Background(), feeds)
 				require.NoError(t, err)
-				rc := &runCtx{s: s, opset: c.opset}
+				rc := testRunCtx(s, c.opset)
 				want, err := c.host(rc, c.node, in)
 				rc.close()
 				require.NoError(t, err)
@@ -262,7 +262,7 @@ func TestFusedConvHostWithoutACompiler(t *testing.T) {
 			node.Domain = graph.LoomDomain
 			in := []tensor.Tensor{f32(1, 6, 11, 13), f32(5, 6, 3, 3), f32(5)}
 			s, _ := oneNodeSession(t, node, 17, in, 1, 2)
-			rc := &runCtx{s: s, opset: 17}
+			rc := testRunCtx(s, 17)
 			defer rc.close()
 			got, err := hostops.FusedConvHost(rc, node, in)
 			require.NoError(t, err)

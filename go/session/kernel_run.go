@@ -196,7 +196,7 @@ func kernelRun(key string, planner ops.KernelPlanner, fallback ops.OpFunc) runFu
 			}
 			return fallback(rc, n, in)
 		}
-		p, why := rc.s.kernels.servablePlanAs(rc.s.ctx, key, n, rc.opset, infos, p)
+		p, why := rc.eng.kernels.servablePlanAs(rc.eng.ctx, key, n, rc.opset, infos, p)
 		if why != "" && fallback != nil {
 			outs, err := fallback(rc, n, in)
 			rc.kernelVariant, rc.kernelReason = variantHost, why

@@ -40,7 +40,7 @@ func checkKernelOp(t *testing.T, s *InferenceSession, n *graph.Node, opset int64
 	p, reason, err := planner(n, opset, ops.InfosOfStatic(in))
 	require.NoError(t, err)
 	require.NotNil(t, p, "the planner declined: %s", reason)
-	rc := &runCtx{s: s, opset: opset}
+	rc := testRunCtx(s, opset)
 	defer rc.close()
 	got, err := rc.runKernelPlan(p, in)
 	require.NoError(t, err)

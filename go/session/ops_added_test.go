@@ -16,7 +16,7 @@ import (
 // on fresh random inputs.
 func TestAddedOpsMatchReferences(t *testing.T) {
 	rnd := inferRand()
-	rc := &runCtx{opset: 17}
+	rc := testRunCtx(nil, 17)
 	a, b := tensor.MustTensor([]int64{3, 4}, randomF32(rnd, 12)), tensor.MustTensor([]int64{4, 5}, randomF32(rnd, 20))
 
 	// Einsum "ij,jk->ik" is MatMul.

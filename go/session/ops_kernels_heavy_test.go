@@ -95,7 +95,7 @@ func TestHeavyKernelOpsInRunPlan(t *testing.T) {
 			for range 2 { // the first run traces and plans, the second replays the plan
 				got, err := s.Run(context.Background(), feeds)
 				require.NoError(t, err)
-				rc := &runCtx{s: s, opset: c.opset}
+				rc := testRunCtx(s, c.opset)
 				want, err := c.host(rc, c.node, c.in)
 				rc.close()
 				require.NoError(t, err)
@@ -137,7 +137,7 @@ func benchKernelOp(b *testing.B, planner ops.KernelPlanner, n *graph.Node, opset
 			}
 		}
 	})
-	rc := &runCtx{s: s, opset: opset}
+	rc := testRunCtx(s, opset)
 	defer rc.close()
 	b.Run("host", func(b *testing.B) {
 		for b.Loop() {
@@ -198,7 +198,7 @@ func BenchmarkBatchedMatMulPlanners(b *testing.B) {
 		p, reason, err := c.planner(n, 18, ops.InfosOfStatic(in))
 		require.NoError(b, err)
 		require.NotNil(b, p, reason)
-		rc := &runCtx{s: s, opset: 18}
+		rc := testRunCtx(s, 18)
 		_, err = rc.runKernelPlan(p, in)
 		require.NoError(b, err)
 		b.Run(c.name, func(b *testing.B) {

@@ -194,7 +194,7 @@ func TestKernelGatherOutOfRange(t *testing.T) {
 	p, reason, err := kernelops.PlanGather(n, 18, ops.InfosOf([]tensor.Tensor{x, idx}))
 	require.NoError(t, err)
 	require.NotNil(t, p, reason)
-	rc := &runCtx{s: s, opset: 18}
+	rc := testRunCtx(s, 18)
 	defer rc.close()
 	_, err = rc.runKernelPlan(p, []tensor.Tensor{x, idx})
 	require.ErrorContains(t, err, "gather")

@@ -192,7 +192,7 @@ func TestKernelLoomDomainRegistration(t *testing.T) {
 	} {
 		f, ok := lookupOp(c.node)
 		require.True(t, ok)
-		rc := &runCtx{s: s, opset: 13}
+		rc := testRunCtx(s, 13)
 		_, err := f(rc, c.node, c.in)
 		require.NoError(t, err)
 		require.Contains(t, rc.kernelVariant, "kernels/norm.loom", c.node.OpType)

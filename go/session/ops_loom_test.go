@@ -148,7 +148,7 @@ func TestLoomAttentionMaskModes(t *testing.T) {
 
 func TestGeluApproximations(t *testing.T) {
 	// Gelu is a kernel op (ops_kernels_norm.go): the run needs a session for its device.
-	rc := &runCtx{s: kernelCheckSession(t), opset: 20}
+	rc := testRunCtx(kernelCheckSession(t), 20)
 	defer rc.close()
 	x := tensor.MustTensor([]int64{5}, []float32{-3, -0.5, 0, 0.7, 2.5})
 	for _, c := range []struct {
@@ -183,7 +183,7 @@ func TestFusedConvHostWithoutActivation(t *testing.T) {
 	fused := graph.NewNode("c", "FusedConv", []string{"x", "w", "b"}, []string{"y"}, graph.IntsAttr("pads", 1, 1, 1, 1),
 		graph.FloatAttr("output_scale", 0.5), graph.FloatAttr("output_shift", -2))
 	fused.Domain = graph.LoomDomain
-	rc := &runCtx{s: kernelCheckSession(t), opset: 13}
+	rc := testRunCtx(kernelCheckSession(t), 13)
 	defer rc.close()
 	want, err := kernelRuns["Conv"](rc, conv, []tensor.Tensor{x, w, b})
 	require.NoError(t, err)

@@ -68,9 +68,9 @@ func TestPlacementAgreesAcrossReports(t *testing.T) {
 				nodes := nodesByName(t, g)
 
 				// Every node, subgraphs' too, was placed once, on the host provider's terms.
-				require.Len(t, s.placements, g.NodeCount())
+				require.Len(t, s.eng.placements, g.NodeCount())
 				for _, n := range nodes {
-					p, ok := s.placements[n]
+					p, ok := s.eng.placements[n]
 					require.True(t, ok, "node %q is placed", n.Name)
 					assert.Equal(t, ep.HostProvider{}.Capability(n), p, n.Name)
 					assert.Equal(t, ProviderHost, p.Provider)
@@ -99,7 +99,7 @@ func TestPlacementAgreesAcrossReports(t *testing.T) {
 					spans++
 					n := nodes[name]
 					require.NotNil(t, n, "span of node %q", name)
-					p := s.placements.Of(n)
+					p := s.eng.placements.Of(n)
 					variant, reason := attrOf(sp, attrVariant).AsString(), attrOf(sp, attrReason).AsString()
 					if !p.Kernel {
 						assert.Equal(t, variantHost, variant, name)
@@ -134,7 +134,7 @@ func TestPlacementAgreesAcrossReports(t *testing.T) {
 					require.NotNil(t, n, pn.Node)
 					require.False(t, covered[pn.Node], "%s reported twice", pn.Node)
 					covered[pn.Node] = true
-					p := s.placements.Of(n)
+					p := s.eng.placements.Of(n)
 					assert.Equal(t, n.OpType, pn.OpType)
 					assert.Equal(t, p.Provider, pn.Provider, pn.Node)
 					assert.Equal(t, p.Kernel, pn.Kernel, pn.Node)
@@ -207,7 +207,7 @@ func TestPlacementCUDA(t *testing.T) {
 			defer s.Close()
 			want := []FallbackEntry{}
 			for _, n := range s.Graph().Graph.Nodes {
-				if p := s.placements.Of(n); p.Fallback != "" {
+				if p := s.eng.placements.Of(n); p.Fallback != "" {
 					want = append(want, FallbackEntry{Node: n.Name, Op: n.OpType, Provider: p.Provider, Reason: p.Fallback})
 				}
 			}

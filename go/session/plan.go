@@ -231,7 +231,7 @@ var controlPositions = map[string][]int{
 // graph, through any chain of ops (Shape and Size read only their input's shape).
 func (s *InferenceSession) controlInputs() map[string]bool {
 	s.controlOnce.Do(func() {
-		g := s.model.Graph
+		g := s.eng.model.Graph
 		needed := map[string]bool{}
 		for i := len(g.Nodes) - 1; i >= 0; i-- {
 			n := g.Nodes[i]
@@ -266,7 +266,7 @@ func (s *InferenceSession) controlInputs() map[string]bool {
 // buildPlanTemplate turns a traced run into a plan, or says why the signature cannot be
 // planned.
 func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.Tensor, trace []tracedNode) (*planTemplate, string) {
-	g := s.model.Graph
+	g := s.eng.model.Graph
 	t := &planTemplate{key: key}
 	refs := make(map[string]planRef, len(g.Nodes)*2)
 	newSlot := func(v tensor.Tensor, first int) (planRef, string) {
@@ -279,7 +279,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 		t.slots = append(t.slots, planSlot{bytes: ops.Bytes(ops.ValueType{Dtype: v.DType(), Shape: v.Dims()}), first: first, last: first})
 		return planRef{slot: len(t.slots) - 1, dtype: v.DType(), shape: append([]int64{}, v.Dims()...)}, ""
 	}
-	for name, w := range s.weights {
+	for name, w := range s.eng.weights {
 		refs[name] = planRef{fixed: true, static: w, dtype: w.DType(), shape: w.Dims()}
 	}
 	control := s.controlInputs()
@@ -387,7 +387,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 			refs[name] = r
 		}
 		// The node's placement (internal/ep) says whether a kernel planner may run it.
-		pl := s.placements.Of(n)
+		pl := s.eng.placements.Of(n)
 		step.kind, step.reason = hostStep, pl.HostReason()
 		if planner, ok := ops.KernelPlanners[ops.PlannerKey(n)]; ok && pl.Kernel {
 			infos := make([]ops.ValueInfo, len(step.in))
@@ -400,14 +400,14 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 					infos[j].Static = r.static
 				}
 			}
-			p, reason, err := planner(n, s.opset, infos)
+			p, reason, err := planner(n, s.eng.opset, infos)
 			switch {
 			case err != nil:
 				return fmt.Sprintf("node %q (%s): the kernel planner failed: %v", n.Name, n.OpType, err)
 			case p == nil:
 				step.reason = reason
 			default:
-				p, why := s.kernels.servablePlan(s.ctx, n, s.opset, infos, p)
+				p, why := s.eng.kernels.servablePlan(s.eng.ctx, n, s.eng.opset, infos, p)
 				if why != "" {
 					step.reason = why // the op runs as its host function
 					break
@@ -714,7 +714,7 @@ func (t *planTemplate) region(arena device.Region, i int) (device.Region, error)
 
 // newInstance allocates an instance's arena and records its segments.
 func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *planInstance, err error) {
-	ms, err := s.runSession()
+	ms, err := s.eng.runSession()
 	if err != nil {
 		return nil, err
 	}
@@ -811,7 +811,7 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *
 				return t.region(arena, r.slot)
 			}
 			for _, c := range st.kernel.Calls {
-				k, err := s.kernels.get(s.ctx, phase, c.File, c.Symbol, c.Config)
+				k, err := s.eng.kernels.get(s.eng.ctx, phase, c.File, c.Symbol, c.Config)
 				if err != nil {
 					return nil, err
 				}
@@ -950,9 +950,9 @@ func (tt *threadTuner) chosen() int {
 // run runs the plan on inst for the fed inputs (of the plan's signature), writing the bound
 // outputs into (nil: none; see RunInto) in place where a kernel writes them, else copying
 // them in. It stops between items once the run's context is done.
-func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []tensor.Tensor) ([]tensor.Tensor, error) {
+func (t *planTemplate) run(s *InferenceSession, rc *runCtx, inst *planInstance, ins, into []tensor.Tensor) ([]tensor.Tensor, error) {
 	if into != nil {
-		if err := t.checkBound(rc.s, into); err != nil {
+		if err := t.checkBound(s, into); err != nil {
 			return nil, err
 		}
 	}
@@ -982,10 +982,10 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []tensor.Te
 					continue
 				}
 			}
-			mem[a] = inst.outputs.alloc(&rc.s.recycled, int(n))
+			mem[a] = inst.outputs.alloc(&s.recycled, int(n))
 		}
 	}
-	threads := rc.s.threads
+	threads := rc.eng.threads
 	for _, it := range t.items {
 		// Between items, the run stops once its context is done: a nil test for a context
 		// that is never done, else a non-blocking receive.
@@ -1047,7 +1047,7 @@ func (t *planTemplate) run(rc *runCtx, inst *planInstance, ins, into []tensor.Te
 				continue
 			}
 			if sl := t.slots[r.slot]; sl.bytes > 0 && r.dtype != graph.String {
-				b := inst.outputs.alloc(&rc.s.recycled, int(sl.bytes))
+				b := inst.outputs.alloc(&s.recycled, int(sl.bytes))
 				copy(b, inst.mem[sl.offset:sl.offset+sl.bytes])
 				outs[i] = tensor.ViewBytes(r.dtype, shape, b)
 				continue
@@ -1515,7 +1515,7 @@ func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]tensor.Tensor, 
 		fresh = true
 	}
 	rc.runStart(executorPlan, fed)
-	outs, err = t.run(rc, inst, ins, into)
+	outs, err = t.run(s, rc, inst, ins, into)
 	rc.runEnd(outs, err)
 	return s.endPlanRun(e, inst, fresh, outs, err)
 }
@@ -1590,8 +1590,8 @@ func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []tensor.N
 	// The instance's own run context: one on the heap per run (the host steps' functions
 	// make it escape) cost a tiny model's run a few percent.
 	rc := &inst.rc
-	*rc = runCtx{s: s, opset: s.opset, phase: phaseRun, ctx: ctx, done: done}
-	outs, err = t.run(rc, inst, ins, into)
+	*rc = runCtx{eng: s.eng, opset: s.eng.opset, phase: phaseRun, ctx: ctx, done: done}
+	outs, err = t.run(s, rc, inst, ins, into)
 	rc.close()
 	*rc = runCtx{}
 	outs, ok, err = s.endPlanRun(e, inst, false, outs, err)
@@ -1640,7 +1640,7 @@ func (s *InferenceSession) tracePlan(rc *runCtx, key string, fed map[string]tens
 		trace = append(trace, tracedNode{graph: g, node: n, out: kept})
 	}
 	defer func() { rc.observe = nil }()
-	outs, err := s.interpret(rc, fed)
+	outs, err := s.eng.interpret(rc, fed)
 	if err != nil {
 		return nil, true, err
 	}
@@ -1715,7 +1715,7 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 					}
 					r.Segments = append(r.Segments, names)
 					threads := 1
-					if s.threads != 1 {
+					if s.eng.threads != 1 {
 						threads = t.tuners[it.segment].chosen()
 					}
 					r.SegmentThreads = append(r.SegmentThreads, threads)

@@ -10,10 +10,10 @@ import (
 // runSession opens a ModelSession for an InferenceSession's run or plan: on the host
 // provider its stream is inline (each operation runs on the calling thread: a run waits for
 // every op anyway, and the hand-off to a stream thread costs more than small kernels).
-func (s *InferenceSession) runSession() (*device.ModelSession, error) {
-	opts := native.StreamOptions{MaxThreads: s.threads}
-	if s.provider == ProviderHost {
+func (e *engine) runSession() (*device.ModelSession, error) {
+	opts := native.StreamOptions{MaxThreads: e.threads}
+	if e.provider == ProviderHost {
 		opts.Inline = true
 	}
-	return device.NewSessionWith("Run", s.ctx, false, opts)
+	return device.NewSessionWith("Run", e.ctx, false, opts)
 }

@@ -73,7 +73,7 @@ func sessionResources(t *testing.T, s *InferenceSession) resources {
 		}
 	}
 	s.plans.mu.Unlock()
-	return resources{users: device.ContextUsers(s.ctx), charged: s.ctx.Charged()}
+	return resources{users: device.ContextUsers(s.eng.ctx), charged: s.eng.ctx.Charged()}
 }
 
 // requireCanceled checks a cancelled run's error: an *Error matching want (context.Canceled
@@ -202,8 +202,8 @@ func TestPlanStopsBetweenSegments(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ins := []tensor.Tensor{spinFeeds(2, x)[0].Tensor, spinFeeds(2, x)[1].Tensor}
-	rc := newRunCtx(ctx, s, phaseRun)
-	_, err = tmpl.run(rc, inst, ins, nil)
+	rc := newRunCtx(ctx, s.eng, phaseRun)
+	_, err = tmpl.run(s, rc, inst, ins, nil)
 	rc.close()
 	e := requireCanceled(t, err, context.Canceled)
 	assert.Equal(t, tmpl.itemNode(tmpl.items[0]).Name, e.Node)
@@ -279,7 +279,7 @@ func BenchmarkRunContextChecks(b *testing.B) {
 		ctx  context.Context
 	}{{"background", context.Background()}, {"cancelable", cancelable}, {"deadline", deadline}} {
 		b.Run(c.name, func(b *testing.B) {
-			rc := &runCtx{}
+			rc := testRunCtx(nil, 0)
 			stopped := 0
 			for b.Loop() {
 				if traced(c.ctx) {

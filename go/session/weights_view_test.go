@@ -21,8 +21,8 @@ func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
 	require.NoError(t, err)
 	defer owned.Close()
 	viewed := 0
-	for name, gt := range owned.model.Graph.Initializers {
-		w := owned.weights[name]
+	for name, gt := range owned.eng.model.Graph.Initializers {
+		w := owned.eng.weights[name]
 		raw, ok := ops.RawBytes(w)
 		require.True(t, ok, name)
 		require.Equal(t, gt.Raw, raw, name)
@@ -41,7 +41,7 @@ func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
 	require.NoError(t, err)
 	defer theirs.Close()
 	for name, gt := range m.Graph.Initializers {
-		raw, _ := ops.RawBytes(theirs.weights[name])
+		raw, _ := ops.RawBytes(theirs.eng.weights[name])
 		require.Equal(t, gt.Raw, raw, name)
 		if len(raw) > 0 {
 			require.NotEqual(t, unsafe.Pointer(&gt.Raw[0]), unsafe.Pointer(&raw[0]), "a caller's initializer %s is shared", name)
