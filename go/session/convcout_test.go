@@ -44,8 +44,8 @@ func checkKernelOpDynamic(t *testing.T, s *InferenceSession, n *graph.Node, in [
 	require.NoError(t, err)
 	require.NotNil(t, p, "the planner declined: %s", reason)
 	rc := testRunCtx(s, 18)
-	defer rc.close()
-	got, err := rc.runKernelPlan(p, in)
+	defer rc.Close()
+	got, err := rc.RunKernelPlan(p, in)
 	require.NoError(t, err)
 	if host == nil {
 		host = ops.HostOps[n.OpType]

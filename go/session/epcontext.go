@@ -18,6 +18,7 @@ import (
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/device"
 	"github.com/loomrt/loom/go/session/internal/epcontext"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/loomrt/loom/kernels"
@@ -72,68 +73,34 @@ func (s *InferenceSession) fillEPContextOptions(modelPath string) error {
 	return nil
 }
 
-// keptKernel is a kernel the kernel cache compiled while it kept artifacts (startKeeping).
-type keptKernel struct {
-	file, symbol string
-	config       map[string]string
-	artifact     *loom.Artifact
-}
-
-// keepArtifact records a compiled kernel while the cache keeps them; c.mu is held.
-func (c *kernelCache) keepArtifact(key, file, symbol string, config map[string]string, a *loom.Artifact) {
-	if c.kept == nil {
-		return
-	}
-	c.kept[key] = keptKernel{file: file, symbol: symbol, config: maps.Clone(config), artifact: a}
-}
-
-// startKeeping makes the cache record the artifact of every kernel it compiles from now on.
-func (c *kernelCache) startKeeping() {
-	c.mu.Lock()
-	c.kept = map[string]keptKernel{}
-	c.mu.Unlock()
-}
-
-// stopKeeping drops the recorded artifacts and stops recording.
-func (c *kernelCache) stopKeeping() {
-	c.mu.Lock()
-	c.kept = nil
-	c.mu.Unlock()
-}
-
 // keptKernels returns the recorded kernels with their module images, sorted by cache key:
 // host shared objects are read back from the Loom cache and checked against their digest.
-func (c *kernelCache) keptKernels(backend native.Backend) ([]epcontext.Kernel, error) {
-	c.mu.Lock()
-	kept := make([]keptKernel, 0, len(c.kept))
-	for _, k := range c.kept {
-		kept = append(kept, k)
-	}
-	c.mu.Unlock()
+func keptKernels(c *exec.KernelCache, backend native.Backend) ([]epcontext.Kernel, error) {
+	kept := c.KeptList()
 	out := make([]epcontext.Kernel, 0, len(kept))
 	for _, k := range kept {
-		src, err := kernels.Source(k.file)
+		src, err := kernels.Source(k.File)
 		if err != nil {
-			return nil, fmt.Errorf("kernel %s of %s: %w", k.symbol, k.file, err)
+			return nil, fmt.Errorf("kernel %s of %s: %w", k.Symbol, k.File, err)
 		}
 		sum := sha256.Sum256(src)
-		a := *k.artifact
+		a := *k.Artifact
 		var image []byte
 		if backend == native.BackendCUDA {
 			image = []byte(a.Source)
 		} else {
 			if image, err = a.SharedObjectBytes(); err != nil {
-				return nil, fmt.Errorf("kernel %s of %s: %w", k.symbol, k.file, err)
+				return nil, fmt.Errorf("kernel %s of %s: %w", k.Symbol, k.File, err)
 			}
 			if got := sha256.Sum256(image); hex.EncodeToString(got[:]) != a.SOSHA256 {
 				return nil, fmt.Errorf("kernel %s of %s: the shared object %s changed since it was loaded (SHA-256 %x, want %s)",
-					k.symbol, k.file, a.SharedObject, got[:], a.SOSHA256)
+					k.Symbol, k.File, a.SharedObject, got[:], a.SOSHA256)
 			}
 		}
 		// The module image carries the code; the C or CUDA text and the IR are not needed to run.
 		a.Source, a.IR, a.SharedObject = "", "", ""
 		out = append(out, epcontext.Kernel{
-			KernelRecord: epcontext.KernelRecord{File: k.file, Symbol: k.symbol, Config: k.config,
+			KernelRecord: epcontext.KernelRecord{File: k.File, Symbol: k.Symbol, Config: k.Config,
 				SourceSHA256: hex.EncodeToString(sum[:]), Artifact: &a},
 			Image: image,
 		})
@@ -184,35 +151,35 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	if err != nil {
 		return err
 	}
-	s.eng.kernels.startKeeping()
-	defer s.eng.kernels.stopKeeping()
+	s.eng.Kernels.StartKeeping()
+	defer s.eng.Kernels.StopKeeping()
 	if err := s.Warmup(context.Background(), shapes); err != nil {
 		return tensor.WrapError(op, kindOf(err), err, "warming the session up for the EP context model (symbolic input dimensions set to 1)")
 	}
-	kernels, err := s.eng.kernels.keptKernels(s.dev.Backend())
+	kernels, err := keptKernels(&s.eng.Kernels, s.dev.Backend())
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrCompile, err, "collecting the kernels of the EP context model")
 	}
-	graphBytes, err := s.eng.model.Marshal()
+	graphBytes, err := s.eng.Model.Marshal()
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "serializing the optimized graph for the EP context model")
 	}
-	g := s.eng.model.Graph
+	g := s.eng.Model.Graph
 	partition := "loom_" + g.Name
 	if g.Name == "" {
 		partition = "loom_graph"
 	}
 	target := s.dev.Target()
 	blob, err := epcontext.Encode(&epcontext.Blob{
-		Meta: epcontext.Meta{CompilerVersion: loom.CompilerVersion, Target: target, Backend: string(s.eng.provider),
-			PartitionName: partition, SourceModel: s.eng.model.Name},
+		Meta: epcontext.Meta{CompilerVersion: loom.CompilerVersion, Target: target, Backend: string(s.eng.Provider),
+			PartitionName: partition, SourceModel: s.eng.Model.Name},
 		Graph:   graphBytes,
 		Kernels: kernels,
 	})
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "encoding the EP context blob")
 	}
-	notes, err := json.Marshal(epContextNotes{LoomTarget: target, LoomBackend: string(s.eng.provider),
+	notes, err := json.Marshal(epContextNotes{LoomTarget: target, LoomBackend: string(s.eng.Provider),
 		BlobFormat: fmt.Sprintf("%s/%d", epcontext.FormatName, epcontext.FormatVersion), Kernels: len(kernels)})
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "encoding the EPContext notes")
@@ -257,7 +224,7 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	)
 	node.Domain = epContextDomain
 	cg.Nodes = []*graph.Node{node}
-	src := s.eng.model
+	src := s.eng.Model
 	cm := &graph.Model{
 		Name: filepath.Base(path), IRVersion: max(src.IRVersion, 7), ProducerName: src.ProducerName,
 		ProducerVersion: src.ProducerVersion, Domain: src.Domain, ModelVersion: src.ModelVersion, Doc: src.Doc,
@@ -428,7 +395,7 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 	meta := l.blob.Meta
 	if t := s.dev.Target(); t != meta.Target {
 		return tensor.NewError(op, tensor.ErrTargetMismatch, "EPContext node %q: the context was compiled for target %s (%s) but this session's %s device needs %s; regenerate the context model on this machine",
-			l.node, meta.Target, meta.Backend, s.eng.provider, t)
+			l.node, meta.Target, meta.Backend, s.eng.Provider, t)
 	}
 	// Host shared objects are written to a private directory for dlopen, which maps them with
 	// RTLD_NOW: the files can go as soon as every module is loaded.
@@ -440,21 +407,21 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 		}
 		defer os.RemoveAll(dir)
 	}
-	c := &s.eng.kernels
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.kernels == nil {
-		c.kernels = map[string]*device.LoadedKernel{}
+	c := &s.eng.Kernels
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	if c.Kernels == nil {
+		c.Kernels = map[string]*device.LoadedKernel{}
 	}
-	if c.moduleByKey == nil {
-		c.moduleByKey = map[string]*native.Module{}
+	if c.ModuleByKey == nil {
+		c.ModuleByKey = map[string]*native.Module{}
 	}
 	for _, k := range l.blob.Kernels {
 		a := *k.Artifact
 		name := fmt.Sprintf("kernel %s of %s", k.Symbol, k.File)
 		if s.dev.Backend() == native.BackendCUDA {
 			a.Source = string(k.Image)
-		} else if c.moduleByKey[a.Key] == nil {
+		} else if c.ModuleByKey[a.Key] == nil {
 			a.SharedObject = filepath.Join(dir, a.Key+".so")
 			if err := os.WriteFile(a.SharedObject, k.Image, 0o700); err != nil {
 				return tensor.WrapError(op, tensor.ErrDevice, err, "EPContext node %q: %s", l.node, name)
@@ -467,19 +434,19 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 		if sig, err = device.NormalizeSignature(sig, op); err != nil {
 			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "EPContext node %q: %s", l.node, name)
 		}
-		m := c.moduleByKey[a.Key]
+		m := c.ModuleByKey[a.Key]
 		if m == nil {
 			if m, err = device.LoadArtifact(op, s.dev, &a); err != nil {
 				return tensor.WrapError(op, kindOf(err), err, "EPContext node %q: %s", l.node, name)
 			}
-			c.moduleByKey[a.Key] = m
-			c.modules = append(c.modules, m) // owned by the cache from here, closed with the session
+			c.ModuleByKey[a.Key] = m
+			c.Modules = append(c.Modules, m) // owned by the cache from here, closed with the session
 		}
 		kernel, err := m.Kernel(a.Entry)
 		if err != nil {
 			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "EPContext node %q: %s: the module has no kernel %s", l.node, name, a.Entry)
 		}
-		c.kernels[ops.KernelKey(k.File, k.Symbol, k.Config)] = &device.LoadedKernel{Kernel: kernel, Sig: sig}
+		c.Kernels[ops.KernelKey(k.File, k.Symbol, k.Config)] = &device.LoadedKernel{Kernel: kernel, Sig: sig}
 	}
 	return nil
 }

@@ -117,7 +117,7 @@ func TestFusedConvHostEpilogue(t *testing.T) {
 	s := kernelCheckSession(t)
 	f32 := scaledF32(t, 2)
 	rc := testRunCtx(s, 18)
-	defer rc.close()
+	defer rc.Close()
 	for _, a := range []struct {
 		name   string
 		params []float32

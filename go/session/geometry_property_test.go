@@ -17,6 +17,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/ops/hostops"
 	"github.com/loomrt/loom/go/session/internal/sessiontest"
@@ -563,7 +564,7 @@ type geomChecker struct {
 }
 
 func newGeomChecker(t *testing.T, s *InferenceSession) *geomChecker {
-	comp, err := s.eng.ctx.Compiler()
+	comp, err := s.eng.Ctx.Compiler()
 	require.NoError(t, err)
 	return &geomChecker{comp: comp, arts: map[string]*loom.Artifact{}}
 }
@@ -578,7 +579,7 @@ func (g *geomChecker) check(t *testing.T, p *ops.KernelPlan, what string) {
 		key := ops.KernelKey(c.File, c.Symbol, c.Config)
 		a, ok := g.arts[key]
 		if !ok {
-			src, err := kernelSource(c.File, c.Symbol, c.Config)
+			src, err := exec.SourceOf(c.File, c.Symbol, c.Config)
 			require.NoError(t, err)
 			a, err = g.comp.Loom.Compile(src, loom.MustParseTarget("sm_90"))
 			require.NoError(t, err, "%s: %s", what, ops.Describe(c))
@@ -624,8 +625,8 @@ func runGeomCase(t *testing.T, s *InferenceSession, gc *geomChecker, r *rand.Ran
 	}
 	gc.check(t, p, c.name)
 	rc := testRunCtx(s, c.opset)
-	defer rc.close()
-	got, err := rc.runKernelPlan(p, in)
+	defer rc.Close()
+	got, err := rc.RunKernelPlan(p, in)
 	require.NoError(t, err, "%s (%s)", c.name, ops.Variant(p))
 	host := c.host
 	if host == nil {
@@ -801,7 +802,7 @@ func TestKernelGeometryRegressions(t *testing.T) {
 			require.True(t, plans[0].Planned, plans[0].Reason)
 			rc := testRunCtx(s, c.opset)
 			want, err := ops.HostOps[c.node.OpType](rc, c.node, c.in)
-			rc.close()
+			rc.Close()
 			require.NoError(t, err)
 			requireSameTensors(t, want, got, c.tol, c.name)
 		})
@@ -874,8 +875,8 @@ func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 				}
 			}
 			rc := testRunCtx(s, c.opset)
-			defer rc.close()
-			got, err := rc.runKernelPlan(p, c.in)
+			defer rc.Close()
+			got, err := rc.RunKernelPlan(p, c.in)
 			require.NoError(t, err, ops.Variant(p))
 			host := c.host
 			if host == nil {

@@ -16,6 +16,8 @@ import (
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/device"
 	"github.com/loomrt/loom/go/session/internal/ep"
+	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -227,7 +229,7 @@ type InferenceSession struct {
 
 	// eng is the model, its weights and placements, the device context and the caches the
 	// interpreter uses (engine.go).
-	eng *engine
+	eng *exec.Engine
 
 	ownModel bool
 	options  map[string]string
@@ -278,8 +280,8 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "graph optimization (level %s) failed", b.level)
 		}
 	}
-	s := &InferenceSession{eng: &engine{model: m, opset: m.Opset("")}, ownModel: ownModel, options: map[string]string{}}
-	s.eng.tracing.provider = b.tracerProvider
+	s := &InferenceSession{eng: &exec.Engine{Model: m, Opset: m.Opset("")}, ownModel: ownModel, options: map[string]string{}}
+	s.eng.Tracing.Provider = b.tracerProvider
 	for k, v := range b.options {
 		s.options[k] = v
 	}
@@ -290,7 +292,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		return nil, err
 	}
 	g := m.Graph
-	s.eng.weights = make(map[string]tensor.Tensor, len(g.Initializers))
+	s.eng.Weights = make(map[string]tensor.Tensor, len(g.Initializers))
 	for name, gt := range g.Initializers {
 		// A model the session owns shares its initializers' bytes with the session's weights
 		// (weightTensor); a caller's model may change after the session is made, so it is copied.
@@ -302,15 +304,15 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		if err != nil {
 			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "initializer %q", name)
 		}
-		s.eng.weights[name] = t
+		s.eng.Weights[name] = t
 	}
-	s.eng.held = newHeldRanges(s.eng.weights)
+	s.eng.Held = exec.NewHeldRanges(s.eng.Weights)
 	for _, v := range g.Inputs {
 		if v.Initializer != nil || g.Initializers[v.Name] != nil {
 			continue
 		}
 		s.inputs = append(s.inputs, ioMeta(v))
-		s.eng.inputNames = append(s.eng.inputNames, v.Name)
+		s.eng.InputNames = append(s.eng.InputNames, v.Name)
 	}
 	for _, v := range g.Outputs {
 		s.outputs = append(s.outputs, ioMeta(v))
@@ -328,8 +330,8 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	// The provider places every node (its subgraphs' too) once; the placements say, for the
 	// nodes that do not run on the requested provider, why (internal/ep).
 	placer, runsOn := ep.Select(requested)
-	s.eng.provider = runsOn.Name()
-	s.eng.placements = ep.PlaceGraph(s.eng.model.Graph, placer)
+	s.eng.Provider = runsOn.Name()
+	s.eng.Placements = ep.PlaceGraph(s.eng.Model.Graph, placer)
 	// The calling thread runs blocks too, so n intra-op threads need n-1 pool workers.
 	workers := b.threads
 	if workers > 1 {
@@ -337,18 +339,18 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	}
 	dev, err := runsOn.Open(workers)
 	if err != nil {
-		return nil, tensor.WrapError(op, tensor.ErrDevice, err, "cannot open the %s device", s.eng.provider)
+		return nil, tensor.WrapError(op, tensor.ErrDevice, err, "cannot open the %s device", s.eng.Provider)
 	}
 	ctx, err := device.NewContext(dev, device.Unlimited)
 	if err != nil {
 		dev.Close()
 		return nil, err
 	}
-	s.dev, s.eng.ctx = dev, ctx
+	s.dev, s.eng.Ctx = dev, ctx
 	// Compiled plans keep their arenas in host-visible memory: on the providers whose Plans
 	// says so (the host), until device arenas with copies exist.
 	s.planning = s.options[OptionRunPlan] != "0" && runsOn.Plans()
-	s.eng.threads = b.threads
+	s.eng.Threads = b.threads
 	switch {
 	case epc != nil:
 		err = s.installEPContext(epc)
@@ -379,7 +381,7 @@ func checkOps(m *graph.Model) error {
 	var errs []string
 	m.Graph.Walk(func(g *graph.Graph) {
 		for _, n := range g.Nodes {
-			if _, ok := lookupOp(n); !ok {
+			if _, ok := exec.LookupOp(n); !ok {
 				dom := n.Domain
 				if dom == "" {
 					dom = "ai.onnx"
@@ -396,7 +398,7 @@ func checkOps(m *graph.Model) error {
 }
 
 // Provider is the execution provider the session runs on.
-func (s *InferenceSession) Provider() ExecutionProvider { return s.eng.provider }
+func (s *InferenceSession) Provider() ExecutionProvider { return s.eng.Provider }
 
 // ExecutionProviderFallbackReport lists the nodes that do not run on the requested provider,
 // with the reason; empty when everything runs where asked.
@@ -420,11 +422,11 @@ func (s *InferenceSession) Inputs() []IOMeta { return append([]IOMeta{}, s.input
 func (s *InferenceSession) Outputs() []IOMeta { return append([]IOMeta{}, s.outputs...) }
 
 // Graph is the optimized model the session runs; it must not be changed.
-func (s *InferenceSession) Graph() *graph.Model { return s.eng.model }
+func (s *InferenceSession) Graph() *graph.Model { return s.eng.Model }
 
 // ModelMetadata returns the model's self-description.
 func (s *InferenceSession) ModelMetadata() ModelMetadata {
-	m := s.eng.model
+	m := s.eng.Model
 	custom := make(map[string]string, len(m.MetadataProps))
 	for k, v := range m.MetadataProps {
 		custom[k] = v
@@ -445,16 +447,16 @@ func (s *InferenceSession) Close() error {
 	var errs []error
 	// The runs' ModelSessions are closed (Close waited for the runs), so the modules can go,
 	// then the context and the device they live on.
-	errs = append(errs, s.eng.runSessions.close()...)
-	errs = append(errs, s.plans.close()...)
+	errs = append(errs, s.eng.RunSessions.Close()...)
+	errs = append(errs, s.plans.Close()...)
 	// Every plan instance is closed by now (Close waited for the runs): nothing reads the
 	// shared weights any more.
-	errs = append(errs, device.CloseWeights(&s.planWeights, s.eng.ctx)...)
-	errs = append(errs, s.eng.kernels.close()...)
-	s.eng.bodies.close()
-	errs = append(errs, s.eng.ctx.Close(), s.dev.Close())
+	errs = append(errs, device.CloseWeights(&s.planWeights, s.eng.Ctx)...)
+	errs = append(errs, s.eng.Kernels.Close()...)
+	s.eng.Bodies.Close()
+	errs = append(errs, s.eng.Ctx.Close(), s.dev.Close())
 	if s.ownModel {
-		errs = append(errs, s.eng.model.Close())
+		errs = append(errs, s.eng.Model.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -499,7 +501,7 @@ func (s *InferenceSession) checkInputs(inputs []tensor.NamedValue) (map[string]t
 		if known[name] {
 			continue
 		}
-		if _, ok := s.eng.weights[name]; ok && s.isOverridable(name) {
+		if _, ok := s.eng.Weights[name]; ok && s.isOverridable(name) {
 			continue
 		}
 		names := make([]string, len(s.inputs))
@@ -514,7 +516,7 @@ func (s *InferenceSession) checkInputs(inputs []tensor.NamedValue) (map[string]t
 // isOverridable reports whether an initializer is also declared a graph input, which a caller
 // may feed to replace its default.
 func (s *InferenceSession) isOverridable(name string) bool {
-	for _, v := range s.eng.model.Graph.Inputs {
+	for _, v := range s.eng.Model.Graph.Inputs {
 		if v.Name == name {
 			return true
 		}
@@ -564,7 +566,7 @@ func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []t
 			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q is %s, which %s cannot return; use RunOutputs", m.Name, describeMeta(m), op)
 		}
 	}
-	outs, err := s.run(ctx, namedTensorValues(inputs), phaseRun, into)
+	outs, err := s.run(ctx, namedTensorValues(inputs), exec.PhaseRun, into)
 	if err != nil {
 		return nil, err
 	}
@@ -579,7 +581,7 @@ func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []t
 // run evaluates the model on the fed values in ctx, counting its kernel cache outcomes under
 // phase, and fills the bound outputs into (nil: none); the outputs may be sequences or
 // optionals.
-func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, phase runPhase, into []tensor.Tensor) ([]tensor.Tensor, error) {
+func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, phase exec.RunPhase, into []tensor.Tensor) ([]tensor.Tensor, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -592,14 +594,14 @@ func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, 
 	if err != nil {
 		return nil, err
 	}
-	rc := newRunCtx(ctx, s.eng, phase)
-	defer rc.close()
-	if err := rc.canceled(nil); err != nil {
+	rc := exec.NewRunCtx(ctx, s.eng, phase)
+	defer rc.Close()
+	if err := rc.Canceled(nil); err != nil {
 		return nil, err
 	}
 	outs, ok, err := s.runPlanned(rc, fed, into)
 	if !ok && err == nil {
-		outs, err = s.eng.interpret(rc, fed)
+		outs, err = s.eng.Interpret(rc, fed)
 	}
 	if err != nil {
 		return nil, err
@@ -612,23 +614,24 @@ func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, 
 	return outs, nil
 }
 
-// interpret evaluates the main graph node by node on fed (the interpreter).
-func (e *engine) interpret(rc *runCtx, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
-	rc.runStart(executorInterpreter, fed)
-	scope := &scope{vals: make(map[string]tensor.Tensor, len(fed)+len(e.weights))}
-	for k, v := range e.weights {
-		scope.vals[k] = v
+// SupportedOps lists the ai.onnx operators the library implements, and for each whether a Loom
+// kernel backs it.
+func SupportedOps() map[string]bool {
+	out := map[string]bool{}
+	for k := range ops.HostOps {
+		out[k] = false
 	}
-	for k, v := range fed {
-		scope.vals[k] = v
+	for k := range ops.KernelPlanners {
+		if !strings.Contains(k, ":") {
+			out[k] = true
+		}
 	}
-	outs, err := rc.evalGraph(e.model.Graph, scope)
-	if err == nil {
-		outs, err = e.detachOutputs(outs, fed)
-	}
-	rc.runEnd(outs, err)
-	if err != nil {
-		return nil, err
-	}
-	return outs, nil
+	return out
+}
+
+// WithTracerProvider makes the session's traces (the spans of the runs whose context carries
+// a span) go to tp instead of OpenTelemetry's global TracerProvider (otel.GetTracerProvider).
+// nil (the default) is the global one.
+func WithTracerProvider(tp trace.TracerProvider) LoadOption {
+	return func(o *loadOptions) { o.tracerProvider = tp }
 }

@@ -41,8 +41,8 @@ func checkKernelOp(t *testing.T, s *InferenceSession, n *graph.Node, opset int64
 	require.NoError(t, err)
 	require.NotNil(t, p, "the planner declined: %s", reason)
 	rc := testRunCtx(s, opset)
-	defer rc.close()
-	got, err := rc.runKernelPlan(p, in)
+	defer rc.Close()
+	got, err := rc.RunKernelPlan(p, in)
 	require.NoError(t, err)
 	if host == nil {
 		host = ops.HostOps[n.OpType]

@@ -97,7 +97,7 @@ func TestHeavyKernelOpsInRunPlan(t *testing.T) {
 				require.NoError(t, err)
 				rc := testRunCtx(s, c.opset)
 				want, err := c.host(rc, c.node, c.in)
-				rc.close()
+				rc.Close()
 				require.NoError(t, err)
 				k := 0
 				for j, name := range c.node.Outputs {
@@ -138,7 +138,7 @@ func benchKernelOp(b *testing.B, planner ops.KernelPlanner, n *graph.Node, opset
 		}
 	})
 	rc := testRunCtx(s, opset)
-	defer rc.close()
+	defer rc.Close()
 	b.Run("host", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := host(rc, n, in); err != nil {
@@ -199,15 +199,15 @@ func BenchmarkBatchedMatMulPlanners(b *testing.B) {
 		require.NoError(b, err)
 		require.NotNil(b, p, reason)
 		rc := testRunCtx(s, 18)
-		_, err = rc.runKernelPlan(p, in)
+		_, err = rc.RunKernelPlan(p, in)
 		require.NoError(b, err)
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := rc.runKernelPlan(p, in); err != nil {
+				if _, err := rc.RunKernelPlan(p, in); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
-		rc.close()
+		rc.Close()
 	}
 }

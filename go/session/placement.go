@@ -7,8 +7,8 @@ import (
 // fallbackReport lists the top-level nodes whose placement is not on the requested provider.
 func (s *InferenceSession) fallbackReport() []FallbackEntry {
 	out := []FallbackEntry{}
-	for _, n := range s.eng.model.Graph.Nodes {
-		if p := s.eng.placements.Of(n); p.Fallback != "" {
+	for _, n := range s.eng.Model.Graph.Nodes {
+		if p := s.eng.Placements.Of(n); p.Fallback != "" {
 			out = append(out, FallbackEntry{Node: n.Name, Op: n.OpType, Provider: p.Provider, Reason: p.Fallback})
 		}
 	}
@@ -49,7 +49,7 @@ type PlanNode struct {
 
 // planNodeOf reports node n of a plan, which made step of it for reason.
 func (s *InferenceSession) planNodeOf(n *graph.Node, step PlanStepKind, reason string) PlanNode {
-	p := s.eng.placements.Of(n)
+	p := s.eng.Placements.Of(n)
 	return PlanNode{Node: n.Name, OpType: n.OpType, Provider: p.Provider, Kernel: p.Kernel, Placement: p.Reason,
 		Step: step, Reason: reason}
 }

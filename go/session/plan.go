@@ -17,6 +17,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -72,7 +73,7 @@ type planStep struct {
 	kernel  *ops.KernelPlan
 	scratch []int // slots
 	// Host steps.
-	fn       runFunc
+	fn       exec.RunFunc
 	implicit map[string]planRef // outer values the node's subgraphs read (If, Loop, Scan)
 	reason   string             // why this node runs where it runs
 }
@@ -118,7 +119,7 @@ type planTemplate struct {
 // planInstance is the memory and recordings one run at a time uses.
 type planInstance struct {
 	outputs outputBlocks // small outputs' memory
-	rc      runCtx       // the fast path's run context (runs of an instance do not overlap)
+	rc      exec.RunCtx  // the fast path's run context (runs of an instance do not overlap)
 	ms      *device.ModelSession
 	mem     []byte   // the arena, host-visible
 	segKeys []string // recording keys by segment
@@ -231,7 +232,7 @@ var controlPositions = map[string][]int{
 // graph, through any chain of ops (Shape and Size read only their input's shape).
 func (s *InferenceSession) controlInputs() map[string]bool {
 	s.controlOnce.Do(func() {
-		g := s.eng.model.Graph
+		g := s.eng.Model.Graph
 		needed := map[string]bool{}
 		for i := len(g.Nodes) - 1; i >= 0; i-- {
 			n := g.Nodes[i]
@@ -266,7 +267,7 @@ func (s *InferenceSession) controlInputs() map[string]bool {
 // buildPlanTemplate turns a traced run into a plan, or says why the signature cannot be
 // planned.
 func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.Tensor, trace []tracedNode) (*planTemplate, string) {
-	g := s.eng.model.Graph
+	g := s.eng.Model.Graph
 	t := &planTemplate{key: key}
 	refs := make(map[string]planRef, len(g.Nodes)*2)
 	newSlot := func(v tensor.Tensor, first int) (planRef, string) {
@@ -279,7 +280,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 		t.slots = append(t.slots, planSlot{bytes: ops.Bytes(ops.ValueType{Dtype: v.DType(), Shape: v.Dims()}), first: first, last: first})
 		return planRef{slot: len(t.slots) - 1, dtype: v.DType(), shape: append([]int64{}, v.Dims()...)}, ""
 	}
-	for name, w := range s.eng.weights {
+	for name, w := range s.eng.Weights {
 		refs[name] = planRef{fixed: true, static: w, dtype: w.DType(), shape: w.Dims()}
 	}
 	control := s.controlInputs()
@@ -387,7 +388,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 			refs[name] = r
 		}
 		// The node's placement (internal/ep) says whether a kernel planner may run it.
-		pl := s.eng.placements.Of(n)
+		pl := s.eng.Placements.Of(n)
 		step.kind, step.reason = hostStep, pl.HostReason()
 		if planner, ok := ops.KernelPlanners[ops.PlannerKey(n)]; ok && pl.Kernel {
 			infos := make([]ops.ValueInfo, len(step.in))
@@ -400,14 +401,14 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 					infos[j].Static = r.static
 				}
 			}
-			p, reason, err := planner(n, s.eng.opset, infos)
+			p, reason, err := planner(n, s.eng.Opset, infos)
 			switch {
 			case err != nil:
 				return fmt.Sprintf("node %q (%s): the kernel planner failed: %v", n.Name, n.OpType, err)
 			case p == nil:
 				step.reason = reason
 			default:
-				p, why := s.eng.kernels.servablePlan(s.eng.ctx, n, s.eng.opset, infos, p)
+				p, why := s.eng.Kernels.ServablePlan(s.eng.Ctx, n, s.eng.Opset, infos, p)
 				if why != "" {
 					step.reason = why // the op runs as its host function
 					break
@@ -431,7 +432,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 			}
 		}
 		if step.kind == hostStep {
-			fn, ok := lookupOp(n)
+			fn, ok := exec.LookupOp(n)
 			if !ok && !n.Traits().ControlFlow {
 				return fmt.Sprintf("node %q: operator %s is not supported", n.Name, n.OpType)
 			}
@@ -713,8 +714,8 @@ func (t *planTemplate) region(arena device.Region, i int) (device.Region, error)
 }
 
 // newInstance allocates an instance's arena and records its segments.
-func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *planInstance, err error) {
-	ms, err := s.eng.runSession()
+func (s *InferenceSession) newPlanInstance(t *planTemplate, phase exec.RunPhase) (_ *planInstance, err error) {
+	ms, err := s.eng.RunSession()
 	if err != nil {
 		return nil, err
 	}
@@ -811,7 +812,7 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase runPhase) (_ *
 				return t.region(arena, r.slot)
 			}
 			for _, c := range st.kernel.Calls {
-				k, err := s.eng.kernels.get(s.eng.ctx, phase, c.File, c.Symbol, c.Config)
+				k, err := s.eng.Kernels.Get(s.eng.Ctx, phase, c.File, c.Symbol, c.Config)
 				if err != nil {
 					return nil, err
 				}
@@ -950,7 +951,7 @@ func (tt *threadTuner) chosen() int {
 // run runs the plan on inst for the fed inputs (of the plan's signature), writing the bound
 // outputs into (nil: none; see RunInto) in place where a kernel writes them, else copying
 // them in. It stops between items once the run's context is done.
-func (t *planTemplate) run(s *InferenceSession, rc *runCtx, inst *planInstance, ins, into []tensor.Tensor) ([]tensor.Tensor, error) {
+func (t *planTemplate) run(s *InferenceSession, rc *exec.RunCtx, inst *planInstance, ins, into []tensor.Tensor) ([]tensor.Tensor, error) {
 	if into != nil {
 		if err := t.checkBound(s, into); err != nil {
 			return nil, err
@@ -958,7 +959,7 @@ func (t *planTemplate) run(s *InferenceSession, rc *runCtx, inst *planInstance, 
 	}
 	// Bound inputs are read, and bound outputs written, in place (planBindings); not while
 	// tracing, whose spans view every step's operands in the arena.
-	bind := rc.trace == nil
+	bind := rc.Trace == nil
 	var mem [native.MaxRunMemories][]byte
 	for i, in := range t.inputs {
 		src, _ := ops.RawBytes(ins[in.pos])
@@ -985,15 +986,15 @@ func (t *planTemplate) run(s *InferenceSession, rc *runCtx, inst *planInstance, 
 			mem[a] = inst.outputs.alloc(&s.recycled, int(n))
 		}
 	}
-	threads := rc.eng.threads
+	threads := rc.Eng.Threads
 	for _, it := range t.items {
 		// Between items, the run stops once its context is done: a nil test for a context
 		// that is never done, else a non-blocking receive.
-		if rc.done != nil && isDone(rc.done) {
-			return nil, tensor.CanceledError("Run", rc.ctx, t.itemNode(it))
+		if rc.Done != nil && isDone(rc.Done) {
+			return nil, tensor.CanceledError("Run", rc.Ctx, t.itemNode(it))
 		}
 		if it.segment >= 0 {
-			if rc.trace != nil {
+			if rc.Trace != nil {
 				if err := t.runSegmentTraced(rc, inst, it.segment, threads); err != nil {
 					return nil, err
 				}
@@ -1071,7 +1072,7 @@ func (t *planTemplate) checkBound(s *InferenceSession, into []tensor.Tensor) err
 		r := t.outputs[i]
 		if o.DType() != r.dtype || !slices.Equal(o.Dims(), r.shape) {
 			return tensor.NewError("RunInto", tensor.ErrInvalidArgument, "output %q: the bound tensor is %s, the run produces %s",
-				s.outputs[i].Name, describeTensor(o), describeTensor(tensor.Raw(r.dtype, r.shape, nil)))
+				s.outputs[i].Name, exec.DescribeTensor(o), exec.DescribeTensor(tensor.Raw(r.dtype, r.shape, nil)))
 		}
 	}
 	return nil
@@ -1205,16 +1206,16 @@ func (o *outputBlocks) carve(n int) []byte {
 
 // runSegmentTraced runs a segment with one span per kernel step: the spans share the
 // segment's time, since its steps run as one recorded graph.
-func (t *planTemplate) runSegmentTraced(rc *runCtx, inst *planInstance, seg, threads int) error {
+func (t *planTemplate) runSegmentTraced(rc *exec.RunCtx, inst *planInstance, seg, threads int) error {
 	steps := t.segments[seg]
-	spans := make([]opSpan, len(steps))
+	spans := make([]exec.OpSpan, len(steps))
 	for i, si := range steps {
 		st := &t.steps[si]
 		in := make([]tensor.Tensor, len(st.in))
 		for j, r := range st.in {
 			in[j] = t.view(inst, r)
 		}
-		spans[i] = rc.opStart(st.node, in)
+		spans[i] = rc.OpStart(st.node, in)
 	}
 	n, _ := t.tuners[seg].threads(threads) // no timing: the spans' work would count too
 	err := device.RunRecorded(inst.ms, inst.segKeys[seg], n, nil, nil)
@@ -1229,7 +1230,7 @@ func (t *planTemplate) runSegmentTraced(rc *runCtx, inst *planInstance, seg, thr
 				outs[j] = t.view(inst, r)
 			}
 		}
-		spans[i].end(ops.Variant(st.kernel), fmt.Sprintf("%s (plan segment %d of %d kernel steps)", st.reason, seg, len(steps)), outs, err)
+		spans[i].End(ops.Variant(st.kernel), fmt.Sprintf("%s (plan segment %d of %d kernel steps)", st.reason, seg, len(steps)), outs, err)
 	}
 	return err
 }
@@ -1260,7 +1261,7 @@ func (t *planTemplate) checkViolations(inst *planInstance, seg int) error {
 
 // runHostStep calls a host step's Go function on views of the arena and copies its outputs
 // into their slots, after checking them against the traced types and shapes.
-func (t *planTemplate) runHostStep(rc *runCtx, inst *planInstance, st *planStep) error {
+func (t *planTemplate) runHostStep(rc *exec.RunCtx, inst *planInstance, st *planStep) error {
 	n := st.node
 	in := make([]tensor.Tensor, len(st.in))
 	for j, r := range st.in {
@@ -1268,24 +1269,24 @@ func (t *planTemplate) runHostStep(rc *runCtx, inst *planInstance, st *planStep)
 			in[j] = t.view(inst, r)
 		}
 	}
-	sp := rc.opStart(n, in)
-	rc.kernelVariant, rc.kernelReason = "", ""
+	sp := rc.OpStart(n, in)
+	rc.KernelVariant, rc.KernelReason = "", ""
 	var outs []tensor.Tensor
 	var err error
 	if n.Traits().ControlFlow {
-		sc := &scope{vals: make(map[string]tensor.Tensor, len(st.implicit))}
+		sc := &exec.Scope{Vals: make(map[string]tensor.Tensor, len(st.implicit))}
 		for name, r := range st.implicit {
-			sc.vals[name] = t.view(inst, r)
+			sc.Vals[name] = t.view(inst, r)
 		}
-		outs, err = rc.controlFlow(n, in, sc)
+		outs, err = rc.ControlFlow(n, in, sc)
 	} else {
 		outs, err = st.fn(rc, n, in)
 	}
 	variant := "host"
-	if rc.kernelVariant != "" {
-		variant = "host composing " + rc.kernelVariant
+	if rc.KernelVariant != "" {
+		variant = "host composing " + rc.KernelVariant
 	}
-	sp.end(variant, st.reason, outs, err)
+	sp.End(variant, st.reason, outs, err)
 	if err != nil {
 		return tensor.NodeError(n, err)
 	}
@@ -1466,7 +1467,7 @@ func (c *planCache) add(key string, e *planEntry) bool {
 }
 
 // close releases every idle instance; instances in use close when given back. Idempotent.
-func (c *planCache) close() []error {
+func (c *planCache) Close() []error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
@@ -1482,7 +1483,7 @@ func (c *planCache) close() []error {
 
 // runPlanned runs fed through the signature's plan, building it from a traced interpreter
 // run the first time. ok is false when the run must go to the interpreter instead.
-func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]tensor.Tensor, into []tensor.Tensor) (outs []tensor.Tensor, ok bool, err error) {
+func (s *InferenceSession) runPlanned(rc *exec.RunCtx, fed map[string]tensor.Tensor, into []tensor.Tensor) (outs []tensor.Tensor, ok bool, err error) {
 	if !s.planning {
 		return nil, false, nil
 	}
@@ -1508,15 +1509,15 @@ func (s *InferenceSession) runPlanned(rc *runCtx, fed map[string]tensor.Tensor, 
 	}
 	fresh := false
 	if build {
-		if inst, err = s.newPlanInstance(t, rc.phase); err != nil {
+		if inst, err = s.newPlanInstance(t, rc.Phase); err != nil {
 			s.plans.unreserve(e)
 			return nil, false, err
 		}
 		fresh = true
 	}
-	rc.runStart(executorPlan, fed)
+	rc.RunStart(exec.ExecutorPlan, fed)
 	outs, err = t.run(s, rc, inst, ins, into)
-	rc.runEnd(outs, err)
+	rc.RunEnd(outs, err)
 	return s.endPlanRun(e, inst, fresh, outs, err)
 }
 
@@ -1542,7 +1543,7 @@ const maxFastInputs = 8
 // any error).
 func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []tensor.NamedTensor, into []tensor.Tensor) (outs []tensor.Tensor, ok bool, err error) {
 	if !s.planning || !s.tensorIO || len(inputs) != len(s.inputs) || len(inputs) > maxFastInputs ||
-		ctx == nil || traced(ctx) {
+		ctx == nil || exec.Traced(ctx) {
 		return nil, false, nil
 	}
 	done := ctx.Done()
@@ -1590,10 +1591,10 @@ func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []tensor.N
 	// The instance's own run context: one on the heap per run (the host steps' functions
 	// make it escape) cost a tiny model's run a few percent.
 	rc := &inst.rc
-	*rc = runCtx{eng: s.eng, opset: s.eng.opset, phase: phaseRun, ctx: ctx, done: done}
+	*rc = exec.RunCtx{Eng: s.eng, Opset: s.eng.Opset, Phase: exec.PhaseRun, Ctx: ctx, Done: done}
 	outs, err = t.run(s, rc, inst, ins, into)
-	rc.close()
-	*rc = runCtx{}
+	rc.Close()
+	*rc = exec.RunCtx{}
 	outs, ok, err = s.endPlanRun(e, inst, false, outs, err)
 	return outs, ok || err != nil, err
 }
@@ -1614,7 +1615,7 @@ func tracedValues(outs []tensor.Tensor) bool {
 // keeps the values only of nodes whose outputs do not depend on the inputs' data (the plan
 // folds those); of the others, types and shapes, so that a large model's activations are not
 // all held at once.
-func (s *InferenceSession) tracePlan(rc *runCtx, key string, fed map[string]tensor.Tensor) ([]tensor.Tensor, bool, error) {
+func (s *InferenceSession) tracePlan(rc *exec.RunCtx, key string, fed map[string]tensor.Tensor) ([]tensor.Tensor, bool, error) {
 	var trace []tracedNode
 	control := s.controlInputs()
 	dyn := map[string]bool{}
@@ -1623,7 +1624,7 @@ func (s *InferenceSession) tracePlan(rc *runCtx, key string, fed map[string]tens
 			dyn[m.Name] = true
 		}
 	}
-	rc.observe = func(g *graph.Graph, n *graph.Node, in, out []tensor.Tensor) {
+	rc.Observe = func(g *graph.Graph, n *graph.Node, in, out []tensor.Tensor) {
 		d := dependsOnData(n, func(name string) bool { return dyn[name] })
 		kept := out
 		if d {
@@ -1639,8 +1640,8 @@ func (s *InferenceSession) tracePlan(rc *runCtx, key string, fed map[string]tens
 		}
 		trace = append(trace, tracedNode{graph: g, node: n, out: kept})
 	}
-	defer func() { rc.observe = nil }()
-	outs, err := s.eng.interpret(rc, fed)
+	defer func() { rc.Observe = nil }()
+	outs, err := s.eng.Interpret(rc, fed)
 	if err != nil {
 		return nil, true, err
 	}
@@ -1715,7 +1716,7 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 					}
 					r.Segments = append(r.Segments, names)
 					threads := 1
-					if s.eng.threads != 1 {
+					if s.eng.Threads != 1 {
 						threads = t.tuners[it.segment].chosen()
 					}
 					r.SegmentThreads = append(r.SegmentThreads, threads)

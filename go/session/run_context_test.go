@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -73,7 +74,7 @@ func sessionResources(t *testing.T, s *InferenceSession) resources {
 		}
 	}
 	s.plans.mu.Unlock()
-	return resources{users: device.ContextUsers(s.eng.ctx), charged: s.eng.ctx.Charged()}
+	return resources{users: device.ContextUsers(s.eng.Ctx), charged: s.eng.Ctx.Charged()}
 }
 
 // requireCanceled checks a cancelled run's error: an *Error matching want (context.Canceled
@@ -134,7 +135,7 @@ func TestRunCancelStopsBetweenOps(t *testing.T) {
 				require.Equal(t, want[0].Data(), got[0].Data())
 				assert.Equal(t, before, sessionResources(t, s), "a cancelled run leaks no plan instance, run session or memory")
 			}
-			if executor == executorPlan {
+			if executor == exec.ExecutorPlan {
 				plans := s.ExecutionPlans()
 				require.Len(t, plans, 1)
 				require.True(t, plans[0].Planned, "a cancelled run does not unplan the signature: %s", plans[0].Reason)
@@ -202,9 +203,9 @@ func TestPlanStopsBetweenSegments(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ins := []tensor.Tensor{spinFeeds(2, x)[0].Tensor, spinFeeds(2, x)[1].Tensor}
-	rc := newRunCtx(ctx, s.eng, phaseRun)
+	rc := exec.NewRunCtx(ctx, s.eng, exec.PhaseRun)
 	_, err = tmpl.run(s, rc, inst, ins, nil)
-	rc.close()
+	rc.Close()
 	e := requireCanceled(t, err, context.Canceled)
 	assert.Equal(t, tmpl.itemNode(tmpl.items[0]).Name, e.Node)
 }
@@ -282,12 +283,12 @@ func BenchmarkRunContextChecks(b *testing.B) {
 			rc := testRunCtx(nil, 0)
 			stopped := 0
 			for b.Loop() {
-				if traced(c.ctx) {
+				if exec.Traced(c.ctx) {
 					b.Fatal("traced")
 				}
-				*rc = runCtx{ctx: c.ctx, done: c.ctx.Done()}
+				*rc = exec.RunCtx{Ctx: c.ctx, Done: c.ctx.Done()}
 				for range 2 {
-					if rc.done != nil && isDone(rc.done) {
+					if rc.Done != nil && isDone(rc.Done) {
 						stopped++
 					}
 				}

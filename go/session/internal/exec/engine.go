@@ -1,4 +1,4 @@
-package session
+package exec
 
 import (
 	"github.com/loomrt/loom/go/graph"
@@ -11,25 +11,25 @@ import (
 // weights, opset and placements, the device context, and the caches its runs share (the
 // kernel cache, the prepared subgraphs, the idle per-run ModelSessions). It is safe for
 // concurrent runs; every run has its own runCtx.
-type engine struct {
-	model    *graph.Model
-	weights  map[string]tensor.Tensor
-	opset    int64
-	provider ep.Name // the provider actually used
+type Engine struct {
+	Model    *graph.Model
+	Weights  map[string]tensor.Tensor
+	Opset    int64
+	Provider ep.Name // the provider actually used
 	// inputNames are the graph inputs a Run feeds, in order (initializers excluded).
-	inputNames []string
+	InputNames []string
 	// held is the memory of the weights, which outputs must not alias (detachOutputs).
-	held heldRanges
+	Held HeldRanges
 
 	// placements are where every node (subgraphs' too) runs, decided once (internal/ep).
-	placements ep.Placements
+	Placements ep.Placements
 
-	ctx     *device.ModelContext
-	kernels kernelCache // the Loom kernels the runs use, loaded once
-	bodies  bodyCache   // the prepared If/Loop/Scan subgraphs, by input shape signature
+	Ctx     *device.ModelContext
+	Kernels KernelCache // the Loom kernels the runs use, loaded once
+	Bodies  bodyCache   // the prepared If/Loop/Scan subgraphs, by input shape signature
 
-	runSessions runSessionPool // idle per-run ModelSessions
-	threads     int            // intra-op threads (0: the hardware's)
+	RunSessions runSessionPool // idle per-run ModelSessions
+	Threads     int            // intra-op threads (0: the hardware's)
 
-	tracing sessionTracing // see inference_trace.go
+	Tracing sessionTracing // see inference_trace.go
 }

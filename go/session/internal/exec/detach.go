@@ -1,4 +1,4 @@
-package session
+package exec
 
 import (
 	"slices"
@@ -15,38 +15,38 @@ import (
 // change the model for every later run.
 
 // memRange is the memory [lo, hi) of a tensor's elements.
-type memRange struct{ lo, hi uintptr }
+type MemRange struct{ lo, hi uintptr }
 
 // dataRange is t's element memory; false for a tensor without elements or a sequence.
-func dataRange(t tensor.Tensor) (memRange, bool) {
+func DataRange(t tensor.Tensor) (MemRange, bool) {
 	if tensor.Box(t) != nil {
-		return memRange{}, false
+		return MemRange{}, false
 	}
 	if s, ok := t.Data().([]string); ok {
 		if len(s) == 0 {
-			return memRange{}, false
+			return MemRange{}, false
 		}
 		p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
-		return memRange{p, p + uintptr(len(s))*unsafe.Sizeof(s[0])}, true
+		return MemRange{p, p + uintptr(len(s))*unsafe.Sizeof(s[0])}, true
 	}
 	raw, ok := ops.RawBytes(t)
 	if !ok || len(raw) == 0 {
-		return memRange{}, false
+		return MemRange{}, false
 	}
 	p := uintptr(unsafe.Pointer(&raw[0]))
-	return memRange{p, p + uintptr(len(raw))}, true
+	return MemRange{p, p + uintptr(len(raw))}, true
 }
 
-func (r memRange) overlaps(o memRange) bool { return r.lo < o.hi && o.lo < r.hi }
+func (r MemRange) Overlaps(o MemRange) bool { return r.lo < o.hi && o.lo < r.hi }
 
 // heldRanges is a set of memory ranges (they may overlap or nest), asked whether any of them
 // overlaps a range. Only interpreted runs ask, once per output, so a scan does.
-type heldRanges []memRange
+type HeldRanges []MemRange
 
-func newHeldRanges(ts map[string]tensor.Tensor) heldRanges {
-	var h heldRanges
+func NewHeldRanges(ts map[string]tensor.Tensor) HeldRanges {
+	var h HeldRanges
 	for _, t := range ts {
-		if r, ok := dataRange(t); ok {
+		if r, ok := DataRange(t); ok {
 			h = append(h, r)
 		}
 	}
@@ -54,14 +54,14 @@ func newHeldRanges(ts map[string]tensor.Tensor) heldRanges {
 }
 
 // overlaps reports whether any range of h overlaps r.
-func (h heldRanges) overlaps(r memRange) bool {
-	return slices.ContainsFunc(h, r.overlaps)
+func (h HeldRanges) Overlaps(r MemRange) bool {
+	return slices.ContainsFunc(h, r.Overlaps)
 }
 
 // detachOutputs copies the outputs of an interpreted run that alias the session's kept
 // memory or fed's inputs (see above); a sequence or optional holding such a tensor comes
 // back as a new one holding a copy.
-func (e *engine) detachOutputs(outs []tensor.Tensor, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
+func (e *Engine) detachOutputs(outs []tensor.Tensor, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
 	for i, o := range outs {
 		d, _, err := e.detach(o, fed)
 		if err != nil {
@@ -73,7 +73,7 @@ func (e *engine) detachOutputs(outs []tensor.Tensor, fed map[string]tensor.Tenso
 }
 
 // detach is t, or a copy of it when it aliases (changed then says so).
-func (e *engine) detach(t tensor.Tensor, fed map[string]tensor.Tensor) (_ tensor.Tensor, changed bool, _ error) {
+func (e *Engine) detach(t tensor.Tensor, fed map[string]tensor.Tensor) (_ tensor.Tensor, changed bool, _ error) {
 	if tensor.Box(t) != nil {
 		var elems []tensor.Tensor // copied on the first element that changes
 		for j, el := range tensor.SeqElems(t) {
@@ -93,7 +93,7 @@ func (e *engine) detach(t tensor.Tensor, fed map[string]tensor.Tensor) (_ tensor
 		}
 		return tensor.WithElems(t, elems), true, nil
 	}
-	r, ok := dataRange(t)
+	r, ok := DataRange(t)
 	if !ok || !e.aliases(r, fed) {
 		return t, false, nil
 	}
@@ -103,8 +103,8 @@ func (e *engine) detach(t tensor.Tensor, fed map[string]tensor.Tensor) (_ tensor
 
 // aliases reports whether r overlaps the session's kept memory or an input of fed (or an
 // element of a sequence fed).
-func (e *engine) aliases(r memRange, fed map[string]tensor.Tensor) bool {
-	if e.held.overlaps(r) || e.bodies.holds(r) {
+func (e *Engine) aliases(r MemRange, fed map[string]tensor.Tensor) bool {
+	if e.Held.Overlaps(r) || e.Bodies.holds(r) {
 		return true
 	}
 	for _, in := range fed {
@@ -113,7 +113,7 @@ func (e *engine) aliases(r memRange, fed map[string]tensor.Tensor) bool {
 			ins = tensor.SeqElems(in)
 		}
 		for _, t := range ins {
-			if ir, ok := dataRange(t); ok && ir.overlaps(r) {
+			if ir, ok := DataRange(t); ok && ir.Overlaps(r) {
 				return true
 			}
 		}
