@@ -10,7 +10,7 @@ import (
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
-// controlFlow runs If, Loop, Scan and SequenceMap with their subgraphs in a child scope. Loop
+// ControlFlow runs If, Loop, Scan and SequenceMap with their subgraphs in a child scope. Loop
 // carries sequences and optionals like tensors; its trip count, condition and scan outputs
 // must be tensors.
 func (rc *RunCtx) ControlFlow(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]tensor.Tensor, error) {

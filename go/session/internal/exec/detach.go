@@ -14,10 +14,10 @@ import (
 // could otherwise be a weight itself, and a caller writing into it (or recycling it) would
 // change the model for every later run.
 
-// memRange is the memory [lo, hi) of a tensor's elements.
+// MemRange is the memory [lo, hi) of a tensor's elements.
 type MemRange struct{ lo, hi uintptr }
 
-// dataRange is t's element memory; false for a tensor without elements or a sequence.
+// DataRange is t's element memory; false for a tensor without elements or a sequence.
 func DataRange(t tensor.Tensor) (MemRange, bool) {
 	if tensor.Box(t) != nil {
 		return MemRange{}, false
@@ -37,12 +37,14 @@ func DataRange(t tensor.Tensor) (MemRange, bool) {
 	return MemRange{p, p + uintptr(len(raw))}, true
 }
 
+// Overlaps reports whether r and o share a byte.
 func (r MemRange) Overlaps(o MemRange) bool { return r.lo < o.hi && o.lo < r.hi }
 
-// heldRanges is a set of memory ranges (they may overlap or nest), asked whether any of them
+// HeldRanges is a set of memory ranges (they may overlap or nest), asked whether any of them
 // overlaps a range. Only interpreted runs ask, once per output, so a scan does.
 type HeldRanges []MemRange
 
+// NewHeldRanges is the memory of ts's elements.
 func NewHeldRanges(ts map[string]tensor.Tensor) HeldRanges {
 	var h HeldRanges
 	for _, t := range ts {
@@ -53,7 +55,7 @@ func NewHeldRanges(ts map[string]tensor.Tensor) HeldRanges {
 	return h
 }
 
-// overlaps reports whether any range of h overlaps r.
+// Overlaps reports whether any range of h overlaps r.
 func (h HeldRanges) Overlaps(r MemRange) bool {
 	return slices.ContainsFunc(h, r.Overlaps)
 }

@@ -1,3 +1,9 @@
+// Package exec is the interpreter of InferenceSession (go/session): the per-run state
+// (RunCtx), the op loop over a graph's nodes, the control-flow ops (If, Loop, Scan,
+// SequenceMap) with the subgraph cache, the kernel cache with the shipped-kernel lookup and
+// the JIT, kernel runs, the per-run ModelSession pool and the run tracing (OpenTelemetry
+// spans). Engine is the state of a session they share; go/session owns it, checks the inputs,
+// picks the run path and runs compiled run plans, whose host steps run through RunCtx.
 package exec
 
 import (
@@ -7,10 +13,10 @@ import (
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
-// engine is what the interpreter needs of an InferenceSession: the model it runs, its
+// Engine is what the interpreter needs of an InferenceSession: the model it runs, its
 // weights, opset and placements, the device context, and the caches its runs share (the
 // kernel cache, the prepared subgraphs, the idle per-run ModelSessions). It is safe for
-// concurrent runs; every run has its own runCtx.
+// concurrent runs; every run has its own RunCtx.
 type Engine struct {
 	Model    *graph.Model
 	Weights  map[string]tensor.Tensor

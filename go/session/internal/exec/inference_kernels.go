@@ -9,7 +9,7 @@ import (
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
-// kernelCache holds an InferenceSession's loaded kernels by (file, symbol, configuration), and
+// KernelCache holds an InferenceSession's loaded kernels by (file, symbol, configuration), and
 // the modules behind them by artifact key. It is safe for concurrent use; a miss compiles and
 // loads under the lock, so concurrent runs never load the same kernel twice.
 type KernelCache struct {
@@ -28,7 +28,7 @@ type KernelCache struct {
 	NotShipped int64
 }
 
-// get returns the kernel for the request, compiling (through the context's compiler and its
+// Get returns the kernel for the request, compiling (through the context's compiler and its
 // disk cache) and loading it on first use; the outcome is counted under phase.
 func (c *KernelCache) Get(ctx *device.ModelContext, phase RunPhase, file, symbol string, config map[string]string) (*device.LoadedKernel, error) {
 	const op = "Run"
@@ -129,7 +129,7 @@ func (c *KernelCache) Get(ctx *device.ModelContext, phase RunPhase, file, symbol
 	return k, nil
 }
 
-// close unloads the modules; the caller guarantees that no run uses them any more.
+// Close unloads the modules; the caller guarantees that no run uses them any more.
 // Idempotent.
 func (c *KernelCache) Close() []error {
 	c.Mu.Lock()
@@ -153,10 +153,10 @@ type runSessionPool struct {
 	closed bool
 }
 
-// maxIdleRunSessions bounds the idle per-run sessions an InferenceSession keeps.
+// MaxIdleRunSessions bounds the idle per-run sessions an InferenceSession keeps.
 const MaxIdleRunSessions = 8
 
-// get returns an idle session, or nil when there is none.
+// Get returns an idle session, or nil when there is none.
 func (p *runSessionPool) Get() *device.ModelSession {
 	p.Mu.Lock()
 	defer p.Mu.Unlock()
@@ -186,7 +186,7 @@ func (p *runSessionPool) put(ms *device.ModelSession) {
 	p.Mu.Unlock()
 }
 
-// close closes the idle sessions; later puts close theirs. Idempotent.
+// Close closes the idle sessions; later puts close theirs. Idempotent.
 func (p *runSessionPool) Close() []error {
 	p.Mu.Lock()
 	idle := p.Idle

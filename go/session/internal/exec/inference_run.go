@@ -14,10 +14,10 @@ import (
 	"github.com/loomrt/loom/kernels"
 )
 
-// runFunc is how the interpreter runs a node's operator.
+// RunFunc is how the interpreter runs a node's operator.
 type RunFunc func(rc *RunCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error)
 
-// kernelRuns holds, by planner key, the interpreter's runs of the ops with a kernel planner.
+// KernelRuns holds, by planner key, the interpreter's runs of the ops with a kernel planner.
 // onnxRuns and loomRuns hold how the interpreter runs each ai.onnx and ai.loom operator, by op
 // type: its kernel run when it has a planner, else its host function. All three are built once
 // from the op registry, so a lookup is one map read (no closure, no key built per node).
@@ -48,7 +48,7 @@ func init() {
 	}
 }
 
-// lookupOp returns how the interpreter runs n's operator: its kernel planner's run when it has
+// LookupOp returns how the interpreter runs n's operator: its kernel planner's run when it has
 // one, else its host function.
 func LookupOp(n *graph.Node) (RunFunc, bool) {
 	var f RunFunc
@@ -75,7 +75,7 @@ func (rc *RunCtx) KernelOp(op string, n *graph.Node, in []tensor.Tensor) ([]tens
 	return f(rc, n, in)
 }
 
-// scope holds the values of one graph evaluation; subgraphs see their parents' values.
+// Scope holds the values of one graph evaluation; subgraphs see their parents' values.
 type Scope struct {
 	Vals   map[string]tensor.Tensor
 	parent *Scope
@@ -90,7 +90,7 @@ func (sc *Scope) lookup(name string) (tensor.Tensor, bool) {
 	return tensor.Tensor{}, false
 }
 
-// runCtx is one Run's private state: the opset and, taken on first use from the session's pool
+// RunCtx is one Run's private state: the opset and, taken on first use from the session's pool
 // (or opened), a ModelSession in the session's context for the Loom kernels of this run (its
 // memory is freed when the run ends).
 type RunCtx struct {
@@ -109,7 +109,7 @@ type RunCtx struct {
 	// phase says whether this run is a Warmup, for the session's statistics.
 	Phase RunPhase
 	// kernelVariant and kernelReason name the Loom kernels the current op ran and why (empty
-	// when it ran as a host function); see runKernelPlan.
+	// when it ran as a host function); see RunKernelPlan.
 	KernelVariant, KernelReason string
 	// observe, when set, sees every node the run evaluates (subgraphs' too, before the node
 	// that ran them), with its inputs and outputs: the trace a compiled run plan is built from.
@@ -118,18 +118,18 @@ type RunCtx struct {
 	Trace *runTrace
 }
 
-// newRunCtx is the state of one run in ctx.
+// NewRunCtx is the state of one run in ctx.
 func NewRunCtx(ctx context.Context, e *Engine, phase RunPhase) *RunCtx {
 	return &RunCtx{Eng: e, Opset: e.Opset, Phase: phase, Ctx: ctx, Done: ctx.Done()}
 }
 
-// newOpRunCtx is a run context outside a Run, on e (nil: none) with opset: no context, phase
+// NewOpRunCtx is a run context outside a Run, on e (nil: none) with opset: no context, phase
 // Run. Tests call op functions with it.
 func NewOpRunCtx(e *Engine, opset int64) *RunCtx {
 	return &RunCtx{Eng: e, Opset: opset}
 }
 
-// canceled is the run's error once its context is done (naming n, the node the run was about
+// Canceled is the run's error once its context is done (naming n, the node the run was about
 // to run, when not nil), else nil. With a context that is never done it costs a nil test, else
 // a non-blocking receive.
 func (rc *RunCtx) Canceled(n *graph.Node) error {
@@ -144,7 +144,7 @@ func (rc *RunCtx) Canceled(n *graph.Node) error {
 	}
 }
 
-// close hands the run's ModelSession back to the session's pool, which frees the run's
+// Close hands the run's ModelSession back to the session's pool, which frees the run's
 // device memory and keeps the stream for a later run.
 func (rc *RunCtx) Close() {
 	if rc.ms != nil {
@@ -249,7 +249,7 @@ func (rc *RunCtx) evalGraphWith(g *graph.Graph, sc *Scope, p *preparedBody) ([]t
 	return outs, nil
 }
 
-// kernelSource returns the op library's source of file (package kernels) specialized for symbol
+// SourceOf returns the op library's source of file (package kernels) specialized for symbol
 // with config.
 func SourceOf(file, symbol string, config map[string]string) (device.KernelSource, error) {
 	src, err := kernels.Source(file)
@@ -274,8 +274,8 @@ func (rc *RunCtx) device() (*device.ModelSession, error) {
 	return rc.ms, nil
 }
 
-// compile returns a kernel of this run: compiled and loaded once per InferenceSession (see
-// kernelCache), registered once per run with the run's ModelSession.
+// Compile returns a kernel of this run: compiled and loaded once per InferenceSession (see
+// KernelCache), registered once per run with the run's ModelSession.
 func (rc *RunCtx) Compile(file, symbol string, config map[string]string) (*device.ModelSession, device.KernelID, error) {
 	rc.noteKernel(file, symbol, config)
 	ms, err := rc.device()
@@ -357,7 +357,7 @@ func f32AsBytes(v []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
 }
 
-// interpret evaluates the main graph node by node on fed (the interpreter).
+// Interpret evaluates the main graph node by node on fed (the interpreter).
 func (e *Engine) Interpret(rc *RunCtx, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
 	rc.RunStart(ExecutorInterpreter, fed)
 	scope := &Scope{Vals: make(map[string]tensor.Tensor, len(fed)+len(e.Weights))}

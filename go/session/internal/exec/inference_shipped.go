@@ -25,6 +25,7 @@ import (
 // all shipped as its host function, with the placement reason saying why (servable).
 // LOOM_AOT=off ignores the shipped variants (everything goes to the JIT).
 
+// AotOff is LOOM_AOT=off: the shipped variants are ignored (tests set it).
 var AotOff = os.Getenv("LOOM_AOT") == "off"
 
 // shippedState is a shipped variant's parsed metadata and registration, done once a process.
@@ -36,7 +37,7 @@ type shippedState struct {
 
 var shippedStates sync.Map // *aot.Variant -> *shippedState
 
-// lookupShipped returns the shipped variant that is exactly src compiled for target.
+// LookupShipped returns the shipped variant that is exactly src compiled for target.
 func LookupShipped(src device.KernelSource, target loom.Target) *aot.Variant {
 	if AotOff || target.Kind != loom.TargetHost {
 		return nil
@@ -49,7 +50,7 @@ func LookupShipped(src device.KernelSource, target loom.Target) *aot.Variant {
 	return v
 }
 
-// lookupShippedBelow returns a shipped variant of src for a lower x86-64 level than target's
+// LookupShippedBelow returns a shipped variant of src for a lower x86-64 level than target's
 // (the v3 code on a v4 machine), which the shim runs there: the fallback when the exact
 // variant is not shipped and the JIT is unavailable.
 func LookupShippedBelow(src device.KernelSource, target loom.Target) *aot.Variant {

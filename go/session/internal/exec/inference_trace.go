@@ -31,14 +31,14 @@ import (
 // must too):
 //
 //	rc.runStart(executor, fed)      once, before the first op (no-op when tracing is off)
-//	sp := rc.opStart(n, in)         before each op; a zero opSpan when tracing is off
+//	sp := rc.opStart(n, in)         before each op; a zero OpSpan when tracing is off
 //	sp.end(variant, reason, outs, err)  after it; variant "" derives variant and reason
 //	rc.runEnd(outs, err)            once, after the last op
 //
 // The span of an op with subgraphs (If, Loop, Scan) is the parent of the op spans started
 // until its end, which must therefore nest like calls; other ops' spans are siblings, so an
 // executor may start several before ending them (a recorded segment of kernel steps). The
-// hooks stay on the run's goroutine, like the rest of runCtx. rc.compile records the Loom
+// hooks stay on the run's goroutine, like the rest of RunCtx. rc.compile records the Loom
 // kernels an op requests, which is how end("", "", ...) names the variant that ran.
 
 // tracerName is the instrumentation scope of the session's spans.
@@ -69,7 +69,7 @@ const (
 	AttrJITUnavailable = attribute.Key("loom.jit_unavailable")
 )
 
-// variantHost is the variant of an op that ran as a Go host function.
+// VariantHost is the variant of an op that ran as a Go host function.
 const VariantHost = "host"
 
 // sessionTracing is an InferenceSession's tracing state.
@@ -90,7 +90,7 @@ func (t *sessionTracing) tracer() trace.Tracer {
 // noSpan is what trace.SpanFromContext returns for a context without a span.
 var noSpan = trace.SpanFromContext(context.Background())
 
-// traced reports whether a run in ctx is traced: whether ctx carries a span. It costs a
+// Traced reports whether a run in ctx is traced: whether ctx carries a span. It costs a
 // comparison for context.Background, and a context lookup for other contexts without a span
 // (trace.SpanContextFromContext alone cost several times as much).
 func Traced(ctx context.Context) bool {
@@ -112,7 +112,7 @@ type runTrace struct {
 	kernels []string
 }
 
-// runStart starts the run's "loom.Run" span when tracing is on; executor names the executor
+// RunStart starts the run's "loom.Run" span when tracing is on; executor names the executor
 // (executorInterpreter or executorPlan) for the run's and its ops' spans, fed the run's
 // checked inputs by name.
 func (rc *RunCtx) RunStart(executor string, fed map[string]tensor.Tensor) {
@@ -151,7 +151,7 @@ func (rc *RunCtx) RunStart(executor string, fed map[string]tensor.Tensor) {
 	rc.Trace = &runTrace{tracer: tracer, executor: executor, run: span, parent: ctx}
 }
 
-// runEnd ends the run's span with the run's outputs or error.
+// RunEnd ends the run's span with the run's outputs or error.
 func (rc *RunCtx) RunEnd(outs []tensor.Tensor, err error) {
 	t := rc.Trace
 	if t == nil {
@@ -168,7 +168,7 @@ func (rc *RunCtx) RunEnd(outs []tensor.Tensor, err error) {
 	t.run.End()
 }
 
-// opSpan is the span of one executing op; the zero opSpan (tracing off) does nothing. It is
+// OpSpan is the span of one executing op; the zero OpSpan (tracing off) does nothing. It is
 // one pointer, so that the hooks cost a nil check when tracing is off.
 type OpSpan struct{ f *opFrame }
 
@@ -188,8 +188,8 @@ type opFrame struct {
 	prevVariant, prevReason string
 }
 
-// opStart starts the span of node n about to run on inputs in. With tracing off it costs one
-// nil check and returns the zero opSpan.
+// OpStart starts the span of node n about to run on inputs in. With tracing off it costs one
+// nil check and returns the zero OpSpan.
 func (rc *RunCtx) OpStart(n *graph.Node, in []tensor.Tensor) OpSpan {
 	if rc.Trace == nil {
 		return OpSpan{}
@@ -211,7 +211,7 @@ func (rc *RunCtx) opStartTraced(n *graph.Node, in []tensor.Tensor) OpSpan {
 	return OpSpan{f}
 }
 
-// end ends the op's span. variant names what ran ("host", or the Loom kernels as
+// End ends the op's span. variant names what ran ("host", or the Loom kernels as
 // "loom:kernels/FILE:SYMBOL[K=V,...] + ...") and reason why; with variant "" both are
 // derived from what the op noted (rc.kernelVariant and rc.kernelReason, the kernels it
 // requested through rc.compile) and from its node and inputs. err, when not nil, is recorded
@@ -222,6 +222,7 @@ func (sp OpSpan) End(variant, reason string, outs []tensor.Tensor, err error) {
 	}
 }
 
+// End ends the op's span (see OpSpan.End).
 func (f *opFrame) End(variant, reason string, outs []tensor.Tensor, err error) {
 	rc := f.rc
 	t := rc.Trace
@@ -313,6 +314,8 @@ func describeTensors(ts []tensor.Tensor) []string {
 	return out
 }
 
+// DescribeTensor spells t as TYPE[d0,d1,...]; a sequence or optional by what it holds, an
+// omitted optional as "none".
 func DescribeTensor(t tensor.Tensor) string {
 	if !t.IsValid() {
 		return "none"

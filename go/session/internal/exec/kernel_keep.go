@@ -8,7 +8,7 @@ import (
 
 // Keeping the kernels the cache compiles, for an EP context model (epcontext.go).
 
-// keptKernel is a kernel the kernel cache compiled while it kept artifacts (startKeeping).
+// keptKernel is a kernel the kernel cache compiled while it kept artifacts (StartKeeping).
 type keptKernel struct {
 	File, Symbol string
 	Config       map[string]string
@@ -23,21 +23,21 @@ func (c *KernelCache) keepArtifact(key, file, symbol string, config map[string]s
 	c.kept[key] = keptKernel{File: file, Symbol: symbol, Config: maps.Clone(config), Artifact: a}
 }
 
-// startKeeping makes the cache record the artifact of every kernel it compiles from now on.
+// StartKeeping makes the cache record the artifact of every kernel it compiles from now on.
 func (c *KernelCache) StartKeeping() {
 	c.Mu.Lock()
 	c.kept = map[string]keptKernel{}
 	c.Mu.Unlock()
 }
 
-// stopKeeping drops the recorded artifacts and stops recording.
+// StopKeeping drops the recorded artifacts and stops recording.
 func (c *KernelCache) StopKeeping() {
 	c.Mu.Lock()
 	c.kept = nil
 	c.Mu.Unlock()
 }
 
-// keptList returns the recorded kernels, in no order.
+// KeptList returns the recorded kernels, in no order.
 func (c *KernelCache) KeptList() []keptKernel {
 	c.Mu.Lock()
 	defer c.Mu.Unlock()

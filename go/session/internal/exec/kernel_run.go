@@ -10,14 +10,14 @@ import (
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
-// servablePlan returns p when its kernels can run here; otherwise a plan of the same op with
+// ServablePlan returns p when its kernels can run here; otherwise a plan of the same op with
 // the shape-generic shipped kernels when those can, and else p with the reason the op runs
 // as its host function (counted in CacheStats.NotShipped).
 func (c *KernelCache) ServablePlan(ctx *device.ModelContext, n *graph.Node, opset int64, in []ops.ValueInfo, p *ops.KernelPlan) (*ops.KernelPlan, string) {
 	return c.servablePlanAs(ctx, ops.PlannerKey(n), n, opset, in, p)
 }
 
-// servablePlanAs is servablePlan for a plan made by the planner registered under key, which
+// servablePlanAs is ServablePlan for a plan made by the planner registered under key, which
 // need not be plannerKey(n): host functions run other ops' kernels on their own node (FusedConv
 // runs Conv's with the FusedConv node, Attention MatMul's), and the re-plan must use the
 // generic planner of the op that was planned. (Keyed by the node, FusedConv's convolution was
@@ -37,7 +37,7 @@ func (c *KernelCache) servablePlanAs(ctx *device.ModelContext, key string, n *gr
 	return p, why
 }
 
-// runKernelPlan runs p once on the run's device: uploads the inputs the calls read, allocates
+// RunKernelPlan runs p once on the run's device: uploads the inputs the calls read, allocates
 // outputs and scratch, issues the calls as one command list and reads the outputs back.
 func (rc *RunCtx) RunKernelPlan(p *ops.KernelPlan, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	outs := make([]tensor.Tensor, len(p.Outputs))

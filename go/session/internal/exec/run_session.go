@@ -8,7 +8,7 @@ import (
 
 // ModelSession internals for compiled run plans (plan.go).
 
-// runSession opens a ModelSession for an InferenceSession's run or plan: on the host
+// RunSession opens a ModelSession for an InferenceSession's run or plan: on the host
 // provider its stream is inline (each operation runs on the calling thread: a run waits for
 // every op anyway, and the hand-off to a stream thread costs more than small kernels).
 func (e *Engine) RunSession() (*device.ModelSession, error) {

@@ -14,7 +14,7 @@ import (
 // The subgraph cache: the If, Loop, Scan and SequenceMap bodies prepared once per input
 // signature, and the run phases the statistics count by.
 
-// runPhase says whether a run is a Warmup or a Run, so the statistics can tell them apart.
+// RunPhase says whether a run is a Warmup or a Run, so the statistics can tell them apart.
 type RunPhase int
 
 const (
@@ -23,7 +23,7 @@ const (
 	phaseCount
 )
 
-// kernelPhaseCounts are the kernel cache outcomes of one phase; kernelCache updates them under
+// KernelPhaseCounts are the kernel cache outcomes of one phase; KernelCache updates them under
 // its lock.
 type KernelPhaseCounts struct{ Hits, Misses, Compiles, Shipped int64 }
 
@@ -74,7 +74,7 @@ type bodyCache struct {
 	Runs   [flowKinds]atomic.Int64
 }
 
-// get returns the prepared body for g with signature sig, building it on first use.
+// Get returns the prepared body for g with signature sig, building it on first use.
 func (c *bodyCache) Get(kind int, g *graph.Graph, sig string) (*preparedBody, error) {
 	key := bodyKey{g: g, sig: sig}
 	c.mu.Lock()
@@ -108,7 +108,7 @@ func (c *bodyCache) holds(r MemRange) bool {
 	return c.held.Overlaps(r)
 }
 
-// close drops the prepared bodies. Idempotent.
+// Close drops the prepared bodies. Idempotent.
 func (c *bodyCache) Close() {
 	c.mu.Lock()
 	c.bodies, c.held = nil, nil
