@@ -26,7 +26,7 @@ import (
 
 // EP context models (docs/epcontext.md). With ep.context_enable=1 a session, once built, warms
 // up and writes a context model: an ONNX model whose graph is one com.microsoft EPContext node
-// of source "loom" whose payload (the context blob, epcontext_blob.go) holds the optimized
+// of source "loom" whose payload (the context blob, internal/epcontext) holds the optimized
 // graph and every compiled kernel. Loading such a model skips optimization and compilation:
 // the session runs the embedded graph with the kernels installed straight into its cache.
 
