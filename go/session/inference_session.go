@@ -221,15 +221,12 @@ type FallbackEntry struct {
 // InferenceSession runs an ONNX model. Run is safe for concurrent use: the weights are
 // shared and read-only, every run has private intermediate values and device memory.
 type InferenceSession struct {
-	// recycled is output memory handed back with Recycle, for later runs' outputs.
-	recycled recycledOutputs
-	// planWeights are the device copies of the weights the compiled run plans read, shared by
-	// all their instances.
-	planWeights device.SharedWeights
-
 	// eng is the model, its weights and placements, the device context and the caches the
-	// interpreter uses (engine.go).
+	// interpreter uses (internal/exec).
 	eng *exec.Engine
+	// pe is what the compiled run plans share: the device copies of the weights, the recycled
+	// output memory, the inputs that decide shapes or control flow (plan_env.go).
+	pe *planEnv
 
 	ownModel bool
 	options  map[string]string
@@ -239,9 +236,6 @@ type InferenceSession struct {
 	dev *native.Device
 
 	plans planCache // compiled run plans by input signature (plan.go)
-	// control are the inputs whose values decide shapes or control flow (controlInputs).
-	control     map[string]bool
-	controlOnce sync.Once
 	// fastSig is the signature the fast path ran last (see fastSignature).
 	fastSig  atomic.Pointer[fastSignature]
 	planning bool // whether runs use compiled plans (OptionRunPlan)
@@ -281,6 +275,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		}
 	}
 	s := &InferenceSession{eng: &exec.Engine{Model: m, Opset: m.Opset("")}, ownModel: ownModel, options: map[string]string{}}
+	s.pe = &planEnv{eng: s.eng}
 	s.eng.Tracing.Provider = b.tracerProvider
 	for k, v := range b.options {
 		s.options[k] = v
@@ -316,6 +311,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	}
 	for _, v := range g.Outputs {
 		s.outputs = append(s.outputs, ioMeta(v))
+		s.pe.outputNames = append(s.pe.outputNames, v.Name)
 	}
 	s.tensorIO = true
 	for _, ms := range [][]IOMeta{s.inputs, s.outputs} {
@@ -451,7 +447,7 @@ func (s *InferenceSession) Close() error {
 	errs = append(errs, s.plans.Close()...)
 	// Every plan instance is closed by now (Close waited for the runs): nothing reads the
 	// shared weights any more.
-	errs = append(errs, device.CloseWeights(&s.planWeights, s.eng.Ctx)...)
+	errs = append(errs, device.CloseWeights(&s.pe.planWeights, s.eng.Ctx)...)
 	errs = append(errs, s.eng.Kernels.Close()...)
 	s.eng.Bodies.Close()
 	errs = append(errs, s.eng.Ctx.Close(), s.dev.Close())

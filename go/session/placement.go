@@ -48,8 +48,8 @@ type PlanNode struct {
 }
 
 // planNodeOf reports node n of a plan, which made step of it for reason.
-func (s *InferenceSession) planNodeOf(n *graph.Node, step PlanStepKind, reason string) PlanNode {
-	p := s.eng.Placements.Of(n)
+func (pe *planEnv) planNodeOf(n *graph.Node, step PlanStepKind, reason string) PlanNode {
+	p := pe.eng.Placements.Of(n)
 	return PlanNode{Node: n.Name, OpType: n.OpType, Provider: p.Provider, Kernel: p.Kernel, Placement: p.Reason,
 		Step: step, Reason: reason}
 }

@@ -178,9 +178,9 @@ type tracedNode struct {
 // appendPlanKey appends the signature of the fed inputs to b: type and shape of each, in
 // input order, and the values of the inputs the plan specializes on (see specializes). ok is
 // false when an input is a sequence or optional (never planned).
-func (s *InferenceSession) appendPlanKey(b []byte, ins []tensor.Tensor) ([]byte, bool) {
-	control := s.controlInputs()
-	for i, m := range s.inputs {
+func (p *planEnv) appendPlanKey(b []byte, ins []tensor.Tensor) ([]byte, bool) {
+	control := p.controlInputs()
+	for i, name := range p.eng.InputNames {
 		t := ins[i]
 		if !t.IsValid() || tensor.Box(t) != nil {
 			return b, false
@@ -191,7 +191,7 @@ func (s *InferenceSession) appendPlanKey(b []byte, ins []tensor.Tensor) ([]byte,
 			b = strconv.AppendInt(b, d, 10)
 			b = append(b, ',')
 		}
-		if control[m.Name] && specializes(t) {
+		if control[name] && specializes(t) {
 			b = append(b, '=')
 			for _, v := range tensor.Float64s(t) {
 				b = strconv.AppendFloat(b, v, 'g', -1, 64)
@@ -230,9 +230,9 @@ var controlPositions = map[string][]int{
 
 // controlInputs are the graph inputs whose values reach a control position of the main
 // graph, through any chain of ops (Shape and Size read only their input's shape).
-func (s *InferenceSession) controlInputs() map[string]bool {
-	s.controlOnce.Do(func() {
-		g := s.eng.Model.Graph
+func (p *planEnv) controlInputs() map[string]bool {
+	p.controlOnce.Do(func() {
+		g := p.eng.Model.Graph
 		needed := map[string]bool{}
 		for i := len(g.Nodes) - 1; i >= 0; i-- {
 			n := g.Nodes[i]
@@ -254,20 +254,20 @@ func (s *InferenceSession) controlInputs() map[string]bool {
 				}
 			}
 		}
-		s.control = map[string]bool{}
-		for _, m := range s.inputs {
-			if needed[m.Name] {
-				s.control[m.Name] = true
+		p.control = map[string]bool{}
+		for _, name := range p.eng.InputNames {
+			if needed[name] {
+				p.control[name] = true
 			}
 		}
 	})
-	return s.control
+	return p.control
 }
 
 // buildPlanTemplate turns a traced run into a plan, or says why the signature cannot be
 // planned.
-func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.Tensor, trace []tracedNode) (*planTemplate, string) {
-	g := s.eng.Model.Graph
+func (pe *planEnv) buildPlanTemplate(key string, fed map[string]tensor.Tensor, trace []tracedNode) (*planTemplate, string) {
+	g := pe.eng.Model.Graph
 	t := &planTemplate{key: key}
 	refs := make(map[string]planRef, len(g.Nodes)*2)
 	newSlot := func(v tensor.Tensor, first int) (planRef, string) {
@@ -280,27 +280,27 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 		t.slots = append(t.slots, planSlot{bytes: ops.Bytes(ops.ValueType{Dtype: v.DType(), Shape: v.Dims()}), first: first, last: first})
 		return planRef{slot: len(t.slots) - 1, dtype: v.DType(), shape: append([]int64{}, v.Dims()...)}, ""
 	}
-	for name, w := range s.eng.Weights {
+	for name, w := range pe.eng.Weights {
 		refs[name] = planRef{fixed: true, static: w, dtype: w.DType(), shape: w.Dims()}
 	}
-	control := s.controlInputs()
-	for pos, m := range s.inputs {
-		v := fed[m.Name]
-		if control[m.Name] && specializes(v) {
+	control := pe.controlInputs()
+	for pos, name := range pe.eng.InputNames {
+		v := fed[name]
+		if control[name] && specializes(v) {
 			c, err := tensor.CopyOut(v)
 			if err != nil {
 				return nil, err.Error()
 			}
-			refs[m.Name] = planRef{fixed: true, static: c, dtype: c.DType(), shape: c.Dims()}
-			t.specialized = append(t.specialized, m.Name)
+			refs[name] = planRef{fixed: true, static: c, dtype: c.DType(), shape: c.Dims()}
+			t.specialized = append(t.specialized, name)
 			continue
 		}
 		r, why := newSlot(v, -1)
 		if why != "" {
-			return nil, fmt.Sprintf("input %q is %s", m.Name, why)
+			return nil, fmt.Sprintf("input %q is %s", name, why)
 		}
-		refs[m.Name] = r
-		t.inputs = append(t.inputs, planInput{name: m.Name, pos: pos, ref: r})
+		refs[name] = r
+		t.inputs = append(t.inputs, planInput{name: name, pos: pos, ref: r})
 	}
 	use := func(r planRef, step int) {
 		if !r.fixed && r.slot >= 0 {
@@ -347,12 +347,12 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 				}
 			}
 			t.folded++
-			t.nodes = append(t.nodes, s.planNodeOf(n, PlanFolded, ""))
+			t.nodes = append(t.nodes, pe.planNodeOf(n, PlanFolded, ""))
 			return ""
 		}
 		if n.OpType == "If" && onnxDomain(n) && step.in[0].fixed && step.in[0].static.IsValid() {
 			if why := inlineIf(n, step.in[0].static, tn); why == "" {
-				t.nodes = append(t.nodes, s.planNodeOf(n, PlanInlined, ""))
+				t.nodes = append(t.nodes, pe.planNodeOf(n, PlanInlined, ""))
 				return ""
 			}
 		}
@@ -368,7 +368,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 			o := tn.out[0]
 			refs[n.Outputs[0]] = planRef{slot: step.in[0].slot, dtype: o.DType(), shape: append([]int64{}, o.Dims()...)}
 			t.aliases++
-			t.nodes = append(t.nodes, s.planNodeOf(n, PlanAlias, ""))
+			t.nodes = append(t.nodes, pe.planNodeOf(n, PlanAlias, ""))
 			return ""
 		}
 		step.out = make([]planRef, len(n.Outputs))
@@ -388,7 +388,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 			refs[name] = r
 		}
 		// The node's placement (internal/ep) says whether a kernel planner may run it.
-		pl := s.eng.Placements.Of(n)
+		pl := pe.eng.Placements.Of(n)
 		step.kind, step.reason = hostStep, pl.HostReason()
 		if planner, ok := ops.KernelPlanners[ops.PlannerKey(n)]; ok && pl.Kernel {
 			infos := make([]ops.ValueInfo, len(step.in))
@@ -401,14 +401,14 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 					infos[j].Static = r.static
 				}
 			}
-			p, reason, err := planner(n, s.eng.Opset, infos)
+			p, reason, err := planner(n, pe.eng.Opset, infos)
 			switch {
 			case err != nil:
 				return fmt.Sprintf("node %q (%s): the kernel planner failed: %v", n.Name, n.OpType, err)
 			case p == nil:
 				step.reason = reason
 			default:
-				p, why := s.eng.Kernels.ServablePlan(s.eng.Ctx, n, s.eng.Opset, infos, p)
+				p, why := pe.eng.Kernels.ServablePlan(pe.eng.Ctx, n, pe.eng.Opset, infos, p)
 				if why != "" {
 					step.reason = why // the op runs as its host function
 					break
@@ -443,7 +443,7 @@ func (s *InferenceSession) buildPlanTemplate(key string, fed map[string]tensor.T
 		if step.kind == kernelStep {
 			kind = PlanKernel
 		}
-		t.nodes = append(t.nodes, s.planNodeOf(n, kind, step.reason))
+		t.nodes = append(t.nodes, pe.planNodeOf(n, kind, step.reason))
 		return ""
 	}
 	// inlineIf adds the traced nodes of the branch an If with a fixed condition took, and
@@ -714,8 +714,8 @@ func (t *planTemplate) region(arena device.Region, i int) (device.Region, error)
 }
 
 // newInstance allocates an instance's arena and records its segments.
-func (s *InferenceSession) newPlanInstance(t *planTemplate, phase exec.RunPhase) (_ *planInstance, err error) {
-	ms, err := s.eng.RunSession()
+func (p *planEnv) newPlanInstance(t *planTemplate, phase exec.RunPhase) (_ *planInstance, err error) {
+	ms, err := p.eng.RunSession()
 	if err != nil {
 		return nil, err
 	}
@@ -750,7 +750,7 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase exec.RunPhase)
 		if r, ok := weights[key]; ok {
 			return r, nil
 		}
-		r, err := device.SharedWeight(ms, &s.planWeights, raw)
+		r, err := device.SharedWeight(ms, &p.planWeights, raw)
 		if err != nil {
 			return device.Region{}, err
 		}
@@ -812,7 +812,7 @@ func (s *InferenceSession) newPlanInstance(t *planTemplate, phase exec.RunPhase)
 				return t.region(arena, r.slot)
 			}
 			for _, c := range st.kernel.Calls {
-				k, err := s.eng.Kernels.Get(s.eng.Ctx, phase, c.File, c.Symbol, c.Config)
+				k, err := p.eng.Kernels.Get(p.eng.Ctx, phase, c.File, c.Symbol, c.Config)
 				if err != nil {
 					return nil, err
 				}
@@ -951,9 +951,9 @@ func (tt *threadTuner) chosen() int {
 // run runs the plan on inst for the fed inputs (of the plan's signature), writing the bound
 // outputs into (nil: none; see RunInto) in place where a kernel writes them, else copying
 // them in. It stops between items once the run's context is done.
-func (t *planTemplate) run(s *InferenceSession, rc *exec.RunCtx, inst *planInstance, ins, into []tensor.Tensor) ([]tensor.Tensor, error) {
+func (t *planTemplate) run(p *planEnv, rc *exec.RunCtx, inst *planInstance, ins, into []tensor.Tensor) ([]tensor.Tensor, error) {
 	if into != nil {
-		if err := t.checkBound(s, into); err != nil {
+		if err := t.checkBound(p, into); err != nil {
 			return nil, err
 		}
 	}
@@ -983,7 +983,7 @@ func (t *planTemplate) run(s *InferenceSession, rc *exec.RunCtx, inst *planInsta
 					continue
 				}
 			}
-			mem[a] = inst.outputs.alloc(&s.recycled, int(n))
+			mem[a] = inst.outputs.alloc(&p.recycled, int(n))
 		}
 	}
 	threads := rc.Eng.Threads
@@ -1048,7 +1048,7 @@ func (t *planTemplate) run(s *InferenceSession, rc *exec.RunCtx, inst *planInsta
 				continue
 			}
 			if sl := t.slots[r.slot]; sl.bytes > 0 && r.dtype != graph.String {
-				b := inst.outputs.alloc(&s.recycled, int(sl.bytes))
+				b := inst.outputs.alloc(&p.recycled, int(sl.bytes))
 				copy(b, inst.mem[sl.offset:sl.offset+sl.bytes])
 				outs[i] = tensor.ViewBytes(r.dtype, shape, b)
 				continue
@@ -1064,7 +1064,7 @@ func (t *planTemplate) run(s *InferenceSession, rc *exec.RunCtx, inst *planInsta
 }
 
 // checkBound refuses a bound output whose type or shape is not the plan's, naming it.
-func (t *planTemplate) checkBound(s *InferenceSession, into []tensor.Tensor) error {
+func (t *planTemplate) checkBound(p *planEnv, into []tensor.Tensor) error {
 	for i, o := range into {
 		if !o.IsValid() {
 			continue
@@ -1072,7 +1072,7 @@ func (t *planTemplate) checkBound(s *InferenceSession, into []tensor.Tensor) err
 		r := t.outputs[i]
 		if o.DType() != r.dtype || !slices.Equal(o.Dims(), r.shape) {
 			return tensor.NewError("RunInto", tensor.ErrInvalidArgument, "output %q: the bound tensor is %s, the run produces %s",
-				s.outputs[i].Name, exec.DescribeTensor(o), exec.DescribeTensor(tensor.Raw(r.dtype, r.shape, nil)))
+				p.outputNames[i], exec.DescribeTensor(o), exec.DescribeTensor(tensor.Raw(r.dtype, r.shape, nil)))
 		}
 	}
 	return nil
@@ -1189,7 +1189,7 @@ func (s *InferenceSession) Recycle(tensors ...tensor.Tensor) {
 		if !ok || len(b) == 0 || !elementAligned(b, graph.Double) {
 			continue
 		}
-		s.recycled.put(b[:len(b):len(b)])
+		s.pe.recycled.put(b[:len(b):len(b)])
 	}
 }
 
@@ -1492,7 +1492,7 @@ func (s *InferenceSession) runPlanned(rc *exec.RunCtx, fed map[string]tensor.Ten
 		ins[i] = fed[m.Name]
 	}
 	var buf [256]byte
-	key, plannable := s.appendPlanKey(buf[:0], ins)
+	key, plannable := s.pe.appendPlanKey(buf[:0], ins)
 	if !plannable {
 		return nil, false, nil
 	}
@@ -1509,14 +1509,14 @@ func (s *InferenceSession) runPlanned(rc *exec.RunCtx, fed map[string]tensor.Ten
 	}
 	fresh := false
 	if build {
-		if inst, err = s.newPlanInstance(t, rc.Phase); err != nil {
+		if inst, err = s.pe.newPlanInstance(t, rc.Phase); err != nil {
 			s.plans.unreserve(e)
 			return nil, false, err
 		}
 		fresh = true
 	}
 	rc.RunStart(exec.ExecutorPlan, fed)
-	outs, err = t.run(s, rc, inst, ins, into)
+	outs, err = t.run(s.pe, rc, inst, ins, into)
 	rc.RunEnd(outs, err)
 	return s.endPlanRun(e, inst, fresh, outs, err)
 }
@@ -1576,7 +1576,7 @@ func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []tensor.N
 			}
 		}
 		var buf [256]byte
-		key, plannable := s.appendPlanKey(buf[:0], ins)
+		key, plannable := s.pe.appendPlanKey(buf[:0], ins)
 		if !plannable {
 			return nil, false, nil
 		}
@@ -1592,7 +1592,7 @@ func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []tensor.N
 	// make it escape) cost a tiny model's run a few percent.
 	rc := &inst.rc
 	*rc = exec.RunCtx{Eng: s.eng, Opset: s.eng.Opset, Phase: exec.PhaseRun, Ctx: ctx, Done: done}
-	outs, err = t.run(s, rc, inst, ins, into)
+	outs, err = t.run(s.pe, rc, inst, ins, into)
 	rc.Close()
 	*rc = exec.RunCtx{}
 	outs, ok, err = s.endPlanRun(e, inst, false, outs, err)
@@ -1617,7 +1617,7 @@ func tracedValues(outs []tensor.Tensor) bool {
 // all held at once.
 func (s *InferenceSession) tracePlan(rc *exec.RunCtx, key string, fed map[string]tensor.Tensor) ([]tensor.Tensor, bool, error) {
 	var trace []tracedNode
-	control := s.controlInputs()
+	control := s.pe.controlInputs()
 	dyn := map[string]bool{}
 	for _, m := range s.inputs {
 		if !control[m.Name] || !specializes(fed[m.Name]) {
@@ -1645,7 +1645,7 @@ func (s *InferenceSession) tracePlan(rc *exec.RunCtx, key string, fed map[string
 	if err != nil {
 		return nil, true, err
 	}
-	t, reason := s.buildPlanTemplate(key, fed, trace)
+	t, reason := s.pe.buildPlanTemplate(key, fed, trace)
 	s.plans.add(key, &planEntry{template: t, reason: reason})
 	return outs, true, nil
 }

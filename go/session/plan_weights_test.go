@@ -29,9 +29,9 @@ func TestPlanInstancesShareWeights(t *testing.T) {
 	}
 	run(randomF32(rnd, 4*64)) // traced
 	run(randomF32(rnd, 4*64)) // the first instance
-	s.planWeights.Mu.Lock()
-	stored := len(s.planWeights.Bufs)
-	s.planWeights.Mu.Unlock()
+	s.pe.planWeights.Mu.Lock()
+	stored := len(s.pe.planWeights.Bufs)
+	s.pe.planWeights.Mu.Unlock()
 	require.Positive(t, stored)
 
 	// A run that finds every instance busy builds one of its own: hold the idle ones while
@@ -76,11 +76,11 @@ func TestPlanInstancesShareWeights(t *testing.T) {
 	s.plans.mu.Unlock()
 	require.GreaterOrEqual(t, len(instances), 3, "busy instances made more")
 
-	s.planWeights.Mu.Lock()
-	defer s.planWeights.Mu.Unlock()
-	require.Equal(t, stored, len(s.planWeights.Bufs), "no instance uploaded weights of its own")
+	s.pe.planWeights.Mu.Lock()
+	defer s.pe.planWeights.Mu.Unlock()
+	require.Equal(t, stored, len(s.pe.planWeights.Bufs), "no instance uploaded weights of its own")
 	shared := map[*native.Buffer]bool{}
-	for _, buf := range s.planWeights.Bufs {
+	for _, buf := range s.pe.planWeights.Bufs {
 		shared[buf] = true
 	}
 	for _, inst := range instances {

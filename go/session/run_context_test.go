@@ -204,7 +204,7 @@ func TestPlanStopsBetweenSegments(t *testing.T) {
 	cancel()
 	ins := []tensor.Tensor{spinFeeds(2, x)[0].Tensor, spinFeeds(2, x)[1].Tensor}
 	rc := exec.NewRunCtx(ctx, s.eng, exec.PhaseRun)
-	_, err = tmpl.run(s, rc, inst, ins, nil)
+	_, err = tmpl.run(s.pe, rc, inst, ins, nil)
 	rc.Close()
 	e := requireCanceled(t, err, context.Canceled)
 	assert.Equal(t, tmpl.itemNode(tmpl.items[0]).Name, e.Node)
