@@ -68,7 +68,7 @@ func TestRunIntoFillsCallerTensors(t *testing.T) {
 			}
 			if executor == exec.ExecutorPlan {
 				tmpl, _ := onlyPlan(t, s)
-				require.GreaterOrEqual(t, tmpl.bindOut[0], 0, "a kernel writes y in place")
+				require.GreaterOrEqual(t, tmpl.BindOut[0], 0, "a kernel writes y in place")
 				feeds := []tensor.NamedTensor{{Name: "a", Tensor: tensor.MustTensor([]int64{n}, randomF32(rnd, n))}, {Name: "b", Tensor: tensor.MustTensor([]int64{n}, randomF32(rnd, n))}}
 				y := tensor.MustTensor([]int64{n}, make([]float32, n))
 				r := tensor.MustTensor([]int64{n}, make([]float32, n))

@@ -18,6 +18,7 @@ import (
 	"github.com/loomrt/loom/go/session/internal/ep"
 	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/plan"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -226,7 +227,7 @@ type InferenceSession struct {
 	eng *exec.Engine
 	// pe is what the compiled run plans share: the device copies of the weights, the recycled
 	// output memory, the inputs that decide shapes or control flow (plan_env.go).
-	pe *planEnv
+	pe *plan.Env
 
 	ownModel bool
 	options  map[string]string
@@ -235,9 +236,9 @@ type InferenceSession struct {
 
 	dev *native.Device
 
-	plans planCache // compiled run plans by input signature (plan.go)
-	// fastSig is the signature the fast path ran last (see fastSignature).
-	fastSig  atomic.Pointer[fastSignature]
+	plans plan.Cache // compiled run plans by input signature (plan.go)
+	// fastSig is the signature the fast path ran last (see FastSignature).
+	fastSig  atomic.Pointer[plan.FastSignature]
 	planning bool // whether runs use compiled plans (OptionRunPlan)
 	tensorIO bool // whether every graph input and output is a tensor (not a sequence or optional)
 
@@ -275,7 +276,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		}
 	}
 	s := &InferenceSession{eng: &exec.Engine{Model: m, Opset: m.Opset("")}, ownModel: ownModel, options: map[string]string{}}
-	s.pe = &planEnv{eng: s.eng}
+	s.pe = &plan.Env{Eng: s.eng}
 	s.eng.Tracing.Provider = b.tracerProvider
 	for k, v := range b.options {
 		s.options[k] = v
@@ -311,7 +312,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	}
 	for _, v := range g.Outputs {
 		s.outputs = append(s.outputs, ioMeta(v))
-		s.pe.outputNames = append(s.pe.outputNames, v.Name)
+		s.pe.OutputNames = append(s.pe.OutputNames, v.Name)
 	}
 	s.tensorIO = true
 	for _, ms := range [][]IOMeta{s.inputs, s.outputs} {
@@ -447,7 +448,7 @@ func (s *InferenceSession) Close() error {
 	errs = append(errs, s.plans.Close()...)
 	// Every plan instance is closed by now (Close waited for the runs): nothing reads the
 	// shared weights any more.
-	errs = append(errs, device.CloseWeights(&s.pe.planWeights, s.eng.Ctx)...)
+	errs = append(errs, device.CloseWeights(&s.pe.PlanWeights, s.eng.Ctx)...)
 	errs = append(errs, s.eng.Kernels.Close()...)
 	s.eng.Bodies.Close()
 	errs = append(errs, s.eng.Ctx.Close(), s.dev.Close())

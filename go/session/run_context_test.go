@@ -13,6 +13,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/device"
 	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/plan"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -67,13 +68,13 @@ type resources struct {
 
 func sessionResources(t *testing.T, s *InferenceSession) resources {
 	t.Helper()
-	s.plans.mu.Lock()
-	for key, e := range s.plans.entries {
-		if e.template != nil {
-			require.Len(t, e.idle, e.count, "every instance of plan %s is back", key)
+	s.plans.Mu.Lock()
+	for key, e := range s.plans.Entries {
+		if e.Template != nil {
+			require.Len(t, e.Idle, e.Count, "every instance of plan %s is back", key)
 		}
 	}
-	s.plans.mu.Unlock()
+	s.plans.Mu.Unlock()
 	return resources{users: device.ContextUsers(s.eng.Ctx), charged: s.eng.Ctx.Charged()}
 }
 
@@ -199,15 +200,15 @@ func TestPlanStopsBetweenSegments(t *testing.T) {
 		require.NoError(t, err)
 	}
 	tmpl, inst := onlyPlan(t, s)
-	require.GreaterOrEqual(t, len(tmpl.items), 2, "the Loop's host step and the Add's segment")
+	require.GreaterOrEqual(t, len(tmpl.Items), 2, "the Loop's host step and the Add's segment")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ins := []tensor.Tensor{spinFeeds(2, x)[0].Tensor, spinFeeds(2, x)[1].Tensor}
 	rc := exec.NewRunCtx(ctx, s.eng, exec.PhaseRun)
-	_, err = tmpl.run(s.pe, rc, inst, ins, nil)
+	_, err = tmpl.Execute(s.pe, rc, inst, ins, nil)
 	rc.Close()
 	e := requireCanceled(t, err, context.Canceled)
-	assert.Equal(t, tmpl.itemNode(tmpl.items[0]).Name, e.Node)
+	assert.Equal(t, tmpl.ItemNode(tmpl.Items[0]).Name, e.Node)
 }
 
 // Concurrent runs, some cancelled at random moments, leave every run that was not cancelled
@@ -288,7 +289,7 @@ func BenchmarkRunContextChecks(b *testing.B) {
 				}
 				*rc = exec.RunCtx{Ctx: c.ctx, Done: c.ctx.Done()}
 				for range 2 {
-					if rc.Done != nil && isDone(rc.Done) {
+					if rc.Done != nil && plan.IsDone(rc.Done) {
 						stopped++
 					}
 				}

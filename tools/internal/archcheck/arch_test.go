@@ -123,6 +123,7 @@ var inner = []struct {
 	{"go/session/internal/ops/kernelops", "go/session", []string{"go/session/internal/tensor", "go/session/internal/device", "go/session/internal/ops", "go/session/internal/ops/hostops"}},
 	{"go/session/internal/ep", "go/session", []string{"go/session/internal/tensor", "go/session/internal/device", "go/session/internal/ops"}},
 	{"go/session/internal/exec", "go/session", []string{"go/session/internal/tensor", "go/session/internal/device", "go/session/internal/ops", "go/session/internal/ops/hostops", "go/session/internal/ops/kernelops", "go/session/internal/ep"}},
+	{"go/session/internal/plan", "go/session", []string{"go/session/internal/tensor", "go/session/internal/device", "go/session/internal/ops", "go/session/internal/ep", "go/session/internal/exec"}},
 	{"go/session/internal/epcontext", "go/session", []string{"go/session/internal/ops", "go/session/internal/ep"}},
 	{"go/session/internal/sessiontest", "go/session", nil},
 }

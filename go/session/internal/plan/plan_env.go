@@ -1,4 +1,4 @@
-package session
+package plan
 
 import (
 	"sync"
@@ -7,19 +7,19 @@ import (
 	"github.com/loomrt/loom/go/session/internal/exec"
 )
 
-// planEnv is what the compiled run plans need of an InferenceSession, besides its engine:
+// Env is what the compiled run plans need of an InferenceSession, besides its engine:
 // the device copies of the weights, the output memory handed back for reuse, and the inputs
 // whose values decide shapes or control flow.
-type planEnv struct {
-	eng *exec.Engine
+type Env struct {
+	Eng *exec.Engine
 	// outputNames are the graph outputs, in order.
-	outputNames []string
+	OutputNames []string
 	// recycled is output memory handed back with Recycle, for later runs' outputs.
-	recycled recycledOutputs
+	Recycled recycledOutputs
 	// planWeights are the device copies of the weights the compiled run plans read, shared by
 	// all their instances.
-	planWeights device.SharedWeights
-	// control are the inputs whose values decide shapes or control flow (controlInputs).
+	PlanWeights device.SharedWeights
+	// control are the inputs whose values decide shapes or control flow (ControlInputs).
 	control     map[string]bool
 	controlOnce sync.Once
 }
