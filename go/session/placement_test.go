@@ -12,7 +12,6 @@ import (
 	"github.com/loomrt/loom/go/graph/opt"
 	"github.com/loomrt/loom/go/session/internal/ep"
 	"github.com/loomrt/loom/go/session/internal/exec"
-	"github.com/loomrt/loom/go/session/internal/plan"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -142,15 +141,15 @@ func TestPlacementAgreesAcrossReports(t *testing.T) {
 					assert.Equal(t, p.Kernel, pn.Kernel, pn.Node)
 					assert.Equal(t, p.Reason, pn.Placement, pn.Node)
 					switch pn.Step {
-					case plan.PlanKernel:
+					case PlanKernel:
 						kernels++
 						assert.True(t, p.Kernel, "%s: a kernel step of a node placed on the host", pn.Node)
-					case plan.PlanHost:
+					case PlanHost:
 						hosts[pn.Node] = pn.Reason
 						if !p.Kernel {
 							assert.Equal(t, p.HostReason(), pn.Reason, pn.Node)
 						}
-					case plan.PlanFolded, plan.PlanAlias, plan.PlanInlined:
+					case PlanFolded, PlanAlias, PlanInlined:
 						assert.Empty(t, pn.Reason)
 					default:
 						t.Errorf("%s: step %q", pn.Node, pn.Step)

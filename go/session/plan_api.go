@@ -10,15 +10,15 @@ type PlanStepKind = plan.PlanStepKind
 // The plan step kinds of PlanNode.Step.
 const (
 	// PlanKernel: the node runs as Loom kernels, in a segment.
-	PlanKernel = plan.PlanKernel
+	PlanKernel PlanStepKind = plan.PlanKernel
 	// PlanHost: the node runs as its Go host function (a host step).
-	PlanHost = plan.PlanHost
+	PlanHost PlanStepKind = plan.PlanHost
 	// PlanFolded: the node was computed once, when the plan was built.
-	PlanFolded = plan.PlanFolded
+	PlanFolded PlanStepKind = plan.PlanFolded
 	// PlanAlias: the node only views its input in another shape; it does not run.
-	PlanAlias = plan.PlanAlias
+	PlanAlias PlanStepKind = plan.PlanAlias
 	// PlanInlined: an If replaced by the nodes of the branch its fixed condition takes.
-	PlanInlined = plan.PlanInlined
+	PlanInlined PlanStepKind = plan.PlanInlined
 )
 
 // PlanNode is one node of a compiled run plan: its placement, decided once when the session

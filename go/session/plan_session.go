@@ -229,7 +229,7 @@ type PlanReport struct {
 	// Nodes lists every node the plan took, in order (an inlined If after its branch's
 	// nodes): where its placement, decided once when the session was built, puts it, and
 	// what the plan made of it.
-	Nodes []plan.PlanNode
+	Nodes []PlanNode
 }
 
 // PlanHostStep is a node of a plan that runs on the host, and why.
@@ -249,7 +249,7 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 		if t := e.Template; t != nil {
 			r.Folded, r.Aliases, r.Inlined, r.ArenaBytes = t.Folded, t.Aliases, t.Inlined, t.ArenaBytes
 			r.Specialized = append([]string{}, t.Specialized...)
-			r.Nodes = append([]plan.PlanNode{}, t.Nodes...)
+			r.Nodes = append([]PlanNode{}, t.Nodes...)
 			for _, st := range t.Steps {
 				if st.Kind == plan.KernelStep {
 					r.KernelSteps++
