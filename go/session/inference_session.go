@@ -226,7 +226,7 @@ type InferenceSession struct {
 	// interpreter uses (internal/exec).
 	eng *exec.Engine
 	// pe is what the compiled run plans share: the device copies of the weights, the recycled
-	// output memory, the inputs that decide shapes or control flow (plan_env.go).
+	// output memory, the inputs that decide shapes or control flow (internal/plan).
 	pe *plan.Env
 
 	ownModel bool
@@ -236,7 +236,7 @@ type InferenceSession struct {
 
 	dev *native.Device
 
-	plans plan.Cache // compiled run plans by input signature (plan.go)
+	plans plan.Cache // compiled run plans by input signature (internal/plan)
 	// fastSig is the signature the fast path ran last (see FastSignature).
 	fastSig  atomic.Pointer[plan.FastSignature]
 	planning bool // whether runs use compiled plans (OptionRunPlan)

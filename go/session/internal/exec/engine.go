@@ -22,12 +22,12 @@ type Engine struct {
 	Weights  map[string]tensor.Tensor
 	Opset    int64
 	Provider ep.Name // the provider actually used
-	// inputNames are the graph inputs a Run feeds, in order (initializers excluded).
+	// InputNames are the graph inputs a Run feeds, in order (initializers excluded).
 	InputNames []string
-	// held is the memory of the weights, which outputs must not alias (detachOutputs).
+	// Held is the memory of the weights, which outputs must not alias (detachOutputs).
 	Held HeldRanges
 
-	// placements are where every node (subgraphs' too) runs, decided once (internal/ep).
+	// Placements are where every node (subgraphs' too) runs, decided once (internal/ep).
 	Placements ep.Placements
 
 	Ctx     *device.ModelContext

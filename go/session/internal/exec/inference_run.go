@@ -96,25 +96,25 @@ func (sc *Scope) lookup(name string) (tensor.Tensor, bool) {
 type RunCtx struct {
 	Eng   *Engine
 	Opset int64
-	// ctx is the run's context: its span parents the run's spans, and the run stops between
+	// Ctx is the run's context: its span parents the run's spans, and the run stops between
 	// ops once it is done. done is ctx.Done(), nil for a context that is never done (then
 	// the checks cost a nil test).
 	Ctx  context.Context
 	Done <-chan struct{}
 	ms   *device.ModelSession
-	// dispatches counts the command lists the run issued on ms.
+	// Dispatches counts the command lists the run issued on ms.
 	Dispatches int
 	// kernels are the session's loaded kernels registered with ms, so each is added once a run.
 	kernels map[*device.LoadedKernel]device.KernelID
-	// phase says whether this run is a Warmup, for the session's statistics.
+	// Phase says whether this run is a Warmup, for the session's statistics.
 	Phase RunPhase
 	// kernelVariant and kernelReason name the Loom kernels the current op ran and why (empty
 	// when it ran as a host function); see RunKernelPlan.
 	KernelVariant, KernelReason string
-	// observe, when set, sees every node the run evaluates (subgraphs' too, before the node
+	// Observe, when set, sees every node the run evaluates (subgraphs' too, before the node
 	// that ran them), with its inputs and outputs: the trace a compiled run plan is built from.
 	Observe func(g *graph.Graph, n *graph.Node, in, out []tensor.Tensor)
-	// trace is the run's tracing state, nil when tracing is off (see inference_trace.go).
+	// Trace is the run's tracing state, nil when tracing is off (see inference_trace.go).
 	Trace *runTrace
 }
 

@@ -64,7 +64,7 @@ const (
 	AttrReason       = attribute.Key("loom.reason")
 	AttrInputShapes  = attribute.Key("loom.input_shapes")
 	AttrOutputShapes = attribute.Key("loom.output_shapes")
-	// attrJITUnavailable, on a run's span: why kernels cannot be compiled at run time (no C
+	// AttrJITUnavailable, on a run's span: why kernels cannot be compiled at run time (no C
 	// compiler), once the session has needed to know; only shipped kernels then run.
 	AttrJITUnavailable = attribute.Key("loom.jit_unavailable")
 )
@@ -74,7 +74,7 @@ const VariantHost = "host"
 
 // sessionTracing is an InferenceSession's tracing state.
 type sessionTracing struct {
-	// provider is WithTracerProvider's TracerProvider; nil means OpenTelemetry's global one.
+	// Provider is WithTracerProvider's TracerProvider; nil means OpenTelemetry's global one.
 	Provider trace.TracerProvider
 }
 

@@ -141,7 +141,7 @@ type Template struct {
 	Inputs   []planInput
 	Steps    []planStep
 	Segments [][]int
-	// tuners choose each segment's thread count (built with the template, one a segment).
+	// Tuners choose each segment's thread count (built with the template, one a segment).
 	Tuners     []*ThreadTuner
 	Items      []planItem
 	Slots      []PlanSlot
@@ -149,10 +149,10 @@ type Template struct {
 	Outputs    []planRef
 	Folded     int // nodes folded into static values
 	Inlined    int // If nodes replaced by the branch their fixed condition takes
-	// specialized are the inputs whose values the plan takes as fixed (part of its key).
+	// Specialized are the inputs whose values the plan takes as fixed (part of its key).
 	Specialized []string
 	Aliases     int // nodes that only view their input
-	// nodes are the nodes the plan took, in order, with their placements (PlanReport.Nodes).
+	// Nodes are the nodes the plan took, in order, with their placements (PlanReport.Nodes).
 	Nodes []PlanNode
 	// bindIn[i] is the run memory (native.RunBinding.Arg) that input i's kernels read in
 	// place, or -1 when the input is copied into the arena; bindOut[j] the memory that output

@@ -12,11 +12,11 @@ import (
 // whose values decide shapes or control flow.
 type Env struct {
 	Eng *exec.Engine
-	// outputNames are the graph outputs, in order.
+	// OutputNames are the graph outputs, in order.
 	OutputNames []string
-	// recycled is output memory handed back with Recycle, for later runs' outputs.
+	// Recycled is output memory handed back with Recycle, for later runs' outputs.
 	Recycled recycledOutputs
-	// planWeights are the device copies of the weights the compiled run plans read, shared by
+	// PlanWeights are the device copies of the weights the compiled run plans read, shared by
 	// all their instances.
 	PlanWeights device.SharedWeights
 	// control are the inputs whose values decide shapes or control flow (ControlInputs).
