@@ -2,15 +2,16 @@ package session
 
 import (
 	"slices"
-	"unsafe"
 
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/plan"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // Bound outputs (RunInto): the caller allocates some graph outputs, and the run writes them
 // there. Compiled run plans hand the caller's memory to the kernel that produces the output
-// (planTemplate.run); other outputs, and every output of the interpreter, are copied in once
+// (Template.run); other outputs, and every output of the interpreter, are copied in once
 // the run has computed them (fillBound).
 
 // bindOutputs checks RunInto's outputs against the model and the inputs and returns them by
@@ -18,7 +19,7 @@ import (
 func (s *InferenceSession) bindOutputs(inputs, outputs []tensor.NamedTensor) ([]tensor.Tensor, error) {
 	const op = "RunInto"
 	into := make([]tensor.Tensor, len(s.outputs))
-	var ranges []memRange
+	var ranges []exec.MemRange
 	for _, o := range outputs {
 		i := -1
 		for j, m := range s.outputs {
@@ -43,17 +44,17 @@ func (s *InferenceSession) bindOutputs(inputs, outputs []tensor.NamedTensor) ([]
 		if err := checkFed(m, t); err != nil {
 			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q: the bound tensor has %v", o.Name, err)
 		}
-		if r, ok := dataRange(t); ok {
-			if s.held.overlaps(r) {
+		if r, ok := exec.DataRange(t); ok {
+			if s.eng.Held.Overlaps(r) {
 				return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q: the bound tensor's memory is a weight's", o.Name)
 			}
 			for _, in := range inputs {
-				if ir, ok := dataRange(in.Tensor); ok && ir.overlaps(r) {
+				if ir, ok := exec.DataRange(in.Tensor); ok && ir.Overlaps(r) {
 					return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q: the bound tensor's memory overlaps input %q", o.Name, in.Name)
 				}
 			}
 			for _, other := range ranges {
-				if other.overlaps(r) {
+				if other.Overlaps(r) {
 					return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q: the bound tensor's memory overlaps another bound output", o.Name)
 				}
 			}
@@ -78,29 +79,12 @@ func (s *InferenceSession) fillBound(outs, into []tensor.Tensor) error {
 		}
 		if src.DType() != dst.DType() || !slices.Equal(src.Dims(), dst.Dims()) {
 			return tensor.NewError("RunInto", tensor.ErrInvalidArgument, "output %q: the bound tensor is %s, the run produced %s",
-				s.outputs[i].Name, describeTensor(dst), describeTensor(src))
+				s.outputs[i].Name, exec.DescribeTensor(dst), exec.DescribeTensor(src))
 		}
-		if b, ok := ops.RawBytes(src); !ok || !sameElements(dst, b) {
-			copyElements(dst, src)
+		if b, ok := ops.RawBytes(src); !ok || !plan.SameElements(dst, b) {
+			plan.CopyElements(dst, src)
 		}
 		outs[i] = dst
 	}
 	return nil
-}
-
-// sameElements reports whether t's elements are the bytes b (the same memory).
-func sameElements(t tensor.Tensor, b []byte) bool {
-	tb, ok := ops.RawBytes(t)
-	return ok && len(tb) == len(b) && (len(b) == 0 || unsafe.SliceData(tb) == unsafe.SliceData(b))
-}
-
-// copyElements copies src's elements into dst, a tensor of the same type and element count.
-func copyElements(dst, src tensor.Tensor) {
-	if d, ok := dst.Data().([]string); ok {
-		copy(d, src.Data().([]string))
-		return
-	}
-	db, _ := ops.RawBytes(dst)
-	sb, _ := ops.RawBytes(src)
-	copy(db, sb)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -65,9 +66,9 @@ func TestRunIntoFillsCallerTensors(t *testing.T) {
 				require.Equal(t, want[0].Data(), ys, "the values are in the caller's slice")
 				require.Equal(t, []int64{n}, sh.Data())
 			}
-			if executor == executorPlan {
+			if executor == exec.ExecutorPlan {
 				tmpl, _ := onlyPlan(t, s)
-				require.GreaterOrEqual(t, tmpl.bindOut[0], 0, "a kernel writes y in place")
+				require.GreaterOrEqual(t, tmpl.BindOut[0], 0, "a kernel writes y in place")
 				feeds := []tensor.NamedTensor{{Name: "a", Tensor: tensor.MustTensor([]int64{n}, randomF32(rnd, n))}, {Name: "b", Tensor: tensor.MustTensor([]int64{n}, randomF32(rnd, n))}}
 				y := tensor.MustTensor([]int64{n}, make([]float32, n))
 				r := tensor.MustTensor([]int64{n}, make([]float32, n))

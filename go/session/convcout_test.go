@@ -43,9 +43,9 @@ func checkKernelOpDynamic(t *testing.T, s *InferenceSession, n *graph.Node, in [
 	p, reason, err := ops.KernelPlanners[ops.PlannerKey(n)](n, 18, ops.InfosOf(in))
 	require.NoError(t, err)
 	require.NotNil(t, p, "the planner declined: %s", reason)
-	rc := &runCtx{s: s, opset: 18}
-	defer rc.close()
-	got, err := rc.runKernelPlan(p, in)
+	rc := testRunCtx(s, 18)
+	defer rc.Close()
+	got, err := rc.RunKernelPlan(p, in)
 	require.NoError(t, err)
 	if host == nil {
 		host = ops.HostOps[n.OpType]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -179,7 +180,7 @@ func placeKernelPlan(b *testing.B, ms *device.ModelSession, p *ops.KernelPlan, i
 	}
 	var cmds []device.Command
 	for _, c := range p.Calls {
-		src, err := kernelSource(c.File, c.Symbol, c.Config)
+		src, err := exec.SourceOf(c.File, c.Symbol, c.Config)
 		require.NoError(b, err)
 		ids, err := ms.Compile([]device.KernelSource{src})
 		require.NoError(b, err)

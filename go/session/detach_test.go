@@ -54,18 +54,6 @@ func TestOutputsNeverAliasWeightsOrInputs(t *testing.T) {
 	}
 }
 
-func TestHeldRangesOverlap(t *testing.T) {
-	h := heldRanges{{100, 200}, {110, 120}, {300, 310}, {50, 1000}}
-	require.True(t, h.overlaps(memRange{150, 151}))
-	require.True(t, h.overlaps(memRange{0, 51}), "the range nesting all others")
-	h = heldRanges{{100, 200}, {110, 120}, {300, 310}}
-	require.False(t, h.overlaps(memRange{200, 300}), "ends are exclusive")
-	require.False(t, h.overlaps(memRange{0, 100}))
-	require.True(t, h.overlaps(memRange{305, 400}))
-	require.False(t, h.overlaps(memRange{310, 400}))
-	require.False(t, heldRanges(nil).overlaps(memRange{1, 2}))
-}
-
 // A sequence output holding a weight and the caller's input holds copies of them.
 func TestSequenceOutputsNeverAliasWeightsOrInputs(t *testing.T) {
 	rnd := inferRand()

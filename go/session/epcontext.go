@@ -17,13 +17,16 @@ import (
 	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/epcontext"
+	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/loomrt/loom/kernels"
 )
 
 // EP context models (docs/epcontext.md). With ep.context_enable=1 a session, once built, warms
 // up and writes a context model: an ONNX model whose graph is one com.microsoft EPContext node
-// of source "loom" whose payload (the context blob, epcontext_blob.go) holds the optimized
+// of source "loom" whose payload (the context blob, internal/epcontext) holds the optimized
 // graph and every compiled kernel. Loading such a model skips optimization and compilation:
 // the session runs the embedded graph with the kernels installed straight into its cache.
 
@@ -70,73 +73,39 @@ func (s *InferenceSession) fillEPContextOptions(modelPath string) error {
 	return nil
 }
 
-// keptKernel is a kernel the kernel cache compiled while it kept artifacts (startKeeping).
-type keptKernel struct {
-	file, symbol string
-	config       map[string]string
-	artifact     *loom.Artifact
-}
-
-// keepArtifact records a compiled kernel while the cache keeps them; c.mu is held.
-func (c *kernelCache) keepArtifact(key, file, symbol string, config map[string]string, a *loom.Artifact) {
-	if c.kept == nil {
-		return
-	}
-	c.kept[key] = keptKernel{file: file, symbol: symbol, config: maps.Clone(config), artifact: a}
-}
-
-// startKeeping makes the cache record the artifact of every kernel it compiles from now on.
-func (c *kernelCache) startKeeping() {
-	c.mu.Lock()
-	c.kept = map[string]keptKernel{}
-	c.mu.Unlock()
-}
-
-// stopKeeping drops the recorded artifacts and stops recording.
-func (c *kernelCache) stopKeeping() {
-	c.mu.Lock()
-	c.kept = nil
-	c.mu.Unlock()
-}
-
 // keptKernels returns the recorded kernels with their module images, sorted by cache key:
 // host shared objects are read back from the Loom cache and checked against their digest.
-func (c *kernelCache) keptKernels(backend native.Backend) ([]epContextKernel, error) {
-	c.mu.Lock()
-	kept := make([]keptKernel, 0, len(c.kept))
-	for _, k := range c.kept {
-		kept = append(kept, k)
-	}
-	c.mu.Unlock()
-	out := make([]epContextKernel, 0, len(kept))
+func keptKernels(c *exec.KernelCache, backend native.Backend) ([]epcontext.Kernel, error) {
+	kept := c.KeptList()
+	out := make([]epcontext.Kernel, 0, len(kept))
 	for _, k := range kept {
-		src, err := kernels.Source(k.file)
+		src, err := kernels.Source(k.File)
 		if err != nil {
-			return nil, fmt.Errorf("kernel %s of %s: %w", k.symbol, k.file, err)
+			return nil, fmt.Errorf("kernel %s of %s: %w", k.Symbol, k.File, err)
 		}
 		sum := sha256.Sum256(src)
-		a := *k.artifact
+		a := *k.Artifact
 		var image []byte
 		if backend == native.BackendCUDA {
 			image = []byte(a.Source)
 		} else {
 			if image, err = a.SharedObjectBytes(); err != nil {
-				return nil, fmt.Errorf("kernel %s of %s: %w", k.symbol, k.file, err)
+				return nil, fmt.Errorf("kernel %s of %s: %w", k.Symbol, k.File, err)
 			}
 			if got := sha256.Sum256(image); hex.EncodeToString(got[:]) != a.SOSHA256 {
 				return nil, fmt.Errorf("kernel %s of %s: the shared object %s changed since it was loaded (SHA-256 %x, want %s)",
-					k.symbol, k.file, a.SharedObject, got[:], a.SOSHA256)
+					k.Symbol, k.File, a.SharedObject, got[:], a.SOSHA256)
 			}
 		}
 		// The module image carries the code; the C or CUDA text and the IR are not needed to run.
 		a.Source, a.IR, a.SharedObject = "", "", ""
-		out = append(out, epContextKernel{
-			epContextKernelRecord: epContextKernelRecord{File: k.file, Symbol: k.symbol, Config: k.config,
+		out = append(out, epcontext.Kernel{
+			KernelRecord: epcontext.KernelRecord{File: k.File, Symbol: k.Symbol, Config: k.Config,
 				SourceSHA256: hex.EncodeToString(sum[:]), Artifact: &a},
 			Image: image,
 		})
 	}
-	sortEPContextKernels(out)
+	epcontext.SortKernels(out)
 	return out, nil
 }
 
@@ -175,43 +144,43 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	const op = "InferenceSession"
 	path := s.options[OptionEPContextFilePath]
 	embed := s.options[OptionEPContextEmbedMode] != "0"
-	if modelPath != "" && sameFile(modelPath, path) {
+	if modelPath != "" && epcontext.SameFile(modelPath, path) {
 		return tensor.NewError(op, tensor.ErrInvalidArgument, "session option %s %q is the source model itself; the context model would overwrite it", OptionEPContextFilePath, path)
 	}
 	shapes, err := s.epContextWarmupShapes()
 	if err != nil {
 		return err
 	}
-	s.kernels.startKeeping()
-	defer s.kernels.stopKeeping()
+	s.eng.Kernels.StartKeeping()
+	defer s.eng.Kernels.StopKeeping()
 	if err := s.Warmup(context.Background(), shapes); err != nil {
 		return tensor.WrapError(op, kindOf(err), err, "warming the session up for the EP context model (symbolic input dimensions set to 1)")
 	}
-	kernels, err := s.kernels.keptKernels(s.dev.Backend())
+	kernels, err := keptKernels(&s.eng.Kernels, s.dev.Backend())
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrCompile, err, "collecting the kernels of the EP context model")
 	}
-	graphBytes, err := s.model.Marshal()
+	graphBytes, err := s.eng.Model.Marshal()
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "serializing the optimized graph for the EP context model")
 	}
-	g := s.model.Graph
+	g := s.eng.Model.Graph
 	partition := "loom_" + g.Name
 	if g.Name == "" {
 		partition = "loom_graph"
 	}
 	target := s.dev.Target()
-	blob, err := encodeEPContextBlob(&epContextBlob{
-		Meta: epContextMeta{CompilerVersion: loom.CompilerVersion, Target: target, Backend: string(s.provider),
-			PartitionName: partition, SourceModel: s.model.Name},
+	blob, err := epcontext.Encode(&epcontext.Blob{
+		Meta: epcontext.Meta{CompilerVersion: loom.CompilerVersion, Target: target, Backend: string(s.eng.Provider),
+			PartitionName: partition, SourceModel: s.eng.Model.Name},
 		Graph:   graphBytes,
 		Kernels: kernels,
 	})
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "encoding the EP context blob")
 	}
-	notes, err := json.Marshal(epContextNotes{LoomTarget: target, LoomBackend: string(s.provider),
-		BlobFormat: fmt.Sprintf("%s/%d", epContextFormatName, epContextFormatVersion), Kernels: len(kernels)})
+	notes, err := json.Marshal(epContextNotes{LoomTarget: target, LoomBackend: string(s.eng.Provider),
+		BlobFormat: fmt.Sprintf("%s/%d", epcontext.FormatName, epcontext.FormatVersion), Kernels: len(kernels)})
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "encoding the EPContext notes")
 	}
@@ -255,7 +224,7 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	)
 	node.Domain = epContextDomain
 	cg.Nodes = []*graph.Node{node}
-	src := s.model
+	src := s.eng.Model
 	cm := &graph.Model{
 		Name: filepath.Base(path), IRVersion: max(src.IRVersion, 7), ProducerName: src.ProducerName,
 		ProducerVersion: src.ProducerVersion, Domain: src.Domain, ModelVersion: src.ModelVersion, Doc: src.Doc,
@@ -273,11 +242,11 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	}
 	// The blob first: a context model on disk always finds the blob it names.
 	if blobPath != "" {
-		if err := writeFileAtomic(blobPath, blob); err != nil {
+		if err := epcontext.WriteFileAtomic(blobPath, blob); err != nil {
 			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "cannot write the EP context blob")
 		}
 	}
-	if err := writeFileAtomic(path, data); err != nil {
+	if err := epcontext.WriteFileAtomic(path, data); err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "cannot write the EP context model (session option %s)", OptionEPContextFilePath)
 	}
 	s.epContextPath = path
@@ -293,47 +262,11 @@ func kindOf(err error) error {
 	return tensor.ErrInvalidArgument
 }
 
-// sameFile reports whether a and b name the same existing file (or the same path).
-func sameFile(a, b string) bool {
-	if fa, err := os.Stat(a); err == nil {
-		if fb, err := os.Stat(b); err == nil {
-			return os.SameFile(fa, fb)
-		}
-	}
-	aa, err1 := filepath.Abs(a)
-	ab, err2 := filepath.Abs(b)
-	return err1 == nil && err2 == nil && aa == ab
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames it over path, so a
-// reader never sees a half-written file.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
-}
-
 // epContextLoad is a context model being loaded: its EPContext node, decoded blob and the
 // embedded optimized graph, which the session runs and owns.
 type epContextLoad struct {
 	node  string
-	blob  *epContextBlob
+	blob  *epcontext.Blob
 	model *graph.Model
 }
 
@@ -395,7 +328,7 @@ func (b *loadOptions) readEPContext(m *graph.Model, modelPath string) (*epContex
 			return fail(tensor.ErrInvalidArgument, "embed_mode=0 names the blob file %q relative to the context model, which was loaded from memory: set session option %s to the context model's path",
 				name, OptionEPContextFilePath)
 		}
-		full, err := resolveInside(dir, name)
+		full, err := epcontext.ResolveInside(dir, name)
 		if err != nil {
 			return fail(tensor.ErrInvalidArgument, "ep_cache_context: %v", err)
 		}
@@ -405,7 +338,7 @@ func (b *loadOptions) readEPContext(m *graph.Model, modelPath string) (*epContex
 	default:
 		return fail(tensor.ErrInvalidArgument, "embed_mode is %d, want 0 or 1", mode)
 	}
-	blob, err := decodeEPContextBlob(data)
+	blob, err := epcontext.Decode(data)
 	if err != nil {
 		return fail(tensor.ErrInvalidArgument, "the %s is not a valid Loom context blob: %v", what, err)
 	}
@@ -439,77 +372,11 @@ func (b *loadOptions) readEPContext(m *graph.Model, modelPath string) (*epContex
 		gm.Close()
 		return fail(tensor.ErrInvalidArgument, "the blob's graph: shape inference failed: %v", err)
 	}
-	if err := sameInterface(m.Graph, gm.Graph); err != nil {
+	if err := epcontext.SameInterface(m.Graph, gm.Graph); err != nil {
 		gm.Close()
 		return fail(tensor.ErrInvalidArgument, "%v", err)
 	}
 	return &epContextLoad{node: n.Name, blob: blob, model: gm}, nil
-}
-
-// sameInterface checks that the context model declares the inputs (initializers aside) and
-// outputs of the graph in its blob, in order.
-func sameInterface(ctxGraph, g *graph.Graph) error {
-	names := func(vs []*graph.Value, skipInit bool, inits map[string]*graph.Tensor) []string {
-		var out []string
-		for _, v := range vs {
-			if skipInit && (v.Initializer != nil || inits[v.Name] != nil) {
-				continue
-			}
-			out = append(out, v.Name)
-		}
-		return out
-	}
-	if a, b := names(ctxGraph.Inputs, true, ctxGraph.Initializers), names(g.Inputs, true, g.Initializers); !equalStrings(a, b) {
-		return fmt.Errorf("the context model's inputs %v differ from its blob graph's %v", a, b)
-	}
-	if a, b := names(ctxGraph.Outputs, false, nil), names(g.Outputs, false, nil); !equalStrings(a, b) {
-		return fmt.Errorf("the context model's outputs %v differ from its blob graph's %v", a, b)
-	}
-	return nil
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// resolveInside returns the path of name inside dir. As ONNX Runtime does for an EPContext
-// blob file, an absolute name, one with ".." leading out of dir, or a symlink leading out of
-// it is refused.
-func resolveInside(dir, name string) (string, error) {
-	if name == "" {
-		return "", errors.New("empty file name")
-	}
-	if strings.ContainsRune(name, 0) {
-		return "", fmt.Errorf("file name %q contains NUL", name)
-	}
-	if filepath.IsAbs(name) || strings.HasPrefix(name, "/") || strings.HasPrefix(name, `\`) {
-		return "", fmt.Errorf("file name %q is absolute; it must be relative to the context model's directory", name)
-	}
-	clean := filepath.Clean(filepath.FromSlash(name))
-	escapes := func(p string) bool { return p == ".." || strings.HasPrefix(p, ".."+string(filepath.Separator)) }
-	if escapes(clean) || clean == "." {
-		return "", fmt.Errorf("file name %q escapes the context model's directory %s", name, dir)
-	}
-	root, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return "", fmt.Errorf("context model directory: %w", err)
-	}
-	full, err := filepath.EvalSymlinks(filepath.Join(root, clean))
-	if err != nil {
-		return "", fmt.Errorf("blob file %q: %w", name, err)
-	}
-	if rel, err := filepath.Rel(root, full); err != nil || escapes(rel) {
-		return "", fmt.Errorf("file name %q escapes the context model's directory %s (through a symbolic link)", name, dir)
-	}
-	return full, nil
 }
 
 // requestedProvider is the provider a context model's session asks for: auto means the backend
@@ -528,7 +395,7 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 	meta := l.blob.Meta
 	if t := s.dev.Target(); t != meta.Target {
 		return tensor.NewError(op, tensor.ErrTargetMismatch, "EPContext node %q: the context was compiled for target %s (%s) but this session's %s device needs %s; regenerate the context model on this machine",
-			l.node, meta.Target, meta.Backend, s.provider, t)
+			l.node, meta.Target, meta.Backend, s.eng.Provider, t)
 	}
 	// Host shared objects are written to a private directory for dlopen, which maps them with
 	// RTLD_NOW: the files can go as soon as every module is loaded.
@@ -540,21 +407,21 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 		}
 		defer os.RemoveAll(dir)
 	}
-	c := &s.kernels
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.kernels == nil {
-		c.kernels = map[string]*device.LoadedKernel{}
+	c := &s.eng.Kernels
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	if c.Kernels == nil {
+		c.Kernels = map[string]*device.LoadedKernel{}
 	}
-	if c.moduleByKey == nil {
-		c.moduleByKey = map[string]*native.Module{}
+	if c.ModuleByKey == nil {
+		c.ModuleByKey = map[string]*native.Module{}
 	}
 	for _, k := range l.blob.Kernels {
 		a := *k.Artifact
 		name := fmt.Sprintf("kernel %s of %s", k.Symbol, k.File)
 		if s.dev.Backend() == native.BackendCUDA {
 			a.Source = string(k.Image)
-		} else if c.moduleByKey[a.Key] == nil {
+		} else if c.ModuleByKey[a.Key] == nil {
 			a.SharedObject = filepath.Join(dir, a.Key+".so")
 			if err := os.WriteFile(a.SharedObject, k.Image, 0o700); err != nil {
 				return tensor.WrapError(op, tensor.ErrDevice, err, "EPContext node %q: %s", l.node, name)
@@ -567,19 +434,19 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 		if sig, err = device.NormalizeSignature(sig, op); err != nil {
 			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "EPContext node %q: %s", l.node, name)
 		}
-		m := c.moduleByKey[a.Key]
+		m := c.ModuleByKey[a.Key]
 		if m == nil {
 			if m, err = device.LoadArtifact(op, s.dev, &a); err != nil {
 				return tensor.WrapError(op, kindOf(err), err, "EPContext node %q: %s", l.node, name)
 			}
-			c.moduleByKey[a.Key] = m
-			c.modules = append(c.modules, m) // owned by the cache from here, closed with the session
+			c.ModuleByKey[a.Key] = m
+			c.Modules = append(c.Modules, m) // owned by the cache from here, closed with the session
 		}
 		kernel, err := m.Kernel(a.Entry)
 		if err != nil {
 			return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "EPContext node %q: %s: the module has no kernel %s", l.node, name, a.Entry)
 		}
-		c.kernels[kernelCacheKey(k.File, k.Symbol, k.Config)] = &device.LoadedKernel{Kernel: kernel, Sig: sig}
+		c.Kernels[ops.KernelKey(k.File, k.Symbol, k.Config)] = &device.LoadedKernel{Kernel: kernel, Sig: sig}
 	}
 	return nil
 }

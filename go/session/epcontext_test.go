@@ -3,8 +3,6 @@ package session
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/opt"
 	"github.com/loomrt/loom/go/loom"
+	"github.com/loomrt/loom/go/session/internal/epcontext"
 	"github.com/loomrt/loom/go/session/internal/sessiontest"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -105,13 +104,13 @@ func TestEPContextRoundTrip(t *testing.T) {
 			require.NotNil(t, cache)
 			if embed == "1" {
 				assert.Equal(t, int64(1), node.AttrInt("embed_mode", -1))
-				assert.Equal(t, epContextMagic, string(cache.String[:8]))
+				assert.Equal(t, epcontext.Magic, string(cache.String[:8]))
 			} else {
 				assert.Equal(t, int64(0), node.AttrInt("embed_mode", -1))
 				assert.Equal(t, "mlp_ctx_loom.bin", string(cache.String))
 				blob, err := os.ReadFile(filepath.Join(dir, "mlp_ctx_loom.bin"))
 				require.NoError(t, err)
-				assert.Equal(t, epContextMagic, string(blob[:8]))
+				assert.Equal(t, epcontext.Magic, string(blob[:8]))
 			}
 			// The context model declares what the source model does.
 			require.Len(t, cm.Graph.Inputs, 1)
@@ -256,7 +255,7 @@ func TestEPContextCorruptBlob(t *testing.T) {
 	// A flipped byte anywhere in the body fails the checksum.
 	flipped := tamper(t, path, "flipped.onnx", func(n *graph.Node) {
 		b := n.Attr("ep_cache_context").String
-		b[epContextHeaderBytes+rnd.IntN(len(b)-epContextHeaderBytes)] ^= byte(1 + rnd.IntN(255))
+		b[epcontext.HeaderBytes+rnd.IntN(len(b)-epcontext.HeaderBytes)] ^= byte(1 + rnd.IntN(255))
 	})
 	_, err := Load(flipped)
 	require.Error(t, err)
@@ -284,13 +283,13 @@ func TestEPContextCorruptBlob(t *testing.T) {
 
 	// A shared object that does not match its artifact's digest.
 	badSO := tamper(t, path, "bad_so.onnx", func(n *graph.Node) {
-		blob, err := decodeEPContextBlob(n.Attr("ep_cache_context").String)
+		blob, err := epcontext.Decode(n.Attr("ep_cache_context").String)
 		require.NoError(t, err)
 		require.NotEmpty(t, blob.Kernels)
 		img := append([]byte{}, blob.Kernels[0].Image...)
 		img[len(img)/2] ^= 0xff
 		blob.Kernels[0].Image = img
-		enc, err := encodeEPContextBlob(blob)
+		enc, err := epcontext.Encode(blob)
 		require.NoError(t, err)
 		n.Attr("ep_cache_context").String = enc
 	})
@@ -312,11 +311,11 @@ func TestEPContextCorruptBlob(t *testing.T) {
 
 // resealEPContextBlob recomputes a blob's checksum over whatever its body now is.
 func resealEPContextBlob(b []byte) []byte {
-	if len(b) < epContextHeaderBytes {
+	if len(b) < epcontext.HeaderBytes {
 		return b
 	}
 	out := append([]byte{}, b...)
-	sum := sha256.Sum256(out[epContextHeaderBytes:])
+	sum := sha256.Sum256(out[epcontext.HeaderBytes:])
 	copy(out[16:], sum[:])
 	return out
 }
@@ -383,12 +382,12 @@ func TestEPContextForeignAndMismatched(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `EPContext node "loom_mlp": ep_sdk_version is "loom-9.9.9" but this Loom is "`+loom.CompilerVersion+`"`)
 
-	reencode := func(name string, edit func(b *epContextBlob)) string {
+	reencode := func(name string, edit func(b *epcontext.Blob)) string {
 		return tamper(t, path, name, func(n *graph.Node) {
-			blob, err := decodeEPContextBlob(n.Attr("ep_cache_context").String)
+			blob, err := epcontext.Decode(n.Attr("ep_cache_context").String)
 			require.NoError(t, err)
 			edit(blob)
-			enc, err := encodeEPContextBlob(blob)
+			enc, err := epcontext.Encode(blob)
 			require.NoError(t, err)
 			n.Attr("ep_cache_context").String = enc
 		})
@@ -398,7 +397,7 @@ func TestEPContextForeignAndMismatched(t *testing.T) {
 	if here == other {
 		other = "host-x86_64-v2"
 	}
-	target := reencode("target.onnx", func(b *epContextBlob) {
+	target := reencode("target.onnx", func(b *epcontext.Blob) {
 		b.Meta.Target = other
 		for _, k := range b.Kernels {
 			k.Artifact.Target = other
@@ -410,12 +409,12 @@ func TestEPContextForeignAndMismatched(t *testing.T) {
 	assert.Contains(t, err.Error(), `EPContext node "loom_mlp": the context was compiled for target `+other)
 	assert.Contains(t, err.Error(), "needs "+here)
 
-	version := reencode("version.onnx", func(b *epContextBlob) { b.Meta.CompilerVersion = "loom-0.0.1" })
+	version := reencode("version.onnx", func(b *epcontext.Blob) { b.Meta.CompilerVersion = "loom-0.0.1" })
 	_, err = Load(version)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `the blob was compiled by Loom "loom-0.0.1" but this Loom is "`+loom.CompilerVersion+`"`)
 
-	library := reencode("library.onnx", func(b *epContextBlob) { b.Kernels[0].SourceSHA256 = strings.Repeat("ab", 32) })
+	library := reencode("library.onnx", func(b *epcontext.Blob) { b.Kernels[0].SourceSHA256 = strings.Repeat("ab", 32) })
 	_, err = Load(library)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "with SHA-256 "+strings.Repeat("ab", 32)+" but this Loom's")
@@ -433,69 +432,6 @@ func TestEPContextForeignAndMismatched(t *testing.T) {
 	_, err = Load(path, WithOption(OptionEPContextEnable, "1"), WithOption(OptionEPContextFilePath, filepath.Join(t.TempDir(), "c.onnx")))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "already an EP context model")
-}
-
-func TestEPContextBlobRoundTrip(t *testing.T) {
-	b := sampleEPContextBlob(inferRand())
-	enc, err := encodeEPContextBlob(b)
-	require.NoError(t, err)
-	dec, err := decodeEPContextBlob(enc)
-	require.NoError(t, err)
-	assert.Equal(t, b.Meta, dec.Meta)
-	assert.Equal(t, b.Graph, dec.Graph)
-	assert.Equal(t, b.Kernels, dec.Kernels)
-	again, err := encodeEPContextBlob(dec)
-	require.NoError(t, err)
-	assert.Equal(t, enc, again, "encoding is deterministic")
-
-	// Every proper prefix fails with an error, never a panic.
-	for n := range len(enc) {
-		_, err := decodeEPContextBlob(resealEPContextBlob(enc[:n]))
-		require.Error(t, err, "prefix of %d bytes", n)
-	}
-	// A format version this Loom does not read.
-	v2 := append([]byte{}, enc...)
-	binary.LittleEndian.PutUint32(v2[8:], 2)
-	_, err = decodeEPContextBlob(v2)
-	assert.ErrorContains(t, err, "format version 2, this Loom reads version 1")
-}
-
-// sampleEPContextBlob is a blob with two synthetic host kernels (never loaded, so the images
-// need only match their digests).
-func sampleEPContextBlob(rnd *rand.Rand) *epContextBlob {
-	const target = "host-x86_64-v3"
-	b := &epContextBlob{
-		Meta:  epContextMeta{Format: epContextFormatName, CompilerVersion: loom.CompilerVersion, Target: target, Backend: "host", PartitionName: "loom_g", SourceModel: "g"},
-		Graph: []byte("graph bytes"),
-	}
-	for i, sym := range []string{"gemm", "unary"} {
-		img := make([]byte, 16+rnd.IntN(64))
-		for j := range img {
-			img[j] = byte(rnd.UintN(256))
-		}
-		sum := sha256.Sum256(img)
-		src := sha256.Sum256([]byte(sym))
-		b.Kernels = append(b.Kernels, epContextKernel{
-			epContextKernelRecord: epContextKernelRecord{
-				File: "linalg.loom", Symbol: sym, Config: map[string]string{"OP": string(rune('0' + i))},
-				SourceSHA256: hex.EncodeToString(src[:]),
-				Artifact: &loom.Artifact{Target: target, Kernel: sym, Entry: sym, Key: hex.EncodeToString(sum[:]),
-					Launch: sampleLaunch().Launch, SOSHA256: hex.EncodeToString(sum[:])},
-			},
-			Image: img,
-		})
-	}
-	b.Meta.Kernels = len(b.Kernels)
-	return b
-}
-
-// sampleLaunch is a launch program as Loom's artifacts carry it (JSON), never evaluated here.
-func sampleLaunch() *loom.Artifact {
-	var a loom.Artifact
-	if err := json.Unmarshal([]byte(`{"launch":{"param_types":["i64"],"instrs":[{"op":"param","imm":0,"type":"i64"}],"grid":[0,0,0],"block":[0,0,0],"shared":0}}`), &a); err != nil {
-		panic(err)
-	}
-	return &a
 }
 
 // TestEPContextCUDA writes a context on CUDA device 0 and runs it there without compiling; a

@@ -116,8 +116,8 @@ func TestFusedConvEpilogueAgainstHost(t *testing.T) {
 func TestFusedConvHostEpilogue(t *testing.T) {
 	s := kernelCheckSession(t)
 	f32 := scaledF32(t, 2)
-	rc := &runCtx{s: s, opset: 18}
-	defer rc.close()
+	rc := testRunCtx(s, 18)
+	defer rc.Close()
 	for _, a := range []struct {
 		name   string
 		params []float32

@@ -17,6 +17,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/sessiontest"
@@ -565,7 +566,7 @@ type geomChecker struct {
 }
 
 func newGeomChecker(t *testing.T, s *InferenceSession) *geomChecker {
-	comp, err := s.ctx.Compiler()
+	comp, err := s.eng.Ctx.Compiler()
 	require.NoError(t, err)
 	return &geomChecker{comp: comp, arts: map[string]*loom.Artifact{}}
 }
@@ -577,10 +578,10 @@ func (g *geomChecker) check(t *testing.T, p *ops.KernelPlan, what string) {
 		if c.Config["FOLD"] == "true" {
 			g.folded++
 		}
-		key := kernelCacheKey(c.File, c.Symbol, c.Config)
+		key := ops.KernelKey(c.File, c.Symbol, c.Config)
 		a, ok := g.arts[key]
 		if !ok {
-			src, err := kernelSource(c.File, c.Symbol, c.Config)
+			src, err := exec.SourceOf(c.File, c.Symbol, c.Config)
 			require.NoError(t, err)
 			a, err = g.comp.Loom.Compile(src, loom.MustParseTarget("sm_90"))
 			require.NoError(t, err, "%s: %s", what, ops.Describe(c))
@@ -625,9 +626,9 @@ func runGeomCase(t *testing.T, s *InferenceSession, gc *geomChecker, r *rand.Ran
 		return false
 	}
 	gc.check(t, p, c.name)
-	rc := &runCtx{s: s, opset: c.opset}
-	defer rc.close()
-	got, err := rc.runKernelPlan(p, in)
+	rc := testRunCtx(s, c.opset)
+	defer rc.Close()
+	got, err := rc.RunKernelPlan(p, in)
 	require.NoError(t, err, "%s (%s)", c.name, ops.Variant(p))
 	host := c.host
 	if host == nil {
@@ -801,9 +802,9 @@ func TestKernelGeometryRegressions(t *testing.T) {
 			plans := s.ExecutionPlans()
 			require.Len(t, plans, 1)
 			require.True(t, plans[0].Planned, plans[0].Reason)
-			rc := &runCtx{s: s, opset: c.opset}
+			rc := testRunCtx(s, c.opset)
 			want, err := ops.HostOps[c.node.OpType](rc, c.node, c.in)
-			rc.close()
+			rc.Close()
 			require.NoError(t, err)
 			requireSameTensors(t, want, got, c.tol, c.name)
 		})
@@ -874,9 +875,9 @@ func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 					folded[k.File+":"+k.Symbol] = true
 				}
 			}
-			rc := &runCtx{s: s, opset: c.opset}
-			defer rc.close()
-			got, err := rc.runKernelPlan(p, c.in)
+			rc := testRunCtx(s, c.opset)
+			defer rc.Close()
+			got, err := rc.RunKernelPlan(p, c.in)
 			require.NoError(t, err, ops.Variant(p))
 			host := c.host
 			if host == nil {

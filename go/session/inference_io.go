@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -14,7 +15,7 @@ import (
 // An optional input that is not fed is none. Errors name the input or node at fault; ctx
 // bounds the run and parents its spans as for Run.
 func (s *InferenceSession) RunOutputs(ctx context.Context, inputs []tensor.NamedValue) ([]tensor.Value, error) {
-	outs, err := s.run(ctx, inputs, phaseRun, nil)
+	outs, err := s.run(ctx, inputs, exec.PhaseRun, nil)
 	if err != nil {
 		return nil, err
 	}

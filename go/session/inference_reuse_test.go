@@ -6,10 +6,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/loomrt/loom/go/session/internal/device"
-	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // TestInferenceSessionReusesKernelsAndRunSessions runs a model many times, in turn and at
@@ -43,10 +45,10 @@ func TestInferenceSessionReusesKernelsAndRunSessions(t *testing.T) {
 	}
 	// pooled holds the bytes idle sessions keep: their readback buffers, nothing of the runs.
 	pooled := func() uint64 {
-		s.runSessions.mu.Lock()
-		defer s.runSessions.mu.Unlock()
+		s.eng.RunSessions.Mu.Lock()
+		defer s.eng.RunSessions.Mu.Unlock()
 		var total uint64
-		for _, ms := range s.runSessions.idle {
+		for _, ms := range s.eng.RunSessions.Idle {
 			assert.Empty(t, device.Allocations(ms), "an idle session holds no allocation")
 			total += device.ReadbackBytes(ms)
 		}
@@ -57,18 +59,18 @@ func TestInferenceSessionReusesKernelsAndRunSessions(t *testing.T) {
 	for rows := 1; rows <= 4; rows++ {
 		require.NoError(t, check(rows, randomF32(rnd, rows*in)))
 	}
-	s.kernels.mu.Lock()
-	kernels, modules := len(s.kernels.kernels), len(s.kernels.modules)
-	s.kernels.mu.Unlock()
+	s.eng.Kernels.Mu.Lock()
+	kernels, modules := len(s.eng.Kernels.Kernels), len(s.eng.Kernels.Modules)
+	s.eng.Kernels.Mu.Unlock()
 	require.Positive(t, kernels, "the first run loaded the model's kernels")
 	assert.LessOrEqual(t, modules, kernels)
-	assert.Equal(t, pooled(), s.ctx.Charged(), "the run's device memory was freed")
+	assert.Equal(t, pooled(), s.eng.Ctx.Charged(), "the run's device memory was freed")
 
 	for rows := 1; rows <= 4; rows++ {
 		require.NoError(t, check(rows, randomF32(rnd, rows*in)))
 	}
 	var wg sync.WaitGroup
-	errs := make([]error, 2*maxIdleRunSessions)
+	errs := make([]error, 2*exec.MaxIdleRunSessions)
 	for g := range errs {
 		rows := g%3 + 1
 		x := randomF32(rnd, rows*in)
@@ -86,21 +88,21 @@ func TestInferenceSessionReusesKernelsAndRunSessions(t *testing.T) {
 	for g, err := range errs {
 		assert.NoError(t, err, "goroutine %d", g)
 	}
-	s.kernels.mu.Lock()
-	assert.Equal(t, kernels, len(s.kernels.kernels), "later runs compiled nothing new")
-	assert.Equal(t, modules, len(s.kernels.modules), "later runs loaded no module")
-	s.kernels.mu.Unlock()
-	s.runSessions.mu.Lock()
-	idle := len(s.runSessions.idle)
-	s.runSessions.mu.Unlock()
+	s.eng.Kernels.Mu.Lock()
+	assert.Equal(t, kernels, len(s.eng.Kernels.Kernels), "later runs compiled nothing new")
+	assert.Equal(t, modules, len(s.eng.Kernels.Modules), "later runs loaded no module")
+	s.eng.Kernels.Mu.Unlock()
+	s.eng.RunSessions.Mu.Lock()
+	idle := len(s.eng.RunSessions.Idle)
+	s.eng.RunSessions.Mu.Unlock()
 	assert.Positive(t, idle, "finished runs keep their ModelSession")
-	assert.LessOrEqual(t, idle, maxIdleRunSessions)
-	assert.Equal(t, pooled(), s.ctx.Charged(), "no run's device memory outlives it")
+	assert.LessOrEqual(t, idle, exec.MaxIdleRunSessions)
+	assert.Equal(t, pooled(), s.eng.Ctx.Charged(), "no run's device memory outlives it")
 
 	require.NoError(t, s.Close())
-	assert.Empty(t, s.runSessions.idle, "Close closes the idle sessions")
-	assert.Empty(t, s.kernels.modules, "Close unloads the modules")
-	assert.Zero(t, s.ctx.Charged(), "Close freed the idle sessions' buffers")
+	assert.Empty(t, s.eng.RunSessions.Idle, "Close closes the idle sessions")
+	assert.Empty(t, s.eng.Kernels.Modules, "Close unloads the modules")
+	assert.Zero(t, s.eng.Ctx.Charged(), "Close freed the idle sessions' buffers")
 	require.NoError(t, s.Close(), "Close is idempotent")
 }
 
@@ -110,17 +112,17 @@ func TestResetForReuseRefusesEarlierRegions(t *testing.T) {
 	s, err := FromGraph(mlpModel(t, randomF32(inferRand(), 4), randomF32(inferRand(), 2), 2, 2), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer s.Close()
-	rc := &runCtx{s: s, opset: 13}
-	defer rc.close()
-	ms, k, err := rc.compile("elementwise.loom", "unary", map[string]string{"OP": "0"})
+	rc := testRunCtx(s, 13)
+	defer rc.Close()
+	ms, k, err := rc.Compile("elementwise.loom", "unary", map[string]string{"OP": "0"})
 	require.NoError(t, err)
 	r, err := ms.Allocate(64)
 	require.NoError(t, err)
 	require.NoError(t, ms.Upload(r, make([]byte, 64)))
-	assert.Equal(t, uint64(64), s.ctx.Charged())
+	assert.Equal(t, uint64(64), s.eng.Ctx.Charged())
 
 	require.NoError(t, device.ResetForReuse(ms, "test"))
-	assert.Zero(t, s.ctx.Charged(), "reset freed the allocation")
+	assert.Zero(t, s.eng.Ctx.Charged(), "reset freed the allocation")
 	assert.ErrorIs(t, ms.Upload(r, make([]byte, 64)), tensor.ErrInvalidArgument, "a region of the earlier use is refused")
 	_, err = ms.LaunchConfig(k, []uint64{1})
 	assert.ErrorIs(t, err, tensor.ErrInvalidArgument, "a kernel id of the earlier use is refused")

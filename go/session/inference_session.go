@@ -16,6 +16,9 @@ import (
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/device"
 	"github.com/loomrt/loom/go/session/internal/ep"
+	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/plan"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -219,46 +222,27 @@ type FallbackEntry struct {
 // InferenceSession runs an ONNX model. Run is safe for concurrent use: the weights are
 // shared and read-only, every run has private intermediate values and device memory.
 type InferenceSession struct {
-	// recycled is output memory handed back with Recycle, for later runs' outputs.
-	recycled recycledOutputs
-	// held is the memory of the weights, which outputs must not alias (detachOutputs).
-	held heldRanges
-	// planWeights are the device copies of the weights the compiled run plans read, shared by
-	// all their instances.
-	planWeights device.SharedWeights
+	// eng is the model, its weights and placements, the device context and the caches the
+	// interpreter uses (internal/exec).
+	eng *exec.Engine
+	// pe is what the compiled run plans share: the device copies of the weights, the recycled
+	// output memory, the inputs that decide shapes or control flow (internal/plan).
+	pe *plan.Env
 
-	model    *graph.Model
 	ownModel bool
-	provider ExecutionProvider // the provider actually used
 	options  map[string]string
 	inputs   []IOMeta
 	outputs  []IOMeta
-	weights  map[string]tensor.Tensor
-	opset    int64
 
-	// placements are where every node (subgraphs' too) runs, decided once (internal/ep).
-	placements ep.Placements
+	dev *native.Device
 
-	dev     *native.Device
-	ctx     *device.ModelContext
-	kernels kernelCache // the Loom kernels the runs use, loaded once
-	bodies  bodyCache   // the prepared If/Loop/Scan subgraphs, by input shape signature
-
-	runSessions runSessionPool // idle per-run ModelSessions
-
-	plans planCache // compiled run plans by input signature (plan.go)
-	// control are the inputs whose values decide shapes or control flow (controlInputs).
-	control     map[string]bool
-	controlOnce sync.Once
-	// fastSig is the signature the fast path ran last (see fastSignature).
-	fastSig  atomic.Pointer[fastSignature]
+	plans plan.Cache // compiled run plans by input signature (internal/plan)
+	// fastSig is the signature the fast path ran last (see FastSignature).
+	fastSig  atomic.Pointer[plan.FastSignature]
 	planning bool // whether runs use compiled plans (OptionRunPlan)
 	tensorIO bool // whether every graph input and output is a tensor (not a sequence or optional)
-	threads  int  // intra-op threads (0: the hardware's)
 
 	epContextPath string // the EP context model this session wrote, if any
-
-	tracing sessionTracing // see inference_trace.go
 
 	mu     sync.RWMutex
 	closed bool
@@ -291,8 +275,9 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "graph optimization (level %s) failed", b.level)
 		}
 	}
-	s := &InferenceSession{model: m, ownModel: ownModel, options: map[string]string{}, opset: m.Opset("")}
-	s.tracing.provider = b.tracerProvider
+	s := &InferenceSession{eng: &exec.Engine{Model: m, Opset: m.Opset("")}, ownModel: ownModel, options: map[string]string{}}
+	s.pe = &plan.Env{Eng: s.eng}
+	s.eng.Tracing.Provider = b.tracerProvider
 	for k, v := range b.options {
 		s.options[k] = v
 	}
@@ -303,7 +288,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		return nil, err
 	}
 	g := m.Graph
-	s.weights = make(map[string]tensor.Tensor, len(g.Initializers))
+	s.eng.Weights = make(map[string]tensor.Tensor, len(g.Initializers))
 	for name, gt := range g.Initializers {
 		// A model the session owns shares its initializers' bytes with the session's weights
 		// (weightTensor); a caller's model may change after the session is made, so it is copied.
@@ -315,17 +300,19 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		if err != nil {
 			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "initializer %q", name)
 		}
-		s.weights[name] = t
+		s.eng.Weights[name] = t
 	}
-	s.held = newHeldRanges(s.weights)
+	s.eng.Held = exec.NewHeldRanges(s.eng.Weights)
 	for _, v := range g.Inputs {
 		if v.Initializer != nil || g.Initializers[v.Name] != nil {
 			continue
 		}
 		s.inputs = append(s.inputs, ioMeta(v))
+		s.eng.InputNames = append(s.eng.InputNames, v.Name)
 	}
 	for _, v := range g.Outputs {
 		s.outputs = append(s.outputs, ioMeta(v))
+		s.pe.OutputNames = append(s.pe.OutputNames, v.Name)
 	}
 	s.tensorIO = true
 	for _, ms := range [][]IOMeta{s.inputs, s.outputs} {
@@ -340,8 +327,8 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	// The provider places every node (its subgraphs' too) once; the placements say, for the
 	// nodes that do not run on the requested provider, why (internal/ep).
 	placer, runsOn := ep.Select(requested)
-	s.provider = runsOn.Name()
-	s.placements = ep.PlaceGraph(s.model.Graph, placer)
+	s.eng.Provider = runsOn.Name()
+	s.eng.Placements = ep.PlaceGraph(s.eng.Model.Graph, placer)
 	// The calling thread runs blocks too, so n intra-op threads need n-1 pool workers.
 	workers := b.threads
 	if workers > 1 {
@@ -349,18 +336,18 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	}
 	dev, err := runsOn.Open(workers)
 	if err != nil {
-		return nil, tensor.WrapError(op, tensor.ErrDevice, err, "cannot open the %s device", s.provider)
+		return nil, tensor.WrapError(op, tensor.ErrDevice, err, "cannot open the %s device", s.eng.Provider)
 	}
 	ctx, err := device.NewContext(dev, device.Unlimited)
 	if err != nil {
 		dev.Close()
 		return nil, err
 	}
-	s.dev, s.ctx = dev, ctx
+	s.dev, s.eng.Ctx = dev, ctx
 	// Compiled plans keep their arenas in host-visible memory: on the providers whose Plans
 	// says so (the host), until device arenas with copies exist.
 	s.planning = s.options[OptionRunPlan] != "0" && runsOn.Plans()
-	s.threads = b.threads
+	s.eng.Threads = b.threads
 	switch {
 	case epc != nil:
 		err = s.installEPContext(epc)
@@ -391,7 +378,7 @@ func checkOps(m *graph.Model) error {
 	var errs []string
 	m.Graph.Walk(func(g *graph.Graph) {
 		for _, n := range g.Nodes {
-			if _, ok := lookupOp(n); !ok {
+			if _, ok := exec.LookupOp(n); !ok {
 				dom := n.Domain
 				if dom == "" {
 					dom = "ai.onnx"
@@ -408,7 +395,7 @@ func checkOps(m *graph.Model) error {
 }
 
 // Provider is the execution provider the session runs on.
-func (s *InferenceSession) Provider() ExecutionProvider { return s.provider }
+func (s *InferenceSession) Provider() ExecutionProvider { return s.eng.Provider }
 
 // ExecutionProviderFallbackReport lists the nodes that do not run on the requested provider,
 // with the reason; empty when everything runs where asked.
@@ -432,11 +419,11 @@ func (s *InferenceSession) Inputs() []IOMeta { return append([]IOMeta{}, s.input
 func (s *InferenceSession) Outputs() []IOMeta { return append([]IOMeta{}, s.outputs...) }
 
 // Graph is the optimized model the session runs; it must not be changed.
-func (s *InferenceSession) Graph() *graph.Model { return s.model }
+func (s *InferenceSession) Graph() *graph.Model { return s.eng.Model }
 
 // ModelMetadata returns the model's self-description.
 func (s *InferenceSession) ModelMetadata() ModelMetadata {
-	m := s.model
+	m := s.eng.Model
 	custom := make(map[string]string, len(m.MetadataProps))
 	for k, v := range m.MetadataProps {
 		custom[k] = v
@@ -457,16 +444,16 @@ func (s *InferenceSession) Close() error {
 	var errs []error
 	// The runs' ModelSessions are closed (Close waited for the runs), so the modules can go,
 	// then the context and the device they live on.
-	errs = append(errs, s.runSessions.close()...)
-	errs = append(errs, s.plans.close()...)
+	errs = append(errs, s.eng.RunSessions.Close()...)
+	errs = append(errs, s.plans.Close()...)
 	// Every plan instance is closed by now (Close waited for the runs): nothing reads the
 	// shared weights any more.
-	errs = append(errs, device.CloseWeights(&s.planWeights, s.ctx)...)
-	errs = append(errs, s.kernels.close()...)
-	s.bodies.close()
-	errs = append(errs, s.ctx.Close(), s.dev.Close())
+	errs = append(errs, device.CloseWeights(&s.pe.PlanWeights, s.eng.Ctx)...)
+	errs = append(errs, s.eng.Kernels.Close()...)
+	s.eng.Bodies.Close()
+	errs = append(errs, s.eng.Ctx.Close(), s.dev.Close())
 	if s.ownModel {
-		errs = append(errs, s.model.Close())
+		errs = append(errs, s.eng.Model.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -511,7 +498,7 @@ func (s *InferenceSession) checkInputs(inputs []tensor.NamedValue) (map[string]t
 		if known[name] {
 			continue
 		}
-		if _, ok := s.weights[name]; ok && s.isOverridable(name) {
+		if _, ok := s.eng.Weights[name]; ok && s.isOverridable(name) {
 			continue
 		}
 		names := make([]string, len(s.inputs))
@@ -526,7 +513,7 @@ func (s *InferenceSession) checkInputs(inputs []tensor.NamedValue) (map[string]t
 // isOverridable reports whether an initializer is also declared a graph input, which a caller
 // may feed to replace its default.
 func (s *InferenceSession) isOverridable(name string) bool {
-	for _, v := range s.model.Graph.Inputs {
+	for _, v := range s.eng.Model.Graph.Inputs {
 		if v.Name == name {
 			return true
 		}
@@ -576,7 +563,7 @@ func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []t
 			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q is %s, which %s cannot return; use RunOutputs", m.Name, describeMeta(m), op)
 		}
 	}
-	outs, err := s.run(ctx, namedTensorValues(inputs), phaseRun, into)
+	outs, err := s.run(ctx, namedTensorValues(inputs), exec.PhaseRun, into)
 	if err != nil {
 		return nil, err
 	}
@@ -591,7 +578,7 @@ func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []t
 // run evaluates the model on the fed values in ctx, counting its kernel cache outcomes under
 // phase, and fills the bound outputs into (nil: none); the outputs may be sequences or
 // optionals.
-func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, phase runPhase, into []tensor.Tensor) ([]tensor.Tensor, error) {
+func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, phase exec.RunPhase, into []tensor.Tensor) ([]tensor.Tensor, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -604,14 +591,14 @@ func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, 
 	if err != nil {
 		return nil, err
 	}
-	rc := newRunCtx(ctx, s, phase)
-	defer rc.close()
-	if err := rc.canceled(nil); err != nil {
+	rc := exec.NewRunCtx(ctx, s.eng, phase)
+	defer rc.Close()
+	if err := rc.Canceled(nil); err != nil {
 		return nil, err
 	}
 	outs, ok, err := s.runPlanned(rc, fed, into)
 	if !ok && err == nil {
-		outs, err = s.interpret(rc, fed)
+		outs, err = s.eng.Interpret(rc, fed)
 	}
 	if err != nil {
 		return nil, err
@@ -624,23 +611,24 @@ func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, 
 	return outs, nil
 }
 
-// interpret evaluates the main graph node by node on fed (the interpreter).
-func (s *InferenceSession) interpret(rc *runCtx, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
-	rc.runStart(executorInterpreter, fed)
-	scope := &scope{vals: make(map[string]tensor.Tensor, len(fed)+len(s.weights))}
-	for k, v := range s.weights {
-		scope.vals[k] = v
+// SupportedOps lists the ai.onnx operators the library implements, and for each whether a Loom
+// kernel backs it.
+func SupportedOps() map[string]bool {
+	out := map[string]bool{}
+	for k := range ops.HostOps {
+		out[k] = false
 	}
-	for k, v := range fed {
-		scope.vals[k] = v
+	for k := range ops.KernelPlanners {
+		if !strings.Contains(k, ":") {
+			out[k] = true
+		}
 	}
-	outs, err := rc.evalGraph(s.model.Graph, scope)
-	if err == nil {
-		outs, err = s.detachOutputs(outs, fed)
-	}
-	rc.runEnd(outs, err)
-	if err != nil {
-		return nil, err
-	}
-	return outs, nil
+	return out
+}
+
+// WithTracerProvider makes the session's traces (the spans of the runs whose context carries
+// a span) go to tp instead of OpenTelemetry's global TracerProvider (otel.GetTracerProvider).
+// nil (the default) is the global one.
+func WithTracerProvider(tp trace.TracerProvider) LoadOption {
+	return func(o *loadOptions) { o.tracerProvider = tp }
 }

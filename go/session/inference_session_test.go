@@ -8,11 +8,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/loomrt/loom/go/graph"
-	"github.com/loomrt/loom/go/session/internal/ops"
-	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 func randomF32(rnd *rand.Rand, n int) []float32 {
@@ -21,6 +23,15 @@ func randomF32(rnd *rand.Rand, n int) []float32 {
 		v[i] = rnd.Float32()*2 - 1
 	}
 	return v
+}
+
+// testRunCtx is a run context for calling op functions directly, on s's engine (nil: none).
+func testRunCtx(s *InferenceSession, opset int64) *exec.RunCtx {
+	var e *exec.Engine
+	if s != nil {
+		e = s.eng
+	}
+	return exec.NewOpRunCtx(e, opset)
 }
 
 func inferRand() *rand.Rand { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
@@ -276,19 +287,19 @@ func TestKernelOpsMatchHost(t *testing.T) {
 		{"Softmax", []*graph.Attribute{graph.IntAttr("axis", -1)}, [][]int64{{3, 8}}},
 		{"LogSoftmax", []*graph.Attribute{graph.IntAttr("axis", -1)}, [][]int64{{3, 8}}},
 	}
-	rc := &runCtx{opset: 13}
+	rc := testRunCtx(nil, 13)
 	sess, err := FromGraph(mlpModel(t, randomF32(rnd, 2), randomF32(rnd, 1), 2, 1), WithExecutionProvider(ProviderHost))
 	require.NoError(t, err)
 	defer sess.Close()
-	rc.s = sess
-	defer rc.close()
+	rc.Eng = sess.eng
+	defer rc.Close()
 	for _, c := range cases {
 		n := graph.NewNode("n", c.op, nil, []string{"y"}, c.attrs...)
 		var in []tensor.Tensor
 		for _, sh := range c.in {
 			in = append(in, tensor.MustTensor(sh, randomF32(rnd, ops.Numel(sh))))
 		}
-		got, err := kernelRuns[c.op](rc, n, in)
+		got, err := exec.KernelRuns[c.op](rc, n, in)
 		require.NoError(t, err, c.op)
 		want, err := ops.HostOps[c.op](rc, n, in)
 		require.NoError(t, err, c.op)
@@ -298,5 +309,5 @@ func TestKernelOpsMatchHost(t *testing.T) {
 			assert.InDelta(t, wv[i], gv[i], 1e-5*(1+math.Abs(wv[i])), "%s element %d", c.op, i)
 		}
 	}
-	assert.Positive(t, rc.dispatches, "the kernels ran through the run's ModelSession")
+	assert.Positive(t, rc.Dispatches, "the kernels ran through the run's ModelSession")
 }

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // runShipped is the one place this file runs a session (one line to change with the Run API).
@@ -28,8 +30,8 @@ func TestShippedKernelsWithoutACompiler(t *testing.T) {
 	w, b := randomF32(rnd, in*out), randomF32(rnd, out)
 	for _, off := range []bool{false, true} {
 		t.Run(map[bool]string{false: "shipped", true: "aot_off"}[off], func(t *testing.T) {
-			defer func(was bool) { aotOff = was }(aotOff)
-			aotOff = off
+			defer func(was bool) { exec.AotOff = was }(exec.AotOff)
+			exec.AotOff = off
 			tp, rec := recordingProvider(t)
 			s, err := FromGraph(mlpModel(t, w, b, in, out), WithExecutionProvider(ProviderHost), WithTracerProvider(tp))
 			require.NoError(t, err)
@@ -59,9 +61,9 @@ func TestShippedKernelsWithoutACompiler(t *testing.T) {
 			for _, sp := range rec.Ended() {
 				for _, kv := range sp.Attributes() {
 					switch {
-					case sp.Name() == "loom.Run" && kv.Key == attrJITUnavailable:
+					case sp.Name() == "loom.Run" && kv.Key == exec.AttrJITUnavailable:
 						runs++
-					case kv.Key == attrReason && strings.Contains(kv.Value.AsString(), "not shipped"):
+					case kv.Key == exec.AttrReason && strings.Contains(kv.Value.AsString(), "not shipped"):
 						fellBack++
 					}
 				}

@@ -5,29 +5,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
-
-// runPhase says whether a run is a Warmup or a Run, so the statistics can tell them apart.
-type runPhase int
-
-const (
-	phaseRun runPhase = iota
-	phaseWarmup
-	phaseCount
-)
-
-// kernelPhaseCounts are the kernel cache outcomes of one phase; kernelCache updates them under
-// its lock.
-type kernelPhaseCounts struct{ hits, misses, compiles, shipped int64 }
 
 // KernelCacheCounts are the per-session kernel cache outcomes of one phase.
 type KernelCacheCounts struct {
@@ -61,22 +46,22 @@ type CacheStats struct {
 
 // CacheStats returns the session's kernel cache counters.
 func (s *InferenceSession) CacheStats() CacheStats {
-	c := &s.kernels
-	c.mu.Lock()
-	counts := c.counts
-	c.mu.Unlock()
-	conv := func(p kernelPhaseCounts) KernelCacheCounts {
-		return KernelCacheCounts{Hits: p.hits, Misses: p.misses, Compiles: p.compiles, Shipped: p.shipped}
+	c := &s.eng.Kernels
+	c.Mu.Lock()
+	counts := c.Counts
+	c.Mu.Unlock()
+	conv := func(p exec.KernelPhaseCounts) KernelCacheCounts {
+		return KernelCacheCounts{Hits: p.Hits, Misses: p.Misses, Compiles: p.Compiles, Shipped: p.Shipped}
 	}
-	out := CacheStats{Warmup: conv(counts[phaseWarmup]), Run: conv(counts[phaseRun])}
-	c.mu.Lock()
-	if c.jitErr != nil {
-		out.JITUnavailable = c.jitErr.Error()
+	out := CacheStats{Warmup: conv(counts[exec.PhaseWarmup]), Run: conv(counts[exec.PhaseRun])}
+	c.Mu.Lock()
+	if c.JITErr != nil {
+		out.JITUnavailable = c.JITErr.Error()
 	}
-	out.NotShipped = c.notShipped
-	c.mu.Unlock()
+	out.NotShipped = c.NotShipped
+	c.Mu.Unlock()
 	// The compiler is only looked at, never created here: a stats call should not make one.
-	if l := device.LoomCompiler(s.ctx); l != nil {
+	if l := device.LoomCompiler(s.eng.Ctx); l != nil {
 		out.Compiler = l.Stats()
 	}
 	return out
@@ -99,153 +84,11 @@ type ControlFlowStats struct {
 
 // ControlFlowStats returns the session's subgraph counters, over all Runs and Warmups.
 func (s *InferenceSession) ControlFlowStats() ControlFlowStats {
-	b := &s.bodies
+	b := &s.eng.Bodies
 	get := func(k int) SubgraphStats {
-		return SubgraphStats{Builds: b.builds[k].Load(), Runs: b.runs[k].Load()}
+		return SubgraphStats{Builds: b.Builds[k].Load(), Runs: b.Runs[k].Load()}
 	}
-	return ControlFlowStats{If: get(flowIf), Loop: get(flowLoop), Scan: get(flowScan), SequenceMap: get(flowSequenceMap)}
-}
-
-const (
-	flowIf = iota
-	flowLoop
-	flowScan
-	flowSequenceMap
-	flowKinds
-)
-
-func flowKind(opType string) int {
-	switch opType {
-	case "Loop":
-		return flowLoop
-	case "Scan":
-		return flowScan
-	case "SequenceMap":
-		return flowSequenceMap
-	}
-	return flowIf
-}
-
-// preparedBody is a subgraph made ready to evaluate: its initializers converted and its
-// operators resolved once, instead of on every iteration.
-type preparedBody struct {
-	inits map[string]tensor.Tensor
-	ops   []runFunc
-}
-
-type bodyKey struct {
-	g   *graph.Graph
-	sig string
-}
-
-// maxPreparedBodies bounds the bodyCache: a Loop whose carried shapes change every iteration
-// would otherwise add an entry per iteration. Beyond it bodies are built and not kept.
-const maxPreparedBodies = 1024
-
-// bodyCache keeps an InferenceSession's prepared subgraphs by subgraph and the shapes and
-// types of its inputs. Prepared bodies are read-only, so concurrent runs share them.
-type bodyCache struct {
-	mu     sync.Mutex
-	bodies map[bodyKey]*preparedBody
-	// held is the memory of the cached bodies' initializers (see detachOutputs).
-	held   heldRanges
-	builds [flowKinds]atomic.Int64
-	runs   [flowKinds]atomic.Int64
-}
-
-// get returns the prepared body for g with signature sig, building it on first use.
-func (c *bodyCache) get(kind int, g *graph.Graph, sig string) (*preparedBody, error) {
-	key := bodyKey{g: g, sig: sig}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p := c.bodies[key]; p != nil {
-		return p, nil
-	}
-	p, err := prepareBody(g)
-	if err != nil {
-		return nil, err
-	}
-	c.builds[kind].Add(1)
-	if c.bodies == nil {
-		c.bodies = map[bodyKey]*preparedBody{}
-	}
-	if len(c.bodies) < maxPreparedBodies {
-		c.bodies[key] = p
-		for _, t := range p.inits {
-			if r, ok := dataRange(t); ok {
-				c.held = append(c.held, r)
-			}
-		}
-	}
-	return p, nil
-}
-
-// holds reports whether r overlaps the initializers of a cached body.
-func (c *bodyCache) holds(r memRange) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.held.overlaps(r)
-}
-
-// close drops the prepared bodies. Idempotent.
-func (c *bodyCache) close() {
-	c.mu.Lock()
-	c.bodies, c.held = nil, nil
-	c.mu.Unlock()
-}
-
-func prepareBody(g *graph.Graph) (*preparedBody, error) {
-	p := &preparedBody{inits: make(map[string]tensor.Tensor, len(g.Initializers)), ops: make([]runFunc, len(g.Nodes))}
-	for name, gt := range g.Initializers {
-		t, err := tensor.FromGraphTensor(gt)
-		if err != nil {
-			return nil, fmt.Errorf("subgraph %q initializer %q: %w", g.Name, name, err)
-		}
-		p.inits[name] = t
-	}
-	for i, n := range g.Nodes {
-		f, ok := lookupOp(n)
-		if !ok {
-			return nil, tensor.NewNodeError("Run", tensor.ErrInvalidArgument, n, "operator %s is not supported", n.OpType)
-		}
-		p.ops[i] = f
-	}
-	return p, nil
-}
-
-// bodySignature spells out the element types and shapes of g's inputs as bound in sc.
-func bodySignature(g *graph.Graph, sc *scope) string {
-	var b strings.Builder
-	for _, v := range g.Inputs {
-		t, ok := sc.vals[v.Name]
-		if !ok {
-			b.WriteString("-;")
-			continue
-		}
-		b.WriteString(strconv.Itoa(int(t.DType())))
-		for _, d := range t.Dims() {
-			b.WriteByte(',')
-			b.WriteString(strconv.FormatInt(d, 10))
-		}
-		b.WriteByte(';')
-	}
-	return b.String()
-}
-
-// evalBody evaluates the subgraph g of an If, Loop or Scan node (opType) in sc, whose values
-// bind g's inputs, using the session's prepared body for that input signature.
-func (rc *runCtx) evalBody(opType string, g *graph.Graph, sc *scope) ([]tensor.Tensor, error) {
-	kind := flowKind(opType)
-	p, err := rc.s.bodies.get(kind, g, bodySignature(g, sc))
-	if err != nil {
-		return nil, err
-	}
-	rc.s.bodies.runs[kind].Add(1)
-	// A Loop of many iterations of an empty body runs no node: the check between iterations.
-	if err := rc.canceled(nil); err != nil {
-		return nil, err
-	}
-	return rc.evalGraphWith(g, sc, p)
+	return ControlFlowStats{If: get(exec.FlowIf), Loop: get(exec.FlowLoop), Scan: get(exec.FlowScan), SequenceMap: get(exec.FlowSequenceMap)}
 }
 
 // Warmup runs the model once on random non-zero inputs of the given shapes so that every
@@ -301,7 +144,7 @@ func (s *InferenceSession) Warmup(ctx context.Context, shapes map[string][]int64
 		}
 		feeds = append(feeds, tensor.NamedValue{Name: m.Name, Value: warmupValue(m, t)})
 	}
-	if _, err := s.run(ctx, feeds, phaseWarmup, nil); err != nil {
+	if _, err := s.run(ctx, feeds, exec.PhaseWarmup, nil); err != nil {
 		if se, ok := err.(*tensor.Error); ok {
 			// The run's error as the warmup's, keeping the node, the kind and the cause.
 			c := *se

@@ -253,7 +253,7 @@ func TestDeviceID(t *testing.T) {
 	id := s.DeviceID()
 	assert.Equal(t, "host", id.Backend)
 	assert.Equal(t, 0, id.Index)
-	assert.Equal(t, s.ctx.Target(), id.Target)
+	assert.Equal(t, s.eng.Ctx.Target(), id.Target)
 	assert.True(t, strings.HasPrefix(id.Target, "host-"), id.Target)
 	assert.Equal(t, "host:0 "+id.Target, id.String())
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/opt"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -61,7 +62,7 @@ func mixedFeeds(t testing.TB, l int) []tensor.NamedTensor {
 }
 
 // The executors a test runs under: the interpreter (node by node) or compiled run plans.
-var traceExecutors = []string{executorInterpreter, executorPlan}
+var traceExecutors = []string{exec.ExecutorInterpreter, exec.ExecutorPlan}
 
 // tracedOptions are the options of a host session sending spans to tp (the global provider
 // when nil) and running executor.
@@ -70,7 +71,7 @@ func tracedOptions(tp trace.TracerProvider, executor string, more ...LoadOption)
 	if tp != nil {
 		opts = append(opts, WithTracerProvider(tp))
 	}
-	if executor == executorInterpreter {
+	if executor == exec.ExecutorInterpreter {
 		opts = append(opts, WithOption(OptionRunPlan, "0"))
 	}
 	return append(opts, more...)
@@ -88,7 +89,7 @@ func newMixedSession(t testing.TB, tp trace.TracerProvider, executor string) *In
 // (folded and aliasing nodes run when the plan is built).
 func executedNodes(t *testing.T, s *InferenceSession, executor string) []string {
 	var names []string
-	if executor == executorInterpreter {
+	if executor == exec.ExecutorInterpreter {
 		for _, n := range s.Graph().Graph.Nodes {
 			names = append(names, n.Name)
 		}
@@ -148,7 +149,7 @@ func childrenOf(spans []sdktrace.ReadOnlySpan, p sdktrace.ReadOnlySpan) []sdktra
 // variant that ran.
 func TestTraceSpansPerOp(t *testing.T) {
 	tp, rec := recordingProvider(t)
-	s := newMixedSession(t, tp, executorInterpreter)
+	s := newMixedSession(t, tp, exec.ExecutorInterpreter)
 	ctx, parent := parentContext(t, tp)
 	const l = 5
 	_, err := s.Run(ctx, mixedFeeds(t, l))
@@ -160,11 +161,11 @@ func TestTraceSpansPerOp(t *testing.T) {
 	run := runs[0]
 	assert.Equal(t, parent.SpanContext().SpanID(), run.Parent().SpanID(), "the run hangs under the context's span")
 	assert.Equal(t, parent.SpanContext().TraceID(), run.SpanContext().TraceID())
-	assert.Equal(t, "mixed", attrOf(run, attrGraph).AsString())
-	assert.Equal(t, "interpreter", attrOf(run, attrExecutor).AsString())
-	assert.Equal(t, "run", attrOf(run, attrPhase).AsString())
-	assert.Equal(t, []string{"x: float[2,5]", "k: int64[5]"}, attrOf(run, attrInputShapes).AsStringSlice())
-	assert.Equal(t, []string{"float[2,5]", "int64[5]", "int64[2]"}, attrOf(run, attrOutputShapes).AsStringSlice())
+	assert.Equal(t, "mixed", attrOf(run, exec.AttrGraph).AsString())
+	assert.Equal(t, "interpreter", attrOf(run, exec.AttrExecutor).AsString())
+	assert.Equal(t, "run", attrOf(run, exec.AttrPhase).AsString())
+	assert.Equal(t, []string{"x: float[2,5]", "k: int64[5]"}, attrOf(run, exec.AttrInputShapes).AsStringSlice())
+	assert.Equal(t, []string{"float[2,5]", "int64[5]", "int64[2]"}, attrOf(run, exec.AttrOutputShapes).AsStringSlice())
 	assert.Equal(t, codes.Unset, run.Status().Code)
 
 	ops := childrenOf(spans, run)
@@ -174,31 +175,31 @@ func TestTraceSpansPerOp(t *testing.T) {
 	for i, n := range nodes {
 		sp := ops[i]
 		assert.Equal(t, n.OpType, sp.Name())
-		assert.Equal(t, n.Name, attrOf(sp, attrNode).AsString())
-		assert.Equal(t, n.OpType, attrOf(sp, attrOpType).AsString())
-		assert.Equal(t, "ai.onnx", attrOf(sp, attrDomain).AsString())
-		assert.Equal(t, "interpreter", attrOf(sp, attrExecutor).AsString())
+		assert.Equal(t, n.Name, attrOf(sp, exec.AttrNode).AsString())
+		assert.Equal(t, n.OpType, attrOf(sp, exec.AttrOpType).AsString())
+		assert.Equal(t, "ai.onnx", attrOf(sp, exec.AttrDomain).AsString())
+		assert.Equal(t, "interpreter", attrOf(sp, exec.AttrExecutor).AsString())
 		assert.Equal(t, codes.Unset, sp.Status().Code)
 		assert.False(t, sp.EndTime().Before(sp.StartTime()))
 	}
 	byNode := map[string]sdktrace.ReadOnlySpan{}
 	for _, sp := range ops {
-		byNode[attrOf(sp, attrNode).AsString()] = sp
+		byNode[attrOf(sp, exec.AttrNode).AsString()] = sp
 	}
 	addf := byNode["addf"]
-	assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(addf, attrVariant).AsString())
-	assert.Contains(t, attrOf(addf, attrReason).AsString(), "Loom kernel")
-	assert.Equal(t, []string{"float[2,5]", "float[2,5]"}, attrOf(addf, attrInputShapes).AsStringSlice())
-	assert.Equal(t, []string{"float[2,5]"}, attrOf(addf, attrOutputShapes).AsStringSlice())
-	assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=2,XS=0,YS=0]", attrOf(byNode["mulf"], attrVariant).AsString())
+	assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(addf, exec.AttrVariant).AsString())
+	assert.Contains(t, attrOf(addf, exec.AttrReason).AsString(), "Loom kernel")
+	assert.Equal(t, []string{"float[2,5]", "float[2,5]"}, attrOf(addf, exec.AttrInputShapes).AsStringSlice())
+	assert.Equal(t, []string{"float[2,5]"}, attrOf(addf, exec.AttrOutputShapes).AsStringSlice())
+	assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=2,XS=0,YS=0]", attrOf(byNode["mulf"], exec.AttrVariant).AsString())
 
 	addi := byNode["addi"]
-	assert.Equal(t, "host", attrOf(addi, attrVariant).AsString())
-	assert.Equal(t, "host: no Loom kernel for int64 inputs", attrOf(addi, attrReason).AsString())
+	assert.Equal(t, "host", attrOf(addi, exec.AttrVariant).AsString())
+	assert.Equal(t, "host: no Loom kernel for int64 inputs", attrOf(addi, exec.AttrReason).AsString())
 	shape := byNode["shape"]
-	assert.Equal(t, "host", attrOf(shape, attrVariant).AsString())
-	assert.Equal(t, "host: no Loom kernel for Shape", attrOf(shape, attrReason).AsString())
-	assert.Equal(t, []string{"int64[2]"}, attrOf(shape, attrOutputShapes).AsStringSlice())
+	assert.Equal(t, "host", attrOf(shape, exec.AttrVariant).AsString())
+	assert.Equal(t, "host: no Loom kernel for Shape", attrOf(shape, exec.AttrReason).AsString())
+	assert.Equal(t, []string{"int64[2]"}, attrOf(shape, exec.AttrOutputShapes).AsStringSlice())
 }
 
 // TestTraceOnlyUnderASpan checks that only runs whose context carries a span are traced.
@@ -243,7 +244,7 @@ func TestTraceUsesGlobalProviderByDefault(t *testing.T) {
 	prev := otel.GetTracerProvider()
 	otel.SetTracerProvider(tp)
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
-	s := newMixedSession(t, nil, executorInterpreter)
+	s := newMixedSession(t, nil, exec.ExecutorInterpreter)
 	ctx, parent := parentContext(t, tp)
 	_, err := s.Run(ctx, mixedFeeds(t, 2))
 	require.NoError(t, err)
@@ -256,7 +257,7 @@ func TestTraceUsesGlobalProviderByDefault(t *testing.T) {
 // children of the run's span, kernel steps naming their kernels.
 func TestTracePlanExecutor(t *testing.T) {
 	tp, rec := recordingProvider(t)
-	s := newMixedSession(t, tp, executorPlan)
+	s := newMixedSession(t, tp, exec.ExecutorPlan)
 	// A signature's first run is interpreted (and traced to build the plan); the next ones
 	// run the plan.
 	_, err := s.Run(context.Background(), mixedFeeds(t, 6))
@@ -269,22 +270,22 @@ func TestTracePlanExecutor(t *testing.T) {
 	spans := rec.Ended()
 	runs := spansNamed(spans, "loom.Run")
 	require.Len(t, runs, 2)
-	want := executedNodes(t, s, executorPlan)
+	want := executedNodes(t, s, exec.ExecutorPlan)
 	require.NotEmpty(t, want)
 	for _, run := range runs {
-		assert.Equal(t, executorPlan, attrOf(run, attrExecutor).AsString())
+		assert.Equal(t, exec.ExecutorPlan, attrOf(run, exec.AttrExecutor).AsString())
 		ops := childrenOf(spans, run)
 		var got []string
 		for _, sp := range ops {
-			got = append(got, attrOf(sp, attrNode).AsString())
-			assert.Equal(t, executorPlan, attrOf(sp, attrExecutor).AsString())
+			got = append(got, attrOf(sp, exec.AttrNode).AsString())
+			assert.Equal(t, exec.ExecutorPlan, attrOf(sp, exec.AttrExecutor).AsString())
 			assert.Empty(t, childrenOf(spans, sp), "plan steps are siblings")
-			assert.NotEmpty(t, attrOf(sp, attrReason).AsString())
-			switch attrOf(sp, attrNode).AsString() {
+			assert.NotEmpty(t, attrOf(sp, exec.AttrReason).AsString())
+			switch attrOf(sp, exec.AttrNode).AsString() {
 			case "addf":
-				assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(sp, attrVariant).AsString())
+				assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(sp, exec.AttrVariant).AsString())
 			case "addi":
-				assert.Equal(t, "host", attrOf(sp, attrVariant).AsString())
+				assert.Equal(t, "host", attrOf(sp, exec.AttrVariant).AsString())
 			}
 		}
 		assert.ElementsMatch(t, want, got)
@@ -304,7 +305,7 @@ func TestTraceLoopBodyNestsUnderLoop(t *testing.T) {
 			defer s.Close()
 			n := 2 + rnd.IntN(4)
 			feeds := []tensor.NamedTensor{{Name: "n", Tensor: tensor.MustTensor([]int64{}, []int64{int64(n)})}, {Name: "x", Tensor: tensor.MustTensor([]int64{l}, randomF32(rnd, l))}}
-			if executor == executorPlan { // the signature's first run builds the plan
+			if executor == exec.ExecutorPlan { // the signature's first run builds the plan
 				_, err = s.Run(context.Background(), feeds)
 				require.NoError(t, err)
 			}
@@ -315,13 +316,13 @@ func TestTraceLoopBodyNestsUnderLoop(t *testing.T) {
 			spans := rec.Ended()
 			runs := spansNamed(spans, "loom.Run")
 			require.Len(t, runs, 1)
-			assert.Equal(t, executor, attrOf(runs[0], attrExecutor).AsString())
+			assert.Equal(t, executor, attrOf(runs[0], exec.AttrExecutor).AsString())
 			top := childrenOf(spans, runs[0])
 			require.Len(t, top, 1)
 			loop := top[0]
 			assert.Equal(t, "Loop", loop.Name())
-			assert.Equal(t, "host", attrOf(loop, attrVariant).AsString())
-			assert.True(t, strings.HasPrefix(attrOf(loop, attrReason).AsString(), "host"), attrOf(loop, attrReason).AsString())
+			assert.Equal(t, "host", attrOf(loop, exec.AttrVariant).AsString())
+			assert.True(t, strings.HasPrefix(attrOf(loop, exec.AttrReason).AsString(), "host"), attrOf(loop, exec.AttrReason).AsString())
 
 			body := childrenOf(spans, loop)
 			bodyNodes := s.Graph().Graph.Nodes[0].Attr("body").Graph.Nodes
@@ -330,18 +331,18 @@ func TestTraceLoopBodyNestsUnderLoop(t *testing.T) {
 			for i, sp := range body {
 				node := bodyNodes[i%len(bodyNodes)]
 				assert.Equal(t, node.OpType, sp.Name())
-				assert.Equal(t, node.Name, attrOf(sp, attrNode).AsString())
+				assert.Equal(t, node.Name, attrOf(sp, exec.AttrNode).AsString())
 				assert.Empty(t, childrenOf(spans, sp))
 				assert.False(t, sp.StartTime().Before(loop.StartTime()))
 				assert.False(t, sp.EndTime().After(loop.EndTime()))
 				switch node.OpType {
 				case "Mul":
-					assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=2,XS=0,YS=0]", attrOf(sp, attrVariant).AsString())
+					assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=2,XS=0,YS=0]", attrOf(sp, exec.AttrVariant).AsString())
 				case "Add":
-					assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(sp, attrVariant).AsString())
+					assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=0,XS=0,YS=0]", attrOf(sp, exec.AttrVariant).AsString())
 				case "Identity":
-					assert.Equal(t, "host", attrOf(sp, attrVariant).AsString())
-					assert.Equal(t, "host: no Loom kernel for Identity", attrOf(sp, attrReason).AsString())
+					assert.Equal(t, "host", attrOf(sp, exec.AttrVariant).AsString())
+					assert.Equal(t, "host: no Loom kernel for Identity", attrOf(sp, exec.AttrReason).AsString())
 				}
 			}
 		})
@@ -357,7 +358,7 @@ func TestTraceIfBranchNestsUnderIf(t *testing.T) {
 			require.NoError(t, err)
 			defer s.Close()
 			feeds := []tensor.NamedTensor{{Name: "c", Tensor: tensor.MustTensor([]int64{}, []bool{false})}, {Name: "x", Tensor: tensor.MustTensor([]int64{3}, randomF32(rnd, 3))}}
-			if executor == executorPlan { // the signature's first run builds the plan
+			if executor == exec.ExecutorPlan { // the signature's first run builds the plan
 				_, err = s.Run(context.Background(), feeds)
 				require.NoError(t, err)
 			}
@@ -367,7 +368,7 @@ func TestTraceIfBranchNestsUnderIf(t *testing.T) {
 			spans := rec.Ended()
 			ifs := spansNamed(spans, "If")
 			var branch []sdktrace.ReadOnlySpan
-			if executor == executorPlan {
+			if executor == exec.ExecutorPlan {
 				// The condition is a specialized input: the plan inlines the else branch, whose
 				// op runs as a step of the run.
 				require.Empty(t, ifs)
@@ -380,8 +381,8 @@ func TestTraceIfBranchNestsUnderIf(t *testing.T) {
 			}
 			require.Len(t, branch, 1)
 			assert.Equal(t, "Sub", branch[0].Name())
-			assert.Equal(t, "else_op", attrOf(branch[0], attrNode).AsString())
-			assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=1,XS=0,YS=0]", attrOf(branch[0], attrVariant).AsString())
+			assert.Equal(t, "else_op", attrOf(branch[0], exec.AttrNode).AsString())
+			assert.Equal(t, "loom:kernels/elementwise.loom:binary_flat[OP=1,XS=0,YS=0]", attrOf(branch[0], exec.AttrVariant).AsString())
 		})
 	}
 }
@@ -452,13 +453,13 @@ func TestTraceConcurrentRuns(t *testing.T) {
 			for _, run := range runs {
 				var got []string
 				for _, sp := range childrenOf(spans, run) {
-					got = append(got, attrOf(sp, attrNode).AsString())
+					got = append(got, attrOf(sp, exec.AttrNode).AsString())
 				}
-				if attrOf(run, attrExecutor).AsString() == executorPlan {
+				if attrOf(run, exec.AttrExecutor).AsString() == exec.ExecutorPlan {
 					assert.ElementsMatch(t, want, got)
 				} else {
 					// Runs racing to build the plan interpret the graph.
-					assert.Equal(t, executedNodes(t, s, executorInterpreter), got)
+					assert.Equal(t, executedNodes(t, s, exec.ExecutorInterpreter), got)
 				}
 			}
 			var ops int
@@ -508,10 +509,10 @@ func BenchmarkRunTracingEnabled(b *testing.B)  { benchmarkRunTracing(b, true) }
 
 // BenchmarkOpStartDisabled is the per-op cost of the hooks when tracing is off.
 func BenchmarkOpStartDisabled(b *testing.B) {
-	rc := &runCtx{}
+	rc := testRunCtx(nil, 0)
 	n := graph.NewNode("n", "Add", nil, nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		rc.opStart(n, nil).end("", "", nil, nil)
+		rc.OpStart(n, nil).End("", "", nil, nil)
 	}
 }

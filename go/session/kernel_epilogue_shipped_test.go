@@ -26,7 +26,7 @@ func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
 	rnd := inferRand()
 	seed := tensor.MustTensor([]int64{2, 3}, randomF32(rnd, 6))
 	s, _ := oneNodeSession(t, graph.NewNode("n", "Neg", nil, []string{"y"}), 17, []tensor.Tensor{seed})
-	comp, err := s.ctx.Compiler()
+	comp, err := s.eng.Ctx.Compiler()
 	require.NoError(t, err)
 	atoi := func(cfg map[string]string, k string) int {
 		v, err := strconv.Atoi(cfg[k])
@@ -86,9 +86,9 @@ func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
 			}
 			require.NoError(t, ops.FitPlan(plan, ops.KernelLimits))
 			in := []tensor.Tensor{tensor.MustTensor([]int64{int64(m * k)}, a), tensor.MustTensor([]int64{int64(k * n)}, b), tensor.MustTensor([]int64{int64(len(c))}, c)}
-			rc := &runCtx{s: s, opset: 17}
-			got, err := rc.runKernelPlan(plan, in)
-			rc.close()
+			rc := testRunCtx(s, 17)
+			got, err := rc.RunKernelPlan(plan, in)
+			rc.Close()
 			require.NoError(t, err)
 			g := tensor.Float64s(got[0])
 			for i := range m {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
@@ -37,12 +38,12 @@ func notShippedHere(t *testing.T, s *InferenceSession, c genericCase) bool {
 	p, reason, err := ops.KernelPlanners[ops.PlannerKey(c.node)](c.node, c.opset, infos)
 	require.NoError(t, err)
 	require.NotNil(t, p, reason)
-	comp, err := s.ctx.Compiler()
+	comp, err := s.eng.Ctx.Compiler()
 	require.NoError(t, err)
 	for _, call := range p.Calls {
-		src, err := kernelSource(call.File, call.Symbol, call.Config)
+		src, err := exec.SourceOf(call.File, call.Symbol, call.Config)
 		require.NoError(t, err)
-		if lookupShipped(src, comp.Target) == nil && lookupShippedBelow(src, comp.Target) == nil {
+		if exec.LookupShipped(src, comp.Target) == nil && exec.LookupShippedBelow(src, comp.Target) == nil {
 			return true
 		}
 	}
@@ -169,9 +170,9 @@ func runWithoutACompiler(t *testing.T, rnd *rand.Rand, cases []genericCase) int 
 				}
 				got, err := s.Run(context.Background(), feeds)
 				require.NoError(t, err)
-				rc := &runCtx{s: s, opset: c.opset}
+				rc := testRunCtx(s, c.opset)
 				want, err := c.host(rc, c.node, in)
-				rc.close()
+				rc.Close()
 				require.NoError(t, err)
 				require.Equal(t, want[0].Dims(), got[0].Dims())
 				w, g := tensor.Float64s(want[0]), tensor.Float64s(got[0])
@@ -262,8 +263,8 @@ func TestFusedConvHostWithoutACompiler(t *testing.T) {
 			node.Domain = graph.LoomDomain
 			in := []tensor.Tensor{f32(1, 6, 11, 13), f32(5, 6, 3, 3), f32(5)}
 			s, _ := oneNodeSession(t, node, 17, in, 1, 2)
-			rc := &runCtx{s: s, opset: 17}
-			defer rc.close()
+			rc := testRunCtx(s, 17)
+			defer rc.Close()
 			got, err := nn.FusedConvHost(rc, node, in)
 			require.NoError(t, err)
 			conv := graph.NewNode("n", "Conv", nil, []string{"y"}, graph.IntsAttr("pads", 1, 1, 1, 1))

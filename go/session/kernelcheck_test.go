@@ -40,9 +40,9 @@ func checkKernelOp(t *testing.T, s *InferenceSession, n *graph.Node, opset int64
 	p, reason, err := planner(n, opset, ops.InfosOfStatic(in))
 	require.NoError(t, err)
 	require.NotNil(t, p, "the planner declined: %s", reason)
-	rc := &runCtx{s: s, opset: opset}
-	defer rc.close()
-	got, err := rc.runKernelPlan(p, in)
+	rc := testRunCtx(s, opset)
+	defer rc.Close()
+	got, err := rc.RunKernelPlan(p, in)
 	require.NoError(t, err)
 	if host == nil {
 		host = ops.HostOps[n.OpType]

@@ -4,20 +4,21 @@ import (
 	"math"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/ops/arith"
 	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // TestAddedOpsMatchReferences checks the newer host ops against independent formulations
 // on fresh random inputs.
 func TestAddedOpsMatchReferences(t *testing.T) {
 	rnd := inferRand()
-	rc := &runCtx{opset: 17}
+	rc := testRunCtx(nil, 17)
 	a, b := tensor.MustTensor([]int64{3, 4}, randomF32(rnd, 12)), tensor.MustTensor([]int64{4, 5}, randomF32(rnd, 20))
 
 	// Einsum "ij,jk->ik" is MatMul.

@@ -22,9 +22,9 @@ func checkPlannerAgainstHost(t *testing.T, s *InferenceSession, planner ops.Kern
 	p, reason, err := planner(n, opset, ops.InfosOfStatic(in))
 	require.NoError(t, err)
 	require.NotNil(t, p, "the planner declined: %s", reason)
-	rc := &runCtx{s: s, opset: opset}
-	defer rc.close()
-	got, err := rc.runKernelPlan(p, in)
+	rc := testRunCtx(s, opset)
+	defer rc.Close()
+	got, err := rc.RunKernelPlan(p, in)
 	require.NoError(t, err)
 	want, err := host(rc, n, in)
 	require.NoError(t, err)

@@ -95,9 +95,9 @@ func TestHeavyKernelOpsInRunPlan(t *testing.T) {
 			for range 2 { // the first run traces and plans, the second replays the plan
 				got, err := s.Run(context.Background(), feeds)
 				require.NoError(t, err)
-				rc := &runCtx{s: s, opset: c.opset}
+				rc := testRunCtx(s, c.opset)
 				want, err := c.host(rc, c.node, c.in)
-				rc.close()
+				rc.Close()
 				require.NoError(t, err)
 				k := 0
 				for j, name := range c.node.Outputs {
@@ -137,8 +137,8 @@ func benchKernelOp(b *testing.B, planner ops.KernelPlanner, n *graph.Node, opset
 			}
 		}
 	})
-	rc := &runCtx{s: s, opset: opset}
-	defer rc.close()
+	rc := testRunCtx(s, opset)
+	defer rc.Close()
 	b.Run("host", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := host(rc, n, in); err != nil {
@@ -198,16 +198,16 @@ func BenchmarkBatchedMatMulPlanners(b *testing.B) {
 		p, reason, err := c.planner(n, 18, ops.InfosOfStatic(in))
 		require.NoError(b, err)
 		require.NotNil(b, p, reason)
-		rc := &runCtx{s: s, opset: 18}
-		_, err = rc.runKernelPlan(p, in)
+		rc := testRunCtx(s, 18)
+		_, err = rc.RunKernelPlan(p, in)
 		require.NoError(b, err)
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := rc.runKernelPlan(p, in); err != nil {
+				if _, err := rc.RunKernelPlan(p, in); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
-		rc.close()
+		rc.Close()
 	}
 }

@@ -62,7 +62,7 @@ func BenchmarkKernelOpsVsHost(b *testing.B) {
 			replayTimes(b, ms, 0)
 		})
 		b.Run(c.name+"/host", func(b *testing.B) {
-			rc := &runCtx{opset: 18}
+			rc := testRunCtx(nil, 18)
 			f := ops.HostOps[c.node.OpType]
 			for b.Loop() {
 				_, err := f(rc, c.node, c.in)

@@ -194,14 +194,14 @@ func TestKernelGatherOutOfRange(t *testing.T) {
 	p, reason, err := kernelops.PlanGather(n, 18, ops.InfosOf([]tensor.Tensor{x, idx}))
 	require.NoError(t, err)
 	require.NotNil(t, p, reason)
-	rc := &runCtx{s: s, opset: 18}
-	defer rc.close()
-	_, err = rc.runKernelPlan(p, []tensor.Tensor{x, idx})
+	rc := testRunCtx(s, 18)
+	defer rc.Close()
+	_, err = rc.RunKernelPlan(p, []tensor.Tensor{x, idx})
 	require.ErrorContains(t, err, "gather")
 	require.ErrorContains(t, err, "failed a bounds check")
 	// In range, the same plan gathers.
 	ok := int64Vec(2, -1, 0, 3, -4)
-	got, err := rc.runKernelPlan(p, []tensor.Tensor{x, ok})
+	got, err := rc.RunKernelPlan(p, []tensor.Tensor{x, ok})
 	require.NoError(t, err)
 	xv, yv := x.Data().([]float32), got[0].Data().([]float32)
 	for row, g := range []int{2, 3, 0, 3, 0} {

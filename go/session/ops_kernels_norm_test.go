@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
@@ -195,12 +196,12 @@ func TestKernelLoomDomainRegistration(t *testing.T) {
 		{loomDomain(kernelNode("Gelu")), []tensor.Tensor{r.f32(4)}},
 		{loomDomain(multiOutputNode("LayerNormalization", []string{"y"})), []tensor.Tensor{r.f32(2, 4), r.f32(4)}},
 	} {
-		f, ok := lookupOp(c.node)
+		f, ok := exec.LookupOp(c.node)
 		require.True(t, ok)
-		rc := &runCtx{s: s, opset: 13}
+		rc := testRunCtx(s, 13)
 		_, err := f(rc, c.node, c.in)
 		require.NoError(t, err)
-		require.Contains(t, rc.kernelVariant, "kernels/norm.loom", c.node.OpType)
-		rc.close()
+		require.Contains(t, rc.KernelVariant, "kernels/norm.loom", c.node.OpType)
+		rc.Close()
 	}
 }

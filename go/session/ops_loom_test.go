@@ -11,6 +11,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/opt"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -148,8 +149,8 @@ func TestLoomAttentionMaskModes(t *testing.T) {
 
 func TestGeluApproximations(t *testing.T) {
 	// Gelu is a kernel op (ops_kernels_norm.go): the run needs a session for its device.
-	rc := &runCtx{s: kernelCheckSession(t), opset: 20}
-	defer rc.close()
+	rc := testRunCtx(kernelCheckSession(t), 20)
+	defer rc.Close()
 	x := tensor.MustTensor([]int64{5}, []float32{-3, -0.5, 0, 0.7, 2.5})
 	for _, c := range []struct {
 		approximate string
@@ -161,14 +162,14 @@ func TestGeluApproximations(t *testing.T) {
 		}},
 	} {
 		n := graph.NewNode("g", "Gelu", []string{"x"}, []string{"y"}, graph.StringAttr("approximate", c.approximate))
-		out, err := kernelRuns[graph.LoomDomain+":Gelu"](rc, n, []tensor.Tensor{x})
+		out, err := exec.KernelRuns[graph.LoomDomain+":Gelu"](rc, n, []tensor.Tensor{x})
 		require.NoError(t, err)
 		got := tensor.Float64s(out[0])
 		for i, v := range tensor.Float64s(x) {
 			assert.InDelta(t, c.f(v), got[i], 1e-6, fmt.Sprintf("%s at %v", c.approximate, v))
 		}
 	}
-	_, err := kernelRuns[graph.LoomDomain+":Gelu"](rc, graph.NewNode("g", "Gelu", []string{"x"}, []string{"y"}, graph.StringAttr("approximate", "cubic")), []tensor.Tensor{x})
+	_, err := exec.KernelRuns[graph.LoomDomain+":Gelu"](rc, graph.NewNode("g", "Gelu", []string{"x"}, []string{"y"}, graph.StringAttr("approximate", "cubic")), []tensor.Tensor{x})
 	require.ErrorContains(t, err, "cubic")
 }
 
@@ -183,9 +184,9 @@ func TestFusedConvHostWithoutActivation(t *testing.T) {
 	fused := graph.NewNode("c", "FusedConv", []string{"x", "w", "b"}, []string{"y"}, graph.IntsAttr("pads", 1, 1, 1, 1),
 		graph.FloatAttr("output_scale", 0.5), graph.FloatAttr("output_shift", -2))
 	fused.Domain = graph.LoomDomain
-	rc := &runCtx{s: kernelCheckSession(t), opset: 13}
-	defer rc.close()
-	want, err := kernelRuns["Conv"](rc, conv, []tensor.Tensor{x, w, b})
+	rc := testRunCtx(kernelCheckSession(t), 13)
+	defer rc.Close()
+	want, err := exec.KernelRuns["Conv"](rc, conv, []tensor.Tensor{x, w, b})
 	require.NoError(t, err)
 	got, err := nn.FusedConvHost(rc, fused, []tensor.Tensor{x, w, b})
 	require.NoError(t, err)

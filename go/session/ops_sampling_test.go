@@ -5,13 +5,14 @@ import (
 	"math"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/ops/arith"
 	"github.com/loomrt/loom/go/session/internal/ops/nn"
 	"github.com/loomrt/loom/go/session/internal/tensor"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // identityGrid is the (N, H, W, 2) grid whose samples land exactly on the input's pixels: pixel
@@ -39,7 +40,7 @@ func identityGrid(n, h, w int, alignCorners bool) tensor.Tensor {
 
 func TestGridSampleIdentityGridReproducesInput(t *testing.T) {
 	rnd := inferRand()
-	rc := &runCtx{opset: 20}
+	rc := testRunCtx(nil, 20)
 	x := tensor.MustTensor([]int64{2, 3, 4, 5}, randomF32(rnd, 120))
 	for _, mode := range []string{"linear", "bilinear", "nearest", "cubic", "bicubic"} {
 		for _, padding := range []string{"zeros", "border", "reflection"} {
@@ -66,7 +67,7 @@ func TestGridSampleBilinearMatchesDirectFormula(t *testing.T) {
 		gv[i] *= 1.3
 	}
 	grid := tensor.MustTensor([]int64{1, oh, ow, 2}, gv)
-	got, err := nn.OpGridSample(&runCtx{opset: 16}, graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", "bilinear")), []tensor.Tensor{x, grid})
+	got, err := nn.OpGridSample(testRunCtx(nil, 16), graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", "bilinear")), []tensor.Tensor{x, grid})
 	require.NoError(t, err)
 	xv := tensor.Float64s(x)
 	pixel := func(c, y, xx int) float64 {
@@ -88,7 +89,7 @@ func TestGridSampleBilinearMatchesDirectFormula(t *testing.T) {
 	}
 	assert.InDeltaSlice(t, want, tensor.Float64s(got[0]), 1e-5)
 
-	_, err = nn.OpGridSample(&runCtx{opset: 20}, graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", "area")), []tensor.Tensor{x, grid})
+	_, err = nn.OpGridSample(testRunCtx(nil, 20), graph.NewNode("g", "GridSample", nil, []string{"y"}, graph.StringAttr("mode", "area")), []tensor.Tensor{x, grid})
 	assert.ErrorContains(t, err, "mode")
 }
 
@@ -107,14 +108,14 @@ func TestRoiAlignWholeImageOfConstantImage(t *testing.T) {
 		oh, ow := 1+rnd.IntN(4), 1+rnd.IntN(4)
 		n := graph.NewNode("r", "RoiAlign", nil, []string{"y"}, graph.StringAttr("coordinate_transformation_mode", ctm),
 			graph.IntAttr("output_height", int64(oh)), graph.IntAttr("output_width", int64(ow)), graph.IntAttr("sampling_ratio", int64(rnd.IntN(3))))
-		got, err := nn.OpRoiAlign(&runCtx{opset: 16}, n, []tensor.Tensor{x, rois, batch})
+		got, err := nn.OpRoiAlign(testRunCtx(nil, 16), n, []tensor.Tensor{x, rois, batch})
 		require.NoError(t, err)
 		require.Equal(t, []int64{2, 3, int64(oh), int64(ow)}, got[0].Shape())
 		for i, v := range tensor.Float64s(got[0]) {
 			assert.InDelta(t, float64(value), v, 1e-5, "%s element %d", ctm, i)
 		}
 	}
-	_, err := nn.OpRoiAlign(&runCtx{opset: 16}, graph.NewNode("r", "RoiAlign", nil, []string{"y"}), []tensor.Tensor{x, rois, tensor.MustTensor([]int64{2}, []int64{0, 2})})
+	_, err := nn.OpRoiAlign(testRunCtx(nil, 16), graph.NewNode("r", "RoiAlign", nil, []string{"y"}), []tensor.Tensor{x, rois, tensor.MustTensor([]int64{2}, []int64{0, 2})})
 	assert.ErrorContains(t, err, "batch index 2")
 }
 
@@ -131,7 +132,7 @@ func TestMaxUnpoolInvertsMaxPool(t *testing.T) {
 	attrs := []*graph.Attribute{graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)}
 	pooled, err := nn.MaxPoolWithIndices(graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), x)
 	require.NoError(t, err)
-	un, err := nn.OpMaxUnpool(&runCtx{opset: 11}, graph.NewNode("u", "MaxUnpool", nil, []string{"y"}, attrs...), pooled[:2])
+	un, err := nn.OpMaxUnpool(testRunCtx(nil, 11), graph.NewNode("u", "MaxUnpool", nil, []string{"y"}, attrs...), pooled[:2])
 	require.NoError(t, err)
 	require.Equal(t, x.Shape(), un[0].Shape())
 	again, err := nn.MaxPoolWithIndices(graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), un[0])
@@ -158,7 +159,7 @@ func TestBatchNormTrainingUpdatesRunningStats(t *testing.T) {
 	const momentum = 0.7
 	node := graph.NewNode("b", "BatchNormalization", nil, []string{"y", "m", "v"},
 		graph.IntAttr("training_mode", 1), graph.FloatAttr("momentum", momentum), graph.FloatAttr("epsilon", 1e-5))
-	got, err := ops.HostOps["BatchNormalization"](&runCtx{opset: 15}, node, []tensor.Tensor{x, scale, bias, mean, vr})
+	got, err := ops.HostOps["BatchNormalization"](testRunCtx(nil, 15), node, []tensor.Tensor{x, scale, bias, mean, vr})
 	require.NoError(t, err)
 	require.Len(t, got, 3)
 	xv, yv := tensor.Float64s(x), tensor.Float64s(got[0])
@@ -185,7 +186,7 @@ func TestBatchNormTrainingUpdatesRunningStats(t *testing.T) {
 // or mirrored into [-1, 1].
 func TestGridSamplePaddingModesMatchFoldedGrids(t *testing.T) {
 	rnd := inferRand()
-	rc := &runCtx{opset: 20}
+	rc := testRunCtx(nil, 20)
 	x := tensor.MustTensor([]int64{1, 2, 5, 4}, randomF32(rnd, 40))
 	raw := randomF32(rnd, 3*4*2)
 	clamped, mirrored := make([]float32, len(raw)), make([]float32, len(raw))
@@ -242,7 +243,7 @@ func relativeSpacing(dt tensor.DType) float64 {
 
 func TestRandomUniformDistributionAndTypes(t *testing.T) {
 	rnd := inferRand()
-	rc := &runCtx{opset: 22}
+	rc := testRunCtx(nil, 22)
 	for _, dt := range []tensor.DType{graph.Float16, graph.BFloat16, graph.Float, graph.Double} {
 		low := float32(rnd.Float64()*4 - 3)
 		high := low + 0.5 + float32(rnd.Float64()*4)
@@ -286,7 +287,7 @@ func TestRandomUniformDistributionAndTypes(t *testing.T) {
 
 func TestRandomNormalDistributionAndTypes(t *testing.T) {
 	rnd := inferRand()
-	rc := &runCtx{opset: 22}
+	rc := testRunCtx(nil, 22)
 	for _, dt := range []tensor.DType{graph.Float16, graph.BFloat16, graph.Float, graph.Double} {
 		mean, scale := float32(rnd.Float64()*4-2), float32(0.25+rnd.Float64()*2)
 		n := graph.NewNode("n", "RandomNormal", nil, []string{"y"}, graph.IntsAttr("shape", 4096),
@@ -324,7 +325,7 @@ func TestRandomNormalDistributionAndTypes(t *testing.T) {
 
 func TestBernoulliFrequenciesAndTypes(t *testing.T) {
 	rnd := inferRand()
-	rc := &runCtx{opset: 22}
+	rc := testRunCtx(nil, 22)
 	// Four groups of 5000 elements with fresh probabilities, plus the exact ends 0 and 1.
 	const group = 5000
 	probs := []float64{rnd.Float64() * 0.3, 0.3 + rnd.Float64()*0.4, 0.7 + rnd.Float64()*0.3, rnd.Float64(), 0, 1}
@@ -361,7 +362,7 @@ func TestBernoulliFrequenciesAndTypes(t *testing.T) {
 
 func TestMultinomialFrequenciesAndTypes(t *testing.T) {
 	rnd := inferRand()
-	rc := &runCtx{opset: 22}
+	rc := testRunCtx(nil, 22)
 	const classes, samples = 5, 4000
 	logits := make([]float32, 2*classes)
 	for i := range logits {
@@ -408,7 +409,7 @@ func TestMultinomialFrequenciesAndTypes(t *testing.T) {
 // values); without one every call draws afresh.
 func TestRandomSeedAttribute(t *testing.T) {
 	rnd := inferRand()
-	rc := &runCtx{opset: 22}
+	rc := testRunCtx(nil, 22)
 	x := tensor.MustTensor([]int64{4, 16}, randomF32(rnd, 64))
 	p := tensor.MustTensor([]int64{4, 16}, make([]float32, 64))
 	for i := range p.Data().([]float32) {
@@ -472,7 +473,7 @@ func TestRandomOpsAcrossSessionRuns(t *testing.T) {
 // the identity; an int seed repeats the draw.
 func TestRandomDropoutTrainingMode(t *testing.T) {
 	rnd := inferRand()
-	rc := &runCtx{opset: 13}
+	rc := testRunCtx(nil, 13)
 	x := tensor.MustTensor([]int64{64, 64}, randomF32(rnd, 4096))
 	for i, v := range x.Data().([]float32) {
 		if v == 0 {

@@ -314,11 +314,11 @@ func TestOptionalOps(t *testing.T) {
 		in   []tensor.Tensor
 		want bool
 	}{{[]tensor.Tensor{x}, true}, {[]tensor.Tensor{{}}, false}, {nil, false}} {
-		has, err := movement.OpOptionalHasElement(&runCtx{opset: 18}, graph.NewNode("h", "OptionalHasElement", nil, []string{"y"}), c.in)
+		has, err := movement.OpOptionalHasElement(testRunCtx(nil, 18), graph.NewNode("h", "OptionalHasElement", nil, []string{"y"}), c.in)
 		require.NoError(t, err)
 		assert.Equal(t, []bool{c.want}, has[0].Data())
 	}
-	got, err := movement.OpOptionalGetElement(&runCtx{opset: 18}, graph.NewNode("g", "OptionalGetElement", nil, []string{"y"}), []tensor.Tensor{x})
+	got, err := movement.OpOptionalGetElement(testRunCtx(nil, 18), graph.NewNode("g", "OptionalGetElement", nil, []string{"y"}), []tensor.Tensor{x})
 	require.NoError(t, err)
 	assert.Equal(t, x.Data(), got[0].Data())
 

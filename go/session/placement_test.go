@@ -11,6 +11,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/opt"
 	"github.com/loomrt/loom/go/session/internal/ep"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -68,9 +69,9 @@ func TestPlacementAgreesAcrossReports(t *testing.T) {
 				nodes := nodesByName(t, g)
 
 				// Every node, subgraphs' too, was placed once, on the host provider's terms.
-				require.Len(t, s.placements, g.NodeCount())
+				require.Len(t, s.eng.Placements, g.NodeCount())
 				for _, n := range nodes {
-					p, ok := s.placements[n]
+					p, ok := s.eng.Placements[n]
 					require.True(t, ok, "node %q is placed", n.Name)
 					assert.Equal(t, ep.HostProvider{}.Capability(n), p, n.Name)
 					assert.Equal(t, ProviderHost, p.Provider)
@@ -81,7 +82,7 @@ func TestPlacementAgreesAcrossReports(t *testing.T) {
 				assert.Empty(t, s.ExecutionProviderFallbackReport())
 
 				feeds := c.feeds(t)
-				if executor == executorPlan { // the signature's first run builds the plan
+				if executor == exec.ExecutorPlan { // the signature's first run builds the plan
 					_, err = s.Run(context.Background(), feeds)
 					require.NoError(t, err)
 				}
@@ -92,24 +93,24 @@ func TestPlacementAgreesAcrossReports(t *testing.T) {
 				// The spans of the nodes no kernel may run carry their placement's reason.
 				spans := 0
 				for _, sp := range rec.Ended() {
-					name := attrOf(sp, attrNode).AsString()
+					name := attrOf(sp, exec.AttrNode).AsString()
 					if sp.Name() == "loom.Run" || name == "" {
 						continue
 					}
 					spans++
 					n := nodes[name]
 					require.NotNil(t, n, "span of node %q", name)
-					p := s.placements.Of(n)
-					variant, reason := attrOf(sp, attrVariant).AsString(), attrOf(sp, attrReason).AsString()
+					p := s.eng.Placements.Of(n)
+					variant, reason := attrOf(sp, exec.AttrVariant).AsString(), attrOf(sp, exec.AttrReason).AsString()
 					if !p.Kernel {
-						assert.Equal(t, variantHost, variant, name)
+						assert.Equal(t, exec.VariantHost, variant, name)
 						assert.Equal(t, p.HostReason(), reason, name)
 						continue
 					}
 					// A node a kernel may run: the run refines its placement, never to a
 					// static reason.
 					assert.NotEmpty(t, reason, name)
-					if variant == variantHost {
+					if variant == exec.VariantHost {
 						assert.NotEqual(t, p.HostReason(), reason, name)
 					} else {
 						assert.True(t, strings.HasPrefix(variant, "loom:"), "%s: %s", name, variant)
@@ -118,7 +119,7 @@ func TestPlacementAgreesAcrossReports(t *testing.T) {
 				assert.Positive(t, spans)
 
 				plans := s.ExecutionPlans()
-				if executor == executorInterpreter {
+				if executor == exec.ExecutorInterpreter {
 					assert.Empty(t, plans)
 					return
 				}
@@ -134,7 +135,7 @@ func TestPlacementAgreesAcrossReports(t *testing.T) {
 					require.NotNil(t, n, pn.Node)
 					require.False(t, covered[pn.Node], "%s reported twice", pn.Node)
 					covered[pn.Node] = true
-					p := s.placements.Of(n)
+					p := s.eng.Placements.Of(n)
 					assert.Equal(t, n.OpType, pn.OpType)
 					assert.Equal(t, p.Provider, pn.Provider, pn.Node)
 					assert.Equal(t, p.Kernel, pn.Kernel, pn.Node)
@@ -207,7 +208,7 @@ func TestPlacementCUDA(t *testing.T) {
 			defer s.Close()
 			want := []FallbackEntry{}
 			for _, n := range s.Graph().Graph.Nodes {
-				if p := s.placements.Of(n); p.Fallback != "" {
+				if p := s.eng.Placements.Of(n); p.Fallback != "" {
 					want = append(want, FallbackEntry{Node: n.Name, Op: n.OpType, Provider: p.Provider, Reason: p.Fallback})
 				}
 			}

@@ -10,19 +10,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/plan"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // onlyPlan is the single plan of s, with an idle instance of it.
-func onlyPlan(t *testing.T, s *InferenceSession) (*planTemplate, *planInstance) {
+func onlyPlan(t *testing.T, s *InferenceSession) (*plan.Template, *plan.Instance) {
 	t.Helper()
-	s.plans.mu.Lock()
-	defer s.plans.mu.Unlock()
-	require.Len(t, s.plans.entries, 1)
-	for _, e := range s.plans.entries {
-		require.NotNil(t, e.template, e.reason)
-		require.NotEmpty(t, e.idle)
-		return e.template, e.idle[0]
+	s.plans.Mu.Lock()
+	defer s.plans.Mu.Unlock()
+	require.Len(t, s.plans.Entries, 1)
+	for _, e := range s.plans.Entries {
+		require.NotNil(t, e.Template, e.Reason)
+		require.NotEmpty(t, e.Idle)
+		return e.Template, e.Idle[0]
 	}
 	return nil, nil
 }
@@ -63,11 +64,11 @@ func TestPlanBindsInputsAndOutputsInPlace(t *testing.T) {
 	}
 	requireSameOutputs(t, planned, interpreted, feeds(), 0)
 	tmpl, inst := onlyPlan(t, planned)
-	require.Equal(t, []int{0, 1}, tmpl.bindIn)
-	require.Equal(t, []int{2, 3}, tmpl.bindOut)
+	require.Equal(t, []int{0, 1}, tmpl.BindIn)
+	require.Equal(t, []int{2, 3}, tmpl.BindOut)
 	const sentinel = 0xA5
-	for i := range inst.mem {
-		inst.mem[i] = sentinel
+	for i := range inst.Mem {
+		inst.Mem[i] = sentinel
 	}
 	for range 3 {
 		in := feeds()
@@ -86,9 +87,9 @@ func TestPlanBindsInputsAndOutputsInPlace(t *testing.T) {
 		require.Equal(t, kept[0].Data(), in[0].Tensor.Data(), "inputs are read, never written")
 		require.Equal(t, kept[1].Data(), in[1].Tensor.Data())
 	}
-	for _, s := range []int{tmpl.inputs[0].ref.slot, tmpl.inputs[1].ref.slot, tmpl.outputs[0].slot, tmpl.outputs[1].slot} {
-		sl := tmpl.slots[s]
-		for _, v := range inst.mem[sl.offset : sl.offset+sl.bytes] {
+	for _, s := range []int{tmpl.Inputs[0].Ref.Slot, tmpl.Inputs[1].Ref.Slot, tmpl.Outputs[0].Slot, tmpl.Outputs[1].Slot} {
+		sl := tmpl.Slots[s]
+		for _, v := range inst.Mem[sl.Offset : sl.Offset+sl.Bytes] {
 			require.Equal(t, byte(sentinel), v, "slot %d went through the arena", s)
 		}
 	}
@@ -118,8 +119,8 @@ func TestPlanCopiesValuesItCannotBind(t *testing.T) {
 		requireSameOutputs(t, planned, interpreted, feeds, 0)
 	}
 	tmpl, _ := onlyPlan(t, planned)
-	require.Equal(t, []int{-1, -1}, tmpl.bindIn)
-	require.Equal(t, []int{-1, -1, -1, -1}, tmpl.bindOut)
+	require.Equal(t, []int{-1, -1}, tmpl.BindIn)
+	require.Equal(t, []int{-1, -1, -1, -1}, tmpl.BindOut)
 }
 
 // Recycled outputs are written again by later runs (same memory, new values), from any

@@ -1,19 +1,302 @@
 package session
 
 import (
-	"github.com/loomrt/loom/go/native"
-	"github.com/loomrt/loom/go/session/internal/device"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/plan"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
-// ModelSession internals for compiled run plans (plan.go).
+// The compiled run plans' side of InferenceSession: looking up, building and running the plan
+// of a signature (the plans themselves are in plan.go), the fast path, and the audits.
 
-// runSession opens a ModelSession for an InferenceSession's run or plan: on the host
-// provider its stream is inline (each operation runs on the calling thread: a run waits for
-// every op anyway, and the hand-off to a stream thread costs more than small kernels).
-func (s *InferenceSession) runSession() (*device.ModelSession, error) {
-	opts := native.StreamOptions{MaxThreads: s.threads}
-	if s.provider == ProviderHost {
-		opts.Inline = true
+// Recycle hands the memory of output tensors of earlier runs back to the session, which
+// writes later runs' outputs of the same byte size into it instead of allocating: the
+// counterpart of ONNX Runtime's OrtReleaseValue for a caller that runs a model at a high rate
+// and is done with each run's outputs before the next (loom bench does, after its clock
+// stops, as ONNX Runtime's benchmark releases its outputs). The caller must not use the
+// tensors, or any slice taken from them, afterwards: a later run overwrites them. Recycling
+// is optional (outputs not handed back are garbage collected as usual); tensors without
+// numeric data (strings, sequences, empty ones) are ignored, and the session keeps a few
+// buffers at most.
+func (s *InferenceSession) Recycle(tensors ...tensor.Tensor) {
+	for _, t := range tensors {
+		if tensor.Box(t) != nil || t.DType() == graph.String {
+			continue
+		}
+		b, ok := ops.RawBytes(t)
+		if !ok || len(b) == 0 || !plan.ElementAligned(b, graph.Double) {
+			continue
+		}
+		s.pe.Recycled.Put(b[:len(b):len(b)])
 	}
-	return device.NewSessionWith("Run", s.ctx, false, opts)
+}
+
+// runPlanned runs fed through the signature's plan, building it from a traced interpreter
+// run the first time. ok is false when the run must go to the interpreter instead.
+func (s *InferenceSession) runPlanned(rc *exec.RunCtx, fed map[string]tensor.Tensor, into []tensor.Tensor) (outs []tensor.Tensor, ok bool, err error) {
+	if !s.planning {
+		return nil, false, nil
+	}
+	ins := make([]tensor.Tensor, len(s.inputs))
+	for i, m := range s.inputs {
+		ins[i] = fed[m.Name]
+	}
+	var buf [256]byte
+	key, plannable := s.pe.AppendPlanKey(buf[:0], ins)
+	if !plannable {
+		return nil, false, nil
+	}
+	e := s.plans.LookupBytes(key)
+	if e == nil {
+		// The signature's first run is interpreted, and traced to build its plan; the plan
+		// runs from the next run on.
+		return s.tracePlan(rc, string(key), fed)
+	}
+	// The template is read under the cache's lock: a failed guard may drop it meanwhile.
+	t, inst, build := s.plans.Take(e)
+	if inst == nil && !build {
+		return nil, false, nil
+	}
+	fresh := false
+	if build {
+		if inst, err = s.pe.NewInstance(t, rc.Phase); err != nil {
+			s.plans.Unreserve(e)
+			return nil, false, err
+		}
+		fresh = true
+	}
+	rc.RunStart(exec.ExecutorPlan, fed)
+	outs, err = t.Execute(s.pe, rc, inst, ins, into)
+	rc.RunEnd(outs, err)
+	return s.endPlanRun(e, inst, fresh, outs, err)
+}
+
+// endPlanRun gives inst back after a run of e's plan; a failed host-step guard unplans the
+// signature, and ok false sends the run to the interpreter.
+func (s *InferenceSession) endPlanRun(e *plan.Entry, inst *plan.Instance, fresh bool, outs []tensor.Tensor, err error) ([]tensor.Tensor, bool, error) {
+	s.plans.Give(e, inst, fresh)
+	if errors.Is(err, plan.ErrPlanGuard) {
+		s.plans.Drop(e, "a host step's output type or shape changed between runs (data-dependent shape)")
+		return nil, false, nil
+	}
+	return outs, err == nil, err
+}
+
+// maxFastInputs bounds the inputs runPlannedFast keeps on the stack.
+const maxFastInputs = 8
+
+// runPlannedFast is Run's path for the steady state of a served model: every graph input fed
+// once, in the graph's order, as a tensor of the declared type, with an idle instance of the
+// signature's plan ready and tracing off. It skips what the general path builds per run (the
+// input map, the value conversions, the run context's bookkeeping). ok is false, with
+// nothing done, whenever any of that does not hold: the general path then runs (and reports
+// any error).
+func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []tensor.NamedTensor, into []tensor.Tensor) (outs []tensor.Tensor, ok bool, err error) {
+	if !s.planning || !s.tensorIO || len(inputs) != len(s.inputs) || len(inputs) > maxFastInputs ||
+		ctx == nil || exec.Traced(ctx) {
+		return nil, false, nil
+	}
+	done := ctx.Done()
+	if done != nil && plan.IsDone(done) {
+		return nil, true, tensor.CanceledError("Run", ctx, nil)
+	}
+	var stack [maxFastInputs]tensor.Tensor
+	ins := stack[:len(inputs)]
+	for i := range inputs {
+		in, m := &inputs[i], &s.inputs[i]
+		if in.Name != m.Name || in.Tensor.Data() == nil || tensor.Box(in.Tensor) != nil {
+			return nil, false, nil
+		}
+		ins[i] = in.Tensor
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, false, nil
+	}
+	var e *plan.Entry
+	var t *plan.Template
+	var inst *plan.Instance
+	if f := s.fastSig.Load(); f != nil && f.Matches(ins) {
+		e, t, inst = s.plans.TakeIdleOf(f.Entry)
+	} else {
+		for i := range ins {
+			if checkFed(s.inputs[i], ins[i]) != nil {
+				return nil, false, nil
+			}
+		}
+		var buf [256]byte
+		key, plannable := s.pe.AppendPlanKey(buf[:0], ins)
+		if !plannable {
+			return nil, false, nil
+		}
+		e, t, inst = s.plans.TakeIdle(key)
+		if inst != nil && len(t.Specialized) == 0 {
+			s.fastSig.Store(plan.NewFastSignature(ins, e))
+		}
+	}
+	if inst == nil {
+		return nil, false, nil
+	}
+	// The instance's own run context: one on the heap per run (the host steps' functions
+	// make it escape) cost a tiny model's run a few percent.
+	rc := &inst.RC
+	*rc = exec.RunCtx{Eng: s.eng, Opset: s.eng.Opset, Phase: exec.PhaseRun, Ctx: ctx, Done: done}
+	outs, err = t.Execute(s.pe, rc, inst, ins, into)
+	rc.Close()
+	*rc = exec.RunCtx{}
+	outs, ok, err = s.endPlanRun(e, inst, false, outs, err)
+	return outs, ok || err != nil, err
+}
+
+// tracePlan is the interpreted run of fed that records each node, from which it builds
+// key's plan (or notes why there is none). The run's outputs are the interpreter's. The trace
+// keeps the values only of nodes whose outputs do not depend on the inputs' data (the plan
+// folds those); of the others, types and shapes, so that a large model's activations are not
+// all held at once.
+func (s *InferenceSession) tracePlan(rc *exec.RunCtx, key string, fed map[string]tensor.Tensor) ([]tensor.Tensor, bool, error) {
+	var trace []plan.TracedNode
+	control := s.pe.ControlInputs()
+	dyn := map[string]bool{}
+	for _, m := range s.inputs {
+		if !control[m.Name] || !plan.Specializes(fed[m.Name]) {
+			dyn[m.Name] = true
+		}
+	}
+	rc.Observe = func(g *graph.Graph, n *graph.Node, in, out []tensor.Tensor) {
+		d := plan.DependsOnData(n, func(name string) bool { return dyn[name] })
+		kept := out
+		if d {
+			kept = make([]tensor.Tensor, len(out))
+			for j, o := range out {
+				kept[j] = tensor.Meta(o)
+			}
+			for _, name := range n.Outputs {
+				if name != "" {
+					dyn[name] = true
+				}
+			}
+		}
+		trace = append(trace, plan.TracedNode{Graph: g, Node: n, Out: kept})
+	}
+	defer func() { rc.Observe = nil }()
+	outs, err := s.eng.Interpret(rc, fed)
+	if err != nil {
+		return nil, true, err
+	}
+	t, reason := s.pe.BuildTemplate(key, fed, trace)
+	s.plans.Add(key, &plan.Entry{Template: t, Reason: reason})
+	return outs, true, nil
+}
+
+// PlanReport audits one compiled run plan: how the model's nodes run for one input
+// signature.
+type PlanReport struct {
+	// Signature is the input types and shapes, as "x: tensor(float)[1,3,224,224]; ...".
+	Signature string
+	// Planned says whether runs of this signature use the plan; Reason says why not.
+	Planned bool
+	Reason  string
+	// Folded counts nodes computed once when the plan was built (their values do not depend
+	// on the inputs' data); Aliases the nodes that only view their input in another shape;
+	// Inlined the If nodes replaced by the branch their fixed condition takes.
+	Folded, Aliases, Inlined int
+	// Specialized names the inputs whose values the plan takes as fixed: small integer
+	// inputs that decide shapes or control flow (each value seen gets its own plan).
+	Specialized []string
+	// Segments lists the recorded device graphs, in run order: the nodes of each, all
+	// running as Loom kernels.
+	Segments [][]string
+	// SegmentThreads is the thread count each segment runs on: with several intra-op
+	// threads, a segment's first runs time one thread against all of them and keep the
+	// faster (-1 while still timing; 0 is all of the session's threads, its default).
+	SegmentThreads []int
+	// HostSteps lists the nodes that run as Go host functions, with the reason; each ends
+	// a segment.
+	HostSteps []PlanHostStep
+	// KernelSteps counts nodes run as Loom kernels; ArenaBytes is the memory for the
+	// values of one run (several runs at once use one arena each).
+	KernelSteps int
+	ArenaBytes  int64
+	// Nodes lists every node the plan took, in order (an inlined If after its branch's
+	// nodes): where its placement, decided once when the session was built, puts it, and
+	// what the plan made of it.
+	Nodes []PlanNode
+}
+
+// PlanHostStep is a node of a plan that runs on the host, and why.
+type PlanHostStep struct {
+	Node, OpType, Reason string
+}
+
+// ExecutionPlans audits the compiled run plans built so far (one per input signature seen),
+// in the order they were built.
+func (s *InferenceSession) ExecutionPlans() []PlanReport {
+	s.plans.Mu.Lock()
+	defer s.plans.Mu.Unlock()
+	out := make([]PlanReport, 0, len(s.plans.Order))
+	for _, key := range s.plans.Order {
+		e := s.plans.Entries[key]
+		r := PlanReport{Signature: s.describeKey(key), Planned: e.Template != nil, Reason: e.Reason}
+		if t := e.Template; t != nil {
+			r.Folded, r.Aliases, r.Inlined, r.ArenaBytes = t.Folded, t.Aliases, t.Inlined, t.ArenaBytes
+			r.Specialized = append([]string{}, t.Specialized...)
+			r.Nodes = append([]PlanNode{}, t.Nodes...)
+			for _, st := range t.Steps {
+				if st.Kind == plan.KernelStep {
+					r.KernelSteps++
+				}
+			}
+			for _, it := range t.Items {
+				if it.Segment >= 0 {
+					var names []string
+					for _, i := range t.Segments[it.Segment] {
+						names = append(names, t.Steps[i].Node.Name)
+					}
+					r.Segments = append(r.Segments, names)
+					threads := 1
+					if s.eng.Threads != 1 {
+						threads = t.Tuners[it.Segment].Chosen()
+					}
+					r.SegmentThreads = append(r.SegmentThreads, threads)
+					continue
+				}
+				st := t.Steps[it.Step]
+				r.HostSteps = append(r.HostSteps, PlanHostStep{Node: st.Node.Name, OpType: st.Node.OpType, Reason: st.Reason})
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// describeKey spells a plan key with the input names.
+func (s *InferenceSession) describeKey(key string) string {
+	parts := strings.Split(strings.TrimSuffix(key, ";"), ";")
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		name := "?"
+		if i < len(s.inputs) {
+			name = s.inputs[i].Name
+		}
+		dt, dims, _ := strings.Cut(p, ":")
+		dims, vals, specialized := strings.Cut(dims, "=")
+		code, _ := strconv.Atoi(dt)
+		fmt.Fprintf(&b, "%s: tensor(%s)[%s]", name, tensor.DType(code), strings.TrimSuffix(dims, ","))
+		if specialized {
+			fmt.Fprintf(&b, " = {%s}", strings.TrimSuffix(vals, ","))
+		}
+	}
+	return b.String()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/plan"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -203,22 +204,22 @@ func TestPlanConcurrentRuns(t *testing.T) {
 func TestPlanSlotPlacementProperty(t *testing.T) {
 	rnd := inferRand()
 	for trial := 0; trial < 300; trial++ {
-		tmpl := &planTemplate{}
+		tmpl := &plan.Template{}
 		steps := 1 + rnd.IntN(40)
 		for i := 0; i < 1+rnd.IntN(60); i++ {
 			first := rnd.IntN(steps+1) - 1
 			last := first + rnd.IntN(steps-first+1)
-			tmpl.slots = append(tmpl.slots, planSlot{bytes: int64(rnd.IntN(5000)), first: first, last: last})
+			tmpl.Slots = append(tmpl.Slots, plan.PlanSlot{Bytes: int64(rnd.IntN(5000)), First: first, Last: last})
 		}
-		tmpl.placeSlots()
+		tmpl.PlaceSlots()
 		var total int64
-		for i, a := range tmpl.slots {
-			total += a.bytes
-			require.Zero(t, a.offset%planAlign)
-			require.LessOrEqual(t, a.offset+a.bytes, tmpl.arenaBytes)
-			for j, b := range tmpl.slots[:i] {
-				liveTogether := a.first <= b.last && b.first <= a.last
-				disjoint := a.offset+max(a.bytes, 4) <= b.offset || b.offset+max(b.bytes, 4) <= a.offset
+		for i, a := range tmpl.Slots {
+			total += a.Bytes
+			require.Zero(t, a.Offset%plan.Align)
+			require.LessOrEqual(t, a.Offset+a.Bytes, tmpl.ArenaBytes)
+			for j, b := range tmpl.Slots[:i] {
+				liveTogether := a.First <= b.Last && b.First <= a.Last
+				disjoint := a.Offset+max(a.Bytes, 4) <= b.Offset || b.Offset+max(b.Bytes, 4) <= a.Offset
 				require.True(t, !liveTogether || disjoint, "trial %d: slots %d %+v and %d %+v", trial, i, a, j, b)
 			}
 		}
@@ -392,23 +393,23 @@ func TestThreadTunerChoosesFaster(t *testing.T) {
 		one, all time.Duration
 		want     int
 	}{{100, 50, 4}, {100, 95, 1}, {50, 100, 1}} {
-		tt := &threadTuner{}
-		for range 2 * tuneSamples {
-			n, slot := tt.threads(4)
+		tt := &plan.ThreadTuner{}
+		for range 2 * plan.TuneSamples {
+			n, slot := tt.Threads(4)
 			require.GreaterOrEqual(t, slot, 0)
 			d := c.one
 			if n == 4 {
 				d = c.all
 			}
-			tt.record(slot, 4, d)
+			tt.Record(slot, 4, d)
 		}
-		n, slot := tt.threads(4)
+		n, slot := tt.Threads(4)
 		require.Equal(t, -1, slot)
 		require.Equal(t, c.want, n, "one %v, all %v", c.one, c.all)
-		require.Equal(t, c.want, tt.chosen())
+		require.Equal(t, c.want, tt.Chosen())
 	}
-	one := &threadTuner{}
-	n, slot := one.threads(1)
+	one := &plan.ThreadTuner{}
+	n, slot := one.Threads(1)
 	require.Equal(t, 1, n)
 	require.Equal(t, -1, slot)
 }
@@ -422,7 +423,7 @@ func TestPlanSettlesThreadCount(t *testing.T) {
 	}
 	planned, interpreted := planPair(t, load)
 	rnd := inferRand()
-	for range 2*tuneSamples + 2 {
+	for range 2*plan.TuneSamples + 2 {
 		feeds := []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{1, 5, 64}, randomF32(rnd, 5*64))}}
 		requireSameOutputs(t, planned, interpreted, feeds, 1e-4)
 	}

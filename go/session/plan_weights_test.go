@@ -9,6 +9,7 @@ import (
 
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/plan"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -29,23 +30,23 @@ func TestPlanInstancesShareWeights(t *testing.T) {
 	}
 	run(randomF32(rnd, 4*64)) // traced
 	run(randomF32(rnd, 4*64)) // the first instance
-	s.planWeights.Mu.Lock()
-	stored := len(s.planWeights.Bufs)
-	s.planWeights.Mu.Unlock()
+	s.pe.PlanWeights.Mu.Lock()
+	stored := len(s.pe.PlanWeights.Bufs)
+	s.pe.PlanWeights.Mu.Unlock()
 	require.Positive(t, stored)
 
 	// A run that finds every instance busy builds one of its own: hold the idle ones while
 	// running, twice, for three instances in all.
-	s.plans.mu.Lock()
-	var entry *planEntry
-	for _, e := range s.plans.entries {
+	s.plans.Mu.Lock()
+	var entry *plan.Entry
+	for _, e := range s.plans.Entries {
 		entry = e
 	}
-	s.plans.mu.Unlock()
-	var held []*planInstance
+	s.plans.Mu.Unlock()
+	var held []*plan.Instance
 	for range 2 {
 		for {
-			_, _, inst := s.plans.takeIdleOf(entry)
+			_, _, inst := s.plans.TakeIdleOf(entry)
 			if inst == nil {
 				break
 			}
@@ -54,7 +55,7 @@ func TestPlanInstancesShareWeights(t *testing.T) {
 		run(randomF32(rnd, 4*64))
 	}
 	for _, inst := range held {
-		s.plans.give(entry, inst, false)
+		s.plans.Give(entry, inst, false)
 	}
 	// And runs at once, as they come.
 	var wg sync.WaitGroup
@@ -68,24 +69,24 @@ func TestPlanInstancesShareWeights(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	s.plans.mu.Lock()
-	var instances []*planInstance
-	for _, e := range s.plans.entries {
-		instances = append(instances, e.all...)
+	s.plans.Mu.Lock()
+	var instances []*plan.Instance
+	for _, e := range s.plans.Entries {
+		instances = append(instances, e.All...)
 	}
-	s.plans.mu.Unlock()
+	s.plans.Mu.Unlock()
 	require.GreaterOrEqual(t, len(instances), 3, "busy instances made more")
 
-	s.planWeights.Mu.Lock()
-	defer s.planWeights.Mu.Unlock()
-	require.Equal(t, stored, len(s.planWeights.Bufs), "no instance uploaded weights of its own")
+	s.pe.PlanWeights.Mu.Lock()
+	defer s.pe.PlanWeights.Mu.Unlock()
+	require.Equal(t, stored, len(s.pe.PlanWeights.Bufs), "no instance uploaded weights of its own")
 	shared := map[*native.Buffer]bool{}
-	for _, buf := range s.planWeights.Bufs {
+	for _, buf := range s.pe.PlanWeights.Bufs {
 		shared[buf] = true
 	}
 	for _, inst := range instances {
 		borrowed := 0
-		for _, a := range device.Allocations(inst.ms) {
+		for _, a := range device.Allocations(inst.MS) {
 			if a.Weight {
 				require.True(t, a.Borrowed, "an instance owns a weight")
 				require.True(t, shared[a.Buf], "an instance reads a weight outside the store")

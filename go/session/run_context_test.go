@@ -12,6 +12,8 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/plan"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -66,14 +68,14 @@ type resources struct {
 
 func sessionResources(t *testing.T, s *InferenceSession) resources {
 	t.Helper()
-	s.plans.mu.Lock()
-	for key, e := range s.plans.entries {
-		if e.template != nil {
-			require.Len(t, e.idle, e.count, "every instance of plan %s is back", key)
+	s.plans.Mu.Lock()
+	for key, e := range s.plans.Entries {
+		if e.Template != nil {
+			require.Len(t, e.Idle, e.Count, "every instance of plan %s is back", key)
 		}
 	}
-	s.plans.mu.Unlock()
-	return resources{users: device.ContextUsers(s.ctx), charged: s.ctx.Charged()}
+	s.plans.Mu.Unlock()
+	return resources{users: device.ContextUsers(s.eng.Ctx), charged: s.eng.Ctx.Charged()}
 }
 
 // requireCanceled checks a cancelled run's error: an *Error matching want (context.Canceled
@@ -134,7 +136,7 @@ func TestRunCancelStopsBetweenOps(t *testing.T) {
 				require.Equal(t, want[0].Data(), got[0].Data())
 				assert.Equal(t, before, sessionResources(t, s), "a cancelled run leaks no plan instance, run session or memory")
 			}
-			if executor == executorPlan {
+			if executor == exec.ExecutorPlan {
 				plans := s.ExecutionPlans()
 				require.Len(t, plans, 1)
 				require.True(t, plans[0].Planned, "a cancelled run does not unplan the signature: %s", plans[0].Reason)
@@ -198,15 +200,15 @@ func TestPlanStopsBetweenSegments(t *testing.T) {
 		require.NoError(t, err)
 	}
 	tmpl, inst := onlyPlan(t, s)
-	require.GreaterOrEqual(t, len(tmpl.items), 2, "the Loop's host step and the Add's segment")
+	require.GreaterOrEqual(t, len(tmpl.Items), 2, "the Loop's host step and the Add's segment")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ins := []tensor.Tensor{spinFeeds(2, x)[0].Tensor, spinFeeds(2, x)[1].Tensor}
-	rc := newRunCtx(ctx, s, phaseRun)
-	_, err = tmpl.run(rc, inst, ins, nil)
-	rc.close()
+	rc := exec.NewRunCtx(ctx, s.eng, exec.PhaseRun)
+	_, err = tmpl.Execute(s.pe, rc, inst, ins, nil)
+	rc.Close()
 	e := requireCanceled(t, err, context.Canceled)
-	assert.Equal(t, tmpl.itemNode(tmpl.items[0]).Name, e.Node)
+	assert.Equal(t, tmpl.ItemNode(tmpl.Items[0]).Name, e.Node)
 }
 
 // Concurrent runs, some cancelled at random moments, leave every run that was not cancelled
@@ -279,15 +281,15 @@ func BenchmarkRunContextChecks(b *testing.B) {
 		ctx  context.Context
 	}{{"background", context.Background()}, {"cancelable", cancelable}, {"deadline", deadline}} {
 		b.Run(c.name, func(b *testing.B) {
-			rc := &runCtx{}
+			rc := testRunCtx(nil, 0)
 			stopped := 0
 			for b.Loop() {
-				if traced(c.ctx) {
+				if exec.Traced(c.ctx) {
 					b.Fatal("traced")
 				}
-				*rc = runCtx{ctx: c.ctx, done: c.ctx.Done()}
+				*rc = exec.RunCtx{Ctx: c.ctx, Done: c.ctx.Done()}
 				for range 2 {
-					if rc.done != nil && isDone(rc.done) {
+					if rc.Done != nil && plan.IsDone(rc.Done) {
 						stopped++
 					}
 				}

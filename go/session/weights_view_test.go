@@ -7,10 +7,11 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
-	"github.com/stretchr/testify/require"
 )
 
 // A session that loaded its model views the model's initializer bytes as its weights (one
@@ -21,8 +22,8 @@ func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
 	require.NoError(t, err)
 	defer owned.Close()
 	viewed := 0
-	for name, gt := range owned.model.Graph.Initializers {
-		w := owned.weights[name]
+	for name, gt := range owned.eng.Model.Graph.Initializers {
+		w := owned.eng.Weights[name]
 		raw, ok := ops.RawBytes(w)
 		require.True(t, ok, name)
 		require.Equal(t, gt.Raw, raw, name)
@@ -41,7 +42,7 @@ func TestWeightsShareTheOwnedModelsBytes(t *testing.T) {
 	require.NoError(t, err)
 	defer theirs.Close()
 	for name, gt := range m.Graph.Initializers {
-		raw, _ := ops.RawBytes(theirs.weights[name])
+		raw, _ := ops.RawBytes(theirs.eng.Weights[name])
 		require.Equal(t, gt.Raw, raw, name)
 		if len(raw) > 0 {
 			require.NotEqual(t, unsafe.Pointer(&gt.Raw[0]), unsafe.Pointer(&raw[0]), "a caller's initializer %s is shared", name)

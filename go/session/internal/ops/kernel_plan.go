@@ -150,6 +150,28 @@ type KernelPlanner func(n *graph.Node, opset int64, in []ValueInfo) (*KernelPlan
 // Loom's domain (see plannerKey).
 var KernelPlanners = map[string]KernelPlanner{}
 
+// KernelKey spells out a kernel request: the session's kernel cache key, which also orders an
+// EP context blob's kernels. The configuration's keys are sorted so the same specialization
+// always maps to the same entry.
+func KernelKey(file, symbol string, config map[string]string) string {
+	keys := make([]string, 0, len(config))
+	for k := range config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(file)
+	b.WriteByte(0)
+	b.WriteString(symbol)
+	for _, k := range keys {
+		b.WriteByte(0)
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(config[k])
+	}
+	return b.String()
+}
+
 func PlannerKey(n *graph.Node) string {
 	if n.Domain == graph.LoomDomain {
 		return graph.LoomDomain + ":" + n.OpType

@@ -1,72 +1,50 @@
-package session
+package exec
 
 import (
-	"sort"
-	"strings"
 	"sync"
 
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
-// kernelCache holds an InferenceSession's loaded kernels by (file, symbol, configuration), and
+// KernelCache holds an InferenceSession's loaded kernels by (file, symbol, configuration), and
 // the modules behind them by artifact key. It is safe for concurrent use; a miss compiles and
 // loads under the lock, so concurrent runs never load the same kernel twice.
-type kernelCache struct {
-	mu          sync.Mutex
-	kernels     map[string]*device.LoadedKernel
-	moduleByKey map[string]*native.Module
-	modules     []*native.Module // owned, in load order
+type KernelCache struct {
+	Mu          sync.Mutex
+	Kernels     map[string]*device.LoadedKernel
+	ModuleByKey map[string]*native.Module
+	Modules     []*native.Module // owned, in load order
 	closed      bool
-	counts      [phaseCount]kernelPhaseCounts // by phase (see CacheStats)
+	Counts      [phaseCount]KernelPhaseCounts // by phase (see CacheStats)
 	kept        map[string]keptKernel         // non-nil: compiled kernels recorded for an EP context model
 	// jitChecked, jitErr: whether the JIT can compile here (see jit); notShipped counts the
 	// kernel plans that ran as host functions because a kernel was neither shipped nor
 	// compilable.
 	jitChecked bool
-	jitErr     error
-	notShipped int64
+	JITErr     error
+	NotShipped int64
 }
 
-// kernelCacheKey spells out a kernel request; the configuration's keys are sorted so the same
-// specialization always maps to the same entry.
-func kernelCacheKey(file, symbol string, config map[string]string) string {
-	keys := make([]string, 0, len(config))
-	for k := range config {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString(file)
-	b.WriteByte(0)
-	b.WriteString(symbol)
-	for _, k := range keys {
-		b.WriteByte(0)
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(config[k])
-	}
-	return b.String()
-}
-
-// get returns the kernel for the request, compiling (through the context's compiler and its
+// Get returns the kernel for the request, compiling (through the context's compiler and its
 // disk cache) and loading it on first use; the outcome is counted under phase.
-func (c *kernelCache) get(ctx *device.ModelContext, phase runPhase, file, symbol string, config map[string]string) (*device.LoadedKernel, error) {
+func (c *KernelCache) Get(ctx *device.ModelContext, phase RunPhase, file, symbol string, config map[string]string) (*device.LoadedKernel, error) {
 	const op = "Run"
-	key := kernelCacheKey(file, symbol, config)
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	key := ops.KernelKey(file, symbol, config)
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	if c.closed {
 		return nil, tensor.NewError(op, tensor.ErrClosed, "the session is closed")
 	}
-	if k := c.kernels[key]; k != nil {
-		c.counts[phase].hits++
+	if k := c.Kernels[key]; k != nil {
+		c.Counts[phase].Hits++
 		return k, nil
 	}
-	c.counts[phase].misses++
+	c.Counts[phase].Misses++
 	recordKernel(file, symbol, config)
-	src, err := kernelSource(file, symbol, config)
+	src, err := SourceOf(file, symbol, config)
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +61,9 @@ func (c *kernelCache) get(ctx *device.ModelContext, phase runPhase, file, symbol
 	// A shipped variant is the same code the JIT would build (same static key), so it is
 	// used whenever it exists, except while recording artifacts for an EP context model
 	// (which embeds shared objects) on a machine that can compile.
-	v := lookupShipped(src, comp.Target)
+	v := LookupShipped(src, comp.Target)
 	if v == nil && c.jit(comp) != nil {
-		v = lookupShippedBelow(src, comp.Target)
+		v = LookupShippedBelow(src, comp.Target)
 	}
 	if v != nil && (c.kept == nil || c.jit(comp) != nil) {
 		art, err := shippedArtifact(v)
@@ -100,13 +78,13 @@ func (c *kernelCache) get(ctx *device.ModelContext, phase runPhase, file, symbol
 			return nil, err
 		}
 		ck = device.CompiledKernel{Artifact: art, Sig: sig}
-		if m = c.moduleByKey[art.Key]; m == nil {
+		if m = c.ModuleByKey[art.Key]; m == nil {
 			if m, err = ctx.Device().LoadHostStatic(v.Module, ctx.Device().Target()); err != nil {
 				return nil, tensor.WrapError(op, tensor.ErrDevice, err, "cannot load shipped kernel %s", device.DescribeSource(src))
 			}
 			fresh = true
 		}
-		c.counts[phase].shipped++
+		c.Counts[phase].Shipped++
 	} else {
 		if jerr := c.jit(comp); jerr != nil {
 			return nil, tensor.WrapError(op, tensor.ErrCompile, jerr, "%s is not shipped in this binary and the JIT is unavailable", device.DescribeSource(src))
@@ -115,12 +93,12 @@ func (c *kernelCache) get(ctx *device.ModelContext, phase runPhase, file, symbol
 		// it, so the change in its counters is this kernel's.
 		before := comp.Loom.Stats().Misses
 		compiled, err := device.CompileKernel(comp, op, ctx.Device(), []device.KernelSource{src})
-		c.counts[phase].compiles += comp.Loom.Stats().Misses - before
+		c.Counts[phase].Compiles += comp.Loom.Stats().Misses - before
 		if err != nil {
 			return nil, err
 		}
 		ck = compiled[0]
-		m = c.moduleByKey[ck.Artifact.Key]
+		m = c.ModuleByKey[ck.Artifact.Key]
 		fresh = m == nil
 		if fresh {
 			if m, err = device.LoadArtifact(op, ctx.Device(), ck.Artifact); err != nil {
@@ -136,32 +114,32 @@ func (c *kernelCache) get(ctx *device.ModelContext, phase runPhase, file, symbol
 		return nil, tensor.WrapError(op, tensor.ErrDevice, err, "%s: the compiled module has no kernel %s", device.DescribeSource(src), ck.Artifact.Entry)
 	}
 	if fresh {
-		if c.moduleByKey == nil {
-			c.moduleByKey = map[string]*native.Module{}
+		if c.ModuleByKey == nil {
+			c.ModuleByKey = map[string]*native.Module{}
 		}
-		c.moduleByKey[ck.Artifact.Key] = m
-		c.modules = append(c.modules, m)
+		c.ModuleByKey[ck.Artifact.Key] = m
+		c.Modules = append(c.Modules, m)
 	}
-	if c.kernels == nil {
-		c.kernels = map[string]*device.LoadedKernel{}
+	if c.Kernels == nil {
+		c.Kernels = map[string]*device.LoadedKernel{}
 	}
 	k := &device.LoadedKernel{Kernel: kernel, Sig: ck.Sig}
-	c.kernels[key] = k
+	c.Kernels[key] = k
 	c.keepArtifact(key, file, symbol, config, ck.Artifact)
 	return k, nil
 }
 
-// close unloads the modules; the caller guarantees that no run uses them any more.
+// Close unloads the modules; the caller guarantees that no run uses them any more.
 // Idempotent.
-func (c *kernelCache) close() []error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *KernelCache) Close() []error {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	c.closed = true
 	var errs []error
-	for _, m := range c.modules {
+	for _, m := range c.Modules {
 		errs = append(errs, m.Close())
 	}
-	c.modules, c.moduleByKey, c.kernels = nil, nil, nil
+	c.Modules, c.ModuleByKey, c.Kernels = nil, nil, nil
 	return errs
 }
 
@@ -170,22 +148,22 @@ func (c *kernelCache) close() []error {
 // session has been reset: no allocations, recordings or kernels, a fresh owner. At most
 // maxIdle are kept; concurrent runs beyond that open their own and close them.
 type runSessionPool struct {
-	mu     sync.Mutex
-	idle   []*device.ModelSession
+	Mu     sync.Mutex
+	Idle   []*device.ModelSession
 	closed bool
 }
 
-// maxIdleRunSessions bounds the idle per-run sessions an InferenceSession keeps.
-const maxIdleRunSessions = 8
+// MaxIdleRunSessions bounds the idle per-run sessions an InferenceSession keeps.
+const MaxIdleRunSessions = 8
 
-// get returns an idle session, or nil when there is none.
-func (p *runSessionPool) get() *device.ModelSession {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if n := len(p.idle); n > 0 {
-		ms := p.idle[n-1]
-		p.idle[n-1] = nil
-		p.idle = p.idle[:n-1]
+// Get returns an idle session, or nil when there is none.
+func (p *runSessionPool) Get() *device.ModelSession {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	if n := len(p.Idle); n > 0 {
+		ms := p.Idle[n-1]
+		p.Idle[n-1] = nil
+		p.Idle = p.Idle[:n-1]
 		return ms
 	}
 	return nil
@@ -198,22 +176,22 @@ func (p *runSessionPool) put(ms *device.ModelSession) {
 		ms.Close()
 		return
 	}
-	p.mu.Lock()
-	if p.closed || len(p.idle) >= maxIdleRunSessions {
-		p.mu.Unlock()
+	p.Mu.Lock()
+	if p.closed || len(p.Idle) >= MaxIdleRunSessions {
+		p.Mu.Unlock()
 		ms.Close()
 		return
 	}
-	p.idle = append(p.idle, ms)
-	p.mu.Unlock()
+	p.Idle = append(p.Idle, ms)
+	p.Mu.Unlock()
 }
 
-// close closes the idle sessions; later puts close theirs. Idempotent.
-func (p *runSessionPool) close() []error {
-	p.mu.Lock()
-	idle := p.idle
-	p.idle, p.closed = nil, true
-	p.mu.Unlock()
+// Close closes the idle sessions; later puts close theirs. Idempotent.
+func (p *runSessionPool) Close() []error {
+	p.Mu.Lock()
+	idle := p.Idle
+	p.Idle, p.closed = nil, true
+	p.Mu.Unlock()
 	var errs []error
 	for _, ms := range idle {
 		errs = append(errs, ms.Close())

@@ -1,4 +1,4 @@
-package session
+package exec
 
 import (
 	"context"
@@ -31,14 +31,14 @@ import (
 // must too):
 //
 //	rc.runStart(executor, fed)      once, before the first op (no-op when tracing is off)
-//	sp := rc.opStart(n, in)         before each op; a zero opSpan when tracing is off
+//	sp := rc.opStart(n, in)         before each op; a zero OpSpan when tracing is off
 //	sp.end(variant, reason, outs, err)  after it; variant "" derives variant and reason
 //	rc.runEnd(outs, err)            once, after the last op
 //
 // The span of an op with subgraphs (If, Loop, Scan) is the parent of the op spans started
 // until its end, which must therefore nest like calls; other ops' spans are siblings, so an
 // executor may start several before ending them (a recorded segment of kernel steps). The
-// hooks stay on the run's goroutine, like the rest of runCtx. rc.compile records the Loom
+// hooks stay on the run's goroutine, like the rest of RunCtx. rc.compile records the Loom
 // kernels an op requests, which is how end("", "", ...) names the variant that ran.
 
 // tracerName is the instrumentation scope of the session's spans.
@@ -46,41 +46,41 @@ const tracerName = "github.com/loomrt/loom/go/session"
 
 // The executors a span's loom.executor names.
 const (
-	executorInterpreter = "interpreter"
-	executorPlan        = "plan"
+	ExecutorInterpreter = "interpreter"
+	ExecutorPlan        = "plan"
 )
 
 // Span attribute keys.
 const (
 	attrModel        = attribute.Key("loom.model")
-	attrGraph        = attribute.Key("loom.graph")
+	AttrGraph        = attribute.Key("loom.graph")
 	attrProvider     = attribute.Key("loom.provider")
-	attrPhase        = attribute.Key("loom.phase")
-	attrExecutor     = attribute.Key("loom.executor")
-	attrNode         = attribute.Key("loom.node")
-	attrOpType       = attribute.Key("loom.op_type")
-	attrDomain       = attribute.Key("loom.domain")
-	attrVariant      = attribute.Key("loom.variant")
-	attrReason       = attribute.Key("loom.reason")
-	attrInputShapes  = attribute.Key("loom.input_shapes")
-	attrOutputShapes = attribute.Key("loom.output_shapes")
-	// attrJITUnavailable, on a run's span: why kernels cannot be compiled at run time (no C
+	AttrPhase        = attribute.Key("loom.phase")
+	AttrExecutor     = attribute.Key("loom.executor")
+	AttrNode         = attribute.Key("loom.node")
+	AttrOpType       = attribute.Key("loom.op_type")
+	AttrDomain       = attribute.Key("loom.domain")
+	AttrVariant      = attribute.Key("loom.variant")
+	AttrReason       = attribute.Key("loom.reason")
+	AttrInputShapes  = attribute.Key("loom.input_shapes")
+	AttrOutputShapes = attribute.Key("loom.output_shapes")
+	// AttrJITUnavailable, on a run's span: why kernels cannot be compiled at run time (no C
 	// compiler), once the session has needed to know; only shipped kernels then run.
-	attrJITUnavailable = attribute.Key("loom.jit_unavailable")
+	AttrJITUnavailable = attribute.Key("loom.jit_unavailable")
 )
 
-// variantHost is the variant of an op that ran as a Go host function.
-const variantHost = "host"
+// VariantHost is the variant of an op that ran as a Go host function.
+const VariantHost = "host"
 
 // sessionTracing is an InferenceSession's tracing state.
 type sessionTracing struct {
-	// provider is WithTracerProvider's TracerProvider; nil means OpenTelemetry's global one.
-	provider trace.TracerProvider
+	// Provider is WithTracerProvider's TracerProvider; nil means OpenTelemetry's global one.
+	Provider trace.TracerProvider
 }
 
 // tracer is the tracer of the session's spans.
 func (t *sessionTracing) tracer() trace.Tracer {
-	tp := t.provider
+	tp := t.Provider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
@@ -90,22 +90,15 @@ func (t *sessionTracing) tracer() trace.Tracer {
 // noSpan is what trace.SpanFromContext returns for a context without a span.
 var noSpan = trace.SpanFromContext(context.Background())
 
-// traced reports whether a run in ctx is traced: whether ctx carries a span. It costs a
+// Traced reports whether a run in ctx is traced: whether ctx carries a span. It costs a
 // comparison for context.Background, and a context lookup for other contexts without a span
 // (trace.SpanContextFromContext alone cost several times as much).
-func traced(ctx context.Context) bool {
+func Traced(ctx context.Context) bool {
 	if ctx == context.Background() {
 		return false
 	}
 	sp := trace.SpanFromContext(ctx)
 	return sp != noSpan && sp.SpanContext().IsValid()
-}
-
-// WithTracerProvider makes the session's traces (the spans of the runs whose context carries
-// a span) go to tp instead of OpenTelemetry's global TracerProvider (otel.GetTracerProvider).
-// nil (the default) is the global one.
-func WithTracerProvider(tp trace.TracerProvider) LoadOption {
-	return func(o *loadOptions) { o.tracerProvider = tp }
 }
 
 // runTrace is one traced Run's span state, owned by the run's goroutine.
@@ -119,21 +112,21 @@ type runTrace struct {
 	kernels []string
 }
 
-// runStart starts the run's "loom.Run" span when tracing is on; executor names the executor
+// RunStart starts the run's "loom.Run" span when tracing is on; executor names the executor
 // (executorInterpreter or executorPlan) for the run's and its ops' spans, fed the run's
 // checked inputs by name.
-func (rc *runCtx) runStart(executor string, fed map[string]tensor.Tensor) {
-	if rc.ctx == nil || !traced(rc.ctx) {
+func (rc *RunCtx) RunStart(executor string, fed map[string]tensor.Tensor) {
+	if rc.Ctx == nil || !Traced(rc.Ctx) {
 		return
 	}
-	tracer := rc.s.tracing.tracer()
+	tracer := rc.Eng.Tracing.tracer()
 	// The graph's inputs in order, then any fed initializer overrides by name.
 	ins := make([]string, 0, len(fed))
-	listed := make(map[string]bool, len(rc.s.inputs))
-	for _, m := range rc.s.inputs {
-		if t, ok := fed[m.Name]; ok {
-			ins = append(ins, m.Name+": "+describeTensor(t))
-			listed[m.Name] = true
+	listed := make(map[string]bool, len(rc.Eng.InputNames))
+	for _, name := range rc.Eng.InputNames {
+		if t, ok := fed[name]; ok {
+			ins = append(ins, name+": "+DescribeTensor(t))
+			listed[name] = true
 		}
 	}
 	var extra []string
@@ -144,44 +137,44 @@ func (rc *runCtx) runStart(executor string, fed map[string]tensor.Tensor) {
 	}
 	slices.Sort(extra)
 	for _, name := range extra {
-		ins = append(ins, name+": "+describeTensor(fed[name]))
+		ins = append(ins, name+": "+DescribeTensor(fed[name]))
 	}
 	phase := "run"
-	if rc.phase == phaseWarmup {
+	if rc.Phase == PhaseWarmup {
 		phase = "warmup"
 	}
-	m := rc.s.model
-	ctx, span := tracer.Start(rc.ctx, "loom.Run", trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attrModel.String(m.Name), attrGraph.String(m.Graph.Name),
-			attrProvider.String(string(rc.s.provider)), attrPhase.String(phase),
-			attrExecutor.String(executor), attrInputShapes.StringSlice(ins)))
-	rc.trace = &runTrace{tracer: tracer, executor: executor, run: span, parent: ctx}
+	m := rc.Eng.Model
+	ctx, span := tracer.Start(rc.Ctx, "loom.Run", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attrModel.String(m.Name), AttrGraph.String(m.Graph.Name),
+			attrProvider.String(string(rc.Eng.Provider)), AttrPhase.String(phase),
+			AttrExecutor.String(executor), AttrInputShapes.StringSlice(ins)))
+	rc.Trace = &runTrace{tracer: tracer, executor: executor, run: span, parent: ctx}
 }
 
-// runEnd ends the run's span with the run's outputs or error.
-func (rc *runCtx) runEnd(outs []tensor.Tensor, err error) {
-	t := rc.trace
+// RunEnd ends the run's span with the run's outputs or error.
+func (rc *RunCtx) RunEnd(outs []tensor.Tensor, err error) {
+	t := rc.Trace
 	if t == nil {
 		return
 	}
-	rc.trace = nil
+	rc.Trace = nil
 	if t.run.IsRecording() {
-		t.run.SetAttributes(attrOutputShapes.StringSlice(describeTensors(outs)))
-		if why := rc.s.kernels.jitUnavailable(); why != "" {
-			t.run.SetAttributes(attrJITUnavailable.String(why))
+		t.run.SetAttributes(AttrOutputShapes.StringSlice(describeTensors(outs)))
+		if why := rc.Eng.Kernels.jitUnavailable(); why != "" {
+			t.run.SetAttributes(AttrJITUnavailable.String(why))
 		}
 		recordError(t.run, err)
 	}
 	t.run.End()
 }
 
-// opSpan is the span of one executing op; the zero opSpan (tracing off) does nothing. It is
+// OpSpan is the span of one executing op; the zero OpSpan (tracing off) does nothing. It is
 // one pointer, so that the hooks cost a nil check when tracing is off.
-type opSpan struct{ f *opFrame }
+type OpSpan struct{ f *opFrame }
 
 // opFrame is a traced op's state.
 type opFrame struct {
-	rc   *runCtx
+	rc   *RunCtx
 	span trace.Span
 	node *graph.Node
 	in   []tensor.Tensor
@@ -195,61 +188,62 @@ type opFrame struct {
 	prevVariant, prevReason string
 }
 
-// opStart starts the span of node n about to run on inputs in. With tracing off it costs one
-// nil check and returns the zero opSpan.
-func (rc *runCtx) opStart(n *graph.Node, in []tensor.Tensor) opSpan {
-	if rc.trace == nil {
-		return opSpan{}
+// OpStart starts the span of node n about to run on inputs in. With tracing off it costs one
+// nil check and returns the zero OpSpan.
+func (rc *RunCtx) OpStart(n *graph.Node, in []tensor.Tensor) OpSpan {
+	if rc.Trace == nil {
+		return OpSpan{}
 	}
 	return rc.opStartTraced(n, in)
 }
 
-func (rc *runCtx) opStartTraced(n *graph.Node, in []tensor.Tensor) opSpan {
-	t := rc.trace
+func (rc *RunCtx) opStartTraced(n *graph.Node, in []tensor.Tensor) OpSpan {
+	t := rc.Trace
 	ctx, span := t.tracer.Start(t.parent, n.OpType, trace.WithSpanKind(trace.SpanKindInternal))
 	f := &opFrame{rc: rc, span: span, node: n, in: in, prevKernels: t.kernels,
-		prevVariant: rc.kernelVariant, prevReason: rc.kernelReason}
+		prevVariant: rc.KernelVariant, prevReason: rc.KernelReason}
 	if ep.HasSubgraph(n) {
 		f.parent, f.prevParent = true, t.parent
 		t.parent = ctx
 	}
 	t.kernels = nil
-	rc.kernelVariant, rc.kernelReason = "", ""
-	return opSpan{f}
+	rc.KernelVariant, rc.KernelReason = "", ""
+	return OpSpan{f}
 }
 
-// end ends the op's span. variant names what ran ("host", or the Loom kernels as
+// End ends the op's span. variant names what ran ("host", or the Loom kernels as
 // "loom:kernels/FILE:SYMBOL[K=V,...] + ...") and reason why; with variant "" both are
 // derived from what the op noted (rc.kernelVariant and rc.kernelReason, the kernels it
 // requested through rc.compile) and from its node and inputs. err, when not nil, is recorded
 // on the span, which then has status Error.
-func (sp opSpan) end(variant, reason string, outs []tensor.Tensor, err error) {
+func (sp OpSpan) End(variant, reason string, outs []tensor.Tensor, err error) {
 	if sp.f != nil {
-		sp.f.end(variant, reason, outs, err)
+		sp.f.End(variant, reason, outs, err)
 	}
 }
 
-func (f *opFrame) end(variant, reason string, outs []tensor.Tensor, err error) {
+// End ends the op's span (see OpSpan.End).
+func (f *opFrame) End(variant, reason string, outs []tensor.Tensor, err error) {
 	rc := f.rc
-	t := rc.trace
-	kernels, planVariant, planReason := t.kernels, rc.kernelVariant, rc.kernelReason
+	t := rc.Trace
+	kernels, planVariant, planReason := t.kernels, rc.KernelVariant, rc.KernelReason
 	if f.parent {
 		t.parent = f.prevParent
 	}
 	t.kernels = f.prevKernels
-	rc.kernelVariant, rc.kernelReason = f.prevVariant, f.prevReason
+	rc.KernelVariant, rc.KernelReason = f.prevVariant, f.prevReason
 	if f.span.IsRecording() {
 		if variant == "" {
-			variant, reason = deriveVariant(rc.s.placements.Of(f.node), f.in, kernels, planVariant, planReason)
+			variant, reason = deriveVariant(rc.Eng.Placements.Of(f.node), f.in, kernels, planVariant, planReason)
 		}
 		n := f.node
 		domain := n.Domain
 		if domain == "" {
 			domain = "ai.onnx"
 		}
-		f.span.SetAttributes(attrNode.String(n.Name), attrOpType.String(n.OpType), attrDomain.String(domain),
-			attrVariant.String(variant), attrReason.String(reason), attrExecutor.String(t.executor),
-			attrInputShapes.StringSlice(describeTensors(f.in)), attrOutputShapes.StringSlice(describeTensors(outs)))
+		f.span.SetAttributes(AttrNode.String(n.Name), AttrOpType.String(n.OpType), AttrDomain.String(domain),
+			AttrVariant.String(variant), AttrReason.String(reason), AttrExecutor.String(t.executor),
+			AttrInputShapes.StringSlice(describeTensors(f.in)), AttrOutputShapes.StringSlice(describeTensors(outs)))
 		recordError(f.span, err)
 	}
 	f.span.End()
@@ -257,8 +251,8 @@ func (f *opFrame) end(variant, reason string, outs []tensor.Tensor, err error) {
 
 // noteKernel records that the running op requested a Loom kernel, for its span's variant: an
 // op that runs several kernel plans (a fused op) names all their kernels.
-func (rc *runCtx) noteKernel(file, symbol string, config map[string]string) {
-	t := rc.trace
+func (rc *RunCtx) noteKernel(file, symbol string, config map[string]string) {
+	t := rc.Trace
 	if t == nil {
 		return
 	}
@@ -285,7 +279,7 @@ func deriveVariant(pl ep.Placement, in []tensor.Tensor, kernels []string, planVa
 		return variant, planReason
 	}
 	if !pl.Kernel {
-		return variantHost, pl.HostReason()
+		return VariantHost, pl.HostReason()
 	}
 	var others []string
 	for _, t := range in {
@@ -294,14 +288,14 @@ func deriveVariant(pl ep.Placement, in []tensor.Tensor, kernels []string, planVa
 		}
 	}
 	if len(others) > 0 {
-		return variantHost, "host: no Loom kernel for " + strings.Join(others, ", ") + " inputs"
+		return VariantHost, "host: no Loom kernel for " + strings.Join(others, ", ") + " inputs"
 	}
 	for _, t := range in {
 		if t.IsValid() && tensor.Box(t) == nil && t.Len() == 0 {
-			return variantHost, "host: empty tensors need no kernel"
+			return VariantHost, "host: empty tensors need no kernel"
 		}
 	}
-	return variantHost, "host: no Loom kernel covers " + describeInputs(in)
+	return VariantHost, "host: no Loom kernel covers " + describeInputs(in)
 }
 
 func describeInputs(in []tensor.Tensor) string {
@@ -315,12 +309,14 @@ func describeInputs(in []tensor.Tensor) string {
 func describeTensors(ts []tensor.Tensor) []string {
 	out := make([]string, len(ts))
 	for i, t := range ts {
-		out[i] = describeTensor(t)
+		out[i] = DescribeTensor(t)
 	}
 	return out
 }
 
-func describeTensor(t tensor.Tensor) string {
+// DescribeTensor spells t as TYPE[d0,d1,...]; a sequence or optional by what it holds, an
+// omitted optional as "none".
+func DescribeTensor(t tensor.Tensor) string {
 	if !t.IsValid() {
 		return "none"
 	}

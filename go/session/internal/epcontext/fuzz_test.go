@@ -1,4 +1,4 @@
-package session
+package epcontext
 
 import (
 	"math/rand/v2"
@@ -12,23 +12,23 @@ import (
 // checksum). It must never panic; whatever it accepts must encode and decode to the same blob.
 func FuzzDecodeEPContextBlob(f *testing.F) {
 	rnd := rand.New(rand.NewPCG(1, 2)) // fixed seeds for a reproducible corpus
-	enc, err := encodeEPContextBlob(sampleEPContextBlob(rnd))
+	enc, err := Encode(sampleEPContextBlob(rnd))
 	require.NoError(f, err)
 	f.Add(enc)
-	f.Add(enc[:epContextHeaderBytes])
+	f.Add(enc[:HeaderBytes])
 	f.Add(enc[:len(enc)/2])
-	empty, err := encodeEPContextBlob(&epContextBlob{Meta: epContextMeta{CompilerVersion: "v", Target: "t", Backend: "cuda"}, Graph: []byte{1}})
+	empty, err := Encode(&Blob{Meta: Meta{CompilerVersion: "v", Target: "t", Backend: "cuda"}, Graph: []byte{1}})
 	require.NoError(f, err)
 	f.Add(empty)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, in := range [][]byte{data, resealEPContextBlob(data)} {
-			b, err := decodeEPContextBlob(in)
+			b, err := Decode(in)
 			if err != nil {
 				continue
 			}
-			again, err := encodeEPContextBlob(b)
+			again, err := Encode(b)
 			require.NoError(t, err)
-			b2, err := decodeEPContextBlob(again)
+			b2, err := Decode(again)
 			require.NoError(t, err, "a decoded blob re-encodes to one that decodes")
 			require.Equal(t, b.Meta, b2.Meta)
 			require.Equal(t, b.Graph, b2.Graph)

@@ -1,4 +1,4 @@
-package session
+package exec
 
 import (
 	"slices"
@@ -14,56 +14,58 @@ import (
 // could otherwise be a weight itself, and a caller writing into it (or recycling it) would
 // change the model for every later run.
 
-// memRange is the memory [lo, hi) of a tensor's elements.
-type memRange struct{ lo, hi uintptr }
+// MemRange is the memory [lo, hi) of a tensor's elements.
+type MemRange struct{ lo, hi uintptr }
 
-// dataRange is t's element memory; false for a tensor without elements or a sequence.
-func dataRange(t tensor.Tensor) (memRange, bool) {
+// DataRange is t's element memory; false for a tensor without elements or a sequence.
+func DataRange(t tensor.Tensor) (MemRange, bool) {
 	if tensor.Box(t) != nil {
-		return memRange{}, false
+		return MemRange{}, false
 	}
 	if s, ok := t.Data().([]string); ok {
 		if len(s) == 0 {
-			return memRange{}, false
+			return MemRange{}, false
 		}
 		p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
-		return memRange{p, p + uintptr(len(s))*unsafe.Sizeof(s[0])}, true
+		return MemRange{p, p + uintptr(len(s))*unsafe.Sizeof(s[0])}, true
 	}
 	raw, ok := ops.RawBytes(t)
 	if !ok || len(raw) == 0 {
-		return memRange{}, false
+		return MemRange{}, false
 	}
 	p := uintptr(unsafe.Pointer(&raw[0]))
-	return memRange{p, p + uintptr(len(raw))}, true
+	return MemRange{p, p + uintptr(len(raw))}, true
 }
 
-func (r memRange) overlaps(o memRange) bool { return r.lo < o.hi && o.lo < r.hi }
+// Overlaps reports whether r and o share a byte.
+func (r MemRange) Overlaps(o MemRange) bool { return r.lo < o.hi && o.lo < r.hi }
 
-// heldRanges is a set of memory ranges (they may overlap or nest), asked whether any of them
+// HeldRanges is a set of memory ranges (they may overlap or nest), asked whether any of them
 // overlaps a range. Only interpreted runs ask, once per output, so a scan does.
-type heldRanges []memRange
+type HeldRanges []MemRange
 
-func newHeldRanges(ts map[string]tensor.Tensor) heldRanges {
-	var h heldRanges
+// NewHeldRanges is the memory of ts's elements.
+func NewHeldRanges(ts map[string]tensor.Tensor) HeldRanges {
+	var h HeldRanges
 	for _, t := range ts {
-		if r, ok := dataRange(t); ok {
+		if r, ok := DataRange(t); ok {
 			h = append(h, r)
 		}
 	}
 	return h
 }
 
-// overlaps reports whether any range of h overlaps r.
-func (h heldRanges) overlaps(r memRange) bool {
-	return slices.ContainsFunc(h, r.overlaps)
+// Overlaps reports whether any range of h overlaps r.
+func (h HeldRanges) Overlaps(r MemRange) bool {
+	return slices.ContainsFunc(h, r.Overlaps)
 }
 
 // detachOutputs copies the outputs of an interpreted run that alias the session's kept
 // memory or fed's inputs (see above); a sequence or optional holding such a tensor comes
 // back as a new one holding a copy.
-func (s *InferenceSession) detachOutputs(outs []tensor.Tensor, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
+func (e *Engine) detachOutputs(outs []tensor.Tensor, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
 	for i, o := range outs {
-		d, _, err := s.detach(o, fed)
+		d, _, err := e.detach(o, fed)
 		if err != nil {
 			return nil, err
 		}
@@ -73,11 +75,11 @@ func (s *InferenceSession) detachOutputs(outs []tensor.Tensor, fed map[string]te
 }
 
 // detach is t, or a copy of it when it aliases (changed then says so).
-func (s *InferenceSession) detach(t tensor.Tensor, fed map[string]tensor.Tensor) (_ tensor.Tensor, changed bool, _ error) {
+func (e *Engine) detach(t tensor.Tensor, fed map[string]tensor.Tensor) (_ tensor.Tensor, changed bool, _ error) {
 	if tensor.Box(t) != nil {
 		var elems []tensor.Tensor // copied on the first element that changes
-		for j, e := range tensor.SeqElems(t) {
-			d, ch, err := s.detach(e, fed)
+		for j, el := range tensor.SeqElems(t) {
+			d, ch, err := e.detach(el, fed)
 			if err != nil {
 				return tensor.Tensor{}, false, err
 			}
@@ -93,8 +95,8 @@ func (s *InferenceSession) detach(t tensor.Tensor, fed map[string]tensor.Tensor)
 		}
 		return tensor.WithElems(t, elems), true, nil
 	}
-	r, ok := dataRange(t)
-	if !ok || !s.aliases(r, fed) {
+	r, ok := DataRange(t)
+	if !ok || !e.aliases(r, fed) {
 		return t, false, nil
 	}
 	c, err := tensor.CopyOut(t)
@@ -103,8 +105,8 @@ func (s *InferenceSession) detach(t tensor.Tensor, fed map[string]tensor.Tensor)
 
 // aliases reports whether r overlaps the session's kept memory or an input of fed (or an
 // element of a sequence fed).
-func (s *InferenceSession) aliases(r memRange, fed map[string]tensor.Tensor) bool {
-	if s.held.overlaps(r) || s.bodies.holds(r) {
+func (e *Engine) aliases(r MemRange, fed map[string]tensor.Tensor) bool {
+	if e.Held.Overlaps(r) || e.Bodies.holds(r) {
 		return true
 	}
 	for _, in := range fed {
@@ -113,7 +115,7 @@ func (s *InferenceSession) aliases(r memRange, fed map[string]tensor.Tensor) boo
 			ins = tensor.SeqElems(in)
 		}
 		for _, t := range ins {
-			if ir, ok := dataRange(t); ok && ir.overlaps(r) {
+			if ir, ok := DataRange(t); ok && ir.Overlaps(r) {
 				return true
 			}
 		}

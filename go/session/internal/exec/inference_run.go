@@ -1,4 +1,4 @@
-package session
+package exec
 
 import (
 	"context"
@@ -14,22 +14,22 @@ import (
 	"github.com/loomrt/loom/kernels"
 )
 
-// runFunc is how the interpreter runs a node's operator.
-type runFunc func(rc *runCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error)
+// RunFunc is how the interpreter runs a node's operator.
+type RunFunc func(rc *RunCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error)
 
-// kernelRuns holds, by planner key, the interpreter's runs of the ops with a kernel planner.
+// KernelRuns holds, by planner key, the interpreter's runs of the ops with a kernel planner.
 // onnxRuns and loomRuns hold how the interpreter runs each ai.onnx and ai.loom operator, by op
 // type: its kernel run when it has a planner, else its host function. All three are built once
 // from the op registry, so a lookup is one map read (no closure, no key built per node).
 var (
-	kernelRuns = map[string]runFunc{}
-	onnxRuns   = map[string]runFunc{}
-	loomRuns   = map[string]runFunc{}
+	KernelRuns = map[string]RunFunc{}
+	onnxRuns   = map[string]RunFunc{}
+	loomRuns   = map[string]RunFunc{}
 )
 
 func init() {
-	host := func(f ops.OpFunc) runFunc {
-		return func(rc *runCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) { return f(rc, n, in) }
+	host := func(f ops.OpFunc) RunFunc {
+		return func(rc *RunCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) { return f(rc, n, in) }
 	}
 	for op, f := range ops.HostOps {
 		onnxRuns[op] = host(f)
@@ -39,7 +39,7 @@ func init() {
 	}
 	for key, p := range ops.KernelPlanners {
 		r := kernelRun(key, p, ops.KernelFallbacks[key])
-		kernelRuns[key] = r
+		KernelRuns[key] = r
 		if op, ok := strings.CutPrefix(key, graph.LoomDomain+":"); ok {
 			loomRuns[op] = r
 		} else if !strings.Contains(key, ":") {
@@ -48,10 +48,10 @@ func init() {
 	}
 }
 
-// lookupOp returns how the interpreter runs n's operator: its kernel planner's run when it has
+// LookupOp returns how the interpreter runs n's operator: its kernel planner's run when it has
 // one, else its host function.
-func lookupOp(n *graph.Node) (runFunc, bool) {
-	var f runFunc
+func LookupOp(n *graph.Node) (RunFunc, bool) {
+	var f RunFunc
 	var ok bool
 	switch n.Domain {
 	case "", "ai.onnx":
@@ -63,117 +63,108 @@ func lookupOp(n *graph.Node) (runFunc, bool) {
 }
 
 // OpsetVersion is the ai.onnx opset the run's model imports (see ops.OpRun).
-func (rc *runCtx) OpsetVersion() int64 { return rc.opset }
+func (rc *RunCtx) OpsetVersion() int64 { return rc.Opset }
 
 // KernelOp runs op (an ai.onnx op with a kernel planner) on in for node n as the interpreter
 // would: the fused operators' functions compose such ops (see ops.OpRun).
-func (rc *runCtx) KernelOp(op string, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-	f, ok := kernelRuns[op]
+func (rc *RunCtx) KernelOp(op string, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	f, ok := KernelRuns[op]
 	if !ok {
 		return nil, fmt.Errorf("%s has no kernel planner", op)
 	}
 	return f(rc, n, in)
 }
 
-// SupportedOps lists the ai.onnx operators the library implements, and for each whether a Loom
-// kernel backs it.
-func SupportedOps() map[string]bool {
-	out := map[string]bool{}
-	for k := range ops.HostOps {
-		out[k] = false
-	}
-	for k := range ops.KernelPlanners {
-		if !strings.Contains(k, ":") {
-			out[k] = true
-		}
-	}
-	return out
+// Scope holds the values of one graph evaluation; subgraphs see their parents' values.
+type Scope struct {
+	Vals   map[string]tensor.Tensor
+	parent *Scope
 }
 
-// scope holds the values of one graph evaluation; subgraphs see their parents' values.
-type scope struct {
-	vals   map[string]tensor.Tensor
-	parent *scope
-}
-
-func (sc *scope) lookup(name string) (tensor.Tensor, bool) {
+func (sc *Scope) lookup(name string) (tensor.Tensor, bool) {
 	for s := sc; s != nil; s = s.parent {
-		if t, ok := s.vals[name]; ok {
+		if t, ok := s.Vals[name]; ok {
 			return t, true
 		}
 	}
 	return tensor.Tensor{}, false
 }
 
-// runCtx is one Run's private state: the opset and, taken on first use from the session's pool
+// RunCtx is one Run's private state: the opset and, taken on first use from the session's pool
 // (or opened), a ModelSession in the session's context for the Loom kernels of this run (its
 // memory is freed when the run ends).
-type runCtx struct {
-	s     *InferenceSession
-	opset int64
-	// ctx is the run's context: its span parents the run's spans, and the run stops between
+type RunCtx struct {
+	Eng   *Engine
+	Opset int64
+	// Ctx is the run's context: its span parents the run's spans, and the run stops between
 	// ops once it is done. done is ctx.Done(), nil for a context that is never done (then
 	// the checks cost a nil test).
-	ctx  context.Context
-	done <-chan struct{}
+	Ctx  context.Context
+	Done <-chan struct{}
 	ms   *device.ModelSession
-	// dispatches counts the command lists the run issued on ms.
-	dispatches int
+	// Dispatches counts the command lists the run issued on ms.
+	Dispatches int
 	// kernels are the session's loaded kernels registered with ms, so each is added once a run.
 	kernels map[*device.LoadedKernel]device.KernelID
-	// phase says whether this run is a Warmup, for the session's statistics.
-	phase runPhase
+	// Phase says whether this run is a Warmup, for the session's statistics.
+	Phase RunPhase
 	// kernelVariant and kernelReason name the Loom kernels the current op ran and why (empty
-	// when it ran as a host function); see runKernelPlan.
-	kernelVariant, kernelReason string
-	// observe, when set, sees every node the run evaluates (subgraphs' too, before the node
+	// when it ran as a host function); see RunKernelPlan.
+	KernelVariant, KernelReason string
+	// Observe, when set, sees every node the run evaluates (subgraphs' too, before the node
 	// that ran them), with its inputs and outputs: the trace a compiled run plan is built from.
-	observe func(g *graph.Graph, n *graph.Node, in, out []tensor.Tensor)
-	// trace is the run's tracing state, nil when tracing is off (see inference_trace.go).
-	trace *runTrace
+	Observe func(g *graph.Graph, n *graph.Node, in, out []tensor.Tensor)
+	// Trace is the run's tracing state, nil when tracing is off (see inference_trace.go).
+	Trace *runTrace
 }
 
-// newRunCtx is the state of one run in ctx.
-func newRunCtx(ctx context.Context, s *InferenceSession, phase runPhase) *runCtx {
-	return &runCtx{s: s, opset: s.opset, phase: phase, ctx: ctx, done: ctx.Done()}
+// NewRunCtx is the state of one run in ctx.
+func NewRunCtx(ctx context.Context, e *Engine, phase RunPhase) *RunCtx {
+	return &RunCtx{Eng: e, Opset: e.Opset, Phase: phase, Ctx: ctx, Done: ctx.Done()}
 }
 
-// canceled is the run's error once its context is done (naming n, the node the run was about
+// NewOpRunCtx is a run context outside a Run, on e (nil: none) with opset: no context, phase
+// Run. Tests call op functions with it.
+func NewOpRunCtx(e *Engine, opset int64) *RunCtx {
+	return &RunCtx{Eng: e, Opset: opset}
+}
+
+// Canceled is the run's error once its context is done (naming n, the node the run was about
 // to run, when not nil), else nil. With a context that is never done it costs a nil test, else
 // a non-blocking receive.
-func (rc *runCtx) canceled(n *graph.Node) error {
-	if rc.done == nil {
+func (rc *RunCtx) Canceled(n *graph.Node) error {
+	if rc.Done == nil {
 		return nil
 	}
 	select {
-	case <-rc.done:
-		return tensor.CanceledError("Run", rc.ctx, n)
+	case <-rc.Done:
+		return tensor.CanceledError("Run", rc.Ctx, n)
 	default:
 		return nil
 	}
 }
 
-// close hands the run's ModelSession back to the session's pool, which frees the run's
+// Close hands the run's ModelSession back to the session's pool, which frees the run's
 // device memory and keeps the stream for a later run.
-func (rc *runCtx) close() {
+func (rc *RunCtx) Close() {
 	if rc.ms != nil {
-		rc.s.runSessions.put(rc.ms)
+		rc.Eng.RunSessions.put(rc.ms)
 		rc.ms = nil
 	}
 }
 
 // evalGraph evaluates g's nodes in order in sc and returns g's outputs.
-func (rc *runCtx) evalGraph(g *graph.Graph, sc *scope) ([]tensor.Tensor, error) {
+func (rc *RunCtx) evalGraph(g *graph.Graph, sc *Scope) ([]tensor.Tensor, error) {
 	return rc.evalGraphWith(g, sc, nil)
 }
 
 // evalGraphWith is evalGraph using p, when not nil, for g's converted initializers and
 // resolved operators (a cached subgraph body, see evalBody).
-func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]tensor.Tensor, error) {
+func (rc *RunCtx) evalGraphWith(g *graph.Graph, sc *Scope, p *preparedBody) ([]tensor.Tensor, error) {
 	if p != nil {
 		for name, t := range p.inits {
-			if _, ok := sc.vals[name]; !ok {
-				sc.vals[name] = t
+			if _, ok := sc.Vals[name]; !ok {
+				sc.Vals[name] = t
 			}
 		}
 	}
@@ -181,7 +172,7 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]t
 		if p != nil {
 			break
 		}
-		if _, ok := sc.vals[name]; ok {
+		if _, ok := sc.Vals[name]; ok {
 			continue
 		}
 		if g.Parent == nil {
@@ -191,20 +182,20 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]t
 		if err != nil {
 			return nil, err
 		}
-		sc.vals[name] = t
+		sc.Vals[name] = t
 	}
 	for ni, n := range g.Nodes {
-		var f runFunc
+		var f RunFunc
 		ok := p != nil
 		if ok {
 			f = p.ops[ni]
 		} else {
-			f, ok = lookupOp(n)
+			f, ok = LookupOp(n)
 		}
 		if !ok {
 			return nil, tensor.NewNodeError("Run", tensor.ErrInvalidArgument, n, "operator %s is not supported", n.OpType)
 		}
-		if err := rc.canceled(n); err != nil {
+		if err := rc.Canceled(n); err != nil {
 			return nil, err
 		}
 		in := make([]tensor.Tensor, len(n.Inputs))
@@ -221,15 +212,15 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]t
 		if err := tensor.CheckValueInputs(n, in); err != nil {
 			return nil, err
 		}
-		sp := rc.opStart(n, in)
+		sp := rc.OpStart(n, in)
 		var outs []tensor.Tensor
 		var err error
 		if n.Traits().ControlFlow {
-			outs, err = rc.controlFlow(n, in, sc)
+			outs, err = rc.ControlFlow(n, in, sc)
 		} else {
 			outs, err = f(rc, n, in)
 		}
-		sp.end("", "", outs, err)
+		sp.End("", "", outs, err)
 		if err != nil {
 			return nil, tensor.NodeError(n, err)
 		}
@@ -237,14 +228,14 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]t
 			if name == "" || i >= len(outs) {
 				continue
 			}
-			sc.vals[name] = outs[i]
+			sc.Vals[name] = outs[i]
 		}
-		if rc.observe != nil {
-			rc.observe(g, n, in, outs)
+		if rc.Observe != nil {
+			rc.Observe(g, n, in, outs)
 		}
 		// Values no later node reads are dropped, so that a run holds only live values.
 		for _, name := range ops.DeadAfter(g)[ni] {
-			delete(sc.vals, name)
+			delete(sc.Vals, name)
 		}
 	}
 	outs := make([]tensor.Tensor, len(g.Outputs))
@@ -258,9 +249,9 @@ func (rc *runCtx) evalGraphWith(g *graph.Graph, sc *scope, p *preparedBody) ([]t
 	return outs, nil
 }
 
-// kernelSource returns the op library's source of file (package kernels) specialized for symbol
+// SourceOf returns the op library's source of file (package kernels) specialized for symbol
 // with config.
-func kernelSource(file, symbol string, config map[string]string) (device.KernelSource, error) {
+func SourceOf(file, symbol string, config map[string]string) (device.KernelSource, error) {
 	src, err := kernels.Source(file)
 	if err != nil {
 		return device.KernelSource{}, err
@@ -269,12 +260,12 @@ func kernelSource(file, symbol string, config map[string]string) (device.KernelS
 }
 
 // device returns the run's ModelSession, taking or opening it on first use.
-func (rc *runCtx) device() (*device.ModelSession, error) {
+func (rc *RunCtx) device() (*device.ModelSession, error) {
 	if rc.ms == nil {
-		ms := rc.s.runSessions.get()
+		ms := rc.Eng.RunSessions.Get()
 		if ms == nil {
 			var err error
-			if ms, err = rc.s.runSession(); err != nil {
+			if ms, err = rc.Eng.RunSession(); err != nil {
 				return nil, err
 			}
 		}
@@ -283,15 +274,15 @@ func (rc *runCtx) device() (*device.ModelSession, error) {
 	return rc.ms, nil
 }
 
-// compile returns a kernel of this run: compiled and loaded once per InferenceSession (see
-// kernelCache), registered once per run with the run's ModelSession.
-func (rc *runCtx) compile(file, symbol string, config map[string]string) (*device.ModelSession, device.KernelID, error) {
+// Compile returns a kernel of this run: compiled and loaded once per InferenceSession (see
+// KernelCache), registered once per run with the run's ModelSession.
+func (rc *RunCtx) Compile(file, symbol string, config map[string]string) (*device.ModelSession, device.KernelID, error) {
 	rc.noteKernel(file, symbol, config)
 	ms, err := rc.device()
 	if err != nil {
 		return nil, device.KernelID{}, err
 	}
-	k, err := rc.s.kernels.get(rc.s.ctx, rc.phase, file, symbol, config)
+	k, err := rc.Eng.Kernels.Get(rc.Eng.Ctx, rc.Phase, file, symbol, config)
 	if err != nil {
 		return nil, device.KernelID{}, err
 	}
@@ -310,7 +301,7 @@ func (rc *runCtx) compile(file, symbol string, config map[string]string) (*devic
 }
 
 // upload copies a float32 tensor's elements into new device memory.
-func (rc *runCtx) uploadF32(v []float32) (device.Region, error) {
+func (rc *RunCtx) uploadF32(v []float32) (device.Region, error) {
 	ms, err := rc.device()
 	if err != nil {
 		return device.Region{}, err
@@ -329,7 +320,7 @@ func (rc *runCtx) uploadF32(v []float32) (device.Region, error) {
 }
 
 // allocF32 allocates device memory for n float32 elements.
-func (rc *runCtx) allocF32(n int) (device.Region, error) {
+func (rc *RunCtx) allocF32(n int) (device.Region, error) {
 	ms, err := rc.device()
 	if err != nil {
 		return device.Region{}, err
@@ -338,17 +329,17 @@ func (rc *runCtx) allocF32(n int) (device.Region, error) {
 }
 
 // run issues the commands on the run's stream (once each, so no graph is built for them).
-func (rc *runCtx) run(cmds []device.Command) error {
+func (rc *RunCtx) run(cmds []device.Command) error {
 	ms, err := rc.device()
 	if err != nil {
 		return err
 	}
-	rc.dispatches++
+	rc.Dispatches++
 	return device.IssueOnce(ms, "Run", cmds)
 }
 
 // readF32 reads n float32 elements back.
-func (rc *runCtx) readF32(r device.Region, n int) ([]float32, error) {
+func (rc *RunCtx) readF32(r device.Region, n int) ([]float32, error) {
 	out := make([]float32, n)
 	if n == 0 {
 		return out, nil
@@ -364,4 +355,25 @@ func f32AsBytes(v []float32) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}
+
+// Interpret evaluates the main graph node by node on fed (the interpreter).
+func (e *Engine) Interpret(rc *RunCtx, fed map[string]tensor.Tensor) ([]tensor.Tensor, error) {
+	rc.RunStart(ExecutorInterpreter, fed)
+	scope := &Scope{Vals: make(map[string]tensor.Tensor, len(fed)+len(e.Weights))}
+	for k, v := range e.Weights {
+		scope.Vals[k] = v
+	}
+	for k, v := range fed {
+		scope.Vals[k] = v
+	}
+	outs, err := rc.evalGraph(e.Model.Graph, scope)
+	if err == nil {
+		outs, err = e.detachOutputs(outs, fed)
+	}
+	rc.RunEnd(outs, err)
+	if err != nil {
+		return nil, err
+	}
+	return outs, nil
 }

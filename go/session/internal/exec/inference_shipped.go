@@ -1,4 +1,4 @@
-package session
+package exec
 
 import (
 	"encoding/json"
@@ -25,7 +25,8 @@ import (
 // all shipped as its host function, with the placement reason saying why (servable).
 // LOOM_AOT=off ignores the shipped variants (everything goes to the JIT).
 
-var aotOff = os.Getenv("LOOM_AOT") == "off"
+// AotOff is LOOM_AOT=off: the shipped variants are ignored (tests set it).
+var AotOff = os.Getenv("LOOM_AOT") == "off"
 
 // shippedState is a shipped variant's parsed metadata and registration, done once a process.
 type shippedState struct {
@@ -36,9 +37,9 @@ type shippedState struct {
 
 var shippedStates sync.Map // *aot.Variant -> *shippedState
 
-// lookupShipped returns the shipped variant that is exactly src compiled for target.
-func lookupShipped(src device.KernelSource, target loom.Target) *aot.Variant {
-	if aotOff || target.Kind != loom.TargetHost {
+// LookupShipped returns the shipped variant that is exactly src compiled for target.
+func LookupShipped(src device.KernelSource, target loom.Target) *aot.Variant {
+	if AotOff || target.Kind != loom.TargetHost {
 		return nil
 	}
 	key, err := loom.StaticKey(src, target)
@@ -49,10 +50,10 @@ func lookupShipped(src device.KernelSource, target loom.Target) *aot.Variant {
 	return v
 }
 
-// lookupShippedBelow returns a shipped variant of src for a lower x86-64 level than target's
+// LookupShippedBelow returns a shipped variant of src for a lower x86-64 level than target's
 // (the v3 code on a v4 machine), which the shim runs there: the fallback when the exact
 // variant is not shipped and the JIT is unavailable.
-func lookupShippedBelow(src device.KernelSource, target loom.Target) *aot.Variant {
+func LookupShippedBelow(src device.KernelSource, target loom.Target) *aot.Variant {
 	if target.Kind != loom.TargetHost || target.Arch != "x86_64" || target.Level != "v4" {
 		return nil
 	}
@@ -60,7 +61,7 @@ func lookupShippedBelow(src device.KernelSource, target loom.Target) *aot.Varian
 	if err != nil {
 		return nil
 	}
-	return lookupShipped(src, lower)
+	return LookupShipped(src, lower)
 }
 
 // shippedArtifact registers v's module with the shim and returns its artifact.
@@ -84,48 +85,48 @@ func shippedArtifact(v *aot.Variant) (*loom.Artifact, error) {
 }
 
 // jit reports (once per kernel cache) whether comp can compile at run time.
-func (c *kernelCache) jit(comp device.Compiler) error {
+func (c *KernelCache) jit(comp device.Compiler) error {
 	if !c.jitChecked {
 		c.jitChecked = true
-		c.jitErr = comp.Loom.JIT(comp.Target)
+		c.JITErr = comp.Loom.JIT(comp.Target)
 	}
-	return c.jitErr
+	return c.JITErr
 }
 
 // jitUnavailable is why the JIT cannot compile, once known ("" when it can or was not needed).
-func (c *kernelCache) jitUnavailable() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.jitErr != nil {
-		return c.jitErr.Error()
+func (c *KernelCache) jitUnavailable() string {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	if c.JITErr != nil {
+		return c.JITErr.Error()
 	}
 	return ""
 }
 
 // servable says why the calls cannot run here ("" when they can): a kernel that is neither
 // shipped nor compilable (the JIT is unavailable). Callers run the op's host function instead.
-func (c *kernelCache) servable(ctx *device.ModelContext, calls []ops.KernelCall) string {
+func (c *KernelCache) servable(ctx *device.ModelContext, calls []ops.KernelCall) string {
 	why := c.unservable(ctx, calls)
 	if why != "" {
-		c.mu.Lock()
-		c.notShipped++
-		c.mu.Unlock()
+		c.Mu.Lock()
+		c.NotShipped++
+		c.Mu.Unlock()
 	}
 	return why
 }
 
 // unservable is servable without counting the fallback (CacheStats.NotShipped).
-func (c *kernelCache) unservable(ctx *device.ModelContext, calls []ops.KernelCall) string {
-	c.mu.Lock()
-	compiles := c.jitChecked && c.jitErr == nil
-	c.mu.Unlock()
+func (c *KernelCache) unservable(ctx *device.ModelContext, calls []ops.KernelCall) string {
+	c.Mu.Lock()
+	compiles := c.jitChecked && c.JITErr == nil
+	c.Mu.Unlock()
 	if compiles { // the JIT serves whatever is not shipped: nothing to look up
 		return ""
 	}
 	for _, call := range calls {
-		c.mu.Lock()
-		_, loaded := c.kernels[kernelCacheKey(call.File, call.Symbol, call.Config)]
-		c.mu.Unlock()
+		c.Mu.Lock()
+		_, loaded := c.Kernels[ops.KernelKey(call.File, call.Symbol, call.Config)]
+		c.Mu.Unlock()
 		if loaded {
 			continue
 		}
@@ -133,17 +134,17 @@ func (c *kernelCache) unservable(ctx *device.ModelContext, calls []ops.KernelCal
 		if err != nil {
 			return "" // the kernel cache reports it
 		}
-		c.mu.Lock()
+		c.Mu.Lock()
 		jerr := c.jit(comp)
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		if jerr == nil {
 			return ""
 		}
-		src, err := kernelSource(call.File, call.Symbol, call.Config)
+		src, err := SourceOf(call.File, call.Symbol, call.Config)
 		if err != nil {
 			return ""
 		}
-		if lookupShipped(src, comp.Target) == nil && lookupShippedBelow(src, comp.Target) == nil {
+		if LookupShipped(src, comp.Target) == nil && LookupShippedBelow(src, comp.Target) == nil {
 			return fmt.Sprintf("host: kernel %s is not shipped in this binary and the JIT is unavailable (%v)", ops.Describe(call), jerr)
 		}
 	}

@@ -1,4 +1,4 @@
-package session
+package exec
 
 import (
 	"fmt"
@@ -10,10 +10,10 @@ import (
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
-// controlFlow runs If, Loop, Scan and SequenceMap with their subgraphs in a child scope. Loop
+// ControlFlow runs If, Loop, Scan and SequenceMap with their subgraphs in a child scope. Loop
 // carries sequences and optionals like tensors; its trip count, condition and scan outputs
 // must be tensors.
-func (rc *runCtx) controlFlow(n *graph.Node, in []tensor.Tensor, sc *scope) ([]tensor.Tensor, error) {
+func (rc *RunCtx) ControlFlow(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]tensor.Tensor, error) {
 	switch n.OpType {
 	case "If":
 		if len(in) > 0 && tensor.Box(in[0]) != nil {
@@ -30,7 +30,7 @@ func (rc *runCtx) controlFlow(n *graph.Node, in []tensor.Tensor, sc *scope) ([]t
 		if a == nil || a.Graph == nil {
 			return nil, fmt.Errorf("If has no %s", branch)
 		}
-		return rc.evalBody(n.OpType, a.Graph, &scope{vals: map[string]tensor.Tensor{}, parent: sc})
+		return rc.evalBody(n.OpType, a.Graph, &Scope{Vals: map[string]tensor.Tensor{}, parent: sc})
 	case "Loop":
 		body := n.Attr("body")
 		if body == nil || body.Graph == nil {
@@ -69,11 +69,11 @@ func (rc *runCtx) controlFlow(n *graph.Node, in []tensor.Tensor, sc *scope) ([]t
 			if it > 1<<24 {
 				return nil, fmt.Errorf("Loop ran more than 2^24 iterations")
 			}
-			inner := &scope{vals: map[string]tensor.Tensor{}, parent: sc}
-			inner.vals[g.Inputs[0].Name] = ops.I64Tensor(nil, []int64{it})
-			inner.vals[g.Inputs[1].Name] = tensor.Raw(graph.Bool, nil, []bool{cond})
+			inner := &Scope{Vals: map[string]tensor.Tensor{}, parent: sc}
+			inner.Vals[g.Inputs[0].Name] = ops.I64Tensor(nil, []int64{it})
+			inner.Vals[g.Inputs[1].Name] = tensor.Raw(graph.Bool, nil, []bool{cond})
 			for i, t := range carried {
-				inner.vals[g.Inputs[2+i].Name] = t
+				inner.Vals[g.Inputs[2+i].Name] = t
 			}
 			outs, err := rc.evalBody(n.OpType, g, inner)
 			if err != nil {
@@ -115,7 +115,7 @@ func (rc *runCtx) controlFlow(n *graph.Node, in []tensor.Tensor, sc *scope) ([]t
 }
 
 // scanOnce runs Scan-9 semantics on states and scan inputs (no batch axis).
-func (rc *runCtx) scanOnce(n *graph.Node, g *graph.Graph, states, scans []tensor.Tensor, sc *scope) ([]tensor.Tensor, error) {
+func (rc *RunCtx) scanOnce(n *graph.Node, g *graph.Graph, states, scans []tensor.Tensor, sc *Scope) ([]tensor.Tensor, error) {
 	m := len(scans)
 	inAxes, inDirs := n.AttrInts("scan_input_axes"), n.AttrInts("scan_input_directions")
 	nOut := len(g.Outputs) - len(states)
@@ -148,9 +148,9 @@ func (rc *runCtx) scanOnce(n *graph.Node, g *graph.Graph, states, scans []tensor
 	carried := append([]tensor.Tensor{}, states...)
 	collected := make([][]tensor.Tensor, nOut)
 	for it := 0; it < steps; it++ {
-		inner := &scope{vals: map[string]tensor.Tensor{}, parent: sc}
+		inner := &Scope{Vals: map[string]tensor.Tensor{}, parent: sc}
 		for i, t := range carried {
-			inner.vals[g.Inputs[i].Name] = t
+			inner.Vals[g.Inputs[i].Name] = t
 		}
 		for i, t := range scans {
 			k := it
@@ -159,7 +159,7 @@ func (rc *runCtx) scanOnce(n *graph.Node, g *graph.Graph, states, scans []tensor
 			}
 			s := movement.SliceAxis(t, axes[i], int64(k), 1)
 			shape := append(append([]int64{}, t.Dims()[:axes[i]]...), t.Dims()[axes[i]+1:]...)
-			inner.vals[g.Inputs[len(states)+i].Name] = tensor.Reshaped(s, shape)
+			inner.Vals[g.Inputs[len(states)+i].Name] = tensor.Reshaped(s, shape)
 		}
 		outs, err := rc.evalBody(n.OpType, g, inner)
 		if err != nil {
@@ -207,13 +207,13 @@ func (rc *runCtx) scanOnce(n *graph.Node, g *graph.Graph, states, scans []tensor
 	return res, nil
 }
 
-func (rc *runCtx) scan(n *graph.Node, in []tensor.Tensor, sc *scope) ([]tensor.Tensor, error) {
+func (rc *RunCtx) scan(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]tensor.Tensor, error) {
 	body := n.Attr("body")
 	if body == nil || body.Graph == nil {
 		return nil, fmt.Errorf("Scan has no body")
 	}
 	m := int(n.AttrInt("num_scan_inputs", 0))
-	if rc.opset >= 9 {
+	if rc.Opset >= 9 {
 		if m <= 0 || m > len(in) {
 			return nil, fmt.Errorf("num_scan_inputs %d for %d inputs", m, len(in))
 		}
@@ -279,7 +279,7 @@ func (rc *runCtx) scan(n *graph.Node, in []tensor.Tensor, sc *scope) ([]tensor.T
 
 // sequenceMap runs n's body once per element of the input sequence: sequence inputs bind their
 // i-th element, tensor inputs bind whole; each body output collects into an output sequence.
-func (rc *runCtx) sequenceMap(n *graph.Node, in []tensor.Tensor, sc *scope) ([]tensor.Tensor, error) {
+func (rc *RunCtx) sequenceMap(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]tensor.Tensor, error) {
 	body := n.Attr("body")
 	if body == nil || body.Graph == nil {
 		return nil, fmt.Errorf("SequenceMap has no body")
@@ -308,12 +308,12 @@ func (rc *runCtx) sequenceMap(n *graph.Node, in []tensor.Tensor, sc *scope) ([]t
 	}
 	collected := make([][]tensor.Tensor, len(g.Outputs))
 	for it := range steps {
-		inner := &scope{vals: make(map[string]tensor.Tensor, len(in)), parent: sc}
+		inner := &Scope{Vals: make(map[string]tensor.Tensor, len(in)), parent: sc}
 		for i, t := range in {
 			if tensor.IsSeq(t) {
 				t = tensor.SeqElems(t)[it]
 			}
-			inner.vals[g.Inputs[i].Name] = t
+			inner.Vals[g.Inputs[i].Name] = t
 		}
 		outs, err := rc.evalBody(n.OpType, g, inner)
 		if err != nil {

@@ -1,4 +1,4 @@
-package session
+package exec
 
 import (
 	"encoding/binary"
@@ -10,20 +10,20 @@ import (
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
-// servablePlan returns p when its kernels can run here; otherwise a plan of the same op with
+// ServablePlan returns p when its kernels can run here; otherwise a plan of the same op with
 // the shape-generic shipped kernels when those can, and else p with the reason the op runs
 // as its host function (counted in CacheStats.NotShipped).
-func (c *kernelCache) servablePlan(ctx *device.ModelContext, n *graph.Node, opset int64, in []ops.ValueInfo, p *ops.KernelPlan) (*ops.KernelPlan, string) {
+func (c *KernelCache) ServablePlan(ctx *device.ModelContext, n *graph.Node, opset int64, in []ops.ValueInfo, p *ops.KernelPlan) (*ops.KernelPlan, string) {
 	return c.servablePlanAs(ctx, ops.PlannerKey(n), n, opset, in, p)
 }
 
-// servablePlanAs is servablePlan for a plan made by the planner registered under key, which
+// servablePlanAs is ServablePlan for a plan made by the planner registered under key, which
 // need not be plannerKey(n): host functions run other ops' kernels on their own node (FusedConv
 // runs Conv's with the FusedConv node, Attention MatMul's), and the re-plan must use the
 // generic planner of the op that was planned. (Keyed by the node, FusedConv's convolution was
 // re-planned with FusedConv's generic planner, which fuses the activation, and the host function
 // then applied it a second time: wrong for all but the idempotent Relu and Clip.)
-func (c *kernelCache) servablePlanAs(ctx *device.ModelContext, key string, n *graph.Node, opset int64, in []ops.ValueInfo, p *ops.KernelPlan) (*ops.KernelPlan, string) {
+func (c *KernelCache) servablePlanAs(ctx *device.ModelContext, key string, n *graph.Node, opset int64, in []ops.ValueInfo, p *ops.KernelPlan) (*ops.KernelPlan, string) {
 	why := c.unservable(ctx, p.Calls)
 	if why == "" {
 		return p, ""
@@ -31,15 +31,15 @@ func (c *kernelCache) servablePlanAs(ctx *device.ModelContext, key string, n *gr
 	if g := kernelops.GenericPlan(key, n, opset, in, p); g != nil && c.unservable(ctx, g.Calls) == "" {
 		return g, ""
 	}
-	c.mu.Lock()
-	c.notShipped++
-	c.mu.Unlock()
+	c.Mu.Lock()
+	c.NotShipped++
+	c.Mu.Unlock()
 	return p, why
 }
 
-// runKernelPlan runs p once on the run's device: uploads the inputs the calls read, allocates
+// RunKernelPlan runs p once on the run's device: uploads the inputs the calls read, allocates
 // outputs and scratch, issues the calls as one command list and reads the outputs back.
-func (rc *runCtx) runKernelPlan(p *ops.KernelPlan, in []tensor.Tensor) ([]tensor.Tensor, error) {
+func (rc *RunCtx) RunKernelPlan(p *ops.KernelPlan, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	outs := make([]tensor.Tensor, len(p.Outputs))
 	for i, o := range p.Outputs {
 		t, err := tensor.Zeros(o.Dtype, o.Shape)
@@ -117,7 +117,7 @@ func (rc *runCtx) runKernelPlan(p *ops.KernelPlan, in []tensor.Tensor) ([]tensor
 	}
 	cmds := make([]device.Command, 0, len(p.Calls))
 	for ci, c := range p.Calls {
-		_, kid, err := rc.compile(c.File, c.Symbol, c.Config)
+		_, kid, err := rc.Compile(c.File, c.Symbol, c.Config)
 		if err != nil {
 			return nil, err
 		}
@@ -177,16 +177,16 @@ func (rc *runCtx) runKernelPlan(p *ops.KernelPlan, in []tensor.Tensor) ([]tensor
 }
 
 // noteKernelVariant lets the op's trace span name the kernels that ran (see tracing).
-func (rc *runCtx) noteKernelVariant(p *ops.KernelPlan) {
-	rc.kernelVariant, rc.kernelReason = ops.Variant(p), p.Reason
+func (rc *RunCtx) noteKernelVariant(p *ops.KernelPlan) {
+	rc.KernelVariant, rc.KernelReason = ops.Variant(p), p.Reason
 }
 
 // kernelRun is how the interpreter runs an op with a kernel planner: through its kernels when
 // the planner covers the inputs and they can be loaded here, else through fallback.
-func kernelRun(key string, planner ops.KernelPlanner, fallback ops.OpFunc) runFunc {
-	return func(rc *runCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+func kernelRun(key string, planner ops.KernelPlanner, fallback ops.OpFunc) RunFunc {
+	return func(rc *RunCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		infos := ops.InfosOfStatic(in)
-		p, _, err := planner(n, rc.opset, infos)
+		p, _, err := planner(n, rc.Opset, infos)
 		if err != nil {
 			return nil, err
 		}
@@ -196,12 +196,12 @@ func kernelRun(key string, planner ops.KernelPlanner, fallback ops.OpFunc) runFu
 			}
 			return fallback(rc, n, in)
 		}
-		p, why := rc.s.kernels.servablePlanAs(rc.s.ctx, key, n, rc.opset, infos, p)
+		p, why := rc.Eng.Kernels.servablePlanAs(rc.Eng.Ctx, key, n, rc.Opset, infos, p)
 		if why != "" && fallback != nil {
 			outs, err := fallback(rc, n, in)
-			rc.kernelVariant, rc.kernelReason = variantHost, why
+			rc.KernelVariant, rc.KernelReason = VariantHost, why
 			return outs, err
 		}
-		return rc.runKernelPlan(p, in)
+		return rc.RunKernelPlan(p, in)
 	}
 }

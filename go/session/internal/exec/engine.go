@@ -1,0 +1,41 @@
+// Package exec is the interpreter of InferenceSession (go/session): the per-run state
+// (RunCtx), the op loop over a graph's nodes, the control-flow ops (If, Loop, Scan,
+// SequenceMap) with the subgraph cache, the kernel cache with the shipped-kernel lookup and
+// the JIT, kernel runs, the per-run ModelSession pool and the run tracing (OpenTelemetry
+// spans). Engine is the state of a session they share; go/session owns it, checks the inputs,
+// picks the run path and runs compiled run plans, whose host steps run through RunCtx.
+package exec
+
+import (
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/ep"
+	"github.com/loomrt/loom/go/session/internal/tensor"
+)
+
+// Engine is what the interpreter needs of an InferenceSession: the model it runs, its
+// weights, opset and placements, the device context, and the caches its runs share (the
+// kernel cache, the prepared subgraphs, the idle per-run ModelSessions). It is safe for
+// concurrent runs; every run has its own RunCtx.
+type Engine struct {
+	Model    *graph.Model
+	Weights  map[string]tensor.Tensor
+	Opset    int64
+	Provider ep.Name // the provider actually used
+	// InputNames are the graph inputs a Run feeds, in order (initializers excluded).
+	InputNames []string
+	// Held is the memory of the weights, which outputs must not alias (detachOutputs).
+	Held HeldRanges
+
+	// Placements are where every node (subgraphs' too) runs, decided once (internal/ep).
+	Placements ep.Placements
+
+	Ctx     *device.ModelContext
+	Kernels KernelCache // the Loom kernels the runs use, loaded once
+	Bodies  bodyCache   // the prepared If/Loop/Scan subgraphs, by input shape signature
+
+	RunSessions runSessionPool // idle per-run ModelSessions
+	Threads     int            // intra-op threads (0: the hardware's)
+
+	Tracing sessionTracing // see inference_trace.go
+}

@@ -1,0 +1,1537 @@
+// Package plan is the compiled run plans of InferenceSession (go/session): a plan per input
+// signature, built from one traced interpreter run (Env.BuildTemplate), with folded
+// constants, one arena placed by liveness, recorded segments of kernel steps replayed per
+// run, and guarded host steps run through the interpreter's exec.RunCtx; its instances
+// (Env.NewInstance) and the cache of plans by signature (Cache). The session looks plans up,
+// traces and builds them, picks the fast path and reports them (ExecutionPlans).
+package plan
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/ep"
+	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
+)
+
+// A compiled run plan runs the main graph for one input signature (the inputs' types and
+// shapes) without interpreting it. It is built from one traced interpreter run:
+//
+//   - values that do not depend on the inputs' data (initializers, Constant, Shape and
+//     everything computed from those) are folded: computed once, kept as static tensors;
+//   - every other value gets a slot in one arena, placed by liveness so that values that are
+//     never live at once share memory; Reshape-like ops alias their input's slot;
+//   - each remaining node is a step: a kernel step when its kernel planner (kernel_plan.go)
+//     covers it, else a host step that calls the op's Go function on views of the arena;
+//   - runs of consecutive kernel steps form a segment, recorded once as a device graph (with
+//     edges inferred from the arena regions, as ModelSession.Record does) and replayed per run.
+//
+// Host steps are guarded: their outputs must have the traced types and shapes, or the run
+// falls back to the interpreter and the signature is no longer planned (a data-dependent
+// shape, say). The plans' audit (which nodes run where, and why) is ExecutionPlans.
+
+// PlanStepKind is what a compiled run plan made of a node.
+type PlanStepKind string
+
+// The plan step kinds of PlanNode.Step.
+const (
+	// PlanKernel: the node runs as Loom kernels, in a segment.
+	PlanKernel PlanStepKind = "kernel"
+	// PlanHost: the node runs as its Go host function (a host step).
+	PlanHost PlanStepKind = "host"
+	// PlanFolded: the node was computed once, when the plan was built.
+	PlanFolded PlanStepKind = "folded"
+	// PlanAlias: the node only views its input in another shape; it does not run.
+	PlanAlias PlanStepKind = "alias"
+	// PlanInlined: an If replaced by the nodes of the branch its fixed condition takes.
+	PlanInlined PlanStepKind = "inlined"
+)
+
+// PlanNode is one node of a compiled run plan: its placement, decided once when the session
+// was built, and what the plan made of it.
+type PlanNode struct {
+	Node, OpType string
+	// Provider is where the node's placement puts it; Kernel whether a kernel planner may run
+	// it; Placement why it runs as its Go host function when no kernel may ("" when one may).
+	Provider  ep.Name
+	Kernel    bool
+	Placement string
+	// Step is what the plan made of the node; Reason, for a kernel or host step, why (as
+	// HostSteps says it for a host step).
+	Step   PlanStepKind
+	Reason string
+}
+
+// planNodeOf reports node n of a plan, which made step of it for reason.
+func (pe *Env) planNodeOf(n *graph.Node, step PlanStepKind, reason string) PlanNode {
+	p := pe.Eng.Placements.Of(n)
+	return PlanNode{Node: n.Name, OpType: n.OpType, Provider: p.Provider, Kernel: p.Kernel, Placement: p.Reason,
+		Step: step, Reason: reason}
+}
+
+// planRef is where a value of the plan lives: a static tensor, or a slot of the arena viewed
+// with a type and shape (aliases view one slot with different shapes).
+type planRef struct {
+	fixed  bool
+	static tensor.Tensor
+	Slot   int
+	dtype  tensor.DType
+	shape  []int64
+}
+
+// PlanSlot is a byte range of the arena. Steps are numbered from 0; inputs are written at
+// step -1 and graph outputs read after the last step.
+type PlanSlot struct {
+	Bytes       int64
+	First, Last int
+	Offset      int64
+}
+
+type stepKind uint8
+
+const (
+	KernelStep stepKind = iota
+	hostStep
+)
+
+// planStep is one node of the plan.
+type planStep struct {
+	Kind stepKind
+	Node *graph.Node
+	in   []planRef // by node input; an omitted optional input is the zero planRef with fixed set
+	out  []planRef // by node output; "" outputs have slot -1
+	// Kernel steps.
+	kernel  *ops.KernelPlan
+	scratch []int // slots
+	// Host steps.
+	fn       exec.RunFunc
+	implicit map[string]planRef // outer values the node's subgraphs read (If, Loop, Scan)
+	Reason   string             // why this node runs where it runs
+}
+
+// planItem is a segment (a recorded graph of kernel steps) or a host step.
+type planItem struct {
+	Segment int // >= 0: segments[segment]
+	Step    int // host step index when segment < 0
+}
+
+// planInput is a fed input's slot.
+type planInput struct {
+	name string
+	pos  int // index in the session's inputs
+	Ref  planRef
+}
+
+// Template is what one signature's plan instances share.
+type Template struct {
+	key      string
+	Inputs   []planInput
+	Steps    []planStep
+	Segments [][]int
+	// Tuners choose each segment's thread count (built with the template, one a segment).
+	Tuners     []*ThreadTuner
+	Items      []planItem
+	Slots      []PlanSlot
+	ArenaBytes int64
+	Outputs    []planRef
+	Folded     int // nodes folded into static values
+	Inlined    int // If nodes replaced by the branch their fixed condition takes
+	// Specialized are the inputs whose values the plan takes as fixed (part of its key).
+	Specialized []string
+	Aliases     int // nodes that only view their input
+	// Nodes are the nodes the plan took, in order, with their placements (PlanReport.Nodes).
+	Nodes []PlanNode
+	// bindIn[i] is the run memory (native.RunBinding.Arg) that input i's kernels read in
+	// place, or -1 when the input is copied into the arena; bindOut[j] the memory that output
+	// j's kernels write in place, or -1 when the output is copied out (see planBindings).
+	BindIn, BindOut []int
+}
+
+// Instance is the memory and recordings one run at a time uses.
+type Instance struct {
+	outputs outputBlocks // small outputs' memory
+	RC      exec.RunCtx  // the fast path's run context (runs of an instance do not overlap)
+	MS      *device.ModelSession
+	Mem     []byte   // the arena, host-visible
+	segKeys []string // recording keys by segment
+	// words are the launches' violation words (host-visible, 4 bytes each, in launch order);
+	// wordOwners[i] is the step whose kernel owns word i, segWords[s] segment s's first word.
+	words      []byte
+	wordOwners []int
+	segWords   []int
+	// segBindings[s] are segment s's kernel bindings of bound inputs and outputs (by node,
+	// then binding), rebound to the run's memory each run.
+	segBindings [][]native.RunBinding
+}
+
+// ErrPlanGuard says a host step produced another type or shape than the plan traced.
+var ErrPlanGuard = errors.New("a host step's output differs from the traced one")
+
+// onnxDomain reports whether n is an ai.onnx operator.
+func onnxDomain(n *graph.Node) bool { return n.Domain == "" || n.Domain == "ai.onnx" }
+
+// readsShapesOnly reports whether n reads only its input's shape (Shape, Size), which a plan's
+// signature fixes.
+func readsShapesOnly(n *graph.Node) bool {
+	return onnxDomain(n) && (n.OpType == "Shape" || n.OpType == "Size")
+}
+
+// DependsOnData reports whether n's outputs depend on the inputs' data, given which values do
+// (dynamic): the plan builder and the trace classify nodes by this one rule, so that the trace
+// keeps the values of exactly the nodes the plan folds.
+func DependsOnData(n *graph.Node, dynamic func(name string) bool) bool {
+	if readsShapesOnly(n) {
+		return false
+	}
+	if n.Traits().Nondeterministic {
+		return true
+	}
+	for _, name := range n.Inputs {
+		if name != "" && dynamic(name) {
+			return true
+		}
+	}
+	for _, name := range n.ImplicitInputs() {
+		if dynamic(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// TracedNode is one top-level node of the traced interpreter run.
+type TracedNode struct {
+	Graph *graph.Graph // the graph the node belongs to (subgraph nodes come before their If)
+	Node  *graph.Node
+	Out   []tensor.Tensor // values only where they do not depend on the inputs' data (tracePlan)
+}
+
+// AppendPlanKey appends the signature of the fed inputs to b: type and shape of each, in
+// input order, and the values of the inputs the plan Specializes on (see Specializes). ok is
+// false when an input is a sequence or optional (never planned).
+func (p *Env) AppendPlanKey(b []byte, ins []tensor.Tensor) ([]byte, bool) {
+	control := p.ControlInputs()
+	for i, name := range p.Eng.InputNames {
+		t := ins[i]
+		if !t.IsValid() || tensor.Box(t) != nil {
+			return b, false
+		}
+		b = strconv.AppendInt(b, int64(t.DType()), 10)
+		b = append(b, ':')
+		for _, d := range t.Dims() {
+			b = strconv.AppendInt(b, d, 10)
+			b = append(b, ',')
+		}
+		if control[name] && Specializes(t) {
+			b = append(b, '=')
+			for _, v := range tensor.Float64s(t) {
+				b = strconv.AppendFloat(b, v, 'g', -1, 64)
+				b = append(b, ',')
+			}
+		}
+		b = append(b, ';')
+	}
+	return b, true
+}
+
+// Specializes says whether a plan takes an input's value as fixed when the value decides
+// shapes or control flow: small integer or boolean tensors (a sample rate, a flag, a
+// length), whose few values each get their own plan.
+func Specializes(t tensor.Tensor) bool {
+	if t.Len() > 8 || tensor.Box(t) != nil {
+		return false
+	}
+	switch t.DType() {
+	case graph.Int64, graph.Int32, graph.Int16, graph.Int8, graph.Uint8, graph.Uint16, graph.Uint32, graph.Uint64, graph.Bool:
+		return true
+	}
+	return false
+}
+
+// controlPositions lists, by op type, the inputs whose values decide an op's output shape or
+// which subgraph runs.
+var controlPositions = map[string][]int{
+	"If": {0}, "Loop": {0, 1}, "Reshape": {1}, "Expand": {1}, "Tile": {1}, "Slice": {1, 2, 3, 4},
+	"Pad": {1, 3}, "ConstantOfShape": {0}, "Range": {0, 1, 2}, "TopK": {1}, "OneHot": {1},
+	"Squeeze": {1}, "Unsqueeze": {1}, "Resize": {1, 2, 3}, "Upsample": {1}, "Split": {1},
+	"ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1},
+	"ReduceL1": {1}, "ReduceL2": {1}, "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "ReduceSumSquare": {1},
+	"CenterCropPad": {1}, "Col2Im": {1, 2},
+}
+
+// ControlInputs are the graph inputs whose values reach a control position of the main
+// graph, through any chain of ops (Shape and Size read only their input's shape).
+func (p *Env) ControlInputs() map[string]bool {
+	p.controlOnce.Do(func() {
+		g := p.Eng.Model.Graph
+		needed := map[string]bool{}
+		for i := len(g.Nodes) - 1; i >= 0; i-- {
+			n := g.Nodes[i]
+			if !onnxDomain(n) || readsShapesOnly(n) {
+				continue
+			}
+			all := false
+			for _, out := range n.Outputs {
+				all = all || (out != "" && needed[out])
+			}
+			for j, in := range n.Inputs {
+				if all || slices.Contains(controlPositions[n.OpType], j) {
+					needed[in] = true
+				}
+			}
+			if all {
+				for _, in := range n.ImplicitInputs() {
+					needed[in] = true
+				}
+			}
+		}
+		p.control = map[string]bool{}
+		for _, name := range p.Eng.InputNames {
+			if needed[name] {
+				p.control[name] = true
+			}
+		}
+	})
+	return p.control
+}
+
+// BuildTemplate turns a traced run into a plan, or says why the signature cannot be
+// planned.
+func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []TracedNode) (*Template, string) {
+	g := pe.Eng.Model.Graph
+	t := &Template{key: key}
+	refs := make(map[string]planRef, len(g.Nodes)*2)
+	newSlot := func(v tensor.Tensor, first int) (planRef, string) {
+		if tensor.Box(v) != nil {
+			return planRef{}, "a sequence or optional value"
+		}
+		if v.DType() == graph.String {
+			return planRef{}, "a string tensor"
+		}
+		t.Slots = append(t.Slots, PlanSlot{Bytes: ops.Bytes(ops.ValueType{Dtype: v.DType(), Shape: v.Dims()}), First: first, Last: first})
+		return planRef{Slot: len(t.Slots) - 1, dtype: v.DType(), shape: append([]int64{}, v.Dims()...)}, ""
+	}
+	for name, w := range pe.Eng.Weights {
+		refs[name] = planRef{fixed: true, static: w, dtype: w.DType(), shape: w.Dims()}
+	}
+	control := pe.ControlInputs()
+	for pos, name := range pe.Eng.InputNames {
+		v := fed[name]
+		if control[name] && Specializes(v) {
+			c, err := tensor.CopyOut(v)
+			if err != nil {
+				return nil, err.Error()
+			}
+			refs[name] = planRef{fixed: true, static: c, dtype: c.DType(), shape: c.Dims()}
+			t.Specialized = append(t.Specialized, name)
+			continue
+		}
+		r, why := newSlot(v, -1)
+		if why != "" {
+			return nil, fmt.Sprintf("input %q is %s", name, why)
+		}
+		refs[name] = r
+		t.Inputs = append(t.Inputs, planInput{name: name, pos: pos, Ref: r})
+	}
+	use := func(r planRef, step int) {
+		if !r.fixed && r.Slot >= 0 {
+			t.Slots[r.Slot].Last = max(t.Slots[r.Slot].Last, step)
+		}
+	}
+	// Subgraph nodes come in the trace before the node that ran them; an If whose condition
+	// is fixed inlines the traced nodes of its branch.
+	pending := map[*graph.Graph][]TracedNode{}
+	var addNode func(tn TracedNode) string
+	var inlineIf func(n *graph.Node, cond tensor.Tensor, tn TracedNode) string
+	planFailure := "" // set when an inlined branch cannot be planned
+	addNode = func(tn TracedNode) string {
+		n := tn.Node
+		step := planStep{Node: n, in: make([]planRef, len(n.Inputs))}
+		for j, name := range n.Inputs {
+			if name == "" {
+				step.in[j] = planRef{fixed: true}
+				continue
+			}
+			r, ok := refs[name]
+			if !ok {
+				return fmt.Sprintf("node %q reads %q, which the plan does not know", n.Name, name)
+			}
+			step.in[j] = r
+		}
+		if implicit := n.ImplicitInputs(); len(implicit) > 0 {
+			step.implicit = make(map[string]planRef, len(implicit))
+			for _, name := range implicit {
+				if r, ok := refs[name]; ok {
+					step.implicit[name] = r
+				}
+			}
+		}
+		dynamic := DependsOnData(n, func(name string) bool {
+			r, ok := refs[name]
+			return ok && !r.fixed
+		})
+		if !dynamic && tracedValues(tn.Out) {
+			for j, name := range n.Outputs {
+				if name != "" && j < len(tn.Out) {
+					o := tn.Out[j]
+					refs[name] = planRef{fixed: true, static: o, dtype: o.DType(), shape: o.Dims()}
+				}
+			}
+			t.Folded++
+			t.Nodes = append(t.Nodes, pe.planNodeOf(n, PlanFolded, ""))
+			return ""
+		}
+		if n.OpType == "If" && onnxDomain(n) && step.in[0].fixed && step.in[0].static.IsValid() {
+			if why := inlineIf(n, step.in[0].static, tn); why == "" {
+				t.Nodes = append(t.Nodes, pe.planNodeOf(n, PlanInlined, ""))
+				return ""
+			}
+		}
+		index := len(t.Steps)
+		for _, r := range step.in {
+			use(r, index)
+		}
+		for _, r := range step.implicit {
+			use(r, index)
+		}
+		if n.Traits().View && len(tn.Out) == 1 && tensor.Box(tn.Out[0]) == nil &&
+			!step.in[0].fixed && allFixedAfter(step.in, 1) {
+			o := tn.Out[0]
+			refs[n.Outputs[0]] = planRef{Slot: step.in[0].Slot, dtype: o.DType(), shape: append([]int64{}, o.Dims()...)}
+			t.Aliases++
+			t.Nodes = append(t.Nodes, pe.planNodeOf(n, PlanAlias, ""))
+			return ""
+		}
+		step.out = make([]planRef, len(n.Outputs))
+		for j, name := range n.Outputs {
+			step.out[j] = planRef{Slot: -1}
+			if name == "" {
+				continue
+			}
+			if j >= len(tn.Out) {
+				return fmt.Sprintf("node %q (%s) produced %d outputs, output %d is used", n.Name, n.OpType, len(tn.Out), j)
+			}
+			r, why := newSlot(tn.Out[j], index)
+			if why != "" {
+				return fmt.Sprintf("node %q (%s) produces %s at run time", n.Name, n.OpType, why)
+			}
+			step.out[j] = r
+			refs[name] = r
+		}
+		// The node's placement (internal/ep) says whether a kernel planner may run it.
+		pl := pe.Eng.Placements.Of(n)
+		step.Kind, step.Reason = hostStep, pl.HostReason()
+		if planner, ok := ops.KernelPlanners[ops.PlannerKey(n)]; ok && pl.Kernel {
+			infos := make([]ops.ValueInfo, len(step.in))
+			for j, r := range step.in {
+				if n.Inputs[j] == "" {
+					continue
+				}
+				infos[j] = ops.ValueInfo{ValueType: ops.ValueType{Dtype: r.dtype, Shape: r.shape}, Present: true}
+				if r.fixed {
+					infos[j].Static = r.static
+				}
+			}
+			p, reason, err := planner(n, pe.Eng.Opset, infos)
+			switch {
+			case err != nil:
+				return fmt.Sprintf("node %q (%s): the kernel planner failed: %v", n.Name, n.OpType, err)
+			case p == nil:
+				step.Reason = reason
+			default:
+				p, why := pe.Eng.Kernels.ServablePlan(pe.Eng.Ctx, n, pe.Eng.Opset, infos, p)
+				if why != "" {
+					step.Reason = why // the op runs as its host function
+					break
+				}
+				if why := ops.AgreesWith(p, tn.Out); why != "" {
+					return fmt.Sprintf("node %q (%s): %s", n.Name, n.OpType, why)
+				}
+				step.Kind, step.kernel, step.Reason = KernelStep, p, p.Reason
+				// Outputs the node leaves unnamed still get memory for the kernels to write
+				// (live for this step only).
+				for j, o := range p.Outputs {
+					if j < len(step.out) && step.out[j].Slot < 0 {
+						t.Slots = append(t.Slots, PlanSlot{Bytes: ops.Bytes(o), First: index, Last: index})
+						step.out[j] = planRef{Slot: len(t.Slots) - 1, dtype: o.Dtype, shape: o.Shape}
+					}
+				}
+				for _, bytes := range p.Scratch {
+					t.Slots = append(t.Slots, PlanSlot{Bytes: bytes, First: index, Last: index})
+					step.scratch = append(step.scratch, len(t.Slots)-1)
+				}
+			}
+		}
+		if step.Kind == hostStep {
+			fn, ok := exec.LookupOp(n)
+			if !ok && !n.Traits().ControlFlow {
+				return fmt.Sprintf("node %q: operator %s is not supported", n.Name, n.OpType)
+			}
+			step.fn = fn
+		}
+		t.Steps = append(t.Steps, step)
+		kind := PlanHost
+		if step.Kind == KernelStep {
+			kind = PlanKernel
+		}
+		t.Nodes = append(t.Nodes, pe.planNodeOf(n, kind, step.Reason))
+		return ""
+	}
+	// inlineIf adds the traced nodes of the branch an If with a fixed condition took, and
+	// makes the If's outputs the branch's; "" when it did, else why not (the If then runs as
+	// a host step).
+	inlineIf = func(n *graph.Node, cond tensor.Tensor, tn TracedNode) string {
+		if tensor.Box(cond) != nil || cond.DType() == graph.String || cond.Len() != 1 {
+			return "the condition is not a single value"
+		}
+		c := tensor.Float64s(cond)
+		branch := n.Attr("then_branch")
+		if c[0] == 0 {
+			branch = n.Attr("else_branch")
+		}
+		if branch == nil || branch.Graph == nil {
+			return "the branch is missing"
+		}
+		bg := branch.Graph
+		entries := pending[bg]
+		delete(pending, bg)
+		if len(entries) != len(bg.Nodes) || len(bg.Outputs) != len(n.Outputs) {
+			return "the branch's trace is incomplete"
+		}
+		for _, e := range entries {
+			for _, out := range e.Node.Outputs {
+				if _, clash := refs[out]; clash && out != "" {
+					return fmt.Sprintf("the branch's value %q shadows another", out)
+				}
+			}
+		}
+		// The branch's initializers are fixed values of the plan (nested branches may read
+		// them as outer-scope values).
+		for name, gt := range bg.Initializers {
+			if _, clash := refs[name]; clash {
+				return fmt.Sprintf("the branch's initializer %q shadows another value", name)
+			}
+			v, err := tensor.FromGraphTensor(gt)
+			if err != nil {
+				return err.Error()
+			}
+			refs[name] = planRef{fixed: true, static: v, dtype: v.DType(), shape: v.Dims()}
+		}
+		for _, e := range entries {
+			if why := addNode(e); why != "" || planFailure != "" {
+				if planFailure == "" {
+					planFailure = why
+				}
+				return ""
+			}
+		}
+		for i, out := range n.Outputs {
+			if out == "" {
+				continue
+			}
+			r, ok := refs[bg.Outputs[i].Name]
+			if !ok {
+				planFailure = fmt.Sprintf("If %q: branch output %q was not computed", n.Name, bg.Outputs[i].Name)
+				return ""
+			}
+			refs[out] = r
+		}
+		t.Inlined++
+		return ""
+	}
+	mainNodes := 0
+	for _, tn := range trace {
+		if tn.Graph != g {
+			pending[tn.Graph] = append(pending[tn.Graph], tn)
+			continue
+		}
+		if mainNodes >= len(g.Nodes) || tn.Node != g.Nodes[mainNodes] {
+			return nil, "the traced run visited the nodes out of order"
+		}
+		mainNodes++
+		why := addNode(tn)
+		if planFailure != "" {
+			return nil, planFailure
+		}
+		if why != "" {
+			return nil, why
+		}
+	}
+	if mainNodes != len(g.Nodes) {
+		return nil, fmt.Sprintf("the traced run covered %d of %d nodes", mainNodes, len(g.Nodes))
+	}
+	end := len(t.Steps)
+	for _, v := range g.Outputs {
+		r, ok := refs[v.Name]
+		if !ok {
+			return nil, fmt.Sprintf("graph output %q was not computed", v.Name)
+		}
+		if r.fixed && tensor.Box(r.static) != nil {
+			return nil, fmt.Sprintf("graph output %q is a sequence or optional", v.Name)
+		}
+		use(r, end)
+		t.Outputs = append(t.Outputs, r)
+	}
+	// Segments: maximal runs of kernel steps with at least one launch.
+	seg := -1
+	for i, st := range t.Steps {
+		if st.Kind == hostStep {
+			t.Items = append(t.Items, planItem{Segment: -1, Step: i})
+			seg = -1
+			continue
+		}
+		if len(st.kernel.Calls) == 0 {
+			continue
+		}
+		if seg < 0 {
+			t.Segments = append(t.Segments, nil)
+			t.Tuners = append(t.Tuners, &ThreadTuner{})
+			seg = len(t.Segments) - 1
+			t.Items = append(t.Items, planItem{Segment: seg})
+		}
+		t.Segments[seg] = append(t.Segments[seg], i)
+	}
+	t.PlaceSlots()
+	t.planBindings()
+	return t, ""
+}
+
+// planBindings chooses the inputs that kernels read, and the outputs that kernels write, in
+// the caller's memory rather than through the arena: copying a 4 KiB input in and the output
+// out cost a tiny model's run about a fifth of its time. An input qualifies when only kernels
+// read it (a host step reads the arena), and no graph output is it; an output when one kernel
+// step writes it, only kernels touch it, and no other graph output or input shares its slot.
+// Values under 4 bytes are left in the arena (their regions are rounded up to 4 bytes).
+func (t *Template) planBindings() {
+	t.BindIn = make([]int, len(t.Inputs))
+	t.BindOut = make([]int, len(t.Outputs))
+	host := map[int]bool{}     // slots a host step touches
+	produced := map[int]bool{} // slots a kernel step writes
+	outputs := map[int]int{}   // graph outputs by slot
+	for i := range t.Steps {
+		st := &t.Steps[i]
+		refs := slices.Concat(st.in, st.out)
+		for _, r := range st.implicit {
+			refs = append(refs, r)
+		}
+		for _, r := range refs {
+			if r.fixed || r.Slot < 0 {
+				continue
+			}
+			if st.Kind == hostStep {
+				host[r.Slot] = true
+			}
+		}
+		if st.Kind == KernelStep {
+			for _, r := range st.out {
+				if r.Slot >= 0 {
+					produced[r.Slot] = true
+				}
+			}
+			// Planners never write their inputs; a kernel that did must not write the caller's.
+			for _, c := range st.kernel.Calls {
+				for _, b := range c.Bind {
+					if b.Operand.Kind == ops.OperandInput && device.AccessWrites(b.Access) && b.Operand.Index < len(st.in) && !st.in[b.Operand.Index].fixed {
+						host[st.in[b.Operand.Index].Slot] = true
+					}
+				}
+			}
+		}
+	}
+	for _, r := range t.Outputs {
+		if !r.fixed {
+			outputs[r.Slot]++
+		}
+	}
+	inputSlots := map[int]bool{}
+	arg := 0
+	for i, in := range t.Inputs {
+		s := in.Ref.Slot
+		inputSlots[s] = true
+		t.BindIn[i] = -1
+		if arg < native.MaxRunMemories && t.Slots[s].Bytes >= 4 && !host[s] && outputs[s] == 0 {
+			t.BindIn[i] = arg
+			arg++
+		}
+	}
+	for j, r := range t.Outputs {
+		t.BindOut[j] = -1
+		if r.fixed {
+			continue
+		}
+		s := r.Slot
+		if arg < native.MaxRunMemories && t.Slots[s].Bytes >= 4 && produced[s] && !host[s] && !inputSlots[s] && outputs[s] == 1 {
+			t.BindOut[j] = arg
+			arg++
+		}
+	}
+}
+
+// boundSlots maps the slots of bound inputs and outputs to their run memory.
+func (t *Template) boundSlots() map[int]int {
+	m := map[int]int{}
+	for i, a := range t.BindIn {
+		if a >= 0 {
+			m[t.Inputs[i].Ref.Slot] = a
+		}
+	}
+	for j, a := range t.BindOut {
+		if a >= 0 {
+			m[t.Outputs[j].Slot] = a
+		}
+	}
+	return m
+}
+
+func allFixedAfter(refs []planRef, from int) bool {
+	for _, r := range refs[from:] {
+		if !r.fixed {
+			return false
+		}
+	}
+	return true
+}
+
+// Align is the alignment of every slot (a cache line; wide vector loads).
+const Align = 64
+
+// PlaceSlots gives each slot an offset: first fit among the slots live at the same time
+// (live from the step that writes it through the last step that reads it, inclusive).
+func (t *Template) PlaceSlots() {
+	order := make([]int, len(t.Slots))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		sa, sb := t.Slots[order[a]], t.Slots[order[b]]
+		if sa.First != sb.First {
+			return sa.First < sb.First
+		}
+		return sa.Bytes > sb.Bytes
+	})
+	var live []int // slot indices, by offset
+	for _, i := range order {
+		s := &t.Slots[i]
+		kept := live[:0]
+		for _, j := range live {
+			if t.Slots[j].Last >= s.First {
+				kept = append(kept, j)
+			}
+		}
+		live = kept
+		size := (max(s.Bytes, 4) + Align - 1) / Align * Align
+		offset := int64(0)
+		at := len(live)
+		for k, j := range live {
+			if t.Slots[j].Offset-offset >= size {
+				at = k
+				break
+			}
+			offset = max(offset, t.Slots[j].Offset+(max(t.Slots[j].Bytes, 4)+Align-1)/Align*Align)
+		}
+		s.Offset = offset
+		t.ArenaBytes = max(t.ArenaBytes, offset+size)
+		live = append(live, 0)
+		copy(live[at+1:], live[at:])
+		live[at] = i
+	}
+	t.ArenaBytes = max(t.ArenaBytes, Align)
+}
+
+// region is slot i of the instance's arena as a Region.
+func (t *Template) region(arena device.Region, i int) (device.Region, error) {
+	s := t.Slots[i]
+	return arena.Slice(uint64(s.Offset), uint64(max(s.Bytes, 4)))
+}
+
+// NewInstance allocates an instance's arena and records its segments.
+func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err error) {
+	ms, err := p.Eng.RunSession()
+	if err != nil {
+		return nil, err
+	}
+	inst := &Instance{MS: ms}
+	defer func() {
+		if err != nil {
+			ms.Close()
+		}
+	}()
+	arena, err := ms.AllocateShared(uint64(t.ArenaBytes))
+	if err != nil {
+		return nil, err
+	}
+	if inst.Mem, err = device.HostBytes(ms, arena); err != nil {
+		return nil, err
+	}
+	if inst.Mem == nil {
+		return nil, tensor.NewError("Run", tensor.ErrDevice, "the device's shared memory is not host-visible")
+	}
+	// Weights and constant operands: one device copy for all of the session's plan
+	// instances (sharedWeights), bound once per instance.
+	weights := map[device.SharedWeightKey]device.Region{}
+	weight := func(v tensor.Tensor) (device.Region, error) {
+		raw, ok := ops.RawBytes(v)
+		if !ok {
+			return device.Region{}, ops.OpErr("a %s tensor cannot be bound to a kernel", v.DType())
+		}
+		if len(raw) == 0 {
+			raw = device.EmptyWeight
+		}
+		key := device.WeightKey(raw)
+		if r, ok := weights[key]; ok {
+			return r, nil
+		}
+		r, err := device.SharedWeight(ms, &p.PlanWeights, raw)
+		if err != nil {
+			return device.Region{}, err
+		}
+		weights[key] = r
+		return r, nil
+	}
+	kernelIDs := map[*device.LoadedKernel]device.KernelID{}
+	calls := 0
+	for _, steps := range t.Segments {
+		for _, i := range steps {
+			calls += len(t.Steps[i].kernel.Calls)
+		}
+	}
+	viol, err := ms.AllocateShared(uint64(4 * max(calls, 1)))
+	if err != nil {
+		return nil, err
+	}
+	if inst.words, err = device.HostBytes(ms, viol); err != nil {
+		return nil, err
+	}
+	clear(inst.words)
+	bound := t.boundSlots()
+	for si, steps := range t.Segments {
+		inst.segWords = append(inst.segWords, len(inst.wordOwners))
+		var cmds []device.Command
+		var sites []native.RunBinding
+		for _, i := range steps {
+			st := &t.Steps[i]
+			resolve := func(o ops.Operand) (device.Region, error) {
+				var r planRef
+				switch o.Kind {
+				case ops.OperandInput:
+					if o.Index >= len(st.in) {
+						return device.Region{}, ops.OpErr("kernel plan binds %s of %d", o, len(st.in))
+					}
+					r = st.in[o.Index]
+					if r.fixed {
+						if !r.static.IsValid() {
+							return device.Region{}, ops.OpErr("kernel plan binds %s, which is absent", o)
+						}
+						return weight(r.static)
+					}
+				case ops.OperandOutput:
+					if o.Index >= len(st.out) || st.out[o.Index].Slot < 0 {
+						return device.Region{}, ops.OpErr("kernel plan binds %s, which is not produced", o)
+					}
+					r = st.out[o.Index]
+				case ops.OperandScratch:
+					if o.Index >= len(st.scratch) {
+						return device.Region{}, ops.OpErr("kernel plan binds %s of %d", o, len(st.scratch))
+					}
+					return t.region(arena, st.scratch[o.Index])
+				case ops.OperandConst:
+					if o.Index >= len(st.kernel.Consts) {
+						return device.Region{}, ops.OpErr("kernel plan binds %s of %d", o, len(st.kernel.Consts))
+					}
+					return weight(st.kernel.Consts[o.Index])
+				}
+				return t.region(arena, r.Slot)
+			}
+			for _, c := range st.kernel.Calls {
+				k, err := p.Eng.Kernels.Get(p.Eng.Ctx, phase, c.File, c.Symbol, c.Config)
+				if err != nil {
+					return nil, err
+				}
+				kid, ok := kernelIDs[k]
+				if !ok {
+					if kid, err = device.UseLoadedKernel(ms, "Run", k); err != nil {
+						return nil, err
+					}
+					kernelIDs[k] = kid
+				}
+				word, err := viol.Slice(uint64(4*len(inst.wordOwners)), 4)
+				if err != nil {
+					return nil, err
+				}
+				inst.wordOwners = append(inst.wordOwners, i)
+				d := device.Dispatch{Kernel: kid, Args: c.Args, Workload: c.Workload, Violation: word}
+				for bi, b := range c.Bind {
+					r, err := resolve(b.Operand)
+					if err != nil {
+						return nil, tensor.NodeError(st.Node, err)
+					}
+					d.Bindings = append(d.Bindings, device.Binding{Region: r, Access: b.Access})
+					if slot := st.operandSlot(b.Operand); slot >= 0 {
+						if a, ok := bound[slot]; ok {
+							sites = append(sites, native.RunBinding{Node: uint32(len(cmds)), Index: uint32(bi), Arg: uint32(a), Bytes: uint64(t.Slots[slot].Bytes)})
+						}
+					}
+				}
+				cmds = append(cmds, d)
+			}
+		}
+		key := "segment " + strconv.Itoa(si)
+		if err := ms.Record(key, cmds); err != nil {
+			return nil, err
+		}
+		inst.segKeys = append(inst.segKeys, key)
+		// A dispatch with an empty grid records an empty node: nothing to rebind there.
+		kernels, err := device.DispatchNodes(ms, key)
+		if err != nil {
+			return nil, err
+		}
+		sites = slices.DeleteFunc(sites, func(b native.RunBinding) bool { return !kernels[b.Node] })
+		inst.segBindings = append(inst.segBindings, sites)
+	}
+	return inst, nil
+}
+
+// operandSlot is the arena slot a kernel operand of st binds, or -1 (weights, constants,
+// scratch).
+func (st *planStep) operandSlot(o ops.Operand) int {
+	var r planRef
+	switch {
+	case o.Kind == ops.OperandInput && o.Index < len(st.in):
+		r = st.in[o.Index]
+	case o.Kind == ops.OperandOutput && o.Index < len(st.out):
+		r = st.out[o.Index]
+	default:
+		return -1
+	}
+	if r.fixed {
+		return -1
+	}
+	return r.Slot
+}
+
+// view is r as a tensor over the instance's arena (static values as they are).
+func (t *Template) view(inst *Instance, r planRef) tensor.Tensor {
+	if r.fixed {
+		return r.static
+	}
+	s := t.Slots[r.Slot]
+	return tensor.ViewBytes(r.dtype, r.shape, inst.Mem[s.Offset:s.Offset+s.Bytes])
+}
+
+// ThreadTuner chooses how many threads run a segment when the session has several: a small
+// graph can run slower on two threads than on one (handing its small grids to another thread
+// costs more than it saves), and only timing says where that line lies on a given machine.
+// The first runs alternate between one thread and all of them; after TuneSamples of each,
+// the faster wins (all of them only when clearly faster, since one thread leaves the others
+// to the caller's work).
+type ThreadTuner struct {
+	decided atomic.Bool
+	choice  int // the thread count, once decided (written before decided is set)
+	mu      sync.Mutex
+	best    [2]time.Duration // best time with one thread, with all of them
+	runs    [2]int
+}
+
+// TuneSamples are the runs a ThreadTuner times per thread count before it chooses.
+const TuneSamples = 5
+
+// Threads returns the thread count for the next run of the segment, given the session's n
+// (0: every hardware thread), and the sample slot to report its time to (-1: none).
+func (tt *ThreadTuner) Threads(n int) (int, int) {
+	if n == 1 {
+		return 1, -1
+	}
+	if tt.decided.Load() {
+		return tt.choice, -1
+	}
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if tt.runs[0] <= tt.runs[1] {
+		return 1, 0
+	}
+	return n, 1
+}
+
+// Record notes a measured run and decides once both counts have TuneSamples samples.
+func (tt *ThreadTuner) Record(slot, n int, d time.Duration) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if tt.decided.Load() {
+		return
+	}
+	if tt.runs[slot] == 0 || d < tt.best[slot] {
+		tt.best[slot] = d
+	}
+	tt.runs[slot]++
+	if tt.runs[0] >= TuneSamples && tt.runs[1] >= TuneSamples {
+		tt.choice = 1
+		if float64(tt.best[1]) < 0.9*float64(tt.best[0]) {
+			tt.choice = n
+		}
+		tt.decided.Store(true)
+	}
+}
+
+// Chosen is the decided thread count, or -1 while timing.
+func (tt *ThreadTuner) Chosen() int {
+	if !tt.decided.Load() {
+		return -1
+	}
+	return tt.choice
+}
+
+// Execute runs the plan on inst for the fed inputs (of the plan's signature), writing the bound
+// outputs into (nil: none; see RunInto) in place where a kernel writes them, else copying
+// them in. It stops between items once the run's context is done.
+func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []tensor.Tensor) ([]tensor.Tensor, error) {
+	if into != nil {
+		if err := t.checkBound(p, into); err != nil {
+			return nil, err
+		}
+	}
+	// Bound inputs are read, and bound outputs written, in place (planBindings); not while
+	// tracing, whose spans view every step's operands in the arena.
+	bind := rc.Trace == nil
+	var mem [native.MaxRunMemories][]byte
+	for i, in := range t.Inputs {
+		src, _ := ops.RawBytes(ins[in.pos])
+		s := t.Slots[in.Ref.Slot]
+		if a := t.BindIn[i]; bind && a >= 0 && int64(len(src)) == s.Bytes && ElementAligned(src, in.Ref.dtype) {
+			mem[a] = src
+			continue
+		}
+		copy(inst.Mem[s.Offset:s.Offset+s.Bytes], src)
+	}
+	if bind {
+		for j, a := range t.BindOut {
+			if a < 0 {
+				continue
+			}
+			n := t.Slots[t.Outputs[j].Slot].Bytes
+			if into != nil && into[j].IsValid() {
+				// The caller's memory, when a kernel can write it as it is.
+				if b, _ := ops.RawBytes(into[j]); int64(len(b)) == n && ElementAligned(b, t.Outputs[j].dtype) {
+					mem[a] = b
+					continue
+				}
+			}
+			mem[a] = inst.outputs.alloc(&p.Recycled, int(n))
+		}
+	}
+	threads := rc.Eng.Threads
+	for _, it := range t.Items {
+		// Between items, the run stops once its context is done: a nil test for a context
+		// that is never done, else a non-blocking receive.
+		if rc.Done != nil && IsDone(rc.Done) {
+			return nil, tensor.CanceledError("Run", rc.Ctx, t.ItemNode(it))
+		}
+		if it.Segment >= 0 {
+			if rc.Trace != nil {
+				if err := t.runSegmentTraced(rc, inst, it.Segment, threads); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			tt := t.Tuners[it.Segment]
+			n, slot := tt.Threads(threads)
+			var start time.Time
+			if slot >= 0 {
+				start = time.Now()
+			}
+			var sites []native.RunBinding
+			if bind {
+				sites = inst.segBindings[it.Segment]
+			}
+			if err := device.RunRecorded(inst.MS, inst.segKeys[it.Segment], n, sites, &mem); err != nil {
+				return nil, err
+			}
+			if slot >= 0 {
+				tt.Record(slot, threads, time.Since(start))
+			}
+			if err := t.checkViolations(inst, it.Segment); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := t.runHostStep(rc, inst, &t.Steps[it.Step]); err != nil {
+			return nil, err
+		}
+	}
+	outs := make([]tensor.Tensor, len(t.Outputs))
+	for i, r := range t.Outputs {
+		// The shape is shared by every run's outputs: Tensor hands out copies of its shape and
+		// never writes it (capped, so that no append can write behind it).
+		shape := r.shape[:len(r.shape):len(r.shape)]
+		if into != nil && into[i].IsValid() {
+			dst := into[i]
+			if a := t.BindOut[i]; bind && a >= 0 && !r.fixed {
+				if !SameElements(dst, mem[a]) {
+					CopyElements(dst, tensor.ViewBytes(r.dtype, shape, mem[a]))
+				}
+			} else {
+				CopyElements(dst, t.view(inst, r))
+			}
+			outs[i] = dst
+			continue
+		}
+		if !r.fixed {
+			if a := t.BindOut[i]; bind && a >= 0 {
+				outs[i] = tensor.ViewBytes(r.dtype, shape, mem[a])
+				continue
+			}
+			if sl := t.Slots[r.Slot]; sl.Bytes > 0 && r.dtype != graph.String {
+				b := inst.outputs.alloc(&p.Recycled, int(sl.Bytes))
+				copy(b, inst.Mem[sl.Offset:sl.Offset+sl.Bytes])
+				outs[i] = tensor.ViewBytes(r.dtype, shape, b)
+				continue
+			}
+		}
+		o, err := tensor.CopyOut(t.view(inst, r))
+		if err != nil {
+			return nil, err
+		}
+		outs[i] = o
+	}
+	return outs, nil
+}
+
+// checkBound refuses a bound output whose type or shape is not the plan's, naming it.
+func (t *Template) checkBound(p *Env, into []tensor.Tensor) error {
+	for i, o := range into {
+		if !o.IsValid() {
+			continue
+		}
+		r := t.Outputs[i]
+		if o.DType() != r.dtype || !slices.Equal(o.Dims(), r.shape) {
+			return tensor.NewError("RunInto", tensor.ErrInvalidArgument, "output %q: the bound tensor is %s, the run produces %s",
+				p.OutputNames[i], exec.DescribeTensor(o), exec.DescribeTensor(tensor.Raw(r.dtype, r.shape, nil)))
+		}
+	}
+	return nil
+}
+
+// ItemNode is the first node item it runs (for the error of a run stopped before it).
+func (t *Template) ItemNode(it planItem) *graph.Node {
+	if it.Segment >= 0 {
+		if seg := t.Segments[it.Segment]; len(seg) > 0 {
+			return t.Steps[seg[0]].Node
+		}
+		return nil
+	}
+	return t.Steps[it.Step].Node
+}
+
+// IsDone reports whether done is closed, without blocking.
+func IsDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// ElementAligned reports whether b starts at a multiple of dtype's element size (kernels
+// access their buffers by element).
+func ElementAligned(b []byte, dtype tensor.DType) bool {
+	size := dtype.ByteSize(1)
+	return len(b) > 0 && size > 0 && uintptr(unsafe.Pointer(&b[0]))%uintptr(size) == 0
+}
+
+// Outputs of 1-4 KiB are carved from blocks shared by a few runs' outputs rather than
+// allocated one by one: an allocation of a few KiB, fresh from the garbage collector, cost a
+// tiny model's run about a third of its time (Add of 1024 floats: 1.5 -> 1.0 us). The cost is
+// retention, as with Go's own tiny allocator: an output the caller keeps holds its block
+// (smallOutputBlock bytes: 4 to 16 times the output) alive. Smaller outputs are cheap to
+// allocate alone, and are, so that one cannot hold a block hundreds of times its size.
+const (
+	smallOutputMin   = 1 << 10
+	smallOutputMax   = 4 << 10
+	smallOutputBlock = 16 << 10
+)
+
+// outputBlocks carves caller-owned output memory (one per plan instance: runs of an instance
+// do not overlap).
+type outputBlocks struct {
+	block []byte
+	used  int
+}
+
+// alloc returns n bytes of output memory: recycled (see InferenceSession.Recycle), carved
+// for sizes that share blocks, or allocated alone.
+func (o *outputBlocks) alloc(r *recycledOutputs, n int) []byte {
+	if b := r.Take(n); b != nil {
+		return b
+	}
+	if n >= smallOutputMin && n <= smallOutputMax {
+		return o.carve(n)
+	}
+	return make([]byte, n)
+}
+
+// maxRecycled bounds the output buffers a session keeps for reuse; more are left to the
+// garbage collector.
+const maxRecycled = 16
+
+// recycledOutputs is the memory of outputs handed back with Recycle, newest last.
+type recycledOutputs struct {
+	mu   sync.Mutex
+	bufs [][]byte
+}
+
+// Put keeps b for an output of exactly its size.
+func (r *recycledOutputs) Put(b []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.bufs) == maxRecycled {
+		copy(r.bufs, r.bufs[1:]) // the oldest goes
+		r.bufs = r.bufs[:maxRecycled-1]
+	}
+	r.bufs = append(r.bufs, b)
+}
+
+// Take returns a kept buffer of n bytes, or nil.
+func (r *recycledOutputs) Take(n int) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.bufs) - 1; i >= 0; i-- {
+		if b := r.bufs[i]; len(b) == n {
+			r.bufs = slices.Delete(r.bufs, i, i+1)
+			return b
+		}
+	}
+	return nil
+}
+
+// carve returns n bytes no other output shares, 64-byte aligned.
+func (o *outputBlocks) carve(n int) []byte {
+	step := (n + 63) &^ 63
+	if o.used+step > len(o.block) {
+		o.block, o.used = make([]byte, smallOutputBlock), 0
+	}
+	b := o.block[o.used : o.used+n : o.used+n]
+	o.used += step
+	return b
+}
+
+// runSegmentTraced runs a segment with one span per kernel step: the spans share the
+// segment's time, since its steps run as one recorded graph.
+func (t *Template) runSegmentTraced(rc *exec.RunCtx, inst *Instance, seg, threads int) error {
+	steps := t.Segments[seg]
+	spans := make([]exec.OpSpan, len(steps))
+	for i, si := range steps {
+		st := &t.Steps[si]
+		in := make([]tensor.Tensor, len(st.in))
+		for j, r := range st.in {
+			in[j] = t.view(inst, r)
+		}
+		spans[i] = rc.OpStart(st.Node, in)
+	}
+	n, _ := t.Tuners[seg].Threads(threads) // no timing: the spans' work would count too
+	err := device.RunRecorded(inst.MS, inst.segKeys[seg], n, nil, nil)
+	if err == nil {
+		err = t.checkViolations(inst, seg)
+	}
+	for i, si := range steps {
+		st := &t.Steps[si]
+		outs := make([]tensor.Tensor, len(st.out))
+		for j, r := range st.out {
+			if r.Slot >= 0 {
+				outs[j] = t.view(inst, r)
+			}
+		}
+		spans[i].End(ops.Variant(st.kernel), fmt.Sprintf("%s (plan segment %d of %d kernel steps)", st.Reason, seg, len(steps)), outs, err)
+	}
+	return err
+}
+
+// checkViolations fails the run when a kernel of segment seg stopped a block at a bounds
+// check (its output is then incomplete), naming the node and the kernel, and clears the
+// words for the next run.
+func (t *Template) checkViolations(inst *Instance, seg int) error {
+	first, last := inst.segWords[seg], len(inst.wordOwners)
+	if seg+1 < len(inst.segWords) {
+		last = inst.segWords[seg+1]
+	}
+	var failure error
+	for w := first; w < last; w++ {
+		bits := binary.LittleEndian.Uint32(inst.words[4*w:])
+		if bits == 0 {
+			continue
+		}
+		binary.LittleEndian.PutUint32(inst.words[4*w:], 0)
+		if failure == nil {
+			st := &t.Steps[inst.wordOwners[w]]
+			failure = tensor.NewNodeError("Run", tensor.ErrInvalidArgument, st.Node, "kernel %s failed a bounds check (violation bits 0x%x; an index out of range, or an assumption about the operands that does not hold)",
+				ops.Variant(st.kernel), bits)
+		}
+	}
+	return failure
+}
+
+// runHostStep calls a host step's Go function on views of the arena and copies its outputs
+// into their slots, after checking them against the traced types and shapes.
+func (t *Template) runHostStep(rc *exec.RunCtx, inst *Instance, st *planStep) error {
+	n := st.Node
+	in := make([]tensor.Tensor, len(st.in))
+	for j, r := range st.in {
+		if n.Inputs[j] != "" {
+			in[j] = t.view(inst, r)
+		}
+	}
+	sp := rc.OpStart(n, in)
+	rc.KernelVariant, rc.KernelReason = "", ""
+	var outs []tensor.Tensor
+	var err error
+	if n.Traits().ControlFlow {
+		sc := &exec.Scope{Vals: make(map[string]tensor.Tensor, len(st.implicit))}
+		for name, r := range st.implicit {
+			sc.Vals[name] = t.view(inst, r)
+		}
+		outs, err = rc.ControlFlow(n, in, sc)
+	} else {
+		outs, err = st.fn(rc, n, in)
+	}
+	variant := "host"
+	if rc.KernelVariant != "" {
+		variant = "host composing " + rc.KernelVariant
+	}
+	sp.End(variant, st.Reason, outs, err)
+	if err != nil {
+		return tensor.NodeError(n, err)
+	}
+	for j, r := range st.out {
+		if r.Slot < 0 {
+			continue
+		}
+		if j >= len(outs) || tensor.Box(outs[j]) != nil || outs[j].DType() != r.dtype || !slices.Equal(outs[j].Dims(), r.shape) {
+			return ErrPlanGuard
+		}
+		src, _ := ops.RawBytes(outs[j])
+		s := t.Slots[r.Slot]
+		copy(inst.Mem[s.Offset:s.Offset+s.Bytes], src)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- the session's plans
+
+// maxPlans bounds the signatures an InferenceSession plans; further signatures run in the
+// interpreter. maxPlanInstances bounds the instances (arenas) of one signature, which
+// concurrent runs need; a run that finds them all busy runs in the interpreter.
+const (
+	maxPlans         = 16
+	maxPlanInstances = 4
+)
+
+// Entry is one signature's plan, or why there is none.
+type Entry struct {
+	Template *Template
+	Reason   string
+	Idle     []*Instance
+	Count    int
+	All      []*Instance
+}
+
+// Cache holds an InferenceSession's plans by signature.
+type Cache struct {
+	Mu      sync.Mutex
+	Entries map[string]*Entry
+	Order   []string
+	closed  bool
+}
+
+// acquire returns an idle instance of key's plan (making one when there is room), the entry
+// (nil when key has never been traced) and whether the signature is planned.
+func (c *Cache) lookup(key string) *Entry {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	return c.Entries[key]
+}
+
+// LookupBytes is lookup without converting the key to a string (no allocation per run).
+func (c *Cache) LookupBytes(key []byte) *Entry {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	return c.Entries[string(key)]
+}
+
+// Take takes e's idle instance for a run, or reserves e for a new one (see Give).
+func (c *Cache) Take(e *Entry) (*Template, *Instance, bool) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	if e.Template == nil {
+		return nil, nil, false // dropped
+	}
+	if n := len(e.Idle); n > 0 {
+		inst := e.Idle[n-1]
+		e.Idle = e.Idle[:n-1]
+		return e.Template, inst, false
+	}
+	if c.closed || e.Count >= maxPlanInstances {
+		return nil, nil, false
+	}
+	e.Count++ // reserved: the caller builds the instance
+	return e.Template, nil, true
+}
+
+// Give hands back an instance Take handed out (fresh: one made for the reservation).
+func (c *Cache) Give(e *Entry, inst *Instance, fresh bool) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	if fresh {
+		e.All = append(e.All, inst)
+	}
+	if c.closed {
+		inst.MS.Close()
+		return
+	}
+	e.Idle = append(e.Idle, inst)
+}
+
+// TakeIdle is lookupBytes then take for a signature whose plan has an idle instance; it
+// returns nil when there is none (no plan yet, a plan without a template, or every
+// instance busy), without reserving anything.
+func (c *Cache) TakeIdle(key []byte) (*Entry, *Template, *Instance) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	return c.takeIdleLocked(c.Entries[string(key)])
+}
+
+// TakeIdleOf is takeIdle for an entry the caller holds.
+func (c *Cache) TakeIdleOf(e *Entry) (*Entry, *Template, *Instance) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	return c.takeIdleLocked(e)
+}
+
+func (c *Cache) takeIdleLocked(e *Entry) (*Entry, *Template, *Instance) {
+	if e == nil || e.Template == nil || len(e.Idle) == 0 {
+		return nil, nil, nil
+	}
+	inst := e.Idle[len(e.Idle)-1]
+	e.Idle = e.Idle[:len(e.Idle)-1]
+	return e, e.Template, inst
+}
+
+// FastSignature is the input types and shapes of the plan the fast path ran last, when they
+// alone decide its key (no input's value is specialized): a run feeding the same types and
+// shapes skips building the key, looking it up and checking the inputs against the model
+// again (those types and shapes passed the check before).
+type FastSignature struct {
+	dtypes []tensor.DType
+	shapes [][]int64
+	Entry  *Entry
+}
+
+// NewFastSignature is the signature of ins, which ran through e's plan.
+func NewFastSignature(ins []tensor.Tensor, e *Entry) *FastSignature {
+	f := &FastSignature{Entry: e, dtypes: make([]tensor.DType, len(ins)), shapes: make([][]int64, len(ins))}
+	for i, t := range ins {
+		f.dtypes[i], f.shapes[i] = t.DType(), slices.Clone(t.Dims())
+	}
+	return f
+}
+
+// Matches reports whether ins have f's element types and shapes.
+func (f *FastSignature) Matches(ins []tensor.Tensor) bool {
+	if len(ins) != len(f.dtypes) {
+		return false
+	}
+	for i := range ins {
+		if ins[i].DType() != f.dtypes[i] || !slices.Equal(ins[i].Dims(), f.shapes[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Unreserve undoes take's reservation when building an instance failed.
+func (c *Cache) Unreserve(e *Entry) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	e.Count--
+}
+
+// Drop stops planning e's signature (a guard failed): its instances close as they come back.
+func (c *Cache) Drop(e *Entry, reason string) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	e.Template, e.Reason = nil, reason
+	for _, inst := range e.Idle {
+		inst.MS.Close()
+	}
+	e.Idle = nil
+}
+
+// Add records key's plan (or the reason it has none); false when the cache is full or
+// another run added it first.
+func (c *Cache) Add(key string, e *Entry) bool {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	if c.closed || c.Entries[key] != nil || len(c.Entries) >= maxPlans {
+		return false
+	}
+	if c.Entries == nil {
+		c.Entries = map[string]*Entry{}
+	}
+	c.Entries[key] = e
+	c.Order = append(c.Order, key)
+	return true
+}
+
+// Close releases every idle instance; instances in use close when given back. Idempotent.
+func (c *Cache) Close() []error {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	c.closed = true
+	var errs []error
+	for _, e := range c.Entries {
+		for _, inst := range e.Idle {
+			errs = append(errs, inst.MS.Close())
+		}
+		e.Idle = nil
+	}
+	return errs
+}
+
+// SameElements reports whether t's elements are the bytes b (the same memory).
+func SameElements(t tensor.Tensor, b []byte) bool {
+	tb, ok := ops.RawBytes(t)
+	return ok && len(tb) == len(b) && (len(b) == 0 || unsafe.SliceData(tb) == unsafe.SliceData(b))
+}
+
+// CopyElements copies src's elements into dst, a tensor of the same type and element count.
+func CopyElements(dst, src tensor.Tensor) {
+	if d, ok := dst.Data().([]string); ok {
+		copy(d, src.Data().([]string))
+		return
+	}
+	db, _ := ops.RawBytes(dst)
+	sb, _ := ops.RawBytes(src)
+	copy(db, sb)
+}
+
+// tracedValues reports whether the trace kept the values of outs (it keeps only the types
+// and shapes of values that depend on the inputs' data).
+func tracedValues(outs []tensor.Tensor) bool {
+	for _, o := range outs {
+		if o.Data() == nil && tensor.Box(o) == nil {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,25 @@
+package plan
+
+import (
+	"sync"
+
+	"github.com/loomrt/loom/go/session/internal/device"
+	"github.com/loomrt/loom/go/session/internal/exec"
+)
+
+// Env is what the compiled run plans need of an InferenceSession, besides its engine:
+// the device copies of the weights, the output memory handed back for reuse, and the inputs
+// whose values decide shapes or control flow.
+type Env struct {
+	Eng *exec.Engine
+	// OutputNames are the graph outputs, in order.
+	OutputNames []string
+	// Recycled is output memory handed back with Recycle, for later runs' outputs.
+	Recycled recycledOutputs
+	// PlanWeights are the device copies of the weights the compiled run plans read, shared by
+	// all their instances.
+	PlanWeights device.SharedWeights
+	// control are the inputs whose values decide shapes or control flow (ControlInputs).
+	control     map[string]bool
+	controlOnce sync.Once
+}
