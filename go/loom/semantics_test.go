@@ -274,33 +274,44 @@ func TestVectorSemantics(t *testing.T) {
 	res := launch(t, a, [][]byte{i32s(x...), i32s(y...), make([]byte, 16*n), db}, 1, int64(n))
 	require.Zero(t, res.Violation)
 	out := i32Slice(res.Buffers[2])
-	div, rem := intOps[3].ref, intOps[4].ref
 	for v := 0; v < n; v++ {
 		i := 4 * v
-		maxA, minB := x[i], y[i]
-		var sumA int32
+		ints, sumA := vecopsWant(x, y, i, 4)
 		for l := 0; l < 4; l++ {
-			maxA, minB = max(maxA, x[i+l]), min(minB, y[i+l])
-			sumA += x[i+l]
-		}
-		for l := 0; l < 4; l++ {
-			av, bv := x[i+l], y[i+l]
-			q := div(av, bv) + rem(av, bv)*3
-			s := (av << (uint32(bv) & 31)) ^ (av >> 3) | ^bv
-			m := min(av, bv) - max(av, 7)
-			cv := s
-			if maxA > minB {
-				cv = q
-			}
-			absA := av
-			if absA < 0 {
-				absA = -absA
-			}
-			require.Equal(t, cv+m+y[i]-absA, out[i+l], "lane %d of vector %d", l, v)
+			require.Equal(t, ints[l], out[i+l], "lane %d of vector %d", l, v)
 			f := d[i+l]
 			want := math.Sqrt(math.Abs(f))*f + float64(sumA) - math.Floor(f)
 			got := math.Float64frombits(binary.LittleEndian.Uint64(res.Buffers[3][8*(i+l):]))
 			require.InDelta(t, want, got, 1e-9*math.Max(1, math.Abs(want)))
 		}
 	}
+}
+
+// vecopsWant is the reference of vecSrc's integer lanes for the w-lane vectors of x and y at i
+// (out[i : i+w]), and the sum of x's lanes there.
+func vecopsWant(x, y []int32, i, w int) ([]int32, int32) {
+	div, rem := intOps[3].ref, intOps[4].ref
+	maxA, minB := x[i], y[i]
+	var sumA int32
+	for l := 0; l < w; l++ {
+		maxA, minB = max(maxA, x[i+l]), min(minB, y[i+l])
+		sumA += x[i+l]
+	}
+	out := make([]int32, w)
+	for l := range out {
+		av, bv := x[i+l], y[i+l]
+		q := div(av, bv) + rem(av, bv)*3
+		s := (av << (uint32(bv) & 31)) ^ (av >> 3) | ^bv
+		m := min(av, bv) - max(av, 7)
+		cv := s
+		if maxA > minB {
+			cv = q
+		}
+		absA := av
+		if absA < 0 {
+			absA = -absA
+		}
+		out[l] = cv + m + y[i] - absA
+	}
+	return out, sumA
 }

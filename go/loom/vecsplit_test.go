@@ -92,29 +92,11 @@ func TestVectorsWiderThanRegisters(t *testing.T) {
 				res := launch(t, a, [][]byte{i32s(x...), i32s(y...), make([]byte, 4*w*n), append([]byte(nil), db...), append([]byte(nil), fb...)}, 1, int64(n))
 				require.Zero(t, res.Violation)
 				out := i32Slice(res.Buffers[2])
-				div, rem := intOps[3].ref, intOps[4].ref
 				for v := 0; v < n; v++ {
 					i := w * v
-					maxA, minB := x[i], y[i]
-					var sumA int32
+					ints, sumA := vecopsWant(x, y, i, w)
 					for l := 0; l < w; l++ {
-						maxA, minB = max(maxA, x[i+l]), min(minB, y[i+l])
-						sumA += x[i+l]
-					}
-					for l := 0; l < w; l++ {
-						av, bv := x[i+l], y[i+l]
-						q := div(av, bv) + rem(av, bv)*3
-						s := (av << (uint32(bv) & 31)) ^ (av >> 3) | ^bv
-						m := min(av, bv) - max(av, 7)
-						cv := s
-						if maxA > minB {
-							cv = q
-						}
-						absA := av
-						if absA < 0 {
-							absA = -absA
-						}
-						require.Equal(t, cv+m+y[i]-absA, out[i+l], "lane %d of vector %d", l, v)
+						require.Equal(t, ints[l], out[i+l], "lane %d of vector %d", l, v)
 						g := d[i+l]
 						want := math.Sqrt(math.Abs(g))*g + float64(sumA) - math.Floor(g) + float64(f[i+l])
 						got := math.Float64frombits(binary.LittleEndian.Uint64(res.Buffers[3][8*(i+l):]))
