@@ -7,7 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -156,6 +158,9 @@ func TestPoolPlannerChoosesWindowKernel(t *testing.T) {
 // Tall gemm_nn tiles over a long k read A packed by pack_a; the result is checked above
 // (matmul_packed_a, gemm_packed_a_trans), and here the plan is.
 func TestGemmPacksA(t *testing.T) {
+	// The tile choices below were measured on AVX-512's 32 registers (AVX2's 16 keep smaller
+	// tiles, so other kernels win there).
+	defer kernelops.SetVectorFile(loom.MustParseTarget("host-x86_64-v4"))()
 	plan := func(n *graph.Node, a, b []int64) []string {
 		in := []ops.ValueInfo{{ValueType: ops.ValueType{Dtype: graph.Float, Shape: a}, Present: true}, {ValueType: ops.ValueType{Dtype: graph.Float, Shape: b}, Present: true}}
 		p, reason, err := ops.KernelPlanners[ops.PlannerKey(n)](n, 18, in)

@@ -6,18 +6,37 @@
 
 #include "loom/loom.h"
 
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e2a53f7f6fae3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e648fe3b0d9fd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eba4192349b67_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2ed108a698a121_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0623c960be71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0676a2cd7d6a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0a5987d20081_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0f7db66b4a4c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e16e9ede0763f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1755f872a54b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e175dc8487136_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1b5e70f567f5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e21070ad6b689_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e224eb3017f52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2cfd84615023_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2d980f391d45_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e34f6d6c361df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3665cc843abe_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e39772fcf1eef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e39ddc1de661f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3d0d5ce59457_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3daf26af0976_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e42cfb0dbb8e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e490053176f71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e4e83dc2b32d8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e530c675a65cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e53916f62de3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e57cb4b63da1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5b8fd7155c81_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e67ddeb5e0595_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6bc4e303826f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e733a48cb5b36_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7a8b3712191d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7c811cc7c220_entries(uint32_t* count, const char** target);
@@ -26,11 +45,18 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5f
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e856159e728f7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e88c6177fa430_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8f3e6e775490_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e92316b409e5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9c734abb610f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea2a7aa34d0dc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea6abad63a3ef_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eac090600aff9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec30261c6eb9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed4e6d07e0222_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2edb932d6faa20_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee25f878e2a64_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee66635842529_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef0ab7c6fb514_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef1fa826a46b5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eff4f3ca94819_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e7c4e393034af_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e999be917a2cb_entries(uint32_t* count, const char** target);
@@ -40,6 +66,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpa
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0d045864a2c2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4e27784bf157_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4e6a6e521ef8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4eddc54588a9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e66a15bfacc4f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e89b8796e48c0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea30817409d48_entries(uint32_t* count, const char** target);
@@ -53,18 +80,37 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e2a53f7f6fae3_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e648fe3b0d9fd_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eba4192349b67_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2ed108a698a121_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0623c960be71_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0676a2cd7d6a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0a5987d20081_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0f7db66b4a4c_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e16e9ede0763f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1755f872a54b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e175dc8487136_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1b5e70f567f5_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e21070ad6b689_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e224eb3017f52_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2cfd84615023_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2d980f391d45_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e34f6d6c361df_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3665cc843abe_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e39772fcf1eef_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e39ddc1de661f_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3d0d5ce59457_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3daf26af0976_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e42cfb0dbb8e1_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e490053176f71_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e4e83dc2b32d8_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e530c675a65cf_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e53916f62de3b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e57cb4b63da1a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5b8fd7155c81_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e67ddeb5e0595_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6bc4e303826f_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e733a48cb5b36_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7a8b3712191d_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7c811cc7c220_entries,
@@ -73,11 +119,18 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e856159e728f7_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e88c6177fa430_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8f3e6e775490_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e92316b409e5f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9c734abb610f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea2a7aa34d0dc_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea6abad63a3ef_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eac090600aff9_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec30261c6eb9f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed4e6d07e0222_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2edb932d6faa20_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee25f878e2a64_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee66635842529_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef0ab7c6fb514_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef1fa826a46b5_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eff4f3ca94819_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e7c4e393034af_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e999be917a2cb_entries,
@@ -87,6 +140,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0d045864a2c2_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4e27784bf157_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4e6a6e521ef8_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4eddc54588a9_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e66a15bfacc4f_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e89b8796e48c0_entries,
     loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea30817409d48_entries,

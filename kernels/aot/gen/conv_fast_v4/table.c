@@ -6,36 +6,63 @@
 
 #include "loom/loom.h"
 
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e798c73120845_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e8fc48c658938_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e9b45f34f34a4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2edc095448f865_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0329a4e69e34_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e03c7b1cae94d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e07498b215f7d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0f8c933c5f66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e12a0e22bbcd2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e23c54cca1322_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e27cb3dc3076b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2f2391e1db80_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3037feaaf9e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3349641b83da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e33ebd2cb090f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e340405e57ced_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e34512c37124a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e346ca57bd97b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3668a981d81e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e36dcefd119b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3773e7a39885_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3c549081e7e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3e4d5256d176_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4271f05bc347_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4b28683b93ba_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e54270772c873_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e58225f600faa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5d0a7268186a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e61a977b26984_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e65b887647527_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e71b4c42d0924_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e74810dd8354e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7a98573fe5ad_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7f52887e1814_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e87248a2646c2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8acd28834786_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8b6cd09a51da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e93933162be9a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e940cd4cb5b1d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9702584b5201_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9e50315a5239_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea8a180b2f060_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb1e2d4443fbe_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eba75420c7541_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebad7593bca41_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe2ac3eec653_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe5f7f8a2899_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec0781a203ce1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed562128ff591_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edbbdebcd279d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eeff16265e9d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efa2b9734089f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e5dc85cbda91a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e88a528f5c8a2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eb48756dd9e5a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecaf6d1fd3f9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e054fc0f52d37_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e1debe8b11f46_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e31390766f351_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e582d590afae6_entries(uint32_t* count, const char** target);
@@ -53,36 +80,63 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e798c73120845_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e8fc48c658938_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e9b45f34f34a4_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2edc095448f865_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0329a4e69e34_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e03c7b1cae94d_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e07498b215f7d_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0f8c933c5f66_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e12a0e22bbcd2_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e23c54cca1322_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e27cb3dc3076b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2f2391e1db80_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3037feaaf9e1_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3349641b83da_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e33ebd2cb090f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e340405e57ced_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e34512c37124a_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e346ca57bd97b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3668a981d81e_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e36dcefd119b9_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3773e7a39885_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3c549081e7e1_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3e4d5256d176_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4271f05bc347_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4b28683b93ba_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e54270772c873_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e58225f600faa_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5d0a7268186a_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e61a977b26984_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e65b887647527_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e71b4c42d0924_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e74810dd8354e_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7a98573fe5ad_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7f52887e1814_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e87248a2646c2_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8acd28834786_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8b6cd09a51da_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e93933162be9a_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e940cd4cb5b1d_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9702584b5201_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9e50315a5239_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea8a180b2f060_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb1e2d4443fbe_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eba75420c7541_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebad7593bca41_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe2ac3eec653_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe5f7f8a2899_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec0781a203ce1_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed562128ff591_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edbbdebcd279d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eeff16265e9d1_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efa2b9734089f_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e5dc85cbda91a_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e88a528f5c8a2_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eb48756dd9e5a_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecaf6d1fd3f9f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e054fc0f52d37_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e1debe8b11f46_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e31390766f351_entries,
     loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e582d590afae6_entries,

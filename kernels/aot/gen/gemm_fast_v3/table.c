@@ -7,12 +7,16 @@
 #include "loom/loom.h"
 
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e01c85be7f456_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e030054dde20f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e042be98d117b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0591d25083f0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05d4254d0ae6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e060abb5e340d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e076e0f10063c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0dd3f31bde04_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e13334ab4ee17_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e13e6be8c7a28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e14df0d0b20b6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19159692482e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ba5d0e46c4c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bbf1894e81f_entries(uint32_t* count, const char** target);
@@ -21,71 +25,116 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d4204baddbd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fb76714814e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2062ea0f4f96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21e0d88144fe_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e22ce6398f32c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e230400a5c209_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24bf50cc7339_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e261662c14a21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e27647e1ef039_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2853ddbde001_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2eb98580ef24_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ed1d5d8f856_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3198381065b9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e31acd4b0d0b9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e31cba67a951f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3286b746d023_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c3de3d187af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c952f0c4f4e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3da87a09da3e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42a1eedff685_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42f7f69c44d8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4339451401d0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e442c2155580f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4560e0a4ba6a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e463455feb4cc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e467027257451_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4848dfe2ff2e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e49616e28a46e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e49f70e9e5f5c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b35e5c00620_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4cf30c7870dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e2c2189e1e3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50a256b7fec1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50ca694aa5c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e526fdc3017d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56eb274f7e36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56f8d802e8ca_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5712460e60e7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5854ecc7caee_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d17a268e0cf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d71128bfd64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5db2e3630eaa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5dfffdde3eb6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e62ce8e31dd4b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e64b25abf9843_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e662124ae4fd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e672a4fb1d312_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68bf78944b90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e91e3a3701a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ebe0448be50_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7018e594ddfa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e70553c62a7b3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7112fbbf38b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71e98014591a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7420f7a63ecd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7500b9b0a3a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78492d5c7a9d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7870c769b6e9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a69d19c0755_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7ca72b190e7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cd7c82e565d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cf4ff3afd5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80302961160a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80e3de1f525b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e814e48e61f8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e83f93010976f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e851e38d6f87c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88d2a5017712_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88e013c7088d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e891bff64fb54_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ae51a14475b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8af07cff5b59_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c5d3b171b0b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8df012b9dd39_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8e4deeca3cb2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e918d400ed5a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9368a79a4c38_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e967d04fe8a11_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99a39534aeec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b08cf2ec422_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9db03d685cd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9eb4b26212d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9f957323d56f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea09d2cb4abb2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3aadf992c03_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea400b0046e58_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea4b19bfbc5d3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5ae00c2fd53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea9b156f6fc90_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaadeafb7d346_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eabe492cc8516_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd31c1782f0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eafd6512f1f70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb02c382e5a77_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb067fe12da2f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb282cf66e14b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb409f1d64916_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5434c43945a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6412f21a5ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb686c975f06b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6a0f587806e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6be7a06d5c3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb705be09c33c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb742bf9c5f36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb863199695ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb924c5d8e1aa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb96d6e7596c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba63df12067a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba8d73676ac0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebcac89b03ec7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd7984148607_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0e25e7d8e78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec1ecf3d92736_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4f7b08bafa8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec8c9a6b852b7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca0bacd95041_entries(uint32_t* count, const char** target);
@@ -95,15 +144,22 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd494e1e4fdd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd6c43d8b67e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece11543c6a94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece1aca629809_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecff6555a6e2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed17cf7665f53_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed33d94d71246_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed37855ccd899_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed5517c50cf6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed793c745f05a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed94c754e3f73_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda5adbab5fb9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda94ca3cc6dc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb1e304c3acc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb1ff397669d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edd089dc6b11f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edffe2aa70f3b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee269e4068a59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee31f06f0e6be_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee452816b1190_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5452c9b3902_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5ecda8b9933_entries(uint32_t* count, const char** target);
@@ -111,9 +167,11 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee88e1030cd33_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eebeb8811d4b2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eecc09aef1cd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed29fcb3c05e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef0cbeaf1ecd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef94f392dd51_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef099af73405c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4782188214e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef49b4d562c9b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4ba229a3e5a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4d7bd8b9057_entries(uint32_t* count, const char** target);
@@ -121,9 +179,11 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef5b011dbcfc5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef64755a14f47_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8c429a9ddd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa96d42356be_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efad942891caa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb4ed7590c62_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efd7a29081bc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe0b833e25cb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe19c2c10113_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff69258c665a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e058ddd875b39_entries(uint32_t* count, const char** target);
@@ -133,6 +193,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e10817d65c48f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1250742b9715_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e22be3930c1a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e24220144d917_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2ca0d488c00c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2e0015153e56_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2ece79bff80d_entries(uint32_t* count, const char** target);
@@ -141,6 +202,8 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3b0106eb9450_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3c177732e6c8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3e8f34ff30cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4034fc21be49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e41ae90b8b3bf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e42c244eaf1fb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e44593313fcd5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e47bc88787713_entries(uint32_t* count, const char** target);
@@ -155,11 +218,16 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5fafbd3eb7d1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5fda35fbe5dd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e616c6ab18f6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e697b99fa265c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6d1abe27de4e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6dc605eccdbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e74236f9b26b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e76e9ee4fdb1a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7e6ab8f794a5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e848a1e481977_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e85ba815b8c41_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8848b8781963_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8f210b53f465_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e971f8adbd0e6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e981d9796dc11_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b5f9de09217_entries(uint32_t* count, const char** target);
@@ -185,12 +253,16 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec276c5ebf6f6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec7b00ee6d618_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecade197aa8b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecd03c57cfd26_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed1ef2dbdfa8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed27cdf0779ce_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed2c09cd278ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed38bf902b533_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed7f09f598dd6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed9c281013879_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edb75efc359b9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edfeea5780476_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee46fa367cbf5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee4e2a9e5383b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7078119cf97_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7e0501d1a6a_entries(uint32_t* count, const char** target);
@@ -207,12 +279,16 @@ typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const ch
 
 static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e01c85be7f456_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e030054dde20f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e042be98d117b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0591d25083f0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05d4254d0ae6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e060abb5e340d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e076e0f10063c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0dd3f31bde04_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e13334ab4ee17_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e13e6be8c7a28_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e14df0d0b20b6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19159692482e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ba5d0e46c4c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bbf1894e81f_entries,
@@ -221,71 +297,116 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d4204baddbd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fb76714814e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2062ea0f4f96_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21e0d88144fe_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e22ce6398f32c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e230400a5c209_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24bf50cc7339_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e261662c14a21_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e27647e1ef039_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2853ddbde001_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2eb98580ef24_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ed1d5d8f856_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3198381065b9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e31acd4b0d0b9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e31cba67a951f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3286b746d023_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c3de3d187af_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c952f0c4f4e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3da87a09da3e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42a1eedff685_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42f7f69c44d8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4339451401d0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e442c2155580f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4560e0a4ba6a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e463455feb4cc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e467027257451_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4848dfe2ff2e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e49616e28a46e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e49f70e9e5f5c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b35e5c00620_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4cf30c7870dd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e2c2189e1e3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50a256b7fec1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50ca694aa5c2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e526fdc3017d7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56eb274f7e36_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56f8d802e8ca_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5712460e60e7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5854ecc7caee_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d17a268e0cf_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d71128bfd64_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5db2e3630eaa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5dfffdde3eb6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e62ce8e31dd4b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e64b25abf9843_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e662124ae4fd2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e672a4fb1d312_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68bf78944b90_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e91e3a3701a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ebe0448be50_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7018e594ddfa_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e70553c62a7b3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7112fbbf38b9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71e98014591a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7420f7a63ecd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7500b9b0a3a5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78492d5c7a9d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7870c769b6e9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a69d19c0755_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7ca72b190e7b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cd7c82e565d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cf4ff3afd5c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80302961160a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80e3de1f525b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e814e48e61f8e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e83f93010976f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e851e38d6f87c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88d2a5017712_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88e013c7088d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e891bff64fb54_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ae51a14475b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8af07cff5b59_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c5d3b171b0b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8df012b9dd39_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8e4deeca3cb2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e918d400ed5a3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9368a79a4c38_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e967d04fe8a11_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99a39534aeec_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b08cf2ec422_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9db03d685cd3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9eb4b26212d2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9f957323d56f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea09d2cb4abb2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3aadf992c03_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea400b0046e58_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea4b19bfbc5d3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5ae00c2fd53_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea9b156f6fc90_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaadeafb7d346_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eabe492cc8516_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd31c1782f0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eafd6512f1f70_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb02c382e5a77_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb067fe12da2f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb282cf66e14b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb409f1d64916_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5434c43945a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6412f21a5ff_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb686c975f06b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6a0f587806e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6be7a06d5c3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb705be09c33c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb742bf9c5f36_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb863199695ef_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb924c5d8e1aa_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb96d6e7596c0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba63df12067a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba8d73676ac0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebcac89b03ec7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd7984148607_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0e25e7d8e78_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec1ecf3d92736_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4f7b08bafa8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec8c9a6b852b7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca0bacd95041_entries,
@@ -295,15 +416,22 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd494e1e4fdd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd6c43d8b67e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece11543c6a94_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece1aca629809_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecff6555a6e2a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed17cf7665f53_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed33d94d71246_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed37855ccd899_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed5517c50cf6d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed793c745f05a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed94c754e3f73_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda5adbab5fb9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda94ca3cc6dc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb1e304c3acc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb1ff397669d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edd089dc6b11f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edffe2aa70f3b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee269e4068a59_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee31f06f0e6be_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee452816b1190_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5452c9b3902_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5ecda8b9933_entries,
@@ -311,9 +439,11 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee88e1030cd33_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eebeb8811d4b2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eecc09aef1cd3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed29fcb3c05e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef0cbeaf1ecd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef94f392dd51_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef099af73405c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4782188214e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef49b4d562c9b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4ba229a3e5a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4d7bd8b9057_entries,
@@ -321,9 +451,11 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef5b011dbcfc5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef64755a14f47_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8c429a9ddd0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa96d42356be_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efad942891caa_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb4ed7590c62_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efd7a29081bc6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe0b833e25cb_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe19c2c10113_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff69258c665a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e058ddd875b39_entries,
@@ -333,6 +465,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e10817d65c48f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1250742b9715_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e22be3930c1a0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e24220144d917_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2ca0d488c00c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2e0015153e56_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2ece79bff80d_entries,
@@ -341,6 +474,8 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3b0106eb9450_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3c177732e6c8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3e8f34ff30cd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4034fc21be49_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e41ae90b8b3bf_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e42c244eaf1fb_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e44593313fcd5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e47bc88787713_entries,
@@ -355,11 +490,16 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5fafbd3eb7d1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5fda35fbe5dd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e616c6ab18f6e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e697b99fa265c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6d1abe27de4e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6dc605eccdbe_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e74236f9b26b2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e76e9ee4fdb1a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7e6ab8f794a5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e848a1e481977_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e85ba815b8c41_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8848b8781963_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8f210b53f465_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e971f8adbd0e6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e981d9796dc11_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b5f9de09217_entries,
@@ -385,12 +525,16 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec276c5ebf6f6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec7b00ee6d618_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecade197aa8b1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecd03c57cfd26_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed1ef2dbdfa8c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed27cdf0779ce_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed2c09cd278ce_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed38bf902b533_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed7f09f598dd6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed9c281013879_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edb75efc359b9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edfeea5780476_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee46fa367cbf5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee4e2a9e5383b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7078119cf97_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7e0501d1a6a_entries,

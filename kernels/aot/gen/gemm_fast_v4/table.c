@@ -13,38 +13,61 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b45d1e4e911_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d0db0e088fe_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e13cf81c7fb83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e156846e00cb2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16807e363ab8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16ea8eb14927_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1a86184f459c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1afb7e0c7979_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b57a0f637d1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b8016677ed9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1dd001dcc0c7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f18d657693f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20183332e2e4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e206078cd4963_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2060b492a226_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e21d18f149e07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23be5c959728_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24c7f70f4c68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e299377ccdbe2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d36f63142e1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fa30eaac38d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fc902d9a555_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e311a2060a1f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e318a7322087b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33e0f4aff9aa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3668afe78b4e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3725058aeed0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e398c414957f2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b269d30d484_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3c03b19e88de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3c82aaccf167_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e038a24bd08_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e3a955a34d3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e6eb90ca2ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fc70208a5c0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41cb54079e45_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42417fe86886_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45adc33528f5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47d8c3a7ea8e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b12201c6410_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5130a14ea9be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e51e69b678e8b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5372a552f799_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e561248ca5fed_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e561e11566f8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57cf9f17d61e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5a5a503fc85f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5ddf81ea7868_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5fce117f3ebe_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60daa11b0fbb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63cfb91f3f3a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67aae3358c62_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e68e3b6fbddcf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a637e63665c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a95e28c6479_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c0610e7ec49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d2cc169ea19_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d2d12872554_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e20cbc3429f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e7b54d2253c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6efa9ada136e_entries(uint32_t* count, const char** target);
@@ -54,6 +77,9 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7907135574be_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7984dc9c9a5f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b0f553172a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7e63c121cc47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ee792a0c9a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fb1d3279a08_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8122779fafb4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e825bcc08307a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e837ea3b7734d_entries(uint32_t* count, const char** target);
@@ -61,78 +87,115 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e84c3498a1807_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e858918c12a25_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e868f22acea86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8719709962ea_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87314fed468c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89b2a22091a6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89dbc37425be_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a2ab0760d01_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bf0d59e4bcf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c524bc0e070_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c96cc110430_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8fd62b01260a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e911166485c4b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91ba34f2f059_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95598bbfa25a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95f1017a4a4d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96ad26fb97c6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a621f9f9d3d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a93e322fd04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ab91d6151cf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c37993dda65_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d7673638d1f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f6ce0be2dfd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9fbf233d5d88_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea012c1055196_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea0a03312b702_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1aa0f235cb5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1c66df49e21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2e641c00ac3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4205ef4765b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4fe0bed13f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea507e0331eef_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea69ed16ea691_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea77e63e04412_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaa76f395a1f8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eabec82370a3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac640d5f4a83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacfd9a2e2de4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eadd81835b1d6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaf0087d7e339_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb03bca692606_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb0f2ec1d81e3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5da91f75e21_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb779eaef0803_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9bfa44c72f9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba2a4bd47084_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb51393d1384_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb68120b87cb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc9ca284a989_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd170b357703_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd75a73a8647_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec057128b4158_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec070a2dc22d0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec21cf7ccf823_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2753c0e6176_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2bebfacfddf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec483ecf7f238_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4f7bfd5d848_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec648a22a8461_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6516a5491b2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec72f66eda4bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec8ec74f1cf67_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca0966e7d31a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca480649e1e9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecbf46184ff13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced8696a6bd0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed087d99cf429_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed3a6c5712ad4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed609a24c2b7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed765848a3ae7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed79b5b10ac5b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed964980e34a9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc039e1ef0c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edcfc03e5ad7f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd933d0dc100_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede6c8ad26af9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edeebc9dcc749_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1cc7ac7103f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee3317da2e6c6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee45a61c2632a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee49b769a5f68_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4d2cd7bacb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee537356ed8b0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee61f605a1f8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8dfc770974c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee9c63a8b9c95_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeaea16ca8bb6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed69209e4b64_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eede9135ede33_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeed61072c924_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0a2ef50e2e3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0bf1b1cee8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0e26f9b0aa8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef1e3a06870d9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef48b84e0c3f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef9dbbea4c8aa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb899e3b1eda_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efce3d0107013_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd570eb3fdcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd9693b88c94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efdfa0c552ef6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2effeb9b8364b8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0211dfa69352_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e080b0dd05079_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0e04bef3963d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e10b65b97e41a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e119c066e40de_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1377269e0941_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e172f5647ba61_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e19b2380f2178_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e19d338fffe90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1e8e395dd032_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e209fd89bb0fb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e25b5781c0451_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e298f76e9442b_entries(uint32_t* count, const char** target);
@@ -142,6 +205,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3458ef69e2dd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e34da9c163723_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e35a12efd463a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e398ec14c5d5d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e39bf70964587_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3b867aec1839_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e411c30593a82_entries(uint32_t* count, const char** target);
@@ -152,12 +216,14 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e54fca9b82120_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e57c0192ee872_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5b29975eb761_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5c63472df2e0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5d39673438d4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5ecff3b83965_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5f166e6391ec_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e64ab365cc23f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e66a05b88c36f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e70149a62cd5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74939ba88958_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74b7fa18692b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74fd08aa3d59_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e77c3ecc73603_entries(uint32_t* count, const char** target);
@@ -171,6 +237,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e914e97a15780_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e97049784e900_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9a7501bbcec6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9d74c8bb213c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9f5b6cf3bd56_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea3050c1c65e4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea92806551a66_entries(uint32_t* count, const char** target);
@@ -178,12 +245,16 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb21983421b43_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb5b771bbac65_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb87620f4f2cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb8cb17ccd16d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebc2a0a58c6d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebf8017de897f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec23bb8c791e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec4ea1ee42c66_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec75ff58d859a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecb60a1966f3f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd1ab3da2013_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd938c677008_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed049e857b27b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed0c46769d406_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed14d45eb8901_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed3cdc0d9e397_entries(uint32_t* count, const char** target);
@@ -194,6 +265,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee29c82832a90_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee3d1eadb918b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee7838c126739_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee82c0a1302c4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eea382a0e77e2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eeb9380e35041_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef34e134302d8_entries(uint32_t* count, const char** target);
@@ -213,38 +285,61 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b45d1e4e911_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d0db0e088fe_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e13cf81c7fb83_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e156846e00cb2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16807e363ab8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16ea8eb14927_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1a86184f459c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1afb7e0c7979_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b57a0f637d1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b8016677ed9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1dd001dcc0c7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f18d657693f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20183332e2e4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e206078cd4963_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2060b492a226_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e21d18f149e07_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23be5c959728_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24c7f70f4c68_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e299377ccdbe2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d36f63142e1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fa30eaac38d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fc902d9a555_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e311a2060a1f7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e318a7322087b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33e0f4aff9aa_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3668afe78b4e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3725058aeed0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e398c414957f2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b269d30d484_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3c03b19e88de_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3c82aaccf167_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e038a24bd08_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e3a955a34d3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e6eb90ca2ad_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fc70208a5c0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41cb54079e45_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42417fe86886_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45adc33528f5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47d8c3a7ea8e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b12201c6410_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5130a14ea9be_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e51e69b678e8b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5372a552f799_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e561248ca5fed_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e561e11566f8f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57cf9f17d61e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5a5a503fc85f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5ddf81ea7868_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5fce117f3ebe_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60daa11b0fbb_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63cfb91f3f3a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67aae3358c62_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e68e3b6fbddcf_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a637e63665c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a95e28c6479_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c0610e7ec49_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d2cc169ea19_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d2d12872554_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e20cbc3429f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e7b54d2253c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6efa9ada136e_entries,
@@ -254,6 +349,9 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7907135574be_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7984dc9c9a5f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b0f553172a0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7e63c121cc47_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ee792a0c9a3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fb1d3279a08_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8122779fafb4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e825bcc08307a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e837ea3b7734d_entries,
@@ -261,78 +359,115 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e84c3498a1807_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e858918c12a25_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e868f22acea86_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8719709962ea_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87314fed468c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89b2a22091a6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89dbc37425be_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a2ab0760d01_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bf0d59e4bcf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c524bc0e070_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c96cc110430_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8fd62b01260a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e911166485c4b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91ba34f2f059_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95598bbfa25a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95f1017a4a4d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96ad26fb97c6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a621f9f9d3d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a93e322fd04_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ab91d6151cf_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c37993dda65_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d7673638d1f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f6ce0be2dfd_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9fbf233d5d88_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea012c1055196_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea0a03312b702_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1aa0f235cb5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1c66df49e21_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2e641c00ac3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4205ef4765b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4fe0bed13f4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea507e0331eef_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea69ed16ea691_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea77e63e04412_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaa76f395a1f8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eabec82370a3f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac640d5f4a83_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacfd9a2e2de4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eadd81835b1d6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaf0087d7e339_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb03bca692606_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb0f2ec1d81e3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5da91f75e21_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb779eaef0803_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9bfa44c72f9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba2a4bd47084_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb51393d1384_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb68120b87cb_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc9ca284a989_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd170b357703_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd75a73a8647_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec057128b4158_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec070a2dc22d0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec21cf7ccf823_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2753c0e6176_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2bebfacfddf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec483ecf7f238_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4f7bfd5d848_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec648a22a8461_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6516a5491b2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec72f66eda4bc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec8ec74f1cf67_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca0966e7d31a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca480649e1e9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecbf46184ff13_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced8696a6bd0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed087d99cf429_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed3a6c5712ad4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed609a24c2b7c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed765848a3ae7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed79b5b10ac5b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed964980e34a9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc039e1ef0c1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edcfc03e5ad7f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd933d0dc100_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede6c8ad26af9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edeebc9dcc749_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1cc7ac7103f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee3317da2e6c6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee45a61c2632a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee49b769a5f68_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4d2cd7bacb4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee537356ed8b0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee61f605a1f8e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8dfc770974c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee9c63a8b9c95_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeaea16ca8bb6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed69209e4b64_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eede9135ede33_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeed61072c924_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0a2ef50e2e3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0bf1b1cee8b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0e26f9b0aa8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef1e3a06870d9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef48b84e0c3f2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef9dbbea4c8aa_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb899e3b1eda_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efce3d0107013_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd570eb3fdcc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd9693b88c94_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efdfa0c552ef6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2effeb9b8364b8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0211dfa69352_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e080b0dd05079_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0e04bef3963d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e10b65b97e41a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e119c066e40de_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1377269e0941_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e172f5647ba61_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e19b2380f2178_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e19d338fffe90_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1e8e395dd032_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e209fd89bb0fb_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e25b5781c0451_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e298f76e9442b_entries,
@@ -342,6 +477,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3458ef69e2dd_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e34da9c163723_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e35a12efd463a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e398ec14c5d5d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e39bf70964587_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3b867aec1839_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e411c30593a82_entries,
@@ -352,12 +488,14 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e54fca9b82120_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e57c0192ee872_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5b29975eb761_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5c63472df2e0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5d39673438d4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5ecff3b83965_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5f166e6391ec_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e64ab365cc23f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e66a05b88c36f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e70149a62cd5e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74939ba88958_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74b7fa18692b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74fd08aa3d59_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e77c3ecc73603_entries,
@@ -371,6 +509,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e914e97a15780_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e97049784e900_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9a7501bbcec6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9d74c8bb213c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9f5b6cf3bd56_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea3050c1c65e4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea92806551a66_entries,
@@ -378,12 +517,16 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb21983421b43_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb5b771bbac65_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb87620f4f2cc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb8cb17ccd16d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebc2a0a58c6d1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebf8017de897f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec23bb8c791e7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec4ea1ee42c66_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec75ff58d859a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecb60a1966f3f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd1ab3da2013_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd938c677008_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed049e857b27b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed0c46769d406_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed14d45eb8901_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed3cdc0d9e397_entries,
@@ -394,6 +537,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee29c82832a90_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee3d1eadb918b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee7838c126739_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee82c0a1302c4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eea382a0e77e2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eeb9380e35041_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef34e134302d8_entries,

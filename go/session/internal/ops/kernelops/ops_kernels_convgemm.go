@@ -6,6 +6,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/infer"
+	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -23,9 +24,48 @@ import (
 const (
 	targetBlockMACs = 1 << 16
 	maxThreads      = 256
-	// maxAccumulators bounds a register tile to what 32 vector registers hold with its loads.
+	// maxAccumulators bounds a register tile to what 32 vector registers hold with its loads
+	// (measured on AVX-512; see accumulators for other register files).
 	maxAccumulators = 24
 )
+
+// The host's vector register file, which bounds the register tiles: 32 registers of 64 bytes
+// on x86-64-v4 (AVX-512), 16 of 32 on v3 (AVX2), 16 of 16 on v1 and v2, 32 of 16 on aarch64.
+var vectorRegs, vectorRegBytes = vectorFile(loom.HostTarget())
+
+// SetVectorFile makes the planners size register tiles for target's vector registers instead
+// of the host's, until the returned function restores the host's: for tests whose expected
+// tile choices were measured on one register file. It must not run while plans are made.
+func SetVectorFile(target loom.Target) (restore func()) {
+	regs, bytes := vectorRegs, vectorRegBytes
+	vectorRegs, vectorRegBytes = vectorFile(target)
+	return func() { vectorRegs, vectorRegBytes = regs, bytes }
+}
+
+func vectorFile(t loom.Target) (regs, bytes int) {
+	bytes = t.VectorBytes()
+	if bytes == 0 {
+		return 32, 64 // not a host target: no bound beyond AVX-512's
+	}
+	if t.Arch == "aarch64" || bytes == 64 {
+		return 32, bytes
+	}
+	return 16, bytes
+}
+
+// accumulators is how many accumulators of vl f32 lanes a register tile may keep, given that
+// measured on AVX-512 it may keep n: the same share of the host's register file (n of 32
+// registers), counted in registers, a vector wider than one (vec[16]f32 on AVX2: two) taking
+// several. On AVX-512 it is n for every vl up to 16; on AVX2 n/2 registers, so n/4 vectors of
+// 16 lanes or n/2 of 8: tiles chosen for AVX-512's 32 registers spill half their accumulators
+// to the stack on AVX2's 16 (PP-OCRv4's convolutions ran 1.4-2x behind ONNX Runtime).
+func accumulators(n, vl int) int { return accumulatorsIn(n, vl, vectorRegs, vectorRegBytes) }
+
+// accumulatorsIn is accumulators for a register file of regs registers of regBytes bytes.
+func accumulatorsIn(n, vl, regs, regBytes int) int {
+	per := ceilDiv(vl*4, regBytes)
+	return max(1, n*regs/32/per)
+}
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
@@ -143,9 +183,10 @@ func (g gemmSpec) nnCost(t nnTile) int {
 func (g gemmSpec) bestNN() (nnTile, int) {
 	vl := vectorWidth(g.n)
 	best, bestCost := nnTile{}, math.MaxInt
+	maxAcc := accumulators(maxAccumulators, vl)
 	for mr := 1; mr <= min(g.m, 8); mr++ {
 		for nv := 1; nv <= min(g.n/vl, 6); nv++ {
-			if mr*nv > maxAccumulators {
+			if mr*nv > maxAcc {
 				continue
 			}
 			t := nnTile{mr: mr, nv: nv, vl: vl}
@@ -157,8 +198,11 @@ func (g gemmSpec) bestNN() (nnTile, int) {
 			}
 		}
 	}
-	// Interleave partial sums when few accumulators would wait on each other's FMAs.
-	best.ks = min(max(ceilDiv(8, best.mr*best.nv), 1), max(g.k/2, 1))
+	// Interleave partial sums when few accumulators would wait on each other's FMAs: about 8
+	// independent chains (registers) hide the FMA latency; the sums count against the tile's
+	// accumulators (a vector wider than a register is as many chains as it takes registers).
+	acc := best.mr * best.nv
+	best.ks = min(max(ceilDiv(8, acc*ceilDiv(vl*4, vectorRegBytes)), 1), max(g.k/2, 1), max(maxAcc/acc, 1))
 	return best, bestCost
 }
 
@@ -204,7 +248,7 @@ func (g gemmSpec) bestNT() (ntTile, int) {
 	for vl := vectorWidth(g.k); vl >= max(vectorWidth(g.k)/4, 1); vl /= 2 {
 		for mr := 1; mr <= min(g.m, 6); mr++ {
 			for nc := 1; nc <= min(g.n, 6); nc++ {
-				if mr*nc > 16 {
+				if mr*nc > accumulators(16, vl) {
 					continue
 				}
 				t := ntTile{mr: mr, nc: nc, vl: vl}
@@ -613,6 +657,7 @@ func bestConvTile(mg, oh, ow, cg int, kern, str, dil [2]int) (convTile, float64)
 		maxAcc = 8
 	}
 	vl := vectorWidth(ow)
+	maxAcc = accumulators(maxAcc, vl)
 	kk := kern[0] * kern[1]
 	best, bestCost := convTile{}, math.Inf(1)
 	for mr := 1; mr <= min(mg, 16); mr++ {
@@ -691,6 +736,7 @@ func bestCoutTile(mg, oh, ow, cg int, kern, str, dil [2]int) (coutTile, float64,
 		vl = 8
 	}
 	best, bestCost := coutTile{}, math.Inf(1)
+	maxAcc := accumulators(maxAccumulators, vl)
 	for mv := 1; mv <= min(mg/vl, 4); mv++ {
 		for ny := 1; ny <= min(oh, 4); ny++ {
 			rows := map[int]bool{}
@@ -699,9 +745,9 @@ func bestCoutTile(mg, oh, ow, cg int, kern, str, dil [2]int) (coutTile, float64,
 					rows[j*str[0]+ky*dil[0]] = true
 				}
 			}
-			for np := 1; np <= min(ow, maxAccumulators); np++ {
+			for np := 1; np <= min(ow, maxAcc); np++ {
 				acc := mv * ny * np
-				if acc > maxAccumulators {
+				if acc > maxAcc {
 					continue
 				}
 				// Distinct input columns of a row of the tile.
