@@ -181,6 +181,17 @@ func (n *Node) Subgraphs() []*Graph {
 	return gs
 }
 
+// HasSubgraphs reports whether the node carries graphs (what Subgraphs returns), without
+// collecting them.
+func (n *Node) HasSubgraphs() bool {
+	for _, a := range n.Attrs {
+		if a.Graph != nil || len(a.Graphs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // ImplicitInputs returns the outer-scope names that the node's subgraphs read.
 func (n *Node) ImplicitInputs() []string {
 	var names []string

@@ -172,17 +172,7 @@ func Select(requested Name) (placer, runsOn Provider) {
 // HostNatured reports whether n runs on the host on every provider: control flow (If, Loop,
 // Scan, SequenceMap and any node carrying subgraphs).
 func HostNatured(n *graph.Node) bool {
-	return n.Traits().ControlFlow || HasSubgraph(n)
-}
-
-// HasSubgraph reports whether n carries graphs (the bodies of If, Loop and Scan).
-func HasSubgraph(n *graph.Node) bool {
-	for _, a := range n.Attrs {
-		if a.Graph != nil || len(a.Graphs) > 0 {
-			return true
-		}
-	}
-	return false
+	return n.Traits().ControlFlow || n.HasSubgraphs()
 }
 
 // KernelCapable reports whether a Loom kernel may run n: the ops with a kernel planner

@@ -202,7 +202,7 @@ func (rc *RunCtx) opStartTraced(n *graph.Node, in []tensor.Tensor) OpSpan {
 	ctx, span := t.tracer.Start(t.parent, n.OpType, trace.WithSpanKind(trace.SpanKindInternal))
 	f := &opFrame{rc: rc, span: span, node: n, in: in, prevKernels: t.kernels,
 		prevVariant: rc.KernelVariant, prevReason: rc.KernelReason}
-	if ep.HasSubgraph(n) {
+	if n.HasSubgraphs() {
 		f.parent, f.prevParent = true, t.parent
 		t.parent = ctx
 	}
