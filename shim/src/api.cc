@@ -701,6 +701,89 @@ loom_status loom_host_module_register(const char* module_name, const char* targe
   return loom::RegisterHostModule(module_name, target, entries, count).code;
 }
 
+// ---------------------------------------------------------------- code compiled without a device
+
+struct loom_code {
+  std::string image;
+  std::string log;
+};
+
+loom_status loom_code_compile(const loom_code_compile_params* params, loom_code** out, char* err,
+                              size_t err_capacity) {
+  using loom::api::ReportBuffer;
+  if (out == nullptr) return ReportBuffer(loom::api::Invalid("code_compile: out is NULL"), err, err_capacity);
+  *out = nullptr;
+  loom_code_compile_params p;
+  if (!loom::api::ReadStruct(params, &p)) {
+    return ReportBuffer(loom::api::Invalid("code_compile: params is NULL or its struct_size is "
+                                           "smaller than 4"),
+                        err, err_capacity);
+  }
+  const char* name = p.name != nullptr ? p.name : "<unnamed>";
+  const loom::BackendInfo* info = loom::FindBackend(loom::RawEnum(p.backend));
+  Status status;
+  if (info == nullptr) {
+    status = Errorf(LOOM_ERR_INVALID_ARGUMENT, "code_compile '%s': unknown backend %d", name,
+                    loom::RawEnum(p.backend));
+  } else if (info->compile == nullptr) {
+    status = Errorf(LOOM_ERR_NOT_SUPPORTED,
+                    "code_compile '%s': the %s backend compiles no code (its kernels are built "
+                    "with a C compiler)",
+                    name, info->name);
+  } else if (p.target == nullptr || p.target[0] == '\0') {
+    status = Errorf(LOOM_ERR_INVALID_ARGUMENT, "code_compile '%s': target is NULL or empty", name);
+  } else if (p.source == nullptr || p.source_size == 0) {
+    status = Errorf(LOOM_ERR_INVALID_ARGUMENT, "code_compile '%s': source is NULL or empty", name);
+  }
+  if (!status.ok()) return ReportBuffer(status, err, err_capacity);
+  loom::CompileSpec spec;
+  spec.format = loom::RawEnum(p.format);
+  spec.target = p.target;
+  spec.name = name;
+  spec.source.assign(p.source, p.source_size);
+  std::unique_ptr<loom_code> code(new loom_code());
+  status = info->compile(spec, &code->image, &code->log);
+  if (status.ok() || status.code == LOOM_ERR_COMPILE) {
+    if (!status.ok()) code->image.clear();
+    *out = code.release();
+  }
+  return ReportBuffer(status, err, err_capacity);
+}
+
+const void* loom_code_data(const loom_code* code) {
+  return code == nullptr || code->image.empty() ? nullptr : code->image.data();
+}
+
+uint64_t loom_code_size(const loom_code* code) { return code == nullptr ? 0 : code->image.size(); }
+
+const char* loom_code_log(const loom_code* code) { return code == nullptr ? "" : code->log.c_str(); }
+
+void loom_code_destroy(loom_code* code) { delete code; }
+
+loom_status loom_code_compiler(loom_backend backend, char* out, size_t capacity, char* err,
+                               size_t err_capacity) {
+  using loom::api::ReportBuffer;
+  if (out != nullptr && capacity > 0) out[0] = '\0';
+  const loom::BackendInfo* info = loom::FindBackend(loom::RawEnum(backend));
+  Status status;
+  std::string version;
+  if (info == nullptr) {
+    status = Errorf(LOOM_ERR_INVALID_ARGUMENT, "code_compiler: unknown backend %d",
+                    loom::RawEnum(backend));
+  } else if (info->compiler == nullptr) {
+    status = Errorf(LOOM_ERR_NOT_SUPPORTED, "code_compiler: the %s backend compiles no code",
+                    info->name);
+  } else {
+    status = info->compiler(&version);
+  }
+  if (status.ok() && out != nullptr && capacity > 0) {
+    size_t n = std::min(version.size(), capacity - 1);
+    memcpy(out, version.data(), n);
+    out[n] = '\0';
+  }
+  return ReportBuffer(status, err, err_capacity);
+}
+
 loom_status loom_kernel_launch(loom_stream* stream, loom_kernel* kernel,
                                const loom_launch_params* params) {
   if (stream == nullptr) return LOOM_ERR_INVALID_ARGUMENT;

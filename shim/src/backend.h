@@ -246,14 +246,27 @@ namespace loom {
 
 // ---------------------------------------------------------------- backends
 
-// A backend: enumerates and opens devices. Each backend file defines one (extern const, so
-// that it links) and registry.cc lists it.
+// What loom_code_compile asks of a backend, checked: a known output format, a target and a name.
+struct CompileSpec {
+  int32_t format = 0;  // loom_module_format
+  std::string target;
+  std::string name;
+  std::string source;
+};
+
+// A backend: enumerates and opens devices, and may compile code without one. Each backend file
+// defines one (extern const, so that it links) and registry.cc lists it.
 struct BackendInfo {
   loom_backend id;
   const char* name;
   Status (*device_count)(int32_t* count);
   // params: checked struct_size, backend and index >= 0.
   Status (*open_device)(const loom_device_open_params& params, loom_device** out);
+  // The image of spec.source for spec.target and the compiler's log (its warnings, or its
+  // errors with LOOM_ERR_COMPILE); nullptr when the backend compiles nothing.
+  Status (*compile)(const CompileSpec& spec, std::string* image, std::string* log) = nullptr;
+  // The compiler's name and version; nullptr when the backend compiles nothing.
+  Status (*compiler)(std::string* version) = nullptr;
 };
 
 // The registered backend with that loom_backend value, or nullptr.

@@ -50,6 +50,9 @@ constexpr CUresult kErrorIllegalAddress = 700;
 constexpr CUresult kErrorLaunchTimeout = 702;
 constexpr CUresult kErrorHardwareStackError = 714;  // 714..719: faults in a kernel
 constexpr CUresult kErrorLaunchFailed = 719;
+constexpr CUresult kErrorAssert = 710;               // a device-side assert fired
+constexpr CUresult kErrorEccUncorrectable = 214;     // uncorrectable ECC error in device memory
+constexpr CUresult kErrorContained = 226;            // a contained error (NVLink / memory)
 constexpr CUresult kErrorNotSupported = 801;
 constexpr CUresult kErrorStreamCaptureUnsupported = 900;  // 900..908: stream capture errors
 constexpr CUresult kErrorStreamCaptureWrongThread = 908;
@@ -330,9 +333,12 @@ loom_status StatusOf(CUresult result) {
   return LOOM_ERR_DEVICE;
 }
 
-// Errors after which the context is unusable: a kernel faulted.
+// Errors after which the context is unusable: a kernel faulted or asserted, or the device
+// reported an uncorrectable ECC or a contained error.
 bool IsSticky(CUresult result) {
   return result == kErrorIllegalAddress || result == kErrorLaunchTimeout ||
+         result == kErrorAssert || result == kErrorEccUncorrectable ||
+         result == kErrorContained ||
          (result >= kErrorHardwareStackError && result <= kErrorLaunchFailed);
 }
 
@@ -379,6 +385,7 @@ struct Nvrtc {
   nvrtcResult (*nvrtcGetPTX)(nvrtcProgram, char*);
   nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
   const char* (*nvrtcGetErrorString)(nvrtcResult);
+  nvrtcResult (*nvrtcVersion)(int*, int*) = nullptr;  // optional
 };
 
 Status LoadNvrtcOnce(Nvrtc* n) {
@@ -416,6 +423,18 @@ Status LoadNvrtcOnce(Nvrtc* n) {
   }
   Bind(library, &n->nvrtcGetCUBINSize, {"nvrtcGetCUBINSize"});
   Bind(library, &n->nvrtcGetCUBIN, {"nvrtcGetCUBIN"});
+  Bind(library, &n->nvrtcVersion, {"nvrtcVersion"});
+  // NVRTC dlopens libnvrtc-builtins.so.MAJOR.MINOR by name when it first compiles, found
+  // through its own RUNPATH ($ORIGIN) only when the dlopen is not intercepted (under ASan it is,
+  // and then the name resolves nowhere): load the one beside a library named by path first.
+  size_t slash = n->library_name.rfind('/');
+  int major = 0, minor = 0;
+  if (slash != std::string::npos && n->nvrtcVersion != nullptr &&
+      n->nvrtcVersion(&major, &minor) == 0) {
+    std::string builtins = n->library_name.substr(0, slash + 1) + "libnvrtc-builtins.so." +
+                           std::to_string(major) + "." + std::to_string(minor);
+    dlopen(builtins.c_str(), RTLD_NOW | RTLD_GLOBAL);  // absent: NVRTC searches as usual
+  }
   return Ok();
 }
 
@@ -426,40 +445,49 @@ Status GetNvrtc(const Nvrtc** out) {
   return status;
 }
 
-// Compiles CUDA C for the device's architecture; the image is a cubin (or PTX from an NVRTC
-// without cubin output).
-Status Compile(const std::string& source, const std::string& name, const std::string& target,
-               std::string* image) {
+// Compiles CUDA C for a target: a cubin for sm_XX (format LOOM_MODULE_CUDA_CUBIN; PTX from an
+// NVRTC without cubin output, which the driver also loads) or PTX for the target's virtual
+// architecture compute_XX (LOOM_MODULE_CUDA_PTX). *log gets NVRTC's log: its warnings, or with
+// LOOM_ERR_COMPILE its errors. NVRTC's option is --gpu-architecture (-arch); it rejects the
+// --gpu-arch spelling that nvcc's users might expect.
+Status CompileFor(const std::string& source, const std::string& name, const std::string& target,
+                  int32_t format, std::string* image, std::string* log) {
+  log->clear();
   const Nvrtc* n = nullptr;
   Status status = GetNvrtc(&n);
   if (!status.ok()) return status;
+  if (target.compare(0, 3, "sm_") != 0 || target.size() < 5 ||
+      target.find_first_not_of("0123456789", 3) != std::string::npos) {
+    return Errorf(LOOM_ERR_INVALID_ARGUMENT, "compile '%s': target %s is not sm_XX", name.c_str(),
+                  target.c_str());
+  }
+  bool ptx = format == LOOM_MODULE_CUDA_PTX;
   nvrtcProgram program = nullptr;
   nvrtcResult result =
       n->nvrtcCreateProgram(&program, source.c_str(), name.c_str(), 0, nullptr, nullptr);
   if (result != 0) {
-    return Errorf(LOOM_ERR_COMPILE, "module_load '%s': nvrtcCreateProgram failed: %s", name.c_str(),
+    return Errorf(LOOM_ERR_COMPILE, "compile '%s': nvrtcCreateProgram failed: %s", name.c_str(),
                   n->nvrtcGetErrorString(result));
   }
-  std::string arch = "--gpu-arch=" + target;
+  std::string arch = "--gpu-architecture=" + (ptx ? "compute_" + target.substr(3) : target);
   const char* options[] = {arch.c_str()};
   result = n->nvrtcCompileProgram(program, 1, options);
+  size_t log_size = 0;
+  if (n->nvrtcGetProgramLogSize(program, &log_size) == 0 && log_size > 1) {
+    log->resize(log_size);
+    n->nvrtcGetProgramLog(program, &(*log)[0]);
+    log->resize(strlen(log->c_str()));
+  }
   if (result != 0) {
-    size_t log_size = 0;
-    std::string log;
-    if (n->nvrtcGetProgramLogSize(program, &log_size) == 0 && log_size > 1) {
-      log.resize(log_size);
-      n->nvrtcGetProgramLog(program, &log[0]);
-      log.resize(strlen(log.c_str()));
-    }
     n->nvrtcDestroyProgram(&program);
     status.code = LOOM_ERR_COMPILE;
-    status.message = "module_load '" + name + "': NVRTC could not compile it for " + target + " (" +
-                     n->nvrtcGetErrorString(result) + "):\n" + log;
+    status.message = "compile '" + name + "': NVRTC could not compile it for " + target + " (" +
+                     n->nvrtcGetErrorString(result) + "):\n" + *log;
     return status;
   }
   size_t size = 0;
-  bool have_cubin =
-      n->nvrtcGetCUBINSize != nullptr && n->nvrtcGetCUBINSize(program, &size) == 0 && size > 0;
+  bool have_cubin = !ptx && n->nvrtcGetCUBINSize != nullptr &&
+                    n->nvrtcGetCUBINSize(program, &size) == 0 && size > 0;
   if (have_cubin) {
     image->resize(size);
     result = n->nvrtcGetCUBIN(program, &(*image)[0]);
@@ -469,8 +497,43 @@ Status Compile(const std::string& source, const std::string& name, const std::st
   }
   n->nvrtcDestroyProgram(&program);
   if (result != 0) {
-    return Errorf(LOOM_ERR_COMPILE, "module_load '%s': cannot read NVRTC's output: %s",
-                  name.c_str(), n->nvrtcGetErrorString(result));
+    return Errorf(LOOM_ERR_COMPILE, "compile '%s': cannot read NVRTC's output: %s", name.c_str(),
+                  n->nvrtcGetErrorString(result));
+  }
+  return Ok();
+}
+
+// Compiles CUDA C for the device's architecture (module_load of LOOM_MODULE_CUDA_SOURCE).
+Status Compile(const std::string& source, const std::string& name, const std::string& target,
+               std::string* image) {
+  std::string log;
+  Status status = CompileFor(source, name, target, LOOM_MODULE_CUDA_CUBIN, image, &log);
+  if (!status.ok()) status.message = "module_load: " + status.message;
+  return status;
+}
+
+// loom_code_compile for the CUDA backend.
+Status CompileCode(const CompileSpec& spec, std::string* image, std::string* log) {
+  if (spec.format != LOOM_MODULE_CUDA_CUBIN && spec.format != LOOM_MODULE_CUDA_PTX) {
+    return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                  "compile '%s': the CUDA backend compiles to LOOM_MODULE_CUDA_CUBIN or "
+                  "LOOM_MODULE_CUDA_PTX, not format %d",
+                  spec.name.c_str(), spec.format);
+  }
+  return CompileFor(spec.source, spec.name, spec.target, spec.format, image, log);
+}
+
+// loom_code_compiler for the CUDA backend.
+Status CompilerVersion(std::string* version) {
+  const Nvrtc* n = nullptr;
+  Status status = GetNvrtc(&n);
+  if (!status.ok()) return status;
+  int major = 0, minor = 0;
+  if (n->nvrtcVersion == nullptr || n->nvrtcVersion(&major, &minor) != 0) {
+    *version = "NVRTC (version unknown) (" + n->library_name + ")";
+  } else {
+    *version = "NVRTC " + std::to_string(major) + "." + std::to_string(minor) + " (" +
+               n->library_name + ")";
   }
   return Ok();
 }
@@ -1151,7 +1214,8 @@ Status OpenDevice(const loom_device_open_params& params, loom_device** out) {
 
 }  // namespace cuda
 
-extern const BackendInfo kCudaBackend = {LOOM_BACKEND_CUDA, "CUDA", cuda::DeviceCount,
-                                         cuda::OpenDevice};
+extern const BackendInfo kCudaBackend = {LOOM_BACKEND_CUDA,   "CUDA",
+                                         cuda::DeviceCount,   cuda::OpenDevice,
+                                         cuda::CompileCode,   cuda::CompilerVersion};
 
 }  // namespace loom

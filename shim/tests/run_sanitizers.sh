@@ -56,11 +56,11 @@ for mode in "${modes[@]}"; do
       "$cxx" "${common[@]}" -x c++ -fsyntax-only -I"$shim_dir/src" -
     echo "$mode: shim sources compile as one translation unit"
   fi
-  for suite in abi host cuda; do
+  for suite in abi host cuda compile; do
     "$cxx" "${common[@]}" "${flags[@]}" "$tests_dir/${suite}_test.cc" "${objects[@]}" \
       -ldl -lpthread -o "$dir/${suite}_test"
   done
-  for suite in abi host cuda; do
+  for suite in abi host cuda compile; do
     echo "== $mode: ${suite}_test"
     if (cd "$dir" && "./${suite}_test"); then
       passed+=("$mode:${suite}_test")

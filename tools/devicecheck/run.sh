@@ -23,6 +23,21 @@ else
 fi
 command -v nvcc >/dev/null && note "nvcc: $(nvcc --version | tail -1)"
 
+# NVRTC: the shim tries libnvrtc.so* on the loader's path; GPU images often keep it elsewhere.
+# Look in the toolkits, their targets/ folders and Python's site-packages (the nvidia-cuda-nvrtc
+# wheels), and name the first found in LOOM_NVRTC_LIBRARY. LOOM_REQUIRE_NVRTC=1: a test that
+# needs NVRTC fails without it instead of skipping.
+if [ -z "${LOOM_NVRTC_LIBRARY:-}" ]; then
+  for candidate in /usr/local/cuda*/lib64/libnvrtc.so* /usr/local/cuda*/targets/*/lib/libnvrtc.so* \
+      /usr/lib/x86_64-linux-gnu/libnvrtc.so* \
+      $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null | xargs -n1 -I{} sh -c 'ls {}/nvidia/cuda_nvrtc/lib/libnvrtc.so* {}/nvidia/cu*/lib/libnvrtc.so* 2>/dev/null'); do
+    case "$candidate" in *builtins* | *alt*) continue ;; esac
+    if [ -f "$candidate" ]; then export LOOM_NVRTC_LIBRARY=$candidate; break; fi
+  done
+fi
+note "nvrtc: ${LOOM_NVRTC_LIBRARY:-not found (the shim tries libnvrtc.so* on the loader path)}"
+export LOOM_REQUIRE_NVRTC=1
+
 # step NAME LIMIT_SECONDS COMMAND...: runs one check, records PASS/FAIL/SKIP and its duration.
 step() {
   local name=$1 limit=$2; shift 2
@@ -37,7 +52,8 @@ step() {
   local verdict=PASS
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then verdict="FAIL (timeout ${limit}s)"
   elif [ $rc -ne 0 ]; then verdict="FAIL (exit $rc)"
-  elif grep -q -E '^ *(--- SKIP|SKIP)' "$out"; then verdict="FAIL (tests skipped)"
+  elif grep -q -E '^ *(--- SKIP|SKIP|\[ SKIP \])' "$out"; then verdict="FAIL (tests skipped)"
+  elif grep -q 'no tests to run' "$out"; then verdict="FAIL (no tests ran)"
   fi
   [[ $verdict == FAIL* ]] && failures=$((failures + 1))
   rows+=("$(printf '%-34s %-28s %4ss' "$name" "$verdict" "$took")")
@@ -46,8 +62,11 @@ step() {
 cd "$here/bin" || exit 2
 step "shim ABI contract" 45 ./shim_abi_test
 step "shim CUDA backend" 150 ./shim_cuda_test
-step "go/native CUDA tests" 120 ./native.test -test.run 'CUDA|NoDriver' -test.v -test.count=1
-step "go/session CUDA tests" 120 ./session.test -test.run 'CUDA' -test.v -test.count=1
+step "shim NVRTC without a device" 60 ./shim_compile_test
+step "go/native CUDA tests" 120 ./native.test -test.run 'CUDA|NoDriver' -test.skip 'WithoutDriver' -test.v -test.count=1
+step "go/session device CUDA tests" 120 ./device.test -test.run 'CUDA' -test.v -test.count=1
+step "shipped cubins load" 90 ./exec.test -test.run 'TestCUDAShippedCubinsLoad' -test.v -test.count=1
+step "cuda provider" 60 ./ep.test -test.run 'CUDA' -test.v -test.count=1
 
 echo ""
 echo "check                              result                       time"

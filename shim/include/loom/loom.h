@@ -218,6 +218,44 @@ loom_status loom_module_load(loom_device* device, const loom_module_load_params*
 void loom_module_destroy(loom_module* module);
 loom_status loom_module_get_kernel(loom_module* module, const char* name, loom_kernel** out);
 
+/* ---------------------------------------------------------------- code compiled without a device */
+
+/*
+ * Compiles code for a target with the backend's own compiler, without a driver or a device: the
+ * CUDA backend compiles CUDA C with NVRTC to a cubin (LOOM_MODULE_CUDA_CUBIN, target "sm_90") or
+ * to PTX (LOOM_MODULE_CUDA_PTX, for the virtual architecture of the target: compute_90), which
+ * loom_module_load then takes as it is. Build tools use it to ship kernels ahead of time and CI
+ * to check every kernel against the real compiler on machines with no GPU. The host backend
+ * compiles nothing (LOOM_ERR_NOT_SUPPORTED: host code is built with a C compiler).
+ */
+typedef struct loom_code loom_code;
+
+typedef struct loom_code_compile_params {
+  uint32_t struct_size;
+  loom_backend backend;      /* LOOM_BACKEND_CUDA */
+  loom_module_format format; /* the output: LOOM_MODULE_CUDA_CUBIN or LOOM_MODULE_CUDA_PTX */
+  const char* target;        /* "sm_80", "sm_90", ... */
+  const char* name;          /* the program's name, in messages and the compiler's log */
+  const char* source;        /* CUDA C, source_size bytes (no NUL needed) */
+  uint64_t source_size;
+} loom_code_compile_params;
+
+/* On success *out owns the image (and the compiler's warnings, loom_code_log). When the compiler
+   rejects the source the status is LOOM_ERR_COMPILE, err holds the start of the log and *out
+   still gets a code, of size 0, whose loom_code_log is the whole log. Any other failure (no
+   NVRTC: LOOM_ERR_NO_DRIVER; bad parameters) leaves *out NULL. */
+loom_status loom_code_compile(const loom_code_compile_params* params, loom_code** out, char* err,
+                              size_t err_capacity);
+const void* loom_code_data(const loom_code* code);
+uint64_t loom_code_size(const loom_code* code);
+/* The compiler's log, NUL-terminated; "" when it printed nothing. Never NULL for a code. */
+const char* loom_code_log(const loom_code* code);
+void loom_code_destroy(loom_code* code);
+/* The backend's compiler and its version ("NVRTC 12.9 (libnvrtc.so.12)") into out (NUL-
+   terminated, truncated to capacity); LOOM_ERR_NO_DRIVER when it cannot be loaded. */
+loom_status loom_code_compiler(loom_backend backend, char* out, size_t capacity, char* err,
+                               size_t err_capacity);
+
 /*
  * Host kernel calling convention. A host kernel is a C function run once per block (workgroup)
  * of the grid; the Loom compiler emits the loop over the block's threads inside it. Blocks of one

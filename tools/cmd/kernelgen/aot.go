@@ -198,8 +198,9 @@ type emitted struct {
 
 var entriesDefine = regexp.MustCompile(`#define loom_host_module_entries (\w+)`)
 
-// generateAOT renders every generated file, by path relative to dir.
-func generateAOT(dir string) (map[string][]byte, error) {
+// generateAOT renders every generated file, by path relative to dir. rebuild compiles every
+// CUDA variant with NVRTC instead of reusing the shipped cubins of unchanged variants.
+func generateAOT(dir string, rebuild bool) (map[string][]byte, error) {
 	variants, err := aotVariants(dir)
 	if err != nil {
 		return nil, err
@@ -214,6 +215,16 @@ func generateAOT(dir string) (map[string][]byte, error) {
 			jobs = append(jobs, job{v, t})
 		}
 	}
+	var cudaJobs []job
+	for _, t := range aotCUDATargets {
+		for _, v := range variants {
+			cudaJobs = append(cudaJobs, job{v, t})
+		}
+	}
+	compiler, compileAll, nvrtcErr := cudaPlan(dir, rebuild)
+	if rebuild && nvrtcErr != nil {
+		return nil, nvrtcErr
+	}
 	sources := map[string][]byte{}
 	for _, v := range variants {
 		if _, ok := sources[v.file]; !ok {
@@ -225,7 +236,8 @@ func generateAOT(dir string) (map[string][]byte, error) {
 		}
 	}
 	results := make([]emitted, len(jobs))
-	errs := make([]error, len(jobs))
+	cudaResults := make([]cudaEmitted, len(cudaJobs))
+	errs := make([]error, len(jobs)+len(cudaJobs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for i, j := range jobs {
@@ -235,6 +247,19 @@ func generateAOT(dir string) (map[string][]byte, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			results[i], errs[i] = emitVariant(j.v, j.target, sources[j.v.file])
+		}()
+	}
+	for i, j := range cudaJobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			e, err := emitCUDAVariant(j.v, j.target, sources[j.v.file])
+			if err == nil {
+				err = fillCUDAImage(dir, &e, compileAll, nvrtcErr)
+			}
+			cudaResults[i], errs[len(jobs)+i] = e, err
 		}()
 	}
 	wg.Wait()
@@ -270,14 +295,61 @@ func generateAOT(dir string) (map[string][]byte, error) {
 	for _, p := range pkgs {
 		out[filepath.Join("aot", "gen", p, "BUILD.bazel")] = renderPackageBuild(p)
 	}
-	out[filepath.Join("aot", "all", "BUILD.bazel")] = renderAllBuild(pkgs)
+	byCUDA := map[string][]cudaEmitted{}
+	for _, e := range cudaResults {
+		byCUDA[e.pkg] = append(byCUDA[e.pkg], e)
+	}
+	var cudaPkgs []string
+	for _, t := range aotCUDATargets {
+		p := cudaPackage(t)
+		es := byCUDA[p]
+		if len(es) == 0 {
+			continue
+		}
+		sort.Slice(es, func(i, j int) bool { return es[i].module < es[j].module })
+		files, err := renderCUDAPackage(p, compiler, es)
+		if err != nil {
+			return nil, err
+		}
+		for name, b := range files {
+			out[filepath.Join("aot", "gen", p, name)] = b
+		}
+		cudaPkgs = append(cudaPkgs, p)
+	}
+	out[filepath.Join("aot", "all", "BUILD.bazel")] = renderAllBuild(pkgs, cudaPkgs)
 	all, err := renderAll(pkgs)
 	if err != nil {
 		return nil, err
 	}
 	out[filepath.Join("aot", "all", "imports_linux_amd64.go")] = all
+	allCUDA, err := renderAllCUDA(cudaPkgs)
+	if err != nil {
+		return nil, err
+	}
+	out[filepath.Join("aot", "all", "imports_cuda.go")] = allCUDA
 	out[filepath.Join("aot", "variants.bzl")] = renderBzl(results)
 	return out, nil
+}
+
+// emitStatic emits variant v for target with loom.EmitStatic under the module name
+// loom.aot.LABEL.STEM.SYMBOL.KEY12, checking that its key is loom.StaticKey's.
+func emitStatic(v aotVariant, target, label string, text []byte) (key, module string, sk *loom.StaticKernel, err error) {
+	t, err := loom.ParseTarget(target)
+	if err != nil {
+		return "", "", nil, err
+	}
+	src := loom.KernelSource{Name: v.file, Source: text, Specialization: loom.Specialization{Symbol: v.symbol, Config: v.config}}
+	if key, err = loom.StaticKey(src, t); err != nil {
+		return "", "", nil, fmt.Errorf("variant %s: %w", v.id(), err)
+	}
+	module = fmt.Sprintf("loom.aot.%s.%s.%s.%s", label, strings.TrimSuffix(v.file, ".loom"), v.symbol, key[:12])
+	if sk, err = loom.EmitStatic(src, t, module); err != nil {
+		return "", "", nil, fmt.Errorf("variant %s for %s: %w", v.id(), target, err)
+	}
+	if sk.Metadata.Artifact.Key != key {
+		return "", "", nil, fmt.Errorf("variant %s: EmitStatic's key %s is not StaticKey's %s", v.id(), sk.Metadata.Artifact.Key, key)
+	}
+	return key, module, sk, nil
 }
 
 func emitVariant(v aotVariant, target string, text []byte) (emitted, error) {
@@ -285,22 +357,13 @@ func emitVariant(v aotVariant, target string, text []byte) (emitted, error) {
 	if err != nil {
 		return emitted{}, err
 	}
-	src := loom.KernelSource{Name: v.file, Source: text, Specialization: loom.Specialization{Symbol: v.symbol, Config: v.config}}
-	key, err := loom.StaticKey(src, t)
-	if err != nil {
-		return emitted{}, fmt.Errorf("variant %s: %w", v.id(), err)
-	}
 	stem := strings.TrimSuffix(v.file, ".loom")
 	level := target[strings.LastIndex(target, "-")+1:]
-	e := emitted{v: v, target: target, pkg: stem + "_" + level, key: key}
-	e.module = fmt.Sprintf("loom.aot.%s.%s.%s.%s", level, stem, v.symbol, key[:12])
-	sk, err := loom.EmitStatic(src, t, e.module)
+	key, module, sk, err := emitStatic(v, target, level, text)
 	if err != nil {
-		return emitted{}, fmt.Errorf("variant %s for %s: %w", v.id(), target, err)
+		return emitted{}, err
 	}
-	if sk.Metadata.Artifact.Key != key {
-		return emitted{}, fmt.Errorf("variant %s: EmitStatic's key %s is not StaticKey's %s", v.id(), sk.Metadata.Artifact.Key, key)
-	}
+	e := emitted{v: v, target: target, pkg: stem + "_" + level, key: key, module: module}
 	// Keep the kernel code (between the entries function's renaming and its #undef); the
 	// registration goes through Go (native.RegisterHostModule) when a session first needs the
 	// variant, so the constructor that would call into the shim before it is initialized is
@@ -429,8 +492,8 @@ func renderBzl(es []emitted) []byte {
 }
 
 // runAOT writes (or, with check, compares) the generated files of the shipped kernels.
-func runAOT(dir string, check bool, stdout io.Writer) error {
-	files, err := generateAOT(dir)
+func runAOT(dir string, check, rebuild bool, stdout io.Writer) error {
+	files, err := generateAOT(dir, rebuild)
 	if err != nil {
 		return err
 	}
@@ -510,13 +573,13 @@ go_library(
 `, pkg, pkg, aotModulePath+"/gen/"+pkg))
 }
 
-func renderAllBuild(pkgs []string) []byte {
+func renderAllBuild(pkgs, cudaPkgs []string) []byte {
 	var b bytes.Buffer
 	b.WriteString("# Code generated by tools/cmd/kernelgen -aot; DO NOT EDIT.\n\n")
 	b.WriteString("load(\"//tools:defs.bzl\", \"go_library\")\n\n")
-	b.WriteString("go_library(\n    name = \"all\",\n    srcs = [\n        \"all.go\",\n        \"imports_linux_amd64.go\",\n    ],\n    cgo = True,\n")
+	b.WriteString("go_library(\n    name = \"all\",\n    srcs = [\n        \"all.go\",\n        \"imports_cuda.go\",\n        \"imports_linux_amd64.go\",\n    ],\n    cgo = True,\n")
 	fmt.Fprintf(&b, "    importpath = %q,\n    visibility = [\"//visibility:public\"],\n    deps = [\n", aotModulePath+"/all")
-	for _, p := range pkgs {
+	for _, p := range append(append([]string(nil), cudaPkgs...), pkgs...) {
 		fmt.Fprintf(&b, "        \"//kernels/aot/gen/%s\",\n", p)
 	}
 	b.WriteString("    ],\n)\n")

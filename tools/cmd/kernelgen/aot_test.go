@@ -21,6 +21,28 @@ func TestShippedKernelsAreCurrent(t *testing.T) {
 	}
 }
 
+// TestShippedCubinsAreWhatNVRTCBuilds compiles every shipped variant for every CUDA target
+// with the real compiler (NVRTC, through the shim's device-free loom_code_compile; no GPU, no
+// driver) and compares the cubins byte for byte with the shipped ones: a kernel whose CUDA C
+// NVRTC rejects fails here, with NVRTC's log. It needs NVRTC: it skips without one, except
+// under LOOM_REQUIRE_NVRTC=1 (tools/test installs NVRTC and sets it), where that is a failure.
+func TestShippedCubinsAreWhatNVRTCBuilds(t *testing.T) {
+	if os.Getenv("TEST_SRCDIR") != "" {
+		t.Skip("checked by `go test ./tools/cmd/kernelgen` through go.work")
+	}
+	v, err := nvrtcName()
+	if err != nil {
+		if os.Getenv("LOOM_REQUIRE_NVRTC") == "1" {
+			t.Fatalf("LOOM_REQUIRE_NVRTC=1 but %v", err)
+		}
+		t.Skipf("no NVRTC: %v", err)
+	}
+	t.Logf("compiling every shipped variant with %s", v)
+	if err := run([]string{"-aot", "-check", "-cuda-rebuild", "-dir", "../../../kernels"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestManifestAlternativesExpand(t *testing.T) {
 	vs, err := parseVariantList("test", strings.NewReader("a.loom k OP={0..2},B={x,y},C=1 # comment\n\n# only a comment\nb.loom j\n"))
 	if err != nil {

@@ -13,11 +13,14 @@
 // kernels/aot; see aot.go): every variant of kernels/aot/manifest.txt and corpus.txt, emitted
 // with loom.EmitStatic for host-x86_64-v3 and host-x86_64-v4 into cgo packages under
 // kernels/aot/gen, the package kernels/aot/all that links them, and kernels/aot/variants.bzl
-// for Bazel's loom_kernel rules.
+// for Bazel's loom_kernel rules; and the same variants for sm_80 and sm_90 as NVRTC-built
+// cubins (see cuda.go), which needs NVRTC for the variants that changed.
 //
-// Usage: kernelgen [-dir DIR] [-check] [-aot]
+// Usage: kernelgen [-dir DIR] [-check] [-aot [-cuda-rebuild]]
 //
 // -check writes nothing and exits 1 when a generated file differs from what it would write.
+// -cuda-rebuild compiles every CUDA variant afresh (CI: with -check, proves that the shipped
+// cubins are what NVRTC builds from today's sources).
 package main
 
 import (
@@ -49,11 +52,12 @@ func run(args []string, stdout io.Writer) error {
 	dir := fs.String("dir", ".", "the op library's directory (kernels/)")
 	check := fs.Bool("check", false, "report generated files that are not current instead of writing them")
 	aotMode := fs.Bool("aot", false, "write the shipped kernels (kernels/aot: manifest.txt and corpus.txt to gen/, all/, variants.bzl) instead of opcodes.go")
+	rebuild := fs.Bool("cuda-rebuild", false, "with -aot: compile every CUDA variant with NVRTC instead of reusing the cubins of unchanged ones (with -check: compare them with the shipped ones)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *aotMode {
-		return runAOT(*dir, *check, stdout)
+		return runAOT(*dir, *check, *rebuild, stdout)
 	}
 	files, err := filepath.Glob(filepath.Join(*dir, "*.loom"))
 	if err != nil {

@@ -16,6 +16,10 @@ package cabi
 #cgo LDFLAGS: -lstdc++ -ldl -lpthread
 
 #cgo noescape w_device_count
+#cgo noescape w_code_compile
+#cgo nocallback w_code_compile
+#cgo noescape w_code_compiler
+#cgo nocallback w_code_compiler
 #cgo nocallback w_device_count
 #cgo noescape w_device_open
 #cgo nocallback w_device_open
@@ -107,6 +111,7 @@ import "C"
 import (
 	"bytes"
 	"strconv"
+	"strings"
 	"unsafe"
 )
 
@@ -437,6 +442,39 @@ func EventElapsedMS(start, end Event, d Device) (float32, *Failure) {
 	var ms C.float
 	f := failed(C.w_event_elapsed_ms(start.p, end.p, d.p, &ms, &e[0]), &e)
 	return float32(ms), f
+}
+
+// CodeCompile is loom_code_compile: the image, copied to Go memory, and the compiler's log.
+// A compilation the compiler rejected fails with the whole log as the message (the error buffer
+// holds only its start).
+func CodeCompile(backend, format int32, target, name string, source []byte) ([]byte, string, *Failure) {
+	var e errBuf
+	var code *C.loom_code
+	t, n := cString(target), cString(name)
+	f := failed(C.w_code_compile(C.int32_t(backend), C.int32_t(format), bytesChar(t), bytesChar(n),
+		bytesPointer(source), C.uint64_t(len(source)), &code, &e[0]), &e)
+	if code == nil {
+		return nil, "", f
+	}
+	defer C.loom_code_destroy(code)
+	log := C.GoString(C.loom_code_log(code))
+	if f != nil {
+		head, _, _ := strings.Cut(f.Message, "\n")
+		f.Message = head + "\n" + log
+		return nil, log, f
+	}
+	image := C.GoBytes(C.loom_code_data(code), C.int(C.loom_code_size(code)))
+	return image, log, nil
+}
+
+// CodeCompiler is loom_code_compiler.
+func CodeCompiler(backend int32) (string, *Failure) {
+	var e errBuf
+	var out [256]C.char
+	if f := failed(C.w_code_compiler(C.int32_t(backend), &out[0], C.size_t(len(out)), &e[0]), &e); f != nil {
+		return "", f
+	}
+	return C.GoString(&out[0]), nil
 }
 
 // ModuleLoad is loom_module_load. Strings are passed NUL-terminated; empty means NULL.

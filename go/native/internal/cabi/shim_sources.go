@@ -6,4 +6,4 @@ package cabi
 // and *.h) that this package compiles through shim_amalgamation.cc. The go command's build
 // cache does not see those files (they are outside the package's directory), so this file
 // changes with them, and with it the package: see package shimhash.
-const ShimSourcesHash = "653dea173500319f6edcd5ee49ff2ca9bcc63a45020a07e300cc8f2e338aebea"
+const ShimSourcesHash = "4728d93ff770beb01c279d64f1fa50b912c0685b9c74ba51e06aa35ad1e909c5"

@@ -277,6 +277,27 @@ static inline loom_status w_event_elapsed_ms(loom_event* start, loom_event* end,
 
 /* ---------------------------------------------------------------- modules */
 
+/* ---------------------------------------------------------------- code compiled without a device */
+
+static inline loom_status w_code_compile(int32_t backend, int32_t format, const char* target,
+                                         const char* name, const void* source, uint64_t size,
+                                         loom_code** out, char* err) {
+  loom_code_compile_params p;
+  memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.backend = (loom_backend)backend;
+  p.format = (loom_module_format)format;
+  p.target = target;
+  p.name = name;
+  p.source = (const char*)source;
+  p.source_size = size;
+  return loom_code_compile(&p, out, err, LOOM_ERROR_CAPACITY);
+}
+
+static inline loom_status w_code_compiler(int32_t backend, char* out, size_t capacity, char* err) {
+  return loom_code_compiler((loom_backend)backend, out, capacity, err, LOOM_ERROR_CAPACITY);
+}
+
 static inline loom_status w_module_load(loom_device* device, int32_t format, const char* target,
                                         const char* path, const char* name, const void* data,
                                         uint64_t size, loom_module** out, char* err) {

@@ -79,7 +79,7 @@ func (c *KernelCache) Get(ctx *device.ModelContext, phase RunPhase, file, symbol
 		}
 		ck = device.CompiledKernel{Artifact: art, Sig: sig}
 		if m = c.ModuleByKey[art.Key]; m == nil {
-			if m, err = ctx.Device().LoadHostStatic(v.Module, ctx.Device().Target()); err != nil {
+			if m, err = loadShipped(ctx.Device(), v); err != nil {
 				return nil, tensor.WrapError(op, tensor.ErrDevice, err, "cannot load shipped kernel %s", device.DescribeSource(src))
 			}
 			fresh = true

@@ -18,7 +18,8 @@ import (
 
 // Shipped kernels: the op library's variants compiled ahead of time into the binary
 // (kernels/aot). A request whose static content key (source, symbol, configuration, target)
-// names a shipped variant loads it as a static host module, with no C compiler; any other
+// names a shipped variant loads it as a static host module, with no C compiler, or on a CUDA
+// device as its cubin, with no NVRTC; any other
 // request goes to the JIT (on a v4 machine, a variant shipped only for v3 is compiled for v4
 // when the JIT works, and used as it is when it does not). Without a C compiler the JIT is unavailable: the kernel cache says
 // so once (CacheStats.JITUnavailable) and the planners' callers run an op whose kernels are not
@@ -37,9 +38,10 @@ type shippedState struct {
 
 var shippedStates sync.Map // *aot.Variant -> *shippedState
 
-// LookupShipped returns the shipped variant that is exactly src compiled for target.
+// LookupShipped returns the shipped variant that is exactly src compiled for target: host C
+// linked into the binary, or for an sm_XX target a cubin built by NVRTC ahead of time.
 func LookupShipped(src device.KernelSource, target loom.Target) *aot.Variant {
-	if AotOff || target.Kind != loom.TargetHost {
+	if AotOff {
 		return nil
 	}
 	key, err := loom.StaticKey(src, target)
@@ -74,21 +76,42 @@ func shippedArtifact(v *aot.Variant) (*loom.Artifact, error) {
 			s.err = fmt.Errorf("shipped kernel %s: bad metadata: %v", v.Module, err)
 			return
 		}
-		entries, n := v.Entries()
-		if err := native.RegisterHostModule(v.Module, v.Target, entries, n); err != nil {
-			s.err = err
-			return
+		if v.Entries != nil { // host code; a CUDA variant's cubin is loaded per device
+			entries, n := v.Entries()
+			if err := native.RegisterHostModule(v.Module, v.Target, entries, n); err != nil {
+				s.err = err
+				return
+			}
 		}
 		s.art = md.Artifact
 	})
 	return s.art, s.err
 }
 
-// jit reports (once per kernel cache) whether comp can compile at run time.
+// loadShipped loads a shipped variant's module on dev: the registered host module, or the
+// CUDA variant's cubin.
+func loadShipped(dev *native.Device, v *aot.Variant) (*native.Module, error) {
+	if v.Image == nil {
+		return dev.LoadHostStatic(v.Module, dev.Target())
+	}
+	image, err := v.Image()
+	if err != nil {
+		return nil, err
+	}
+	return dev.LoadCUDACubin(v.Module, image, v.Target)
+}
+
+// jit reports (once per kernel cache) whether comp can compile at run time: a C compiler for
+// host targets, NVRTC for CUDA ones (Loom itself emits the CUDA C).
 func (c *KernelCache) jit(comp device.Compiler) error {
 	if !c.jitChecked {
 		c.jitChecked = true
 		c.JITErr = comp.Loom.JIT(comp.Target)
+		if c.JITErr == nil && comp.Target.Kind == loom.TargetCUDA {
+			if _, err := native.CUDACompiler(); err != nil {
+				c.JITErr = fmt.Errorf("loom: no NVRTC to compile CUDA C for %s: %w", comp.Target, err)
+			}
+		}
 	}
 	return c.JITErr
 }
