@@ -466,8 +466,14 @@ func renderPackage(pkg string, es []emitted) (map[string][]byte, error) {
 }
 
 func renderAll(pkgs []string) ([]byte, error) {
+	return renderImports("//go:build cgo\n\npackage all\n\nimport (\n", pkgs)
+}
+
+// renderImports is a Go file of package all: head (up to "import (") and a blank import of
+// each generated package.
+func renderImports(head string, pkgs []string) ([]byte, error) {
 	var b bytes.Buffer
-	b.WriteString(aotHeader + "//go:build cgo\n\npackage all\n\nimport (\n")
+	b.WriteString(aotHeader + head)
 	for _, p := range pkgs {
 		fmt.Fprintf(&b, "\t_ %q\n", aotModulePath+"/gen/"+p)
 	}

@@ -207,11 +207,5 @@ go_library(
 }
 
 func renderAllCUDA(pkgs []string) ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteString(aotHeader + "package all\n\n// The CUDA packages are Go only (embedded cubins): every platform links them.\nimport (\n")
-	for _, p := range pkgs {
-		fmt.Fprintf(&b, "\t_ %q\n", aotModulePath+"/gen/"+p)
-	}
-	b.WriteString(")\n")
-	return format.Source(b.Bytes())
+	return renderImports("package all\n\n// The CUDA packages are Go only (embedded cubins): every platform links them.\nimport (\n", pkgs)
 }
