@@ -51,6 +51,13 @@ type OpenOptions struct {
 	// WorkerThreads is the host backend's thread count for grids and graph nodes; 0 uses the
 	// hardware concurrency. Ignored by CUDA.
 	WorkerThreads int
+	// Discrete opens a host device whose memory behaves as a discrete GPU's
+	// (LOOM_DEVICE_DISCRETE), so that code tested on the host fails where it would on a GPU:
+	// DeviceMemory buffers are reachable only through copies (as always), WrapHost and
+	// GraphExec.RunBound with caller memory fail with StatusNotSupported, and fresh
+	// DeviceMemory buffers hold 0xFF bytes rather than zeros. CUDA devices are discrete
+	// already (Device.Discrete is true for them either way).
+	Discrete bool
 }
 
 // Devices reports how many devices backend has. The CUDA backend without a driver fails with
@@ -76,6 +83,9 @@ type Device struct {
 	c     *core
 	h     cabi.Device
 	props Props
+	// discrete: the host cannot address the device's memory in place (CUDA, or a host device
+	// opened with OpenOptions.Discrete).
+	discrete bool
 }
 
 // Open opens device index of backend.
@@ -84,9 +94,12 @@ func Open(backend Backend, index int, opts *OpenOptions) (*Device, error) {
 	if err := abiCheck(); err != nil {
 		return nil, err
 	}
-	workers := 0
+	workers, flags := 0, uint32(0)
 	if opts != nil {
 		workers = opts.WorkerThreads
+		if opts.Discrete {
+			flags |= cabi.DeviceDiscrete
+		}
 	}
 	if workers < 0 || workers > math.MaxUint32 {
 		return nil, newError(op, StatusInvalidArgument, "worker thread count %d is out of range", workers)
@@ -94,7 +107,7 @@ func Open(backend Backend, index int, opts *OpenOptions) (*Device, error) {
 	if index < math.MinInt32 || index > math.MaxInt32 {
 		return nil, newError(op, StatusNoDevice, "no %s device with index %d", backend, index)
 	}
-	h, f := cabi.DeviceOpen(int32(backend), int32(index), uint32(workers))
+	h, f := cabi.DeviceOpen(int32(backend), int32(index), uint32(workers), flags)
 	if f != nil {
 		return nil, fromFailure(op, f)
 	}
@@ -115,11 +128,16 @@ func Open(backend Backend, index int, opts *OpenOptions) (*Device, error) {
 		MaxGridDim:              p.MaxGridDim,
 		MaxSharedMemoryPerBlock: p.MaxSharedMemoryPerBlock,
 		WarpSize:                p.WarpSize,
-	}}
+	}, discrete: backend != BackendHost || flags&cabi.DeviceDiscrete != 0}
 	d.c = newCore("device", func() { cabi.DeviceDestroy(h) })
 	guard(d, d.c)
 	return d, nil
 }
+
+// Discrete reports whether the device's memory is its own, reached from the host only through
+// copies: true on CUDA and on a host device opened with OpenOptions.Discrete. On such a device
+// WrapHost and RunBound with caller memory fail; data crosses by Upload and Download.
+func (d *Device) Discrete() bool { return d.discrete }
 
 // Props returns the device's properties, read once at Open.
 func (d *Device) Props() Props { return d.props }

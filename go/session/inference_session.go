@@ -46,6 +46,12 @@ const (
 	// (plan.go: folded constants, one arena, recorded kernel segments; ExecutionPlans audits
 	// them); "0" interprets the graph node by node on every run.
 	OptionRunPlan = "loom.run_plan"
+	// OptionCUDAStandIn "1" makes a session with ProviderCUDA place and run as the cuda
+	// provider does, on a host device whose memory behaves as a GPU's (uploads and downloads
+	// only, device copies of the weights, an asynchronous stream, fresh memory not zeroed):
+	// for testing the CUDA path on a machine without a GPU. "0" (the default): the real cuda
+	// provider. Ignored by the other providers.
+	OptionCUDAStandIn = "loom.cuda_stand_in"
 )
 
 // LoadOption configures the InferenceSession that Load, LoadBytes or FromGraph makes: the
@@ -124,7 +130,7 @@ func WithIntraOpThreads(n int) LoadOption {
 func WithOption(key, value string) LoadOption {
 	return func(o *loadOptions) {
 		switch key {
-		case OptionEPContextEnable, OptionEPContextEmbedMode, OptionRunPlan:
+		case OptionEPContextEnable, OptionEPContextEmbedMode, OptionRunPlan, OptionCUDAStandIn:
 			if value != "0" && value != "1" {
 				o.fail("session option %s must be 0 or 1, got %q", key, value)
 				return
@@ -326,7 +332,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	}
 	// The provider places every node (its subgraphs' too) once; the placements say, for the
 	// nodes that do not run on the requested provider, why (internal/ep).
-	placer, runsOn := ep.Select(requested)
+	placer, runsOn := ep.Select(requested, s.options[OptionCUDAStandIn] == "1")
 	s.eng.Provider = runsOn.Name()
 	s.eng.Placements = ep.PlaceGraph(s.eng.Model.Graph, placer)
 	// The calling thread runs blocks too, so n intra-op threads need n-1 pool workers.
@@ -344,9 +350,10 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		return nil, err
 	}
 	s.dev, s.eng.Ctx = dev, ctx
-	// Compiled plans keep their arenas in host-visible memory: on the providers whose Plans
-	// says so (the host), until device arenas with copies exist.
+	// Compiled plans keep their arenas in the device's memory: host-visible on the host, device
+	// memory with copies at the seams on CUDA and its stand-in.
 	s.planning = s.options[OptionRunPlan] != "0" && runsOn.Plans()
+	s.pe.DeviceArenas = runsOn.Memory() == ep.DeviceMemory
 	s.eng.Threads = b.threads
 	switch {
 	case epc != nil:

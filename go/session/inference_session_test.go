@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
@@ -222,6 +223,36 @@ func TestInferenceSessionCUDAFallback(t *testing.T) {
 	assert.Contains(t, report[0].Reason, "CUDA")
 	_, err = s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{1, 4}, randomF32(rnd, 4))}})
 	assert.NoError(t, err)
+}
+
+// The cuda stand-in (OptionCUDAStandIn) places as CUDA does where it is available and runs on a
+// discrete host device: the kernel nodes are CUDA's (nothing falls back), the results match.
+func TestInferenceSessionCUDAStandIn(t *testing.T) {
+	rnd := inferRand()
+	const in, out = 6, 3
+	w, b := randomF32(rnd, in*out), randomF32(rnd, out)
+	s, err := FromGraph(mlpModel(t, w, b, in, out), WithExecutionProvider(ProviderCUDA), WithOption(OptionCUDAStandIn, "1"))
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, ProviderCUDA, s.Provider())
+	assert.True(t, s.dev.Discrete(), "the stand-in's device memory is discrete")
+	assert.Equal(t, native.BackendHost, s.dev.Backend())
+	for _, e := range s.ExecutionProviderFallbackReport() {
+		assert.NotEqual(t, "mm", e.Node, "MatMul has a kernel: it runs on the (stand-in) CUDA device")
+	}
+	for range 3 {
+		rows := 1 + rnd.IntN(5)
+		x := randomF32(rnd, rows*in)
+		res, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{int64(rows), in}, x)}})
+		require.NoError(t, err)
+		got, err := tensor.TensorOf[float32](res[0])
+		require.NoError(t, err)
+		for i, v := range mlpReference(x, w, b, rows, in, out) {
+			require.InDelta(t, v, got[i], 1e-5, "rows %d, element %d", rows, i)
+		}
+	}
+	_, err = FromGraph(mlpModel(t, w, b, in, out), WithOption(OptionCUDAStandIn, "yes"))
+	require.ErrorContains(t, err, OptionCUDAStandIn)
 }
 
 func TestInferenceSessionConcurrentRuns(t *testing.T) {

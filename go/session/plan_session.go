@@ -226,15 +226,23 @@ type PlanReport struct {
 	// values of one run (several runs at once use one arena each).
 	KernelSteps int
 	ArenaBytes  int64
+	// DeviceArena says the arena is device memory (CUDA and its stand-in): values stay on the
+	// device between kernel steps and cross only at the inputs, the outputs and the host
+	// steps' seams (PlanHostStep.Downloads and Uploads).
+	DeviceArena bool
 	// Nodes lists every node the plan took, in order (an inlined If after its branch's
 	// nodes): where its placement, decided once when the session was built, puts it, and
 	// what the plan made of it.
 	Nodes []PlanNode
 }
 
-// PlanHostStep is a node of a plan that runs on the host, and why.
+// PlanHostStep is a node of a plan that runs on the host, and why. On a device arena
+// (PlanReport.DeviceArena) Downloads are the values it reads that kernels wrote, copied from
+// the device before it runs, and Uploads the values it writes that kernels read, copied to the
+// device after it: the seams the host step costs.
 type PlanHostStep struct {
 	Node, OpType, Reason string
+	Downloads, Uploads   []string
 }
 
 // ExecutionPlans audits the compiled run plans built so far (one per input signature seen),
@@ -250,6 +258,11 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 			r.Folded, r.Aliases, r.Inlined, r.ArenaBytes = t.Folded, t.Aliases, t.Inlined, t.ArenaBytes
 			r.Specialized = append([]string{}, t.Specialized...)
 			r.Nodes = append([]PlanNode{}, t.Nodes...)
+			r.DeviceArena = t.DeviceArena
+			var seams map[int]plan.Seam
+			if t.DeviceArena {
+				seams = t.Seams()
+			}
 			for _, st := range t.Steps {
 				if st.Kind == plan.KernelStep {
 					r.KernelSteps++
@@ -270,7 +283,9 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 					continue
 				}
 				st := t.Steps[it.Step]
-				r.HostSteps = append(r.HostSteps, PlanHostStep{Node: st.Node.Name, OpType: st.Node.OpType, Reason: st.Reason})
+				seam := seams[it.Step]
+				r.HostSteps = append(r.HostSteps, PlanHostStep{Node: st.Node.Name, OpType: st.Node.OpType, Reason: st.Reason,
+					Downloads: seam.Downloads, Uploads: seam.Uploads})
 			}
 		}
 		out = append(out, r)

@@ -34,14 +34,29 @@ const (
 	realATol = 1e-4
 )
 
-// realLevels are the optimization levels the reference checks run at: the graph as written
-// and the fully optimized one with Loom's fused operators.
-var realLevels = []opt.Level{opt.LevelDisabled, opt.LevelAll}
+// realSetup is how a reference check runs a model: at an optimization level, on the default
+// provider or through the cuda provider's placements and copies on the stand-in host device
+// whose memory behaves as a GPU's (session.OptionCUDAStandIn).
+type realSetup struct {
+	Level   opt.Level
+	StandIn bool
+}
 
-// forLevels runs check as one subtest per optimization level in realLevels.
-func forLevels(t *testing.T, check func(t *testing.T, level opt.Level)) {
-	for _, level := range realLevels {
-		t.Run(level.String(), func(t *testing.T) { check(t, level) })
+func (r realSetup) String() string {
+	if r.StandIn {
+		return r.Level.String() + "/cuda-stand-in"
+	}
+	return r.Level.String()
+}
+
+// realSetups are the setups the reference checks run: the graph as written, the fully
+// optimized one with Loom's fused operators, and that one through the cuda stand-in.
+var realSetups = []realSetup{{Level: opt.LevelDisabled}, {Level: opt.LevelAll}, {Level: opt.LevelAll, StandIn: true}}
+
+// forLevels runs check as one subtest per setup in realSetups.
+func forLevels(t *testing.T, check func(t *testing.T, setup realSetup)) {
+	for _, setup := range realSetups {
+		t.Run(setup.String(), func(t *testing.T) { check(t, setup) })
 	}
 }
 
@@ -64,10 +79,14 @@ func fetchedModel(t *testing.T, rel string) string {
 	return path
 }
 
-// loadReal makes a session for path at the given optimization level, closed when the test ends.
-func loadReal(t *testing.T, path string, level opt.Level) *session.InferenceSession {
+// loadReal makes a session for path in the given setup, closed when the test ends.
+func loadReal(t *testing.T, path string, setup realSetup) *session.InferenceSession {
 	t.Helper()
-	s, err := session.Load(path, session.WithOptimizationLevel(level))
+	opts := []session.LoadOption{session.WithOptimizationLevel(setup.Level)}
+	if setup.StandIn {
+		opts = append(opts, session.WithExecutionProvider(session.ProviderCUDA), session.WithOption(session.OptionCUDAStandIn, "1"))
+	}
+	s, err := session.Load(path, opts...)
 	require.NoError(t, err, "loading %s", path)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s
@@ -122,11 +141,11 @@ func requireClose(t *testing.T, what string, got, want session.Tensor) {
 // ship with it.
 func TestRealModelMNIST(t *testing.T) {
 	model := fetchedModel(t, "mnist/model.onnx")
-	forLevels(t, func(t *testing.T, level opt.Level) { checkMNIST(t, model, level) })
+	forLevels(t, func(t *testing.T, setup realSetup) { checkMNIST(t, model, setup) })
 }
 
-func checkMNIST(t *testing.T, model string, level opt.Level) {
-	s := loadReal(t, model, level)
+func checkMNIST(t *testing.T, model string, setup realSetup) {
+	s := loadReal(t, model, setup)
 	for i := range 3 {
 		dir := filepath.Join(filepath.Dir(model), fmt.Sprintf("test_data_set_%d", i))
 		in := decodePB(t, filepath.Join(dir, "input_0.pb"))
@@ -158,8 +177,8 @@ func TestRealModelTinyGPTKVGreedy(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(raw, &ref))
 	require.NotEmpty(t, ref.Steps)
-	forLevels(t, func(t *testing.T, level opt.Level) {
-		got := greedyDecode(t, loadReal(t, "testdata/models/tiny_gpt_kv.onnx", level), ref.Prompt, ref.Steps)
+	forLevels(t, func(t *testing.T, setup realSetup) {
+		got := greedyDecode(t, loadReal(t, "testdata/models/tiny_gpt_kv.onnx", setup), ref.Prompt, ref.Steps)
 		require.Equal(t, ref.Seq[len(ref.Prompt):], got)
 	})
 }
@@ -219,12 +238,14 @@ type gptStep struct {
 // LayerNorm, MatMul+Add) on fresh random inputs of random shape.
 func TestRealModelTinyEncoder(t *testing.T) {
 	const model = "testdata/models/tiny_encoder.onnx"
-	all := loadReal(t, model, opt.LevelAll)
+	all := loadReal(t, model, realSetup{Level: opt.LevelAll})
+	standIn := loadReal(t, model, realSetup{Level: opt.LevelAll, StandIn: true})
 	x := readNpy(t, "testdata/realmodels/tiny_encoder/x.npy")
 	want := readNpy(t, "testdata/realmodels/tiny_encoder/ref/y.npy")
 	requireClose(t, "vs ONNX Runtime", run(t, all, session.NamedTensor{Name: "x", Tensor: x})["y"], want)
+	requireClose(t, "cuda stand-in vs ONNX Runtime", run(t, standIn, session.NamedTensor{Name: "x", Tensor: x})["y"], want)
 
-	disabled := loadReal(t, model, opt.LevelDisabled)
+	disabled := loadReal(t, model, realSetup{Level: opt.LevelDisabled})
 	seed := rand.Uint64()
 	t.Logf("random inputs from seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
@@ -237,6 +258,8 @@ func TestRealModelTinyEncoder(t *testing.T) {
 		feed := session.NamedTensor{Name: "x", Tensor: session.MustTensor([]int64{int64(b), int64(n), 64}, data)}
 		requireClose(t, fmt.Sprintf("level all vs disabled, x[%d,%d,64]", b, n),
 			run(t, all, feed)["y"], run(t, disabled, feed)["y"])
+		requireClose(t, fmt.Sprintf("cuda stand-in vs host, x[%d,%d,64]", b, n),
+			run(t, standIn, feed)["y"], run(t, all, feed)["y"])
 	}
 }
 
@@ -245,11 +268,11 @@ func TestRealModelTinyEncoder(t *testing.T) {
 // chunk's probability and state with ONNX Runtime's chain.
 func TestRealModelSileroVAD(t *testing.T) {
 	model := fetchedModel(t, "silero_vad_v5.onnx")
-	forLevels(t, func(t *testing.T, level opt.Level) { checkSileroVAD(t, model, level) })
+	forLevels(t, func(t *testing.T, setup realSetup) { checkSileroVAD(t, model, setup) })
 }
 
-func checkSileroVAD(t *testing.T, model string, level opt.Level) {
-	s := loadReal(t, model, level)
+func checkSileroVAD(t *testing.T, model string, setup realSetup) {
+	s := loadReal(t, model, setup)
 	dir := "testdata/realmodels/silero_vad_v5"
 	state := readNpy(t, filepath.Join(dir, "state_0.npy"))
 	sr := session.MustTensor([]int64{}, []int64{16000})
@@ -270,11 +293,11 @@ func checkSileroVAD(t *testing.T, model string, level opt.Level) {
 // characters) exactly.
 func TestRealModelPPOCRv4Rec(t *testing.T) {
 	model := fetchedModel(t, "ch_PP-OCRv4_rec_infer.onnx")
-	forLevels(t, func(t *testing.T, level opt.Level) { checkPPOCR(t, model, level) })
+	forLevels(t, func(t *testing.T, setup realSetup) { checkPPOCR(t, model, setup) })
 }
 
-func checkPPOCR(t *testing.T, model string, level opt.Level) {
-	s := loadReal(t, model, level)
+func checkPPOCR(t *testing.T, model string, setup realSetup) {
+	s := loadReal(t, model, setup)
 	x := readNpy(t, "testdata/realmodels/ppocr_v4_rec/x.npy")
 	want := readNpy(t, "testdata/realmodels/ppocr_v4_rec/ref/softmax_11.tmp_0.npy")
 	got := run(t, s, session.NamedTensor{Name: "x", Tensor: x})["softmax_11.tmp_0"]

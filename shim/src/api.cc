@@ -278,6 +278,10 @@ Status OpenDevice(const loom_device_open_params* params, loom_device** out) {
     return Errorf(LOOM_ERR_NO_DEVICE, "loom_device_open: no %s device with index %d", info->name,
                   p.index);
   }
+  if ((p.flags & ~uint32_t(LOOM_DEVICE_DISCRETE)) != 0) {
+    return Errorf(LOOM_ERR_INVALID_ARGUMENT, "loom_device_open: unknown flags 0x%x",
+                  p.flags & ~uint32_t(LOOM_DEVICE_DISCRETE));
+  }
   return info->open_device(p, out);
 }
 
@@ -403,6 +407,12 @@ loom_status loom_buffer_wrap_host(loom_device* device, void* data, uint64_t byte
   }
   if (bytes == 0) {
     return Report(device->error, loom::api::Invalid("buffer_wrap_host: size must not be 0"));
+  }
+  if (device->discrete) {
+    return Report(device->error,
+                  Errorf(LOOM_ERR_NOT_SUPPORTED,
+                         "buffer_wrap_host: the device's memory is discrete (LOOM_DEVICE_DISCRETE): "
+                         "kernels cannot read host memory in place; upload it to a device buffer"));
   }
   return Report(device->error, device->WrapHostMemory(data, bytes, out));
 }
@@ -1033,6 +1043,10 @@ loom_status loom_graph_exec_run(loom_graph_exec* exec, loom_stream* stream,
         "graph_exec_run: the graph and the stream belong to different devices");
   } else if (run.binding_count > 0 && run.bindings == nullptr) {
     status = loom::api::Invalid("graph_exec_run: params->bindings is NULL but binding_count is not 0");
+  } else if (run.binding_count > 0 && exec->device->discrete) {
+    status = Errorf(LOOM_ERR_NOT_SUPPORTED,
+                    "graph_exec_run: the device's memory is discrete (LOOM_DEVICE_DISCRETE): kernels "
+                    "cannot read or write caller memory in place; copy it through device buffers");
   } else {
     status = CheckRunBindings(exec, run.bindings, run.binding_count);
   }

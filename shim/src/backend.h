@@ -87,6 +87,9 @@ struct loom_device {
   // True when the backend records stream captures itself (CUDA); api.cc then keeps its own node
   // list only for bookkeeping and still hands every captured operation to the backend.
   bool native_capture = false;
+  // True when the host cannot address the device's memory in place (LOOM_DEVICE_DISCRETE on the
+  // host backend): api.cc refuses wrapped host memory and rebound caller memory on it.
+  bool discrete = false;
 
   virtual loom::Status CreateBuffer(loom_memory_kind kind, uint64_t bytes, loom_buffer** out) = 0;
   // A shared buffer over caller memory (loom_buffer_wrap_host; arguments checked by api.cc).

@@ -542,7 +542,10 @@ Status CompilerVersion(std::string* version) {
 
 class CudaDevice : public loom_device {
  public:
-  explicit CudaDevice(const Driver* d) : drv(d) { native_capture = true; }
+  explicit CudaDevice(const Driver* d) : drv(d) {
+    native_capture = true;
+    discrete = true;  // device memory is the GPU's own
+  }
   ~CudaDevice() override;
   Status Open(int index);
 

@@ -890,6 +890,9 @@ class HostDevice : public loom_device {
     buffer->size = bytes;
     buffer->data = static_cast<uint8_t*>(data);
     buffer->host = kind == LOOM_MEMORY_SHARED ? data : nullptr;
+    // A discrete device's fresh memory is not zeroed, as a GPU's is not: code that reads what it
+    // never wrote sees NaNs and -1s here rather than passing by luck.
+    if (discrete && kind == LOOM_MEMORY_DEVICE) memset(data, 0xff, bytes);
     *out = buffer;
     return Ok();
   }
@@ -1030,7 +1033,9 @@ Status OpenDevice(const loom_device_open_params& params, loom_device** out) {
                   workers, kMaxWorkers);
   }
   try {
-    *out = new HostDevice(workers);
+    auto* device = new HostDevice(workers);
+    device->discrete = (params.flags & LOOM_DEVICE_DISCRETE) != 0;
+    *out = device;
     return Ok();
   } catch (const std::exception& e) {
     return Errorf(LOOM_ERR_INTERNAL, "loom_device_open: cannot start the worker pool: %s",

@@ -166,11 +166,12 @@ struct Fixture {
   loom_module* module = nullptr;
   std::string target;
 
-  explicit Fixture(uint32_t workers = 3) {
+  explicit Fixture(uint32_t workers = 3, uint32_t flags = 0) {
     loom_device_open_params params = {};
     params.struct_size = sizeof(params);
     params.backend = LOOM_BACKEND_HOST;
     params.worker_threads = workers;
+    params.flags = flags;
     if (loom_device_open(&params, &device, nullptr, 0) != LOOM_OK) return;
     loom_device_props props = {};
     props.struct_size = sizeof(props);
@@ -790,6 +791,79 @@ LOOM_TEST(WrappedHostMemoryIsReadInPlace) {
   CHECK_EQ(loom_buffer_wrap_host(nullptr, weights.data(), 4, &bad), LOOM_ERR_INVALID_ARGUMENT);
   loom_buffer_destroy(out);
   loom_stream_destroy(stream);
+}
+
+// A discrete host device (LOOM_DEVICE_DISCRETE) behaves as a GPU's memory does: no wrapped host
+// memory, no graph runs on rebound caller memory, fresh device memory not zeroed; copies and
+// kernels on device buffers work as on any host device. Unknown open flags are refused.
+LOOM_TEST(DiscreteHostDeviceRefusesHostMemoryInPlace) {
+  Fixture f(2, LOOM_DEVICE_DISCRETE);
+  REQUIRE(f.ok());
+  loom_stream* stream = f.Stream();
+  const uint32_t n = 257;
+  std::vector<float> x(n);
+  for (auto& v : x) v = static_cast<float>(Uniform(1000)) - 500.0f;
+  loom_buffer* wrapped = reinterpret_cast<loom_buffer*>(&x);
+  CHECK_EQ(loom_buffer_wrap_host(f.device, x.data(), n * 4, &wrapped), LOOM_ERR_NOT_SUPPORTED);
+  CHECK(wrapped == nullptr);
+  CHECK(Contains(DeviceError(f.device), "discrete"));
+  // Fresh device memory reads back as 0xFF bytes, not zeros.
+  loom_buffer* in = f.Buffer(n * 4);
+  loom_buffer* out = f.Buffer(n * 4);
+  REQUIRE(in && out);
+  CHECK(loom_buffer_host_pointer(in) == nullptr);
+  std::vector<uint8_t> raw(n * 4, 0);
+  REQUIRE_OK(loom_stream_copy_d2h(stream, raw.data(), out, 0, n * 4));
+  REQUIRE_OK(loom_stream_synchronize(stream));
+  CHECK(std::all_of(raw.begin(), raw.end(), [](uint8_t b) { return b == 0xff; }));
+  // Uploads, kernels and downloads work.
+  const float k = 2.0f + static_cast<float>(Uniform(7));
+  REQUIRE_OK(loom_stream_copy_h2d(stream, in, 0, x.data(), n * 4));
+  Launch launch(3, 128);
+  launch.Bind(in).Bind(out).Add(k).Add(n);
+  loom_graph* graph = nullptr;
+  REQUIRE_OK(loom_graph_create(f.device, &graph));
+  uint32_t id = 0;
+  REQUIRE_OK(loom_graph_add_kernel_node(graph, f.Kernel("scale"), launch.Get(), nullptr, 0, &id));
+  loom_graph_exec* exec = nullptr;
+  REQUIRE_OK(loom_graph_instantiate(graph, &exec));
+  loom_graph_destroy(graph);
+  REQUIRE_OK(loom_graph_exec_run(exec, stream, nullptr));
+  std::vector<float> y(n, 0.0f);
+  REQUIRE_OK(loom_stream_copy_d2h(stream, y.data(), out, 0, n * 4));
+  REQUIRE_OK(loom_stream_synchronize(stream));
+  for (uint32_t i = 0; i < n; i++) {
+    CHECK_EQ(y[i], x[i] * k);
+    if (y[i] != x[i] * k) break;
+  }
+  // A run on rebound caller memory is refused, and the exec stays usable.
+  loom_graph_binding binding = {};
+  binding.node = id;
+  binding.index = 0;
+  binding.address = x.data();
+  binding.bytes = n * 4;
+  loom_graph_run_params run = {};
+  run.struct_size = sizeof(run);
+  run.bindings = &binding;
+  run.binding_count = 1;
+  CHECK_EQ(loom_graph_exec_run(exec, stream, &run), LOOM_ERR_NOT_SUPPORTED);
+  CHECK(Contains(StreamError(stream), "discrete"));
+  REQUIRE_OK(loom_graph_exec_run(exec, stream, nullptr));
+  REQUIRE_OK(loom_stream_synchronize(stream));
+  loom_graph_exec_destroy(exec);
+  loom_buffer_destroy(in);
+  loom_buffer_destroy(out);
+  loom_stream_destroy(stream);
+
+  loom_device_open_params params = {};
+  params.struct_size = sizeof(params);
+  params.backend = LOOM_BACKEND_HOST;
+  params.flags = 1u << 7;
+  loom_device* bad = nullptr;
+  char err[256] = {};
+  CHECK_EQ(loom_device_open(&params, &bad, err, sizeof(err)), LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(bad == nullptr);
+  CHECK(Contains(err, "unknown flags"));
 }
 
 // loom_graph_exec_run with bindings runs the recorded kernels on the caller's memory for that

@@ -39,6 +39,8 @@ type Result struct {
 type Options struct {
 	Filter     *regexp.Regexp // only test names matching it
 	RTol, ATol float64
+	// Session are the options of every test's session; nil: the host provider.
+	Session []session.LoadOption
 }
 
 // Summary counts the outcomes.
@@ -126,7 +128,11 @@ func runOne(dir string, opts Options) (res Result) {
 		m.Close()
 		return Result{Status: Skip, Message: unsupported}
 	}
-	s, err := session.FromGraph(m, session.WithExecutionProvider(session.ProviderHost))
+	sessionOpts := opts.Session
+	if sessionOpts == nil {
+		sessionOpts = []session.LoadOption{session.WithExecutionProvider(session.ProviderHost)}
+	}
+	s, err := session.FromGraph(m, sessionOpts...)
 	if err != nil {
 		m.Close()
 		return Result{Status: Fail, Message: err.Error()}

@@ -41,6 +41,35 @@ func TestNodeConformance(t *testing.T) {
 	assert.GreaterOrEqual(t, sum.Passed, threshold, "conformance regressed")
 }
 
+// TestNodeConformanceCUDAStandIn runs the node tests through the cuda provider's placements and
+// copies on a host device whose memory behaves as a GPU's (session.OptionCUDAStandIn): every
+// test the host provider passes must pass there too, so a transfer the CUDA path misses, or
+// device memory it reads before writing, fails here.
+func TestNodeConformanceCUDAStandIn(t *testing.T) {
+	if _, err := os.Stat(nodeTests); err != nil {
+		t.Skipf("%s is absent (apt-get install -y libonnx-testdata): %v", nodeTests, err)
+	}
+	if testing.Short() {
+		t.Skip("the whole node suite a second time; -short skips it")
+	}
+	tests, err := Discover([]string{nodeTests})
+	require.NoError(t, err)
+	host := Run(tests, Options{}, nil)
+	standIn := Run(tests, Options{Session: []session.LoadOption{
+		session.WithExecutionProvider(session.ProviderCUDA),
+		session.WithOption(session.OptionCUDAStandIn, "1"),
+	}}, nil)
+	require.Len(t, standIn, len(host))
+	regressed := 0
+	for i, r := range standIn {
+		if host[i].Status == Pass && r.Status != Pass {
+			regressed++
+			t.Errorf("%s passes on the host provider, not through the cuda stand-in: %s", r.Name, r.Message)
+		}
+	}
+	t.Logf("host: %s; cuda stand-in: %s; %d regressed", Tally(host), Tally(standIn), regressed)
+}
+
 func TestDecodeTensorAndCompare(t *testing.T) {
 	if _, err := os.Stat(nodeTests); err != nil {
 		t.Skipf("%s is absent: %v", nodeTests, err)

@@ -95,7 +95,22 @@ typedef struct loom_device_open_params {
   int32_t index;
   /* Host backend: worker threads for kernel grids and graph nodes; 0 = hardware concurrency. */
   uint32_t worker_threads;
+  /* LOOM_DEVICE_* bits (added in ABI 1's second revision; an older caller's struct_size leaves
+     them 0). */
+  uint32_t flags;
 } loom_device_open_params;
+
+/* loom_device_open_params.flags. */
+enum {
+  /* Host backend: the device's memory behaves as a discrete GPU's, so that a program tested on
+     the host fails where it would on a GPU. The host cannot reach LOOM_MEMORY_DEVICE buffers
+     except through copies (as always: they have no host pointer); loom_buffer_wrap_host and
+     graph runs with rebound caller memory (loom_graph_run_params.bindings) fail with
+     LOOM_ERR_NOT_SUPPORTED, as on CUDA; new device buffers are filled with 0xFF bytes (NaN for
+     floats, -1 for integers), as a GPU's are not zeroed. CUDA devices are discrete already
+     and ignore the flag. */
+  LOOM_DEVICE_DISCRETE = 1u << 0
+};
 
 /* Number of devices of a backend. The CUDA backend with no driver returns LOOM_ERR_NO_DRIVER
    with the message "no CUDA driver: tried libcuda.so.1, libcuda.so". */

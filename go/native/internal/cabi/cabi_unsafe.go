@@ -228,11 +228,14 @@ func DeviceCount(backend int32) (int, *Failure) {
 	return int(n), nil
 }
 
+// DeviceDiscrete is LOOM_DEVICE_DISCRETE.
+const DeviceDiscrete = uint32(C.LOOM_DEVICE_DISCRETE)
+
 // DeviceOpen is loom_device_open.
-func DeviceOpen(backend int32, index int32, workers uint32) (Device, *Failure) {
+func DeviceOpen(backend int32, index int32, workers, flags uint32) (Device, *Failure) {
 	var e errBuf
 	var d *C.loom_device
-	f := failed(C.w_device_open(C.int32_t(backend), C.int32_t(index), C.uint32_t(workers), &d, &e[0]), &e)
+	f := failed(C.w_device_open(C.int32_t(backend), C.int32_t(index), C.uint32_t(workers), C.uint32_t(flags), &d, &e[0]), &e)
 	return Device{d}, f
 }
 

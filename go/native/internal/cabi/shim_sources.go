@@ -6,4 +6,4 @@ package cabi
 // and *.h) that this package compiles through shim_amalgamation.cc. The go command's build
 // cache does not see those files (they are outside the package's directory), so this file
 // changes with them, and with it the package: see package shimhash.
-const ShimSourcesHash = "4728d93ff770beb01c279d64f1fa50b912c0685b9c74ba51e06aa35ad1e909c5"
+const ShimSourcesHash = "96d22c58f855c08ebd9fb7eafe8c9326e3b7415530b9cc492ea1ed832de60957"

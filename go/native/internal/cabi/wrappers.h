@@ -39,13 +39,14 @@ static inline loom_status w_device_count(int32_t backend, int32_t* count, char* 
 }
 
 static inline loom_status w_device_open(int32_t backend, int32_t index, uint32_t workers,
-                                        loom_device** out, char* err) {
+                                        uint32_t flags, loom_device** out, char* err) {
   loom_device_open_params p;
   memset(&p, 0, sizeof p);
   p.struct_size = sizeof p;
   p.backend = (loom_backend)backend;
   p.index = index;
   p.worker_threads = workers;
+  p.flags = flags;
   return loom_device_open(&p, out, err, LOOM_ERROR_CAPACITY);
 }
 

@@ -238,9 +238,10 @@ func (w *SharedWeights) get(op string, ctx *ModelContext, stream *native.Stream,
 	if buf := w.Bufs[key]; buf != nil {
 		return buf, false, nil
 	}
-	if ctx.dev.Backend() == native.BackendHost {
+	if ctx.dev.Backend() == native.BackendHost && !ctx.dev.Discrete() {
 		// The host's kernels read the weight where the session holds it: no second copy.
-		// The session's weights and plans never change their memory.
+		// The session's weights and plans never change their memory. (A discrete host
+		// device, like a GPU, gets a device copy.)
 		buf, err = ctx.dev.WrapHost(raw)
 		if err != nil {
 			return nil, false, tensor.WrapError(op, tensor.ErrDevice, err, "cannot bind %d bytes of weights", len(raw))

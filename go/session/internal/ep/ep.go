@@ -54,8 +54,9 @@ type Provider interface {
 	// Memory is the kind of memory the device allocates; data transfer between the Go side
 	// and the device is a view (HostVisible) or an upload and a download (DeviceMemory).
 	Memory() Memory
-	// Plans reports whether compiled run plans (arenas of the device's memory that host steps
-	// read in place, segments replayed as device graphs) run on the provider.
+	// Plans reports whether compiled run plans (an arena of the device's memory per instance,
+	// segments replayed as device graphs; host steps view a host-visible arena in place and
+	// copy across the seams of a DeviceMemory one) run on the provider.
 	Plans() bool
 }
 
@@ -142,20 +143,59 @@ func (p CUDAProvider) Open(workers int) (*native.Device, error) { return open(p.
 // Memory is DeviceMemory.
 func (CUDAProvider) Memory() Memory { return DeviceMemory }
 
-// Plans is false: compiled run plans keep their arenas in host-visible memory (host steps
-// view them in place), so on CUDA every run is interpreted until device arenas with copies
-// at the seams exist.
-func (CUDAProvider) Plans() bool { return false }
+// Plans is true: compiled run plans keep their arenas in device memory there (values stay on
+// the device between kernel steps; copies only at the graph's inputs and outputs and at the
+// seams around host steps, see internal/plan's seams.go) and replay their kernel segments as
+// device graphs.
+func (CUDAProvider) Plans() bool { return true }
 
 func open(b native.Backend, workers int) (*native.Device, error) {
 	return native.Open(b, 0, &native.OpenOptions{WorkerThreads: workers})
 }
 
+// CUDAStandIn is the CUDA provider on a machine without a GPU, for tests: it places every
+// node as CUDAProvider does where CUDA is available (Name is CUDA, and so are the placements
+// and the reports that read them), and runs on a host device in discrete-memory mode
+// (native.OpenOptions.Discrete): data crosses between the Go side and the device only by
+// uploads and downloads, weights are device copies, the stream runs asynchronously as a GPU's
+// does, and fresh device memory holds 0xFF bytes. A missing or misplaced transfer on the CUDA
+// path then fails here rather than on the first GPU. Its kernels are the host target's builds
+// of the same Loom sources and specializations.
+type CUDAStandIn struct{}
+
+// Name is CUDA.
+func (CUDAStandIn) Name() Name { return CUDA }
+
+// Available is always "": the stand-in runs anywhere.
+func (CUDAStandIn) Available() string { return "" }
+
+// Capability is CUDAProvider's where CUDA is available.
+func (CUDAStandIn) Capability(n *graph.Node) Placement { return CUDAProvider{}.Capability(n) }
+
+// Backend is the host backend.
+func (CUDAStandIn) Backend() native.Backend { return native.BackendHost }
+
+// Open opens host device 0 in discrete-memory mode with workers pool threads.
+func (CUDAStandIn) Open(workers int) (*native.Device, error) {
+	return native.Open(native.BackendHost, 0, &native.OpenOptions{WorkerThreads: workers, Discrete: true})
+}
+
+// Memory is DeviceMemory, as CUDA's.
+func (CUDAStandIn) Memory() Memory { return DeviceMemory }
+
+// Plans is CUDAProvider's.
+func (CUDAStandIn) Plans() bool { return CUDAProvider{}.Plans() }
+
 // Select is the provider of a session that asked for requested (Host, CUDA or Auto), which
 // places its nodes, and the provider the session runs on: CUDA when asked for (or Auto) and
 // available, else the host. A session that asked for CUDA keeps the CUDA provider for its
 // placements even when CUDA is unavailable, so that they say why every node runs on the host.
-func Select(requested Name) (placer, runsOn Provider) {
+// With standIn, a session that asked for CUDA places and runs on CUDAStandIn instead
+// (whether or not a GPU exists).
+func Select(requested Name, standIn bool) (placer, runsOn Provider) {
+	if requested == CUDA && standIn {
+		return CUDAStandIn{}, CUDAStandIn{}
+	}
 	if requested == Host {
 		return HostProvider{}, HostProvider{}
 	}

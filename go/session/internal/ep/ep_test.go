@@ -41,7 +41,7 @@ func TestCUDAProvider(t *testing.T) {
 	assert.Equal(t, CUDA, p.Name())
 	assert.Equal(t, native.BackendCUDA, p.Backend())
 	assert.Equal(t, DeviceMemory, p.Memory())
-	assert.False(t, p.Plans())
+	assert.True(t, p.Plans(), "plans run on CUDA with device arenas")
 	assert.Equal(t, Placement{Provider: CUDA, Kernel: true, Cause: CauseKernel}, p.Capability(fused))
 	assert.Equal(t, "no Loom kernel for this op: it runs as a Go host function", p.Capability(unknown).Fallback)
 	assert.Equal(t, Host, p.Capability(unknown).Provider)
@@ -51,14 +51,14 @@ func TestCUDAProvider(t *testing.T) {
 }
 
 func TestSelect(t *testing.T) {
-	placer, runsOn := Select(Host)
+	placer, runsOn := Select(Host, false)
 	assert.Equal(t, Host, placer.Name())
 	assert.Equal(t, Host, runsOn.Name())
 
 	cuda := NewCUDA()
-	placer, runsOn = Select(CUDA)
+	placer, runsOn = Select(CUDA, false)
 	assert.Equal(t, CUDA, placer.Name(), "a session that asked for CUDA is placed by the CUDA provider")
-	placerAuto, runsOnAuto := Select(Auto)
+	placerAuto, runsOnAuto := Select(Auto, false)
 	if cuda.Available() == "" {
 		assert.Equal(t, CUDA, runsOn.Name())
 		assert.Equal(t, CUDA, placerAuto.Name())
@@ -69,6 +69,33 @@ func TestSelect(t *testing.T) {
 	assert.Equal(t, cuda.Available(), placer.Available())
 	assert.Equal(t, Host, placerAuto.Name())
 	assert.Equal(t, Host, runsOnAuto.Name())
+}
+
+// The stand-in places as CUDA does where CUDA is available and runs on a discrete host device.
+func TestCUDAStandIn(t *testing.T) {
+	placer, runsOn := Select(CUDA, true)
+	require.Equal(t, CUDAStandIn{}, placer)
+	require.Equal(t, CUDAStandIn{}, runsOn)
+	host, _ := Select(Host, true)
+	assert.Equal(t, Host, host.Name(), "the stand-in only stands in for CUDA")
+	auto, _ := Select(Auto, true)
+	assert.NotEqual(t, Name(""), auto.Name())
+	assert.NotEqual(t, CUDAStandIn{}, auto, "auto never picks the stand-in")
+
+	var p Provider = CUDAStandIn{}
+	assert.Equal(t, CUDA, p.Name())
+	assert.Equal(t, "", p.Available())
+	assert.Equal(t, native.BackendHost, p.Backend())
+	assert.Equal(t, DeviceMemory, p.Memory())
+	assert.Equal(t, CUDAProvider{}.Plans(), p.Plans())
+	for _, n := range []*graph.Node{{OpType: "Add"}, {OpType: "NoSuchOp"}, {OpType: "If"}, {Domain: graph.LoomDomain, OpType: "FusedConv"}} {
+		assert.Equal(t, CUDAProvider{}.Capability(n), p.Capability(n), n.OpType)
+	}
+	dev, err := p.Open(1)
+	require.NoError(t, err)
+	defer dev.Close()
+	assert.True(t, dev.Discrete())
+	assert.Equal(t, native.BackendHost, dev.Backend())
 }
 
 func TestPlaceGraph(t *testing.T) {

@@ -120,6 +120,7 @@ type planStep struct {
 	fn       exec.RunFunc
 	implicit map[string]planRef // outer values the node's subgraphs read (If, Loop, Scan)
 	Reason   string             // why this node runs where it runs
+	seam     string             // on a device arena, the step's crossings (Seam.String)
 }
 
 // planItem is a segment (a recorded graph of kernel steps) or a host step.
@@ -158,6 +159,8 @@ type Template struct {
 	// place, or -1 when the input is copied into the arena; bindOut[j] the memory that output
 	// j's kernels write in place, or -1 when the output is copied out (see planBindings).
 	BindIn, BindOut []int
+	// DeviceArena: the instances' arenas are device memory (Env.DeviceArenas; see seams.go).
+	DeviceArena bool
 }
 
 // Instance is the memory and recordings one run at a time uses.
@@ -165,7 +168,8 @@ type Instance struct {
 	outputs outputBlocks // small outputs' memory
 	RC      exec.RunCtx  // the fast path's run context (runs of an instance do not overlap)
 	MS      *device.ModelSession
-	Mem     []byte   // the arena, host-visible
+	Mem     []byte // the arena, host-visible (nil for a device arena: see dev)
+	dev     *deviceState
 	segKeys []string // recording keys by segment
 	// words are the launches' violation words (host-visible, 4 bytes each, in launch order);
 	// wordOwners[i] is the step whose kernel owns word i, segWords[s] segment s's first word.
@@ -606,6 +610,12 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 	}
 	t.PlaceSlots()
 	t.planBindings()
+	if pe.DeviceArenas {
+		t.DeviceArena = true
+		for i, seam := range t.Seams() {
+			t.Steps[i].seam = seam.String()
+		}
+	}
 	return t, ""
 }
 
@@ -769,15 +779,22 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 			ms.Close()
 		}
 	}()
-	arena, err := ms.AllocateShared(uint64(t.ArenaBytes))
-	if err != nil {
-		return nil, err
-	}
-	if inst.Mem, err = device.HostBytes(ms, arena); err != nil {
-		return nil, err
-	}
-	if inst.Mem == nil {
-		return nil, tensor.NewError("Run", tensor.ErrDevice, "the device's shared memory is not host-visible")
+	var arena device.Region
+	if p.DeviceArenas {
+		if arena, err = ms.Allocate(uint64(max(t.ArenaBytes, 4))); err != nil {
+			return nil, err
+		}
+		inst.newDeviceState(t, arena)
+	} else {
+		if arena, err = ms.AllocateShared(uint64(t.ArenaBytes)); err != nil {
+			return nil, err
+		}
+		if inst.Mem, err = device.HostBytes(ms, arena); err != nil {
+			return nil, err
+		}
+		if inst.Mem == nil {
+			return nil, tensor.NewError("Run", tensor.ErrDevice, "the device's shared memory is not host-visible")
+		}
 	}
 	// Weights and constant operands: one device copy for all of the session's plan
 	// instances (sharedWeights), bound once per instance.
@@ -927,6 +944,9 @@ func (t *Template) view(inst *Instance, r planRef) tensor.Tensor {
 	if r.fixed {
 		return r.static
 	}
+	if inst.dev != nil {
+		return tensor.ViewBytes(r.dtype, r.shape, inst.dev.host[r.Slot])
+	}
 	s := t.Slots[r.Slot]
 	return tensor.ViewBytes(r.dtype, r.shape, inst.Mem[s.Offset:s.Offset+s.Bytes])
 }
@@ -1004,9 +1024,17 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 	}
 	// Bound inputs are read, and bound outputs written, in place (planBindings); not while
 	// tracing, whose spans view every step's operands in the arena.
-	bind := rc.Trace == nil
+	bind := rc.Trace == nil && inst.dev == nil
 	var mem [native.MaxRunMemories][]byte
+	if inst.dev != nil {
+		if err := t.feedDevice(inst, ins); err != nil {
+			return nil, err
+		}
+	}
 	for i, in := range t.Inputs {
+		if inst.dev != nil {
+			break
+		}
 		src, _ := ops.RawBytes(ins[in.pos])
 		s := t.Slots[in.Ref.Slot]
 		if a := t.BindIn[i]; bind && a >= 0 && int64(len(src)) == s.Bytes && ElementAligned(src, in.Ref.dtype) {
@@ -1070,6 +1098,9 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 			return nil, err
 		}
 	}
+	if inst.dev != nil {
+		return t.deviceOutputs(p, inst, into)
+	}
 	outs := make([]tensor.Tensor, len(t.Outputs))
 	for i, r := range t.Outputs {
 		// The shape is shared by every run's outputs: Tensor hands out copies of its shape and
@@ -1092,20 +1123,38 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 				outs[i] = tensor.ViewBytes(r.dtype, shape, mem[a])
 				continue
 			}
-			if sl := t.Slots[r.Slot]; sl.Bytes > 0 && r.dtype != graph.String {
-				b := inst.outputs.alloc(&p.Recycled, int(sl.Bytes))
-				copy(b, inst.Mem[sl.Offset:sl.Offset+sl.Bytes])
-				outs[i] = tensor.ViewBytes(r.dtype, shape, b)
-				continue
-			}
 		}
-		o, err := tensor.CopyOut(t.view(inst, r))
+		o, err := t.outputCopy(p, inst, r, shape)
 		if err != nil {
 			return nil, err
 		}
 		outs[i] = o
 	}
 	return outs, nil
+}
+
+// outputCopy is graph output r as a tensor of its own: a slot's bytes copied into output
+// memory (recycled, or carved from a block), else a copy of the value (fixed values, empty
+// tensors).
+func (t *Template) outputCopy(p *Env, inst *Instance, r planRef, shape []int64) (tensor.Tensor, error) {
+	if !r.fixed && r.dtype != graph.String {
+		if src := t.hostBytes(inst, r.Slot); len(src) > 0 {
+			b := inst.outputs.alloc(&p.Recycled, len(src))
+			copy(b, src)
+			return tensor.ViewBytes(r.dtype, shape, b), nil
+		}
+	}
+	return tensor.CopyOut(t.view(inst, r))
+}
+
+// hostBytes is slot's value as the host sees it: the arena's bytes, or on a device arena the
+// run's host copy (nil until produced there or downloaded).
+func (t *Template) hostBytes(inst *Instance, slot int) []byte {
+	if inst.dev != nil {
+		return inst.dev.host[slot]
+	}
+	sl := t.Slots[slot]
+	return inst.Mem[sl.Offset : sl.Offset+sl.Bytes]
 }
 
 // checkBound refuses a bound output whose type or shape is not the plan's, naming it.
@@ -1236,7 +1285,7 @@ func (t *Template) runSegmentTraced(rc *exec.RunCtx, inst *Instance, seg, thread
 		st := &t.Steps[si]
 		in := make([]tensor.Tensor, len(st.in))
 		for j, r := range st.in {
-			in[j] = t.view(inst, r)
+			in[j] = t.spanView(inst, r)
 		}
 		spans[i] = rc.OpStart(st.Node, in)
 	}
@@ -1250,7 +1299,7 @@ func (t *Template) runSegmentTraced(rc *exec.RunCtx, inst *Instance, seg, thread
 		outs := make([]tensor.Tensor, len(st.out))
 		for j, r := range st.out {
 			if r.Slot >= 0 {
-				outs[j] = t.view(inst, r)
+				outs[j] = t.spanView(inst, r)
 			}
 		}
 		spans[i].End(ops.Variant(st.kernel), fmt.Sprintf("%s (plan segment %d of %d kernel steps)", st.Reason, seg, len(steps)), outs, err)
@@ -1286,6 +1335,11 @@ func (t *Template) checkViolations(inst *Instance, seg int) error {
 // into their slots, after checking them against the traced types and shapes.
 func (t *Template) runHostStep(rc *exec.RunCtx, inst *Instance, st *planStep) error {
 	n := st.Node
+	if inst.dev != nil {
+		if err := t.fetchForHostStep(inst, st); err != nil {
+			return tensor.NodeError(n, err)
+		}
+	}
 	in := make([]tensor.Tensor, len(st.in))
 	for j, r := range st.in {
 		if n.Inputs[j] != "" {
@@ -1309,7 +1363,11 @@ func (t *Template) runHostStep(rc *exec.RunCtx, inst *Instance, st *planStep) er
 	if rc.KernelVariant != "" {
 		variant = "host composing " + rc.KernelVariant
 	}
-	sp.End(variant, st.Reason, outs, err)
+	reason := st.Reason
+	if st.seam != "" {
+		reason += " (" + st.seam + ")"
+	}
+	sp.End(variant, reason, outs, err)
 	if err != nil {
 		return tensor.NodeError(n, err)
 	}
@@ -1321,6 +1379,12 @@ func (t *Template) runHostStep(rc *exec.RunCtx, inst *Instance, st *planStep) er
 			return ErrPlanGuard
 		}
 		src, _ := ops.RawBytes(outs[j])
+		if inst.dev != nil {
+			if err := t.storeHostOutput(inst, r.Slot, src); err != nil {
+				return tensor.NodeError(n, err)
+			}
+			continue
+		}
 		s := t.Slots[r.Slot]
 		copy(inst.Mem[s.Offset:s.Offset+s.Bytes], src)
 	}

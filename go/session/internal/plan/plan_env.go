@@ -19,6 +19,11 @@ type Env struct {
 	// PlanWeights are the device copies of the weights the compiled run plans read, shared by
 	// all their instances.
 	PlanWeights device.SharedWeights
+	// DeviceArenas keeps every instance's arena in device memory (a provider whose Memory is
+	// DeviceMemory: CUDA and its stand-in): values stay on the device between kernel steps,
+	// and data crosses only at the seams, the fed inputs kernels read, the values host steps
+	// read from kernels or hand to them, and the outputs kernels write (see seams.go).
+	DeviceArenas bool
 	// control are the inputs whose values decide shapes or control flow (ControlInputs).
 	control     map[string]bool
 	controlOnce sync.Once
