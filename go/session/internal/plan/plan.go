@@ -1099,7 +1099,9 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 		}
 	}
 	if inst.dev != nil {
-		return t.deviceOutputs(p, inst, into)
+		if err := t.fetchOutputs(inst); err != nil {
+			return nil, err
+		}
 	}
 	outs := make([]tensor.Tensor, len(t.Outputs))
 	for i, r := range t.Outputs {

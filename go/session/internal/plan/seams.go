@@ -167,33 +167,16 @@ func (t *Template) storeHostOutput(inst *Instance, slot int, src []byte) error {
 	return inst.MS.Upload(r, src)
 }
 
-// deviceOutputs returns the graph outputs of a run on a device arena: the host copies, or the
-// downloads of what kernels wrote, copied into the bound outputs or into memory of their own.
-func (t *Template) deviceOutputs(p *Env, inst *Instance, into []tensor.Tensor) ([]tensor.Tensor, error) {
+// fetchOutputs downloads the graph outputs that kernels wrote, for Execute to copy out of the
+// host copies (bound outputs are never kernel-written in place on a device arena).
+func (t *Template) fetchOutputs(inst *Instance) error {
 	slots := make([]int, 0, len(t.Outputs))
 	for _, r := range t.Outputs {
 		if !r.fixed {
 			slots = append(slots, r.Slot)
 		}
 	}
-	if err := t.fetch(inst, slots); err != nil {
-		return nil, err
-	}
-	outs := make([]tensor.Tensor, len(t.Outputs))
-	for i, r := range t.Outputs {
-		shape := r.shape[:len(r.shape):len(r.shape)]
-		if into != nil && into[i].IsValid() {
-			CopyElements(into[i], t.view(inst, r))
-			outs[i] = into[i]
-			continue
-		}
-		o, err := t.outputCopy(p, inst, r, shape)
-		if err != nil {
-			return nil, err
-		}
-		outs[i] = o
-	}
-	return outs, nil
+	return t.fetch(inst, slots)
 }
 
 // spanView is r for a trace span: a view of the arena, or on a device arena its type and shape
