@@ -259,10 +259,6 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 			r.Specialized = append([]string{}, t.Specialized...)
 			r.Nodes = append([]PlanNode{}, t.Nodes...)
 			r.DeviceArena = t.DeviceArena
-			var seams map[int]plan.Seam
-			if t.DeviceArena {
-				seams = t.Seams()
-			}
 			for _, st := range t.Steps {
 				if st.Kind == plan.KernelStep {
 					r.KernelSteps++
@@ -283,7 +279,7 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 					continue
 				}
 				st := t.Steps[it.Step]
-				seam := seams[it.Step]
+				seam := st.Seam
 				r.HostSteps = append(r.HostSteps, PlanHostStep{Node: st.Node.Name, OpType: st.Node.OpType, Reason: st.Reason,
 					Downloads: seam.Downloads, Uploads: seam.Uploads})
 			}

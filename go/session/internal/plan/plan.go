@@ -120,7 +120,9 @@ type planStep struct {
 	fn       exec.RunFunc
 	implicit map[string]planRef // outer values the node's subgraphs read (If, Loop, Scan)
 	Reason   string             // why this node runs where it runs
-	seam     string             // on a device arena, the step's crossings (Seam.String)
+	// On a device arena, a host step's crossings, and its span's reason naming them.
+	Seam       Seam
+	seamReason string
 }
 
 // planItem is a segment (a recorded graph of kernel steps) or a host step.
@@ -612,8 +614,9 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 	t.planBindings()
 	if pe.DeviceArenas {
 		t.DeviceArena = true
-		for i, seam := range t.Seams() {
-			t.Steps[i].seam = seam.String()
+		for i, seam := range t.seams() {
+			t.Steps[i].Seam = seam
+			t.Steps[i].seamReason = t.Steps[i].Reason + " (" + seam.String() + ")"
 		}
 	}
 	return t, ""
@@ -1033,7 +1036,7 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 	}
 	for i, in := range t.Inputs {
 		if inst.dev != nil {
-			break
+			break // fed by feedDevice
 		}
 		src, _ := ops.RawBytes(ins[in.pos])
 		s := t.Slots[in.Ref.Slot]
@@ -1366,8 +1369,8 @@ func (t *Template) runHostStep(rc *exec.RunCtx, inst *Instance, st *planStep) er
 		variant = "host composing " + rc.KernelVariant
 	}
 	reason := st.Reason
-	if st.seam != "" {
-		reason += " (" + st.seam + ")"
+	if st.seamReason != "" {
+		reason = st.seamReason
 	}
 	sp.End(variant, reason, outs, err)
 	if err != nil {

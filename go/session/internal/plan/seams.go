@@ -22,7 +22,7 @@ import (
 //     outputs read the host copy);
 //   - a graph output that a kernel step produced is downloaded at the end.
 //
-// Seams lists these crossings per host step; PlanReport.Nodes carries them (PlanNode.Downloads
+// seams lists these crossings per host step; PlanReport.Nodes carries them (PlanNode.Downloads
 // and Uploads) and a traced run's host-step spans name them in their reason.
 
 // deviceState is what a device-arena instance keeps besides the arena: per slot, the value's
@@ -35,6 +35,7 @@ type deviceState struct {
 	kernelReads []bool // by slot: some kernel step reads it
 	reads       []device.ReadRequest
 	slots       []int
+	want        []int // the slots a fetch is asked for (reused: no allocation per run)
 }
 
 func (inst *Instance) newDeviceState(t *Template, arena device.Region) {
@@ -135,7 +136,7 @@ func (t *Template) fetch(inst *Instance, slots []int) error {
 // fetchForHostStep brings the values host step st reads (its inputs and its subgraphs' outer
 // values) to the host.
 func (t *Template) fetchForHostStep(inst *Instance, st *planStep) error {
-	slots := make([]int, 0, len(st.in)+len(st.implicit))
+	slots := inst.dev.want[:0]
 	for j, r := range st.in {
 		if st.Node.Inputs[j] != "" && !r.fixed {
 			slots = append(slots, r.Slot)
@@ -146,6 +147,7 @@ func (t *Template) fetchForHostStep(inst *Instance, st *planStep) error {
 			slots = append(slots, r.Slot)
 		}
 	}
+	inst.dev.want = slots
 	return t.fetch(inst, slots)
 }
 
@@ -170,12 +172,13 @@ func (t *Template) storeHostOutput(inst *Instance, slot int, src []byte) error {
 // fetchOutputs downloads the graph outputs that kernels wrote, for Execute to copy out of the
 // host copies (bound outputs are never kernel-written in place on a device arena).
 func (t *Template) fetchOutputs(inst *Instance) error {
-	slots := make([]int, 0, len(t.Outputs))
+	slots := inst.dev.want[:0]
 	for _, r := range t.Outputs {
 		if !r.fixed {
 			slots = append(slots, r.Slot)
 		}
 	}
+	inst.dev.want = slots
 	return t.fetch(inst, slots)
 }
 
@@ -210,9 +213,9 @@ func (s Seam) String() string {
 	return "device seam: " + strings.Join(parts, "; ")
 }
 
-// Seams lists the crossings of every host step by step index (nil entries for kernel steps
-// and for host steps without crossings), as a device arena makes them.
-func (t *Template) Seams() map[int]Seam {
+// seams lists the crossings of the host steps that have any, by step index, as a device arena
+// makes them (BuildTemplate keeps them on the steps: planStep.Seam).
+func (t *Template) seams() map[int]Seam {
 	read, written := t.kernelSlots()
 	seams := map[int]Seam{}
 	for i, st := range t.Steps {
