@@ -525,6 +525,23 @@ func (g *geomGen) conv(fused bool) geomCase {
 // those that failed before the planners kept to the limits (conv2d_direct's block z of 256
 // for a depthwise convolution over 258 channels) and, for each kernel with grid y or z axes,
 // an axis beyond 65,535 there.
+// geomRegressions are cases a random seed once failed, run (kernels against the host
+// function) on every run.
+func geomRegressions() []geomCase {
+	avg := func(attrs ...*graph.Attribute) *graph.Node { return node("AveragePool", attrs...) }
+	return []geomCase{
+		// seed 1446218549329678024: a ceil_mode window past the end padding divides by the
+		// cells inside the padded input (2 here), not by the window's 3.
+		{name: "averagepool ceil_mode count_include_pad overhang", node: avg(graph.IntsAttr("kernel_shape", 3, 1),
+			graph.IntsAttr("strides", 2, 3), graph.IntAttr("ceil_mode", 1), graph.IntAttr("count_include_pad", 1)),
+			opset: 19, in: []geomInput{fin(1, 6, 118, 9)}, tol: 1e-5},
+		{name: "averagepool ceil_mode count_include_pad overhang with pads and dilation", node: avg(graph.IntsAttr("kernel_shape", 3, 2),
+			graph.IntsAttr("strides", 2, 2), graph.IntsAttr("pads", 1, 0, 0, 1), graph.IntsAttr("dilations", 1, 2),
+			graph.IntAttr("ceil_mode", 1), graph.IntAttr("count_include_pad", 1)),
+			opset: 19, in: []geomInput{fin(2, 3, 8, 9)}, tol: 1e-5},
+	}
+}
+
 func geomEdgeCases() []geomCase {
 	attn := node("Attention", graph.FloatAttr("scale", 0.3))
 	attn.Domain = graph.LoomDomain
@@ -693,6 +710,9 @@ func TestKernelGeometryProperty(t *testing.T) {
 		if strings.Contains(c.name, "beyond") {
 			require.Greater(t, gc.folded, folded, "%s: no launch folds its grid", c.name)
 		}
+	}
+	for _, c := range geomRegressions() {
+		require.True(t, runGeomCase(t, s, gc, r, c, true), "%s: declined", c.name)
 	}
 	start := time.Now()
 	for _, f := range families {

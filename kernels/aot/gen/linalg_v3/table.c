@@ -6,52 +6,52 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e0d922e14b3cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e169ecec6bf5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ea73bd351a593_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2eaf91ea54b863_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e3fffb11a71d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2eba47504b1557_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e0a10c96c1393_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2c3c1ef749cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e42e8785c6545_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e508f9ff6f49a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e6221f69627a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e8542203c799a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e918ba63b1683_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e9464c7b5383f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea372f278043f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea559a02c7b60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eacff38857248_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb6f3e616c3c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ec1141f0b6daa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2edd9c232c27a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2edf813728f3b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e09f98d48cf97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e5772b5b5b538_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e6b136161ef9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e6b8e3c1bafd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e69b1bf2f2be0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e878ee90de097_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e31720702d119_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2e9fe2429498_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e389bb8518127_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e39da24d032a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e5f92efc20961_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e737cd6a84f61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e76285e9ab345_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e7e77b7372df5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e8a89debad628_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea6647c87b86c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ebd430a703a4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ebea4f1f5c595_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ec5d1ed11fd2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef998324cf6fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2efdddebf85a6c_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e0d922e14b3cf_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e169ecec6bf5e_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ea73bd351a593_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2eaf91ea54b863_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e3fffb11a71d8_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2eba47504b1557_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e0a10c96c1393_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2c3c1ef749cf_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e42e8785c6545_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e508f9ff6f49a_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e6221f69627a2_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e8542203c799a_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e918ba63b1683_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e9464c7b5383f_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea372f278043f_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea559a02c7b60_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eacff38857248_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb6f3e616c3c7_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ec1141f0b6daa_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2edd9c232c27a3_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2edf813728f3b0_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e09f98d48cf97_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e5772b5b5b538_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e6b136161ef9f_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e6b8e3c1bafd0_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e69b1bf2f2be0_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e878ee90de097_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e31720702d119_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2e9fe2429498_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e389bb8518127_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e39da24d032a8_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e5f92efc20961_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e737cd6a84f61_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e76285e9ab345_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e7e77b7372df5_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e8a89debad628_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea6647c87b86c_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ebd430a703a4a_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ebea4f1f5c595_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ec5d1ed11fd2d_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef998324cf6fc_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2efdddebf85a6c_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v3_entries(int i, uint32_t* count) {

@@ -6,52 +6,52 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e34bad349fec1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e634bc20cd5fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ebac6daa2d0dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2edef169a761e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e95ed31413df1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb265953e36aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e4dc7eddf1463_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e00419052e499_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e091dcd2f155e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0d956a029420_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2a02c8549b18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2e02169b99de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e391c254ffcbf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5d9fbd9d05b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7b48e6641fb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e81125e439026_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e8d48cf86c5e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb1b564528d5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2edb4ba8b2e8d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee4766a811a90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef70d52dc65f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e23c8d973edd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e5db898f09f98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e87994fe0fefa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eca0d4c1743a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e3e479cb6ea5b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2ecc3eff8a08f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e86cf80cc7261_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2b84de2c7210_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e3ddf13f30116_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e3e3671ebba89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e50a5179454ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e59183f1dd3e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5e1ddf250a63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7a69f4018755_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e80182730fdc3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e8196d71718e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb52c6f4e2c56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebbedcebb0339_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec5d6839bb00f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef506164fa46c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef96dd128ff6f_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e34bad349fec1_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e634bc20cd5fb_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ebac6daa2d0dd_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2edef169a761e4_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e95ed31413df1_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb265953e36aa_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e4dc7eddf1463_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e00419052e499_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e091dcd2f155e_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0d956a029420_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2a02c8549b18_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2e02169b99de_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e391c254ffcbf_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5d9fbd9d05b1_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7b48e6641fb7_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e81125e439026_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e8d48cf86c5e7_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb1b564528d5d_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2edb4ba8b2e8d4_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee4766a811a90_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef70d52dc65f1_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e23c8d973edd8_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e5db898f09f98_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e87994fe0fefa_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eca0d4c1743a1_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e3e479cb6ea5b_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2ecc3eff8a08f2_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e86cf80cc7261_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2b84de2c7210_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e3ddf13f30116_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e3e3671ebba89_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e50a5179454ae_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e59183f1dd3e3_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5e1ddf250a63_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7a69f4018755_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e80182730fdc3_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e8196d71718e1_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb52c6f4e2c56_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebbedcebb0339_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec5d6839bb00f_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef506164fa46c_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef96dd128ff6f_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v4_entries(int i, uint32_t* count) {

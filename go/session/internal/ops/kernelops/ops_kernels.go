@@ -317,7 +317,8 @@ func poolPlanner(isMax bool) ops.KernelPlanner {
 		cfg := map[string]string{"MAX": strconv.FormatBool(isMax),
 			"COUNT_PAD": strconv.FormatBool(nd.AttrInt("count_include_pad", 0) != 0)}
 		args := []uint64{U(nc), U(oh), U(ow), U(h), U(wd), U(pr.Kernel[0]), U(pr.Kernel[1]), U(pr.Strides[0]), U(pr.Strides[1]),
-			U(pr.PadBegin[0]), U(pr.PadBegin[1]), U(pr.Dilations[0]), U(pr.Dilations[1])}
+			U(pr.PadBegin[0]), U(pr.PadBegin[1]), U(pr.Dilations[0]), U(pr.Dilations[1]),
+			U(pr.PadBegin[0] + h + pr.PadEnd[0]), U(pr.PadBegin[1] + wd + pr.PadEnd[1])}
 		p.Calls = []ops.KernelCall{{File: "linalg.loom", Symbol: "pool2d", Config: cfg, Args: args, Workload: args[:3],
 			Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.WriteOf(ops.OutputOperand(0))}}}
 		return p, "", nil

@@ -32,20 +32,26 @@ func poolHost(x tensor.Tensor, p ops.ConvParams, isMax, countPad bool, lp float6
 		var offs []int
 		pad := 0
 		ops.ForEachIndex(kshape, func(_ int, kp []int) {
-			o := 0
+			// A tap reads the input when inside it on every axis; otherwise it counts as
+			// padding (count_include_pad) when inside the padded input on every axis (a
+			// ceil_mode window's overhang past the end padding does not count).
+			o, inside, inPadded := 0, true, true
 			for d := range opos {
 				q := opos[d]*p.Strides[d] + kp[d]*p.Dilations[d] - p.PadBegin[d]
+				if q < -p.PadBegin[d] || q >= int(sp[d])+p.PadEnd[d] {
+					inPadded = false
+				}
 				if q < 0 || q >= int(sp[d]) {
-					if q >= -p.PadBegin[d] && q < int(sp[d])+p.PadEnd[d] {
-						pad++
-					}
-					o = -1
-					break
+					inside = false
+					continue
 				}
 				o += q * ist[d]
 			}
-			if o >= 0 {
+			switch {
+			case inside:
 				offs = append(offs, o)
+			case inPadded:
+				pad++
 			}
 		})
 		for ch := 0; ch < nc; ch++ {
