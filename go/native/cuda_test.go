@@ -53,6 +53,8 @@ func TestCUDAProps(t *testing.T) {
 	assert.Regexp(t, `^sm_\d+$`, p.Target)
 	assert.EqualValues(t, 32, p.WarpSize)
 	assert.Greater(t, p.ComputeUnits, uint32(0))
+	assert.EqualValues(t, 48<<10, p.MaxSharedMemoryPerBlock)
+	assert.GreaterOrEqual(t, p.MaxSharedMemoryPerBlockOptin, uint32(96<<10), "opt-in shared memory (sm_70 and later)")
 }
 
 func TestCUDASourceKernelMatchesGo(t *testing.T) {

@@ -39,11 +39,16 @@ type Props struct {
 	TotalMemory  uint64
 	ComputeUnits uint32 // host: worker threads; CUDA: multiprocessors
 	// Launch limits.
-	MaxThreadsPerBlock      uint32
-	MaxBlockDim             [3]uint32
-	MaxGridDim              [3]uint32
-	MaxSharedMemoryPerBlock uint32
-	WarpSize                uint32 // 1 on the host backend
+	MaxThreadsPerBlock uint32
+	MaxBlockDim        [3]uint32
+	MaxGridDim         [3]uint32
+	// MaxSharedMemoryPerBlock is the shared memory a block gets without asking (CUDA:
+	// 48 KiB); MaxSharedMemoryPerBlockOptin what a launch may ask for (CUDA's opt-in limit:
+	// 227 KiB on sm_90, 163 KiB on sm_80), which the shim opts a kernel in to when a launch
+	// asks for more than the first. Both are 1 MiB on the host backend.
+	MaxSharedMemoryPerBlock      uint32
+	MaxSharedMemoryPerBlockOptin uint32
+	WarpSize                     uint32 // 1 on the host backend
 }
 
 // OpenOptions tune Open; nil means the defaults.
@@ -128,6 +133,8 @@ func Open(backend Backend, index int, opts *OpenOptions) (*Device, error) {
 		MaxGridDim:              p.MaxGridDim,
 		MaxSharedMemoryPerBlock: p.MaxSharedMemoryPerBlock,
 		WarpSize:                p.WarpSize,
+
+		MaxSharedMemoryPerBlockOptin: p.MaxSharedMemoryPerBlockOptin,
 	}, discrete: backend != BackendHost || flags&cabi.DeviceDiscrete != 0}
 	d.c = newCore("device", func() { cabi.DeviceDestroy(h) })
 	guard(d, d.c)

@@ -33,6 +33,8 @@ func TestHostDeviceProps(t *testing.T) {
 	assert.Equal(t, p.Target, dev.Target())
 	assert.EqualValues(t, 1, p.WarpSize)
 	assert.EqualValues(t, 2, p.ComputeUnits, "worker threads asked for")
+	assert.EqualValues(t, 1<<20, p.MaxSharedMemoryPerBlock)
+	assert.Equal(t, p.MaxSharedMemoryPerBlock, p.MaxSharedMemoryPerBlockOptin)
 	assert.NotEmpty(t, p.Name)
 	assert.Greater(t, p.TotalMemory, uint64(0))
 	assert.Contains(t, dev.String(), p.Target)

@@ -119,10 +119,11 @@ Status ReadLaunch(const loom_device* device, const loom_kernel* kernel,
                   "kernel launch '%s': %" PRIu64 " threads per block exceed the device's %u",
                   kernel->name.c_str(), threads, props.max_threads_per_block);
   }
-  if (p.shared_bytes > props.max_shared_memory_per_block) {
+  if (p.shared_bytes > props.max_shared_memory_per_block_optin) {
     return Errorf(LOOM_ERR_INVALID_ARGUMENT,
-                  "kernel launch '%s': %u bytes of shared memory exceed the device's %u",
-                  kernel->name.c_str(), p.shared_bytes, props.max_shared_memory_per_block);
+                  "kernel launch '%s': %u bytes of shared memory exceed the device's %u "
+                  "(its limit with opt-in)",
+                  kernel->name.c_str(), p.shared_bytes, props.max_shared_memory_per_block_optin);
   }
   if (p.buffer_count > 0 && (p.buffers == nullptr || p.buffer_offsets == nullptr)) {
     return Errorf(LOOM_ERR_INVALID_ARGUMENT,

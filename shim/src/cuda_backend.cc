@@ -4,12 +4,15 @@
 // current ones where cuda.h maps a name to them).
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <initializer_list>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -62,6 +65,9 @@ constexpr int kAttrMaxThreadsPerBlock = 1;
 constexpr int kAttrMaxBlockDimX = 2;  // Y = 3, Z = 4
 constexpr int kAttrMaxGridDimX = 5;   // Y = 6, Z = 7
 constexpr int kAttrMaxSharedMemoryPerBlock = 8;
+constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;
+constexpr int kFuncAttrSharedSizeBytes = 1;           // static shared memory of a function
+constexpr int kFuncAttrMaxDynamicSharedSizeBytes = 8;  // dynamic shared memory it may ask for
 constexpr int kAttrWarpSize = 10;
 constexpr int kAttrMultiprocessorCount = 16;
 constexpr int kAttrCanMapHostMemory = 19;
@@ -160,6 +166,8 @@ struct Driver {
   CUresult (*cuModuleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**);
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuFuncGetAttribute)(int*, int, CUfunction);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);
   CUresult (*cuStreamBeginCapture)(CUstream, int);
@@ -258,6 +266,8 @@ Status LoadDriverOnce(Driver* d) {
   need(&d->cuModuleLoadDataEx, {"cuModuleLoadDataEx"});
   need(&d->cuModuleUnload, {"cuModuleUnload"});
   need(&d->cuModuleGetFunction, {"cuModuleGetFunction"});
+  need(&d->cuFuncGetAttribute, {"cuFuncGetAttribute"});
+  need(&d->cuFuncSetAttribute, {"cuFuncSetAttribute"});
   need(&d->cuLaunchKernel, {"cuLaunchKernel"});
   need(&d->cuStreamBeginCapture, {"cuStreamBeginCapture_v2"});
   need(&d->cuStreamEndCapture, {"cuStreamEndCapture"});
@@ -583,7 +593,39 @@ CUdeviceptr Address(loom_buffer* buffer, uint64_t offset) {
 class CudaKernel : public loom_kernel {
  public:
   CUfunction function = nullptr;
+  uint32_t static_shared = 0;  // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+  // The dynamic shared memory the function may take now (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_
+  // SHARED_SIZE_BYTES: 48 KiB less its static shared memory until raised); raised under mu.
+  std::atomic<uint32_t> dynamic_limit{0};
+  std::mutex mu;
 };
+
+// Opts `kernel` in to `bytes` of dynamic shared memory when that is above what it may take
+// now (above 48 KiB: CUDA requires cuFuncSetAttribute before such a launch, which otherwise
+// fails with CUDA_ERROR_INVALID_VALUE). Once per kernel and larger size; `what` names the call.
+Status EnsureSharedMemory(const CudaDevice& dev, loom_kernel* k, uint32_t bytes,
+                          const std::string& what) {
+  CudaKernel* kernel = static_cast<CudaKernel*>(k);
+  if (bytes <= kernel->dynamic_limit.load(std::memory_order_acquire)) return Ok();
+  std::lock_guard<std::mutex> lock(kernel->mu);
+  if (bytes <= kernel->dynamic_limit.load(std::memory_order_relaxed)) return Ok();
+  uint64_t total = uint64_t{bytes} + kernel->static_shared;
+  if (total > dev.props.max_shared_memory_per_block_optin) {
+    return Errorf(LOOM_ERR_INVALID_ARGUMENT,
+                  "%s: %u bytes of dynamic shared memory and the kernel's %u static bytes "
+                  "exceed the device's %u (its limit with opt-in)",
+                  what.c_str(), bytes, kernel->static_shared,
+                  dev.props.max_shared_memory_per_block_optin);
+  }
+  CUresult result = dev.drv->cuFuncSetAttribute(kernel->function,
+                                                kFuncAttrMaxDynamicSharedSizeBytes,
+                                                static_cast<int>(bytes));
+  if (result != kSuccess) {
+    return Failure(*dev.drv, result, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", what);
+  }
+  kernel->dynamic_limit.store(bytes, std::memory_order_release);
+  return Ok();
+}
 
 class CudaModule : public loom_module {
  public:
@@ -607,6 +649,19 @@ class CudaModule : public loom_module {
       return Failure(*dev->drv, result, "cuModuleGetFunction",
                      "module_get_kernel '" + kernel_name + "'");
     }
+    int static_shared = 0, dynamic_limit = 0;
+    result = dev->drv->cuFuncGetAttribute(&static_shared, kFuncAttrSharedSizeBytes,
+                                          kernel->function);
+    if (result == kSuccess) {
+      result = dev->drv->cuFuncGetAttribute(&dynamic_limit, kFuncAttrMaxDynamicSharedSizeBytes,
+                                            kernel->function);
+    }
+    if (result != kSuccess) {
+      return Failure(*dev->drv, result, "cuFuncGetAttribute",
+                     "module_get_kernel '" + kernel_name + "'");
+    }
+    kernel->static_shared = static_cast<uint32_t>(static_shared);
+    kernel->dynamic_limit.store(static_cast<uint32_t>(dynamic_limit));
     *out = std::move(kernel);
     return Ok();
   }
@@ -707,6 +762,9 @@ class CudaExec : public loom_graph_exec {
   }
   Status UpdateKernelNode(uint32_t node, const LaunchSpec& launch) override {
     ContextScope scope(dev->drv, dev->context);
+    Status shared = EnsureSharedMemory(*dev, nodes[node].kernel, launch.shared_bytes,
+                                       "graph_exec_update_kernel_node " + std::to_string(node));
+    if (!shared.ok()) return shared;
     std::vector<uint8_t> blob = PackArguments(*dev, launch);
     size_t blob_size;
     void* extra[5];
@@ -735,6 +793,9 @@ class CudaGraph : public loom_graph {
     const char* call = "";
     switch (node.kind) {
       case NodeKind::kKernel: {
+        Status shared = EnsureSharedMemory(*dev, node.kernel, node.launch.shared_bytes,
+                                           "graph kernel node " + std::to_string(id));
+        if (!shared.ok()) return shared;
         std::vector<uint8_t> blob = PackArguments(*dev, node.launch);
         size_t blob_size;
         void* extra[5];
@@ -877,6 +938,9 @@ class CudaStream : public loom_stream {
   }
   Status Launch(loom_kernel* kernel, const LaunchSpec& spec) override {
     ContextScope scope(dev->drv, dev->context);
+    Status shared = EnsureSharedMemory(*dev, kernel, spec.shared_bytes,
+                                       "kernel launch '" + kernel->name + "'");
+    if (!shared.ok()) return shared;
     std::vector<uint8_t> blob = PackArguments(*dev, spec);
     size_t blob_size;
     void* extra[5];
@@ -1006,8 +1070,8 @@ Status CudaDevice::Open(int index) {
   char name[sizeof(props.name)] = {};
   result = d.cuDeviceGetName(name, sizeof(name) - 1, device);
   if (result != kSuccess) return Failure(d, result, "cuDeviceGetName", "loom_device_open");
-  int values[12];
-  const int attributes[12] = {kAttrMaxThreadsPerBlock,
+  int values[13];
+  const int attributes[13] = {kAttrMaxThreadsPerBlock,
                               kAttrMaxBlockDimX,
                               kAttrMaxBlockDimX + 1,
                               kAttrMaxBlockDimX + 2,
@@ -1018,8 +1082,9 @@ Status CudaDevice::Open(int index) {
                               kAttrWarpSize,
                               kAttrMultiprocessorCount,
                               kAttrComputeCapabilityMajor,
-                              kAttrComputeCapabilityMinor};
-  for (int i = 0; i < 12; i++) {
+                              kAttrComputeCapabilityMinor,
+                              kAttrMaxSharedMemoryPerBlockOptin};
+  for (int i = 0; i < 13; i++) {
     result = d.cuDeviceGetAttribute(&values[i], attributes[i], device);
     if (result != kSuccess) return Failure(d, result, "cuDeviceGetAttribute", "loom_device_open");
   }
@@ -1055,6 +1120,8 @@ Status CudaDevice::Open(int index) {
     props.max_grid_dim[i] = static_cast<uint32_t>(values[4 + i]);
   }
   props.max_shared_memory_per_block = static_cast<uint32_t>(values[7]);
+  props.max_shared_memory_per_block_optin =
+      static_cast<uint32_t>(std::max(values[12], values[7]));
   props.warp_size = static_cast<uint32_t>(values[8]);
   return Ok();
 }

@@ -871,6 +871,7 @@ class HostDevice : public loom_device {
     props.max_grid_dim[1] = 65535;
     props.max_grid_dim[2] = 65535;
     props.max_shared_memory_per_block = 1 << 20;
+    props.max_shared_memory_per_block_optin = 1 << 20;
     props.warp_size = 1;
   }
 

@@ -388,7 +388,8 @@ LOOM_TEST(BadLaunchArgumentsNameTheProblem) {
   CHECK_STATUS(LOOM_ERR_INVALID_ARGUMENT, loom_kernel_launch(stream, kernel, &p));
   CHECK(Contains(StreamError(stream), "threads per block"));
   p = fresh();
-  p.shared_bytes = props.max_shared_memory_per_block + 1;
+  CHECK(props.max_shared_memory_per_block_optin >= props.max_shared_memory_per_block);
+  p.shared_bytes = props.max_shared_memory_per_block_optin + 1;
   CHECK_STATUS(LOOM_ERR_INVALID_ARGUMENT, loom_kernel_launch(stream, kernel, &p));
   CHECK(Contains(StreamError(stream), "shared memory"));
   p = fresh();

@@ -20,6 +20,14 @@ extern "C" __global__ void saxpy(const float* x, float* y, unsigned int* violati
   unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = a * x[i] + y[i]; else atomicOr(violation, 1u);
 }
+// Reverses n floats through dynamic shared memory (n * 4 bytes of it: above 48 KiB in the test).
+extern "C" __global__ void shared_reverse(const float* x, float* y, unsigned int* violation,
+                                          unsigned int n) {
+  extern __shared__ float tile[];
+  for (unsigned int i = threadIdx.x; i < n; i += blockDim.x) tile[i] = x[i];
+  __syncthreads();
+  for (unsigned int i = threadIdx.x; i < n; i += blockDim.x) y[i] = tile[n - 1 - i];
+}
 extern "C" __global__ void iota(unsigned int* out, unsigned int* violation, unsigned int n,
                                 unsigned int base) {
   unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -198,6 +206,59 @@ LOOM_TEST(NvrtcKernelCopiesAndFills) {
   loom_kernel* missing = nullptr;
   CHECK_STATUS(LOOM_ERR_NOT_FOUND, loom_module_get_kernel(gpu.module, "nope", &missing));
   for (loom_buffer* b : {bx, by, bz, words}) loom_buffer_destroy(b);
+}
+
+// A launch asking for more than 48 KiB of shared memory is opted in (cuFuncSetAttribute) by
+// the shim, directly and as a graph node; one beyond the opt-in limit fails with a message.
+LOOM_TEST(SharedMemoryAbove48KiB) {
+  NEED_GPU(gpu);
+  loom_device_props props = {};
+  props.struct_size = sizeof(props);
+  REQUIRE_OK(loom_device_get_props(gpu.device, &props));
+  CHECK_EQ(props.max_shared_memory_per_block, 48u << 10);
+  printf("    opt-in shared memory per block: %u bytes\n", props.max_shared_memory_per_block_optin);
+  REQUIRE(props.max_shared_memory_per_block_optin >= 96u << 10);  // sm_70 and later
+  loom_kernel* kernel = gpu.Kernel("shared_reverse");
+  REQUIRE(kernel != nullptr);
+  const uint32_t most = props.max_shared_memory_per_block_optin / 4;
+  loom_buffer* bx = gpu.Buffer(most * 4);
+  loom_buffer* by = gpu.Buffer(most * 4);
+  REQUIRE(bx && by);
+  // 64 KiB, then the whole opt-in limit (the attribute raised twice), then as a graph node.
+  for (uint32_t n : {16384u, most, most - 1000}) {
+    std::vector<float> x(n), y(n);
+    for (float& v : x) v = RandomFloat();
+    REQUIRE_OK(loom_stream_copy_h2d(gpu.stream, bx, 0, x.data(), n * 4));
+    Launch launch(1, 1024);
+    launch.Bind(bx).Bind(by).Add(n);
+    launch.params.shared_bytes = n * 4;
+    if (n != most - 1000) {
+      REQUIRE_OK(loom_kernel_launch(gpu.stream, kernel, launch.Get()));
+    } else {
+      loom_graph* graph = nullptr;
+      REQUIRE_OK(loom_graph_create(gpu.device, &graph));
+      uint32_t node = 0;
+      REQUIRE_OK(loom_graph_add_kernel_node(graph, kernel, launch.Get(), nullptr, 0, &node));
+      loom_graph_exec* exec = nullptr;
+      REQUIRE_OK(loom_graph_instantiate(graph, &exec));
+      loom_graph_destroy(graph);
+      REQUIRE_OK(loom_graph_exec_launch(exec, gpu.stream));
+      REQUIRE_OK(loom_stream_synchronize(gpu.stream));
+      loom_graph_exec_destroy(exec);
+    }
+    REQUIRE_OK(loom_stream_copy_d2h(gpu.stream, y.data(), by, 0, n * 4));
+    REQUIRE_OK(loom_stream_synchronize(gpu.stream));
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < n; i++) bad += y[i] != x[n - 1 - i];
+    CHECK_EQ(bad, 0u);
+  }
+  Launch over(1, 1024);
+  over.Bind(bx).Bind(by).Add(most);
+  over.params.shared_bytes = props.max_shared_memory_per_block_optin + 4;
+  CHECK_STATUS(LOOM_ERR_INVALID_ARGUMENT, loom_kernel_launch(gpu.stream, kernel, over.Get()));
+  CHECK(Message(gpu.stream).find("opt-in") != std::string::npos);
+  REQUIRE_OK(loom_stream_synchronize(gpu.stream));
+  for (loom_buffer* b : {bx, by}) loom_buffer_destroy(b);
 }
 
 LOOM_TEST(CompileErrorCarriesTheLog) {

@@ -85,8 +85,14 @@ typedef struct loom_device_props {
   uint32_t max_threads_per_block;
   uint32_t max_block_dim[3];
   uint32_t max_grid_dim[3];
+  /* Shared memory a block gets without asking (CUDA: 48 KiB). */
   uint32_t max_shared_memory_per_block;
   uint32_t warp_size;            /* 1 on host */
+  /* Shared memory a launch may ask for (added in ABI 1's third revision; an older caller's
+     struct_size leaves it out): CUDA's opt-in limit (227 KiB on sm_90, 163 KiB on sm_80). A
+     launch asking for more than max_shared_memory_per_block is opted in by the shim
+     (cuFuncSetAttribute, once per kernel and size); the host backend's two limits are equal. */
+  uint32_t max_shared_memory_per_block_optin;
 } loom_device_props;
 
 typedef struct loom_device_open_params {

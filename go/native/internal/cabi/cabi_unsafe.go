@@ -255,6 +255,8 @@ type DeviceProps struct {
 	MaxGridDim              [3]uint32
 	MaxSharedMemoryPerBlock uint32
 	WarpSize                uint32
+	// MaxSharedMemoryPerBlockOptin is max_shared_memory_per_block_optin.
+	MaxSharedMemoryPerBlockOptin uint32
 }
 
 // DeviceGetProps is loom_device_get_props.
@@ -276,6 +278,8 @@ func DeviceGetProps(d Device) (DeviceProps, *Failure) {
 		MaxThreadsPerBlock:      uint32(p.max_threads_per_block),
 		MaxSharedMemoryPerBlock: uint32(p.max_shared_memory_per_block),
 		WarpSize:                uint32(p.warp_size),
+
+		MaxSharedMemoryPerBlockOptin: uint32(p.max_shared_memory_per_block_optin),
 	}
 	for i := 0; i < 3; i++ {
 		out.MaxBlockDim[i] = uint32(p.max_block_dim[i])

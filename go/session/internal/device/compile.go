@@ -122,10 +122,11 @@ func SignatureOf(a *loom.Artifact, props native.Props) (KernelSignature, error) 
 		sig.WorkloadScalars = append(sig.WorkloadScalars, index)
 	}
 	limits := loom.Limits{
-		MaxThreadsPerBlock:      props.MaxThreadsPerBlock,
-		MaxBlockDim:             props.MaxBlockDim,
-		MaxGridDim:              props.MaxGridDim,
-		MaxSharedMemoryPerBlock: props.MaxSharedMemoryPerBlock,
+		MaxThreadsPerBlock: props.MaxThreadsPerBlock,
+		MaxBlockDim:        props.MaxBlockDim,
+		MaxGridDim:         props.MaxGridDim,
+		// What a launch may ask for: the shim opts a kernel in above the default 48 KiB.
+		MaxSharedMemoryPerBlock: max(props.MaxSharedMemoryPerBlockOptin, props.MaxSharedMemoryPerBlock),
 	}
 	// The closure keeps what LaunchConfig reads, not the artifact: its C text and IR are
 	// megabytes across a model's kernels, and loading the kernel needs them no longer.
