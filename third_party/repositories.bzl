@@ -2,9 +2,11 @@
 
 Nothing here downloads from a code host: Bazel's own dependencies come from
 Debian's packages, rules_go and the Go modules from the Go module proxy,
-checked against //third_party:go.sum.
+checked against //third_party:go.sum, and NVRTC from its PyPI wheel, checked
+against its sha256.
 """
 
+load("@bazel_tools//tools/build_defs/repo:http.bzl", "http_archive")
 load(":go_module.bzl", "go_module")
 load(":local_repositories.bzl", "DEBIAN_BAZEL", "coverage_tools_stub", "debian_rules_cc")
 
@@ -54,6 +56,22 @@ def loom_repositories():
     _module("com_github_go_logr_stdr", "github.com/go-logr/stdr", "v1.2.2")
     _module("com_github_cespare_xxhash_v2", "github.com/cespare/xxhash/v2", "v2.3.0")
     _module("com_github_google_uuid", "github.com/google/uuid", "v1.6.0")
+
+    # NVRTC for the tests that compile CUDA C (//shim:compile_test, go/native's, and the GPU
+    # tests): a declared input (//third_party/nvrtc:BUILD.nvrtc.bazel). tools/cuda/fetch.sh
+    # reads NVRTC_WHEEL_SHA256 from here, so the go.work build uses the same wheel. A wheel is a
+    # zip.
+    http_archive(
+        name = "nvrtc",
+        urls = [NVRTC_WHEEL_URL],
+        sha256 = NVRTC_WHEEL_SHA256,
+        type = "zip",
+        build_file = "//third_party/nvrtc:BUILD.nvrtc.bazel",
+    )
+
+# nvidia-cuda-nvrtc-cu12 12.9.86, manylinux x86-64 (https://pypi.org/simple/nvidia-cuda-nvrtc-cu12/).
+NVRTC_WHEEL_URL = "https://files.pythonhosted.org/packages/b8/85/e4af82cc9202023862090bfca4ea827d533329e925c758f0cde964cb54b7/nvidia_cuda_nvrtc_cu12-12.9.86-py3-none-manylinux2010_x86_64.manylinux_2_12_x86_64.whl"
+NVRTC_WHEEL_SHA256 = "210cf05005a447e29214e9ce50851e83fc5f4358df8b453155d5e1918094dcb4"
 
 def _module(name, importpath, version):
     go_module(

@@ -212,3 +212,51 @@ def loom_aot_kernels(name, package, variants = LOOM_AOT_VARIANTS, visibility = N
 def filegroup(**kwargs):
     """Bazel's filegroup, re-exported so BUILD files load every rule from here."""
     native.filegroup(**kwargs)
+
+# NVRTC as a declared input of a test (@nvrtc, third_party/repositories.bzl): add NVRTC_DATA to
+# its data and NVRTC_ENV to its env, and the shim loads exactly that library.
+NVRTC_DATA = ["@nvrtc//:libnvrtc"]
+
+NVRTC_ENV = {"LOOM_NVRTC_LIBRARY": "$(rootpath @nvrtc//:libnvrtc)"}
+
+# Tests that need an NVIDIA GPU (docs/bazel.md). The "gpu" tag keeps them out of a plain
+# `bazel test //...` (.bazelrc: --test_tag_filters=-gpu) and `--config=gpu` selects them;
+# LOOM_GPU_EXEC_PROPERTIES route their test actions to a remote executor's GPU workers. An
+# organization whose GPU workers advertise another platform property changes it here.
+LOOM_GPU_TAGS = ["gpu"]
+
+LOOM_GPU_EXEC_PROPERTIES = {"Pool": "gpu"}
+
+def gpu_test(name, test, args = [], size = "medium", tags = [], **kwargs):
+    """A test that runs another test's binary on a GPU executor, strictly.
+
+    The binary is built as `test` (a cc_test or go_test whose CUDA tests skip where there is
+    no GPU) and run by //tools:gpu_test.sh, which fails on any skipped test, on "no tests to
+    run" and on a nonzero exit, as the device check does. The wrapper's only action is the
+    test itself, so its exec_properties (LOOM_GPU_EXEC_PROPERTIES; Bazel 4 applies a target's
+    exec_properties to all of its actions) send only the run to a GPU worker: compiling and
+    linking stay on CPU workers. NVRTC is a declared input (NVRTC_DATA, NVRTC_ENV); the NVIDIA
+    driver (libcuda.so.1) is the executor's.
+
+    Args:
+      name: the target.
+      test: the label of the test whose binary runs.
+      args: the binary's arguments (a go_test: -test.run=... -test.v; without -test.v a
+        skipped Go test would not show).
+      size: the test size.
+      tags: more tags (LOOM_GPU_TAGS are always added).
+      **kwargs: other sh_test attributes (timeout, ...).
+    """
+    env = dict(NVRTC_ENV)
+    env["LOOM_REQUIRE_NVRTC"] = "1"
+    native.sh_test(
+        name = name,
+        srcs = ["//tools:gpu_test.sh"],
+        args = ["$(rootpath %s)" % test] + args,
+        data = [test] + NVRTC_DATA,
+        env = env,
+        size = size,
+        tags = LOOM_GPU_TAGS + tags,
+        exec_properties = LOOM_GPU_EXEC_PROPERTIES,
+        **kwargs
+    )

@@ -56,7 +56,10 @@ type KernelSource struct {
 type CacheStats struct {
 	Hits    int64 // artifacts served from disk (or by a concurrent compilation of the same key)
 	Misses  int64 // artifacts compiled (no entry, or a corrupt one)
-	Corrupt int64 // entries that failed verification and were recompiled
+	Corrupt int64 // entries (artifacts or images) that failed verification and were rebuilt
+	// ImageHits and ImageMisses count CachedImage: device images (cubins) served from disk,
+	// and built.
+	ImageHits, ImageMisses int64
 }
 
 // Compiler compiles kernels. It is safe for concurrent use; Close releases its private files.
@@ -76,7 +79,8 @@ type Compiler struct {
 	inflight map[string]*flight
 	closed   bool
 
-	hits, misses, corrupt atomic.Int64
+	hits, misses, corrupt  atomic.Int64
+	imageHits, imageMisses atomic.Int64
 }
 
 type flight struct {
@@ -111,7 +115,8 @@ func (c *Compiler) Close() error {
 
 // Stats returns the cache counters.
 func (c *Compiler) Stats() CacheStats {
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Corrupt: c.corrupt.Load()}
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Corrupt: c.corrupt.Load(),
+		ImageHits: c.imageHits.Load(), ImageMisses: c.imageMisses.Load()}
 }
 
 // CacheDir returns the directory artifacts are cached in (after the first compilation).

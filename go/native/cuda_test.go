@@ -55,6 +55,7 @@ func TestCUDAProps(t *testing.T) {
 	assert.Greater(t, p.ComputeUnits, uint32(0))
 	assert.EqualValues(t, 48<<10, p.MaxSharedMemoryPerBlock)
 	assert.GreaterOrEqual(t, p.MaxSharedMemoryPerBlockOptin, uint32(96<<10), "opt-in shared memory (sm_70 and later)")
+	assert.GreaterOrEqual(t, p.DriverVersion, uint32(11000), "driver version")
 }
 
 func TestCUDASourceKernelMatchesGo(t *testing.T) {

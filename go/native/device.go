@@ -49,6 +49,9 @@ type Props struct {
 	MaxSharedMemoryPerBlock      uint32
 	MaxSharedMemoryPerBlockOptin uint32
 	WarpSize                     uint32 // 1 on the host backend
+	// DriverVersion is the CUDA driver's version as cuDriverGetVersion reports it (12080 for
+	// 12.8); 0 on the host backend.
+	DriverVersion uint32
 }
 
 // OpenOptions tune Open; nil means the defaults.
@@ -135,6 +138,7 @@ func Open(backend Backend, index int, opts *OpenOptions) (*Device, error) {
 		WarpSize:                p.WarpSize,
 
 		MaxSharedMemoryPerBlockOptin: p.MaxSharedMemoryPerBlockOptin,
+		DriverVersion:                p.DriverVersion,
 	}, discrete: backend != BackendHost || flags&cabi.DeviceDiscrete != 0}
 	d.c = newCore("device", func() { cabi.DeviceDestroy(h) })
 	guard(d, d.c)

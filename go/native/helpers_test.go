@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Under Bazel, LOOM_NVRTC_LIBRARY is @nvrtc's $(rootpath): relative to the workspace's
+	// runfiles directory, which rules_go's test runner has left for the package's directory.
+	if lib := os.Getenv("LOOM_NVRTC_LIBRARY"); lib != "" && !filepath.IsAbs(lib) && os.Getenv("TEST_SRCDIR") != "" {
+		os.Setenv("LOOM_NVRTC_LIBRARY", filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), lib))
+	}
 	native.SetLeakHook(func(kind string) {
 		leakMu.Lock()
 		leakKinds = append(leakKinds, kind)

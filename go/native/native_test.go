@@ -35,6 +35,7 @@ func TestHostDeviceProps(t *testing.T) {
 	assert.EqualValues(t, 2, p.ComputeUnits, "worker threads asked for")
 	assert.EqualValues(t, 1<<20, p.MaxSharedMemoryPerBlock)
 	assert.Equal(t, p.MaxSharedMemoryPerBlock, p.MaxSharedMemoryPerBlockOptin)
+	assert.Zero(t, p.DriverVersion)
 	assert.NotEmpty(t, p.Name)
 	assert.Greater(t, p.TotalMemory, uint64(0))
 	assert.Contains(t, dev.String(), p.Target)

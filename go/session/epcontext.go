@@ -436,7 +436,7 @@ func (s *InferenceSession) installEPContext(l *epContextLoad) error {
 		}
 		m := c.ModuleByKey[a.Key]
 		if m == nil {
-			if m, err = device.LoadArtifact(op, s.dev, &a); err != nil {
+			if m, err = device.LoadArtifact(op, s.dev, nil, &a); err != nil {
 				return tensor.WrapError(op, kindOf(err), err, "EPContext node %q: %s", l.node, name)
 			}
 			c.ModuleByKey[a.Key] = m

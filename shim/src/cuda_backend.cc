@@ -134,6 +134,7 @@ struct Driver {
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
   CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int*);
   CUresult (*cuDeviceGetCount)(int*);
   CUresult (*cuDeviceGet)(CUdevice*, int);
   CUresult (*cuDeviceGetName)(char*, int, CUdevice);
@@ -233,6 +234,7 @@ Status LoadDriverOnce(Driver* d) {
   need(&d->cuGetErrorName, {"cuGetErrorName"});
   need(&d->cuGetErrorString, {"cuGetErrorString"});
   need(&d->cuInit, {"cuInit"});
+  need(&d->cuDriverGetVersion, {"cuDriverGetVersion"});
   need(&d->cuDeviceGetCount, {"cuDeviceGetCount"});
   need(&d->cuDeviceGet, {"cuDeviceGet"});
   need(&d->cuDeviceGetName, {"cuDeviceGetName"});
@@ -1122,6 +1124,10 @@ Status CudaDevice::Open(int index) {
   props.max_shared_memory_per_block = static_cast<uint32_t>(values[7]);
   props.max_shared_memory_per_block_optin =
       static_cast<uint32_t>(std::max(values[12], values[7]));
+  int driver_version = 0;
+  if (d.cuDriverGetVersion(&driver_version) == kSuccess && driver_version > 0) {
+    props.driver_version = static_cast<uint32_t>(driver_version);
+  }
   props.warp_size = static_cast<uint32_t>(values[8]);
   return Ok();
 }

@@ -158,7 +158,9 @@ LOOM_TEST(DeviceProps) {
   CHECK_EQ(props.warp_size, 32u);
   CHECK(props.max_threads_per_block >= 1024);
   CHECK(props.total_memory > 0);
-  printf("    %s, %s, %u SMs\n", props.name, props.target, props.compute_units);
+  CHECK(props.driver_version >= 11000);
+  printf("    %s, %s, %u SMs, driver %u\n", props.name, props.target, props.compute_units,
+         props.driver_version);
 }
 
 LOOM_TEST(NvrtcKernelCopiesAndFills) {

@@ -13,9 +13,18 @@ set -euo pipefail
 dir="${LOOM_CUDA_DIR:-$HOME/.cache/loom-cuda}"
 mkdir -p "$dir/wheels"
 
+# NVRTC's pin is the Bazel workspace's (@nvrtc in third_party/repositories.bzl), read from there
+# so that the go.work build and Bazel test with the same wheel.
+bzl="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/third_party/repositories.bzl"
+nvrtc_sum=$(sed -n 's/^NVRTC_WHEEL_SHA256 = "\([0-9a-f]*\)"$/\1/p' "$bzl")
+if [ ${#nvrtc_sum} -ne 64 ]; then
+  echo "tools/cuda/fetch.sh: no NVRTC_WHEEL_SHA256 in $bzl" >&2
+  exit 1
+fi
+
 # name version sha256 (of the manylinux x86_64 wheel)
 wheels=(
-  "nvidia-cuda-nvrtc-cu12 12.9.86 210cf05005a447e29214e9ce50851e83fc5f4358df8b453155d5e1918094dcb4"
+  "nvidia-cuda-nvrtc-cu12 12.9.86 $nvrtc_sum"
   "nvidia-cuda-cuobjdump 13.2.86 d332c2ffe78e703ca0a3894be927f83124244e2acf0d792b8c12b4362d44d837"
 )
 

@@ -7,24 +7,27 @@
 #   (carry out/devicecheck to the GPU machine, e.g. with the device tool's carry)
 #   bash out/devicecheck/run.sh          # prints the table, writes out/devicecheck/devicecheck.log
 #
-# What it builds, each a test binary of the CUDA backend:
-#   shim_cuda_test   shim/tests/cuda_test.cc: the C ABI on a real GPU (NVRTC kernel, copies, fills,
-#                    shared memory, events, host callbacks, explicit and captured graphs with
-#                    in-place updates, sticky injected faults)
-#   shim_abi_test    shim/tests/abi_test.cc: the ABI contract, now with a driver present
-#   native.test      go test -c of go/native: its TestCUDA* tests (NVRTC kernels against Go,
-#                    graph and capture replay, a fenced NativeSession on a CUDA runtime)
-#   shim_compile_test shim/tests/compile_test.cc: loom_code_compile (NVRTC without a device)
-#   device.test      go test -c of go/session/internal/device: its TestCUDA* tests (Loom kernels
-#                    compiled to CUDA C, loaded through NVRTC, recorded graphs against sequential
-#                    execution)
-#   exec.test        go test -c of go/session/internal/exec: TestCUDAShippedCubinsLoad (every
-#                    cubin kernels/aot ships for the GPU's target, loaded by the driver alone)
-#   ep.test          go test -c of go/session/internal/ep: TestCUDAProvider
+# What it builds: the test binaries of the GPU test targets (the targets `bazel test
+# --config=gpu` runs: tools/defs.bzl's gpu_test, docs/bazel.md), built by Bazel and copied from
+# bazel-bin, each a test binary of the CUDA backend:
+#   shim_cuda_test    //shim:cuda_test: the C ABI on a real GPU (NVRTC kernel, copies, fills,
+#                     shared memory above 48 KiB, mapped memory, events, host callbacks,
+#                     explicit and captured graphs with in-place updates, sticky injected faults)
+#   shim_abi_test     //shim:abi_test: the ABI contract, now with a driver present
+#   shim_compile_test //shim:compile_test: loom_code_compile (NVRTC without a device)
+#   native.test       //go/native:native_test: its TestCUDA* tests (NVRTC kernels against Go,
+#                     graph and capture replay, a fenced NativeSession on a CUDA runtime)
+#   device.test       //go/session/internal/device:device_test: its TestCUDA* tests (Loom
+#                     kernels compiled to CUDA C, loaded through NVRTC, recorded graphs against
+#                     sequential execution)
+#   exec.test         //go/session/internal/exec:exec_test: TestCUDAShippedCubinsLoad (every
+#                     cubin kernels/aot ships for the GPU's target, loaded by the driver alone)
+#   ep.test           //go/session/internal/ep:ep_test: TestCUDAProvider
 # The folder is packed into out/devicecheck.tar.gz as well (the test binaries embed the shipped
 # kernels: tens of MB each), which is what the device tool carries.
-# Binaries link libstdc++ and libgcc statically; glibc stays dynamic because the driver is loaded
-# with dlopen (a fully static binary cannot dlopen libcuda reliably).
+# The binaries link libstdc++ and libgcc statically (.bazelrc's BAZEL_LINKOPTS/BAZEL_LINKLIBS;
+# this script checks with ldd); glibc stays dynamic because the driver is loaded with dlopen (a
+# fully static binary cannot dlopen libcuda reliably).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root=$PWD
@@ -32,25 +35,43 @@ out=$root/out/devicecheck
 rm -rf "$out"
 mkdir -p "$out/bin"
 
-cxxflags=(-std=c++17 -O2 -g -Wall -Wextra -I"$root/shim/include" -I"$root/shim/src")
-shim_srcs=("$root"/shim/src/*.cc)
-for suite in cuda abi compile; do
-  echo "building shim_${suite}_test"
-  g++ "${cxxflags[@]}" "$root/shim/tests/${suite}_test.cc" "${shim_srcs[@]}" \
-    -static-libstdc++ -static-libgcc -ldl -lpthread -o "$out/bin/shim_${suite}_test"
+# label  binary-in-bazel-bin  name-in-out/bin
+binaries=(
+  "//shim:cuda_test shim/cuda_test shim_cuda_test"
+  "//shim:abi_test shim/abi_test shim_abi_test"
+  "//shim:compile_test shim/compile_test shim_compile_test"
+  "//go/native:native_test go/native/native_test_/native_test native.test"
+  "//go/session/internal/device:device_test go/session/internal/device/device_test_/device_test device.test"
+  "//go/session/internal/exec:exec_test go/session/internal/exec/exec_test_/exec_test exec.test"
+  "//go/session/internal/ep:ep_test go/session/internal/ep/ep_test_/ep_test ep.test"
+)
+labels=()
+for b in "${binaries[@]}"; do labels+=("${b%% *}"); done
+if [ -z "${GOROOT:-}" ] && ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
+  export PATH="/usr/local/go/bin:$PATH"
+fi
+if ! command -v bazel >/dev/null; then
+  echo "devicecheck/build.sh: installing Bazel (Debian's bazel-bootstrap and its rules)" >&2
+  sudo=()
+  [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq >&2
+  "${sudo[@]}" apt-get install -y -qq bazel-bootstrap bazel-rules-cc bazel-rules-java bazel-rules-proto bazel-skylib >&2
+fi
+echo "bazel build ${labels[*]}"
+bazel build --color=no --curses=no "${labels[@]}"
+bin=$(bazel info bazel-bin 2>/dev/null)
+for b in "${binaries[@]}"; do
+  read -r _ path name <<<"$b"
+  cp "$bin/$path" "$out/bin/$name"
+  chmod u+w "$out/bin/$name"
+  strip --strip-debug "$out/bin/$name" 2>/dev/null || true
+  # Only glibc's libraries: the GPU machine's libstdc++ (if any) is not ours.
+  if ldd "$out/bin/$name" | grep -v -E 'linux-vdso|ld-linux|lib(c|m|dl|pthread|resolv|rt)\.so' | grep -q .; then
+    echo "devicecheck/build.sh: $name links more than glibc:" >&2
+    ldd "$out/bin/$name" >&2
+    exit 1
+  fi
 done
-
-echo "building native.test, device.test, exec.test and ep.test"
-# -race is left out: the race runtime wants a newer glibc than some GPU images have. -s -w: no
-# symbol tables (the binaries are carried to the GPU machine).
-gotest() { # DIR PKG OUT
-  (cd "$1" && GOTOOLCHAIN=local CGO_LDFLAGS="-static-libstdc++ -static-libgcc" \
-    go test -c -ldflags="-s -w" -o "$out/bin/$3" "$2")
-}
-gotest go/native . native.test
-gotest go/session ./internal/device device.test
-gotest go/session ./internal/exec exec.test
-gotest go/session ./internal/ep ep.test
 
 cp tools/devicecheck/run.sh "$out/run.sh"
 chmod +x "$out/run.sh"

@@ -93,6 +93,9 @@ typedef struct loom_device_props {
      launch asking for more than max_shared_memory_per_block is opted in by the shim
      (cuFuncSetAttribute, once per kernel and size); the host backend's two limits are equal. */
   uint32_t max_shared_memory_per_block_optin;
+  /* CUDA: the driver's version as cuDriverGetVersion reports it (12080 for 12.8); 0 on host.
+     Added with max_shared_memory_per_block_optin. Part of the on-disk key of compiled images. */
+  uint32_t driver_version;
 } loom_device_props;
 
 typedef struct loom_device_open_params {

@@ -257,6 +257,7 @@ type DeviceProps struct {
 	WarpSize                uint32
 	// MaxSharedMemoryPerBlockOptin is max_shared_memory_per_block_optin.
 	MaxSharedMemoryPerBlockOptin uint32
+	DriverVersion                uint32
 }
 
 // DeviceGetProps is loom_device_get_props.
@@ -280,6 +281,7 @@ func DeviceGetProps(d Device) (DeviceProps, *Failure) {
 		WarpSize:                uint32(p.warp_size),
 
 		MaxSharedMemoryPerBlockOptin: uint32(p.max_shared_memory_per_block_optin),
+		DriverVersion:                uint32(p.driver_version),
 	}
 	for i := 0; i < 3; i++ {
 		out.MaxBlockDim[i] = uint32(p.max_block_dim[i])

@@ -6,4 +6,4 @@ package cabi
 // and *.h) that this package compiles through shim_amalgamation.cc. The go command's build
 // cache does not see those files (they are outside the package's directory), so this file
 // changes with them, and with it the package: see package shimhash.
-const ShimSourcesHash = "7ac6a282aeae54c74b5a193c211a76f60fefcd1f5bac421a2f3ff66bf060c3c9"
+const ShimSourcesHash = "bf612b43cd63a81074ba0b90f157985ffe4f7ea589d163103fb2ce856acbe157"

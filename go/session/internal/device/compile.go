@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/native"
@@ -149,8 +150,10 @@ func SignatureOf(a *loom.Artifact, props native.Props) (KernelSignature, error) 
 	return sig, nil
 }
 
-// loadArtifact loads a compiled kernel's module on dev.
-func LoadArtifact(op string, dev *native.Device, a *loom.Artifact) (*native.Module, error) {
+// LoadArtifact loads a compiled kernel's module on dev. On CUDA the artifact's CUDA C becomes a
+// cubin through lc's on-disk image cache (CUDAImage) when lc is not nil; without a compiler the
+// shim compiles the source with NVRTC at load time, every time.
+func LoadArtifact(op string, dev *native.Device, lc *loom.Compiler, a *loom.Artifact) (*native.Module, error) {
 	if a.Target != dev.Target() {
 		return nil, tensor.NewError(op, tensor.ErrTargetMismatch, "kernel %s was compiled for %s but %s needs %s", a.Kernel, a.Target, dev, dev.Target())
 	}
@@ -158,7 +161,13 @@ func LoadArtifact(op string, dev *native.Device, a *loom.Artifact) (*native.Modu
 		m   *native.Module
 		err error
 	)
-	if dev.Backend() == native.BackendCUDA {
+	if dev.Backend() == native.BackendCUDA && lc != nil {
+		var image []byte
+		if image, err = CUDAImage(lc, a, dev.Props().DriverVersion); err != nil {
+			return nil, tensor.WrapError(op, tensor.ErrCompile, err, "cannot compile kernel %s for %s", a.Kernel, a.Target)
+		}
+		m, err = dev.LoadCUDACubin(a.Kernel, image, a.Target)
+	} else if dev.Backend() == native.BackendCUDA {
 		m, err = dev.LoadCUDASource(a.Kernel, []byte(a.Source), a.Target)
 	} else {
 		m, err = dev.LoadHostSharedObject(a.SharedObject, a.Target)
@@ -171,4 +180,28 @@ func LoadArtifact(op string, dev *native.Device, a *loom.Artifact) (*native.Modu
 		return nil, tensor.WrapError(op, kind, err, "cannot load kernel %s", a.Kernel)
 	}
 	return m, nil
+}
+
+// CUDAImage is the cubin of a CUDA artifact: from lc's on-disk image cache (loom.CachedImage)
+// under a key of the artifact, its target, NVRTC's version and the driver's (driverVersion,
+// cuDriverGetVersion's number), or compiled by NVRTC without a device (native.CompileCUDA) and
+// cached. A session's kernels that are not shipped in the binary are compiled once per machine
+// and toolchain, not at every start; NVRTC is needed only for images not cached yet.
+func CUDAImage(lc *loom.Compiler, a *loom.Artifact, driverVersion uint32) ([]byte, error) {
+	if a.Source == "" {
+		return nil, fmt.Errorf("kernel %s: the artifact has no CUDA source", a.Kernel)
+	}
+	compiler, err := native.CUDACompiler()
+	if err != nil {
+		return nil, err
+	}
+	// "NVRTC 12.9 (/path/libnvrtc.so.12)": the version, not where the library lies.
+	compiler, _, _ = strings.Cut(compiler, " (")
+	key := loom.ImageKey{Artifact: a.Key, Target: a.Target, Kind: "cubin", Compiler: compiler,
+		Driver: fmt.Sprintf("CUDA driver %d", driverVersion)}
+	image, _, err := lc.CachedImage(key, func() ([]byte, error) {
+		image, _, err := native.CompileCUDA(a.Kernel, []byte(a.Source), a.Target, native.Cubin)
+		return image, err
+	})
+	return image, err
 }

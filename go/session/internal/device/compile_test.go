@@ -3,6 +3,7 @@ package device
 import (
 	"encoding/binary"
 	"math"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -146,4 +147,53 @@ func TestContextCompiler(t *testing.T) {
 	require.NoError(t, ctx.Close())
 	_, err = c1.Loom.Compile(fillSource("f32"), c1.Target)
 	require.ErrorIs(t, err, loom.ErrClosed, "the context closed the compiler it made")
+}
+
+// TestNVRTCImagesAreCachedOnDisk: a CUDA artifact's cubin is compiled by NVRTC once (no GPU
+// needed) and then read from the compiler's image cache, by a new compiler on the same
+// directory too; another driver version or target is another entry. The image is a CUDA ELF
+// for the artifact's SM (e_machine 190, the SM in e_flags' low byte).
+func TestNVRTCImagesAreCachedOnDisk(t *testing.T) {
+	sessiontest.RequireNVRTC(t)
+	dir := t.TempDir()
+	lc := loom.NewCompiler(loom.Config{CacheDir: dir})
+	defer lc.Close()
+	for _, target := range []string{"sm_90", "sm_80"} {
+		tgt, err := loom.ParseTarget(target)
+		require.NoError(t, err)
+		src := fillSource("f32")
+		a, err := lc.Compile(loom.KernelSource{Name: src.Name, Source: src.Source, Specialization: src.Specialization}, tgt)
+		require.NoError(t, err)
+		before := lc.Stats()
+		image, err := CUDAImage(lc, a, 12080)
+		require.NoError(t, err)
+		require.Equal(t, before.ImageMisses+1, lc.Stats().ImageMisses, "compiled by NVRTC")
+		require.Greater(t, len(image), 64)
+		require.Equal(t, []byte("\x7fELF"), image[:4])
+		require.Equal(t, uint16(190), binary.LittleEndian.Uint16(image[18:]), "e_machine EM_CUDA")
+		sm, _ := strconv.Atoi(target[3:])
+		require.Equal(t, uint32(sm), binary.LittleEndian.Uint32(image[48:])&0xff, "e_flags' SM")
+
+		again, err := CUDAImage(lc, a, 12080)
+		require.NoError(t, err)
+		require.Equal(t, image, again)
+		require.Equal(t, before.ImageHits+1, lc.Stats().ImageHits, "read back, not compiled")
+
+		other := loom.NewCompiler(loom.Config{CacheDir: dir})
+		again, err = CUDAImage(other, a, 12080)
+		require.NoError(t, err)
+		require.Equal(t, image, again)
+		require.Equal(t, int64(1), other.Stats().ImageHits, "a new compiler finds it on disk")
+		_, err = CUDAImage(other, a, 13000)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), other.Stats().ImageMisses, "another driver version: another entry")
+		require.NoError(t, other.Close())
+	}
+
+	// CUDA C that NVRTC rejects: the error carries its log, and nothing is cached.
+	bad := &loom.Artifact{Key: "0badc0de", Kernel: "broken", Target: "sm_90", Source: `extern "C" __global__ void broken(int* p) { p[0] = undefined_name; }`}
+	_, err := CUDAImage(lc, bad, 12080)
+	require.ErrorContains(t, err, "undefined_name")
+	_, err = CUDAImage(lc, &loom.Artifact{Key: "empty", Kernel: "empty", Target: "sm_90"}, 12080)
+	require.ErrorContains(t, err, "no CUDA source")
 }

@@ -473,7 +473,7 @@ func (s *ModelSession) Compile(sources []KernelSource) ([]KernelID, error) {
 			m = loaded[ck.Artifact.Key]
 		}
 		if m == nil {
-			if m, err = LoadArtifact(op, s.ctx.dev, ck.Artifact); err != nil {
+			if m, err = LoadArtifact(op, s.ctx.dev, LoomCompiler(s.ctx), ck.Artifact); err != nil {
 				return fail(err)
 			}
 			loaded[ck.Artifact.Key] = m

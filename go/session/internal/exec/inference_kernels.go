@@ -101,7 +101,7 @@ func (c *KernelCache) Get(ctx *device.ModelContext, phase RunPhase, file, symbol
 		m = c.ModuleByKey[ck.Artifact.Key]
 		fresh = m == nil
 		if fresh {
-			if m, err = device.LoadArtifact(op, ctx.Device(), ck.Artifact); err != nil {
+			if m, err = device.LoadArtifact(op, ctx.Device(), comp.Loom, ck.Artifact); err != nil {
 				return nil, err
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -27,6 +28,11 @@ func Main(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("LOOM_CACHE_DIR", cache)
+	// Under Bazel, LOOM_NVRTC_LIBRARY is @nvrtc's $(rootpath): relative to the workspace's
+	// runfiles directory, which rules_go's test runner has left for the package's directory.
+	if lib := os.Getenv("LOOM_NVRTC_LIBRARY"); lib != "" && !filepath.IsAbs(lib) && os.Getenv("TEST_SRCDIR") != "" {
+		os.Setenv("LOOM_NVRTC_LIBRARY", filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), lib))
+	}
 	var (
 		leakMu    sync.Mutex
 		leakKinds []string
@@ -71,6 +77,20 @@ func CUDADevice(t *testing.T) *native.Device {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, dev.Close()) })
 	return dev
+}
+
+// RequireNVRTC skips the test where NVRTC cannot be loaded, except under LOOM_REQUIRE_NVRTC=1
+// (tools/test and .bazelrc set it; Bazel targets declare @nvrtc), where that is a failure.
+func RequireNVRTC(t testing.TB) string {
+	t.Helper()
+	v, err := native.CUDACompiler()
+	if err != nil {
+		if os.Getenv("LOOM_REQUIRE_NVRTC") == "1" {
+			t.Fatalf("LOOM_REQUIRE_NVRTC=1 but %v", err)
+		}
+		t.Skipf("no NVRTC: %v", err)
+	}
+	return v
 }
 
 // NewRand returns a generator seeded freshly for each run; the seed is logged so a failure
