@@ -1,8 +1,11 @@
 package loom_test
 
 import (
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,4 +77,71 @@ func TestValidTestdataCompiles(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Compile(src, sm90)
 	require.NoError(t, err)
+}
+
+const blockSumSrc = `
+// block_sum adds each block's slice of x with a tree of LOG2 barrier steps in shared memory
+// (an unroll loop with barriers: the unroll pass leaves them at the top level).
+kernel block_sum[BLOCK index = 64, LOG2 index = 6] {
+	launch(n index) {
+		grid = (ceil_div(n, BLOCK), 1, 1)
+		block = (BLOCK, 1, 1)
+		shared = BLOCK * sizeof(f32)
+	}
+	device(x buffer[f32] read, y buffer[f32] write, n index) {
+		assume len(x) >= n && len(y) >= ceil_div(n, BLOCK)
+		S := shared(f32, [BLOCK])
+		t := thread_id.x
+		i := block_id.x * BLOCK + t
+		var v f32
+		if i < n {
+			v = x[i]
+		}
+		S[t] = v
+		for s := unroll(LOG2) {
+			barrier()
+			h := BLOCK >> (s + 1)
+			if t < h {
+				S[t] = S[t] + S[t + h]
+			}
+		}
+		barrier()
+		if t == 0 {
+			y[block_id.x] = S[0]
+		}
+	}
+}
+`
+
+// TestBarriersInUnrollLoops runs a block reduction whose tree steps are an unroll loop with a
+// barrier in each step, on the host (each step its own loop over the threads) against Go,
+// and checks the CUDA C has a __syncthreads() per step.
+func TestBarriersInUnrollLoops(t *testing.T) {
+	c := newCompiler(t)
+	r := newRand(t)
+	for _, block := range []int{32, 128} {
+		log2 := 5
+		if block == 128 {
+			log2 = 7
+		}
+		cfg := map[string]string{"BLOCK": strconv.Itoa(block), "LOG2": strconv.Itoa(log2)}
+		a := compileInline(t, c, blockSumSrc, "block_sum", cfg)
+		n := 3*block + 1 + r.IntN(block)
+		x := randF32(r, n)
+		blocks := (n + block - 1) / block
+		y := make([]float32, blocks)
+		res := launch(t, a, [][]byte{hostrun.F32(x), hostrun.F32(y)}, 2, int64(n))
+		require.Zero(t, res.Violation)
+		got := hostrun.ToF32(res.Buffers[1])
+		for b := range blocks {
+			var want float64
+			for i := b * block; i < min(n, (b+1)*block); i++ {
+				want += float64(x[i])
+			}
+			require.InDelta(t, want, float64(got[b]), 1e-4*(1+math.Abs(want)), "block %d of %d", b, block)
+		}
+		cuda, err := loom.Emit(loom.KernelSource{Name: "s.loom", Source: []byte(blockSumSrc), Specialization: loom.Specialization{Symbol: "block_sum", Config: cfg}}, sm90, loom.EmitCUDA)
+		require.NoError(t, err)
+		require.Equal(t, log2+1, strings.Count(cuda, "__syncthreads();"), cuda)
+	}
 }

@@ -619,11 +619,23 @@ func (g *geomChecker) check(t *testing.T, p *ops.KernelPlan, what string) {
 	}
 }
 
-// runGeomCase plans c (values known, as the interpreter plans), checks the launches' geometry
-// and, with run, runs the kernels and the host function and compares them.
+// runGeomCase plans c (values known, as the interpreter plans) for the host and, where the op
+// has a GPU planner, for a GPU, checks the launches' geometry and, with run, runs the kernels
+// (a GPU's too, on the host backend) and the host function and compares them.
 func runGeomCase(t *testing.T, s *InferenceSession, gc *geomChecker, r *rand.Rand, c geomCase, run bool) (planned bool) {
 	t.Helper()
-	planner, ok := ops.KernelPlanners[ops.PlannerKey(c.node)]
+	planned = runGeomCaseFor(t, s, gc, r, c, run, ops.PlanHost)
+	if _, ok := ops.GPUKernelPlanners[ops.PlannerKey(c.node)]; ok {
+		g := c
+		g.name += " (GPU planner)"
+		planned = runGeomCaseFor(t, s, gc, r, g, run, ops.PlanGPU) || planned
+	}
+	return planned
+}
+
+func runGeomCaseFor(t *testing.T, s *InferenceSession, gc *geomChecker, r *rand.Rand, c geomCase, run bool, target ops.PlanTarget) (planned bool) {
+	t.Helper()
+	planner, ok := ops.PlannerFor(target, ops.PlannerKey(c.node))
 	require.True(t, ok, "no kernel planner for %s", ops.PlannerKey(c.node))
 	if !run {
 		p, reason, err := planner(c.node, c.opset, c.infos())
@@ -957,4 +969,26 @@ func TestKernelLimitsHoldOnHost(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, p.MaxSharedMemoryPerBlock, lim.MaxSharedMemoryPerBlock)
 	require.Equal(t, sm90Limits, ops.KernelLimits, "the planners' limits are sm_90's")
+}
+
+// TestGPUPlannersMatchTheHost runs the GPU planners' kernels (a block a row, block reductions
+// through shared memory and barriers) on the host backend over random shapes, including rows
+// shorter than a warp, a column, and long rows that are no power of two, against the ops' host
+// functions.
+func TestGPUPlannersMatchTheHost(t *testing.T) {
+	s := kernelCheckSession(t)
+	gc := newGeomChecker(t, s)
+	r := sessiontest.NewRand(t)
+	for i := range 24 {
+		rows, cols := int64(1+r.IntN(40)), int64(1+r.IntN(700))
+		switch i % 4 {
+		case 0:
+			cols = int64(1 + r.IntN(31))
+		case 1:
+			cols = 1
+		}
+		op := []string{"Softmax", "LogSoftmax"}[r.IntN(2)]
+		c := geomCase{name: fmt.Sprintf("%s [%d %d]", op, rows, cols), node: node(op), opset: 13, in: []geomInput{fin(rows, cols)}, tol: 1e-5}
+		require.True(t, runGeomCaseFor(t, s, gc, r, c, true, ops.PlanGPU), c.name)
+	}
 }

@@ -79,6 +79,8 @@ type emitter struct {
 	check   *ir.Op // the launch check (its args: grid, block, shared)
 	viewBuf map[*ir.Value]string
 	err     error
+	// guardedLoops counts the host thread loops emitted by guardedXLoop so far.
+	guardedLoops int
 }
 
 // Emit renders the kernel's function (and, for host, the module's entry table) as C source.
@@ -486,7 +488,19 @@ func (e *emitter) threadLoops(seg []*ir.Op, pre []*ir.Op) {
 		}
 		if d == 0 {
 			if g := matchXGuard(ops); g != nil {
+				// After the first, each in a block of its own: the declarations of one barrier
+				// segment's loop (its bounds, its hoisted and rematerialized values) must not
+				// meet another's.
+				e.guardedLoops++
+				if e.guardedLoops > 1 {
+					e.line("{")
+					e.indent++
+				}
 				e.guardedXLoop(g, dims[0])
+				if e.guardedLoops > 1 {
+					e.indent--
+					e.line("}")
+				}
 				emitted = true
 				break
 			}

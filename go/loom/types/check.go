@@ -99,9 +99,13 @@ type checker struct {
 	info     *Info
 	kernel   *Kernel
 
-	inLaunch  bool
-	inDevice  bool
-	level     int  // block nesting inside the device body (0 = top level)
+	inLaunch bool
+	inDevice bool
+	level    int // block nesting inside the device body (0 = top level)
+	// unrolled counts the enclosing levels that are unroll loops nested in one another from
+	// the top level: while it equals level, the unroll pass leaves the code at the top level,
+	// so barrier() is allowed there.
+	unrolled  int
 	segment   int  // barrier segment at the device top level
 	discovery bool // first pass over the device body: find reassigned variables
 	mutable   map[token.Pos]bool
@@ -594,6 +598,7 @@ func (c *checker) deviceBody(ks *scope, d *ast.DeviceDecl) {
 	}
 	c.inDevice = true
 	c.level = 0
+	c.unrolled = 0
 	c.segment = 0
 	c.crossUses = nil
 	defer func() { c.inDevice = false }()
@@ -675,8 +680,8 @@ func (c *checker) stmt(s *scope, st ast.Stmt) {
 					if len(call.Args) != 0 {
 						c.errorf(call.Lparen, "barrier takes no arguments")
 					}
-					if c.level != 0 {
-						c.errorf(call.Pos(), "barrier() belongs at the top level of the device body")
+					if c.level != c.unrolled {
+						c.errorf(call.Pos(), "barrier() belongs at the top level of the device body (or in unroll loops there)")
 						return
 					}
 					c.segment++
@@ -964,12 +969,20 @@ func (c *checker) forStmt(s *scope, st *ast.ForStmt) {
 			}
 		}
 	}
+	unrolled := kind == BuiltinUnroll && c.inDevice && c.level == c.unrolled
 	if st.Key != nil {
 		obj := c.newLocal(st.Key, Typ[Index], false, VarLoop)
 		obj.Mutable = false
 		obj.Uniform = false
+		// An unroll loop's variable becomes a constant in each copy of the body, so it may be
+		// used after a barrier in the body.
+		obj.Pure = kind == BuiltinUnroll
 		c.declare(inner, st.Key, obj)
 		c.info.LoopVar[st] = obj
+	}
+	if unrolled {
+		c.unrolled++
+		defer func() { c.unrolled-- }()
 	}
 	c.block(inner, st.Body)
 }

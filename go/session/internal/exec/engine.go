@@ -10,6 +10,7 @@ import (
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/device"
 	"github.com/loomrt/loom/go/session/internal/ep"
+	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -38,4 +39,14 @@ type Engine struct {
 	Threads     int            // intra-op threads (0: the hardware's)
 
 	Tracing sessionTracing // see inference_trace.go
+}
+
+// PlanTarget is the shape of the kernels the engine's planners pick: a GPU's for the cuda
+// provider (on a GPU, or on the cuda stand-in, which runs the same kernels on the host), the
+// host's otherwise.
+func (e *Engine) PlanTarget() ops.PlanTarget {
+	if e.Provider == ep.CUDA {
+		return ops.PlanGPU
+	}
+	return ops.PlanHost
 }

@@ -37,8 +37,8 @@ func init() {
 	for op, f := range ops.LoomOps {
 		loomRuns[op] = host(f)
 	}
-	for key, p := range ops.KernelPlanners {
-		r := kernelRun(key, p, ops.KernelFallbacks[key])
+	for key := range ops.KernelPlanners {
+		r := kernelRun(key, ops.KernelFallbacks[key])
 		KernelRuns[key] = r
 		if op, ok := strings.CutPrefix(key, graph.LoomDomain+":"); ok {
 			loomRuns[op] = r

@@ -183,9 +183,10 @@ func (rc *RunCtx) noteKernelVariant(p *ops.KernelPlan) {
 
 // kernelRun is how the interpreter runs an op with a kernel planner: through its kernels when
 // the planner covers the inputs and they can be loaded here, else through fallback.
-func kernelRun(key string, planner ops.KernelPlanner, fallback ops.OpFunc) RunFunc {
+func kernelRun(key string, fallback ops.OpFunc) RunFunc {
 	return func(rc *RunCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		infos := ops.InfosOfStatic(in)
+		planner, _ := ops.PlannerFor(rc.Eng.PlanTarget(), key)
 		p, _, err := planner(n, rc.Opset, infos)
 		if err != nil {
 			return nil, err

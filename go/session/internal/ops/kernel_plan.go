@@ -203,6 +203,53 @@ func RegisterKernelOp(key string, planner KernelPlanner, fallback OpFunc) {
 	KernelFallbacks[key] = fallback
 }
 
+// PlanTarget is the kind of device a planner shapes its kernels for.
+type PlanTarget int
+
+const (
+	// PlanHost is the host backend's shape: few threads a block, many accumulators and
+	// vectors along rows in each.
+	PlanHost PlanTarget = iota
+	// PlanGPU is a GPU's (the cuda provider's, on a GPU or on the cuda stand-in): blocks of
+	// at least a warp, adjacent threads on adjacent elements (coalesced), reductions across
+	// a block's threads.
+	PlanGPU
+)
+
+// GPUKernelPlanners holds, by planner key, the planners of GPU-shaped kernels (see
+// RegisterGPUKernelPlanner and PlannerFor).
+var GPUKernelPlanners = map[string]KernelPlanner{}
+
+// RegisterGPUKernelPlanner registers the GPU-shaped planner of an op that has a kernel
+// planner already (RegisterKernelOp); its launches are re-tiled to the devices' limits too.
+func RegisterGPUKernelPlanner(key string, planner KernelPlanner) {
+	if _, ok := KernelPlanners[key]; !ok {
+		panic("ops: a GPU planner for " + key + ", which has no kernel planner")
+	}
+	GPUKernelPlanners[key] = fitted(planner)
+}
+
+// PlannerFor is the planner of the op named by key (see PlannerKey) for target: for PlanGPU
+// the op's GPU planner where it has one, and where that declines the inputs, its kernel
+// planner; otherwise its kernel planner. Every path that plans kernels (the run plans, the
+// interpreter) asks here, so an op's kernels for a session depend on its provider alone.
+func PlannerFor(target PlanTarget, key string) (KernelPlanner, bool) {
+	base, ok := KernelPlanners[key]
+	if !ok {
+		return nil, false
+	}
+	gpu, has := GPUKernelPlanners[key]
+	if target != PlanGPU || !has {
+		return base, true
+	}
+	return func(n *graph.Node, opset int64, in []ValueInfo) (*KernelPlan, string, error) {
+		if p, reason, err := gpu(n, opset, in); err != nil || p != nil {
+			return p, reason, err
+		}
+		return base(n, opset, in)
+	}, true
+}
+
 // kernelFallbacks holds, by planner key, the function that runs an op when its planner
 // declines (usually its host function; nil for none).
 var KernelFallbacks = map[string]OpFunc{}

@@ -440,7 +440,7 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 		// The node's placement (internal/ep) says whether a kernel planner may run it.
 		pl := pe.Eng.Placements.Of(n)
 		step.Kind, step.Reason = hostStep, pl.HostReason()
-		if planner, ok := ops.KernelPlanners[ops.PlannerKey(n)]; ok && pl.Kernel {
+		if planner, ok := ops.PlannerFor(pe.Eng.PlanTarget(), ops.PlannerKey(n)); ok && pl.Kernel {
 			infos := make([]ops.ValueInfo, len(step.in))
 			for j, r := range step.in {
 				if n.Inputs[j] == "" {

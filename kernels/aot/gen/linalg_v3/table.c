@@ -6,52 +6,68 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e09f98d48cf97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e5772b5b5b538_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e6b136161ef9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e6b8e3c1bafd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e69b1bf2f2be0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e878ee90de097_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e31720702d119_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2e9fe2429498_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e389bb8518127_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e39da24d032a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e5f92efc20961_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e737cd6a84f61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e76285e9ab345_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e7e77b7372df5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e8a89debad628_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea6647c87b86c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ebd430a703a4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ebea4f1f5c595_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ec5d1ed11fd2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef998324cf6fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2efdddebf85a6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e0d08c585fc18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e39436dbcf65c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e5192bb33de00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e543ebb859468_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e2fbd5c9928cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e435d04ebd5cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ea7cf09971c22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e047610adf776_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e1823aaa98b4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e5f230c756bcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e60ce10e83331_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e7c8ae6f71897_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e899be790395e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e978217108e13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e99dbc16f5e5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb9a887eb0eac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ecb36ee520521_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed2250be792ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2edd0972be0aac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eeab3433755a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2efe02f12cfde4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e1bfdb959ca18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e489a36702e7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e5515a3fa1218_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e5acc9525fac5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e61dbf35edb98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ed17cec3731a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2edcc4d5ae56ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2efc9e8c12fe3a_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e09f98d48cf97_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e5772b5b5b538_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e6b136161ef9f_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e6b8e3c1bafd0_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e69b1bf2f2be0_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e878ee90de097_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e31720702d119_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2e9fe2429498_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e389bb8518127_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e39da24d032a8_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e5f92efc20961_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e737cd6a84f61_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e76285e9ab345_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e7e77b7372df5_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e8a89debad628_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea6647c87b86c_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ebd430a703a4a_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ebea4f1f5c595_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ec5d1ed11fd2d_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef998324cf6fc_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2efdddebf85a6c_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e0d08c585fc18_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e39436dbcf65c_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e5192bb33de00_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e543ebb859468_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e2fbd5c9928cc_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e435d04ebd5cf_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ea7cf09971c22_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e047610adf776_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e1823aaa98b4a_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e5f230c756bcb_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e60ce10e83331_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e7c8ae6f71897_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e899be790395e_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e978217108e13_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e99dbc16f5e5a_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb9a887eb0eac_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ecb36ee520521_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed2250be792ea_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2edd0972be0aac_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eeab3433755a6_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2efe02f12cfde4_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e1bfdb959ca18_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e489a36702e7d_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e5515a3fa1218_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e5acc9525fac5_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e61dbf35edb98_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ed17cec3731a2_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2edcc4d5ae56ad_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2efc9e8c12fe3a_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v3_entries(int i, uint32_t* count) {

@@ -6,52 +6,68 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e23c8d973edd8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e5db898f09f98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e87994fe0fefa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eca0d4c1743a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e3e479cb6ea5b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2ecc3eff8a08f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e86cf80cc7261_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2b84de2c7210_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e3ddf13f30116_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e3e3671ebba89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e50a5179454ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e59183f1dd3e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5e1ddf250a63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7a69f4018755_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e80182730fdc3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e8196d71718e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb52c6f4e2c56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebbedcebb0339_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec5d6839bb00f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef506164fa46c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef96dd128ff6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e1a8316caf1eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e615f903296ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e88ac83d86be2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ea246d1420a42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e13bc27abdeef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb6a211d73b0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2edf8525d97716_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0ccce37cb0a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0ed66f2c1d69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e11a019ef1ee2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e25eb25ec8eac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e265cd155abfc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e28546353d623_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2998608ce9d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e4ab1eb4d2e4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5606379769e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e814c5ef4086c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb7c31f9db49b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb9c87a919c73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee698a8f0a7b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eec565e538461_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e0bcf9b02f260_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e3a428caf1a80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e83fc92a8b9d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e8f0068423a8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e90ed7496116c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ecf0b05d32ac3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ee8f6de0d91a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ef03cd76da9d4_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e23c8d973edd8_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e5db898f09f98_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e87994fe0fefa_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eca0d4c1743a1_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e3e479cb6ea5b_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2ecc3eff8a08f2_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e86cf80cc7261_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2b84de2c7210_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e3ddf13f30116_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e3e3671ebba89_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e50a5179454ae_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e59183f1dd3e3_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5e1ddf250a63_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7a69f4018755_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e80182730fdc3_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e8196d71718e1_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb52c6f4e2c56_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebbedcebb0339_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec5d6839bb00f_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef506164fa46c_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef96dd128ff6f_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e1a8316caf1eb_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e615f903296ad_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e88ac83d86be2_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ea246d1420a42_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e13bc27abdeef_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb6a211d73b0a_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2edf8525d97716_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0ccce37cb0a1_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0ed66f2c1d69_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e11a019ef1ee2_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e25eb25ec8eac_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e265cd155abfc_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e28546353d623_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2998608ce9d3_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e4ab1eb4d2e4a_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5606379769e1_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e814c5ef4086c_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb7c31f9db49b_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb9c87a919c73_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee698a8f0a7b7_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eec565e538461_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e0bcf9b02f260_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e3a428caf1a80_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e83fc92a8b9d4_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e8f0068423a8f_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e90ed7496116c_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ecf0b05d32ac3_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ee8f6de0d91a5_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ef03cd76da9d4_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v4_entries(int i, uint32_t* count) {
