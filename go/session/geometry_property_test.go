@@ -991,4 +991,13 @@ func TestGPUPlannersMatchTheHost(t *testing.T) {
 		c := geomCase{name: fmt.Sprintf("%s [%d %d]", op, rows, cols), node: node(op), opset: 13, in: []geomInput{fin(rows, cols)}, tol: 1e-5}
 		require.True(t, runGeomCaseFor(t, s, gc, r, c, true, ops.PlanGPU), c.name)
 	}
+	for _, f := range []string{"softmax", "layer_norm", "instance_norm"} {
+		for i := range 12 {
+			c := geomGenerators[f](&geomGen{r: r, budget: geomRunBudget})
+			c.name = fmt.Sprintf("%s #%d: %s%s %s (GPU planner)", f, i, c.node.OpType, describeAttrs(c.node), describeGeomInputs(c.in))
+			_, gpu := ops.GPUKernelPlanners[ops.PlannerKey(c.node)]
+			require.True(t, gpu, "%s has no GPU planner", c.name)
+			runGeomCaseFor(t, s, gc, r, c, true, ops.PlanGPU)
+		}
+	}
 }

@@ -79,15 +79,20 @@ func rowsGrid(def int64) launchFormula {
 	}
 }
 
+// blockARow is the launch of one block of 2^LOG2 threads for each of w[0] rows (the GPU-shaped
+// row kernels).
+func blockARow(w []int64, spec func(string, int64) int64) launchShape {
+	return launchShape{Grid: [3]int64{w[0], 1, 1}, Block: [3]int64{1 << spec("LOG2", 8), 1, 1}}
+}
+
 // kernelGeometry mirrors the launch programs of the op library's kernels, by file:symbol.
 var KernelGeometry = map[string]launchFormula{
 	"elementwise.loom:binary":      tiled6D,
 	"elementwise.loom:binary_flat": flat1D(1024),
 	"elementwise.loom:unary":       flat1D(256),
 	"attention.loom:attn_softmax":  rowsGrid(64),
-	"linalg.loom:softmax_rows": func(w []int64, spec func(string, int64) int64) launchShape {
-		return launchShape{Grid: [3]int64{w[0], 1, 1}, Block: [3]int64{1 << spec("LOG2", 8), 1, 1}}
-	},
+	"linalg.loom:softmax_rows":     blockARow,
+	"norm.loom:norm_rows_block":    blockARow,
 	"bmm.loom:bmm": func(w []int64, spec func(string, int64) int64) launchShape {
 		mr, nr, tn, tm := spec("MR", 6), spec("VL", 16)*spec("NV", 2), spec("TN", 4), spec("TM", 2)
 		return launchShape{Grid: [3]int64{cdiv(w[1], nr*tn), cdiv(w[0], mr*tm), w[2]}, Block: [3]int64{tn, tm, 1}, Foldable: true}

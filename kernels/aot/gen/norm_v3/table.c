@@ -6,226 +6,274 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e009c1cf9033c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e035bef9b57e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e0b598b7d03db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1ae1f56ef929_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e294a865d455e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e383e44987016_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3f2f591674d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3f74e8c226c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e44ba3eb0ca10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e5255191925cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e9eeb1095c5f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ec92ee7384b3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee1a52d834afd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee68ea22eb171_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e74a7c9e0d2df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ea12d64540759_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eaaf819df4149_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eb97f289a4855_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e40fbbd5eadec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4a73c0b16ab4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ecde33d47a6bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ef3236fc22b8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0852f40ccf12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0a02c44d6e11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e123b28381eaf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12dc8087a1c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e139b29ee21fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e142459e8999c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17a875d18492_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19d4e8707a3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1c74437e1735_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1cd333db1df1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1e258cc1de19_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e20db0b354aad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e23c8ec084292_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e27b3be0090b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e706e7f6362_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e300164d8c6f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e34c25c2d8e5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e360aa039dadc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37ab9fc7563d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3a0bfdf28f8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c8fc8eb4278_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3dbe52eca2db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4adae1bdfc5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4afe3ebebf1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4d3cedce8ffb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f39a073d8f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e55a7ca076c42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5964d458ff47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c85f39a6b60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5e396fdea485_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5f7170af730f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6004b968df09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e62381c7181a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e62d292a313c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e641b085b1c0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6862f9c9d832_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6dd6f4984032_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e73013a0a5fd1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e73856223be09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75d67ee1f98a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a7a424362bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7b27fba3ada9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7b81afb0f4db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7ebf65918697_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81d3b4676779_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e85b17cebded5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8cd2d8dc7528_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8fc7fa9bd312_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e954bd870e313_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9674bd14dcf3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea4b7287c02ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa7848db33f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eac83512bd8c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb568c4383dfc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb721c20e4ebe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb77e51197b85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb88000ff5eb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb8c3d86e83a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebfb4cdb1d00b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec1e0df438967_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec3d1e2466216_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec6bb6e59d06c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc9ed094ec25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed13968ac1453_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed1cd5687277d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed341b477f30a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed7ee66d92023_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed98d235e258d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc81ef06a53c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ede8e76a4c5b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edf3ec06085e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee0e653587137_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee18c57900cc9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee87f3f52c943_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eee01be01c33e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef0dbb290056e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef199f491eb53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef9f8de5dab31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc06776d31b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efe4ac16c6040_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e681c930b5966_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ea17092d63822_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb6a14dd30447_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ec562ac04287d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ed2c902b61556_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2edbba19408f83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e0f24eb543327_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e152dd7b8abb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e37b3bb9cd188_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e61dd30d9fa61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e622187939ca6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e71f294896bca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e89fcdea0457d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e987c44567dac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb9c468bd5c8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebc7341ddcb53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed6d50b53bf04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee3d4bdb6ad36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eead7ab7af1fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef745e64f0661_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e19792daf01a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e59463f2192d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ecb2eba300a7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ef19b93035d26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4a88ca3e9d34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e5befaf8c3caa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e5d8d0bc1d994_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e9d90e18c24bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e01602c45d4b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03be3fe699b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0e1c604bd8b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e10b514e816c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12daa3e8ef5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e130627e86d96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e14e3b2017af8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17769f2ada73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19ff72e93e64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1c57d6b333e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d3917d07e60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e20696e6df205_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e215e3256e4b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ad88fd17b3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d4e0ee9f695_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e35bec6d5cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3058ffb05f03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e306af3324c83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e340e00e62c86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3742b782173e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e380a444181f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3b4420a62428_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c1d4ed6995d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3d0c42b956d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3feb2a6da63a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e406fb4b3b4c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42f93b887fff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a7eb87b0845_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4b9139167712_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5080f2030de5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e51d182065746_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5613f4334a88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58fb6d67a0fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5de986118546_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5e6c90b73410_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5f673f74c62a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e611d91451467_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6318d832ebe9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6be4d3263e5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c3a9ba76c03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6d0dddb86043_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6dfe35ef8fcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6e2c55dca73b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e71ba5dd6c5b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e728f0b6c5f8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e80a8ec35b094_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b26be40d085_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8bc1452d942f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8f4843071645_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92f61d2cb875_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9b313eedabb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e4aaf430528_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fbd5d0ed136_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0624be24797_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0d02f68d295_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0e8f737bf6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea2a04b5e9922_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea391bfff6d94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea64752d32fa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea93e376fa0f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaba7f3600324_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eae1da978dda4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb2aee14268ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb396782eb7f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb55b3978e473_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb998b8544a05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4c3d06fc710_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec56ac82de0ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec69105e57180_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec927f1939fc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecaa6b1e9a37c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf5136dac8f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed10c53a19590_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edabb477c9155_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edd61fbcb402d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeca736abb51c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeea665c96677_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef736f312d5d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef8680f0dbdd5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc631f0e4aeb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e47002d1f63dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e54e88d188801_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9abdf731bc9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9d2123f8ec04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb44db0007f59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ef151e3eb330d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e044e98c11789_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0808d4a79944_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1af88d8a89ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2a942d78613e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2ebc7de804f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e31a77d9b4a22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e35215606d943_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e385a019097a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e466af8d3fc71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4a4c262514fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4e348e956697_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5de0b1d07e16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e792ba9ffc203_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7f678e4060e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9de8023cc9e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea8d79d6ed2ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebde6434eb793_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec164893a0947_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed2ebb700d7dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee217ae6d471a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee86a5d47696e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef2d965fca740_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efaccdcbdfd34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efb8f3f2f3240_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e009c1cf9033c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e035bef9b57e8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e0b598b7d03db_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1ae1f56ef929_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e294a865d455e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e383e44987016_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3f2f591674d6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3f74e8c226c8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e44ba3eb0ca10_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e5255191925cb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e9eeb1095c5f6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ec92ee7384b3f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee1a52d834afd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee68ea22eb171_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e74a7c9e0d2df_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ea12d64540759_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eaaf819df4149_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eb97f289a4855_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e40fbbd5eadec_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4a73c0b16ab4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ecde33d47a6bd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ef3236fc22b8e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0852f40ccf12_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0a02c44d6e11_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e123b28381eaf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12dc8087a1c9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e139b29ee21fd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e142459e8999c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17a875d18492_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19d4e8707a3b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1c74437e1735_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1cd333db1df1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1e258cc1de19_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e20db0b354aad_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e23c8ec084292_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e27b3be0090b8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e706e7f6362_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e300164d8c6f8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e34c25c2d8e5f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e360aa039dadc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37ab9fc7563d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3a0bfdf28f8d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c8fc8eb4278_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3dbe52eca2db_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4adae1bdfc5d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4afe3ebebf1b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4d3cedce8ffb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f39a073d8f6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e55a7ca076c42_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5964d458ff47_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c85f39a6b60_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5e396fdea485_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5f7170af730f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6004b968df09_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e62381c7181a6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e62d292a313c5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e641b085b1c0b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6862f9c9d832_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6dd6f4984032_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e73013a0a5fd1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e73856223be09_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75d67ee1f98a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a7a424362bd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7b27fba3ada9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7b81afb0f4db_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7ebf65918697_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e81d3b4676779_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e85b17cebded5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8cd2d8dc7528_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8fc7fa9bd312_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e954bd870e313_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9674bd14dcf3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea4b7287c02ad_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa7848db33f6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eac83512bd8c3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb568c4383dfc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb721c20e4ebe_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb77e51197b85_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb88000ff5eb2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb8c3d86e83a0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebfb4cdb1d00b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec1e0df438967_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec3d1e2466216_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec6bb6e59d06c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc9ed094ec25_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed13968ac1453_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed1cd5687277d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed341b477f30a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed7ee66d92023_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed98d235e258d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc81ef06a53c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ede8e76a4c5b2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edf3ec06085e2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee0e653587137_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee18c57900cc9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee87f3f52c943_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eee01be01c33e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef0dbb290056e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef199f491eb53_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef9f8de5dab31_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc06776d31b7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efe4ac16c6040_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e681c930b5966_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ea17092d63822_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb6a14dd30447_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ec562ac04287d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ed2c902b61556_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2edbba19408f83_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e0f24eb543327_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e152dd7b8abb6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e37b3bb9cd188_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e61dd30d9fa61_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e622187939ca6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e71f294896bca_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e89fcdea0457d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e987c44567dac_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb9c468bd5c8d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebc7341ddcb53_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed6d50b53bf04_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee3d4bdb6ad36_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eead7ab7af1fb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef745e64f0661_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e19792daf01a5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e59463f2192d5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ecb2eba300a7e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ef19b93035d26_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4a88ca3e9d34_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e5befaf8c3caa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e5d8d0bc1d994_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e9d90e18c24bb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e01602c45d4b4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03be3fe699b5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0e1c604bd8b2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e10b514e816c3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12daa3e8ef5e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e130627e86d96_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e14e3b2017af8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17769f2ada73_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19ff72e93e64_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1c57d6b333e2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d3917d07e60_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e20696e6df205_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e215e3256e4b2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ad88fd17b3f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d4e0ee9f695_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e35bec6d5cf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3058ffb05f03_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e306af3324c83_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e340e00e62c86_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3742b782173e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e380a444181f0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3b4420a62428_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c1d4ed6995d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3d0c42b956d2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3feb2a6da63a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e406fb4b3b4c1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42f93b887fff_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a7eb87b0845_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4b9139167712_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5080f2030de5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e51d182065746_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5613f4334a88_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58fb6d67a0fe_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5de986118546_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5e6c90b73410_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5f673f74c62a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e611d91451467_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6318d832ebe9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6be4d3263e5c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c3a9ba76c03_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6d0dddb86043_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6dfe35ef8fcb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6e2c55dca73b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e71ba5dd6c5b9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e728f0b6c5f8b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e80a8ec35b094_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b26be40d085_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8bc1452d942f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8f4843071645_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92f61d2cb875_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9b313eedabb6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e4aaf430528_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fbd5d0ed136_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0624be24797_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0d02f68d295_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0e8f737bf6f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea2a04b5e9922_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea391bfff6d94_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea64752d32fa6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea93e376fa0f0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaba7f3600324_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eae1da978dda4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb2aee14268ca_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb396782eb7f8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb55b3978e473_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb998b8544a05_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4c3d06fc710_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec56ac82de0ed_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec69105e57180_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec927f1939fc6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecaa6b1e9a37c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf5136dac8f4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed10c53a19590_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edabb477c9155_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edd61fbcb402d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeca736abb51c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeea665c96677_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef736f312d5d9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef8680f0dbdd5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc631f0e4aeb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e47002d1f63dd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e54e88d188801_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9abdf731bc9e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9d2123f8ec04_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb44db0007f59_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ef151e3eb330d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e044e98c11789_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0808d4a79944_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1af88d8a89ef_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2a942d78613e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2ebc7de804f8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e31a77d9b4a22_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e35215606d943_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e385a019097a7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e466af8d3fc71_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4a4c262514fe_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4e348e956697_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5de0b1d07e16_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e792ba9ffc203_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7f678e4060e7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9de8023cc9e7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea8d79d6ed2ab_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebde6434eb793_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec164893a0947_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed2ebb700d7dd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee217ae6d471a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee86a5d47696e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef2d965fca740_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efaccdcbdfd34_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efb8f3f2f3240_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v3_entries(int i, uint32_t* count) {

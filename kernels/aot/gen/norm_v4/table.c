@@ -6,226 +6,274 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2b11ffafe029_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e30403666149e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e421c2b0b4d3d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e46f7ead6f85f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e49f94385e8b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e4a56cb6f0a40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e502443d8240c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e766ee73b9e6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7ede132e8fb8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e90323024ca46_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e99de862dd1fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eac0ba06bd133_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ebb7b27a6133c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed46662542738_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e277cbee4bb60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e624606a25e40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e6544e5d8103e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ed94f80f115d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e3baab15ea339_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e925f72e831de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2edcb2f5b205f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eed2e013210cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00681829da0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00f2696a7406_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e055be7925f23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e06725ddd7d95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e072bf3efea61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0ac8bcb407df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e10ed90959f4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e15e4fe44a805_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e16708f6791f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e197aaae7efd4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1f2de751d0c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2c0437a7a113_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36e526a067fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e37534ef9f4f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3a7d9a0f5fea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3af43549590e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3b92a4d04c00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3cf81631d4f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3dd1bdb9fc95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e40d38570ae5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4555884e5f68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4769b42957fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49361a29f732_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4bc02324a113_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c8cb08b08ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4cad7a68f9a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ecb42eea817_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5234d03de06e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e543cf1853bcb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e560bcd80ed9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a05e33b684d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e652f8dc2e030_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6840bc23b39c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68bf80cb529e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69015331dc94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e691a88950802_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69fc660d06cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6af49ddaa577_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f7035dea1b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7812bdaf0bb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e788e82592b87_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78c5d0bf3412_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7909481fc715_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d78cad74e76_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7db13e7021ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e82db17a3de7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8758dc8886b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fc565cf9531_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fdb69004b7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e97932e68b2b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9c88a70c1286_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3b0fe7d2d23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3f08713f12b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa4be5ee342d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eae321ac0631b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eae7fff2fc7b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb133db3f2c9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebe058cd0728a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec4e01fa18aca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eccdd23e76267_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecd9d7fa118fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eced5570c7282_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed00c660a59fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed84b2d245c48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edead286869e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee006ac805e54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee0ff14238349_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee1dbd92a35e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee92d067dff09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeab04e4e36b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb6a45eea5f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eec0595bd6938_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eed60c5bb3afb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeff3a26ab3f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef452c58b62e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7d9748ed522_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef84061123595_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef8eb2e02ff79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efafb7c4726d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efbb30ca98b01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e3be66826fdb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7039daa88811_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ea99455843007_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eab8fba9c15ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eac198974f1ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eee786fc68f0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0387978703dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0778f4df2072_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0a17379f7339_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0e0472e45cb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0f8f9eb45466_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e3b5fa8f6edef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7b315fe07514_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8f15f872b757_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e970acf47d56d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea96e7a0a3bf5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea9d8fa9fae4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb93939f1a439_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ebe02b46ea9c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee23e090bafec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e21bb470f9c65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e7a347fced3be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e7b2028c7b351_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eeb6264d94128_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e16eab5753ce9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e1a4fe4b68cff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ec381e622bf7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ee66ce5fbb99b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c4db901661d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c798dda0e06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e268560cd2c0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2752ad6828f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e292215183616_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2cb93822e088_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2f4f0eab2d05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e353c0ee6d8c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36dce8bb61d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3797275db239_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d5f189c998c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3dd473cd56d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3df93b878d0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3ffdf514760b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e40e1671de51e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49d3f7514192_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b0881797c31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4eeac5139d2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e50304eb5c0e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e50a5bd03bc67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e514e4c84fd0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b143e8212ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c01817baa5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c90c25f247d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e650f2d9c6b65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68627c57884f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68e4a12b5b56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69519e43a01a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b6cb6e364d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6d80b17bc80b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e749dae3393c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e74fa95b4eb59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e76c2d2800246_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7b2d183d3e09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e82258d50d280_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84bcc122663f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84df584259c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e898fcbb48dfa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8f907d6afe0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fb66a111981_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fe6b8d032ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e918875524627_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e958def307b44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a61ccf2fdbc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9cbe788a1f22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9d9c0c726dbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9e33eff057a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea09c894a3ee6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea0a665f1284c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea22b83579a10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea53411f64919_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8406d480e2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ead174a2104ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb507990ae5bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb809b3d6d4a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdab1d211482_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebff4e8ec0976_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec6876ba56763_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf120213289c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed3a65bd492a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed571458c2d76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed881f3e5f4e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed94c23291660_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee13651f87f10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee54580437f14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee842007a3729_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee876b4bd5883_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef17232b32a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef7a19408b75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefa3fa77e6f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef2b8730cb5be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef400ae9e4ed6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef50bc2a4aaba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef5eacac54cd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef6fc2ba52295_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef73d13923921_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef8b0d246db52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efa6b4b1323d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc7a8316c255_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efe338dac84cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e427644c2d10c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e86f765a50859_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e918de55f2bb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecb075b00865a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ee1184c93a84b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2effa4e772e4d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e12264f8945be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e156c27df5aaa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e287755fdf196_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e38baffc5e675_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3a00a1fd5bc0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3e60741bcf1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e41196d8ea333_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e467aba813ca4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4c3f7374da05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e53d71e24f491_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e604dcb021761_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e67e618a2b860_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e69c1c1a5aa54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6a00adcf6b85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e716647a1ccf1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e97c6852a931d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9b67c09e575d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9fad99024527_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea3c61e070e22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec59554149221_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ece4e06a2c59d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2edf53fa2b6a11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef04897384d26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef789e96c6306_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2b11ffafe029_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e30403666149e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e421c2b0b4d3d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e46f7ead6f85f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e49f94385e8b9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e4a56cb6f0a40_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e502443d8240c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e766ee73b9e6e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7ede132e8fb8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e90323024ca46_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e99de862dd1fc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eac0ba06bd133_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ebb7b27a6133c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed46662542738_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e277cbee4bb60_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e624606a25e40_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e6544e5d8103e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ed94f80f115d2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e3baab15ea339_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e925f72e831de_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2edcb2f5b205f3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eed2e013210cf_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00681829da0c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00f2696a7406_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e055be7925f23_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e06725ddd7d95_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e072bf3efea61_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0ac8bcb407df_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e10ed90959f4a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e15e4fe44a805_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e16708f6791f8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e197aaae7efd4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1f2de751d0c0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2c0437a7a113_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36e526a067fc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e37534ef9f4f7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3a7d9a0f5fea_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3af43549590e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3b92a4d04c00_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3cf81631d4f8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3dd1bdb9fc95_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e40d38570ae5d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4555884e5f68_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4769b42957fd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49361a29f732_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4bc02324a113_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c8cb08b08ca_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4cad7a68f9a6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ecb42eea817_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5234d03de06e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e543cf1853bcb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e560bcd80ed9b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a05e33b684d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e652f8dc2e030_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6840bc23b39c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68bf80cb529e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69015331dc94_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e691a88950802_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69fc660d06cd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6af49ddaa577_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f7035dea1b5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7812bdaf0bb7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e788e82592b87_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78c5d0bf3412_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7909481fc715_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d78cad74e76_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7db13e7021ce_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e82db17a3de7c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8758dc8886b0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fc565cf9531_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fdb69004b7a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e97932e68b2b5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9c88a70c1286_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3b0fe7d2d23_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3f08713f12b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa4be5ee342d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eae321ac0631b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eae7fff2fc7b4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb133db3f2c9e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebe058cd0728a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec4e01fa18aca_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eccdd23e76267_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecd9d7fa118fc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eced5570c7282_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed00c660a59fb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed84b2d245c48_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edead286869e3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee006ac805e54_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee0ff14238349_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee1dbd92a35e1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee92d067dff09_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeab04e4e36b5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb6a45eea5f0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eec0595bd6938_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eed60c5bb3afb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeff3a26ab3f5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef452c58b62e6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7d9748ed522_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef84061123595_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef8eb2e02ff79_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efafb7c4726d5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efbb30ca98b01_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e3be66826fdb9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7039daa88811_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ea99455843007_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eab8fba9c15ba_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eac198974f1ec_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eee786fc68f0c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0387978703dd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0778f4df2072_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0a17379f7339_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0e0472e45cb7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0f8f9eb45466_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e3b5fa8f6edef_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7b315fe07514_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8f15f872b757_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e970acf47d56d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea96e7a0a3bf5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea9d8fa9fae4e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb93939f1a439_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ebe02b46ea9c9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee23e090bafec_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e21bb470f9c65_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e7a347fced3be_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e7b2028c7b351_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eeb6264d94128_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e16eab5753ce9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e1a4fe4b68cff_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ec381e622bf7d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ee66ce5fbb99b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c4db901661d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c798dda0e06_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e268560cd2c0e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2752ad6828f3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e292215183616_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2cb93822e088_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2f4f0eab2d05_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e353c0ee6d8c6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36dce8bb61d5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3797275db239_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d5f189c998c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3dd473cd56d8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3df93b878d0e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3ffdf514760b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e40e1671de51e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49d3f7514192_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b0881797c31_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4eeac5139d2c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e50304eb5c0e4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e50a5bd03bc67_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e514e4c84fd0e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b143e8212ad_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c01817baa5d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c90c25f247d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e650f2d9c6b65_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68627c57884f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68e4a12b5b56_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69519e43a01a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b6cb6e364d8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6d80b17bc80b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e749dae3393c1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e74fa95b4eb59_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e76c2d2800246_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7b2d183d3e09_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e82258d50d280_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84bcc122663f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84df584259c4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e898fcbb48dfa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8f907d6afe0a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fb66a111981_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fe6b8d032ef_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e918875524627_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e958def307b44_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a61ccf2fdbc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9cbe788a1f22_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9d9c0c726dbd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9e33eff057a1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea09c894a3ee6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea0a665f1284c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea22b83579a10_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea53411f64919_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8406d480e2b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ead174a2104ab_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb507990ae5bf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb809b3d6d4a4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdab1d211482_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebff4e8ec0976_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec6876ba56763_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf120213289c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed3a65bd492a5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed571458c2d76_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed881f3e5f4e4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed94c23291660_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee13651f87f10_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee54580437f14_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee842007a3729_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee876b4bd5883_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef17232b32a3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef7a19408b75_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefa3fa77e6f7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef2b8730cb5be_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef400ae9e4ed6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef50bc2a4aaba_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef5eacac54cd0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef6fc2ba52295_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef73d13923921_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef8b0d246db52_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efa6b4b1323d7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc7a8316c255_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efe338dac84cb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e427644c2d10c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e86f765a50859_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e918de55f2bb8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecb075b00865a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ee1184c93a84b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2effa4e772e4d9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e12264f8945be_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e156c27df5aaa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e287755fdf196_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e38baffc5e675_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3a00a1fd5bc0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3e60741bcf1b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e41196d8ea333_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e467aba813ca4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4c3f7374da05_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e53d71e24f491_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e604dcb021761_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e67e618a2b860_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e69c1c1a5aa54_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6a00adcf6b85_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e716647a1ccf1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e97c6852a931d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9b67c09e575d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9fad99024527_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea3c61e070e22_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec59554149221_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ece4e06a2c59d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2edf53fa2b6a11_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef04897384d26_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef789e96c6306_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v4_entries(int i, uint32_t* count) {
