@@ -991,7 +991,24 @@ func TestGPUPlannersMatchTheHost(t *testing.T) {
 		c := geomCase{name: fmt.Sprintf("%s [%d %d]", op, rows, cols), node: node(op), opset: 13, in: []geomInput{fin(rows, cols)}, tol: 1e-5}
 		require.True(t, runGeomCaseFor(t, s, gc, r, c, true, ops.PlanGPU), c.name)
 	}
-	for _, f := range []string{"softmax", "layer_norm", "instance_norm"} {
+	// Reductions whose contiguous runs are at least a warp long (reduce_rows_block): over the
+	// last axis, and over the last two ([a, b, c] reduced over b and c: R0 runs of R1).
+	for i := range 16 {
+		op := []string{"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+			"ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"}[r.IntN(10)]
+		x := []int64{int64(1 + r.IntN(6)), int64(1 + r.IntN(5)), int64(32 + r.IntN(400))}
+		axes := int64Vec(2)
+		if i%2 == 1 {
+			axes = int64Vec(1, 2)
+		}
+		in := []geomInput{fin(x...), fixedIn(axes)}
+		if op == "ReduceLogSum" || op == "ReduceProd" {
+			in[0] = finPos(x...)
+		}
+		c := geomCase{name: fmt.Sprintf("%s %v over the last %d axes (GPU planner)", op, x, 1+i%2), node: node(op), opset: 18, in: in, tol: 1e-4}
+		require.True(t, runGeomCaseFor(t, s, gc, r, c, true, ops.PlanGPU), c.name)
+	}
+	for _, f := range []string{"softmax", "layer_norm", "instance_norm", "reduce"} {
 		for i := range 12 {
 			c := geomGenerators[f](&geomGen{r: r, budget: geomRunBudget})
 			c.name = fmt.Sprintf("%s #%d: %s%s %s (GPU planner)", f, i, c.node.OpType, describeAttrs(c.node), describeGeomInputs(c.in))

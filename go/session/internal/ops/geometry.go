@@ -87,12 +87,13 @@ func blockARow(w []int64, spec func(string, int64) int64) launchShape {
 
 // kernelGeometry mirrors the launch programs of the op library's kernels, by file:symbol.
 var KernelGeometry = map[string]launchFormula{
-	"elementwise.loom:binary":      tiled6D,
-	"elementwise.loom:binary_flat": flat1D(1024),
-	"elementwise.loom:unary":       flat1D(256),
-	"attention.loom:attn_softmax":  rowsGrid(64),
-	"linalg.loom:softmax_rows":     blockARow,
-	"norm.loom:norm_rows_block":    blockARow,
+	"elementwise.loom:binary":       tiled6D,
+	"elementwise.loom:binary_flat":  flat1D(1024),
+	"elementwise.loom:unary":        flat1D(256),
+	"attention.loom:attn_softmax":   rowsGrid(64),
+	"linalg.loom:softmax_rows":      blockARow,
+	"norm.loom:norm_rows_block":     blockARow,
+	"reduce.loom:reduce_rows_block": blockARow,
 	"bmm.loom:bmm": func(w []int64, spec func(string, int64) int64) launchShape {
 		mr, nr, tn, tm := spec("MR", 6), spec("VL", 16)*spec("NV", 2), spec("TN", 4), spec("TM", 2)
 		return launchShape{Grid: [3]int64{cdiv(w[1], nr*tn), cdiv(w[0], mr*tm), w[2]}, Block: [3]int64{tn, tm, 1}, Foldable: true}

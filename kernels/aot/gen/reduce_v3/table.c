@@ -6,58 +6,138 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e537cf6334a29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e737bd5bb86cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2eb88c3d5eeb1a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ebce65fa6dffa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e1952cde8d0ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e224b5cfdd688_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e24bc437f0cd7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e69e271b78c97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e75621ed64e0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ea4209554edbd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eaaa2b0da2ce0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eb31136499b8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ec6ad18509266_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ef4f28f65359b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e1722040c0eca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e2f6b823d03cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e31c2007e990b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e37dfe47f2ffe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e411fd5a83106_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5bfdad59fc21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e8fd5a51b3a6d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e978d33a2c938_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ea0b91d87378b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eac9b3ceaf79a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e2c94d0087c3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e5f03b3507ca0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e776246ca18fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ebe6ac981c77a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e20526e0e318d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e2b29c5dae986_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e34602b95f7dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e4035aff8391b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e4576d18be9ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e68d3af4c3427_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e6e82d3223c13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e7e118bc0f83e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e9537ba2dbaa3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eb5e71c047a88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e142c98e1ec65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e19e53be7ae6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e43d9f79e60b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e567ab8d27b75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e67e77bbabe20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e6dc4eb746a94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ead77228a6b21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eb4a51efd8834_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eb5e3aa7b6c05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ec41b43d4f60d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0a5f397fcf30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0af72f8a5a14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0c523a05188c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2480e48d793f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e266e3e84be44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2e676a32996b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2f5f85bbfabe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4039c4f64e21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e417c9f65d7d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4bbcbef58ab4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4eab64d987ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4ef5842b199d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5012d29b31fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5017dd4a668c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e507040a6b4d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e57782978cdb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5e1396839e15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e65981e43572c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e843e72aaaa07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8d9696f4d018_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea1962cd94847_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea3cca07b5fe1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb36704feb83d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb4975e7da6e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb9c8b97e510a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ebb2cf7c870a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ebf6ed465fd42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec04f6b7027e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec4acef5961e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec7f8ed4a0b72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec81dda0168fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed62cae6008b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee467ba4132e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eed27b68ff3d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eedf1e8afd473_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef0f6c75623be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efb022f4cc252_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efb54f8d99fa2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efd406b9c9f8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2effca67d35d49_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e537cf6334a29_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e737bd5bb86cd_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2eb88c3d5eeb1a_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ebce65fa6dffa_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e1952cde8d0ba_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e224b5cfdd688_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e24bc437f0cd7_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e69e271b78c97_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e75621ed64e0a_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ea4209554edbd_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eaaa2b0da2ce0_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eb31136499b8c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ec6ad18509266_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ef4f28f65359b_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e1722040c0eca_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e2f6b823d03cb_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e31c2007e990b_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e37dfe47f2ffe_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e411fd5a83106_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5bfdad59fc21_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e8fd5a51b3a6d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e978d33a2c938_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ea0b91d87378b_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eac9b3ceaf79a_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e2c94d0087c3c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e5f03b3507ca0_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e776246ca18fa_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ebe6ac981c77a_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e20526e0e318d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e2b29c5dae986_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e34602b95f7dd_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e4035aff8391b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e4576d18be9ce_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e68d3af4c3427_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e6e82d3223c13_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e7e118bc0f83e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e9537ba2dbaa3_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eb5e71c047a88_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e142c98e1ec65_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e19e53be7ae6c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e43d9f79e60b3_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e567ab8d27b75_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e67e77bbabe20_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e6dc4eb746a94_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ead77228a6b21_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eb4a51efd8834_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eb5e3aa7b6c05_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ec41b43d4f60d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0a5f397fcf30_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0af72f8a5a14_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0c523a05188c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2480e48d793f_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e266e3e84be44_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2e676a32996b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2f5f85bbfabe_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4039c4f64e21_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e417c9f65d7d6_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4bbcbef58ab4_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4eab64d987ab_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4ef5842b199d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5012d29b31fa_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5017dd4a668c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e507040a6b4d8_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e57782978cdb2_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5e1396839e15_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e65981e43572c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e843e72aaaa07_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8d9696f4d018_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea1962cd94847_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea3cca07b5fe1_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb36704feb83d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb4975e7da6e2_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb9c8b97e510a_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ebb2cf7c870a7_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ebf6ed465fd42_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec04f6b7027e9_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec4acef5961e4_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec7f8ed4a0b72_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec81dda0168fb_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed62cae6008b4_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee467ba4132e8_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eed27b68ff3d9_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eedf1e8afd473_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef0f6c75623be_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efb022f4cc252_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efb54f8d99fa2_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efd406b9c9f8c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2effca67d35d49_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_reduce_v3_entries(int i, uint32_t* count) {

@@ -6,58 +6,138 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e5ad1600ee03b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec70eae4ae654_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec97f71107e75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eee4bd0d69aeb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e1db03e0f6948_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2c1724a4f39c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e417fb98357cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e48b792267525_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e7ab19791d957_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e9865a9442a09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea094ee3ee6a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea404287fe254_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2eba4aec354a55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebdd4731844d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e240063bf7083_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e34df2254db98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e4732c5acaced_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e4d5c5c2ef6ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e4f5978a75227_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e62d2472db978_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e70b12c74e426_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e71976c90cc93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e77db82d3acd8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2edfaafdae72f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e4ad7720934a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e70c487c93649_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e9168a67edeeb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ea964b93fc596_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e21b4a18b59e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e242932983d7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2f2f0293837c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e406e543857fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e766f248aaf07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e89a1a04d9b24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ec4774716a261_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2edfd39ec73ebb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ee16b32e64279_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2eed2e5ce4b6fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e0f2e14295ae3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2038d6648cc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e30583d09c7f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e338fe1054cf3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e5c47dfe35afc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e8470e998c1bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e8ecfc40aac77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e99f9d5b3673a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2eb636964b2fae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee3522293af72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0460e4594efa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e04bfd53f0146_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e119719506c7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2071076e2fc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e288852be4d35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e28d970e8ca62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2a4a92f499a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2ee808d640fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e3a463add882e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e572524a8397b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e577cb997d552_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5afb3b0d9a53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5f4f38a11167_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e60222200b9dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e628f06e81443_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e62a0ba8a0761_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e700068000fb5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7daa070a762c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e805e20683e1c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e85277fad8110_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e99fdbd397a0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea39cc008220f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea85064772081_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eaa036d713b35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eab557eaa7d8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb01ceb21c74d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb6858fa1b85d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eba94c6f89b69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec1645846ea08_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec59fbe4c5c52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed4965f14f25d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed4e5dc227b78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed69ce03bf0c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed8e4e4071909_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ede673d9f8b8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edf91a3365c0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee4417870233b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee684744193e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eea3f9f778f82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eed3901f499f3_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e5ad1600ee03b_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec70eae4ae654_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec97f71107e75_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eee4bd0d69aeb_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e1db03e0f6948_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2c1724a4f39c_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e417fb98357cb_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e48b792267525_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e7ab19791d957_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e9865a9442a09_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea094ee3ee6a5_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea404287fe254_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2eba4aec354a55_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebdd4731844d5_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e240063bf7083_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e34df2254db98_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e4732c5acaced_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e4d5c5c2ef6ed_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e4f5978a75227_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e62d2472db978_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e70b12c74e426_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e71976c90cc93_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e77db82d3acd8_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2edfaafdae72f5_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e4ad7720934a1_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e70c487c93649_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e9168a67edeeb_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ea964b93fc596_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e21b4a18b59e5_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e242932983d7e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2f2f0293837c_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e406e543857fd_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e766f248aaf07_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e89a1a04d9b24_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ec4774716a261_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2edfd39ec73ebb_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ee16b32e64279_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2eed2e5ce4b6fa_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e0f2e14295ae3_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2038d6648cc2_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e30583d09c7f9_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e338fe1054cf3_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e5c47dfe35afc_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e8470e998c1bd_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e8ecfc40aac77_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e99f9d5b3673a_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2eb636964b2fae_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee3522293af72_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0460e4594efa_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e04bfd53f0146_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e119719506c7c_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2071076e2fc4_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e288852be4d35_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e28d970e8ca62_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2a4a92f499a9_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2ee808d640fe_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e3a463add882e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e572524a8397b_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e577cb997d552_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5afb3b0d9a53_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5f4f38a11167_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e60222200b9dd_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e628f06e81443_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e62a0ba8a0761_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e700068000fb5_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7daa070a762c_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e805e20683e1c_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e85277fad8110_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e99fdbd397a0f_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea39cc008220f_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea85064772081_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eaa036d713b35_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eab557eaa7d8d_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb01ceb21c74d_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb6858fa1b85d_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eba94c6f89b69_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec1645846ea08_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec59fbe4c5c52_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed4965f14f25d_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed4e5dc227b78_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed69ce03bf0c5_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed8e4e4071909_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ede673d9f8b8a_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edf91a3365c0e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee4417870233b_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee684744193e5_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eea3f9f778f82_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eed3901f499f3_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_reduce_v4_entries(int i, uint32_t* count) {
