@@ -7,6 +7,7 @@ against its sha256.
 """
 
 load("@bazel_tools//tools/build_defs/repo:http.bzl", "http_archive")
+load(":debian_archive.bzl", "debian_archive")
 load(":go_module.bzl", "go_module")
 load(":local_repositories.bzl", "DEBIAN_BAZEL", "coverage_tools_stub", "debian_rules_cc")
 
@@ -67,6 +68,16 @@ def loom_repositories():
         sha256 = NVRTC_WHEEL_SHA256,
         type = "zip",
         build_file = "//third_party/nvrtc:BUILD.nvrtc.bazel",
+    )
+
+    # The ONNX node tests (Debian's libonnx-testdata) for go/session's conformance tests: a
+    # declared input (//third_party/onnx_node_tests:BUILD.onnx_node_tests.bazel).
+    debian_archive(
+        name = "onnx_node_tests",
+        urls = ["http://deb.debian.org/debian/pool/main/o/onnx/libonnx-testdata_1.12.0-2_all.deb"],
+        sha256 = "7dc0912e02f79ece102331411a751b091bc0e191c9fb1287f8cdfbe5530f6027",
+        strip_prefix = "usr/share/libonnx-testdata/data",
+        build_file = "//third_party/onnx_node_tests:BUILD.onnx_node_tests.bazel",
     )
 
 # nvidia-cuda-nvrtc-cu12 12.9.86, manylinux x86-64 (https://pypi.org/simple/nvidia-cuda-nvrtc-cu12/).

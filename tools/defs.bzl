@@ -219,6 +219,13 @@ NVRTC_DATA = ["@nvrtc//:libnvrtc"]
 
 NVRTC_ENV = {"LOOM_NVRTC_LIBRARY": "$(rootpath @nvrtc//:libnvrtc)"}
 
+# The ONNX node tests as a declared input (@onnx_node_tests, third_party/repositories.bzl): add
+# NODE_TESTS_DATA to a test's data and NODE_TESTS_ENV to its env; LOOM_NODE_TESTS is relative
+# to the workspace's runfiles directory.
+NODE_TESTS_DATA = ["@onnx_node_tests//:node"]
+
+NODE_TESTS_ENV = {"LOOM_NODE_TESTS": "external/onnx_node_tests/node"}
+
 # Tests that need an NVIDIA GPU (docs/bazel.md). The "gpu" tag keeps them out of a plain
 # `bazel test //...` (.bazelrc: --test_tag_filters=-gpu) and `--config=gpu` selects them;
 # LOOM_GPU_EXEC_PROPERTIES route their test actions to a remote executor's GPU workers. An
@@ -227,7 +234,7 @@ LOOM_GPU_TAGS = ["gpu"]
 
 LOOM_GPU_EXEC_PROPERTIES = {"Pool": "gpu"}
 
-def gpu_test(name, test, args = [], size = "medium", tags = [], **kwargs):
+def gpu_test(name, test, args = [], env = {}, size = "medium", tags = [], **kwargs):
     """A test that runs another test's binary on a GPU executor, strictly.
 
     The binary is built as `test` (a cc_test or go_test whose CUDA tests skip where there is
@@ -244,10 +251,12 @@ def gpu_test(name, test, args = [], size = "medium", tags = [], **kwargs):
       args: the binary's arguments (a go_test: -test.run=... -test.v; without -test.v a
         skipped Go test would not show).
       size: the test size.
+      env: more environment for the binary (NVRTC_ENV and LOOM_REQUIRE_NVRTC=1 are always set).
       tags: more tags (LOOM_GPU_TAGS are always added).
       **kwargs: other sh_test attributes (timeout, ...).
     """
-    env = dict(NVRTC_ENV)
+    env = dict(env)
+    env.update(NVRTC_ENV)
     env["LOOM_REQUIRE_NVRTC"] = "1"
     native.sh_test(
         name = name,

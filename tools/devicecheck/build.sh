@@ -23,6 +23,9 @@
 #   exec.test         //go/session/internal/exec:exec_test: TestCUDAShippedCubinsLoad (every
 #                     cubin kernels/aot ships for the GPU's target, loaded by the driver alone)
 #   ep.test           //go/session/internal/ep:ep_test: TestCUDAProvider
+#   conformance.test  //go/session/conformance:conformance_test: TestNodeConformanceCUDA (the
+#                     ONNX node suite through the cuda provider against the host provider; the
+#                     suite, @onnx_node_tests, is copied beside it as node-tests/)
 # The folder is packed into out/devicecheck.tar.gz as well (the test binaries embed the shipped
 # kernels: tens of MB each), which is what the device tool carries.
 # The binaries link libstdc++ and libgcc statically (.bazelrc's BAZEL_LINKOPTS/BAZEL_LINKLIBS;
@@ -44,6 +47,7 @@ binaries=(
   "//go/session/internal/device:device_test go/session/internal/device/device_test_/device_test device.test"
   "//go/session/internal/exec:exec_test go/session/internal/exec/exec_test_/exec_test exec.test"
   "//go/session/internal/ep:ep_test go/session/internal/ep/ep_test_/ep_test ep.test"
+  "//go/session/conformance:conformance_test go/session/conformance/conformance_test_/conformance_test conformance.test"
 )
 labels=()
 for b in "${binaries[@]}"; do labels+=("${b%% *}"); done
@@ -72,6 +76,10 @@ for b in "${binaries[@]}"; do
     exit 1
   fi
 done
+
+# The node suite for conformance.test (Bazel fetched it as @onnx_node_tests).
+cp -R "$(bazel info output_base 2>/dev/null)/external/onnx_node_tests/node" "$out/node-tests"
+chmod -R u+w "$out/node-tests"
 
 cp tools/devicecheck/run.sh "$out/run.sh"
 chmod +x "$out/run.sh"

@@ -67,6 +67,8 @@ step "go/native CUDA tests" 120 ./native.test -test.run 'CUDA|NoDriver' -test.sk
 step "go/session device CUDA tests" 120 ./device.test -test.run 'CUDA' -test.v -test.count=1
 step "shipped cubins load" 90 ./exec.test -test.run 'TestCUDAShippedCubinsLoad' -test.v -test.count=1
 step "cuda provider" 60 ./ep.test -test.run 'CUDA' -test.v -test.count=1
+export LOOM_NODE_TESTS=$here/node-tests
+step "node suite: cuda vs host" 200 ./conformance.test -test.run 'TestNodeConformanceCUDA$' -test.v -test.count=1
 
 echo ""
 echo "check                              result                       time"

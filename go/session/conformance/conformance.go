@@ -69,6 +69,25 @@ func Tally(rs []Result) Summary {
 	return s
 }
 
+// DefaultNodeTests is where Debian's libonnx-testdata installs the ONNX node tests.
+const DefaultNodeTests = "/usr/share/libonnx-testdata/data/node"
+
+// NodeTests is the directory of the ONNX node tests: $LOOM_NODE_TESTS when set (a relative
+// path, as Bazel tests get from NODE_TESTS_ENV, is taken from the test's runfiles directory),
+// else DefaultNodeTests.
+func NodeTests() string {
+	dir := os.Getenv("LOOM_NODE_TESTS")
+	if dir == "" {
+		return DefaultNodeTests
+	}
+	if !filepath.IsAbs(dir) {
+		if root := os.Getenv("TEST_SRCDIR"); root != "" {
+			return filepath.Join(root, os.Getenv("TEST_WORKSPACE"), dir)
+		}
+	}
+	return dir
+}
+
 // Discover lists the test directories under each of dirs: a directory holding model.onnx is a
 // test; otherwise its immediate subdirectories holding one are.
 func Discover(dirs []string) ([]string, error) {

@@ -10,10 +10,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session"
 )
 
-const nodeTests = "/usr/share/libonnx-testdata/data/node"
+// nodeTests is the node suite (NodeTests: $LOOM_NODE_TESTS, else libonnx-testdata's).
+var nodeTests = NodeTests()
 
 // TestNodeConformance runs the ONNX node tests of Debian's libonnx-testdata and fails when
 // fewer pass than testdata/conformance_threshold.txt records.
@@ -95,4 +97,44 @@ func TestDecodeTensorAndCompare(t *testing.T) {
 func TestSummaryLine(t *testing.T) {
 	rs := []Result{{Status: Pass}, {Status: Fail}, {Status: Skip}, {Status: Pass}}
 	assert.Equal(t, "2 passed, 1 failed, 1 skipped", Tally(rs).String())
+}
+
+// TestNodeConformanceCUDA runs the ONNX node suite through the cuda provider on a real GPU
+// (every run's kernels on the device, compiled plans with device arenas from the second run
+// on) and through the host provider, and fails on every test that passes on the host and not
+// on the GPU (each within the suite's tolerances, the same for both). The device check and
+// //go/session/conformance:conformance_gpu_test run it (the suite is data: LOOM_NODE_TESTS, or
+// Debian's libonnx-testdata). Without a CUDA device it skips.
+func TestNodeConformanceCUDA(t *testing.T) {
+	if n, err := native.Devices(native.BackendCUDA); err != nil || n == 0 {
+		t.Skipf("no CUDA device (%v)", err)
+	}
+	dir := NodeTests()
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the node suite %s is absent (LOOM_NODE_TESTS names it): %v", dir, err)
+	}
+	tests, err := Discover([]string{dir})
+	require.NoError(t, err)
+	require.NotEmpty(t, tests)
+	// The cuda provider must be the one the sessions get (it falls back to the host when it
+	// cannot open the device, which would compare the host with itself).
+	probe, err := session.Load(filepath.Join(tests[0], "model.onnx"), session.WithExecutionProvider(session.ProviderCUDA))
+	require.NoError(t, err)
+	require.Equal(t, session.ProviderCUDA, probe.Provider(), "%v", probe.ExecutionProviderFallbackReport())
+	require.NoError(t, probe.Close())
+	host := Run(tests, Options{}, nil)
+	gpu := Run(tests, Options{Session: []session.LoadOption{
+		session.WithExecutionProvider(session.ProviderCUDA),
+	}}, nil)
+	require.Len(t, gpu, len(host))
+	regressed := 0
+	for i, r := range gpu {
+		if host[i].Status == Pass && r.Status != Pass {
+			regressed++
+			if regressed <= 40 {
+				t.Errorf("%s passes on the host provider, not on CUDA: %s", r.Name, r.Message)
+			}
+		}
+	}
+	t.Logf("host: %s; cuda: %s; %d regressed", Tally(host), Tally(gpu), regressed)
 }
