@@ -1008,7 +1008,7 @@ func TestGPUPlannersMatchTheHost(t *testing.T) {
 		c := geomCase{name: fmt.Sprintf("%s %v over the last %d axes (GPU planner)", op, x, 1+i%2), node: node(op), opset: 18, in: in, tol: 1e-4}
 		require.True(t, runGeomCaseFor(t, s, gc, r, c, true, ops.PlanGPU), c.name)
 	}
-	for _, f := range []string{"softmax", "layer_norm", "instance_norm", "reduce"} {
+	for _, f := range []string{"softmax", "layer_norm", "instance_norm", "reduce", "attention"} {
 		for i := range 12 {
 			c := geomGenerators[f](&geomGen{r: r, budget: geomRunBudget})
 			c.name = fmt.Sprintf("%s #%d: %s%s %s (GPU planner)", f, i, c.node.OpType, describeAttrs(c.node), describeGeomInputs(c.in))

@@ -94,6 +94,9 @@ var KernelGeometry = map[string]launchFormula{
 	"linalg.loom:softmax_rows":      blockARow,
 	"norm.loom:norm_rows_block":     blockARow,
 	"reduce.loom:reduce_rows_block": blockARow,
+	"attention.loom:attn_softmax_rows": func(w []int64, spec func(string, int64) int64) launchShape {
+		return launchShape{Grid: [3]int64{w[0], w[1], w[2]}, Block: [3]int64{1 << spec("LOG2", 8), 1, 1}, Foldable: true}
+	},
 	"bmm.loom:bmm": func(w []int64, spec func(string, int64) int64) launchShape {
 		mr, nr, tn, tm := spec("MR", 6), spec("VL", 16)*spec("NV", 2), spec("TN", 4), spec("TM", 2)
 		return launchShape{Grid: [3]int64{cdiv(w[1], nr*tn), cdiv(w[0], mr*tm), w[2]}, Block: [3]int64{tn, tm, 1}, Foldable: true}

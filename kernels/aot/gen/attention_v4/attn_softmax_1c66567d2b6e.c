@@ -2,11 +2,11 @@
 
 //go:build linux && amd64 && cgo
 
-/* Kernel attn_softmax [MASK=0] for host-x86_64-v4 (module "loom.aot.v4.attention.attn_softmax.79e20580a9b5"). */
+/* Kernel attn_softmax [MASK=0] for host-x86_64-v4 (module "loom.aot.v4.attention.attn_softmax.1c66567d2b6e"). */
 #pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
-#define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e79e20580a9b5_entries
+#define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e1c66567d2b6e_entries
 #include "../src/attention/attn_softmax_a57f610e22bb.h"
 #undef loom_host_module_entries

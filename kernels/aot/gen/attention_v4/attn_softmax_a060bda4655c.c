@@ -2,11 +2,11 @@
 
 //go:build linux && amd64 && cgo
 
-/* Kernel attn_softmax [MASK=1] for host-x86_64-v4 (module "loom.aot.v4.attention.attn_softmax.1a94c6e3c3b1"). */
+/* Kernel attn_softmax [MASK=2] for host-x86_64-v4 (module "loom.aot.v4.attention.attn_softmax.a060bda4655c"). */
 #pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
-#define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e1a94c6e3c3b1_entries
-#include "../src/attention/attn_softmax_21e6b55fa8e1.h"
+#define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ea060bda4655c_entries
+#include "../src/attention/attn_softmax_3ffbfe7416b8.h"
 #undef loom_host_module_entries

@@ -2,11 +2,11 @@
 
 //go:build linux && amd64 && cgo
 
-/* Kernel attn_softmax [MASK=2] for host-x86_64-v4 (module "loom.aot.v4.attention.attn_softmax.29ea6ccdcfea"). */
+/* Kernel attn_softmax [MASK=3] for host-x86_64-v4 (module "loom.aot.v4.attention.attn_softmax.a38c7ba5ddc2"). */
 #pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
-#define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e29ea6ccdcfea_entries
-#include "../src/attention/attn_softmax_3ffbfe7416b8.h"
+#define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ea38c7ba5ddc2_entries
+#include "../src/attention/attn_softmax_8e077d13786f.h"
 #undef loom_host_module_entries

@@ -2,11 +2,11 @@
 
 //go:build linux && amd64 && cgo
 
-/* Kernel attn_softmax [MASK=1] for host-x86_64-v3 (module "loom.aot.v3.attention.attn_softmax.095b9100ac9c"). */
+/* Kernel attn_softmax [MASK=1] for host-x86_64-v3 (module "loom.aot.v3.attention.attn_softmax.887407c47dca"). */
 #pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
-#define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e095b9100ac9c_entries
+#define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e887407c47dca_entries
 #include "../src/attention/attn_softmax_21e6b55fa8e1.h"
 #undef loom_host_module_entries

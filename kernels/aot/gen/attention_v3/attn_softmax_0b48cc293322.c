@@ -2,11 +2,11 @@
 
 //go:build linux && amd64 && cgo
 
-/* Kernel attn_softmax [MASK=0] for host-x86_64-v3 (module "loom.aot.v3.attention.attn_softmax.ccc867964568"). */
+/* Kernel attn_softmax [MASK=3] for host-x86_64-v3 (module "loom.aot.v3.attention.attn_softmax.0b48cc293322"). */
 #pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
-#define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2eccc867964568_entries
-#include "../src/attention/attn_softmax_a57f610e22bb.h"
+#define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e0b48cc293322_entries
+#include "../src/attention/attn_softmax_8e077d13786f.h"
 #undef loom_host_module_entries

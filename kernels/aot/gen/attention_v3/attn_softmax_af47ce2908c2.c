@@ -2,11 +2,11 @@
 
 //go:build linux && amd64 && cgo
 
-/* Kernel attn_softmax [MASK=3] for host-x86_64-v3 (module "loom.aot.v3.attention.attn_softmax.e509a9828b72"). */
+/* Kernel attn_softmax [MASK=2] for host-x86_64-v3 (module "loom.aot.v3.attention.attn_softmax.af47ce2908c2"). */
 #pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
-#define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ee509a9828b72_entries
-#include "../src/attention/attn_softmax_8e077d13786f.h"
+#define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2eaf47ce2908c2_entries
+#include "../src/attention/attn_softmax_3ffbfe7416b8.h"
 #undef loom_host_module_entries

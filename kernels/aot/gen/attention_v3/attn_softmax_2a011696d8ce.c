@@ -2,11 +2,11 @@
 
 //go:build linux && amd64 && cgo
 
-/* Kernel attn_softmax [MASK=2] for host-x86_64-v3 (module "loom.aot.v3.attention.attn_softmax.3dbd3415fc14"). */
+/* Kernel attn_softmax [MASK=0] for host-x86_64-v3 (module "loom.aot.v3.attention.attn_softmax.2a011696d8ce"). */
 #pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
-#define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e3dbd3415fc14_entries
-#include "../src/attention/attn_softmax_3ffbfe7416b8.h"
+#define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e2a011696d8ce_entries
+#include "../src/attention/attn_softmax_a57f610e22bb.h"
 #undef loom_host_module_entries

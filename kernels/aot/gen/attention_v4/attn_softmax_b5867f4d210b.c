@@ -2,11 +2,11 @@
 
 //go:build linux && amd64 && cgo
 
-/* Kernel attn_softmax [MASK=3] for host-x86_64-v4 (module "loom.aot.v4.attention.attn_softmax.260f93142a23"). */
+/* Kernel attn_softmax [MASK=1] for host-x86_64-v4 (module "loom.aot.v4.attention.attn_softmax.b5867f4d210b"). */
 #pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
-#define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e260f93142a23_entries
-#include "../src/attention/attn_softmax_8e077d13786f.h"
+#define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2eb5867f4d210b_entries
+#include "../src/attention/attn_softmax_21e6b55fa8e1.h"
 #undef loom_host_module_entries
