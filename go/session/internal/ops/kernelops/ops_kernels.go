@@ -413,16 +413,25 @@ func softmaxRowsPlanner(log string) ops.KernelPlanner {
 			return p, reason, err
 		}
 		rows, cols := int(p.Calls[0].Args[0]), int(p.Calls[0].Args[1])
-		log2 := 5
-		for log2 < 8 && 1<<log2 < cols {
-			log2++
-		}
+		log2 := rowBlockLog2(cols)
 		args := []uint64{U(rows), U(cols)}
 		p.Calls = []ops.KernelCall{{File: "linalg.loom", Symbol: "softmax_rows", Config: map[string]string{"LOG": log, "LOG2": strconv.Itoa(log2)}, Args: args, Workload: args,
 			Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadWriteOf(ops.OutputOperand(0))}}}
 		p.Reason += ", a block a row (GPU)"
 		return p, "", nil
 	}
+}
+
+// rowBlockLog2 is the LOG2 of the GPU-shaped row kernels' blocks (softmax_rows,
+// norm_rows_block, reduce_rows_block, attn_softmax_rows) for rows of n elements: n rounded up
+// to a power of two, at least a warp (32 threads) and at most 256, so that every thread has
+// elements to stride over and a long row takes 8 warps.
+func rowBlockLog2(n int) int {
+	log2 := 5
+	for log2 < 8 && 1<<log2 < n {
+		log2++
+	}
+	return log2
 }
 
 func U(v int) uint64 { return uint64(v) }

@@ -179,10 +179,7 @@ func attentionGPUPlanner(nd *graph.Node, opset int64, in []ops.ValueInfo) (*ops.
 			continue
 		}
 		lk := int(c.Args[4])
-		log2 := 5
-		for log2 < 8 && 1<<log2 < lk {
-			log2++
-		}
+		log2 := rowBlockLog2(lk)
 		c.Symbol = "attn_softmax_rows"
 		c.Config = map[string]string{"MASK": c.Config["MASK"], "LOG2": strconv.Itoa(log2)}
 		p.Calls[i] = c

@@ -486,10 +486,7 @@ func normRowsBlockPlanner(base ops.KernelPlanner) ops.KernelPlanner {
 		}
 		c := p.Calls[0]
 		cols := int(c.Args[1])
-		log2 := 5
-		for log2 < 8 && 1<<log2 < cols {
-			log2++
-		}
+		log2 := rowBlockLog2(cols)
 		c.Symbol = "norm_rows_block"
 		c.Config = map[string]string{"SCOL": c.Config["SCOL"], "BIAS": c.Config["BIAS"], "LOG2": strconv.Itoa(log2)}
 		p.Calls = []ops.KernelCall{c}

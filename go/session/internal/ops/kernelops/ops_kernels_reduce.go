@@ -221,10 +221,7 @@ func reduceRowsBlockPlanner(base ops.KernelPlanner) ops.KernelPlanner {
 		if r1 < 32 {
 			return p, reason, err
 		}
-		log2 := 5
-		for log2 < 8 && 1<<log2 < r1 {
-			log2++
-		}
+		log2 := rowBlockLog2(r1)
 		c.Symbol = "reduce_rows_block"
 		c.Config = map[string]string{"OP": c.Config["OP"], "LOG2": strconv.Itoa(log2)}
 		p.Calls = []ops.KernelCall{c}
