@@ -872,6 +872,7 @@ func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 	}{
 		{"attention", attn(false), 18, []tensor.Tensor{f32(2, 3, 5, 8), f32(2, 3, 7, 8), f32(2, 3, 7, 6)}, nil, nn.LoomAttention, 1e-5},
 		{"attention_kt", attn(true), 18, []tensor.Tensor{f32(2, 3, 5, 8), f32(2, 3, 8, 7), f32(2, 3, 7, 6)}, nil, nn.LoomAttention, 1e-5},
+		{"attention_gpu", attn(false), 18, []tensor.Tensor{f32(2, 3, 5, 8), f32(2, 3, 40, 8), f32(2, 3, 40, 6)}, nil, nn.LoomAttention, 1e-5},
 		{"conv_direct", convNode(padsAttr(1, 1)), 18, []tensor.Tensor{f32(2, 3, 40), f32(4, 3, 3), f32(4)}, nil, nil, 1e-5},
 		{"conv_depthwise", convNode(groupAttr(6)), 18, []tensor.Tensor{f32(2, 6, 5, 33), f32(6, 1, 3, 3)}, nil, nil, 1e-5},
 		{"conv_cols", convNode(), 18, []tensor.Tensor{f32(3, 16, 4, 4), f32(5, 16, 3, 3)}, nil, nil, 1e-5},
@@ -886,6 +887,8 @@ func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 		{"resize_linear", node("Resize", graph.StringAttr("mode", "linear")), 19, []tensor.Tensor{f32(2, 3, 5, 7), {}, tensor.MustTensor([]int64{4}, []float32{1, 1, 2, 1.5})}, nil, nil, 1e-6},
 		{"rnn", rnn, 14, rnnIn, []int{1, 2}, nil, 1e-5},
 	}
+	// The cases planned by the GPU planners (the cuda provider's), whose kernels fold too.
+	gpu := map[string]bool{"attention_gpu": true}
 	folded := map[string]bool{}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -893,7 +896,13 @@ func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 			for _, i := range c.dynamic {
 				infos[i].Static = tensor.Tensor{}
 			}
-			p, reason, err := ops.KernelPlanners[ops.PlannerKey(c.node)](c.node, c.opset, infos)
+			target := ops.PlanHost
+			if gpu[c.name] {
+				target = ops.PlanGPU
+			}
+			planner, ok := ops.PlannerFor(target, ops.PlannerKey(c.node))
+			require.True(t, ok)
+			p, reason, err := planner(c.node, c.opset, infos)
 			require.NoError(t, err)
 			require.NotNil(t, p, reason)
 			for i, k := range p.Calls {
