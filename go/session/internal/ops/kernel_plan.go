@@ -217,16 +217,24 @@ const (
 )
 
 // GPUKernelPlanners holds, by planner key, the planners of GPU-shaped kernels (see
-// RegisterGPUKernelPlanner and PlannerFor).
+// RegisterGPUKernelPlanner and PlannerFor): each tries the GPU planner and, where it declines
+// the inputs, the op's kernel planner.
 var GPUKernelPlanners = map[string]KernelPlanner{}
 
 // RegisterGPUKernelPlanner registers the GPU-shaped planner of an op that has a kernel
 // planner already (RegisterKernelOp); its launches are re-tiled to the devices' limits too.
 func RegisterGPUKernelPlanner(key string, planner KernelPlanner) {
-	if _, ok := KernelPlanners[key]; !ok {
+	base, ok := KernelPlanners[key]
+	if !ok {
 		panic("ops: a GPU planner for " + key + ", which has no kernel planner")
 	}
-	GPUKernelPlanners[key] = fitted(planner)
+	gpu := fitted(planner)
+	GPUKernelPlanners[key] = func(n *graph.Node, opset int64, in []ValueInfo) (*KernelPlan, string, error) {
+		if p, reason, err := gpu(n, opset, in); err != nil || p != nil {
+			return p, reason, err
+		}
+		return base(n, opset, in)
+	}
 }
 
 // PlannerFor is the planner of the op named by key (see PlannerKey) for target: for PlanGPU
@@ -234,20 +242,13 @@ func RegisterGPUKernelPlanner(key string, planner KernelPlanner) {
 // planner; otherwise its kernel planner. Every path that plans kernels (the run plans, the
 // interpreter) asks here, so an op's kernels for a session depend on its provider alone.
 func PlannerFor(target PlanTarget, key string) (KernelPlanner, bool) {
-	base, ok := KernelPlanners[key]
-	if !ok {
-		return nil, false
-	}
-	gpu, has := GPUKernelPlanners[key]
-	if target != PlanGPU || !has {
-		return base, true
-	}
-	return func(n *graph.Node, opset int64, in []ValueInfo) (*KernelPlan, string, error) {
-		if p, reason, err := gpu(n, opset, in); err != nil || p != nil {
-			return p, reason, err
+	if target == PlanGPU {
+		if gpu, ok := GPUKernelPlanners[key]; ok {
+			return gpu, true
 		}
-		return base(n, opset, in)
-	}, true
+	}
+	base, ok := KernelPlanners[key]
+	return base, ok
 }
 
 // kernelFallbacks holds, by planner key, the function that runs an op when its planner

@@ -37,7 +37,7 @@ func init() {
 	}
 	for op, log := range map[string]string{"Softmax": "false", "LogSoftmax": "true"} {
 		ops.RegisterKernelOp(op, softmaxPlanner(log), hostFallback(op))
-		ops.RegisterGPUKernelPlanner(op, softmaxRowsPlanner(log))
+		ops.RegisterGPUKernelPlanner(op, softmaxRows.planner(softmaxPlanner(log)))
 	}
 }
 
@@ -398,40 +398,6 @@ func softmaxPlanner(log string) ops.KernelPlanner {
 			Calls: []ops.KernelCall{{File: "linalg.loom", Symbol: "softmax", Config: map[string]string{"LOG": log, "BLOCK": strconv.Itoa(block)}, Args: args, Workload: args,
 				Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadWriteOf(ops.OutputOperand(0))}}}}, "", nil
 	}
-}
-
-// softmaxRowsPlanner: the GPU shape of softmax (linalg.loom's softmax_rows), one block a row
-// with block reductions for the max and the sum: a block of the row's length rounded up to a
-// power of two, at least a warp (32) and at most 256 threads, so that every thread has columns
-// to stride over and a long row takes 256 (8 warps). It plans what softmaxPlanner plans and
-// declines the rest the same way.
-func softmaxRowsPlanner(log string) ops.KernelPlanner {
-	base := softmaxPlanner(log)
-	return func(nd *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
-		p, reason, err := base(nd, opset, in)
-		if err != nil || p == nil {
-			return p, reason, err
-		}
-		rows, cols := int(p.Calls[0].Args[0]), int(p.Calls[0].Args[1])
-		log2 := rowBlockLog2(cols)
-		args := []uint64{U(rows), U(cols)}
-		p.Calls = []ops.KernelCall{{File: "linalg.loom", Symbol: "softmax_rows", Config: map[string]string{"LOG": log, "LOG2": strconv.Itoa(log2)}, Args: args, Workload: args,
-			Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadWriteOf(ops.OutputOperand(0))}}}
-		p.Reason += ", a block a row (GPU)"
-		return p, "", nil
-	}
-}
-
-// rowBlockLog2 is the LOG2 of the GPU-shaped row kernels' blocks (softmax_rows,
-// norm_rows_block, reduce_rows_block, attn_softmax_rows) for rows of n elements: n rounded up
-// to a power of two, at least a warp (32 threads) and at most 256, so that every thread has
-// elements to stride over and a long row takes 8 warps.
-func rowBlockLog2(n int) int {
-	log2 := 5
-	for log2 < 8 && 1<<log2 < n {
-		log2++
-	}
-	return log2
 }
 
 func U(v int) uint64 { return uint64(v) }

@@ -17,7 +17,7 @@ import (
 
 func init() {
 	ops.RegisterKernelOp(graph.LoomDomain+":Attention", PlanAttention, nn.LoomAttention)
-	ops.RegisterGPUKernelPlanner(graph.LoomDomain+":Attention", attentionGPUPlanner)
+	ops.RegisterGPUKernelPlanner(graph.LoomDomain+":Attention", attnSoftmaxRows.planner(PlanAttention))
 }
 
 func PlanAttention(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
@@ -163,27 +163,5 @@ func PlanAttention(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan
 	}
 	p.Calls = append(p.Calls, bmmSpec{m: lq, n: dv, k: lk, dims: dims, as0: lk, as1: 1, bs0: dv,
 		aBatch: st[0], bBatch: st[1], cBatch: st[2], a: ops.ScratchOperand(sScores), b: ops.InputOperand(2), c: ops.OutputOperand(0)}.call())
-	return p, "", nil
-}
-
-// attentionGPUPlanner: PlanAttention with its softmax in the GPU's shape, attn_softmax_rows (a
-// block of the key length rounded up to a power of two, 32 to 256 threads, a row of scores),
-// with attn_softmax's arguments and bindings. The products stay PlanAttention's bmm.
-func attentionGPUPlanner(nd *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
-	p, reason, err := PlanAttention(nd, opset, in)
-	if err != nil || p == nil {
-		return p, reason, err
-	}
-	for i, c := range p.Calls {
-		if c.Symbol != "attn_softmax" {
-			continue
-		}
-		lk := int(c.Args[4])
-		log2 := rowBlockLog2(lk)
-		c.Symbol = "attn_softmax_rows"
-		c.Config = map[string]string{"MASK": c.Config["MASK"], "LOG2": strconv.Itoa(log2)}
-		p.Calls[i] = c
-		p.Reason += ", the softmax a block a row (GPU)"
-	}
 	return p, "", nil
 }

@@ -51,9 +51,9 @@ func init() {
 	ops.RegisterKernelOp(graph.LoomDomain+":LayerNormalization", PlanLayerNorm, hostFallback("LayerNormalization"))
 	ops.RegisterKernelOp("InstanceNormalization", planInstanceNorm, hostFallback("InstanceNormalization"))
 	for _, key := range []string{"LayerNormalization", graph.LoomDomain + ":LayerNormalization"} {
-		ops.RegisterGPUKernelPlanner(key, normRowsBlockPlanner(PlanLayerNorm))
+		ops.RegisterGPUKernelPlanner(key, normRowsBlock.planner(PlanLayerNorm))
 	}
-	ops.RegisterGPUKernelPlanner("InstanceNormalization", normRowsBlockPlanner(planInstanceNorm))
+	ops.RegisterGPUKernelPlanner("InstanceNormalization", normRowsBlock.planner(planInstanceNorm))
 	ops.RegisterKernelOp("BatchNormalization", PlanBatchNorm, hostFallback("BatchNormalization"))
 	for op, a := range activationOps {
 		ops.RegisterKernelOp(op, activationPlanner(a.code, a.params), hostFallback(op))
@@ -472,25 +472,4 @@ func PlanBatchNorm(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan,
 		Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadOf(ops.InputOperand(1)), ops.ReadOf(ops.InputOperand(2)), ops.ReadOf(ops.InputOperand(3)),
 			ops.ReadOf(ops.InputOperand(4)), ops.WriteOf(ops.OutputOperand(0))}}}
 	return p, "", nil
-}
-
-// normRowsBlockPlanner: the GPU shape of a norm_rows plan (LayerNormalization,
-// InstanceNormalization): norm_rows_block, one block a row with block reductions, a block of
-// the row's length rounded up to a power of two, 32 to 256 threads. The arguments and
-// bindings are norm_rows'; base's other plans (and declines) stand.
-func normRowsBlockPlanner(base ops.KernelPlanner) ops.KernelPlanner {
-	return func(nd *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
-		p, reason, err := base(nd, opset, in)
-		if err != nil || p == nil || len(p.Calls) != 1 || p.Calls[0].Symbol != "norm_rows" {
-			return p, reason, err
-		}
-		c := p.Calls[0]
-		cols := int(c.Args[1])
-		log2 := rowBlockLog2(cols)
-		c.Symbol = "norm_rows_block"
-		c.Config = map[string]string{"SCOL": c.Config["SCOL"], "BIAS": c.Config["BIAS"], "LOG2": strconv.Itoa(log2)}
-		p.Calls = []ops.KernelCall{c}
-		p.Reason += ", a block a row (GPU)"
-		return p, "", nil
-	}
 }

@@ -28,7 +28,7 @@ var reduceOps = map[string]struct {
 func init() {
 	for op, r := range reduceOps {
 		ops.RegisterKernelOp(op, reducePlanner(r.code, r.since), hostFallback(op))
-		ops.RegisterGPUKernelPlanner(op, reduceRowsBlockPlanner(reducePlanner(r.code, r.since)))
+		ops.RegisterGPUKernelPlanner(op, reduceRowsBlock.planner(reducePlanner(r.code, r.since)))
 	}
 	ops.RegisterKernelOp("GlobalAveragePool", globalPoolPlanner("ReduceMean"), hostFallback("GlobalAveragePool"))
 	ops.RegisterKernelOp("GlobalMaxPool", globalPoolPlanner("ReduceMax"), hostFallback("GlobalMaxPool"))
@@ -202,30 +202,6 @@ func argReducePlanner(isMax bool) ops.KernelPlanner {
 		cfg := map[string]string{"MAX": strconv.FormatBool(isMax), "LAST": strconv.FormatBool(n.AttrInt("select_last_index", 0) != 0)}
 		p.Calls = []ops.KernelCall{{File: reduceFile, Symbol: "arg_reduce", Config: cfg, Args: args, Workload: args[:1],
 			Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.WriteOf(ops.OutputOperand(0))}}}
-		return p, "", nil
-	}
-}
-
-// reduceRowsBlockPlanner: the GPU shape of a reduce_rows plan, reduce_rows_block (one block per
-// output row, a block reduction), for rows whose contiguous runs (R1) are at least a warp long;
-// shorter runs, and reduce_inner's plans, stay base's (a thread per output). The block is R1
-// rounded up to a power of two, 32 to 256 threads. Arguments and bindings are reduce_rows'.
-func reduceRowsBlockPlanner(base ops.KernelPlanner) ops.KernelPlanner {
-	return func(nd *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
-		p, reason, err := base(nd, opset, in)
-		if err != nil || p == nil || len(p.Calls) != 1 || p.Calls[0].Symbol != "reduce_rows" {
-			return p, reason, err
-		}
-		c := p.Calls[0]
-		r1 := int(c.Args[4])
-		if r1 < 32 {
-			return p, reason, err
-		}
-		log2 := rowBlockLog2(r1)
-		c.Symbol = "reduce_rows_block"
-		c.Config = map[string]string{"OP": c.Config["OP"], "LOG2": strconv.Itoa(log2)}
-		p.Calls = []ops.KernelCall{c}
-		p.Reason += ", a block per output (GPU)"
 		return p, "", nil
 	}
 }

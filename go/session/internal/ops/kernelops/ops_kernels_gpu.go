@@ -1,0 +1,65 @@
+package kernelops
+
+import (
+	"strconv"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+)
+
+// The GPU planners (ops.RegisterGPUKernelPlanner) of the row kernels: each takes the op's own
+// plan and replaces its CPU-shaped row kernel (a thread a row) by the GPU-shaped one (one block
+// of 2^LOG2 threads a row, the threads striding the row, block reductions through shared
+// memory), call for call: the same file, arguments, workload and bindings.
+var (
+	softmaxRows     = gpuRows{from: "softmax", to: "softmax_rows", rowArg: 1, keep: []string{"LOG"}}
+	normRowsBlock   = gpuRows{from: "norm_rows", to: "norm_rows_block", rowArg: 1, keep: []string{"SCOL", "BIAS"}}
+	attnSoftmaxRows = gpuRows{from: "attn_softmax", to: "attn_softmax_rows", rowArg: 4, keep: []string{"MASK"}}
+	// A reduction's contiguous runs shorter than a warp stay a thread per output.
+	reduceRowsBlock = gpuRows{from: "reduce_rows", to: "reduce_rows_block", rowArg: 4, minRow: 32, keep: []string{"OP"}}
+)
+
+// gpuRows is one such replacement.
+type gpuRows struct {
+	from, to string   // the row kernels' symbols
+	rowArg   int      // the argument holding a row's length
+	minRow   int      // rows shorter than this keep from
+	keep     []string // from's specialization constants that to takes too
+}
+
+// planner is base with its calls of g.from replaced by g.to.
+func (g gpuRows) planner(base ops.KernelPlanner) ops.KernelPlanner {
+	return func(nd *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+		p, reason, err := base(nd, opset, in)
+		if err != nil || p == nil {
+			return p, reason, err
+		}
+		for i, c := range p.Calls {
+			row := int(c.Args[g.rowArg])
+			if c.Symbol != g.from || row < g.minRow {
+				continue
+			}
+			cfg := map[string]string{"LOG2": strconv.Itoa(rowBlockLog2(row))}
+			for _, k := range g.keep {
+				if v, ok := c.Config[k]; ok {
+					cfg[k] = v
+				}
+			}
+			c.Symbol, c.Config = g.to, cfg
+			p.Calls[i] = c
+			p.Reason += ", " + g.to + " (GPU: a block a row)"
+		}
+		return p, reason, nil
+	}
+}
+
+// rowBlockLog2 is the LOG2 of the GPU row kernels' blocks for rows of n elements: n rounded up
+// to a power of two, at least a warp (32 threads) and at most 256, so that every thread has
+// elements to stride over and a long row takes 8 warps.
+func rowBlockLog2(n int) int {
+	log2 := 5
+	for log2 < 8 && 1<<log2 < n {
+		log2++
+	}
+	return log2
+}
