@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -81,6 +80,8 @@ type emitter struct {
 	err     error
 	// guardedLoops counts the host thread loops emitted by guardedXLoop so far.
 	guardedLoops int
+	// sync is the host's plan of the body around its barriers (hostBody).
+	sync *syncPlan
 }
 
 // Emit renders the kernel's function (and, for host, the module's entry table) as C source.
@@ -382,42 +383,15 @@ func (e *emitter) function() {
 	for _, op := range prologue {
 		e.op(op)
 	}
-	// Segments between barriers.
-	var segs [][]*ir.Op
-	cur := []*ir.Op{}
-	for _, op := range rest {
-		if op.Code == ir.OpBarrier {
-			segs = append(segs, cur)
-			cur = []*ir.Op{}
-			continue
+	if e.lang.Host {
+		e.hostBody(rest, hoisted)
+	} else {
+		// Each thread is a CUDA thread: the body as written, barrier() as __syncthreads().
+		for d := 0; d < 3; d++ {
+			e.tid[d] = fmt.Sprintf("((loom_i64)threadIdx.%c)", "xyz"[d])
 		}
-		cur = append(cur, op)
-	}
-	segs = append(segs, cur)
-	defSeg := map[*ir.Value]int{}
-	for i, seg := range segs {
-		for _, op := range seg {
-			if op.Result != nil {
-				defSeg[op.Result] = i
-			}
-		}
-	}
-	for i, seg := range segs {
-		if i > 0 && !e.lang.Host {
-			e.line("__syncthreads();")
-		}
-		if len(seg) == 0 {
-			continue
-		}
-		if e.lang.Host {
-			e.threadLoops(seg, e.rematerialize(seg, i, defSeg))
-		} else {
-			for d := 0; d < 3; d++ {
-				e.tid[d] = fmt.Sprintf("((loom_i64)threadIdx.%c)", "xyz"[d])
-			}
-			for _, op := range seg {
-				e.op(op)
-			}
+		for _, op := range rest {
+			e.op(op)
 		}
 	}
 	if e.lang.Host {
@@ -429,64 +403,16 @@ func (e *emitter) function() {
 	e.line("}")
 }
 
-// rematerialize lists the ops of earlier barrier segments whose (pure) results segment i uses:
-// each host segment runs in its own loop over the threads, so such values are recomputed.
-func (e *emitter) rematerialize(seg []*ir.Op, i int, defSeg map[*ir.Value]int) []*ir.Op {
-	need := map[*ir.Op]bool{}
-	var visit func(v *ir.Value)
-	visit = func(v *ir.Value) {
-		s, ok := defSeg[v]
-		if !ok || s >= i || need[v.Def] {
-			return
-		}
-		if !v.Def.Pure() {
-			e.err = fmt.Errorf("codegen: value %%%d (%s) crosses a barrier", v.ID, v.Def.Name())
-			return
-		}
-		need[v.Def] = true
-		for _, a := range v.Def.Args {
-			visit(a)
-		}
-	}
-	for _, op := range seg {
-		ir.Walk(&ir.Block{Ops: []*ir.Op{op}}, func(o *ir.Op) {
-			for _, a := range o.Args {
-				visit(a)
-			}
-		})
-	}
-	var out []*ir.Op
-	for j := 0; j < i; j++ {
-		for _, op := range segsOp(defSeg, j) {
-			if need[op] {
-				out = append(out, op)
-			}
-		}
-	}
-	sort.SliceStable(out, func(a, b int) bool { return out[a].Result.ID < out[b].Result.ID })
-	return out
-}
-
-func segsOp(defSeg map[*ir.Value]int, j int) []*ir.Op {
-	var out []*ir.Op
-	for v, s := range defSeg {
-		if s == j {
-			out = append(out, v.Def)
-		}
-	}
-	return out
-}
-
-func (e *emitter) threadLoops(seg []*ir.Op, pre []*ir.Op) {
+func (e *emitter) threadLoops(seg *hostSegment) {
 	dims := e.check.Args[3:6]
-	ops := append(append([]*ir.Op{}, pre...), seg...)
+	ops := append(append([]*ir.Op{}, seg.pre...), seg.ops...)
 	opened, emitted := 0, false
 	for d := 2; d >= 0; d-- {
 		if c, ok := ir.ConstInt(dims[d]); ok && c == 1 {
 			e.tid[d] = "0LL"
 			continue
 		}
-		if d == 0 {
+		if d == 0 && !seg.state {
 			if g := matchXGuard(ops); g != nil {
 				// After the first, each in a block of its own: the declarations of one barrier
 				// segment's loop (its bounds, its hoisted and rematerialized values) must not
@@ -517,8 +443,19 @@ func (e *emitter) threadLoops(seg []*ir.Op, pre []*ir.Op) {
 			e.indent++
 			opened = 1
 		}
-		for _, op := range ops {
+		if seg.state {
+			e.line("const loom_i64 loom_lin = %s;", e.linearThread())
+		}
+		for _, op := range seg.pre {
 			e.op(op)
+		}
+		for _, op := range seg.ops {
+			e.op(op)
+			if op.Result != nil {
+				if st := e.sync.spilled[op.Result]; st != "" {
+					e.line("%s[loom_lin] = %s;", st, e.val(op.Result))
+				}
+			}
 		}
 	}
 	for ; opened > 0; opened-- {
@@ -638,7 +575,12 @@ func (e *emitter) op(op *ir.Op) {
 		e.line("}")
 		return
 	case ir.OpBarrier:
-		e.err = fmt.Errorf("codegen: barrier() inside control flow")
+		if e.lang.Host {
+			// The host splits the body at barriers (hostBody); one here is under control flow.
+			e.err = fmt.Errorf("codegen: barrier() inside control flow")
+			return
+		}
+		e.line("__syncthreads();")
 		return
 	case ir.OpAssume:
 		e.line("if (LOOM_FAIL(!(%s))) %s /* assume %s */", e.val(op.Args[0]), e.abort(op.Bit), sanitizeComment(op.Str))
@@ -661,6 +603,13 @@ func (e *emitter) op(op *ir.Op) {
 		return
 	case ir.OpAlloc:
 		s := op.Result.Type.(*ir.Slot)
+		if e.sync != nil && e.sync.promoted[op.Result] != "" {
+			// A variable used across barriers: this thread's element of its per-thread
+			// storage, zeroed as the declaration would.
+			x := e.val(op.Result)
+			e.line("__builtin_memset(&%s, 0, sizeof(%s));", x, x)
+			return
+		}
 		n := e.name(op.Result, "s")
 		dims := ""
 		for _, d := range s.Dims {

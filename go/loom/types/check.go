@@ -102,21 +102,13 @@ type checker struct {
 	inLaunch bool
 	inDevice bool
 	level    int // block nesting inside the device body (0 = top level)
-	// unrolled counts the enclosing levels that are unroll loops nested in one another from
-	// the top level: while it equals level, the unroll pass leaves the code at the top level,
-	// so barrier() is allowed there.
-	unrolled  int
-	segment   int  // barrier segment at the device top level
+	// synced counts the enclosing levels that are block-uniform loops nested in one another
+	// from the top level (unroll loops, and range loops whose bounds are the same in every
+	// thread): while it equals level, every thread of the block runs the code the same number
+	// of times, so barrier() is allowed there.
+	synced    int
 	discovery bool // first pass over the device body: find reassigned variables
 	mutable   map[token.Pos]bool
-
-	crossUses []crossUse
-}
-
-type crossUse struct {
-	obj     *Object
-	pos     token.Pos
-	segment int
 }
 
 func (c *checker) errorf(pos token.Pos, format string, args ...any) {
@@ -598,17 +590,10 @@ func (c *checker) deviceBody(ks *scope, d *ast.DeviceDecl) {
 	}
 	c.inDevice = true
 	c.level = 0
-	c.unrolled = 0
-	c.segment = 0
-	c.crossUses = nil
+	c.synced = 0
 	defer func() { c.inDevice = false }()
 	for _, st := range d.Body.List {
 		c.stmt(s, st)
-	}
-	for _, u := range c.crossUses {
-		if !u.obj.Uniform && !u.obj.Pure && u.obj.Segment != u.segment {
-			c.errorf(u.pos, "%s is declared before a barrier and used after it; pass values across barriers through shared memory", u.obj.Name)
-		}
 	}
 }
 
@@ -626,7 +611,7 @@ func (c *checker) block(s *scope, b *ast.BlockStmt) {
 
 func (c *checker) newLocal(id *ast.Ident, t Type, uniform bool, kind VarKind) *Object {
 	obj := &Object{Kind: ObjVar, Name: id.Name, Pos: id.Pos(), Type: t, VarKind: kind,
-		Segment: c.segment, TopLevel: c.level == 0}
+		TopLevel: c.level == 0}
 	obj.Mutable = c.mutable[id.Pos()]
 	obj.Uniform = uniform && !obj.Mutable
 	return obj
@@ -680,11 +665,9 @@ func (c *checker) stmt(s *scope, st ast.Stmt) {
 					if len(call.Args) != 0 {
 						c.errorf(call.Lparen, "barrier takes no arguments")
 					}
-					if c.level != c.unrolled {
-						c.errorf(call.Pos(), "barrier() belongs at the top level of the device body (or in unroll loops there)")
-						return
+					if c.level != c.synced {
+						c.errorf(call.Pos(), "barrier() belongs at the top level of the device body or in loops there whose bounds are the same in every thread (unroll loops, range loops over parameters, constants and block ids), never under if")
 					}
-					c.segment++
 					return
 				}
 			}
@@ -817,7 +800,6 @@ func (c *checker) assign(s *scope, st *ast.AssignStmt) {
 			if c.discovery {
 				c.mutable[obj.Pos] = true
 			}
-			c.noteUse(obj, id.Pos())
 			if _, isArr := obj.Type.(*Array); isArr {
 				c.errorf(id.Pos(), "cannot assign a whole array; assign its elements")
 			}
@@ -894,12 +876,6 @@ func (c *checker) assignValue(s *scope, st *ast.AssignStmt, t Type) {
 	}
 }
 
-func (c *checker) noteUse(obj *Object, pos token.Pos) {
-	if c.inDevice && obj.Kind == ObjVar && obj.VarKind != VarParam {
-		c.crossUses = append(c.crossUses, crossUse{obj: obj, pos: pos, segment: c.segment})
-	}
-}
-
 func (c *checker) forStmt(s *scope, st *ast.ForStmt) {
 	inner := newScope(s)
 	call, ok := ast.Unparen(st.Iter).(*ast.CallExpr)
@@ -913,6 +889,7 @@ func (c *checker) forStmt(s *scope, st *ast.ForStmt) {
 			}
 		}
 	}
+	var xs []operand
 	if kind == BuiltinNone {
 		c.errorf(st.Iter.Pos(), "for iterates over range(...) or unroll(...)")
 		if st.Iter != nil {
@@ -923,7 +900,6 @@ func (c *checker) forStmt(s *scope, st *ast.ForStmt) {
 		if len(args) < 1 || len(args) > 3 {
 			c.errorf(call.Lparen, "%s takes 1 to 3 arguments (hi, lo, hi or lo, hi, step), got %d", kind.Name(), len(args))
 		}
-		var xs []operand
 		for i, a := range args {
 			if i >= 3 {
 				break
@@ -969,20 +945,29 @@ func (c *checker) forStmt(s *scope, st *ast.ForStmt) {
 			}
 		}
 	}
-	unrolled := kind == BuiltinUnroll && c.inDevice && c.level == c.unrolled
+	// A loop that every thread of the block runs alike (an unroll loop, or a range loop whose
+	// bounds are the same in every thread) directly inside such code may hold barrier().
+	synced := c.inDevice && c.level == c.synced && kind != BuiltinNone
+	if synced && kind == BuiltinRange {
+		for _, x := range xs {
+			if x.mode == ModeInvalid || !x.uniform {
+				synced = false
+			}
+		}
+	}
 	if st.Key != nil {
 		obj := c.newLocal(st.Key, Typ[Index], false, VarLoop)
 		obj.Mutable = false
-		obj.Uniform = false
-		// An unroll loop's variable becomes a constant in each copy of the body, so it may be
-		// used after a barrier in the body.
+		// The variable of a block-uniform loop is the same in every thread.
+		obj.Uniform = synced
+		// An unroll loop's variable becomes a constant in each copy of the body.
 		obj.Pure = kind == BuiltinUnroll
 		c.declare(inner, st.Key, obj)
 		c.info.LoopVar[st] = obj
 	}
-	if unrolled {
-		c.unrolled++
-		defer func() { c.unrolled-- }()
+	if synced {
+		c.synced++
+		defer func() { c.synced-- }()
 	}
 	c.block(inner, st.Body)
 }

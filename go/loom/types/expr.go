@@ -166,7 +166,6 @@ func (c *checker) ident(s *scope, id *ast.Ident) operand {
 			c.errorf(id.Pos(), "launch programs see only their workload parameters, not device parameter %s", id.Name)
 			return invalid(id)
 		}
-		c.noteUse(obj, id.Pos())
 		return operand{mode: ModeValue, typ: obj.Type, uniform: obj.Uniform && !obj.Mutable}
 	}
 	return invalid(id)

@@ -44,10 +44,9 @@ type Object struct {
 	VarKind  VarKind // ObjVar
 	Mutable  bool    // a var declaration, or a := variable assigned again later
 	Uniform  bool    // same value in every thread of a block
-	Pure     bool    // computed without loads or mutable variables (recomputable after a barrier)
+	Pure     bool    // computed without loads or mutable variables
 	Index    int     // parameter index; for buffers also see Binding
 	Binding  int     // buffer parameters: binding number (order among buffer parameters)
-	Segment  int     // device top level: barrier segment the variable was declared in
 	TopLevel bool    // declared at the top level of the device body
 }
 
