@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/loomrt/loom/go/graph/internal/onnxpb"
@@ -165,6 +166,11 @@ func TestStructuralErrors(t *testing.T) {
 	err = mk(nil, "missing")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `value "missing": graph output is not produced`)
+
+	err = mk([]*Node{NewNode("n", "Relu", []string{"x"}, []string{"y"})}, "y", "x", "y", "y")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `value "y": graph output is listed twice`)
+	assert.Equal(t, 1, strings.Count(err.Error(), "listed twice"), "one error per name")
 }
 
 func TestTopologicalSortOnLoad(t *testing.T) {

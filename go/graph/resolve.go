@@ -14,7 +14,16 @@ func (m *Model) Resolve() error { return resolve(m) }
 
 func resolve(m *Model) error {
 	el := &ErrorList{}
-	resolveGraph(m.Name, m.Graph, GraphPath(m.Graph, ""), el)
+	path := GraphPath(m.Graph, "")
+	resolveGraph(m.Name, m.Graph, path, el)
+	// A run returns the model's outputs by name, so each is listed once. (A subgraph may
+	// list a value twice: its outputs are positional, and passes rename them.)
+	seen := make(map[string]int, len(m.Graph.Outputs))
+	for _, o := range m.Graph.Outputs {
+		if seen[o.Name]++; seen[o.Name] == 2 {
+			el.Add(&Error{Model: m.Name, Graph: path, Value: o.Name, Msg: "graph output is listed twice (a model's outputs are named, so each must be listed once)"})
+		}
+	}
 	return el.Err()
 }
 

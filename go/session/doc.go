@@ -44,8 +44,9 @@
 //
 // An InferenceSession runs an ONNX model. Load, LoadBytes and FromGraph make one, configured
 // by LoadOptions (WithExecutionProvider, WithOptimizationLevel, WithIntraOpThreads,
-// WithTracerProvider, and WithOption for ONNX Runtime's string session options); Open and its
-// relatives take Options instead, a distinct type, since they configure a ModelSession.
+// WithTracerProvider, WithLimits, and WithOption for ONNX Runtime's string session options);
+// Open and its relatives take Options instead, a distinct type, since they configure a
+// ModelSession.
 //
 //	s, err := session.Load("model.onnx", session.WithExecutionProvider(session.ProviderHost))
 //	...

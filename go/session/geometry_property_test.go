@@ -881,6 +881,8 @@ func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 		{"gemm_nn_batched", node("MatMul"), 13, []tensor.Tensor{f32(3, 2, 9, 20), f32(3, 2, 20, 40)}, nil, nil, 1e-5},
 		{"gemm_nt_transpose", node("Gemm", graph.IntAttr("transA", 1), graph.IntAttr("transB", 1)), 13, []tensor.Tensor{f32(7, 5), f32(6, 7)}, nil, nil, 1e-5},
 		{"gemm_nt", node("Gemm", graph.IntAttr("transB", 1)), 13, []tensor.Tensor{f32(5, 64), f32(6, 64)}, nil, nil, 1e-5},
+		{"gemm_tiled_batched", node("MatMul"), 13, []tensor.Tensor{f32(3, 2, 70, 20), f32(3, 1, 20, 65)}, nil, nil, 1e-5},
+		{"gemm_tiled_transposed", node("Gemm", graph.IntAttr("transA", 1), graph.IntAttr("transB", 1)), 13, []tensor.Tensor{f32(7, 5), f32(6, 7), f32(6)}, nil, nil, 1e-5},
 		{"pool2d", node("MaxPool", graph.IntsAttr("kernel_shape", 3, 3), graph.IntsAttr("pads", 1, 1, 1, 1)), 18, []tensor.Tensor{f32(2, 3, 7, 6)}, nil, nil, 0},
 		{"pool2d_window", node("MaxPool", graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)), 18, []tensor.Tensor{f32(2, 3, 6, 80)}, nil, nil, 0},
 		{"resize_nearest", node("Resize", graph.StringAttr("mode", "nearest")), 19, []tensor.Tensor{f32(2, 3, 5, 7), {}, tensor.MustTensor([]int64{4}, []float32{1, 1, 2, 1.5})}, nil, nil, 0},
@@ -888,7 +890,7 @@ func TestKernelGeometryFoldMatchesHost(t *testing.T) {
 		{"rnn", rnn, 14, rnnIn, []int{1, 2}, nil, 1e-5},
 	}
 	// The cases planned by the GPU planners (the cuda provider's), whose kernels fold too.
-	gpu := map[string]bool{"attention_gpu": true}
+	gpu := map[string]bool{"attention_gpu": true, "gemm_tiled_batched": true, "gemm_tiled_transposed": true}
 	folded := map[string]bool{}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,9 +57,9 @@ const (
 
 // LoadOption configures the InferenceSession that Load, LoadBytes or FromGraph makes: the
 // execution provider, the graph optimization level, the intra-op threads, ONNX Runtime's
-// string session options and the TracerProvider. (ModelSession, the lower-level session that
-// Open makes, takes an Option instead.) The first invalid option is the error of the call it
-// was given to.
+// string session options, the TracerProvider and the limits. (ModelSession, the lower-level
+// session that Open makes, takes an Option instead.) The first invalid option is the error of
+// the call it was given to.
 type LoadOption func(*loadOptions)
 
 // loadOptions collects an InferenceSession's LoadOptions.
@@ -69,7 +70,9 @@ type loadOptions struct {
 	options  map[string]string
 	// tracerProvider receives the session's traces; nil: OpenTelemetry's global provider.
 	tracerProvider trace.TracerProvider
-	err            error
+	// limits bound what loading accepts and, by MaxElements, what a run allocates.
+	limits graph.Limits
+	err    error
 }
 
 // collectLoadOptions applies opts over the defaults: provider auto, optimization level all
@@ -125,6 +128,24 @@ func WithIntraOpThreads(n int) LoadOption {
 	}
 }
 
+// WithLimits sets the limits a model is checked against while it loads (graph.Limits; a zero
+// field keeps its default, see graph.DefaultLimits): Load and LoadBytes refuse a model over
+// them (FromGraph's model is already built: only MaxElements applies to it). MaxElements
+// (default 2^34) also bounds every tensor a run's ops make: an op that
+// would make a larger one (ConstantOfShape, Range, OneHot, Expand or Tile fed a huge size,
+// say) fails the run, before allocating, with an *Error matching ErrOverBudget that names
+// the node and the size asked for. A service that runs models or inputs it does not trust
+// sets MaxElements to what its memory can hold.
+func WithLimits(l graph.Limits) LoadOption {
+	return func(o *loadOptions) {
+		if l.MaxModelBytes < 0 || l.MaxRank < 0 || l.MaxDim < 0 || l.MaxElements < 0 || l.MaxNesting < 0 || l.MaxNodes < 0 || l.MaxFoldElements < 0 {
+			o.fail("limits must not be negative, got %+v", l)
+			return
+		}
+		o.limits = l
+	}
+}
+
 // WithOption sets a string session option, ONNX Runtime style (the Option* constants). An
 // unknown key or a malformed value is an error naming it.
 func WithOption(key, value string) LoadOption {
@@ -154,7 +175,7 @@ func Load(path string, opts ...LoadOption) (*InferenceSession, error) {
 	if o.err != nil {
 		return nil, o.err
 	}
-	m, err := graph.Load(path)
+	m, err := graph.LoadWithOptions(path, graph.LoadOptions{Limits: o.limits})
 	if err != nil {
 		return nil, tensor.WrapError("Load", tensor.ErrInvalidArgument, err, "cannot load %s", path)
 	}
@@ -171,7 +192,7 @@ func LoadBytes(data []byte, opts ...LoadOption) (*InferenceSession, error) {
 	if o.err != nil {
 		return nil, o.err
 	}
-	m, err := graph.LoadBytes(data)
+	m, err := graph.LoadBytesWithOptions(data, graph.LoadOptions{Limits: o.limits})
 	if err != nil {
 		return nil, tensor.WrapError("LoadBytes", tensor.ErrInvalidArgument, err, "cannot decode the model")
 	}
@@ -284,6 +305,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	s := &InferenceSession{eng: &exec.Engine{Model: m, Opset: m.Opset("")}, ownModel: ownModel, options: map[string]string{}}
 	s.pe = &plan.Env{Eng: s.eng}
 	s.eng.Tracing.Provider = b.tracerProvider
+	s.eng.MaxElements = b.limits.MaxElements // 0: the default
 	for k, v := range b.options {
 		s.options[k] = v
 	}
@@ -458,6 +480,7 @@ func (s *InferenceSession) Close() error {
 	errs = append(errs, device.CloseWeights(&s.pe.PlanWeights, s.eng.Ctx)...)
 	errs = append(errs, s.eng.Kernels.Close()...)
 	s.eng.Bodies.Close()
+	s.eng.ForgetGraphs()
 	errs = append(errs, s.eng.Ctx.Close(), s.dev.Close())
 	if s.ownModel {
 		errs = append(errs, s.eng.Model.Close())
@@ -487,7 +510,12 @@ func (s *InferenceSession) checkInputs(inputs []tensor.NamedValue) (map[string]t
 			continue
 		}
 		if !ok {
-			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "missing input %q (%s)", meta.Name, describeMeta(meta))
+			// A misspelt name is the likely cause: name what was fed instead.
+			msg := fmt.Sprintf("missing input %q (%s)", meta.Name, describeMeta(meta))
+			if unknown := s.unknownInputs(fed); len(unknown) > 0 {
+				msg += fmt.Sprintf("; fed %s, which %s no input of the model (inputs: %s)", quoteNames(unknown), isAre(len(unknown)), s.inputNames())
+			}
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "%s", msg)
 		}
 		matched++
 		if err := checkFed(meta, t); err != nil {
@@ -497,10 +525,20 @@ func (s *InferenceSession) checkInputs(inputs []tensor.NamedValue) (map[string]t
 	if matched == len(inputs) {
 		return fed, nil // every fed name is a graph input (names are unique)
 	}
+	if unknown := s.unknownInputs(fed); len(unknown) > 0 {
+		return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "no input named %q (inputs: %s)", unknown[0], s.inputNames())
+	}
+	return fed, nil
+}
+
+// unknownInputs are the fed names, sorted, that are neither graph inputs nor initializers a
+// caller may override.
+func (s *InferenceSession) unknownInputs(fed map[string]tensor.Tensor) []string {
 	known := make(map[string]bool, len(s.inputs))
 	for _, meta := range s.inputs {
 		known[meta.Name] = true
 	}
+	var unknown []string
 	for name := range fed {
 		if known[name] {
 			continue
@@ -508,13 +546,34 @@ func (s *InferenceSession) checkInputs(inputs []tensor.NamedValue) (map[string]t
 		if _, ok := s.eng.Weights[name]; ok && s.isOverridable(name) {
 			continue
 		}
-		names := make([]string, len(s.inputs))
-		for i, m := range s.inputs {
-			names[i] = m.Name
-		}
-		return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "no input named %q (inputs: %s)", name, strings.Join(names, ", "))
+		unknown = append(unknown, name)
 	}
-	return fed, nil
+	sort.Strings(unknown)
+	return unknown
+}
+
+// inputNames lists the graph inputs a run feeds, for messages.
+func (s *InferenceSession) inputNames() string {
+	names := make([]string, len(s.inputs))
+	for i, m := range s.inputs {
+		names[i] = m.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func quoteNames(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }
 
 // isOverridable reports whether an initializer is also declared a graph input, which a caller

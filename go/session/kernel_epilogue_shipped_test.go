@@ -17,7 +17,8 @@ import (
 )
 
 // TestShippedEpiloguesWithoutACompiler runs every shipped gemm_nn (A unpacked) and gemm_nt
-// variant of this machine's target that has an epilogue (ACT, AFFINE) with no C compiler, on
+// variant of this machine's target that has an epilogue (ACT, AFFINE), and every shipped
+// gemm_tiled variant (the GPU planners', run here on the host backend), with no C compiler, on
 // fresh random inputs and every C mode, and compares it with the product and epilogue computed
 // on the host: the shipped code of each specialization, not only the ones a test model reaches.
 func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
@@ -37,20 +38,23 @@ func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
 	tested := map[string]int{}
 	for _, v := range aot.Variants() {
 		cfg := v.Config
-		if v.Target != comp.Target.String() || v.File != "gemm_fast.loom" || (v.Symbol != "gemm_nn" && v.Symbol != "gemm_nt") {
+		tiled := v.File == "gemm_gpu.loom" && v.Symbol == "gemm_tiled"
+		if v.Target != comp.Target.String() || !tiled && (v.File != "gemm_fast.loom" || (v.Symbol != "gemm_nn" && v.Symbol != "gemm_nt")) {
 			continue
 		}
-		if (cfg["ACT"] == "0" || cfg["ACT"] == "") && cfg["AFFINE"] != "true" || cfg["PACKA"] == "true" {
+		if !tiled && ((cfg["ACT"] == "0" || cfg["ACT"] == "") && cfg["AFFINE"] != "true" || cfg["PACKA"] == "true") {
 			continue
 		}
-		act, cmode, mr := atoi(cfg, "ACT"), atoi(cfg, "CMODE"), atoi(cfg, "MR")
+		act, cmode := atoi(cfg, "ACT"), atoi(cfg, "CMODE")
 		nt := v.Symbol == "gemm_nt"
-		m, k := 2*mr+1, 7
-		var n int
-		if nt {
-			n, k = 2*atoi(cfg, "NC")+1, 2*atoi(cfg, "VL")+3
-		} else {
-			n = 2*atoi(cfg, "NV")*atoi(cfg, "VL") + 3
+		var m, n, k int
+		switch {
+		case tiled: // a tile and a part, k no multiple of BK
+			m, n, k = atoi(cfg, "BM")+5, atoi(cfg, "BN")+3, 2*atoi(cfg, "BK")+3
+		case nt:
+			m, n, k = 2*atoi(cfg, "MR")+1, 2*atoi(cfg, "NC")+1, 2*atoi(cfg, "VL")+3
+		default:
+			m, n, k = 2*atoi(cfg, "MR")+1, 2*atoi(cfg, "NV")*atoi(cfg, "VL")+3, 7
 		}
 		name := fmt.Sprintf("%s_%s", v.Symbol, v.Key[:12])
 		t.Run(name, func(t *testing.T) {
@@ -76,6 +80,9 @@ func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
 			args := []uint64{1, 1, kernelops.U(m), kernelops.U(n), kernelops.U(k), 0, 0, kernelops.U(k), 1, 0, 0, kernelops.U(n), 0, 0, kernelops.U(cs2), kernelops.U(cs3)}
 			if nt { // as0 as1 as2 bs0 bs1 bs3 (A's rows and B's columns contiguous)
 				args = []uint64{1, 1, kernelops.U(m), kernelops.U(n), kernelops.U(k), 0, 0, kernelops.U(k), 0, 0, kernelops.U(k), 0, 0, kernelops.U(cs2), kernelops.U(cs3)}
+			}
+			if tiled { // as0..as3 bs0..bs3
+				args = []uint64{1, 1, kernelops.U(m), kernelops.U(n), kernelops.U(k), 0, 0, kernelops.U(k), 1, 0, 0, kernelops.U(n), 1, 0, 0, kernelops.U(cs2), kernelops.U(cs3)}
 			}
 			args = append(args, f32(alpha), f32(beta), f32(p[0]), f32(p[1]), f32(p[2]), f32(p[3]))
 			out := tensor.MustTensor([]int64{int64(m), int64(n)}, make([]float32, m*n))
@@ -119,7 +126,7 @@ func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
 		tested[v.Symbol+" ACT="+cfg["ACT"]]++
 	}
 	t.Logf("variants tested: %v", tested)
-	for _, sym := range []string{"gemm_nn", "gemm_nt"} {
+	for _, sym := range []string{"gemm_nn", "gemm_nt", "gemm_tiled"} {
 		for act := 1; act <= 8; act++ {
 			require.Positive(t, tested[fmt.Sprintf("%s ACT=%d", sym, act)], "no shipped %s with ACT=%d", sym, act)
 		}

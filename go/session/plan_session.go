@@ -25,7 +25,9 @@ import (
 // tensors, or any slice taken from them, afterwards: a later run overwrites them. Recycling
 // is optional (outputs not handed back are garbage collected as usual); tensors without
 // numeric data (strings, sequences, empty ones) are ignored, and the session keeps a few
-// buffers at most.
+// buffers at most. Recycling a tensor the session already holds (the same output twice, or
+// one sharing memory with an output handed back before) is a no-op: no two later outputs
+// share memory.
 func (s *InferenceSession) Recycle(tensors ...tensor.Tensor) {
 	for _, t := range tensors {
 		if tensor.Box(t) != nil || t.DType() == graph.String {

@@ -37,13 +37,18 @@ var ErrImmutable = tensor.ErrImmutable
 // ErrInUse: Close refused because sessions, definitions or slots still depend on it.
 var ErrInUse = tensor.ErrInUse
 
+// ErrInternal: an operator panicked (a bug in Loom that the model or the inputs reached); the
+// run's *Error names the node and its Cause is a *PanicError. The session stays usable.
+var ErrInternal = tensor.ErrInternal
+
 // ErrInvalidArgument: a bad size, region, kernel id, command or option.
 var ErrInvalidArgument = tensor.ErrInvalidArgument
 
 // ErrNotRecorded: no recording has that key.
 var ErrNotRecorded = tensor.ErrNotRecorded
 
-// ErrOverBudget: an allocation would exceed its context's budget.
+// ErrOverBudget: an allocation would exceed its context's budget, or a tensor a run would
+// make has more elements than the session's limit (WithLimits).
 var ErrOverBudget = tensor.ErrOverBudget
 
 // ErrTargetMismatch: code or a compiler for another target than the device's.
@@ -96,6 +101,10 @@ func NoneValue(dtype tensor.DType) tensor.Value { return tensor.NoneValue(dtype)
 // OptionalValue makes an optional holding v, a tensor or a sequence; an empty Value or an
 // optional is an *Error matching ErrInvalidArgument.
 func OptionalValue(v tensor.Value) (tensor.Value, error) { return tensor.OptionalValue(v) }
+
+// PanicError is the Cause of a run's *Error of kind ErrInternal: the value an operator
+// panicked with and the stack at the panic.
+type PanicError = tensor.PanicError
 
 // SequenceValue makes a sequence of tensors of element type dtype (the slice is copied, the
 // tensors' elements are not). An empty sequence still has an element type. Errors are *Error

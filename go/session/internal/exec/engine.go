@@ -7,6 +7,8 @@
 package exec
 
 import (
+	"sync"
+
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/device"
 	"github.com/loomrt/loom/go/session/internal/ep"
@@ -39,7 +41,31 @@ type Engine struct {
 	Threads     int            // intra-op threads (0: the hardware's)
 
 	Tracing sessionTracing // see inference_trace.go
+
+	// MaxElements bounds the elements of any tensor a run's ops make (the session's
+	// graph.Limits.MaxElements); 0 is the default limit.
+	MaxElements int64
+
+	// deadAfter holds ops.DeadAfter's lists by graph (the model's and its subgraphs'): it
+	// lives and dies with the engine, so that a closed session keeps no graph alive.
+	deadAfter sync.Map // *graph.Graph -> [][]string
 }
+
+// DeadAfter is ops.DeadAfter(g), computed once per graph of the engine's model (every time
+// without an engine).
+func (e *Engine) DeadAfter(g *graph.Graph) [][]string {
+	if e == nil {
+		return ops.DeadAfter(g)
+	}
+	if v, ok := e.deadAfter.Load(g); ok {
+		return v.([][]string)
+	}
+	v, _ := e.deadAfter.LoadOrStore(g, ops.DeadAfter(g))
+	return v.([][]string)
+}
+
+// ForgetGraphs drops what the engine caches by graph (Close calls it).
+func (e *Engine) ForgetGraphs() { e.deadAfter.Clear() }
 
 // PlanTarget is the shape of the kernels the engine's planners pick: a GPU's for the cuda
 // provider (on a GPU, or on the cuda stand-in, which runs the same kernels on the host), the

@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"unsafe"
 
@@ -62,8 +63,49 @@ func LookupOp(n *graph.Node) (RunFunc, bool) {
 	return f, ok
 }
 
+// WrapRun makes the interpreter run the ai.onnx operator op (and the host steps of the
+// compiled run plans built afterwards) through wrap(the run it had) until restore is called:
+// tests inject failures with it, such as an op that panics. Neither call may overlap a run.
+func WrapRun(op string, wrap func(RunFunc) RunFunc) (restore func()) {
+	old, had := onnxRuns[op]
+	onnxRuns[op] = wrap(old)
+	return func() {
+		if had {
+			onnxRuns[op] = old
+		} else {
+			delete(onnxRuns, op)
+		}
+	}
+}
+
+// RunNode runs node n on in: through rc.ControlFlow in sc for an If, Loop, Scan or
+// SequenceMap, else through f. A panic inside (a bug of an op's function that the model or the
+// inputs reached) is recovered as an *Error of kind ErrInternal naming n, whose *PanicError
+// cause holds the panic value and stack: the run fails like any other failed op, and the
+// session stays usable.
+func (rc *RunCtx) RunNode(f RunFunc, n *graph.Node, in []tensor.Tensor, sc *Scope) (outs []tensor.Tensor, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			outs, err = nil, tensor.NodePanicError(n, r, debug.Stack())
+		}
+	}()
+	if n.Traits().ControlFlow {
+		return rc.ControlFlow(n, in, sc)
+	}
+	return f(rc, n, in)
+}
+
 // OpsetVersion is the ai.onnx opset the run's model imports (see ops.OpRun).
 func (rc *RunCtx) OpsetVersion() int64 { return rc.Opset }
+
+// MaxElements bounds the elements of a tensor the run's ops make (see ops.OpRun): the
+// session's graph.Limits.MaxElements, the default limit without an engine.
+func (rc *RunCtx) MaxElements() int64 {
+	if rc != nil && rc.Eng != nil && rc.Eng.MaxElements > 0 {
+		return rc.Eng.MaxElements
+	}
+	return graph.DefaultLimits().MaxElements
+}
 
 // KernelOp runs op (an ai.onnx op with a kernel planner) on in for node n as the interpreter
 // would: the fused operators' functions compose such ops (see ops.OpRun).
@@ -184,6 +226,7 @@ func (rc *RunCtx) evalGraphWith(g *graph.Graph, sc *Scope, p *preparedBody) ([]t
 		}
 		sc.Vals[name] = t
 	}
+	dead := rc.Eng.DeadAfter(g)
 	for ni, n := range g.Nodes {
 		var f RunFunc
 		ok := p != nil
@@ -213,13 +256,7 @@ func (rc *RunCtx) evalGraphWith(g *graph.Graph, sc *Scope, p *preparedBody) ([]t
 			return nil, err
 		}
 		sp := rc.OpStart(n, in)
-		var outs []tensor.Tensor
-		var err error
-		if n.Traits().ControlFlow {
-			outs, err = rc.ControlFlow(n, in, sc)
-		} else {
-			outs, err = f(rc, n, in)
-		}
+		outs, err := rc.RunNode(f, n, in, sc)
 		sp.End("", "", outs, err)
 		if err != nil {
 			return nil, tensor.NodeError(n, err)
@@ -234,7 +271,7 @@ func (rc *RunCtx) evalGraphWith(g *graph.Graph, sc *Scope, p *preparedBody) ([]t
 			rc.Observe(g, n, in, outs)
 		}
 		// Values no later node reads are dropped, so that a run holds only live values.
-		for _, name := range ops.DeadAfter(g)[ni] {
+		for _, name := range dead[ni] {
 			delete(sc.Vals, name)
 		}
 	}

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"encoding/binary"
+	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/device"
@@ -196,6 +197,13 @@ func kernelRun(key string, fallback ops.OpFunc) RunFunc {
 				return nil, ops.OpErr("no Loom kernel covers these inputs and %s has no host function", n.OpType)
 			}
 			return fallback(rc, n, in)
+		}
+		// The outputs' shapes are checked against the element limit before anything is
+		// compiled or allocated for them.
+		for i, o := range p.Outputs {
+			if err := ops.CheckShape(rc, "output "+strconv.Itoa(i), o.Shape); err != nil {
+				return nil, err
+			}
 		}
 		p, why := rc.Eng.Kernels.servablePlanAs(rc.Eng.Ctx, key, n, rc.Opset, infos, p)
 		if why != "" && fallback != nil {

@@ -138,6 +138,10 @@ var KernelGeometry = map[string]launchFormula{
 		return launchShape{Grid: [3]int64{cdiv(cdiv(w[3], spec("NC", 3)), tx), cdiv(cdiv(w[2], spec("MR", 4)), ty), w[0] * w[1]}, Block: [3]int64{tx, ty, 1}, Foldable: true}
 	},
 	"gemm_fast.loom:pack_a": serial1D("MR", 4),
+	"gemm_gpu.loom:gemm_tiled": func(w []int64, spec func(string, int64) int64) launchShape {
+		bm, bn := spec("BM", 64), spec("BN", 64)
+		return launchShape{Grid: [3]int64{cdiv(w[3], bn), cdiv(w[2], bm), w[0] * w[1]}, Block: [3]int64{bn / spec("TN", 4), bm / spec("TM", 4), 1}, Foldable: true}
+	},
 	"gemm_fast.loom:transpose2d": func(w []int64, spec func(string, int64) int64) launchShape {
 		return launchShape{Grid: [3]int64{cdiv(w[1], spec("TILE", 64)), w[0], 1}, Block: [3]int64{1, 1, 1}, Foldable: true}
 	},

@@ -2,7 +2,8 @@ package ops
 
 import (
 	"fmt"
-	"sync"
+	"math"
+	"math/bits"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/tensor"
@@ -12,12 +13,14 @@ import (
 // Tensor) for the run rc. Host functions never modify their inputs.
 type OpFunc func(rc OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error)
 
-// opRun is what an op's function may ask of the run executing it: the model's opset, and the
-// run of another op through its kernels (the fused operators compose kernel-backed ops). The
-// interpreter's run state implements it.
+// opRun is what an op's function may ask of the run executing it: the model's opset, the
+// run of another op through its kernels (the fused operators compose kernel-backed ops), and
+// the most elements a tensor it makes may have (see CheckShape). The interpreter's run state
+// implements it.
 type OpRun interface {
 	OpsetVersion() int64
 	KernelOp(op string, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error)
+	MaxElements() int64
 }
 
 // hostOps holds the Go host functions by ai.onnx op type.
@@ -26,15 +29,11 @@ var HostOps = map[string]OpFunc{}
 // opErr formats an op error; evalGraph makes it the cause of an *Error naming the node.
 func OpErr(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
-// deadAfterCache holds deadAfter's result by graph (graphs do not change once loaded).
-var deadAfterCache sync.Map // *graph.Graph -> [][]string
-
-// deadAfter lists, by node index, the values produced by g's nodes that no later node of g
-// (nor a subgraph of one) reads and that are not outputs of g: after node i they can go.
+// DeadAfter lists, by node index, the values produced by g's nodes that no later node of g
+// (nor a subgraph of one) reads and that are not outputs of g: after node i they can go. It
+// caches nothing (a global cache by graph kept every session's model alive): the interpreter
+// keeps the lists per session (exec.Engine.DeadAfter).
 func DeadAfter(g *graph.Graph) [][]string {
-	if v, ok := deadAfterCache.Load(g); ok {
-		return v.([][]string)
-	}
 	last := map[string]int{}
 	for i, n := range g.Nodes {
 		for _, out := range n.Outputs {
@@ -62,8 +61,63 @@ func DeadAfter(g *graph.Graph) [][]string {
 	for name, i := range last {
 		dead[i] = append(dead[i], name)
 	}
-	v, _ := deadAfterCache.LoadOrStore(g, dead)
-	return v.([][]string)
+	return dead
+}
+
+// maxElementsOf is rc's element limit, the default one without a run.
+func maxElementsOf(rc OpRun) int64 {
+	if rc != nil {
+		if m := rc.MaxElements(); m > 0 {
+			return m
+		}
+	}
+	return graph.DefaultLimits().MaxElements
+}
+
+// CheckShape checks the shape of a tensor an op is about to allocate, before it does: a
+// negative dimension is an error of kind ErrInvalidArgument, more elements than rc's limit
+// (the element limit of loading, graph.Limits.MaxElements, which WithLimits sets) one of kind
+// ErrOverBudget naming the count asked for. what names the tensor ("the output", say). The
+// run adds the node to the error.
+func CheckShape(rc OpRun, what string, shape []int64) error {
+	for i, d := range shape {
+		if d < 0 {
+			return tensor.NewError("Run", tensor.ErrInvalidArgument, "%s would have the shape %v, whose dimension %d is negative", what, shape, i)
+		}
+	}
+	n, overflow := uint64(1), false
+	for _, d := range shape {
+		if d == 0 {
+			return nil
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		overflow = overflow || hi != 0 || lo > math.MaxInt64
+		n = lo
+	}
+	if limit := maxElementsOf(rc); overflow || int64(n) > limit {
+		asked := fmt.Sprintf("%d elements", n)
+		if overflow {
+			asked = "more than 2^63 elements"
+		}
+		return tensor.NewError("Run", tensor.ErrOverBudget, "%s would have the shape %v: %s, over the limit of %d elements per tensor (graph.Limits.MaxElements)", what, shape, asked, limit)
+	}
+	return nil
+}
+
+// CheckCount is CheckShape for a tensor of n elements (a float, for counts computed in
+// floating point that may be huge or not finite).
+func CheckCount(rc OpRun, what string, n float64) error {
+	if math.IsNaN(n) || n < 0 {
+		return tensor.NewError("Run", tensor.ErrInvalidArgument, "%s would have %v elements", what, n)
+	}
+	if limit := maxElementsOf(rc); n > float64(limit) {
+		asked := fmt.Sprintf("%.0f", n)
+		if n >= 1e18 {
+			asked = fmt.Sprintf("%.3g", n)
+		}
+		return tensor.NewError("Run", tensor.ErrOverBudget, "%s would have %s elements, over the limit of %d elements per tensor (graph.Limits.MaxElements)", what, asked, limit)
+	}
+	return nil
 }
 
 // loomOps holds the functions of the fused operators of graph.LoomDomain, which the graph

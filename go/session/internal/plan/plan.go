@@ -1246,15 +1246,27 @@ type recycledOutputs struct {
 	bufs [][]byte
 }
 
-// Put keeps b for an output of exactly its size.
+// Put keeps b for an output of exactly its size; memory it already keeps (b or a buffer
+// overlapping it, a tensor recycled twice, say) is ignored, so that no two outputs get it.
 func (r *recycledOutputs) Put(b []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, kept := range r.bufs {
+		if overlap(kept, b) {
+			return
+		}
+	}
 	if len(r.bufs) == maxRecycled {
 		copy(r.bufs, r.bufs[1:]) // the oldest goes
 		r.bufs = r.bufs[:maxRecycled-1]
 	}
 	r.bufs = append(r.bufs, b)
+}
+
+// overlap reports whether the non-empty byte slices a and b share memory.
+func overlap(a, b []byte) bool {
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }
 
 // Take returns a kept buffer of n bytes, or nil.
@@ -1353,17 +1365,16 @@ func (t *Template) runHostStep(rc *exec.RunCtx, inst *Instance, st *planStep) er
 	}
 	sp := rc.OpStart(n, in)
 	rc.KernelVariant, rc.KernelReason = "", ""
-	var outs []tensor.Tensor
-	var err error
+	var sc *exec.Scope
 	if n.Traits().ControlFlow {
-		sc := &exec.Scope{Vals: make(map[string]tensor.Tensor, len(st.implicit))}
+		sc = &exec.Scope{Vals: make(map[string]tensor.Tensor, len(st.implicit))}
 		for name, r := range st.implicit {
 			sc.Vals[name] = t.view(inst, r)
 		}
-		outs, err = rc.ControlFlow(n, in, sc)
-	} else {
-		outs, err = st.fn(rc, n, in)
 	}
+	// RunNode recovers a panic of the op as an *Error naming n: the run fails, the instance
+	// goes back as after any failed step.
+	outs, err := rc.RunNode(st.fn, n, in, sc)
 	variant := "host"
 	if rc.KernelVariant != "" {
 		variant = "host composing " + rc.KernelVariant

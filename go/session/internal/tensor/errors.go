@@ -19,7 +19,8 @@ var (
 	// ErrFailed: a stream operation of the session failed earlier; the session is latched
 	// failed and refuses every call (Close still releases it).
 	ErrFailed = errors.New("session failed")
-	// ErrOverBudget: an allocation would exceed its context's budget.
+	// ErrOverBudget: an allocation would exceed its context's budget, or a tensor a run
+	// would make has more elements than the session's limit (graph.Limits.MaxElements).
 	ErrOverBudget = errors.New("over budget")
 	// ErrImmutable: a write, fill, copy or upload targets a weight.
 	ErrImmutable = errors.New("immutable region")
@@ -34,6 +35,10 @@ var (
 	ErrCompile = errors.New("compile error")
 	// ErrInUse: Close refused because sessions, definitions or slots still depend on it.
 	ErrInUse = errors.New("in use")
+	// ErrInternal: an operator panicked (a bug in Loom that the model or the inputs reached).
+	// The run fails with an *Error naming the node whose Cause is a *PanicError; the session
+	// stays usable.
+	ErrInternal = errors.New("internal error")
 )
 
 // Error is a failed call: which method (Op), what kind of failure (Kind, one of the sentinels
@@ -101,6 +106,31 @@ func NodeError(n *graph.Node, err error) error {
 		return &c
 	}
 	return &Error{Op: "Run", Kind: ErrInvalidArgument, Node: n.Name, OpType: n.OpType, Cause: err}
+}
+
+// PanicError is the Cause of a run's *Error (of kind ErrInternal) when an operator panicked:
+// the panic value and the stack of the goroutine at the panic. Error gives the value, then
+// the stack.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (p *PanicError) Error() string {
+	return fmt.Sprintf("panic: %v\n\n%s", p.Value, p.Stack)
+}
+
+// Unwrap exposes the panic value when it is an error (a runtime.Error, say).
+func (p *PanicError) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
+}
+
+// NodePanicError is the error of a run whose node n panicked with value v; stack is the
+// panicking goroutine's stack (debug.Stack in the deferred recover).
+func NodePanicError(n *graph.Node, v any, stack []byte) *Error {
+	return &Error{Op: "Run", Kind: ErrInternal, Node: n.Name, OpType: n.OpType,
+		Message: "the operator panicked (a bug; the session stays usable)", Cause: &PanicError{Value: v, Stack: stack}}
 }
 
 // newNodeError is newError for a failure that belongs to node n.

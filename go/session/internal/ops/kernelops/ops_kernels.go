@@ -32,6 +32,7 @@ func init() {
 	ops.RegisterKernelOp("Conv", convPlanner(false), hostFallback("Conv"))
 	ops.RegisterKernelOp(graph.LoomDomain+":FusedConv", convPlanner(true), nn.FusedConvHost)
 	ops.RegisterKernelOp(graph.LoomDomain+":MatMulAdd", planMatMulAdd, matMulAddHost)
+	registerGPUGemmPlanners()
 	for op, isMax := range map[string]bool{"MaxPool": true, "AveragePool": false} {
 		ops.RegisterKernelOp(op, poolPlanner(isMax), hostFallback(op))
 	}
@@ -148,8 +149,9 @@ func binaryCall(code string, out []int64, a, b []int64, acc, scaled bool, scale 
 	if !ok {
 		return ops.KernelCall{}, false
 	}
-	args := append(rank6Args(dims, st), f32bits(scale))
-	cfg := pickTile(dims[4], dims[5]).config(map[string]string{"OP": code, "ACC": strconv.FormatBool(acc), "SCALE": strconv.FormatBool(scaled)})
+	t := pickTile(dims[4], dims[5])
+	args := blockSplitArgs(append(rank6Args(dims, st), f32bits(scale)), dims, t.bx, t.by)
+	cfg := t.config(map[string]string{"OP": code, "ACC": strconv.FormatBool(acc), "SCALE": strconv.FormatBool(scaled)})
 	// y is read_write in every launch (only ACC launches read it).
 	return ops.KernelCall{File: elementwiseFile, Symbol: "binary", Config: cfg, Args: args, Workload: args[:movementRank],
 		Bind: []ops.KernelBinding{ops.ReadOf(opA), ops.ReadOf(opB), ops.ReadWriteOf(ops.OutputOperand(0))}}, true
@@ -179,6 +181,11 @@ func unaryPlanner(code string) ops.KernelPlanner {
 // (1-D operands, broadcast batch axes folded into two; a B without batch axes folds A's into
 // rows).
 func planMatMul(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+	return planMatMulOn(nd, in, false)
+}
+
+// planMatMulOn is planMatMul, with gemm_tiled for the product when gpu.
+func planMatMulOn(nd *graph.Node, in []ops.ValueInfo, gpu bool) (*ops.KernelPlan, string, error) {
 	if len(in) < 2 || !allFloat32(in, 0, 1) {
 		return nil, declineType(in), nil
 	}
@@ -186,6 +193,7 @@ func planMatMul(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, s
 	if err != nil || reason != "" {
 		return nil, reason, err
 	}
+	g.gpu = gpu
 	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: out}}, Reason: reasonFloat32 + ", register-tiled matrix product"}
 	if ops.Numel(out) > 0 {
 		g.emit(p, ops.OutputOperand(0))
@@ -196,6 +204,11 @@ func planMatMul(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, s
 // planMatMulAdd is Loom's fused MatMul + Add: the MatMul of planMatMul with B a matrix (A's
 // batch axes folded into rows) and C, of rank <= 2, broadcast to the folded [M, N].
 func planMatMulAdd(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+	return planMatMulAddOn(nd, in, false)
+}
+
+// planMatMulAddOn is planMatMulAdd, with gemm_tiled for the product when gpu.
+func planMatMulAddOn(nd *graph.Node, in []ops.ValueInfo, gpu bool) (*ops.KernelPlan, string, error) {
 	if len(in) != 3 || !allFloat32(in, 0, 1, 2) {
 		return nil, declineType(in), nil
 	}
@@ -218,6 +231,7 @@ func planMatMulAdd(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan
 		return nil, "host: the bias does not broadcast to [M, N] once A's axes are folded", nil
 	}
 	g.hasC, g.c, g.beta, g.cs = true, ops.InputOperand(2), 1, [4]int{0, 0, st[0], st[1]}
+	g.gpu = gpu
 	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: out}}, Reason: reasonFloat32 + ", register-tiled matrix product, B a matrix, bias of rank <= 2"}
 	if ops.Numel(out) > 0 {
 		g.emit(p, ops.OutputOperand(0))
@@ -239,6 +253,11 @@ func matMulAddHost(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Te
 // planGemm: Gemm on float32 matrices with gemm_fast.loom's kernels; transposes are strides,
 // C (rank <= 2) broadcasts by strides.
 func planGemm(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+	return planGemmOn(nd, in, false)
+}
+
+// planGemmOn is planGemm, with gemm_tiled for the product when gpu.
+func planGemmOn(nd *graph.Node, in []ops.ValueInfo, gpu bool) (*ops.KernelPlan, string, error) {
 	if len(in) < 2 || !allFloat32(in, 0, 1) || (len(in) > 2 && in[2].Present && in[2].Dtype != graph.Float) {
 		return nil, declineType(in), nil
 	}
@@ -260,7 +279,7 @@ func planGemm(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, str
 		return nil, "", ops.OpErr("inner dimensions differ: A gives %d, B gives %d", k, kb)
 	}
 	g := gemmSpec{m: m, n: n, k: k, nb0: 1, nb1: 1, a: ops.InputOperand(0), b: ops.InputOperand(1),
-		as: [4]int{0, 0, as[0], as[1]}, bs: [4]int{0, 0, bs[0], bs[1]}, alpha: nd.AttrFloat("alpha", 1), act: "0"}
+		as: [4]int{0, 0, as[0], as[1]}, bs: [4]int{0, 0, bs[0], bs[1]}, alpha: nd.AttrFloat("alpha", 1), act: "0", gpu: gpu}
 	if hasC {
 		st, err := ops.BroadcastStrides(in[2].Shape, []int64{int64(m), int64(n)})
 		if err != nil {
@@ -285,7 +304,7 @@ var convActivations = map[string]string{"": kernels.EpilogueNone, "Relu": kernel
 // convolutions (see convPlan); fused adds the activation of Loom's FusedConv.
 func convPlanner(fused bool) ops.KernelPlanner {
 	return func(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
-		return convPlan(nd, in, fused)
+		return convPlan(nd, in, fused, false)
 	}
 }
 

@@ -167,6 +167,9 @@ type gemmSpec struct {
 	// aStatic is A's value when the plan knows it before the run (a convolution's weights):
 	// a packed A is then computed once, here, instead of by pack_a each run.
 	aStatic tensor.Tensor
+	// gpu makes emit launch gemm_tiled (the GPU planners', see emitTiled) instead of the
+	// host's register-tiled kernels.
+	gpu bool
 }
 
 // nnTile is gemm_nn's register tile: mr rows by nv vectors of vl columns, ks interleaved
@@ -278,6 +281,10 @@ func (g gemmSpec) emit(p *ops.KernelPlan, y ops.Operand) {
 	if !g.hasC {
 		g.c, g.cs, g.beta = g.a, [4]int{}, 0
 	}
+	if g.gpu {
+		g.emitTiled(p, y)
+		return
+	}
 	// gemm_nn reads B's rows as vectors; gemm_nt reads A's rows and B's columns as vectors.
 	nnOK := g.bs[3] == 1 || g.n == 1
 	ntOK := g.as[3] == 1 || g.k == 1
@@ -354,6 +361,47 @@ func (g gemmSpec) emit(p *ops.KernelPlan, y ops.Operand) {
 		"MR": strconv.Itoa(nt.mr), "NC": strconv.Itoa(nt.nc), "VL": strconv.Itoa(nt.vl),
 		"TX": strconv.Itoa(tx), "TY": strconv.Itoa(ty), "CMODE": strconv.Itoa(g.cmode()), "ACT": g.act, "AFFINE": strconv.FormatBool(g.affine)},
 		Args: args, Workload: args[:4], Bind: bind})
+}
+
+// tiledTile is gemm_tiled's (kernels/gemm_gpu.loom) block tile: bm x bn elements of y, tm x tn
+// of them a thread (so a block of (bm/tm)·(bn/tn) = 256 threads), k in steps of bk.
+type tiledTile struct{ bm, bn, tm, tn, bk int }
+
+// The shipped tiles (kernels/aot/manifest.txt): 64x64 serves every product and every epilogue;
+// 128x128 (twice the multiply-adds per element loaded from shared memory, 128 registers a
+// thread: 2 blocks, 25% of an sm_90's warps) serves large products without an activation.
+var (
+	tiledSmall = tiledTile{bm: 64, bn: 64, tm: 4, tn: 4, bk: 16}
+	tiledLarge = tiledTile{bm: 128, bn: 128, tm: 8, tn: 8, bk: 8}
+)
+
+// tiledLargeBlocks is how many 128x128 blocks a product needs for tiledLarge: two a
+// multiprocessor of an H100 (132), so that the larger tiles still fill the GPU.
+const tiledLargeBlocks = 2 * 132
+
+// tiled picks gemm_tiled's tile: tiledLarge for products at least 512 x 512 that fill
+// tiledLargeBlocks of its blocks and have no epilogue, tiledSmall otherwise.
+func (g gemmSpec) tiled() tiledTile {
+	t := tiledLarge
+	blocks := ceilDiv(g.m, t.bm) * ceilDiv(g.n, t.bn) * g.nb0 * g.nb1
+	if g.m >= 512 && g.n >= 512 && blocks >= tiledLargeBlocks && g.act == "0" && !g.affine {
+		return t
+	}
+	return tiledSmall
+}
+
+// emitTiled appends gemm_tiled's launch, which reads A, B and C with any strides: no pack_a,
+// no transpose2d, no constant in another layout.
+func (g gemmSpec) emitTiled(p *ops.KernelPlan, y ops.Operand) {
+	t := g.tiled()
+	f32 := func(v float32) uint64 { return uint64(math.Float32bits(v)) }
+	args := []uint64{U(g.nb0), U(g.nb1), U(g.m), U(g.n), U(g.k),
+		U(g.as[0]), U(g.as[1]), U(g.as[2]), U(g.as[3]), U(g.bs[0]), U(g.bs[1]), U(g.bs[2]), U(g.bs[3]),
+		U(g.cs[0]), U(g.cs[1]), U(g.cs[2]), U(g.cs[3]), f32(g.alpha), f32(g.beta), f32(g.p0), f32(g.p1), f32(g.p2), f32(g.p3)}
+	p.Calls = append(p.Calls, ops.KernelCall{File: "gemm_gpu.loom", Symbol: "gemm_tiled", Config: map[string]string{
+		"BM": strconv.Itoa(t.bm), "BN": strconv.Itoa(t.bn), "TM": strconv.Itoa(t.tm), "TN": strconv.Itoa(t.tn), "BK": strconv.Itoa(t.bk),
+		"CMODE": strconv.Itoa(g.cmode()), "ACT": g.act, "AFFINE": strconv.FormatBool(g.affine)},
+		Args: args, Workload: args[:4], Bind: []ops.KernelBinding{ops.ReadOf(g.a), ops.ReadOf(g.b), ops.ReadOf(g.c), ops.WriteOf(y)}})
 }
 
 // mergeBatch folds the broadcast batch axes dims of operands with the given strides (one
@@ -444,7 +492,10 @@ func matMulSpec(as, bs []int64) (g gemmSpec, out []int64, reason string, err err
 // products (see fewPositions), the others as conv_pad (when padding or a column stride needs
 // it) and conv2d_direct or conv2d_cout (which, for tiles of whole rows, reads x in place
 // instead of conv_pad's copy). 1-D convolutions are 2-D ones of height 1.
-func convPlan(nd *graph.Node, in []ops.ValueInfo, fused bool) (*ops.KernelPlan, string, error) {
+//
+// With gpu (the GPU planner) the two matrix-product forms launch gemm_tiled instead; the
+// direct convolutions are planned as for the host.
+func convPlan(nd *graph.Node, in []ops.ValueInfo, fused, gpu bool) (*ops.KernelPlan, string, error) {
 	cs, why, err := convShapeOf(nd, in, fused)
 	if cs == nil {
 		return nil, why, err
@@ -465,7 +516,7 @@ func convPlan(nd *graph.Node, in []ops.ValueInfo, fused bool) (*ops.KernelPlan, 
 		px := oh * ow
 		g := gemmSpec{m: mg, n: px, k: cg, nb0: nb, nb1: groups, a: ops.InputOperand(1), b: ops.InputOperand(0),
 			as: [4]int{0, mg * cg, cg, 1}, bs: [4]int{c * px, cg * px, px, 1}, alpha: 1, act: act, p0: p0, p1: p1,
-			affine: affine, p2: scale, p3: shift, aStatic: w.Static}
+			affine: affine, p2: scale, p3: shift, aStatic: w.Static, gpu: gpu}
 		if hasBias {
 			g.hasC, g.c, g.beta, g.cs = true, ops.InputOperand(2), 1, [4]int{0, mg, 1, 0}
 		}
@@ -476,6 +527,7 @@ func convPlan(nd *graph.Node, in []ops.ValueInfo, fused bool) (*ops.KernelPlan, 
 	if kd := cg * kern[0] * kern[1]; fewPositions(oh, ow, kd, nb*groups) {
 		g := convDotProducts(p, nb, c, h, wd, groups, cg, mg, [2]int{oh, ow}, kern, str, dil, pad)
 		g.act, g.p0, g.p1, g.affine, g.p2, g.p3 = act, p0, p1, affine, scale, shift
+		g.gpu = gpu
 		if hasBias {
 			g.hasC, g.c, g.beta, g.cs = true, ops.InputOperand(2), 1, [4]int{0, mg, 1, 0}
 		}

@@ -1,6 +1,7 @@
 package kernelops
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
@@ -62,4 +63,37 @@ func rowBlockLog2(n int) int {
 		log2++
 	}
 	return log2
+}
+
+// The GPU planners of the matrix products: MatMul, Gemm, Loom's MatMulAdd, and Conv and
+// FusedConv where they are matrix products (1x1 convolutions, dot products along the receptive
+// field), planned as on the host but with gemm_tiled (kernels/gemm_gpu.loom: a block of 256
+// threads a 64x64 or 128x128 tile of the output, k in slices through shared memory) for the
+// product. Batched MatMuls whose batch axes do not fold into two decline and keep bmm.
+func registerGPUGemmPlanners() {
+	ops.RegisterGPUKernelPlanner("MatMul", gpuGemm(planMatMulOn))
+	ops.RegisterGPUKernelPlanner("Gemm", gpuGemm(planGemmOn))
+	ops.RegisterGPUKernelPlanner(graph.LoomDomain+":MatMulAdd", gpuGemm(planMatMulAddOn))
+	for key, fused := range map[string]bool{"Conv": false, graph.LoomDomain + ":FusedConv": true} {
+		ops.RegisterGPUKernelPlanner(key, gpuGemm(func(nd *graph.Node, in []ops.ValueInfo, gpu bool) (*ops.KernelPlan, string, error) {
+			return convPlan(nd, in, fused, gpu)
+		}))
+	}
+}
+
+// gpuGemm is the GPU planner of a planner whose matrix products launch gemm_tiled with gpu.
+func gpuGemm(planner func(nd *graph.Node, in []ops.ValueInfo, gpu bool) (*ops.KernelPlan, string, error)) ops.KernelPlanner {
+	return func(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+		p, reason, err := planner(nd, in, true)
+		if err != nil || p == nil {
+			return p, reason, err
+		}
+		for _, c := range p.Calls {
+			if c.Symbol == "gemm_tiled" {
+				p.Reason += fmt.Sprintf(", gemm_tiled (GPU: a block a %sx%s tile)", c.Config["BM"], c.Config["BN"])
+				break
+			}
+		}
+		return p, reason, nil
+	}
 }

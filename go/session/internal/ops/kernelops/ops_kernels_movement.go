@@ -2,6 +2,7 @@ package kernelops
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
@@ -153,7 +154,13 @@ func stridedCopyCall(width string, axes []copyAxis, xoff, yoff int64, src, dst o
 		args = append(args, bits64(a.ys))
 	}
 	args = append(args, bits64(xoff), bits64(yoff))
-	cfg := pickTile(ax[4].n, ax[5].n).config(map[string]string{"T": width,
+	t := pickTile(ax[4].n, ax[5].n)
+	var dims [movementRank]int64
+	for k, a := range ax {
+		dims[k] = a.n
+	}
+	args = blockSplitArgs(args, dims, t.bx, t.by)
+	cfg := t.config(map[string]string{"T": width,
 		"REV4": strconv.FormatBool(rev[0]), "REV5": strconv.FormatBool(rev[1]), "UNIT": strconv.FormatBool(ax[5].xs == 1)})
 	return ops.KernelCall{File: movementFile, Symbol: "strided_copy", Config: cfg, Args: args, Workload: args[:6],
 		Bind: []ops.KernelBinding{ops.ReadOf(src), ops.WriteOf(dst)}}, true
@@ -422,9 +429,10 @@ func PlanGather(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, st
 		return p, "", nil
 	}
 	outer, nidx, inner := int64(ops.Numel(x.Shape[:ax])), int64(ops.Numel(ind.Shape)), int64(ops.Numel(x.Shape[ax+1:]))
-	args := []uint64{bits64(outer), bits64(nidx), bits64(inner), bits64(dim)}
+	t := pickTile(nidx, inner)
+	args := fastDivArgs([]uint64{bits64(outer), bits64(nidx), bits64(inner), bits64(dim)}, cdiv(inner, t.bx), cdiv(nidx, t.by))
 	p.Calls = []ops.KernelCall{{File: movementFile, Symbol: "gather",
-		Config: pickTile(nidx, inner).config(map[string]string{"T": width, "IT": it}), Args: args, Workload: args[:3],
+		Config: t.config(map[string]string{"T": width, "IT": it}), Args: args, Workload: args[:3],
 		Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadOf(ops.InputOperand(1)), ops.WriteOf(ops.OutputOperand(0))}}}
 	return p, "", nil
 }
@@ -482,6 +490,9 @@ func PlanTile(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, stri
 	for k, r := range reps {
 		if r < 0 {
 			return nil, "", ops.OpErr("Tile: negative repeat %d", r)
+		}
+		if r > 0 && x.Shape[k] > math.MaxInt64/r {
+			return nil, "", ops.OpErr("Tile: axis %d of %d repeated %d times overflows 64 bits", k, x.Shape[k], r)
 		}
 		out[k] = x.Shape[k] * r
 		split = append(split, r, x.Shape[k])
@@ -584,7 +595,9 @@ func PlanWhere(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, str
 			args = append(args, bits64(v))
 		}
 	}
-	p.Calls = []ops.KernelCall{{File: movementFile, Symbol: "where", Config: pickTile(dims[4], dims[5]).config(map[string]string{"T": width}),
+	t := pickTile(dims[4], dims[5])
+	args = blockSplitArgs(args, dims, t.bx, t.by)
+	p.Calls = []ops.KernelCall{{File: movementFile, Symbol: "where", Config: t.config(map[string]string{"T": width}),
 		Args: args, Workload: args[:6],
 		Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadOf(ops.InputOperand(1)), ops.ReadOf(ops.InputOperand(2)), ops.WriteOf(ops.OutputOperand(0))}}}
 	return p, "", nil

@@ -238,9 +238,10 @@ func comparePlanner(code string) ops.KernelPlanner {
 		if !ok {
 			return nil, "host: the compare kernel covers 6 axes after merging", nil
 		}
-		args := rank6Args(dims, st)
+		tl := pickTile(dims[4], dims[5])
+		args := blockSplitArgs(rank6Args(dims, st), dims, tl.bx, tl.by)
 		p.Calls = []ops.KernelCall{{File: normFile, Symbol: "compare",
-			Config: pickTile(dims[4], dims[5]).config(map[string]string{"T": t, "OP": code}), Args: args, Workload: args[:movementRank],
+			Config: tl.config(map[string]string{"T": t, "OP": code}), Args: args, Workload: args[:movementRank],
 			Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadOf(ops.InputOperand(1)), ops.WriteOf(ops.OutputOperand(0))}}}
 		return p, "", nil
 	}

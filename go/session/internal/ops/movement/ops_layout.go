@@ -2,6 +2,7 @@ package movement
 
 import (
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/loomrt/loom/go/graph"
@@ -69,6 +70,15 @@ func init() {
 			b := x.Dims()[0]
 			c, h, w := x.Dims()[1], x.Dims()[2], x.Dims()[3]
 			bs := n.AttrInt("blocksize", 1)
+			if bs < 1 {
+				return nil, fmt.Errorf("blocksize %d; it must be at least 1", bs)
+			}
+			if toDepth && (h%bs != 0 || w%bs != 0) {
+				return nil, fmt.Errorf("the input's height %d and width %d must be multiples of blocksize %d", h, w, bs)
+			}
+			if !toDepth && c != 0 && (bs > c/bs || c%(bs*bs) != 0) {
+				return nil, fmt.Errorf("the input's %d channels must be a multiple of blocksize² = %d", c, bs*bs)
+			}
 			if toDepth {
 				// [b, c, h/bs, bs, w/bs, bs] -> [b, bs, bs, c, h/bs, w/bs]
 				t := tensor.Reshaped(x, []int64{b, c, h / bs, bs, w / bs, bs})
@@ -90,13 +100,32 @@ func init() {
 	ops.HostOps["SpaceToDepth"] = d2s(true)
 	ops.HostOps["OneHot"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		ind, depthT, vals := in[0], in[1], in[2]
-		depth := int64(tensor.Float64s(depthT)[0])
+		dv := tensor.Float64s(depthT)
+		if len(dv) != 1 {
+			return nil, fmt.Errorf("the depth (input 1) has %d elements, want 1", len(dv))
+		}
+		if math.IsNaN(dv[0]) || dv[0] < 1 {
+			return nil, fmt.Errorf("the depth (input 1) is %v; it must be at least 1", dv[0])
+		}
+		if err := ops.CheckCount(rc, "the output", dv[0]*float64(ind.Len())); err != nil {
+			return nil, err
+		}
+		if err := ops.CheckCount(rc, "the output's depth axis", dv[0]); err != nil {
+			return nil, err
+		}
+		depth := int64(dv[0])
+		if vals.Len() != 2 {
+			return nil, fmt.Errorf("the values (input 2) hold %d elements, want 2 (off, on)", vals.Len())
+		}
 		r := len(ind.Dims()) + 1
 		ax, err := ops.NormAxis(n.AttrInt("axis", -1), r)
 		if err != nil {
 			return nil, err
 		}
 		out := append(append(append([]int64{}, ind.Dims()[:ax]...), depth), ind.Dims()[ax:]...)
+		if err := ops.CheckShape(rc, "the output", out); err != nil {
+			return nil, err
+		}
 		iv := tensor.Float64s(ind)
 		inner := ops.Numel(ind.Dims()[ax:])
 		idx := make([]int, ops.Numel(out))
@@ -202,6 +231,9 @@ func init() {
 			if n.AttrString("reduction", "none") != "none" {
 				return nil, fmt.Errorf("reduction %q is not supported", n.AttrString("reduction", ""))
 			}
+			if err := checkScatter(n, x, ind, upd, elements); err != nil {
+				return nil, err
+			}
 			joined, err := ops.ConcatFlat(x, upd)
 			if err != nil {
 				return nil, err
@@ -214,7 +246,7 @@ func init() {
 				if err != nil {
 					return nil, err
 				}
-				var bad error
+				// checkScatter checked every index and the shapes.
 				ops.ForEachIndex(ind.Dims(), func(f int, pos []int) {
 					o := 0
 					for k, p := range pos {
@@ -223,19 +255,12 @@ func init() {
 							if e < 0 {
 								e += x.Dims()[ax]
 							}
-							if e < 0 || e >= x.Dims()[ax] {
-								bad = fmt.Errorf("index %d out of range", iv[f])
-								return
-							}
 							p = int(e)
 						}
 						o += p * st[k]
 					}
 					idx[o] = x.Len() + f
 				})
-				if bad != nil {
-					return nil, bad
-				}
 			} else {
 				last := int(ind.Dims()[len(ind.Dims())-1])
 				slice := ops.Numel(x.Dims()[last:])
@@ -267,4 +292,53 @@ func init() {
 			return plain(rc, n, in)
 		}
 	}
+}
+
+// checkScatter checks a scatter's indices and updates against its data x before any index is
+// used, naming the input and the value at fault. ScatterND (elements false): index tuples of
+// at most x's rank, every index within its axis of x (a negative one counting from the end),
+// updates of the shape the tuples select. ScatterElements: indices and updates of one shape of
+// x's rank, within x along the other axes, every index within x's scatter axis.
+func checkScatter(n *graph.Node, x, ind, upd tensor.Tensor, elements bool) error {
+	xd, id := x.Dims(), ind.Dims()
+	iv := tensor.Int64s(ind)
+	inRange := func(e, d int64) bool { return e >= -d && e < d }
+	if elements {
+		ax, err := ops.NormAxis(n.AttrInt("axis", 0), len(xd))
+		if err != nil {
+			return err
+		}
+		if len(id) != len(xd) || !ops.SameShape(id, upd.Dims()) {
+			return fmt.Errorf("the indices (input 1, shape %v) and the updates (input 2, shape %v) must have one shape of the data's rank %d", id, upd.Dims(), len(xd))
+		}
+		for k := range xd {
+			if k != ax && id[k] > xd[k] {
+				return fmt.Errorf("the indices (input 1, shape %v) exceed the data (input 0, shape %v) along axis %d", id, xd, k)
+			}
+		}
+		for f, e := range iv {
+			if !inRange(e, xd[ax]) {
+				return fmt.Errorf("the indices (input 1) hold index %d (element %d), out of range for axis %d of the data (shape %v): want [%d, %d)", e, f, ax, xd, -xd[ax], xd[ax])
+			}
+		}
+		return nil
+	}
+	if len(id) == 0 {
+		return fmt.Errorf("the indices (input 1) must have rank >= 1, got a scalar")
+	}
+	last := id[len(id)-1]
+	if last > int64(len(xd)) {
+		return fmt.Errorf("the indices (input 1, shape %v) hold tuples of %d indices, more than the data's rank %d", id, last, len(xd))
+	}
+	want := append(append([]int64{}, id[:len(id)-1]...), xd[last:]...)
+	if !ops.SameShape(upd.Dims(), want) {
+		return fmt.Errorf("the updates (input 2) have the shape %v; the indices (shape %v) into the data (shape %v) select %v", upd.Dims(), id, xd, want)
+	}
+	for f, e := range iv {
+		k := f % int(last)
+		if !inRange(e, xd[k]) {
+			return fmt.Errorf("the indices (input 1) hold index %d (tuple %d, position %d), out of range for axis %d of the data (shape %v): want [%d, %d)", e, f/int(last), k, k, xd, -xd[k], xd[k])
+		}
+	}
+	return nil
 }

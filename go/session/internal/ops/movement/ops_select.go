@@ -213,6 +213,9 @@ func scatterReduce(n *graph.Node, in []tensor.Tensor, elements bool, red string)
 	if x.DType() == graph.String {
 		return nil, fmt.Errorf("reduction %q on strings", red)
 	}
+	if err := checkScatter(n, x, ind, upd, elements); err != nil {
+		return nil, err
+	}
 	xv, uv, iv := tensor.Float64s(x), tensor.Float64s(upd), tensor.Int64s(ind)
 	st := ops.StridesOf(x.Dims())
 	norm := func(e, d int64) (int, error) {

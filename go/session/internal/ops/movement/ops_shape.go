@@ -3,6 +3,7 @@ package movement
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 
@@ -300,6 +301,9 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
+		if err := ops.CheckShape(rc, "the output", shape); err != nil {
+			return nil, err
+		}
 		idx, err := ops.BroadcastIndex(x.Dims(), shape)
 		if err != nil {
 			return nil, err
@@ -311,9 +315,28 @@ func init() {
 		if len(reps) != len(x.Dims()) {
 			return nil, fmt.Errorf("repeats %v for rank %d", reps, len(x.Dims()))
 		}
+		// The output's size is checked in floating point first, axis by axis and in all: the
+		// product of a dimension and a huge repeat must not wrap.
+		count := 1.0
+		for i, r := range reps {
+			if r < 0 {
+				return nil, fmt.Errorf("repeat %d for axis %d is negative (repeats %v)", r, i, reps)
+			}
+			axis := float64(x.Dims()[i]) * float64(r)
+			if err := ops.CheckCount(rc, fmt.Sprintf("axis %d of the output", i), axis); err != nil {
+				return nil, err
+			}
+			count *= axis
+		}
+		if err := ops.CheckCount(rc, "the output", count); err != nil {
+			return nil, err
+		}
 		out := make([]int64, len(reps))
 		for i := range out {
 			out[i] = x.Dims()[i] * reps[i]
+		}
+		if err := ops.CheckShape(rc, "the output", out); err != nil {
+			return nil, err
 		}
 		st := ops.StridesOf(x.Dims())
 		idx := make([]int, ops.Numel(out))
@@ -328,22 +351,48 @@ func init() {
 	}
 	ops.HostOps["ConstantOfShape"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		shape := tensor.Int64s(in[0])
+		if err := ops.CheckShape(rc, "the output", shape); err != nil {
+			return nil, err
+		}
 		val := tensor.Raw(graph.Float, []int64{1}, []float32{0})
 		if a := n.Attr("value"); a != nil && a.Tensor != nil {
 			t, err := tensor.FromGraphTensor(a.Tensor)
 			if err != nil {
 				return nil, err
 			}
+			if t.Len() != 1 {
+				return nil, fmt.Errorf("the value attribute holds %d elements, want 1", t.Len())
+			}
 			val = t
 		}
-		return []tensor.Tensor{tensor.Take(val, shape, make([]int, ops.Numel(shape)))}, nil
+		out, err := tensor.Zeros(val.DType(), shape)
+		if err != nil {
+			return nil, err
+		}
+		fillWithFirst(out.Data(), val.Data())
+		return []tensor.Tensor{out}, nil
 	}
 	ops.HostOps["Range"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-		s, l, d := tensor.Float64s(in[0])[0], tensor.Float64s(in[1])[0], tensor.Float64s(in[2])[0]
+		var sld [3]float64
+		for i, what := range []string{"start", "limit", "delta"} {
+			v := tensor.Float64s(in[i])
+			if len(v) != 1 {
+				return nil, fmt.Errorf("the %s (input %d) has %d elements, want 1", what, i, len(v))
+			}
+			if math.IsNaN(v[0]) || math.IsInf(v[0], 0) {
+				return nil, fmt.Errorf("the %s (input %d) is %v; Range needs a finite start, limit and delta", what, i, v[0])
+			}
+			sld[i] = v[0]
+		}
+		s, l, d := sld[0], sld[1], sld[2]
 		if d == 0 {
 			return nil, fmt.Errorf("delta is 0")
 		}
-		cnt := int(max(math.Ceil((l-s)/d), 0))
+		count := max(math.Ceil((l-s)/d), 0)
+		if err := ops.CheckCount(rc, "the output", count); err != nil {
+			return nil, err
+		}
+		cnt := int(count)
 		v := make([]float64, cnt)
 		for i := range v {
 			v[i] = s + float64(i)*d
@@ -378,6 +427,18 @@ func init() {
 		return []tensor.Tensor{ops.I64Tensor([]int64{int64(r), int64(len(hits))}, out)}, nil
 	}
 	ops.HostOps["Pad"] = opPad
+}
+
+// fillWithFirst sets every element of dst to the first of src, slices of one element type.
+func fillWithFirst(dst, src any) {
+	d, s := reflect.ValueOf(dst), reflect.ValueOf(src)
+	if d.Len() == 0 {
+		return
+	}
+	d.Index(0).Set(s.Index(0))
+	for k := 1; k < d.Len(); k *= 2 {
+		reflect.Copy(d.Slice(k, d.Len()), d.Slice(0, k))
+	}
 }
 
 // castTo converts elements, including to and from strings.
