@@ -174,9 +174,23 @@ struct NBlob {
 struct BinaryBlob {
   int64_t d[6], as[6], bs[6];
   float scale;
+  // The block index's divisors as (multiplier, shift) pairs (FASTDIV in elementwise.loom):
+  // the tiles along d5 and d4, then d3, d2, d1.
+  uint64_t div[10];
 };
-// The kernel's scalars end with scale (the struct pads past it).
-constexpr uint32_t kBinaryBlobBytes = offsetof(BinaryBlob, scale) + sizeof(float);
+constexpr uint32_t kBinaryBlobBytes = sizeof(BinaryBlob);
+
+// FastDiv is n / d == (n * m) >> s for n < 2^31 (the planners' fastDiv, written again here).
+void FastDiv(int64_t d, uint64_t* m, uint64_t* s) {
+  if (d <= 1) {
+    *m = 1, *s = 0;
+    return;
+  }
+  uint64_t l = 0;
+  while ((int64_t{1} << l) < d) l++;
+  *s = 31 + l;
+  *m = ((uint64_t{1} << *s) + static_cast<uint64_t>(d) - 1) / static_cast<uint64_t>(d);
+}
 struct SoftmaxBlob {
   int64_t rows, cols;
 };
@@ -203,7 +217,7 @@ LOOM_TEST(Metadata) {
   const Expect expects[] = {
       {"relu", "unary", sizeof(UnaryBlob), {{"y", "\"write\""}, {"alpha", "0"}, {"n", "8"}}},
       {"add_scalar", "binary_flat", sizeof(NBlob), {{"z", "\"write\""}, {"y", "\"read\""}, {"n", "0"}}},
-      {"mul", "binary", kBinaryBlobBytes, {{"y", "\"read_write\""}, {"d3", "24"}, {"bs5", "136"}, {"scale", "144"}}},
+      {"mul", "binary", kBinaryBlobBytes, {{"y", "\"read_write\""}, {"d3", "24"}, {"bs5", "136"}, {"scale", "144"}, {"mx", "152"}, {"s1", "224"}}},
       {"softmax", "softmax", sizeof(SoftmaxBlob), {{"y", "\"read_write\""}, {"cols", "8"}}},
       {"log_softmax", "softmax", sizeof(SoftmaxBlob), {{"x", "\"read\""}, {"rows", "0"}}},
   };
@@ -295,6 +309,8 @@ LOOM_TEST(MulBroadcast) {
     Strides(blob.d, ba, blob.as, &asize);
     Strides(blob.d, bb, blob.bs, &bsize);
     Strides(blob.d, none, ys, &ysize);
+    const int64_t divisors[5] = {CeilDiv(blob.d[5], 256), blob.d[4], blob.d[3], blob.d[2], blob.d[1]};
+    for (int i = 0; i < 5; i++) FastDiv(divisors[i], &blob.div[2 * i], &blob.div[2 * i + 1]);
     std::vector<float> a = RandFloats(asize), b = RandFloats(bsize);
     loom_buffer* y = h.Garbage(ysize);
     uint32_t grid[3] = {static_cast<uint32_t>(CeilDiv(blob.d[5], 256) * blob.d[4] * blob.d[3] * blob.d[2] * blob.d[1] * blob.d[0]), 1, 1};

@@ -3,10 +3,12 @@
 # machine without a GPU or a CUDA toolkit, from PyPI wheels pinned by version and sha256:
 #   NVRTC 12.9 (nvidia-cuda-nvrtc-cu12): compiles the op library's CUDA C to cubins, for
 #     kernelgen (the shipped cubins) and the tests that compile every kernel;
-#   cuobjdump (nvidia-cuda-cuobjdump): reads the cubins' resource usage (tools/cmd/cudareport).
+#   cuobjdump (nvidia-cuda-cuobjdump): reads the cubins' resource usage (tools/cmd/cudareport);
+#   nvdisasm (nvidia-cuda-nvdisasm, cuobjdump -sass runs it): the cubins' machine code, where
+#     cudareport counts the integer divisions each thread runs.
 # Into ${LOOM_CUDA_DIR:-~/.cache/loom-cuda}; files already there and verified are not fetched
 # again. Prints the environment to use, one VAR=VALUE line each:
-#   LOOM_NVRTC_LIBRARY=/…/libnvrtc.so.12   LOOM_CUOBJDUMP=/…/cuobjdump
+#   LOOM_NVRTC_LIBRARY=/…/libnvrtc.so.12   LOOM_CUOBJDUMP=/…/cuobjdump   LOOM_NVDISASM=/…/nvdisasm
 # Usage: eval "$(tools/cuda/fetch.sh)"
 set -euo pipefail
 
@@ -26,6 +28,7 @@ fi
 wheels=(
   "nvidia-cuda-nvrtc-cu12 12.9.86 $nvrtc_sum"
   "nvidia-cuda-cuobjdump 13.2.86 d332c2ffe78e703ca0a3894be927f83124244e2acf0d792b8c12b4362d44d837"
+  "nvidia-cuda-nvdisasm 13.2.86 53606e719ecae07a2335f95902d5a1393a0cc1c317499ee7ffcf628a44385f2c"
 )
 
 if [ "$(uname -m)" != x86_64 ] || [ "$(uname -s)" != Linux ]; then
@@ -69,10 +72,12 @@ done
 
 nvrtc=$(find "$dir/nvidia-cuda-nvrtc-cu12-12.9.86" -name 'libnvrtc.so.12' -path '*cuda_nvrtc/lib/*' | head -n 1)
 cuobjdump=$(find "$dir/nvidia-cuda-cuobjdump-13.2.86" -name cuobjdump -type f | head -n 1)
-if [ -z "$nvrtc" ] || [ -z "$cuobjdump" ]; then
-  echo "tools/cuda/fetch.sh: the wheels lack libnvrtc.so.12 or cuobjdump" >&2
+nvdisasm=$(find "$dir/nvidia-cuda-nvdisasm-13.2.86" -name nvdisasm -type f | head -n 1)
+if [ -z "$nvrtc" ] || [ -z "$cuobjdump" ] || [ -z "$nvdisasm" ]; then
+  echo "tools/cuda/fetch.sh: the wheels lack libnvrtc.so.12, cuobjdump or nvdisasm" >&2
   exit 1
 fi
-chmod +x "$cuobjdump"
+chmod +x "$cuobjdump" "$nvdisasm"
 echo "LOOM_NVRTC_LIBRARY=$nvrtc"
 echo "LOOM_CUOBJDUMP=$cuobjdump"
+echo "LOOM_NVDISASM=$nvdisasm"

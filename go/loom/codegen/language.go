@@ -25,6 +25,8 @@ type Language struct {
 	// AVX2 peak), while a struct of register-wide vectors is split into registers.
 	VectorBytes int
 	Prelude     string
+	// Span defines loom_span (the common prelude's LOOM_SPAN; see hostSpan).
+	Span string
 }
 
 // ForVectorBytes is l with VectorBytes set to n.
@@ -56,11 +58,33 @@ double tanh(double) LOOM_SIMD_FN;
 #endif
 #endif`
 
+// hostSpan and cudaSpan define loom_span, the end of a view (the views' fit check): acc +
+// (sh-1)*st, or -1 when an argument is negative or the sum overflows. The host's divides to
+// test for overflow (once per block); on CUDA every thread runs the check, so it reads the
+// product's high word instead (a 64-bit division is a call of tens of instructions there).
+const hostSpan = `static LOOM_INLINE loom_i64 loom_span(loom_i64 acc, loom_i64 sh, loom_i64 st) {
+  /* acc + (sh-1)*st, or -1 when negative or overflowing */
+  if (acc < 0 || sh < 0 || st < 0) return -1;
+  if (sh == 0) return acc;
+  if (st != 0 && (sh - 1) > (0x7fffffffffffffffLL - acc) / st) return -1;
+  return acc + (sh - 1) * st;
+}`
+
+const cudaSpan = `static LOOM_INLINE loom_i64 loom_span(loom_i64 acc, loom_i64 sh, loom_i64 st) {
+  /* acc + (sh-1)*st, or -1 when negative or overflowing (no division: the product's high
+     word says whether it fits) */
+  if (acc < 0 || sh < 0 || st < 0) return -1;
+  if (sh == 0) return acc;
+  const loom_u64 a = (loom_u64)(sh - 1), b = (loom_u64)st;
+  if (__umul64hi(a, b) != 0 || a * b > (loom_u64)(0x7fffffffffffffffLL - acc)) return -1;
+  return acc + (loom_i64)(a * b);
+}`
+
 // Host is the host C language (GCC/Clang, compiled to a shared object).
-var Host = &Language{Name: "host", Host: true, NativeVectors: true, Prelude: hostPrelude}
+var Host = &Language{Name: "host", Host: true, NativeVectors: true, Prelude: hostPrelude, Span: hostSpan}
 
 // CUDA is CUDA C++ for NVRTC/nvcc.
-var CUDA = &Language{Name: "cuda", Host: false, NativeVectors: false, Prelude: cudaPrelude}
+var CUDA = &Language{Name: "cuda", Host: false, NativeVectors: false, Prelude: cudaPrelude, Span: cudaSpan}
 
 // cType names the C type holding a value of basic type b (f16/bf16 compute in float).
 func cType(b *types.Basic) string {
@@ -132,13 +156,7 @@ const commonPrelude = `#define LOOM_CHECK(c) __builtin_expect(!!(c), 1)
    not take the code after a score of checks for cold and compile it for size. */
 #define LOOM_FAIL(c) __builtin_expect(!!(c), 0)
 
-static LOOM_INLINE loom_i64 loom_span(loom_i64 acc, loom_i64 sh, loom_i64 st) {
-  /* acc + (sh-1)*st, or -1 when negative or overflowing */
-  if (acc < 0 || sh < 0 || st < 0) return -1;
-  if (sh == 0) return acc;
-  if (st != 0 && (sh - 1) > (0x7fffffffffffffffLL - acc) / st) return -1;
-  return acc + (sh - 1) * st;
-}
+LOOM_SPAN
 
 static LOOM_INLINE float loom_f16_to_f32(loom_u16 h) {
   loom_u32 sign = (loom_u32)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;

@@ -11,6 +11,7 @@ struct loom_mock_dim3 { unsigned int x, y, z; };
 extern loom_mock_dim3 threadIdx, blockIdx, blockDim, gridDim;
 unsigned int atomicOr(unsigned int* address, unsigned int val);
 void __syncthreads();
+unsigned long long __umul64hi(unsigned long long x, unsigned long long y);
 float __uint_as_float(unsigned int);
 unsigned int __float_as_uint(float);
 float __int_as_float(int);

@@ -2,15 +2,18 @@
 // ships as a cubin (kernels/aot, built by NVRTC ahead of time), the registers, spill stack,
 // local and shared memory that cuobjdump reads from the cubin, and the theoretical occupancy on
 // the target (sm_90 by default) for the block the kernel's launch program picks on a large
-// workload. It checks the thresholds for the hot kernels (GEMM, convolution, attention,
-// reductions, elementwise): no spill (a stack frame) and an occupancy of at least 25%. A
+// workload, and the integer divisions in its machine code (cuobjdump -sass, through nvdisasm).
+// It checks the thresholds for the hot kernels (GEMM, convolution, attention, reductions,
+// elementwise): no spill (a stack frame) and an occupancy of at least 25%, and for the
+// streaming kernels (elementwise and movement: a few instructions an element) no integer
+// division, which costs tens of instructions in every thread on a GPU. A
 // variant that misses them fails the check unless kernels/aot/cuda_exceptions.txt lists it;
 // a listed variant that meets them fails it too, so the list only shrinks.
 //
-// Usage: cudareport [-dir kernels] [-target sm_90] [-cuobjdump PATH] [-out docs/cuda.md] [-check]
+// Usage: cudareport [-dir kernels] [-target sm_90] [-cuobjdump PATH] [-nvdisasm PATH] [-out docs/cuda.md] [-check]
 //
-// cuobjdump comes from tools/cuda/fetch.sh ($LOOM_CUOBJDUMP); -check compares instead of
-// writing and applies the thresholds.
+// cuobjdump and nvdisasm come from tools/cuda/fetch.sh ($LOOM_CUOBJDUMP, $LOOM_NVDISASM);
+// -check compares instead of writing and applies the thresholds.
 package main
 
 import (
@@ -25,9 +28,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/kernels/aot"
@@ -52,6 +57,7 @@ type usage struct {
 	threads   int // per block, from the launch program on the sample workload (0: unknown)
 	dynShared int
 	occupancy float64 // theoretical, 0..1
+	divisions int     // integer divisions in the machine code (inlined or called)
 	why       string  // a threshold missed ("" when none or not a hot kernel)
 }
 
@@ -62,6 +68,7 @@ func run(args []string, stdout io.Writer) error {
 	dir := fs.String("dir", "kernels", "the op library's directory")
 	target := fs.String("target", "sm_90", "the CUDA target whose cubins to report")
 	cuobjdump := fs.String("cuobjdump", os.Getenv("LOOM_CUOBJDUMP"), "cuobjdump (default $LOOM_CUOBJDUMP, else cuobjdump on PATH)")
+	nvdisasm := fs.String("nvdisasm", os.Getenv("LOOM_NVDISASM"), "nvdisasm, which cuobjdump -sass runs (default $LOOM_NVDISASM, else nvdisasm on PATH)")
 	out := fs.String("out", "docs/cuda.md", "the report to write")
 	check := fs.Bool("check", false, "compare with -out and apply the thresholds instead of writing")
 	record := fs.Bool("record-exceptions", false, "also rewrite kernels/aot/cuda_exceptions.txt with today's variants under the thresholds (a kernel change that regresses one shows in that file's diff)")
@@ -76,6 +83,14 @@ func run(args []string, stdout io.Writer) error {
 		}
 		tool = p
 	}
+	disasm := *nvdisasm
+	if disasm == "" {
+		p, err := exec.LookPath("nvdisasm")
+		if err != nil {
+			return fmt.Errorf("no nvdisasm: set -nvdisasm or LOOM_NVDISASM (tools/cuda/fetch.sh installs it)")
+		}
+		disasm = p
+	}
 	t, err := loom.ParseTarget(*target)
 	if err != nil || t.Kind != loom.TargetCUDA {
 		return fmt.Errorf("target %q is not sm_XX", *target)
@@ -84,16 +99,33 @@ func run(args []string, stdout io.Writer) error {
 	if !ok {
 		return fmt.Errorf("no occupancy model for %s (have sm_80, sm_90)", t)
 	}
-	var us []usage
+	var vs []*aot.Variant
 	for _, v := range aot.Variants() {
-		if v.Target != t.String() {
-			continue
+		if v.Target == t.String() {
+			vs = append(vs, v)
 		}
-		u, err := measure(tool, v, sm)
-		if err != nil {
-			return err
-		}
-		us = append(us, u)
+	}
+	// cuobjdump and nvdisasm take a fraction of a second a cubin: one at a time per CPU.
+	us := make([]usage, len(vs))
+	errs := make([]error, len(vs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(runtime.NumCPU(), 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				us[i], errs[i] = measure(tool, disasm, vs[i], sm)
+			}
+		}()
+	}
+	for i := range vs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	if len(us) == 0 {
 		return fmt.Errorf("no shipped cubins for %s", t)
@@ -172,7 +204,11 @@ func occupancy(sm limits, threads, regs, shared int) float64 {
 
 var resource = regexp.MustCompile(`REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)`)
 
-func measure(tool string, v *aot.Variant, sm limits) (usage, error) {
+// division matches the first instruction of an integer division's reciprocal step (32-bit, or
+// 64-bit with its 32-bit fast path): one a division, inlined or in a called routine.
+var division = regexp.MustCompile(`\bI2F\.U(32|64)\.RP\b`)
+
+func measure(tool, disasm string, v *aot.Variant, sm limits) (usage, error) {
 	u := usage{v: v}
 	image, err := v.Image()
 	if err != nil {
@@ -196,6 +232,13 @@ func measure(tool string, v *aot.Variant, sm limits) (usage, error) {
 	if m == nil {
 		return u, fmt.Errorf("%s on %s printed no resource usage:\n%s", tool, v.Module, outb)
 	}
+	sass := exec.Command(tool, "-sass", f.Name())
+	sass.Env = append(os.Environ(), "NVDISASM_PATH="+filepath.Dir(disasm))
+	sassOut, err := sass.CombinedOutput()
+	if err != nil {
+		return u, fmt.Errorf("%s -sass on %s: %v: %s", tool, v.Module, err, sassOut)
+	}
+	u.divisions = len(division.FindAll(sassOut, -1))
 	u.regs, _ = strconv.Atoi(string(m[1]))
 	u.stack, _ = strconv.Atoi(string(m[2]))
 	u.shared, _ = strconv.Atoi(string(m[3]))
@@ -218,6 +261,9 @@ func measure(tool string, v *aot.Variant, sm limits) (usage, error) {
 			// Occupancy counts warps: a block smaller than a warp leaves the rest of its
 			// lanes idle however many blocks are resident.
 			why = append(why, fmt.Sprintf("a block of %d threads fills %d of a warp's 32 lanes", u.threads, u.threads))
+		}
+		if streaming(v.Symbol) && u.divisions > 0 {
+			why = append(why, fmt.Sprintf("%d integer divisions in every thread", u.divisions))
 		}
 		u.why = strings.Join(why, "; ")
 	}
@@ -247,6 +293,17 @@ func hot(symbol string) bool {
 		if strings.Contains(symbol, p) {
 			return true
 		}
+	}
+	return false
+}
+
+// streaming says whether a kernel does a few instructions an element (elementwise and
+// movement kernels), so that an integer division in every thread outweighs its work.
+func streaming(symbol string) bool {
+	switch symbol {
+	case "binary", "binary_flat", "unary", "activation", "compare", "clip", "cast", "cast_to_bool", "cast_from_bool",
+		"strided_copy", "where", "gather":
+		return true
 	}
 	return false
 }
@@ -295,7 +352,8 @@ func readExceptions(path string) (map[string]string, error) {
 func writeExceptions(path, target string, us []usage) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# The shipped hot kernels that miss tools/cmd/cudareport's thresholds on %s today (no spill,\n", target)
-	b.WriteString("# occupancy of at least 25%, a block of at least a warp): SYMBOL KEY12 # why. The check fails\n")
+	b.WriteString("# occupancy of at least 25%, a block of at least a warp, no integer division in a streaming\n")
+	b.WriteString("# kernel): SYMBOL KEY12 # why. The check fails\n")
 	b.WriteString("# on any other variant under them and on a listed one that meets them: the list only shrinks.\n")
 	b.WriteString("# The planners' CPU-shaped GEMM, convolution and RNN tiles (blocks of 1-64 threads, each with\n")
 	b.WriteString("# many accumulators) are why; GPU-shaped kernels (issue 13) empty it.\n")
@@ -313,13 +371,14 @@ func render(target string, us []usage) []byte {
 		regsLo, regsHi, stack, shm int
 		occLo, occHi               float64
 		threadsLo, threadsHi       int
+		divLo, divHi               int
 	}
 	bySym := map[string]*agg{}
 	var syms []string
 	for _, u := range us {
 		a := bySym[u.v.Symbol]
 		if a == nil {
-			a = &agg{regsLo: u.regs, occLo: u.occupancy, threadsLo: u.threads}
+			a = &agg{regsLo: u.regs, occLo: u.occupancy, threadsLo: u.threads, divLo: u.divisions}
 			bySym[u.v.Symbol] = a
 			syms = append(syms, u.v.Symbol)
 		}
@@ -328,6 +387,7 @@ func render(target string, us []usage) []byte {
 		a.stack, a.shm = max(a.stack, u.stack), max(a.shm, u.shared+u.dynShared)
 		a.occLo, a.occHi = min(a.occLo, u.occupancy), max(a.occHi, u.occupancy)
 		a.threadsLo, a.threadsHi = min(a.threadsLo, u.threads), max(a.threadsHi, u.threads)
+		a.divLo, a.divHi = min(a.divLo, u.divisions), max(a.divHi, u.divisions)
 		if u.stack > 0 || u.local > 0 {
 			a.spilling++
 		}
@@ -346,19 +406,24 @@ func render(target string, us []usage) []byte {
 	b.WriteString("TestShippedCubinsAreWhatNVRTCBuilds). Registers, stack (spills and local arrays, bytes per\n")
 	b.WriteString("thread) and shared memory are cuobjdump's; the block is what the kernel's launch program\n")
 	b.WriteString("picks when every workload value is 4096; occupancy is the theoretical share of the SM's\n")
-	b.WriteString("64 warps resident (registers, shared memory and the 32-block limit).\n\n")
+	b.WriteString("64 warps resident (registers, shared memory and the 32-block limit); integer divisions are\n")
+	b.WriteString("the division sequences in the machine code (`cuobjdump -sass`: each starts with an\n")
+	b.WriteString("`I2F.U32.RP` or `I2F.U64.RP`, inlined or in a called routine).\n\n")
 	b.WriteString("Thresholds for the hot kernels (GEMM, convolution, attention, reductions, elementwise):\n")
 	b.WriteString("no stack frame, at least 25% occupancy, and blocks of at least a warp (occupancy counts warps,\n")
-	b.WriteString("so a block of 1 thread resident 32 times reads 50% with 31 of every 32 lanes idle). The\n")
+	b.WriteString("so a block of 1 thread resident 32 times reads 50% with 31 of every 32 lanes idle), and for\n")
+	b.WriteString("the streaming kernels (elementwise and movement, a few instructions an element) no integer\n")
+	b.WriteString("division: tens of instructions in every thread on a GPU (they split block indices with\n")
+	b.WriteString("per-launch multipliers instead, FASTDIV in kernels/elementwise.loom). The\n")
 	b.WriteString("variants that miss them today are listed in\n")
 	b.WriteString("kernels/aot/cuda_exceptions.txt: the check fails on any other, and on a listed one that\n")
 	b.WriteString("meets them, so the list only shrinks as the kernels become GPU-shaped.\n\n")
-	b.WriteString("| kernel | variants | registers | max stack (B) | max shared (B) | threads per block | occupancy | spilling | under 25% |\n")
-	b.WriteString("|---|---:|---|---:|---:|---|---|---:|---:|\n")
+	b.WriteString("| kernel | variants | registers | max stack (B) | max shared (B) | threads per block | occupancy | integer divisions | spilling | under 25% |\n")
+	b.WriteString("|---|---:|---|---:|---:|---|---|---|---:|---:|\n")
 	for _, s := range syms {
 		a := bySym[s]
-		fmt.Fprintf(&b, "| %s | %d | %s | %d | %d | %s | %s | %d | %d |\n", s, a.n, span(a.regsLo, a.regsHi), a.stack, a.shm,
-			span(a.threadsLo, a.threadsHi), spanPct(a.occLo, a.occHi), a.spilling, a.low)
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %d | %s | %s | %s | %d | %d |\n", s, a.n, span(a.regsLo, a.regsHi), a.stack, a.shm,
+			span(a.threadsLo, a.threadsHi), spanPct(a.occLo, a.occHi), span(a.divLo, a.divHi), a.spilling, a.low)
 	}
 	var listed []usage
 	for _, u := range us {

@@ -30,8 +30,8 @@ func TestOccupancyModel(t *testing.T) {
 
 // TestResourceReportIsCurrent reads every shipped sm_90 cubin with cuobjdump and fails when a
 // hot kernel misses the thresholds without being listed in kernels/aot/cuda_exceptions.txt,
-// when a listed one meets them, or when docs/cuda.md is stale. It needs cuobjdump
-// (LOOM_CUOBJDUMP, from tools/cuda/fetch.sh): it skips without, except under
+// when a listed one meets them, or when docs/cuda.md is stale. It needs cuobjdump and nvdisasm
+// (LOOM_CUOBJDUMP, LOOM_NVDISASM, from tools/cuda/fetch.sh): it skips without, except under
 // LOOM_REQUIRE_NVRTC=1 (tools/test), where that is a failure.
 func TestResourceReportIsCurrent(t *testing.T) {
 	if os.Getenv("TEST_SRCDIR") != "" {
@@ -47,5 +47,15 @@ func TestResourceReportIsCurrent(t *testing.T) {
 		}
 		t.Skip("no cuobjdump (LOOM_CUOBJDUMP, tools/cuda/fetch.sh)")
 	}
-	require.NoError(t, run([]string{"-cuobjdump", tool, "-dir", "../../../kernels", "-out", "../../../docs/cuda.md", "-check"}, io.Discard))
+	disasm := os.Getenv("LOOM_NVDISASM")
+	if disasm == "" {
+		disasm, _ = exec.LookPath("nvdisasm")
+	}
+	if disasm == "" {
+		if os.Getenv("LOOM_REQUIRE_NVRTC") == "1" {
+			t.Fatal("LOOM_REQUIRE_NVRTC=1 but no nvdisasm: set LOOM_NVDISASM (tools/cuda/fetch.sh)")
+		}
+		t.Skip("no nvdisasm (LOOM_NVDISASM, tools/cuda/fetch.sh)")
+	}
+	require.NoError(t, run([]string{"-cuobjdump", tool, "-nvdisasm", disasm, "-dir", "../../../kernels", "-out", "../../../docs/cuda.md", "-check"}, io.Discard))
 }
