@@ -17,6 +17,8 @@ import (
 	_ "github.com/loomrt/loom/kernels/aot/gen/elementwise_v4"
 	_ "github.com/loomrt/loom/kernels/aot/gen/gemm_fast_v3"
 	_ "github.com/loomrt/loom/kernels/aot/gen/gemm_fast_v4"
+	_ "github.com/loomrt/loom/kernels/aot/gen/gemm_gpu_v3"
+	_ "github.com/loomrt/loom/kernels/aot/gen/gemm_gpu_v4"
 	_ "github.com/loomrt/loom/kernels/aot/gen/linalg_v3"
 	_ "github.com/loomrt/loom/kernels/aot/gen/linalg_v4"
 	_ "github.com/loomrt/loom/kernels/aot/gen/movement_v3"

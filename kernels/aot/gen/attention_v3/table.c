@@ -6,50 +6,50 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e0b48cc293322_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e2a011696d8ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e887407c47dca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2eaf47ce2908c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e244c088cc8d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e2e578eb7583b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e46391936ec08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e4e8227ab7ce5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e57b3a40da320_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e5d8602b3c51e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e61a38adfacf1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e68d85a794936_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e6fffd47d65c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e783965a2e63b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e904ff0a600af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ead3858467696_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ecc958afb2de7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed7a1173092a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ee182acdb790e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2efe1d7e6a29b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e13f0d8f380cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e5614b94bb95b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ee4567288572c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ee52c57bd8261_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e00813d1d7808_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e1553869b89b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e221bff189047_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e24209c0c8427_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3eeb01467ebc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea16886fcf367_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea56629051651_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea584406df0c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eb24ed5293a44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec74d728e4266_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed0c576e52f57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ede1c853195f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ee27a63e7b8bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eeb8719c213d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eebfed8e50684_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eeedd9dc7ce91_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e0b48cc293322_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e2a011696d8ce_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e887407c47dca_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2eaf47ce2908c2_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e244c088cc8d4_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e2e578eb7583b_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e46391936ec08_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e4e8227ab7ce5_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e57b3a40da320_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e5d8602b3c51e_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e61a38adfacf1_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e68d85a794936_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e6fffd47d65c7_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e783965a2e63b_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e904ff0a600af_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ead3858467696_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ecc958afb2de7_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed7a1173092a2_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ee182acdb790e_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2efe1d7e6a29b9_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e13f0d8f380cc_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e5614b94bb95b_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ee4567288572c_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ee52c57bd8261_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e00813d1d7808_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e1553869b89b1_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e221bff189047_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e24209c0c8427_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3eeb01467ebc_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea16886fcf367_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea56629051651_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea584406df0c6_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eb24ed5293a44_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec74d728e4266_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed0c576e52f57_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ede1c853195f3_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ee27a63e7b8bf_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eeb8719c213d5_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eebfed8e50684_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eeedd9dc7ce91_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_attention_v3_entries(int i, uint32_t* count) {

@@ -6,50 +6,50 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e1c66567d2b6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ea060bda4655c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ea38c7ba5ddc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2eb5867f4d210b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e04ed704f4535_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0a183c4bc4b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e10b273b1effd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e32173d0bd130_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e37e6dc527080_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7dcb53d2e7ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e8bffe914b912_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9ba248d6abf9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9e7e68a339d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea267b0b7e76b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eaf02df9ca87b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed1ddc9cae25f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed1f1f9e8dec0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2edc699e625a1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eee2669cda4d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2efccdcd69000c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e05749bd1713f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e5ff676ab929d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e68742b4549c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e6cae8c24d410_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0024d23c4143_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e02a853aa526d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0de7802eb197_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e1a2a97216201_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e2679f0cb0a49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e310fd4013145_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e5055fd283b56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e6eb5f2f1a6f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e732ae74e4641_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e74ff419b17b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e88b2dfe4cf08_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea4273cc35cdb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ee001962d2417_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ee716647058ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eeca6d8567cbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2efa1efd71d5c8_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e1c66567d2b6e_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ea060bda4655c_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ea38c7ba5ddc2_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2eb5867f4d210b_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e04ed704f4535_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0a183c4bc4b4_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e10b273b1effd_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e32173d0bd130_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e37e6dc527080_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7dcb53d2e7ec_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e8bffe914b912_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9ba248d6abf9_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9e7e68a339d8_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea267b0b7e76b_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eaf02df9ca87b_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed1ddc9cae25f_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed1f1f9e8dec0_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2edc699e625a1e_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eee2669cda4d3_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2efccdcd69000c_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e05749bd1713f_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e5ff676ab929d_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e68742b4549c4_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e6cae8c24d410_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0024d23c4143_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e02a853aa526d_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0de7802eb197_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e1a2a97216201_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e2679f0cb0a49_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e310fd4013145_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e5055fd283b56_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e6eb5f2f1a6f4_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e732ae74e4641_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e74ff419b17b0_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e88b2dfe4cf08_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea4273cc35cdb_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ee001962d2417_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ee716647058ec_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eeca6d8567cbe_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2efa1efd71d5c8_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_attention_v4_entries(int i, uint32_t* count) {

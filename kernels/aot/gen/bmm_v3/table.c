@@ -6,24 +6,24 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e4f75c4361b6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e612f9e9a3eca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6b3b11d255b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2ef1c0b0790cb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e1eebe901bb5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e350f592dd52c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2eea7fe32a3518_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e11266aa5df1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6404b59243d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2ebeccc80cb559_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2ed6475e153611_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e1840df2c7ade_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e7409593a189e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2ef0fb555fba39_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e4f75c4361b6b_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e612f9e9a3eca_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6b3b11d255b0_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2ef1c0b0790cb9_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e1eebe901bb5a_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e350f592dd52c_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2eea7fe32a3518_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e11266aa5df1d_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6404b59243d8_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2ebeccc80cb559_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2ed6475e153611_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e1840df2c7ade_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e7409593a189e_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2ef0fb555fba39_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_bmm_v3_entries(int i, uint32_t* count) {

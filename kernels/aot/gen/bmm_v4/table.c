@@ -6,24 +6,24 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e123d55f12004_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e1b18900e3bca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e36cc841d8501_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ea9e6f94cff2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e54b4cb985172_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ed31f4b82cec0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ee9e1d70202d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e3061f3d81c56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e37f9f0809159_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e52983ec2a5df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ea5cc1ebb5a73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e25948b068653_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e3d65e2b55fa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec4bf05f333f2_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e123d55f12004_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e1b18900e3bca_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e36cc841d8501_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ea9e6f94cff2d_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e54b4cb985172_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ed31f4b82cec0_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ee9e1d70202d9_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e3061f3d81c56_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e37f9f0809159_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e52983ec2a5df_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ea5cc1ebb5a73_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e25948b068653_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e3d65e2b55fa6_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec4bf05f333f2_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_bmm_v4_entries(int i, uint32_t* count) {

@@ -6,150 +6,150 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e2a53f7f6fae3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e648fe3b0d9fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eba4192349b67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2ed108a698a121_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0623c960be71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0676a2cd7d6a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0a5987d20081_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0f7db66b4a4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e16e9ede0763f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1755f872a54b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e175dc8487136_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1b5e70f567f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e21070ad6b689_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e224eb3017f52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2cfd84615023_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2d980f391d45_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e34f6d6c361df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3665cc843abe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e39772fcf1eef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e39ddc1de661f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3d0d5ce59457_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3daf26af0976_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e42cfb0dbb8e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e490053176f71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e4e83dc2b32d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e530c675a65cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e53916f62de3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e57cb4b63da1a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5b8fd7155c81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e67ddeb5e0595_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6bc4e303826f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e733a48cb5b36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7a8b3712191d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7c811cc7c220_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7e3013e209d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7f9617221b0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e856159e728f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e88c6177fa430_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8f3e6e775490_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e92316b409e5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9c734abb610f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea2a7aa34d0dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea6abad63a3ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eac090600aff9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec30261c6eb9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed4e6d07e0222_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2edb932d6faa20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee25f878e2a64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee66635842529_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef0ab7c6fb514_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef1fa826a46b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eff4f3ca94819_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e7c4e393034af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e999be917a2cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb2f6e92a3ea9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb35d309369d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e063b468dd69c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0d045864a2c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4e27784bf157_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4e6a6e521ef8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4eddc54588a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e66a15bfacc4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e89b8796e48c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea30817409d48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ee647de3d6cc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e08dd03abcdc9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e1ffa6eb9dc16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e62206d07fd84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e73d06b589bd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2eee46d2c5eec0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e37a2d1faa401_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e691bb73cae86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eb0cec638dcdd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eb864d903b303_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0b48dbe0b39a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0c68b86d450a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0d1e743c336f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0d2884ae8146_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0dba4750add5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e12332c9a1859_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e12fdc926fe09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e163908a6a455_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2031ff061d8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e210733534090_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e21f2a6bff7ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e26c61bc7656d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e27e12a904daa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2b2d81af26a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e32ab65d2cf93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e348f29aa8b29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e36af74bde1d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e376fb797c267_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3c5d18d651e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e40b274273947_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e494c8207b1b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e54dedbf6ed80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e58420e1ae2f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e68501f1a2c83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e73a3699d92a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e780c92da97ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7a37330dd886_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e86faa146bad6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8a6b18d2e3b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8ed7cbe10d95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e91ed96e07e75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9c4f9cf5d93b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea2c3b41e17ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea9d44a5350b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ead99e4c5c1be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb25e3e22832e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb7b8d20dd337_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb8274c9b702c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb9f8f94e5101_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec54ef62dc842_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec6e798237f6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ecef01d138a46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed9cf54e6bd4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee2722474ed65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee74b1cd4be0d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee8a9ec7c1c57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef1f38b2c8290_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef4ab55a062d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e9725df69fbfb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ea01d4b2d6608_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb985ab3b569d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ef43a38c2ad53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e26064946ffd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e39a62ce2cfcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e7820d57ad585_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea706289193a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea88122f1793c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ec51a064b21bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef0e28136d01c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef3afb3e37482_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef94bb4aa07cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e025c4373277a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e67782bb5584c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ebca9bc04a73e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ec3f4bdb98f78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2efd374c0f07c5_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e2a53f7f6fae3_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e648fe3b0d9fd_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eba4192349b67_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2ed108a698a121_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0623c960be71_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0676a2cd7d6a_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0a5987d20081_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0f7db66b4a4c_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e16e9ede0763f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1755f872a54b_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e175dc8487136_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1b5e70f567f5_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e21070ad6b689_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e224eb3017f52_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2cfd84615023_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2d980f391d45_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e34f6d6c361df_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3665cc843abe_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e39772fcf1eef_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e39ddc1de661f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3d0d5ce59457_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3daf26af0976_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e42cfb0dbb8e1_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e490053176f71_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e4e83dc2b32d8_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e530c675a65cf_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e53916f62de3b_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e57cb4b63da1a_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5b8fd7155c81_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e67ddeb5e0595_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6bc4e303826f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e733a48cb5b36_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7a8b3712191d_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7c811cc7c220_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7e3013e209d4_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7f9617221b0c_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e856159e728f7_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e88c6177fa430_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8f3e6e775490_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e92316b409e5f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9c734abb610f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea2a7aa34d0dc_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea6abad63a3ef_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eac090600aff9_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec30261c6eb9f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed4e6d07e0222_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2edb932d6faa20_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee25f878e2a64_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee66635842529_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef0ab7c6fb514_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef1fa826a46b5_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eff4f3ca94819_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e7c4e393034af_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e999be917a2cb_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb2f6e92a3ea9_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb35d309369d3_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e063b468dd69c_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0d045864a2c2_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4e27784bf157_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4e6a6e521ef8_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4eddc54588a9_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e66a15bfacc4f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e89b8796e48c0_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea30817409d48_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ee647de3d6cc4_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e08dd03abcdc9_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e1ffa6eb9dc16_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e62206d07fd84_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e73d06b589bd2_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2eee46d2c5eec0_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e37a2d1faa401_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e691bb73cae86_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eb0cec638dcdd_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eb864d903b303_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0b48dbe0b39a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0c68b86d450a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0d1e743c336f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0d2884ae8146_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0dba4750add5_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e12332c9a1859_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e12fdc926fe09_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e163908a6a455_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2031ff061d8f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e210733534090_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e21f2a6bff7ea_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e26c61bc7656d_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e27e12a904daa_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2b2d81af26a7_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e32ab65d2cf93_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e348f29aa8b29_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e36af74bde1d8_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e376fb797c267_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3c5d18d651e0_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e40b274273947_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e494c8207b1b9_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e54dedbf6ed80_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e58420e1ae2f7_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e68501f1a2c83_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e73a3699d92a6_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e780c92da97ec_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7a37330dd886_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e86faa146bad6_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8a6b18d2e3b2_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8ed7cbe10d95_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e91ed96e07e75_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9c4f9cf5d93b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea2c3b41e17ec_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea9d44a5350b0_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ead99e4c5c1be_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb25e3e22832e_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb7b8d20dd337_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb8274c9b702c_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb9f8f94e5101_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec54ef62dc842_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec6e798237f6c_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ecef01d138a46_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed9cf54e6bd4b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee2722474ed65_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee74b1cd4be0d_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee8a9ec7c1c57_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef1f38b2c8290_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef4ab55a062d2_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e9725df69fbfb_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ea01d4b2d6608_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb985ab3b569d_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ef43a38c2ad53_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e26064946ffd2_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e39a62ce2cfcb_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e7820d57ad585_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea706289193a8_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea88122f1793c_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ec51a064b21bf_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef0e28136d01c_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef3afb3e37482_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef94bb4aa07cf_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e025c4373277a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e67782bb5584c_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ebca9bc04a73e_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ec3f4bdb98f78_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2efd374c0f07c5_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_conv_fast_v3_entries(int i, uint32_t* count) {

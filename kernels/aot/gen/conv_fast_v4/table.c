@@ -6,150 +6,150 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e798c73120845_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e8fc48c658938_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e9b45f34f34a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2edc095448f865_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0329a4e69e34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e03c7b1cae94d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e07498b215f7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0f8c933c5f66_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e12a0e22bbcd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e23c54cca1322_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e27cb3dc3076b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2f2391e1db80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3037feaaf9e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3349641b83da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e33ebd2cb090f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e340405e57ced_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e34512c37124a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e346ca57bd97b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3668a981d81e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e36dcefd119b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3773e7a39885_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3c549081e7e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3e4d5256d176_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4271f05bc347_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4b28683b93ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e54270772c873_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e58225f600faa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5d0a7268186a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e61a977b26984_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e65b887647527_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e71b4c42d0924_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e74810dd8354e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7a98573fe5ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7f52887e1814_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e87248a2646c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8acd28834786_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8b6cd09a51da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e93933162be9a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e940cd4cb5b1d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9702584b5201_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9e50315a5239_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea8a180b2f060_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb1e2d4443fbe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eba75420c7541_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebad7593bca41_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe2ac3eec653_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe5f7f8a2899_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec0781a203ce1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed562128ff591_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edbbdebcd279d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eeff16265e9d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efa2b9734089f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e5dc85cbda91a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e88a528f5c8a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eb48756dd9e5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecaf6d1fd3f9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e054fc0f52d37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e1debe8b11f46_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e31390766f351_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e582d590afae6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e79d1a9ad7aae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e818deb5a304d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e9b127f29e100_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ea8c86d11d8f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ecbfb3b2647de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e1ac5de8ff03c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2eb9eaff2c1834_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2edfbc78cd351f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ee4739830c4c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ee6e0e094d0ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e01a0dd26c72f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e385f350cf775_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e4b583a3b016c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e9ea7139b66bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e02622765608b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0d75a22a3f7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0f53bc611a79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e121c449976d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e14acd98a56d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e166ba737584e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e17fcdf1e45d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1c594572a1b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1f5cb0771901_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1fd0bc885ecc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e217bb21d44b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2584851c789d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e27c452d09d62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e283a9bcb11a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2e50f35039bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e31c9bda80da0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4a566b99f480_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4c827b0ce9fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e514a632e2a4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e67a4a4929c78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e67bcaf067f15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7a46f94d0728_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7b1e168fadc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7f0d03779c36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e866f5759e9fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e888a3c42e3ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e940bc6d21f72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9a37044904ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea17675fcba49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea2b0d452b229_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea468713a296c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eac0daf33b50b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eae23a162d155_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb62dc104211c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebd8372e5ce66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec1ac83879ec3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec3dee2144db8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eccb32459732e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed52c1bddc483_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed7f41cdd27ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edaf2e6bc1387_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edc75a8ecd68a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee36b1076f6c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee45790cde4a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef42c0c78e006_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef5491bb01cb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef6a1bb355781_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efa9810bca619_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e0748c319cedf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e100dab90a9bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e88f296b91e72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ec05ee4d665c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e44d6481b92ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e54e01feeca65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e78369934331c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec28d1425a90f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec51632a44226_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ee1ac755a79f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ee4848a99ca1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ef5484cff969e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2efeaede2e68a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e182eca0dd056_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e2494f89ab0ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e42695921e99e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e81b84fcc56d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e875c0522c095_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e798c73120845_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e8fc48c658938_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e9b45f34f34a4_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2edc095448f865_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0329a4e69e34_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e03c7b1cae94d_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e07498b215f7d_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0f8c933c5f66_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e12a0e22bbcd2_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e23c54cca1322_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e27cb3dc3076b_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2f2391e1db80_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3037feaaf9e1_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3349641b83da_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e33ebd2cb090f_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e340405e57ced_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e34512c37124a_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e346ca57bd97b_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3668a981d81e_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e36dcefd119b9_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3773e7a39885_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3c549081e7e1_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3e4d5256d176_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4271f05bc347_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4b28683b93ba_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e54270772c873_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e58225f600faa_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5d0a7268186a_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e61a977b26984_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e65b887647527_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e71b4c42d0924_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e74810dd8354e_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7a98573fe5ad_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7f52887e1814_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e87248a2646c2_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8acd28834786_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8b6cd09a51da_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e93933162be9a_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e940cd4cb5b1d_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9702584b5201_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9e50315a5239_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea8a180b2f060_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb1e2d4443fbe_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eba75420c7541_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebad7593bca41_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe2ac3eec653_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe5f7f8a2899_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec0781a203ce1_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed562128ff591_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edbbdebcd279d_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eeff16265e9d1_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efa2b9734089f_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e5dc85cbda91a_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e88a528f5c8a2_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eb48756dd9e5a_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecaf6d1fd3f9f_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e054fc0f52d37_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e1debe8b11f46_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e31390766f351_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e582d590afae6_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e79d1a9ad7aae_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e818deb5a304d_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e9b127f29e100_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ea8c86d11d8f3_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ecbfb3b2647de_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e1ac5de8ff03c_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2eb9eaff2c1834_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2edfbc78cd351f_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ee4739830c4c3_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ee6e0e094d0ce_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e01a0dd26c72f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e385f350cf775_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e4b583a3b016c_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e9ea7139b66bc_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e02622765608b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0d75a22a3f7f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0f53bc611a79_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e121c449976d3_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e14acd98a56d8_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e166ba737584e_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e17fcdf1e45d4_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1c594572a1b8_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1f5cb0771901_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1fd0bc885ecc_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e217bb21d44b0_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2584851c789d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e27c452d09d62_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e283a9bcb11a6_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2e50f35039bc_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e31c9bda80da0_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4a566b99f480_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4c827b0ce9fe_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e514a632e2a4a_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e67a4a4929c78_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e67bcaf067f15_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7a46f94d0728_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7b1e168fadc2_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7f0d03779c36_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e866f5759e9fc_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e888a3c42e3ef_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e940bc6d21f72_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9a37044904ec_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea17675fcba49_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea2b0d452b229_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea468713a296c_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eac0daf33b50b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eae23a162d155_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb62dc104211c_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebd8372e5ce66_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec1ac83879ec3_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec3dee2144db8_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eccb32459732e_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed52c1bddc483_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed7f41cdd27ae_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edaf2e6bc1387_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edc75a8ecd68a_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee36b1076f6c7_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee45790cde4a2_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef42c0c78e006_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef5491bb01cb6_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef6a1bb355781_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efa9810bca619_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e0748c319cedf_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e100dab90a9bf_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e88f296b91e72_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ec05ee4d665c5_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e44d6481b92ac_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e54e01feeca65_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e78369934331c_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec28d1425a90f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec51632a44226_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ee1ac755a79f7_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ee4848a99ca1a_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ef5484cff969e_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2efeaede2e68a9_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e182eca0dd056_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e2494f89ab0ea_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e42695921e99e_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e81b84fcc56d2_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e875c0522c095_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_conv_fast_v4_entries(int i, uint32_t* count) {

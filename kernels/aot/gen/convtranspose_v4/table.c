@@ -6,18 +6,18 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e41f87abc85bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e74fbfd6ee1ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e9391ed98b1aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ef0234c338e69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e00d8cf8f049a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e69fe97b3bd89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ede208f3b8e70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ee413d9f3b3f6_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e41f87abc85bf_entries,
-    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e74fbfd6ee1ba_entries,
-    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e9391ed98b1aa_entries,
-    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ef0234c338e69_entries,
+    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e00d8cf8f049a_entries,
+    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e69fe97b3bd89_entries,
+    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ede208f3b8e70_entries,
+    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ee413d9f3b3f6_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_convtranspose_v4_entries(int i, uint32_t* count) {

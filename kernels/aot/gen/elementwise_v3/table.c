@@ -6,166 +6,166 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e091716d411c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0dbac83adbfa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1008f0b9f4c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e121bb7ce71a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e18818e0c1a2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e194706ada981_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e198a1060d518_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1bec8fea8275_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1c01119d8bb0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e26eda64983c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3a1ddb309cfc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e42de25cb46e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e49eb605f6998_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4eb0640ec5f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e527940f86bd7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5551f0d75b06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e693bdda6ac6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6f814efa975a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7a59d20bae5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7d9ac71a082c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e80c48b8e22ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8754422f2952_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8bcf371c9c42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8bde81930b14_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e90288ddc45cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e95a43069cf80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e976b6c090d84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea1df5c6b3474_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea61b9e7e7a29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea6fd1adb2018_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea83a855390fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eaa0f8487dd43_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb212f669f6d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb665db036d66_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb668349245b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb6b2df6639cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebf0bdc5aa6b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec0184ff0a1c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec09767483662_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eccc313523c4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecd38a45b1f2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecdb556e93e61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed1a36b17d4e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed26d57bd3dc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed2d79e0ba05e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eece1a8471f16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef10aba637cb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efc08fda39742_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0a790cf79153_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e30de7065e6c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e489b94cfe0fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5902e526e082_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5af234fa96fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e65bbb5ca7828_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e765738a2a142_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e849a06b2b12a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e853317b45463_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb1c86f618c92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb2bae71b8370_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ebbfa8c28310d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed43b21b32579_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed79d61427c88_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edbdc7ad827f1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef15b917bc07c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e00874d2e19a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e27fdc2b6d555_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e408c29fef8af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5f22f3905c13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e63b4a6e12327_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e6c8a468ff840_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e78e1ae25471a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e80cfd73c3145_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea3f5bb7e3a56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ebb7b6ff5f4a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed5df30e1376f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edbf46a5de585_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef686edc51153_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2efe901d4dd2c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e022a1205a49b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0ccf206c78be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0f0e43914bea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1694dd8d6076_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1718a2a191ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e18796b2dbe21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e192305a4978d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e378efa91f899_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e404d30e92e5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e43f1267ece9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4a6157c0ab18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4b12588f6398_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e53d606f24005_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e53efc3d2c709_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5ae4c9a7ed7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6924174552e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e69b04047d379_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7929852842f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e88aabbe5b258_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8f2d774f9ab3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9009dd232635_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e96d798242062_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9d4a5f29825b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea1d181b14757_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eabaa79698c2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eabb3b275232b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb52f75b4b09d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb849011f3e0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec6652521fd22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ece087a445b03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed1a5f9db49fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed660567904a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed6b5b89d6300_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed8778394dd92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edaf27567facd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edbbde2917008_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edd21fe5db7bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edd909f0317c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edea4b52c08f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee30e391495a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee95cc60ef682_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eecf5410ec609_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eeedc4f36b08b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eef55f39a9728_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef182d4e2bcd7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efc87faa4936a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efe37e208acdb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2effeda0001f3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e31a5e71c5931_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e35ae30c5b5d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e423048ff368f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e62867e6f5842_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6aa444d592c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e8c320fff9764_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec356a4b47357_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec6f9884145e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec8096cab1310_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecc3e6ff97d30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed9a79675bbf6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edc193a6e46e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee12572ab5547_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef301316c846d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efca4a2eed4c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efd01eb98311f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e00fd5752216b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e131e53423bb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e1dc7ff801372_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e238e1e5aabab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e27a9c6a89a90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e2a5fc28e1b8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3de6cc3b4ada_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3f16d8d950fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e6a1ca0332fd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e8059eb3fd66c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e9e573ba9911f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb53bb9098208_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed2e011b222fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed81b8c1144af_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e091716d411c9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0dbac83adbfa_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1008f0b9f4c3_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e121bb7ce71a2_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e18818e0c1a2f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e194706ada981_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e198a1060d518_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1bec8fea8275_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1c01119d8bb0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e26eda64983c6_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3a1ddb309cfc_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e42de25cb46e8_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e49eb605f6998_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4eb0640ec5f6_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e527940f86bd7_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5551f0d75b06_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e693bdda6ac6c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6f814efa975a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7a59d20bae5c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7d9ac71a082c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e80c48b8e22ea_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8754422f2952_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8bcf371c9c42_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8bde81930b14_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e90288ddc45cb_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e95a43069cf80_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e976b6c090d84_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea1df5c6b3474_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea61b9e7e7a29_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea6fd1adb2018_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea83a855390fc_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eaa0f8487dd43_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb212f669f6d2_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb665db036d66_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb668349245b1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb6b2df6639cf_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebf0bdc5aa6b1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec0184ff0a1c3_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec09767483662_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eccc313523c4b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecd38a45b1f2e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecdb556e93e61_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed1a36b17d4e1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed26d57bd3dc4_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed2d79e0ba05e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eece1a8471f16_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef10aba637cb9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efc08fda39742_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0a790cf79153_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e30de7065e6c1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e489b94cfe0fc_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5902e526e082_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5af234fa96fe_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e65bbb5ca7828_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e765738a2a142_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e849a06b2b12a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e853317b45463_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb1c86f618c92_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb2bae71b8370_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ebbfa8c28310d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed43b21b32579_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed79d61427c88_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edbdc7ad827f1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef15b917bc07c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e00874d2e19a2_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e27fdc2b6d555_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e408c29fef8af_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5f22f3905c13_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e63b4a6e12327_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e6c8a468ff840_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e78e1ae25471a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e80cfd73c3145_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea3f5bb7e3a56_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ebb7b6ff5f4a0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed5df30e1376f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edbf46a5de585_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef686edc51153_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2efe901d4dd2c8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e022a1205a49b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0ccf206c78be_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0f0e43914bea_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1694dd8d6076_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1718a2a191ac_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e18796b2dbe21_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e192305a4978d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e378efa91f899_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e404d30e92e5a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e43f1267ece9e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4a6157c0ab18_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4b12588f6398_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e53d606f24005_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e53efc3d2c709_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5ae4c9a7ed7a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6924174552e6_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e69b04047d379_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7929852842f2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e88aabbe5b258_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8f2d774f9ab3_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9009dd232635_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e96d798242062_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9d4a5f29825b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea1d181b14757_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eabaa79698c2b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eabb3b275232b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb52f75b4b09d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb849011f3e0c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec6652521fd22_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ece087a445b03_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed1a5f9db49fc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed660567904a1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed6b5b89d6300_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed8778394dd92_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edaf27567facd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edbbde2917008_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edd21fe5db7bd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edd909f0317c6_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edea4b52c08f0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee30e391495a4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee95cc60ef682_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eecf5410ec609_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eeedc4f36b08b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eef55f39a9728_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef182d4e2bcd7_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efc87faa4936a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efe37e208acdb_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2effeda0001f3b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e31a5e71c5931_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e35ae30c5b5d0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e423048ff368f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e62867e6f5842_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6aa444d592c8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e8c320fff9764_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec356a4b47357_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec6f9884145e5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec8096cab1310_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecc3e6ff97d30_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed9a79675bbf6_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edc193a6e46e8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee12572ab5547_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef301316c846d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efca4a2eed4c0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efd01eb98311f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e00fd5752216b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e131e53423bb8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e1dc7ff801372_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e238e1e5aabab_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e27a9c6a89a90_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e2a5fc28e1b8e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3de6cc3b4ada_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3f16d8d950fd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e6a1ca0332fd4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e8059eb3fd66c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e9e573ba9911f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb53bb9098208_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed2e011b222fd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed81b8c1144af_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v3_entries(int i, uint32_t* count) {

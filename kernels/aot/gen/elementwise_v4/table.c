@@ -6,166 +6,166 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e01e64cc48c32_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e04b7a8e0bde4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0544d755b4cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e06c1ebd4fe5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e09aa64934aae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0aa9f0dd392f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e14354e698b74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e251ac89e0999_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e26c2747b3833_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3467ac8e6652_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e39c4a0cdb81d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4cbac57dbce9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e54290aa9fe68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5804126bf7cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e596b17ad8003_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5b73ec36ec3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6291f840bb8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e685ec02b0a3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6b70e8981183_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e756f20e4b48c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7ba6745f6c60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e821fb2552a84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8302372489e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8ae1f81d065d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8d411481e433_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e953d90c0475b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e97b90eef54a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9cfccdd3102a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea2b31be4643e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea668ad053871_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eae01c6f62fca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eaede6e49befd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebbba3b34379e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec1b9a38d33e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec4909ad74d97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec66d611e0cd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec769a0c9629c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec797dd179a3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecc640e967721_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecc7936f6ca1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecde9821cdfd9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee0f760f05131_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee811ed04693b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea6cf883ab03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeded6cb5e1e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef5e258e73cfe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef69067939693_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef80f7621af5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e11ce98abff95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1e37e0c3ac32_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e250a0be7284b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30aa8a1e9326_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e386c51876d04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e3ded67dcc0aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e457babc241aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4c0c3c5e5cd5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e73753f6e78fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8e8f83cedf7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea51eec27010a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eaa53de44c2c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebb5ed8821a15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ecb71f2afe742_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eda39d2fd5490_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee2ce89427007_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e234fe7c54c4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e285e9d5678fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2f3a55dcc9b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e32ef05c81fb4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e36fd8a475d5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e39f688df8910_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3f57688637e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4b6cccc53dd7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e7479c9b9b874_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e98a9d8679d39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eba3f6d652a9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee88d9fd4207d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef187fbb6de96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eff352355ba75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e015948a4cd00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0feae234bdbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e103d583e727c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1288a2ec2723_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18eda10acc89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2c45b5098cae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2f276147481b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e31cf89d47c62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e35d760f60daf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e449953e9fa90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4543594f2473_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6007493f8b3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e62cf10b116be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6aaadb4fd0b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c394d88c8c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e701aaee44b6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e70d92df9e48c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e73347e71e444_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7a4157498fff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7e2791f13159_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e86ba46bcf3d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8a5ae9cc80bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e90daaf3f99e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e98fc14d565e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9a0aebe16941_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9fc6b6cea332_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea88588cdf3e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eab9c5550f301_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eaba02175ab60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eabc427dbceb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb18f68507d78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb33a0ec9d73e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb724b804b42f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb7ea4e3de8dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebb6af064dcd7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebd1917fb5fcf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebd9bd6531687_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec13e34d8dc38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec18e7bb548e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec8c579845de1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec8ff3247a8a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed9fa7f8ad1a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ede4d50efd8fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee07c5de2e4fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee8010a37307b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eed3d7231deae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef6b6caa4c5dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef7af46f9bd51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e079d0fb5dfc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0ee4b6b0a94c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e211d1f1c86e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e317df0f275fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e38302a9b1cbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4844c34c8b13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8d7c979b2ec6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9318b904d59c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9c3072f79e88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eac2cab5e54fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd09f22d7c44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed4b80c1e8190_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee2ba481d50b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee4d85ac85c75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eecffee4ed040_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2efcb764e526a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0661738a42d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0dc17fe2661f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e34a9584c39e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e37048618666d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4dddc5bce9bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e73a406f2d8a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e76a002d9eea1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e80fdec77b809_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e849aa33b67ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e89d1056aa062_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eabbf9e8e95e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ebb5aaaf5a006_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee3560ba4ff2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eeaffa7fb196c_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e01e64cc48c32_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e04b7a8e0bde4_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0544d755b4cf_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e06c1ebd4fe5d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e09aa64934aae_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0aa9f0dd392f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e14354e698b74_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e251ac89e0999_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e26c2747b3833_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3467ac8e6652_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e39c4a0cdb81d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4cbac57dbce9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e54290aa9fe68_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5804126bf7cb_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e596b17ad8003_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5b73ec36ec3f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6291f840bb8b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e685ec02b0a3b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6b70e8981183_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e756f20e4b48c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7ba6745f6c60_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e821fb2552a84_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8302372489e9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8ae1f81d065d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8d411481e433_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e953d90c0475b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e97b90eef54a4_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9cfccdd3102a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea2b31be4643e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea668ad053871_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eae01c6f62fca_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eaede6e49befd_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebbba3b34379e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec1b9a38d33e5_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec4909ad74d97_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec66d611e0cd2_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec769a0c9629c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec797dd179a3f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecc640e967721_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecc7936f6ca1b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecde9821cdfd9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee0f760f05131_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee811ed04693b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea6cf883ab03_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeded6cb5e1e5_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef5e258e73cfe_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef69067939693_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef80f7621af5c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e11ce98abff95_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1e37e0c3ac32_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e250a0be7284b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30aa8a1e9326_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e386c51876d04_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e3ded67dcc0aa_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e457babc241aa_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4c0c3c5e5cd5_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e73753f6e78fd_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8e8f83cedf7a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea51eec27010a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eaa53de44c2c4_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebb5ed8821a15_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ecb71f2afe742_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eda39d2fd5490_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee2ce89427007_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e234fe7c54c4e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e285e9d5678fe_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2f3a55dcc9b3_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e32ef05c81fb4_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e36fd8a475d5a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e39f688df8910_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3f57688637e5_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4b6cccc53dd7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e7479c9b9b874_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e98a9d8679d39_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eba3f6d652a9e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee88d9fd4207d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef187fbb6de96_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eff352355ba75_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e015948a4cd00_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0feae234bdbd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e103d583e727c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1288a2ec2723_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18eda10acc89_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2c45b5098cae_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2f276147481b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e31cf89d47c62_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e35d760f60daf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e449953e9fa90_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4543594f2473_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6007493f8b3f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e62cf10b116be_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6aaadb4fd0b3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c394d88c8c9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e701aaee44b6e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e70d92df9e48c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e73347e71e444_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7a4157498fff_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7e2791f13159_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e86ba46bcf3d7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8a5ae9cc80bc_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e90daaf3f99e3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e98fc14d565e4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9a0aebe16941_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9fc6b6cea332_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea88588cdf3e8_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eab9c5550f301_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eaba02175ab60_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eabc427dbceb1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb18f68507d78_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb33a0ec9d73e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb724b804b42f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb7ea4e3de8dc_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebb6af064dcd7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebd1917fb5fcf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebd9bd6531687_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec13e34d8dc38_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec18e7bb548e3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec8c579845de1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec8ff3247a8a2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed9fa7f8ad1a8_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ede4d50efd8fc_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee07c5de2e4fa_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee8010a37307b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eed3d7231deae_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef6b6caa4c5dd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef7af46f9bd51_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e079d0fb5dfc5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0ee4b6b0a94c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e211d1f1c86e3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e317df0f275fd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e38302a9b1cbd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4844c34c8b13_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8d7c979b2ec6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9318b904d59c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9c3072f79e88_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eac2cab5e54fe_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd09f22d7c44_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed4b80c1e8190_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee2ba481d50b7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee4d85ac85c75_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eecffee4ed040_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2efcb764e526a2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0661738a42d9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0dc17fe2661f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e34a9584c39e6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e37048618666d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4dddc5bce9bb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e73a406f2d8a1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e76a002d9eea1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e80fdec77b809_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e849aa33b67ca_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e89d1056aa062_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eabbf9e8e95e7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ebb5aaaf5a006_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee3560ba4ff2d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eeaffa7fb196c_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v4_entries(int i, uint32_t* count) {

@@ -6,546 +6,546 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e01c85be7f456_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e030054dde20f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e042be98d117b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0591d25083f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05d4254d0ae6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e060abb5e340d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e076e0f10063c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0dd3f31bde04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e13334ab4ee17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e13e6be8c7a28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e14df0d0b20b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19159692482e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ba5d0e46c4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bbf1894e81f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bdc5c6dc658_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c338978c59c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d4204baddbd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fb76714814e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2062ea0f4f96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21e0d88144fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e22ce6398f32c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e230400a5c209_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24bf50cc7339_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e261662c14a21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e27647e1ef039_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2853ddbde001_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2eb98580ef24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ed1d5d8f856_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3198381065b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e31acd4b0d0b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e31cba67a951f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3286b746d023_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c3de3d187af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c952f0c4f4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3da87a09da3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42a1eedff685_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42f7f69c44d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4339451401d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e442c2155580f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4560e0a4ba6a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e463455feb4cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e467027257451_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4848dfe2ff2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e49616e28a46e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e49f70e9e5f5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b35e5c00620_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4cf30c7870dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e2c2189e1e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50a256b7fec1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50ca694aa5c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e526fdc3017d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56eb274f7e36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56f8d802e8ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5712460e60e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5854ecc7caee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d17a268e0cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d71128bfd64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5db2e3630eaa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5dfffdde3eb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e62ce8e31dd4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e64b25abf9843_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e662124ae4fd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e672a4fb1d312_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68bf78944b90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e91e3a3701a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ebe0448be50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7018e594ddfa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e70553c62a7b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7112fbbf38b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71e98014591a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7420f7a63ecd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7500b9b0a3a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78492d5c7a9d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7870c769b6e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a69d19c0755_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7ca72b190e7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cd7c82e565d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cf4ff3afd5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80302961160a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80e3de1f525b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e814e48e61f8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e83f93010976f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e851e38d6f87c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88d2a5017712_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88e013c7088d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e891bff64fb54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ae51a14475b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8af07cff5b59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c5d3b171b0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8df012b9dd39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8e4deeca3cb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e918d400ed5a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9368a79a4c38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e967d04fe8a11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99a39534aeec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b08cf2ec422_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9db03d685cd3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9eb4b26212d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9f957323d56f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea09d2cb4abb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3aadf992c03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea400b0046e58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea4b19bfbc5d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5ae00c2fd53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea9b156f6fc90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaadeafb7d346_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eabe492cc8516_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd31c1782f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eafd6512f1f70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb02c382e5a77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb067fe12da2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb282cf66e14b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb409f1d64916_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5434c43945a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6412f21a5ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb686c975f06b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6a0f587806e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6be7a06d5c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb705be09c33c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb742bf9c5f36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb863199695ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb924c5d8e1aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb96d6e7596c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba63df12067a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba8d73676ac0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebcac89b03ec7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd7984148607_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0e25e7d8e78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec1ecf3d92736_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4f7b08bafa8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec8c9a6b852b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca0bacd95041_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecac96f7cb7aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecb0d453208b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecc5e155fda89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd494e1e4fdd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd6c43d8b67e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece11543c6a94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece1aca629809_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecff6555a6e2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed17cf7665f53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed33d94d71246_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed37855ccd899_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed5517c50cf6d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed793c745f05a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed94c754e3f73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda5adbab5fb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda94ca3cc6dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb1e304c3acc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb1ff397669d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edd089dc6b11f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edffe2aa70f3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee269e4068a59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee31f06f0e6be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee452816b1190_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5452c9b3902_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5ecda8b9933_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6154a54d3b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee88e1030cd33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eebeb8811d4b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eecc09aef1cd3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed29fcb3c05e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef0cbeaf1ecd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef94f392dd51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef099af73405c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4782188214e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef49b4d562c9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4ba229a3e5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4d7bd8b9057_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef51e1d6f5b7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef5b011dbcfc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef64755a14f47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8c429a9ddd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa96d42356be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efad942891caa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb4ed7590c62_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efd7a29081bc6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe0b833e25cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe19c2c10113_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff69258c665a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e058ddd875b39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e070c1700aabb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e08a41a182baa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0bb05e1e0eaa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e10817d65c48f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1250742b9715_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e22be3930c1a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e24220144d917_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2ca0d488c00c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2e0015153e56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2ece79bff80d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2f2863f4f3df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e31a413bf8a5b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3b0106eb9450_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3c177732e6c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3e8f34ff30cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4034fc21be49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e41ae90b8b3bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e42c244eaf1fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e44593313fcd5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e47bc88787713_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4ad103e14d33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4bd05b962b05_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e524be7cb9c6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e52e66de9c99a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5400413650ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e54691364e6df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5730f56146b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e57e631a1830d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5fafbd3eb7d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5fda35fbe5dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e616c6ab18f6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e697b99fa265c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6d1abe27de4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6dc605eccdbe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e74236f9b26b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e76e9ee4fdb1a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7e6ab8f794a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e848a1e481977_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e85ba815b8c41_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8848b8781963_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8f210b53f465_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e971f8adbd0e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e981d9796dc11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b5f9de09217_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9e35c1ff51b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea3338553ad2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea3cb07df1701_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea5e87308dd87_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eacd29926e21c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ead46d3baf73a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eaefbaeeaa93a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eafb1e1530b0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eafda7d01a4ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb113a003e190_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb446301a56d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb958262d9d8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb9763d005565_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebc047281d971_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd04b10ee697_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd4b9ab69b17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd571368becb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebec805765d06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebf897ff94372_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec276c5ebf6f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec7b00ee6d618_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecade197aa8b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecd03c57cfd26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed1ef2dbdfa8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed27cdf0779ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed2c09cd278ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed38bf902b533_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed7f09f598dd6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed9c281013879_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edb75efc359b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edfeea5780476_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee46fa367cbf5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee4e2a9e5383b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7078119cf97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7e0501d1a6a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eeac34a793737_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef077b041d4cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef0fc1b5fffd9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef39799d76335_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef50fabbbd6a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e08ccc08528e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2ea3319d33448a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2eec0f54a98bd1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e027de57cae09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0456c118119d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0460aceeeb24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0691a3da8c2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e09216018d900_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0c0338369155_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d013c9157d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0df9486d3f0d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1086f6b380fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e11df3ef9cfee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e12e830e1d92f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e12ee28f29238_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e158caa418a7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e16cc2f10102b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e18682aaa2769_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19c0c741d298_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1a4b247f44af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1a7700fb7cd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cabe84fc680_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1defc1cefbd1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fdf4cfbef61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21a38f80c2c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24b1f86ee42c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26c24c357802_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e28940488e4b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2b1b59219635_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f33cd210e04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e30ac993d2d0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e321fd3783bd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e339b18693097_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e33eda5157aa3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34f966935b2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e352fb23726ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e358b34e52804_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e369068367d55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e373c2fea748c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e37b932b41bba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e37e89ca33a40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e39327044a21e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b2d6e188831_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b3c4ecee35b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c986e6b795a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d536bd3701d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3e5d5e4a04ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3eedf1d02946_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4055ff1042d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42f2f229611d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e453da4676a2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e458d3fbbe6ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4692177149c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e47b5c1576c4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4858224f6715_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b6a492309dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4bfb498f82a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4c3201707e91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4c38531c0355_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f96a996a70a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5415ba762a0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e542e4b170ec2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e54ad74a90dd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5514f963df5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56628662b6d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5925a6a2b652_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5b748886fbce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e62c270cf6409_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e648306800adb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e663f4d6278ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67e6a981ae22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68da86c6d91f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e699bd4012804_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6aa2a8c8fd3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6b87b44c159a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ba334a64868_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c97b72ffd7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ce95d1599da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e711238bdbac0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71888d4366f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75c7ea150026_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e767b285f874c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e77fccdd314ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78352bbe2924_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e792277d83f5b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e79d11eb46ec8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7acf91a38bb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7bb272e9af6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7de9cc8c6361_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8270cf89bbb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e83777bc58dc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8570a981413d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e870d0d7f5b88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e891f32917a5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e89d2629df96e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a1a6ebd4aa9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8afec4f705dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8d7b8f7c7ad5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ed4102dfb02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8f6dc473f25b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e91f3aae01f3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e91fff05e0699_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e923d10790cbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92c71105bf16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92f42b184874_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e935e0324539e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9374058bacd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e938bffdeb271_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e963ac2fc30d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9763fe7ef0ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9949412242f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e999faf1764f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b437576cd24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9f3a416047e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9f5df9b29300_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea59cc3437da2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5a1e779a1c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab4f945c09c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab709f59fbd5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd44f1e60ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eada44384ac94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eadae6a8fbe98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eafb45340b971_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb1dea11fbb57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5016d5593f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb73aa6c2ef6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba3bdac66447_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebbe26a6ff67b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebc34d4619990_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd65e138e5af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebea1ba385833_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec15fdc190330_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec1652f0e8125_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7b668cee5f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7c0ee1de6e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca9eb7c28094_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecb0717c33165_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccd8fd521597_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd9107cddd39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecde12d247590_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eceba44de02bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed2600bb31ceb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed3cf917657b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed9aa1422be1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda3574818445_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda5722065c68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb0f32a35590_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb7e24c2b968_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edc7f903c0a84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edd7726f77e7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ede0aaf381340_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf5cc373035f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfab96cb7448_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee0906449f307_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee27593d0ffd5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee3b759861327_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4ba2ad76a89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee52efdb1dffd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5d40e87a274_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5e5e97b4ee5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6b6dd0e4383_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6e598365a0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee80632690b04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee8554ed88bfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee98a241d6147_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb1c970a229c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb82d7c1de66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed4ae7359e5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eee6f61b4d89f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeef58c015860_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef20d4ff020d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef21ee36feb81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef33d5f02b8e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef47d13e8ab31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef6a808f44d8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef7479b297eba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8544e68e4af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef89a2b352617_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef89fc253d52c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef92dbd575956_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef985ed8b6552_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef9e08cb0b9cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efdb63fb029d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0329b5e44f53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e03d482faf88a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e04c79735a098_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e08c6ef74b73c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e145970eaf282_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e15e52db220f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1930644e3c23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1a236c4e0b3d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1a5e28f4c246_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1e4ee87c5820_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e29582fc9676e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2a84ea6be611_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e34091356aac8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e368b99d8f5f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e387ddc84c413_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e38db84f30d6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e391c5337a83e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e394f03f16e73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3acbadcd78b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3b7bed69a01b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3cf6a206f39f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3e573bd5b27c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4000de89a2bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e44faacc70ed1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e46fbf77fd7d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e48cb35014e9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4a46f302e8ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4ea346ae5af7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5054bec0a8ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5131adcaa549_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5403486813f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e546f5ac18006_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e57138cd43193_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e588e8f184974_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e58be3db71cf8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e593e8f00a8bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5ed0b1d22ee6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e647dd74fec51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6a49cdc3d6ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e719c6394b57e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7588dcdb4e9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e76b6acf6fc83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7d5f987e03ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7d7e63d3564e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e807918e20490_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e80e1703a3240_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e81f125764936_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9196b394685b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e92684cf0e419_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e983e9640eb37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9becfdc1b0d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9bf93b9d1704_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9cf87d737691_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea12a5a671abe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea5f01e1ddf86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea78e00492213_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea8970ca05a33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea9c171038b7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eaeffea576d6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb0b2296d1104_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb4df0f3bcfb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eba30fd9d8028_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebe5d0c334d1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec0841789fc7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecb55d683b200_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecbdf9b3bb61d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecc8fa5391688_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecd99af2c52d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecf51235f82f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed5bf7548da54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed8bf36170d4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edb9d2231d138_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edcddd4476206_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edcfceb69fff3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edd60d1558b1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edd7e20a83b36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edda8669e01e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edf1a10202310_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eefe0b1bb34d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef200f61df520_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef29c7e305320_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef300df92e7da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef594067ba7d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef689bb63c6e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efefd614a63ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e807d1de17486_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e8e234a8faa3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2ee53b064498de_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e01c85be7f456_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e030054dde20f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e042be98d117b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0591d25083f0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05d4254d0ae6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e060abb5e340d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e076e0f10063c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0dd3f31bde04_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e13334ab4ee17_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e13e6be8c7a28_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e14df0d0b20b6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19159692482e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ba5d0e46c4c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bbf1894e81f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bdc5c6dc658_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c338978c59c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d4204baddbd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fb76714814e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2062ea0f4f96_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21e0d88144fe_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e22ce6398f32c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e230400a5c209_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24bf50cc7339_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e261662c14a21_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e27647e1ef039_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2853ddbde001_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2eb98580ef24_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ed1d5d8f856_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3198381065b9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e31acd4b0d0b9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e31cba67a951f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3286b746d023_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c3de3d187af_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c952f0c4f4e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3da87a09da3e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42a1eedff685_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42f7f69c44d8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4339451401d0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e442c2155580f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4560e0a4ba6a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e463455feb4cc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e467027257451_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4848dfe2ff2e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e49616e28a46e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e49f70e9e5f5c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b35e5c00620_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4cf30c7870dd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e2c2189e1e3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50a256b7fec1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50ca694aa5c2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e526fdc3017d7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56eb274f7e36_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56f8d802e8ca_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5712460e60e7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5854ecc7caee_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d17a268e0cf_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d71128bfd64_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5db2e3630eaa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5dfffdde3eb6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e62ce8e31dd4b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e64b25abf9843_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e662124ae4fd2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e672a4fb1d312_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68bf78944b90_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e91e3a3701a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ebe0448be50_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7018e594ddfa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e70553c62a7b3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7112fbbf38b9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71e98014591a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7420f7a63ecd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7500b9b0a3a5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78492d5c7a9d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7870c769b6e9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a69d19c0755_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7ca72b190e7b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cd7c82e565d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cf4ff3afd5c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80302961160a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80e3de1f525b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e814e48e61f8e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e83f93010976f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e851e38d6f87c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88d2a5017712_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88e013c7088d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e891bff64fb54_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ae51a14475b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8af07cff5b59_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c5d3b171b0b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8df012b9dd39_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8e4deeca3cb2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e918d400ed5a3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9368a79a4c38_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e967d04fe8a11_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99a39534aeec_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b08cf2ec422_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9db03d685cd3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9eb4b26212d2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9f957323d56f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea09d2cb4abb2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3aadf992c03_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea400b0046e58_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea4b19bfbc5d3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5ae00c2fd53_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea9b156f6fc90_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaadeafb7d346_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eabe492cc8516_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd31c1782f0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eafd6512f1f70_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb02c382e5a77_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb067fe12da2f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb282cf66e14b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb409f1d64916_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5434c43945a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6412f21a5ff_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb686c975f06b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6a0f587806e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6be7a06d5c3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb705be09c33c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb742bf9c5f36_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb863199695ef_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb924c5d8e1aa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb96d6e7596c0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba63df12067a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba8d73676ac0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebcac89b03ec7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd7984148607_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0e25e7d8e78_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec1ecf3d92736_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4f7b08bafa8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec8c9a6b852b7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca0bacd95041_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecac96f7cb7aa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecb0d453208b6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecc5e155fda89_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd494e1e4fdd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd6c43d8b67e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece11543c6a94_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece1aca629809_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecff6555a6e2a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed17cf7665f53_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed33d94d71246_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed37855ccd899_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed5517c50cf6d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed793c745f05a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed94c754e3f73_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda5adbab5fb9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda94ca3cc6dc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb1e304c3acc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb1ff397669d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edd089dc6b11f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edffe2aa70f3b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee269e4068a59_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee31f06f0e6be_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee452816b1190_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5452c9b3902_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5ecda8b9933_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6154a54d3b2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee88e1030cd33_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eebeb8811d4b2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eecc09aef1cd3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed29fcb3c05e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef0cbeaf1ecd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef94f392dd51_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef099af73405c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4782188214e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef49b4d562c9b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4ba229a3e5a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4d7bd8b9057_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef51e1d6f5b7a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef5b011dbcfc5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef64755a14f47_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8c429a9ddd0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa96d42356be_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efad942891caa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb4ed7590c62_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efd7a29081bc6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe0b833e25cb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe19c2c10113_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff69258c665a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e058ddd875b39_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e070c1700aabb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e08a41a182baa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0bb05e1e0eaa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e10817d65c48f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1250742b9715_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e22be3930c1a0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e24220144d917_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2ca0d488c00c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2e0015153e56_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2ece79bff80d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2f2863f4f3df_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e31a413bf8a5b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3b0106eb9450_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3c177732e6c8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3e8f34ff30cd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4034fc21be49_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e41ae90b8b3bf_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e42c244eaf1fb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e44593313fcd5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e47bc88787713_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4ad103e14d33_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4bd05b962b05_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e524be7cb9c6b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e52e66de9c99a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5400413650ba_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e54691364e6df_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5730f56146b0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e57e631a1830d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5fafbd3eb7d1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5fda35fbe5dd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e616c6ab18f6e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e697b99fa265c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6d1abe27de4e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6dc605eccdbe_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e74236f9b26b2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e76e9ee4fdb1a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7e6ab8f794a5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e848a1e481977_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e85ba815b8c41_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8848b8781963_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8f210b53f465_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e971f8adbd0e6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e981d9796dc11_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b5f9de09217_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9e35c1ff51b0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea3338553ad2a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea3cb07df1701_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea5e87308dd87_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eacd29926e21c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ead46d3baf73a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eaefbaeeaa93a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eafb1e1530b0f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eafda7d01a4ac_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb113a003e190_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb446301a56d6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb958262d9d8f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb9763d005565_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebc047281d971_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd04b10ee697_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd4b9ab69b17_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd571368becb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebec805765d06_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebf897ff94372_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec276c5ebf6f6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec7b00ee6d618_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecade197aa8b1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecd03c57cfd26_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed1ef2dbdfa8c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed27cdf0779ce_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed2c09cd278ce_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed38bf902b533_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed7f09f598dd6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed9c281013879_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edb75efc359b9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edfeea5780476_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee46fa367cbf5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee4e2a9e5383b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7078119cf97_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7e0501d1a6a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eeac34a793737_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef077b041d4cb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef0fc1b5fffd9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef39799d76335_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef50fabbbd6a0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e08ccc08528e9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2ea3319d33448a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2eec0f54a98bd1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e027de57cae09_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0456c118119d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0460aceeeb24_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0691a3da8c2d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e09216018d900_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0c0338369155_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d013c9157d4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0df9486d3f0d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1086f6b380fc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e11df3ef9cfee_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e12e830e1d92f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e12ee28f29238_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e158caa418a7a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e16cc2f10102b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e18682aaa2769_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19c0c741d298_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1a4b247f44af_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1a7700fb7cd3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cabe84fc680_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1defc1cefbd1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fdf4cfbef61_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21a38f80c2c7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24b1f86ee42c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26c24c357802_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e28940488e4b2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2b1b59219635_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f33cd210e04_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e30ac993d2d0f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e321fd3783bd0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e339b18693097_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e33eda5157aa3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34f966935b2b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e352fb23726ab_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e358b34e52804_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e369068367d55_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e373c2fea748c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e37b932b41bba_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e37e89ca33a40_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e39327044a21e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b2d6e188831_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b3c4ecee35b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c986e6b795a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d536bd3701d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3e5d5e4a04ef_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3eedf1d02946_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4055ff1042d6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42f2f229611d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e453da4676a2e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e458d3fbbe6ab_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4692177149c3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e47b5c1576c4a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4858224f6715_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b6a492309dd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4bfb498f82a4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4c3201707e91_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4c38531c0355_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f96a996a70a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5415ba762a0b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e542e4b170ec2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e54ad74a90dd8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5514f963df5d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56628662b6d0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5925a6a2b652_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5b748886fbce_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e62c270cf6409_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e648306800adb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e663f4d6278ca_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67e6a981ae22_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68da86c6d91f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e699bd4012804_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6aa2a8c8fd3c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6b87b44c159a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ba334a64868_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c97b72ffd7e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ce95d1599da_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e711238bdbac0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71888d4366f3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75c7ea150026_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e767b285f874c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e77fccdd314ff_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78352bbe2924_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e792277d83f5b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e79d11eb46ec8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7acf91a38bb2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7bb272e9af6e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7de9cc8c6361_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8270cf89bbb7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e83777bc58dc8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8570a981413d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e870d0d7f5b88_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e891f32917a5f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e89d2629df96e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a1a6ebd4aa9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8afec4f705dd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8d7b8f7c7ad5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ed4102dfb02_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8f6dc473f25b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e91f3aae01f3a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e91fff05e0699_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e923d10790cbf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92c71105bf16_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92f42b184874_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e935e0324539e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9374058bacd8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e938bffdeb271_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e963ac2fc30d6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9763fe7ef0ca_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9949412242f2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e999faf1764f1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b437576cd24_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9f3a416047e6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9f5df9b29300_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea59cc3437da2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5a1e779a1c5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab4f945c09c7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab709f59fbd5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd44f1e60ee_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eada44384ac94_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eadae6a8fbe98_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eafb45340b971_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb1dea11fbb57_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5016d5593f7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb73aa6c2ef6e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba3bdac66447_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebbe26a6ff67b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebc34d4619990_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd65e138e5af_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebea1ba385833_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec15fdc190330_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec1652f0e8125_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7b668cee5f4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7c0ee1de6e0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca9eb7c28094_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecb0717c33165_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccd8fd521597_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd9107cddd39_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecde12d247590_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eceba44de02bd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed2600bb31ceb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed3cf917657b7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed9aa1422be1f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda3574818445_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda5722065c68_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb0f32a35590_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb7e24c2b968_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edc7f903c0a84_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edd7726f77e7e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ede0aaf381340_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf5cc373035f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfab96cb7448_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee0906449f307_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee27593d0ffd5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee3b759861327_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4ba2ad76a89_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee52efdb1dffd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5d40e87a274_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5e5e97b4ee5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6b6dd0e4383_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6e598365a0f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee80632690b04_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee8554ed88bfe_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee98a241d6147_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb1c970a229c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb82d7c1de66_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed4ae7359e5d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eee6f61b4d89f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeef58c015860_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef20d4ff020d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef21ee36feb81_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef33d5f02b8e9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef47d13e8ab31_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef6a808f44d8c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef7479b297eba_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8544e68e4af_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef89a2b352617_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef89fc253d52c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef92dbd575956_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef985ed8b6552_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef9e08cb0b9cf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efdb63fb029d7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0329b5e44f53_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e03d482faf88a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e04c79735a098_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e08c6ef74b73c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e145970eaf282_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e15e52db220f2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1930644e3c23_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1a236c4e0b3d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1a5e28f4c246_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1e4ee87c5820_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e29582fc9676e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2a84ea6be611_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e34091356aac8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e368b99d8f5f0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e387ddc84c413_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e38db84f30d6d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e391c5337a83e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e394f03f16e73_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3acbadcd78b9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3b7bed69a01b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3cf6a206f39f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3e573bd5b27c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4000de89a2bb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e44faacc70ed1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e46fbf77fd7d2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e48cb35014e9a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4a46f302e8ba_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4ea346ae5af7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5054bec0a8ac_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5131adcaa549_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5403486813f9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e546f5ac18006_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e57138cd43193_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e588e8f184974_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e58be3db71cf8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e593e8f00a8bd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5ed0b1d22ee6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e647dd74fec51_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6a49cdc3d6ad_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e719c6394b57e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7588dcdb4e9d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e76b6acf6fc83_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7d5f987e03ee_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7d7e63d3564e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e807918e20490_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e80e1703a3240_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e81f125764936_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9196b394685b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e92684cf0e419_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e983e9640eb37_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9becfdc1b0d8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9bf93b9d1704_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9cf87d737691_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea12a5a671abe_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea5f01e1ddf86_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea78e00492213_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea8970ca05a33_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea9c171038b7a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eaeffea576d6e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb0b2296d1104_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb4df0f3bcfb4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eba30fd9d8028_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebe5d0c334d1e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec0841789fc7b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecb55d683b200_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecbdf9b3bb61d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecc8fa5391688_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecd99af2c52d5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecf51235f82f3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed5bf7548da54_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed8bf36170d4d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edb9d2231d138_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edcddd4476206_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edcfceb69fff3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edd60d1558b1f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edd7e20a83b36_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edda8669e01e3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edf1a10202310_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eefe0b1bb34d9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef200f61df520_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef29c7e305320_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef300df92e7da_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef594067ba7d1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef689bb63c6e6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efefd614a63ae_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e807d1de17486_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e8e234a8faa3c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2ee53b064498de_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_gemm_fast_v3_entries(int i, uint32_t* count) {

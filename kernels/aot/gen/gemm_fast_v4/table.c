@@ -6,546 +6,546 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0012264ed9f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e008463b77d1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e02153a485a3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b2a74b6f562_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b45d1e4e911_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d0db0e088fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e13cf81c7fb83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e156846e00cb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16807e363ab8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16ea8eb14927_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1a86184f459c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1afb7e0c7979_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b57a0f637d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b8016677ed9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1dd001dcc0c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f18d657693f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20183332e2e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e206078cd4963_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2060b492a226_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e21d18f149e07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23be5c959728_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24c7f70f4c68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e299377ccdbe2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d36f63142e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fa30eaac38d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fc902d9a555_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e311a2060a1f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e318a7322087b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33e0f4aff9aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3668afe78b4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3725058aeed0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e398c414957f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b269d30d484_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3c03b19e88de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3c82aaccf167_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e038a24bd08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e3a955a34d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e6eb90ca2ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fc70208a5c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41cb54079e45_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42417fe86886_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45adc33528f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47d8c3a7ea8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b12201c6410_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5130a14ea9be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e51e69b678e8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5372a552f799_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e561248ca5fed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e561e11566f8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57cf9f17d61e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5a5a503fc85f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5ddf81ea7868_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5fce117f3ebe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60daa11b0fbb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63cfb91f3f3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67aae3358c62_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e68e3b6fbddcf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a637e63665c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a95e28c6479_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c0610e7ec49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d2cc169ea19_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d2d12872554_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e20cbc3429f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e7b54d2253c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6efa9ada136e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f48362d145a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e763d47f9f8a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e76b80daef73a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7907135574be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7984dc9c9a5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b0f553172a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7e63c121cc47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ee792a0c9a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fb1d3279a08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8122779fafb4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e825bcc08307a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e837ea3b7734d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83c8ad2be8b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e84c3498a1807_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e858918c12a25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e868f22acea86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8719709962ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87314fed468c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89b2a22091a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89dbc37425be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a2ab0760d01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bf0d59e4bcf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c524bc0e070_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c96cc110430_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8fd62b01260a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e911166485c4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91ba34f2f059_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95598bbfa25a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95f1017a4a4d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96ad26fb97c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a621f9f9d3d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a93e322fd04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ab91d6151cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c37993dda65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d7673638d1f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f6ce0be2dfd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9fbf233d5d88_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea012c1055196_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea0a03312b702_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1aa0f235cb5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1c66df49e21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2e641c00ac3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4205ef4765b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4fe0bed13f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea507e0331eef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea69ed16ea691_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea77e63e04412_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaa76f395a1f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eabec82370a3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac640d5f4a83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacfd9a2e2de4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eadd81835b1d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaf0087d7e339_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb03bca692606_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb0f2ec1d81e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5da91f75e21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb779eaef0803_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9bfa44c72f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba2a4bd47084_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb51393d1384_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb68120b87cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc9ca284a989_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd170b357703_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd75a73a8647_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec057128b4158_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec070a2dc22d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec21cf7ccf823_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2753c0e6176_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2bebfacfddf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec483ecf7f238_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4f7bfd5d848_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec648a22a8461_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6516a5491b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec72f66eda4bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec8ec74f1cf67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca0966e7d31a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca480649e1e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecbf46184ff13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced8696a6bd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed087d99cf429_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed3a6c5712ad4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed609a24c2b7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed765848a3ae7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed79b5b10ac5b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed964980e34a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc039e1ef0c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edcfc03e5ad7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd933d0dc100_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede6c8ad26af9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edeebc9dcc749_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1cc7ac7103f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee3317da2e6c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee45a61c2632a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee49b769a5f68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4d2cd7bacb4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee537356ed8b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee61f605a1f8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8dfc770974c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee9c63a8b9c95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeaea16ca8bb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed69209e4b64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eede9135ede33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeed61072c924_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0a2ef50e2e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0bf1b1cee8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0e26f9b0aa8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef1e3a06870d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef48b84e0c3f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef9dbbea4c8aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb899e3b1eda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efce3d0107013_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd570eb3fdcc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd9693b88c94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efdfa0c552ef6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2effeb9b8364b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0211dfa69352_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e080b0dd05079_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0e04bef3963d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e10b65b97e41a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e119c066e40de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1377269e0941_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e172f5647ba61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e19b2380f2178_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e19d338fffe90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1e8e395dd032_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e209fd89bb0fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e25b5781c0451_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e298f76e9442b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2df9762093da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e31c8eb24dd6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e32b8d4b93f50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3458ef69e2dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e34da9c163723_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e35a12efd463a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e398ec14c5d5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e39bf70964587_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3b867aec1839_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e411c30593a82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e42bbd87070e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4363fc3606a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e462395bae1a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e47334504d5b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e54fca9b82120_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e57c0192ee872_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5b29975eb761_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5c63472df2e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5d39673438d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5ecff3b83965_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5f166e6391ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e64ab365cc23f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e66a05b88c36f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e70149a62cd5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74939ba88958_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74b7fa18692b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74fd08aa3d59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e77c3ecc73603_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7af9df04e177_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7db7643e036b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e82b7a8467b3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e845697438919_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8bc482ee67ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8c5c62fd8c54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8f1b0f9351c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e914e97a15780_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e97049784e900_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9a7501bbcec6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9d74c8bb213c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9f5b6cf3bd56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea3050c1c65e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea92806551a66_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eac3791d79cd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb21983421b43_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb5b771bbac65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb87620f4f2cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb8cb17ccd16d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebc2a0a58c6d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebf8017de897f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec23bb8c791e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec4ea1ee42c66_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec75ff58d859a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecb60a1966f3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd1ab3da2013_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd938c677008_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed049e857b27b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed0c46769d406_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed14d45eb8901_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed3cdc0d9e397_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed77a3c2e20e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edbd500f8a7e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edd229c5b551a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eddd9603fc7df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee29c82832a90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee3d1eadb918b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee7838c126739_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee82c0a1302c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eea382a0e77e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eeb9380e35041_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef34e134302d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef3c06a6a0406_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef6be25a00ed6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e201ef598dd50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e9c5286f3b33b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2e74a43da5acdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0147b9d0c5ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e03a75c2a4aed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0492b9a24d77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e075474f21157_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e08a8b63b432f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0abead5b96cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c133c0a454e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f69f40d2376_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e118aa559cd46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e11d8cf7256fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e128200ddc408_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e13036dd2e666_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e139a67107cc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e14003e15c9b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e153c2f203f2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1585a44aee44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e159de51e0b78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1d1a580f7e5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1d2d2fcf3d35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1dbf7751e27a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1e9ae338f5f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f6657f2f3fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f7b5e40334e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2431bde0d346_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2481a6690e13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e253664676f42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28deb7500c53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a17bab43c4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2be3213e0d18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2ce8d4a0edf4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d1bed1628b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f1c950a6d21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f4d26afc648_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fd574b60e87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3186ae2fb623_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e327b1c73b528_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e337660f875f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33e24fee512b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3410dcd6b19c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34a02f9d654c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e367348a6a36d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3838a7009112_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39c7d3a349e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39e716ce9eb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b579227bf58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3c083d28baa3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3d617f33fce6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ed058d07f9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ede9f896efa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43259d90f836_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e44a94a973c4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e455e36690adb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47d0f9d37d10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47f4ebda1b15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4937dac10010_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ad5c34e32e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ba4b26f37ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4c2a2f050232_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4cac8ccb6767_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4f50d3ff414b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4f91e6263baa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e500df7382758_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5146754458bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e54e3579a3f8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55395a9fc30e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e56871ac45315_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57144491d040_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e596d508bf886_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5a4ac5f2fbd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d76fe36f51f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e605244f45ffe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6084b52a301a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6177e0276b65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62ba5da2939b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62d00afa0ea8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e64b074f225e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6735c54520fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6761d770374b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6786ee0c35ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67f4497c6c20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69405766335d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6dc6a348ff52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6dd6425c578d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e705a7b043b6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e70e42bf13be5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72fddca9a4f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73d232cabd53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e77156d844275_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7830bca78033_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78f5cd57fb0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7a69f6418167_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bc2a24b048f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d68145eabdd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ed8bd67da7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e81b70410ea53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e82862d9200a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e867585e2f359_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87bfe543b4b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bacee078bd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bb251703bc1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bb2a8505bd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d123e57c0c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d9c40125d6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ff2a1cf0e93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e916ac22622ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9181136faaf2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9422d8bf9dce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e952a3a1b41f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9714f417e0a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e98c7adaab57c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a330197a489_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9dc7c8ca264e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea33749d09d03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea3d352d2b3e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea50450baf0f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea50db2299b72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea6285602fcfa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea92d8752d87a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac0467777aa1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac0e7b577360_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaddf6bcab8b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae300dcf062f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb05f5f7f68ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb0d2d1a00eb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb2c972163295_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb447f2c06aae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb49f193996a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb4e0f6c9ce52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb7587ebe45ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba594a47e556_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd5b5a7bdb37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf05ac9eead0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf501863b07e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec067a7fed85c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec429496e2da0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4592aca1d16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec46e99a960ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd0910d7da6a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecede84ee305f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf1b4b846eb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed02adee7bfce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed0e0e4707296_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed16f2459f090_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed295fcfab41e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed71a2a5c4515_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7a5b1dbe81b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8547b0d3a88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed9f7a7f57791_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edeedbc6ae9dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf451d131b0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee09b3e3cf3d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee14c776b68a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1a202c4138d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1f8824a8816_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee20462aa5904_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee3250d64e861_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee43e77587313_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6dea138c91b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6ecbae21923_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8b36bdb18a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee91b90a4ad6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb876c3fabf0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeba36cc7e042_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eebf94852e2ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eec0a421d199d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eec224054e12e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeda980d033e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef3078197492f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef37cf06ff3a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef38b3bf13915_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef3b56f627159_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef50b620d2512_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef5e7c61dfeee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef5febc05822f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef985b8dd1120_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb092d66af69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcfea4bbfc54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd89d9cd6a14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efdd8ad746451_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efff3a40238df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e04335c438ca9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0bf95b223104_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0d38f41f759c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e14544ee2bacd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1470d35c25e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e14ee96f3b292_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e152e9b9453bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e161d90c84ff3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1b1b32a0196b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e26bdb62d7d71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2bcc198f79f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2bcc46e9a6f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2e1ef75e8066_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2e326cd37330_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3136b6cba6e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e36819e99e21f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e39569b8251ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3f82e654d544_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3fb2f6900b07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e423871e0e893_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e42f52244dce6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e44226d5b22dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e45ffc6c9886b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e46a45d4b2931_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e47a7138c8cd7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e47ca79b1ac53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4d1a54f51717_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4d473c1e1eb5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4f30efce23f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e52bbff9798aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e55a3ea8a5f7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5678663667d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5b27137a99c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e70d6a7c3af8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e70f02743c927_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e77b97a93e010_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e824f2de1a8f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e854824c302b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e883c45c3e9ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8cf52f720318_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e933beed4175a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9371b011f2eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e968fd6de5ad3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e978ef7af328f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9a447557633d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9cd0c2850655_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9d9a623e1159_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9ff0aa5a72c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea299cb3f473b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea79e874fd59d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea92a5ad01fdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea9ef5ce07ebd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eabc150037b76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eac4e8bea388f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb205704350cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb2e0275fdce0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb336f5ca20ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eba296a19a385_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebaaaaab5b898_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebd5000abca04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebeef372663da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec26a19ff7fac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec62e03d1099f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecca3b299a6f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecdc4854ca3a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed036462e8c47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed079660c2498_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed15e9355ed45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed358abe22799_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed3762dee1a25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed4963d033ce9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed6f38e88a7bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed9b4cfb21193_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edf79c29bf8e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee19e37edea04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee37f794c2085_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee4e285896503_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eec6a14ab42a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eed1b06eac9a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eeef45600986b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef02a5cbdba26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef03184196835_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef32a226da538_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef4ff6fc9ae6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2efcad89ce8b98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e813f8d244491_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2ed6c851e42805_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2e02931d84c575_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0012264ed9f6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e008463b77d1e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e02153a485a3f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b2a74b6f562_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b45d1e4e911_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d0db0e088fe_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e13cf81c7fb83_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e156846e00cb2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16807e363ab8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16ea8eb14927_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1a86184f459c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1afb7e0c7979_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b57a0f637d1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b8016677ed9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1dd001dcc0c7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f18d657693f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20183332e2e4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e206078cd4963_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2060b492a226_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e21d18f149e07_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23be5c959728_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24c7f70f4c68_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e299377ccdbe2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d36f63142e1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fa30eaac38d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fc902d9a555_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e311a2060a1f7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e318a7322087b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33e0f4aff9aa_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3668afe78b4e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3725058aeed0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e398c414957f2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b269d30d484_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3c03b19e88de_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3c82aaccf167_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e038a24bd08_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e3a955a34d3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e6eb90ca2ad_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fc70208a5c0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41cb54079e45_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42417fe86886_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45adc33528f5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47d8c3a7ea8e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b12201c6410_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5130a14ea9be_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e51e69b678e8b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5372a552f799_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e561248ca5fed_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e561e11566f8f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57cf9f17d61e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5a5a503fc85f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5ddf81ea7868_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5fce117f3ebe_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60daa11b0fbb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63cfb91f3f3a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67aae3358c62_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e68e3b6fbddcf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a637e63665c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a95e28c6479_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c0610e7ec49_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d2cc169ea19_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d2d12872554_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e20cbc3429f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e7b54d2253c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6efa9ada136e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f48362d145a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e763d47f9f8a1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e76b80daef73a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7907135574be_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7984dc9c9a5f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b0f553172a0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7e63c121cc47_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ee792a0c9a3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fb1d3279a08_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8122779fafb4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e825bcc08307a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e837ea3b7734d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83c8ad2be8b1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e84c3498a1807_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e858918c12a25_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e868f22acea86_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8719709962ea_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87314fed468c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89b2a22091a6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89dbc37425be_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a2ab0760d01_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bf0d59e4bcf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c524bc0e070_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c96cc110430_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8fd62b01260a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e911166485c4b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91ba34f2f059_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95598bbfa25a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95f1017a4a4d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96ad26fb97c6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a621f9f9d3d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a93e322fd04_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ab91d6151cf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c37993dda65_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d7673638d1f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f6ce0be2dfd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9fbf233d5d88_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea012c1055196_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea0a03312b702_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1aa0f235cb5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1c66df49e21_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2e641c00ac3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4205ef4765b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4fe0bed13f4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea507e0331eef_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea69ed16ea691_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea77e63e04412_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaa76f395a1f8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eabec82370a3f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac640d5f4a83_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacfd9a2e2de4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eadd81835b1d6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaf0087d7e339_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb03bca692606_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb0f2ec1d81e3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5da91f75e21_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb779eaef0803_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9bfa44c72f9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba2a4bd47084_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb51393d1384_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb68120b87cb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc9ca284a989_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd170b357703_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd75a73a8647_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec057128b4158_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec070a2dc22d0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec21cf7ccf823_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2753c0e6176_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2bebfacfddf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec483ecf7f238_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4f7bfd5d848_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec648a22a8461_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6516a5491b2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec72f66eda4bc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec8ec74f1cf67_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca0966e7d31a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca480649e1e9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecbf46184ff13_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced8696a6bd0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed087d99cf429_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed3a6c5712ad4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed609a24c2b7c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed765848a3ae7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed79b5b10ac5b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed964980e34a9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc039e1ef0c1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edcfc03e5ad7f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd933d0dc100_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede6c8ad26af9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edeebc9dcc749_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1cc7ac7103f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee3317da2e6c6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee45a61c2632a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee49b769a5f68_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4d2cd7bacb4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee537356ed8b0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee61f605a1f8e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8dfc770974c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee9c63a8b9c95_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeaea16ca8bb6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed69209e4b64_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eede9135ede33_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeed61072c924_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0a2ef50e2e3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0bf1b1cee8b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0e26f9b0aa8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef1e3a06870d9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef48b84e0c3f2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef9dbbea4c8aa_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb899e3b1eda_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efce3d0107013_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd570eb3fdcc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd9693b88c94_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efdfa0c552ef6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2effeb9b8364b8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0211dfa69352_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e080b0dd05079_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0e04bef3963d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e10b65b97e41a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e119c066e40de_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1377269e0941_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e172f5647ba61_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e19b2380f2178_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e19d338fffe90_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1e8e395dd032_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e209fd89bb0fb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e25b5781c0451_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e298f76e9442b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2df9762093da_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e31c8eb24dd6b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e32b8d4b93f50_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3458ef69e2dd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e34da9c163723_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e35a12efd463a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e398ec14c5d5d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e39bf70964587_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3b867aec1839_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e411c30593a82_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e42bbd87070e3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4363fc3606a4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e462395bae1a0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e47334504d5b8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e54fca9b82120_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e57c0192ee872_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5b29975eb761_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5c63472df2e0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5d39673438d4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5ecff3b83965_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5f166e6391ec_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e64ab365cc23f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e66a05b88c36f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e70149a62cd5e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74939ba88958_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74b7fa18692b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74fd08aa3d59_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e77c3ecc73603_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7af9df04e177_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7db7643e036b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e82b7a8467b3c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e845697438919_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8bc482ee67ba_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8c5c62fd8c54_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8f1b0f9351c7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e914e97a15780_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e97049784e900_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9a7501bbcec6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9d74c8bb213c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9f5b6cf3bd56_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea3050c1c65e4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea92806551a66_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eac3791d79cd2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb21983421b43_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb5b771bbac65_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb87620f4f2cc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb8cb17ccd16d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebc2a0a58c6d1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebf8017de897f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec23bb8c791e7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec4ea1ee42c66_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec75ff58d859a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecb60a1966f3f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd1ab3da2013_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd938c677008_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed049e857b27b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed0c46769d406_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed14d45eb8901_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed3cdc0d9e397_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed77a3c2e20e9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edbd500f8a7e7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edd229c5b551a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eddd9603fc7df_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee29c82832a90_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee3d1eadb918b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee7838c126739_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee82c0a1302c4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eea382a0e77e2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eeb9380e35041_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef34e134302d8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef3c06a6a0406_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef6be25a00ed6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e201ef598dd50_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e9c5286f3b33b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2e74a43da5acdf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0147b9d0c5ab_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e03a75c2a4aed_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0492b9a24d77_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e075474f21157_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e08a8b63b432f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0abead5b96cc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c133c0a454e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f69f40d2376_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e118aa559cd46_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e11d8cf7256fe_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e128200ddc408_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e13036dd2e666_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e139a67107cc6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e14003e15c9b9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e153c2f203f2a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1585a44aee44_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e159de51e0b78_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1d1a580f7e5c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1d2d2fcf3d35_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1dbf7751e27a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1e9ae338f5f1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f6657f2f3fc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f7b5e40334e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2431bde0d346_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2481a6690e13_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e253664676f42_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28deb7500c53_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a17bab43c4a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2be3213e0d18_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2ce8d4a0edf4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d1bed1628b4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f1c950a6d21_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f4d26afc648_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fd574b60e87_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3186ae2fb623_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e327b1c73b528_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e337660f875f5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33e24fee512b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3410dcd6b19c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34a02f9d654c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e367348a6a36d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3838a7009112_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39c7d3a349e6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39e716ce9eb8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b579227bf58_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3c083d28baa3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3d617f33fce6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ed058d07f9e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ede9f896efa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43259d90f836_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e44a94a973c4c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e455e36690adb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47d0f9d37d10_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47f4ebda1b15_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4937dac10010_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ad5c34e32e1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ba4b26f37ad_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4c2a2f050232_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4cac8ccb6767_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4f50d3ff414b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4f91e6263baa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e500df7382758_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5146754458bb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e54e3579a3f8b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55395a9fc30e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e56871ac45315_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57144491d040_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e596d508bf886_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5a4ac5f2fbd3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d76fe36f51f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e605244f45ffe_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6084b52a301a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6177e0276b65_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62ba5da2939b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62d00afa0ea8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e64b074f225e0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6735c54520fd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6761d770374b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6786ee0c35ae_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67f4497c6c20_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69405766335d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6dc6a348ff52_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6dd6425c578d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e705a7b043b6b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e70e42bf13be5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72fddca9a4f7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73d232cabd53_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e77156d844275_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7830bca78033_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78f5cd57fb0a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7a69f6418167_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bc2a24b048f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d68145eabdd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ed8bd67da7e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e81b70410ea53_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e82862d9200a5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e867585e2f359_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87bfe543b4b4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bacee078bd4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bb251703bc1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bb2a8505bd4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d123e57c0c1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d9c40125d6e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ff2a1cf0e93_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e916ac22622ad_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9181136faaf2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9422d8bf9dce_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e952a3a1b41f4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9714f417e0a5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e98c7adaab57c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a330197a489_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9dc7c8ca264e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea33749d09d03_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea3d352d2b3e2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea50450baf0f0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea50db2299b72_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea6285602fcfa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea92d8752d87a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac0467777aa1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac0e7b577360_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaddf6bcab8b7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae300dcf062f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb05f5f7f68ca_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb0d2d1a00eb0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb2c972163295_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb447f2c06aae_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb49f193996a7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb4e0f6c9ce52_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb7587ebe45ce_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba594a47e556_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd5b5a7bdb37_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf05ac9eead0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf501863b07e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec067a7fed85c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec429496e2da0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4592aca1d16_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec46e99a960ba_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd0910d7da6a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecede84ee305f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf1b4b846eb6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed02adee7bfce_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed0e0e4707296_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed16f2459f090_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed295fcfab41e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed71a2a5c4515_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7a5b1dbe81b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8547b0d3a88_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed9f7a7f57791_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edeedbc6ae9dd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf451d131b0a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee09b3e3cf3d1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee14c776b68a0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1a202c4138d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1f8824a8816_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee20462aa5904_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee3250d64e861_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee43e77587313_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6dea138c91b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6ecbae21923_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8b36bdb18a5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee91b90a4ad6b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb876c3fabf0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeba36cc7e042_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eebf94852e2ac_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eec0a421d199d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eec224054e12e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeda980d033e1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef3078197492f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef37cf06ff3a7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef38b3bf13915_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef3b56f627159_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef50b620d2512_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef5e7c61dfeee_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef5febc05822f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef985b8dd1120_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb092d66af69_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcfea4bbfc54_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd89d9cd6a14_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efdd8ad746451_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efff3a40238df_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e04335c438ca9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0bf95b223104_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0d38f41f759c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e14544ee2bacd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1470d35c25e9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e14ee96f3b292_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e152e9b9453bf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e161d90c84ff3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1b1b32a0196b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e26bdb62d7d71_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2bcc198f79f6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2bcc46e9a6f5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2e1ef75e8066_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2e326cd37330_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3136b6cba6e3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e36819e99e21f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e39569b8251ec_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3f82e654d544_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3fb2f6900b07_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e423871e0e893_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e42f52244dce6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e44226d5b22dd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e45ffc6c9886b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e46a45d4b2931_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e47a7138c8cd7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e47ca79b1ac53_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4d1a54f51717_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4d473c1e1eb5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4f30efce23f8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e52bbff9798aa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e55a3ea8a5f7f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5678663667d1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5b27137a99c8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e70d6a7c3af8e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e70f02743c927_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e77b97a93e010_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e824f2de1a8f1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e854824c302b4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e883c45c3e9ea_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8cf52f720318_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e933beed4175a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9371b011f2eb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e968fd6de5ad3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e978ef7af328f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9a447557633d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9cd0c2850655_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9d9a623e1159_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9ff0aa5a72c1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea299cb3f473b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea79e874fd59d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea92a5ad01fdc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea9ef5ce07ebd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eabc150037b76_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eac4e8bea388f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb205704350cc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb2e0275fdce0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb336f5ca20ee_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eba296a19a385_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebaaaaab5b898_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebd5000abca04_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebeef372663da_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec26a19ff7fac_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec62e03d1099f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecca3b299a6f7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecdc4854ca3a0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed036462e8c47_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed079660c2498_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed15e9355ed45_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed358abe22799_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed3762dee1a25_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed4963d033ce9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed6f38e88a7bd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed9b4cfb21193_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edf79c29bf8e4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee19e37edea04_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee37f794c2085_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee4e285896503_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eec6a14ab42a2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eed1b06eac9a9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eeef45600986b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef02a5cbdba26_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef03184196835_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef32a226da538_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef4ff6fc9ae6f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2efcad89ce8b98_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e813f8d244491_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2ed6c851e42805_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2e02931d84c575_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_gemm_fast_v4_entries(int i, uint32_t* count) {

@@ -6,68 +6,68 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e0d08c585fc18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e39436dbcf65c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e5192bb33de00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e543ebb859468_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e2fbd5c9928cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e435d04ebd5cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ea7cf09971c22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e047610adf776_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e1823aaa98b4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e5f230c756bcb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e60ce10e83331_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e7c8ae6f71897_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e899be790395e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e978217108e13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e99dbc16f5e5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb9a887eb0eac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ecb36ee520521_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed2250be792ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2edd0972be0aac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eeab3433755a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2efe02f12cfde4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e1bfdb959ca18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e489a36702e7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e5515a3fa1218_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e5acc9525fac5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e61dbf35edb98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ed17cec3731a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2edcc4d5ae56ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2efc9e8c12fe3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e861c2a315288_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e9d51e1534f77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ec8ac4c3aca27_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2edf7ff27a6090_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e2702f3bcdf95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e2c7206010125_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ea4d1a59b60ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0705df9acce4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0db314f574a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0f6fe29b78c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2d3a42e3b712_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4d9065a6febc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e605a7015e13d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e996ecd936b4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb42fbadfc63a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ebf61131a473b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed2df2daf3a02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed7f2f11cfb47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed8e621df828c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed92ea4f21ba7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef22b07052480_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e0645626efea0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e82694eefd69b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e89768d08ed98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e8cf2ae73738a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9121cf4511e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9d60091a64bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ea4a7078efd7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2eab83f05bf5a3_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e0d08c585fc18_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e39436dbcf65c_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e5192bb33de00_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e543ebb859468_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e2fbd5c9928cc_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e435d04ebd5cf_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ea7cf09971c22_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e047610adf776_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e1823aaa98b4a_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e5f230c756bcb_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e60ce10e83331_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e7c8ae6f71897_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e899be790395e_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e978217108e13_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e99dbc16f5e5a_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb9a887eb0eac_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ecb36ee520521_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed2250be792ea_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2edd0972be0aac_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eeab3433755a6_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2efe02f12cfde4_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e1bfdb959ca18_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e489a36702e7d_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e5515a3fa1218_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e5acc9525fac5_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e61dbf35edb98_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ed17cec3731a2_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2edcc4d5ae56ad_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2efc9e8c12fe3a_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e861c2a315288_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e9d51e1534f77_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ec8ac4c3aca27_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2edf7ff27a6090_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e2702f3bcdf95_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e2c7206010125_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ea4d1a59b60ce_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0705df9acce4_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0db314f574a1_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0f6fe29b78c1_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2d3a42e3b712_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4d9065a6febc_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e605a7015e13d_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e996ecd936b4e_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb42fbadfc63a_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ebf61131a473b_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed2df2daf3a02_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed7f2f11cfb47_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed8e621df828c_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed92ea4f21ba7_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef22b07052480_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e0645626efea0_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e82694eefd69b_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e89768d08ed98_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e8cf2ae73738a_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9121cf4511e7_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9d60091a64bc_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ea4a7078efd7f_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2eab83f05bf5a3_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v3_entries(int i, uint32_t* count) {

@@ -6,68 +6,68 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e1a8316caf1eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e615f903296ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e88ac83d86be2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ea246d1420a42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e13bc27abdeef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb6a211d73b0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2edf8525d97716_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0ccce37cb0a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0ed66f2c1d69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e11a019ef1ee2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e25eb25ec8eac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e265cd155abfc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e28546353d623_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2998608ce9d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e4ab1eb4d2e4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5606379769e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e814c5ef4086c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb7c31f9db49b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb9c87a919c73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee698a8f0a7b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eec565e538461_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e0bcf9b02f260_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e3a428caf1a80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e83fc92a8b9d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e8f0068423a8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e90ed7496116c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ecf0b05d32ac3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ee8f6de0d91a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ef03cd76da9d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e05b5a1e73a84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e9e4bfccc583b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ed70fb65d70ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ef58c45484d86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb8b16f9982ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2efcb079a7bb6a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e3449ad7d05e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0084580b0353_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e145a78b3a7ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e282fa631a7f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e33cb8702f31b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e390df6f038c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e4ad2ee8d4fd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5adb85f2ad61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e6c08c3ecb1a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9343bd181c84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9744174e73f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb64d19d36cac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebbe7a577bf4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ecf44f29efe8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef5c23db941ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e55d423bef1bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e6f949407ef22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7946e5d65def_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e8bec50d6443e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eb6c66b864ba1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ecd9f82d4ac49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eeb492bb1caf6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ef37eeeff2748_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e1a8316caf1eb_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e615f903296ad_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e88ac83d86be2_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ea246d1420a42_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e13bc27abdeef_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb6a211d73b0a_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2edf8525d97716_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0ccce37cb0a1_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0ed66f2c1d69_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e11a019ef1ee2_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e25eb25ec8eac_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e265cd155abfc_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e28546353d623_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2998608ce9d3_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e4ab1eb4d2e4a_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5606379769e1_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e814c5ef4086c_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb7c31f9db49b_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb9c87a919c73_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee698a8f0a7b7_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eec565e538461_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e0bcf9b02f260_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e3a428caf1a80_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e83fc92a8b9d4_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e8f0068423a8f_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e90ed7496116c_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ecf0b05d32ac3_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ee8f6de0d91a5_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ef03cd76da9d4_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e05b5a1e73a84_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e9e4bfccc583b_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ed70fb65d70ab_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ef58c45484d86_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb8b16f9982ab_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2efcb079a7bb6a_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e3449ad7d05e3_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0084580b0353_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e145a78b3a7ae_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e282fa631a7f3_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e33cb8702f31b_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e390df6f038c6_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e4ad2ee8d4fd2_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5adb85f2ad61_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e6c08c3ecb1a4_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9343bd181c84_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9744174e73f8_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb64d19d36cac_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebbe7a577bf4f_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ecf44f29efe8c_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef5c23db941ca_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e55d423bef1bc_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e6f949407ef22_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7946e5d65def_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e8bec50d6443e_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eb6c66b864ba1_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ecd9f82d4ac49_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eeb492bb1caf6_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ef37eeeff2748_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v4_entries(int i, uint32_t* count) {

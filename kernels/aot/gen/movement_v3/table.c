@@ -6,306 +6,306 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e01da0d58819d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e095356ef0d02_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e0c803e0b3375_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4f8994da331d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4fd5f2b0a5a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e682fa9d869ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e72bb671316fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e7ee6ea0794aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8117f98a28db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea0044dcdb567_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec5f054f40842_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec6a6e3da79de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed6de37da9683_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee2b852e04fbe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef30f5a4ad574_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e00e3607b86b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e8f788c4eff94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ec8e47e636030_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ef6e5040cc0ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e0f65f1fcbcff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e29394b5dcd6d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7c9aac4a56a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eb9accc58a143_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eed1606002d77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1826d173a1ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1923906c57bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e199491f4769e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1daa961cf800_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e281a84cf1338_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e503106250f66_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e596966dc1bd8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e64fb71015fc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7214f50137d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7361b8ac3bf6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e741e11c06132_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e83a5678a526f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e96f9e820a818_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e99a7c0ce1386_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea01ad6660df5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea120e967cf5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb75e784b6b90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec6e11634a464_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecdaddd885d04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee9e767ed307c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eeb42977838f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eeccfe91a1e10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ef43cdc5af297_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efb78da374ea6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0207932a30d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e04a839d51617_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0a4f095233fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e13cb2dd6b4fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1527622ae398_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e16a6af90b605_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1ad093b85661_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2a94594d2a31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4dd4d6058223_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4edd83bbcc84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e567907ac2f21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e62d1fc0ba431_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c5538635280_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6e4b7e3d4bda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7466c0c4ccf4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7fbb4dac1834_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e803cc7ea82fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e95c5fd9b8a6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e97a65520d7ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9abdf35ff441_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9c880dd0a1e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea1b9f2738e38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea9e0fb17c081_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec8dae9493d74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ecbed051ac616_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eda442485a476_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edcd8591982eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eddc56d43b23a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ee33d6e69fa2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eeab98a3a39da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef4c4e0809fb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef709ec2369d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b3e221f3317_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0c573d1d908c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0d000c4f21ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0e34d73b1d2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0fb91dfd5abc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e12d58f721635_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e17d118abd8f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1c68d22f226d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1cf5ba21ad09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2a605e75fec9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2db2c1ba3d7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2fb1ed4b0741_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e30b4720218ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3238d5d5d079_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e34af9b839296_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c670b74725a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c77fde6600d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3de7f5005e0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e404b5fad01f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e50fb8fea5145_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e58b071352029_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5a091f0d6dc7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5e90d2aca0f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e61565b9dec12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e621648d9c383_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e73e472b80c85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e76e664ed4cf6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7f42ca0c05a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e846b0c704341_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e872110781a0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8745d4958ddc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8dfb12e9a3ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8e0468f28a5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e934cbc45aee4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e97f6dbb085d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9c374b47b832_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea15e01ab8f4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea5590fc10fb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb64e1afe74a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebb67e8f24a6a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebde380b46b22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec4ad0696b2bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed87ebf493ac5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edaa0b4c34118_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc8948f90504_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edd0133d96732_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee0eabb2f3d85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee10829e6b205_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee6c56fbf25b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee7ee25d23084_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eebad8944f1e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef05c7ca1be00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef1fa24528d9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef738e736d94f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efa3b2d5429f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efc550cb1aead_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e26840f72c8fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3653d4c390b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3da8d9632a91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e4414d36def48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5795c69531a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e862b9a5502e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e94a210309112_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb618882e0972_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edc7f760146e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edf46a5638d76_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef1a617bb1b17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef887483ea26d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e08f088242307_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e2a65690d8de3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e35b94e49cad5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3cf2b7bed37d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e43d756a2d224_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e737f551a146e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e74bb67833c89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e75e2fb54c259_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e88368fe44434_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8e21b00562e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e90eceb178cfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e9972ae2a34fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eb8a0ab275a88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebd29abf5aaf1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec56cacf6c9a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e0aa38b009547_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e1f1ec39a51f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e70c7bacf4129_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e7d4e9214fb8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e52072678575f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e66fba6e57f7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7aea48acbd29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ed9fcbd420e9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ef5e5e44a0131_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1915d2c47baa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2ce89edcaea0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e399a20ac1056_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5c4a87ba7958_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5f3ee0f5bcbc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6dfd0f041228_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6ecd00b1cbb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e722294f2a72f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7f53e0d207f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8938e32fa18b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e93c8cd8c174d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9a1851a2334f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea4e741199dc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea9826d6511c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eacbbfca4dfc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eafa02759ba23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb6bca7efd659_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ebdc3691ed0ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec6518645d1b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eca48336f481a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee646bf22672c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eee342d55ed9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eef8ed7519dfd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efc6622f8b6e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e00e04bd66e53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e035109d6f8eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e07f80ea05ef8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e12319c798826_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1b6d840b1538_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e408632d905c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5fb689a751e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e807f5f712051_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e87f1f637c4d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8b9621285ca9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8d7a722acae1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8dd455b684d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8e678d5687fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea54133cf7a09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea87daa36c046_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eae843510cca4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb032d552e189_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eba4e2541ad7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebdd443f6ce05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec2deab3999ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec3172550b139_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec64f3a5decb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec6cfd3b29b18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed72b0664ce3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed78c12ed9924_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed7db619fd9e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed810552b32a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edcdfa6ff6137_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eea1a241b5004_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef8e26d18a4f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efa8b6ce2ce36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efe11a5906762_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0a41d8d0790c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0fc383d73557_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1de6a8f2143a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e22b44247dec5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e23c911cd6b7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2829aba1dcf7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2d827824c58e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e31f222f597b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e35a8ed713fc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e368a4b59fc85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3e205ee65652_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e41e5c01dd897_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4ab49865dd59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e50b61308572e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e50d330f6be7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e55294d78278c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e56ae381adfe8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e59198a11e283_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5d7eb1cb697e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e61775eca4757_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6de90a1e69b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6dee2b5f332b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e702f5936df8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e76da8e2bf9ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7ebec2ae2731_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8090df670e52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e83ecadaffa4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8486668a55b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8c026a571cc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8d9d9e9d328e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9205dbdcf251_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e93e0fee0c962_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e947391fadd90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9f2ae5b91c55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea38dc80db6a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea764e0f75e5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaa69759c95f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eabdb3d3db0e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eac987514d64c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eae5a666210f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eae5b05944263_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb13049f2c635_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb46908cfd050_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb70826c9103e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec51a202e2fc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecdf4a3199542_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed148ce392cd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed793ab9a2a54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed88dd80be400_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eda421eb38072_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eda702650e292_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc12f827d63e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee5468eeecd62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef081f6636654_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef87041fefe31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef9c93737f8a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0e5df2e1cf44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e174118d6025a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e335ed7336d89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e488e2665fdf0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e537c3863eee3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea37e2ee08c29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eae6ae70a16da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb484f974707a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed8648ff078e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edf297e6fd123_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee1c2119fc225_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef7659fe95517_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e01da0d58819d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e095356ef0d02_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e0c803e0b3375_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4f8994da331d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4fd5f2b0a5a5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e682fa9d869ab_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e72bb671316fb_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e7ee6ea0794aa_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8117f98a28db_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea0044dcdb567_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec5f054f40842_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec6a6e3da79de_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed6de37da9683_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee2b852e04fbe_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef30f5a4ad574_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e00e3607b86b2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e8f788c4eff94_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ec8e47e636030_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ef6e5040cc0ee_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e0f65f1fcbcff_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e29394b5dcd6d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7c9aac4a56a8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eb9accc58a143_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eed1606002d77_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1826d173a1ff_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1923906c57bd_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e199491f4769e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1daa961cf800_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e281a84cf1338_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e503106250f66_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e596966dc1bd8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e64fb71015fc4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7214f50137d7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7361b8ac3bf6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e741e11c06132_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e83a5678a526f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e96f9e820a818_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e99a7c0ce1386_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea01ad6660df5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea120e967cf5a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb75e784b6b90_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec6e11634a464_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecdaddd885d04_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee9e767ed307c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eeb42977838f4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eeccfe91a1e10_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ef43cdc5af297_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efb78da374ea6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0207932a30d6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e04a839d51617_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0a4f095233fb_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e13cb2dd6b4fd_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1527622ae398_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e16a6af90b605_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1ad093b85661_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2a94594d2a31_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4dd4d6058223_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4edd83bbcc84_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e567907ac2f21_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e62d1fc0ba431_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c5538635280_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6e4b7e3d4bda_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7466c0c4ccf4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7fbb4dac1834_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e803cc7ea82fb_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e95c5fd9b8a6f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e97a65520d7ba_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9abdf35ff441_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9c880dd0a1e8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea1b9f2738e38_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea9e0fb17c081_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec8dae9493d74_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ecbed051ac616_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eda442485a476_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edcd8591982eb_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eddc56d43b23a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ee33d6e69fa2e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eeab98a3a39da_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef4c4e0809fb6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef709ec2369d8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b3e221f3317_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0c573d1d908c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0d000c4f21ac_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0e34d73b1d2f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0fb91dfd5abc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e12d58f721635_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e17d118abd8f5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1c68d22f226d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1cf5ba21ad09_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2a605e75fec9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2db2c1ba3d7a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2fb1ed4b0741_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e30b4720218ba_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3238d5d5d079_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e34af9b839296_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c670b74725a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c77fde6600d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3de7f5005e0c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e404b5fad01f3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e50fb8fea5145_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e58b071352029_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5a091f0d6dc7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5e90d2aca0f0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e61565b9dec12_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e621648d9c383_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e73e472b80c85_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e76e664ed4cf6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7f42ca0c05a8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e846b0c704341_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e872110781a0c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8745d4958ddc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8dfb12e9a3ce_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8e0468f28a5c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e934cbc45aee4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e97f6dbb085d8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9c374b47b832_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea15e01ab8f4e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea5590fc10fb6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb64e1afe74a9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebb67e8f24a6a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebde380b46b22_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec4ad0696b2bf_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed87ebf493ac5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edaa0b4c34118_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc8948f90504_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edd0133d96732_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee0eabb2f3d85_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee10829e6b205_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee6c56fbf25b9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee7ee25d23084_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eebad8944f1e6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef05c7ca1be00_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef1fa24528d9c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef738e736d94f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efa3b2d5429f5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efc550cb1aead_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e26840f72c8fb_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3653d4c390b7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3da8d9632a91_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e4414d36def48_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5795c69531a7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e862b9a5502e2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e94a210309112_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb618882e0972_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edc7f760146e6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edf46a5638d76_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef1a617bb1b17_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef887483ea26d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e08f088242307_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e2a65690d8de3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e35b94e49cad5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3cf2b7bed37d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e43d756a2d224_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e737f551a146e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e74bb67833c89_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e75e2fb54c259_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e88368fe44434_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8e21b00562e1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e90eceb178cfe_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e9972ae2a34fa_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eb8a0ab275a88_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebd29abf5aaf1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec56cacf6c9a8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e0aa38b009547_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e1f1ec39a51f5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e70c7bacf4129_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e7d4e9214fb8e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e52072678575f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e66fba6e57f7e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7aea48acbd29_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ed9fcbd420e9f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ef5e5e44a0131_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1915d2c47baa_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2ce89edcaea0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e399a20ac1056_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5c4a87ba7958_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5f3ee0f5bcbc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6dfd0f041228_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6ecd00b1cbb2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e722294f2a72f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7f53e0d207f3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8938e32fa18b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e93c8cd8c174d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9a1851a2334f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea4e741199dc8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea9826d6511c2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eacbbfca4dfc9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eafa02759ba23_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb6bca7efd659_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ebdc3691ed0ab_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec6518645d1b8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eca48336f481a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee646bf22672c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eee342d55ed9b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eef8ed7519dfd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efc6622f8b6e9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e00e04bd66e53_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e035109d6f8eb_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e07f80ea05ef8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e12319c798826_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1b6d840b1538_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e408632d905c2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5fb689a751e2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e807f5f712051_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e87f1f637c4d3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8b9621285ca9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8d7a722acae1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8dd455b684d1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8e678d5687fc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea54133cf7a09_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea87daa36c046_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eae843510cca4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb032d552e189_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eba4e2541ad7a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebdd443f6ce05_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec2deab3999ba_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec3172550b139_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec64f3a5decb9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec6cfd3b29b18_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed72b0664ce3c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed78c12ed9924_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed7db619fd9e5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed810552b32a2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edcdfa6ff6137_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eea1a241b5004_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef8e26d18a4f2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efa8b6ce2ce36_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efe11a5906762_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0a41d8d0790c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0fc383d73557_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1de6a8f2143a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e22b44247dec5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e23c911cd6b7b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2829aba1dcf7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2d827824c58e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e31f222f597b7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e35a8ed713fc2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e368a4b59fc85_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3e205ee65652_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e41e5c01dd897_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4ab49865dd59_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e50b61308572e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e50d330f6be7e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e55294d78278c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e56ae381adfe8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e59198a11e283_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5d7eb1cb697e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e61775eca4757_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6de90a1e69b4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6dee2b5f332b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e702f5936df8b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e76da8e2bf9ee_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7ebec2ae2731_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8090df670e52_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e83ecadaffa4c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8486668a55b4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8c026a571cc2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8d9d9e9d328e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9205dbdcf251_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e93e0fee0c962_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e947391fadd90_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9f2ae5b91c55_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea38dc80db6a0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea764e0f75e5e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaa69759c95f5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eabdb3d3db0e1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eac987514d64c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eae5a666210f8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eae5b05944263_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb13049f2c635_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb46908cfd050_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb70826c9103e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec51a202e2fc9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecdf4a3199542_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed148ce392cd4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed793ab9a2a54_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed88dd80be400_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eda421eb38072_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eda702650e292_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc12f827d63e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee5468eeecd62_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef081f6636654_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef87041fefe31_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef9c93737f8a7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0e5df2e1cf44_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e174118d6025a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e335ed7336d89_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e488e2665fdf0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e537c3863eee3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea37e2ee08c29_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eae6ae70a16da_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb484f974707a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed8648ff078e0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edf297e6fd123_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee1c2119fc225_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef7659fe95517_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v3_entries(int i, uint32_t* count) {

@@ -6,306 +6,306 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e1dc783aca152_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e219c60a68b81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e22ff94c8df6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e433c5a05e631_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e533cfdfaa69e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e579321f87918_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e6c6c5b920da8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7afae925239f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e82f963699e35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8a8d130409e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e91c7d8a660ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ece5f48b759e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed586c7ba4fc7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edb96677e215a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eef71d54cce7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e398bb0b380c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e45985fd697d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e90aeb911c758_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ec8e3b3463823_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e415b039dc9f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ea48324d3de39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eb6477fd49baf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ecbf6ca68c792_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ef8964fbe91a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e007d0990b9a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0e5cb5e65169_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0f7f9e0929ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e127dd8553ac2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1804f049b52d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2c6d2daa560d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e527f92e44669_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e56be9af50989_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e662368cba8c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e77f3e4623e56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7b49a92f70e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8f8ab7587823_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea08d74571813_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea935332f0f31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb1d38eafca41_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb4fa5cb549d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb90bc51ebd1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec1a116a6fd23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed04c7fe216a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee7e6cc7dbac8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eea75048e88e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef02d13b3b5ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef05abe417ee9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efa714086bd00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e072a9fc9ddf8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0d0780866dbf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0dbd963025de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e12ac5d4f9631_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e141fe99a1aac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e259a0e1bb236_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2848a899829a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2b4bcddcdcb0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2b64085395bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e32c20900dbda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3adb6ad79e29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3e5327c0969d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e448ffc423a6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e466d5f938327_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e65c1df9abdb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6af9a480c0ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6b404665788a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6d85a3714217_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6f5b03f06bf9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e700a8257dbc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea6f560a95f9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eba8a2ce48e72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed0492aa8ec9d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed7571ab5a38d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee018085625f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee238b45f7154_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee7168fc7a864_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee7957f732ef2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee853b63784e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef328038b3ef7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef91a7d4a6cfb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efff576ea41e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0604e5a5acd9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0997a9ffeb48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0c9d5fcf1e49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1947319d4e80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1ab95cdb1888_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2326f68c3845_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e249d9e9ec53f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2603813e38fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e29830cdfff21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e301299de0fed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e312982eb0c3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e355a4dea1de8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3b54cec21ad7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e410635ceac78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4890cc2eac73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e51f64b0817ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e53f8c30982b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e545351f9cd91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e54a3df13d9a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e56eff88ab9f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5e44f253dc3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e69682e2bea38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6bc58bfdd7d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6dfeaff29426_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e74b6e5d863b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e75abecadfc8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77cc79543428_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e79ef8ba79238_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8061c4483ad4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82d5b28e3d3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8aba43c8a494_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c3e832b91a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e96217c4f1b81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e99c0bb0d64f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9fba03166bb4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea04efe44b8f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaa252fd5e487_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb84e8a5179b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebef331cb0538_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebf2044933382_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec298f1029072_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6752c9016ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecb510f092675_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eccda39b67d57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eceeaae8b7b9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed1f94dfbc889_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed9626f357f8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd64b07d21ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee1dd40aad727_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee4ecf7dc02f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee6405a0119f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eed657b8568d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eef99bee14df4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0d878a14e63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0f84a343f57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efe22c22a1776_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e03196d3117ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2b6e1149131f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2ceec9e6b7d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e343ac9e99e08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e467c12dc3967_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e4ce764d5c21d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5f141468c2c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8a31e1a09a2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e95a348908333_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed5e534920b76_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ee1b576dfb186_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef515b5761c3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e0086e31e8f2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e05ad317ec2a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e217420df4451_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2903afe19948_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e3a3d3a789125_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e47175117c4ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e51383288a0f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e537d94834988_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e70fb2ab81d9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e75725424526d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e829d33ffd44a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb37f0be87dca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb4a69d54c30d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb748fd4c96db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebeb7acbf1814_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e26ee39c25e23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3fa9ab38ab82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e55ee48175946_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ea394f3d69e8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e0b6700927468_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e0dcd4c045882_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e7196fe83a3db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e7e3e6de542c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2efac1319abb9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e02c46e64ea16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0d1e138ebfdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1e9519d610e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e20c11954c2a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e224e1df47009_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2f88955187b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e543cb2dd8db1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e68c7aa107013_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7a66a906922b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7b7cf78d4345_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7e6cc3d82db3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8123489ea77c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8413f72c2b45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e85699dbea2f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9bcecf8e4732_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9ebc7e3f0b4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea6bea27c528d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eadf903890315_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb1944e170cbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee60ff25863d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eefe04330fa40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef6232d168506_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efe56070c6ba2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efee6b64cfe15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e079c7d27febd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e146a6edaaf17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e154790bf1d7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1c923ace18ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2eacafbcdc3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e300402bf3575_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e350b6d81649a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e35302b9cdcfb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e37a8d1578bf7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e39a221313d23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3adc18812692_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3ca2d9b1e661_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4573dc86682c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4831003da449_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4a6591bffe47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e51f1a0e6f6be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5ce902caa0a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e62b776bfecab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7e66148e1694_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7e7e8bf7ec94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e817d212ebb62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ca9237f0d20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e90d4047a4c7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea872f265e4df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eac045424cbae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb735815e916b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ecb7b89a5969d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed273adfb5ecc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee04be13a0f77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee2f99b217733_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee94761c84314_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef1b805e2b0ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e046f44cc05ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0a8c996921be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0db59db5a41c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e13c3f904f236_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e16e4ada375c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e16e9153b10b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1755836a971a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e185d24f34677_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1c6bca0a5cfb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e293d644f4e7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2e2fa8030e94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e304e2ff740be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3e614b4cabb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e418b43f97dce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4346a0d501a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4d7e389cc823_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e51171373ae7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e523b1f487fb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5578f9e01715_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5c612b21a7a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e612fc20db598_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e68484644a9fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6872629e21bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77f7497eb5d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77fbd6ee1d7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8b478b082fee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8f1f671052e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e920493c467f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9524bb75894c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e95630863ccfc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e95d46ca8dad7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e98b144aa5804_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9957ad67cd0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea160e11fab9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea671117abc8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eac4c38114661_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaf7ecd1459f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb3139c3e32f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebfadedc6a54e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec0cce8cedf3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec4cbd96cc3ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec4e51aad30b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc86df8cb0bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ece9e05e854c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecf475c393200_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecfd5385e8b1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed0194ad5ef10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edb9eb5b7ce48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edf083bfee3fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee0fe98dfb54d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee319094b0fbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee9e4e4cddc4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eefbaaabc8010_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0729eb5cd58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef2b677435e4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef55e28fcff6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e071b50ac187f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2875aafe9568_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e38e2e28f087d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5b6f7baa46ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7fd109823845_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e81453d4269ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e91aaf32d835a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9205b7a4b2b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eab2bc1b96bd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb267ab2d72bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ee0e92c0e963a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2efe0a8e79ed69_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e1dc783aca152_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e219c60a68b81_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e22ff94c8df6e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e433c5a05e631_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e533cfdfaa69e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e579321f87918_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e6c6c5b920da8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7afae925239f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e82f963699e35_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8a8d130409e8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e91c7d8a660ba_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ece5f48b759e8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed586c7ba4fc7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edb96677e215a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eef71d54cce7d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e398bb0b380c0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e45985fd697d6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e90aeb911c758_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ec8e3b3463823_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e415b039dc9f6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ea48324d3de39_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eb6477fd49baf_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ecbf6ca68c792_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ef8964fbe91a6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e007d0990b9a1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0e5cb5e65169_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0f7f9e0929ff_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e127dd8553ac2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1804f049b52d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2c6d2daa560d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e527f92e44669_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e56be9af50989_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e662368cba8c4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e77f3e4623e56_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7b49a92f70e2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8f8ab7587823_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea08d74571813_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea935332f0f31_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb1d38eafca41_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb4fa5cb549d8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb90bc51ebd1e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec1a116a6fd23_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed04c7fe216a3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee7e6cc7dbac8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eea75048e88e5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef02d13b3b5ab_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef05abe417ee9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efa714086bd00_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e072a9fc9ddf8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0d0780866dbf_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0dbd963025de_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e12ac5d4f9631_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e141fe99a1aac_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e259a0e1bb236_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2848a899829a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2b4bcddcdcb0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2b64085395bc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e32c20900dbda_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3adb6ad79e29_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3e5327c0969d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e448ffc423a6e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e466d5f938327_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e65c1df9abdb6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6af9a480c0ea_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6b404665788a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6d85a3714217_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6f5b03f06bf9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e700a8257dbc5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea6f560a95f9b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eba8a2ce48e72_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed0492aa8ec9d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed7571ab5a38d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee018085625f6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee238b45f7154_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee7168fc7a864_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee7957f732ef2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee853b63784e3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef328038b3ef7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef91a7d4a6cfb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efff576ea41e3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0604e5a5acd9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0997a9ffeb48_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0c9d5fcf1e49_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1947319d4e80_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1ab95cdb1888_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2326f68c3845_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e249d9e9ec53f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2603813e38fc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e29830cdfff21_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e301299de0fed_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e312982eb0c3e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e355a4dea1de8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3b54cec21ad7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e410635ceac78_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4890cc2eac73_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e51f64b0817ea_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e53f8c30982b9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e545351f9cd91_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e54a3df13d9a4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e56eff88ab9f6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5e44f253dc3a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e69682e2bea38_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6bc58bfdd7d1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6dfeaff29426_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e74b6e5d863b8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e75abecadfc8c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77cc79543428_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e79ef8ba79238_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8061c4483ad4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82d5b28e3d3f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8aba43c8a494_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c3e832b91a9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e96217c4f1b81_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e99c0bb0d64f7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9fba03166bb4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea04efe44b8f0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaa252fd5e487_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb84e8a5179b8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebef331cb0538_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebf2044933382_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec298f1029072_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6752c9016ed_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecb510f092675_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eccda39b67d57_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eceeaae8b7b9c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed1f94dfbc889_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed9626f357f8e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd64b07d21ea_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee1dd40aad727_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee4ecf7dc02f9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee6405a0119f3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eed657b8568d7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eef99bee14df4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0d878a14e63_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0f84a343f57_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efe22c22a1776_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e03196d3117ff_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2b6e1149131f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2ceec9e6b7d9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e343ac9e99e08_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e467c12dc3967_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e4ce764d5c21d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5f141468c2c1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8a31e1a09a2c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e95a348908333_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed5e534920b76_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ee1b576dfb186_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef515b5761c3e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e0086e31e8f2f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e05ad317ec2a3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e217420df4451_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2903afe19948_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e3a3d3a789125_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e47175117c4ac_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e51383288a0f5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e537d94834988_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e70fb2ab81d9a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e75725424526d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e829d33ffd44a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb37f0be87dca_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb4a69d54c30d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb748fd4c96db_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebeb7acbf1814_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e26ee39c25e23_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3fa9ab38ab82_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e55ee48175946_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ea394f3d69e8b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e0b6700927468_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e0dcd4c045882_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e7196fe83a3db_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e7e3e6de542c6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2efac1319abb9b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e02c46e64ea16_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0d1e138ebfdc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1e9519d610e6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e20c11954c2a9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e224e1df47009_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2f88955187b6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e543cb2dd8db1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e68c7aa107013_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7a66a906922b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7b7cf78d4345_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7e6cc3d82db3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8123489ea77c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8413f72c2b45_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e85699dbea2f2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9bcecf8e4732_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9ebc7e3f0b4f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea6bea27c528d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eadf903890315_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb1944e170cbd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee60ff25863d1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eefe04330fa40_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef6232d168506_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efe56070c6ba2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efee6b64cfe15_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e079c7d27febd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e146a6edaaf17_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e154790bf1d7c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1c923ace18ad_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2eacafbcdc3e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e300402bf3575_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e350b6d81649a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e35302b9cdcfb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e37a8d1578bf7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e39a221313d23_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3adc18812692_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3ca2d9b1e661_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4573dc86682c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4831003da449_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4a6591bffe47_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e51f1a0e6f6be_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5ce902caa0a7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e62b776bfecab_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7e66148e1694_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7e7e8bf7ec94_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e817d212ebb62_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ca9237f0d20_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e90d4047a4c7c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea872f265e4df_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eac045424cbae_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb735815e916b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ecb7b89a5969d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed273adfb5ecc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee04be13a0f77_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee2f99b217733_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee94761c84314_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef1b805e2b0ee_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e046f44cc05ed_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0a8c996921be_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0db59db5a41c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e13c3f904f236_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e16e4ada375c9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e16e9153b10b4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1755836a971a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e185d24f34677_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1c6bca0a5cfb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e293d644f4e7f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2e2fa8030e94_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e304e2ff740be_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3e614b4cabb1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e418b43f97dce_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4346a0d501a2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4d7e389cc823_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e51171373ae7d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e523b1f487fb1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5578f9e01715_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5c612b21a7a4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e612fc20db598_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e68484644a9fb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6872629e21bc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77f7497eb5d7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77fbd6ee1d7c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8b478b082fee_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8f1f671052e4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e920493c467f9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9524bb75894c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e95630863ccfc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e95d46ca8dad7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e98b144aa5804_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9957ad67cd0f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea160e11fab9c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea671117abc8a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eac4c38114661_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaf7ecd1459f5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb3139c3e32f6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebfadedc6a54e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec0cce8cedf3a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec4cbd96cc3ad_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec4e51aad30b9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc86df8cb0bb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ece9e05e854c6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecf475c393200_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecfd5385e8b1e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed0194ad5ef10_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edb9eb5b7ce48_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edf083bfee3fb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee0fe98dfb54d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee319094b0fbe_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee9e4e4cddc4e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eefbaaabc8010_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0729eb5cd58_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef2b677435e4a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef55e28fcff6e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e071b50ac187f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2875aafe9568_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e38e2e28f087d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5b6f7baa46ad_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7fd109823845_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e81453d4269ad_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e91aaf32d835a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9205b7a4b2b9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eab2bc1b96bd3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb267ab2d72bc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ee0e92c0e963a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2efe0a8e79ed69_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v4_entries(int i, uint32_t* count) {

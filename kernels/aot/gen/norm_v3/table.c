@@ -6,274 +6,274 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e0f24eb543327_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e152dd7b8abb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e37b3bb9cd188_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e61dd30d9fa61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e622187939ca6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e71f294896bca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e89fcdea0457d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e987c44567dac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb9c468bd5c8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebc7341ddcb53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed6d50b53bf04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee3d4bdb6ad36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eead7ab7af1fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef745e64f0661_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e19792daf01a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e59463f2192d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ecb2eba300a7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ef19b93035d26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4a88ca3e9d34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e5befaf8c3caa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e5d8d0bc1d994_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e9d90e18c24bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e01602c45d4b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03be3fe699b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0e1c604bd8b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e10b514e816c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12daa3e8ef5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e130627e86d96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e14e3b2017af8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17769f2ada73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19ff72e93e64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1c57d6b333e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d3917d07e60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e20696e6df205_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e215e3256e4b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ad88fd17b3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d4e0ee9f695_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e35bec6d5cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3058ffb05f03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e306af3324c83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e340e00e62c86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3742b782173e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e380a444181f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3b4420a62428_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c1d4ed6995d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3d0c42b956d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3feb2a6da63a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e406fb4b3b4c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42f93b887fff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a7eb87b0845_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4b9139167712_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5080f2030de5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e51d182065746_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5613f4334a88_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58fb6d67a0fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5de986118546_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5e6c90b73410_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5f673f74c62a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e611d91451467_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6318d832ebe9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6be4d3263e5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c3a9ba76c03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6d0dddb86043_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6dfe35ef8fcb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6e2c55dca73b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e71ba5dd6c5b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e728f0b6c5f8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e80a8ec35b094_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b26be40d085_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8bc1452d942f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8f4843071645_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92f61d2cb875_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9b313eedabb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e4aaf430528_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fbd5d0ed136_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0624be24797_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0d02f68d295_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0e8f737bf6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea2a04b5e9922_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea391bfff6d94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea64752d32fa6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea93e376fa0f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaba7f3600324_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eae1da978dda4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb2aee14268ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb396782eb7f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb55b3978e473_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb998b8544a05_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4c3d06fc710_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec56ac82de0ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec69105e57180_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec927f1939fc6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecaa6b1e9a37c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf5136dac8f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed10c53a19590_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edabb477c9155_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edd61fbcb402d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeca736abb51c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeea665c96677_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef736f312d5d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef8680f0dbdd5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc631f0e4aeb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e47002d1f63dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e54e88d188801_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9abdf731bc9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9d2123f8ec04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb44db0007f59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ef151e3eb330d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e044e98c11789_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0808d4a79944_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1af88d8a89ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2a942d78613e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2ebc7de804f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e31a77d9b4a22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e35215606d943_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e385a019097a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e466af8d3fc71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4a4c262514fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4e348e956697_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5de0b1d07e16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e792ba9ffc203_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7f678e4060e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9de8023cc9e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea8d79d6ed2ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebde6434eb793_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec164893a0947_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed2ebb700d7dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee217ae6d471a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee86a5d47696e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef2d965fca740_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efaccdcbdfd34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efb8f3f2f3240_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e077efccfe63a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e0f7c12c6cc77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3889f0773075_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3d621ed95a09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e5456875a423e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e57e8020906d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6e21c233ac5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6f4632108138_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7e451d811814_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8722850632d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb2f19ece9f31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eba2ac92c600a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eead2125b479b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef57305fed160_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e5f40060bba80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e617d59ed860d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e7c7c642f78f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e9eef30ef97d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4fe12b43265f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e854124d8ad2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e91e45ec37d39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e9c9141036de1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03d16dd7b5c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e05d653ca550a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0787174d1b0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e07ccf80cde40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0b5f395b513b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0f9a7e68b27e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1080844bd9fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12a94f21997c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e167db3d16b8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e180d26311658_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1ad90a765262_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e21e3440c680a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22da56fc0cb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2cda627d8d24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2cfcdedbd70d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35c16b41dbc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e366464450587_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e36a29578d4cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3b21ae2dc414_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3cb7e6be77b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3e72b23c0cb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42d2558b56e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e438573529a5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e457f1124a438_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45870fee10e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e46488a85a93f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f1e52230f1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f2fda395aa8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c9f0220a3ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6254511e0c17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e65f2a12fa131_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6745cd0a7e46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6bcc7a41f9f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6f2752d3011d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7644807e2eec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f47e59fdbe0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e823b273b9b60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e82fa13d41dc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e84d2822bce67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8c06d948e528_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8ccc9740260a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8e61e1b0ad26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e91a80bfa14c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e948390197c2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e95328f30ddf8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e99a0f12358b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a035d3007be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9b1f0a7ba997_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9d365862f8b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e57a15a08b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea1501262fb0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea2ef222dacab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea39cefb03547_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea72d93de11fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa8f14f38875_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaf252fc5b23c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb20484530185_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3c79c0ad010_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb85825ed1781_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebc10f617d931_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebcf5efdadb7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebe31cccded49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec10d8ec79cfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec736157ce7db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdcadd6fff97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf2db46e1c69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed1e6d9fd2c12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed4acb4d12526_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed6451fc1aaaa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed8bd65f0df61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edb186f8955cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edfc041500a44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee33f196e6d7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee98a7f8c5080_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eea06d3e89fb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed00d0129e70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed6a1012be02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4cf5f2dd3b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef50d453172a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc3463f0aa0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e0ec06e16a05f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e27150950f553_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e92214bd19ff5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eadb4d0096ab4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ec1aaf4200741_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ede467502aa35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1398d151b3fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e30131e60ec81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3f2b1b89ac13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3f9efb805626_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e47e86e12cd93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e55db3f20a9cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e56fa4510b214_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5c435cc34c47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e66333fc1eee8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e674c7ea29622_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e83959d1c79f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e85489becb354_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e883c6a97190e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e93027ac24eae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9487ff8a6741_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e98327c043e3d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea0246c412649_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb208b56109b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb935d015b59c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec1dfc135dc74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2edad31ea31563_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2edcfd004d5298_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee41ed578b771_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee538efb1ad3a_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e0f24eb543327_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e152dd7b8abb6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e37b3bb9cd188_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e61dd30d9fa61_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e622187939ca6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e71f294896bca_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e89fcdea0457d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e987c44567dac_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb9c468bd5c8d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebc7341ddcb53_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed6d50b53bf04_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee3d4bdb6ad36_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eead7ab7af1fb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef745e64f0661_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e19792daf01a5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e59463f2192d5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ecb2eba300a7e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ef19b93035d26_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4a88ca3e9d34_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e5befaf8c3caa_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e5d8d0bc1d994_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e9d90e18c24bb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e01602c45d4b4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03be3fe699b5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0e1c604bd8b2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e10b514e816c3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12daa3e8ef5e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e130627e86d96_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e14e3b2017af8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17769f2ada73_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19ff72e93e64_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1c57d6b333e2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d3917d07e60_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e20696e6df205_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e215e3256e4b2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ad88fd17b3f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d4e0ee9f695_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e35bec6d5cf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3058ffb05f03_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e306af3324c83_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e340e00e62c86_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3742b782173e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e380a444181f0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3b4420a62428_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c1d4ed6995d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3d0c42b956d2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3feb2a6da63a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e406fb4b3b4c1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42f93b887fff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4a7eb87b0845_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4b9139167712_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5080f2030de5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e51d182065746_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5613f4334a88_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58fb6d67a0fe_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5de986118546_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5e6c90b73410_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5f673f74c62a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e611d91451467_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6318d832ebe9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6be4d3263e5c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c3a9ba76c03_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6d0dddb86043_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6dfe35ef8fcb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6e2c55dca73b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e71ba5dd6c5b9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e728f0b6c5f8b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e80a8ec35b094_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8b26be40d085_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8bc1452d942f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8f4843071645_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92f61d2cb875_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9b313eedabb6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e4aaf430528_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fbd5d0ed136_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0624be24797_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0d02f68d295_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0e8f737bf6f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea2a04b5e9922_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea391bfff6d94_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea64752d32fa6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea93e376fa0f0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaba7f3600324_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eae1da978dda4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb2aee14268ca_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb396782eb7f8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb55b3978e473_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb998b8544a05_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4c3d06fc710_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec56ac82de0ed_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec69105e57180_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec927f1939fc6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecaa6b1e9a37c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf5136dac8f4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed10c53a19590_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edabb477c9155_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edd61fbcb402d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeca736abb51c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeea665c96677_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef736f312d5d9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef8680f0dbdd5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc631f0e4aeb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e47002d1f63dd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e54e88d188801_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9abdf731bc9e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9d2123f8ec04_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb44db0007f59_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ef151e3eb330d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e044e98c11789_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0808d4a79944_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1af88d8a89ef_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2a942d78613e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2ebc7de804f8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e31a77d9b4a22_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e35215606d943_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e385a019097a7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e466af8d3fc71_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4a4c262514fe_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4e348e956697_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5de0b1d07e16_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e792ba9ffc203_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7f678e4060e7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9de8023cc9e7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea8d79d6ed2ab_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebde6434eb793_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec164893a0947_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed2ebb700d7dd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee217ae6d471a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee86a5d47696e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef2d965fca740_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efaccdcbdfd34_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efb8f3f2f3240_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e077efccfe63a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e0f7c12c6cc77_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3889f0773075_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3d621ed95a09_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e5456875a423e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e57e8020906d8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6e21c233ac5a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6f4632108138_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7e451d811814_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8722850632d4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb2f19ece9f31_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eba2ac92c600a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eead2125b479b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef57305fed160_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e5f40060bba80_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e617d59ed860d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e7c7c642f78f1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e9eef30ef97d5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4fe12b43265f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e854124d8ad2a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e91e45ec37d39_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e9c9141036de1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03d16dd7b5c8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e05d653ca550a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0787174d1b0c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e07ccf80cde40_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0b5f395b513b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0f9a7e68b27e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1080844bd9fa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12a94f21997c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e167db3d16b8b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e180d26311658_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1ad90a765262_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e21e3440c680a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22da56fc0cb9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2cda627d8d24_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2cfcdedbd70d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35c16b41dbc5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e366464450587_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e36a29578d4cb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3b21ae2dc414_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3cb7e6be77b8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3e72b23c0cb9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42d2558b56e5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e438573529a5a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e457f1124a438_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45870fee10e1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e46488a85a93f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f1e52230f1d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f2fda395aa8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c9f0220a3ef_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6254511e0c17_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e65f2a12fa131_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6745cd0a7e46_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6bcc7a41f9f0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6f2752d3011d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7644807e2eec_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f47e59fdbe0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e823b273b9b60_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e82fa13d41dc2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e84d2822bce67_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8c06d948e528_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8ccc9740260a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8e61e1b0ad26_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e91a80bfa14c5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e948390197c2f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e95328f30ddf8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e99a0f12358b6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a035d3007be_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9b1f0a7ba997_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9d365862f8b6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e57a15a08b7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea1501262fb0f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea2ef222dacab_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea39cefb03547_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea72d93de11fa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa8f14f38875_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaf252fc5b23c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb20484530185_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3c79c0ad010_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb85825ed1781_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebc10f617d931_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebcf5efdadb7f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebe31cccded49_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec10d8ec79cfe_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec736157ce7db_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdcadd6fff97_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf2db46e1c69_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed1e6d9fd2c12_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed4acb4d12526_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed6451fc1aaaa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed8bd65f0df61_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edb186f8955cb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edfc041500a44_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee33f196e6d7b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee98a7f8c5080_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eea06d3e89fb8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed00d0129e70_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed6a1012be02_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4cf5f2dd3b0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef50d453172a7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc3463f0aa0c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e0ec06e16a05f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e27150950f553_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e92214bd19ff5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eadb4d0096ab4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ec1aaf4200741_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ede467502aa35_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1398d151b3fd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e30131e60ec81_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3f2b1b89ac13_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3f9efb805626_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e47e86e12cd93_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e55db3f20a9cf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e56fa4510b214_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5c435cc34c47_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e66333fc1eee8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e674c7ea29622_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e83959d1c79f8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e85489becb354_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e883c6a97190e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e93027ac24eae_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9487ff8a6741_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e98327c043e3d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea0246c412649_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb208b56109b7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb935d015b59c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec1dfc135dc74_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2edad31ea31563_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2edcfd004d5298_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee41ed578b771_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee538efb1ad3a_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v3_entries(int i, uint32_t* count) {

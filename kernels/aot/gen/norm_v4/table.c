@@ -6,274 +6,274 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0387978703dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0778f4df2072_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0a17379f7339_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0e0472e45cb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0f8f9eb45466_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e3b5fa8f6edef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7b315fe07514_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8f15f872b757_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e970acf47d56d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea96e7a0a3bf5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea9d8fa9fae4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb93939f1a439_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ebe02b46ea9c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee23e090bafec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e21bb470f9c65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e7a347fced3be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e7b2028c7b351_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eeb6264d94128_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e16eab5753ce9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e1a4fe4b68cff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ec381e622bf7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ee66ce5fbb99b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c4db901661d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c798dda0e06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e268560cd2c0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2752ad6828f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e292215183616_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2cb93822e088_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2f4f0eab2d05_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e353c0ee6d8c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36dce8bb61d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3797275db239_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d5f189c998c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3dd473cd56d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3df93b878d0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3ffdf514760b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e40e1671de51e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49d3f7514192_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b0881797c31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4eeac5139d2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e50304eb5c0e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e50a5bd03bc67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e514e4c84fd0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b143e8212ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c01817baa5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c90c25f247d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e650f2d9c6b65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68627c57884f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68e4a12b5b56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69519e43a01a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b6cb6e364d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6d80b17bc80b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e749dae3393c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e74fa95b4eb59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e76c2d2800246_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7b2d183d3e09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e82258d50d280_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84bcc122663f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84df584259c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e898fcbb48dfa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8f907d6afe0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fb66a111981_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fe6b8d032ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e918875524627_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e958def307b44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a61ccf2fdbc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9cbe788a1f22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9d9c0c726dbd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9e33eff057a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea09c894a3ee6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea0a665f1284c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea22b83579a10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea53411f64919_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8406d480e2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ead174a2104ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb507990ae5bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb809b3d6d4a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdab1d211482_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebff4e8ec0976_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec6876ba56763_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf120213289c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed3a65bd492a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed571458c2d76_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed881f3e5f4e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed94c23291660_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee13651f87f10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee54580437f14_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee842007a3729_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee876b4bd5883_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef17232b32a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef7a19408b75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefa3fa77e6f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef2b8730cb5be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef400ae9e4ed6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef50bc2a4aaba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef5eacac54cd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef6fc2ba52295_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef73d13923921_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef8b0d246db52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efa6b4b1323d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc7a8316c255_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efe338dac84cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e427644c2d10c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e86f765a50859_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e918de55f2bb8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecb075b00865a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ee1184c93a84b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2effa4e772e4d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e12264f8945be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e156c27df5aaa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e287755fdf196_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e38baffc5e675_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3a00a1fd5bc0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3e60741bcf1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e41196d8ea333_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e467aba813ca4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4c3f7374da05_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e53d71e24f491_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e604dcb021761_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e67e618a2b860_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e69c1c1a5aa54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6a00adcf6b85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e716647a1ccf1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e97c6852a931d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9b67c09e575d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9fad99024527_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea3c61e070e22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec59554149221_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ece4e06a2c59d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2edf53fa2b6a11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef04897384d26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef789e96c6306_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1e7bd0eebc50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e23f2936fad64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e25d89bad6c30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e4765b166c86a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e52aaa3ec7374_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5c0f6f8bb770_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7e70c4f985d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e999d68aa385c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb113774ca9d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec1b5f99d20a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec465b7cc5eda_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed3883829aac8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee9a54b2275e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef0d687859c8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e4f4d9e96fba5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e9a512dc232cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eab84877b82a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ecbe0d817871f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e745680a698ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e86f7a28a0ca9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ed787ea8548aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eff11287235a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e022ec0445423_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0616f4623308_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e088cc9c5c878_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0dd27547bca2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0e6c77448452_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f1f26ee53dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e16a0e2083f84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e17332eb0c31a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e17a7d049ffe0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1aa21b225a31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ac0b3843e1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1b28cd4e1ac1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1c95d287cd71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e27b7804dbd59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e31f7a41ab5da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3242d5224f09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e342101733a46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e350d571d9df5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e35c1e57eca56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e38cd8342f496_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d16051cfec0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d613e4a1e86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3e19bb0cc42b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3e53b10ee04c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41a63b5e2424_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e42b9e48cbacf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43807da94aa8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e438abca2f25f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e46119d7e5e0d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4a7b68fde0c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c368201d935_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4d75f01f285c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e4c89396dbc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ee81a6570f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e508ee78ac4ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e517b1e2724dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e536847efe31b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e53d7f6decbff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e56bbe2f028f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5e49c3ffdcac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e650e5e05dbc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e658469b89fe4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f86faad6d14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7008557d00fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7057f775607a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7e9af70a0b81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e80f40dbf1f41_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fce3da07de1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90530a69c8d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90e6df2ae472_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e910c64ce3e66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9389ed206386_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9591d7aced43_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e965acf774578_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96843383f456_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5000bde3dd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea790c192e3d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea95a8cb49e28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb1524354d199_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb19976cc3a0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb40e7c085fdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb64b10b8dff6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb93303e86954_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebaae6d247f87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eccebdfc87bf6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed10db483b6eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edadbbc0dd634_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edaf040486586_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edbe0cd439a78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede7c767d1bac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edf53c0dfc912_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee296b9602dc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee38c32bd6497_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee8e64e45da12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eea97fd4bcc51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebe95975f98e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef603a6f8895_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef3ec4e7e460d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef8b9e55ac74f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efa451730f0fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e076ccb990ee2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e3c9038cc62db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e3dc7223b760a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e49d608e8a815_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e4eabb6460ced_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e67d05892e359_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e34abed4ea2ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e36873b69e0b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e40c75df8e12c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e41d33604ed74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e436334b63ce8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e48c46dc5d65e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4fd4680f10f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e53ec355f8c61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e55cd9772fe15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6139107a026f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6324ca1e4a42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e638f985f270c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e71a1af93f517_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e84fe846c325b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e874e39292f68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e95670a59e0ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9b34c79f9fb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb126cf52acd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec67a1abf3b92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec980e31b9903_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2edb869e07c361_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eed80c393b62f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef7aa86fb17d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2efacbd70a6d59_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0387978703dd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0778f4df2072_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0a17379f7339_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0e0472e45cb7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0f8f9eb45466_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e3b5fa8f6edef_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7b315fe07514_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8f15f872b757_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e970acf47d56d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea96e7a0a3bf5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea9d8fa9fae4e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb93939f1a439_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ebe02b46ea9c9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee23e090bafec_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e21bb470f9c65_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e7a347fced3be_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e7b2028c7b351_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eeb6264d94128_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e16eab5753ce9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e1a4fe4b68cff_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ec381e622bf7d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ee66ce5fbb99b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c4db901661d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c798dda0e06_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e268560cd2c0e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2752ad6828f3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e292215183616_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2cb93822e088_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2f4f0eab2d05_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e353c0ee6d8c6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e36dce8bb61d5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3797275db239_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d5f189c998c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3dd473cd56d8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3df93b878d0e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3ffdf514760b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e40e1671de51e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49d3f7514192_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b0881797c31_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4eeac5139d2c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e50304eb5c0e4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e50a5bd03bc67_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e514e4c84fd0e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b143e8212ad_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c01817baa5d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c90c25f247d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e650f2d9c6b65_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68627c57884f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68e4a12b5b56_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69519e43a01a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b6cb6e364d8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6d80b17bc80b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e749dae3393c1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e74fa95b4eb59_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e76c2d2800246_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7b2d183d3e09_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e82258d50d280_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84bcc122663f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84df584259c4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e898fcbb48dfa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8f907d6afe0a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fb66a111981_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fe6b8d032ef_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e918875524627_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e958def307b44_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a61ccf2fdbc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9cbe788a1f22_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9d9c0c726dbd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9e33eff057a1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea09c894a3ee6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea0a665f1284c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea22b83579a10_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea53411f64919_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8406d480e2b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ead174a2104ab_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb507990ae5bf_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb809b3d6d4a4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdab1d211482_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebff4e8ec0976_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec6876ba56763_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf120213289c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed3a65bd492a5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed571458c2d76_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed881f3e5f4e4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed94c23291660_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee13651f87f10_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee54580437f14_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee842007a3729_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee876b4bd5883_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef17232b32a3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef7a19408b75_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefa3fa77e6f7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef2b8730cb5be_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef400ae9e4ed6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef50bc2a4aaba_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef5eacac54cd0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef6fc2ba52295_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef73d13923921_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef8b0d246db52_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efa6b4b1323d7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc7a8316c255_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efe338dac84cb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e427644c2d10c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e86f765a50859_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e918de55f2bb8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecb075b00865a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ee1184c93a84b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2effa4e772e4d9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e12264f8945be_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e156c27df5aaa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e287755fdf196_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e38baffc5e675_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3a00a1fd5bc0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3e60741bcf1b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e41196d8ea333_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e467aba813ca4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4c3f7374da05_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e53d71e24f491_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e604dcb021761_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e67e618a2b860_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e69c1c1a5aa54_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6a00adcf6b85_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e716647a1ccf1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e97c6852a931d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9b67c09e575d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9fad99024527_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea3c61e070e22_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec59554149221_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ece4e06a2c59d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2edf53fa2b6a11_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef04897384d26_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef789e96c6306_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1e7bd0eebc50_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e23f2936fad64_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e25d89bad6c30_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e4765b166c86a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e52aaa3ec7374_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5c0f6f8bb770_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7e70c4f985d6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e999d68aa385c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb113774ca9d1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec1b5f99d20a4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec465b7cc5eda_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed3883829aac8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee9a54b2275e4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef0d687859c8f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e4f4d9e96fba5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e9a512dc232cb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eab84877b82a7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ecbe0d817871f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e745680a698ad_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e86f7a28a0ca9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ed787ea8548aa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eff11287235a8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e022ec0445423_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0616f4623308_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e088cc9c5c878_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0dd27547bca2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0e6c77448452_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f1f26ee53dd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e16a0e2083f84_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e17332eb0c31a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e17a7d049ffe0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1aa21b225a31_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ac0b3843e1a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1b28cd4e1ac1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1c95d287cd71_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e27b7804dbd59_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e31f7a41ab5da_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3242d5224f09_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e342101733a46_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e350d571d9df5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e35c1e57eca56_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e38cd8342f496_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d16051cfec0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d613e4a1e86_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3e19bb0cc42b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3e53b10ee04c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41a63b5e2424_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e42b9e48cbacf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43807da94aa8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e438abca2f25f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e46119d7e5e0d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4a7b68fde0c8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c368201d935_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4d75f01f285c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e4c89396dbc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ee81a6570f6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e508ee78ac4ec_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e517b1e2724dc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e536847efe31b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e53d7f6decbff_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e56bbe2f028f9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5e49c3ffdcac_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e650e5e05dbc6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e658469b89fe4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f86faad6d14_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7008557d00fd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7057f775607a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7e9af70a0b81_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e80f40dbf1f41_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fce3da07de1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90530a69c8d2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90e6df2ae472_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e910c64ce3e66_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9389ed206386_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9591d7aced43_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e965acf774578_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96843383f456_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5000bde3dd0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea790c192e3d0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea95a8cb49e28_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb1524354d199_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb19976cc3a0b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb40e7c085fdf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb64b10b8dff6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb93303e86954_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebaae6d247f87_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eccebdfc87bf6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed10db483b6eb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edadbbc0dd634_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edaf040486586_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edbe0cd439a78_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede7c767d1bac_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edf53c0dfc912_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee296b9602dc8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee38c32bd6497_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee8e64e45da12_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eea97fd4bcc51_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebe95975f98e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef603a6f8895_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef3ec4e7e460d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef8b9e55ac74f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efa451730f0fd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e076ccb990ee2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e3c9038cc62db_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e3dc7223b760a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e49d608e8a815_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e4eabb6460ced_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e67d05892e359_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e34abed4ea2ec_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e36873b69e0b2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e40c75df8e12c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e41d33604ed74_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e436334b63ce8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e48c46dc5d65e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4fd4680f10f5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e53ec355f8c61_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e55cd9772fe15_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6139107a026f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6324ca1e4a42_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e638f985f270c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e71a1af93f517_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e84fe846c325b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e874e39292f68_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e95670a59e0ef_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9b34c79f9fb6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb126cf52acd9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec67a1abf3b92_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec980e31b9903_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2edb869e07c361_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eed80c393b62f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef7aa86fb17d8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2efacbd70a6d59_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v4_entries(int i, uint32_t* count) {

@@ -6,138 +6,138 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e2c94d0087c3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e5f03b3507ca0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e776246ca18fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ebe6ac981c77a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e20526e0e318d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e2b29c5dae986_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e34602b95f7dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e4035aff8391b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e4576d18be9ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e68d3af4c3427_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e6e82d3223c13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e7e118bc0f83e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e9537ba2dbaa3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eb5e71c047a88_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e142c98e1ec65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e19e53be7ae6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e43d9f79e60b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e567ab8d27b75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e67e77bbabe20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e6dc4eb746a94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ead77228a6b21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eb4a51efd8834_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eb5e3aa7b6c05_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ec41b43d4f60d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0a5f397fcf30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0af72f8a5a14_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0c523a05188c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2480e48d793f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e266e3e84be44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2e676a32996b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2f5f85bbfabe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4039c4f64e21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e417c9f65d7d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4bbcbef58ab4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4eab64d987ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4ef5842b199d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5012d29b31fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5017dd4a668c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e507040a6b4d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e57782978cdb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5e1396839e15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e65981e43572c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e843e72aaaa07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8d9696f4d018_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea1962cd94847_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea3cca07b5fe1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb36704feb83d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb4975e7da6e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb9c8b97e510a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ebb2cf7c870a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ebf6ed465fd42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec04f6b7027e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec4acef5961e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec7f8ed4a0b72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec81dda0168fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed62cae6008b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee467ba4132e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eed27b68ff3d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eedf1e8afd473_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef0f6c75623be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efb022f4cc252_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efb54f8d99fa2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efd406b9c9f8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2effca67d35d49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e623ed42fb71e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e6bd039087f89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e71ef4f18a152_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ebcf74e8b25da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e17bafc813cdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e58a34a4ba31b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e67ccf74ee613_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e6c33a8ab140e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e77fe796b29ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e9eee66b6d998_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eb342f3a2590d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ebe7754b202b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2edcf29c7e8ab5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ee813d8f2cb59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e1d2fbfc32c4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e1f99b257dfa4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e274f5fb7218e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5e8d01ecc7a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e6cf28aaf484b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e831e498cc5b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ec22a99bc1902_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ed2986ca9fcd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ed96c693e2500_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2efad91f720488_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0b6cf03c5003_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e158a7f97ab6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e185fcfab4371_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e1ca903b8886d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e23337788032e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3641750e9c22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e393132e89a04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3b232fa8e41e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e408cecd3753f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e44c780e3c55c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e483e23ab1ca3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e553ed831874c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e57c03ddee1f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5a1a05764973_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5a7935379a41_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6977806d606e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6a604ccca3be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6be55e825d93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7207620d1b0d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7280ed306ff0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7993d8215ebe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e79977ae479b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8123777fb14d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e86223ee28a58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8aa5d3a70655_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8b5f546e31ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e994a5e72e277_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e9a6ae1130540_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea252a1044054_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eab67a7e8692a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ead22de7d6dc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb197523f1d6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb2c2fab14b76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb5bebbc6328f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed9af4a45279b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee18e238ea47c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee1cb8c0a4efe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee8f47ed23110_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eeb75d1421734_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef7f4edf3dc9b_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e2c94d0087c3c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e5f03b3507ca0_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e776246ca18fa_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ebe6ac981c77a_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e20526e0e318d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e2b29c5dae986_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e34602b95f7dd_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e4035aff8391b_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e4576d18be9ce_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e68d3af4c3427_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e6e82d3223c13_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e7e118bc0f83e_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e9537ba2dbaa3_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eb5e71c047a88_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e142c98e1ec65_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e19e53be7ae6c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e43d9f79e60b3_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e567ab8d27b75_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e67e77bbabe20_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e6dc4eb746a94_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ead77228a6b21_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eb4a51efd8834_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eb5e3aa7b6c05_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ec41b43d4f60d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0a5f397fcf30_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0af72f8a5a14_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0c523a05188c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2480e48d793f_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e266e3e84be44_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2e676a32996b_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2f5f85bbfabe_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4039c4f64e21_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e417c9f65d7d6_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4bbcbef58ab4_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4eab64d987ab_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4ef5842b199d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5012d29b31fa_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5017dd4a668c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e507040a6b4d8_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e57782978cdb2_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5e1396839e15_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e65981e43572c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e843e72aaaa07_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8d9696f4d018_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea1962cd94847_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea3cca07b5fe1_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb36704feb83d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb4975e7da6e2_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb9c8b97e510a_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ebb2cf7c870a7_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ebf6ed465fd42_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec04f6b7027e9_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec4acef5961e4_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec7f8ed4a0b72_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec81dda0168fb_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed62cae6008b4_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee467ba4132e8_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eed27b68ff3d9_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eedf1e8afd473_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef0f6c75623be_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efb022f4cc252_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efb54f8d99fa2_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efd406b9c9f8c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2effca67d35d49_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e623ed42fb71e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e6bd039087f89_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e71ef4f18a152_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ebcf74e8b25da_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e17bafc813cdc_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e58a34a4ba31b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e67ccf74ee613_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e6c33a8ab140e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e77fe796b29ad_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e9eee66b6d998_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eb342f3a2590d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ebe7754b202b0_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2edcf29c7e8ab5_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ee813d8f2cb59_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e1d2fbfc32c4f_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e1f99b257dfa4_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e274f5fb7218e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5e8d01ecc7a3_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e6cf28aaf484b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e831e498cc5b3_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ec22a99bc1902_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ed2986ca9fcd0_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ed96c693e2500_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2efad91f720488_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0b6cf03c5003_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e158a7f97ab6b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e185fcfab4371_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e1ca903b8886d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e23337788032e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3641750e9c22_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e393132e89a04_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3b232fa8e41e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e408cecd3753f_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e44c780e3c55c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e483e23ab1ca3_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e553ed831874c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e57c03ddee1f2_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5a1a05764973_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5a7935379a41_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6977806d606e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6a604ccca3be_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6be55e825d93_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7207620d1b0d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7280ed306ff0_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7993d8215ebe_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e79977ae479b5_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8123777fb14d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e86223ee28a58_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8aa5d3a70655_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8b5f546e31ba_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e994a5e72e277_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e9a6ae1130540_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea252a1044054_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eab67a7e8692a_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ead22de7d6dc4_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb197523f1d6b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb2c2fab14b76_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb5bebbc6328f_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed9af4a45279b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee18e238ea47c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee1cb8c0a4efe_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee8f47ed23110_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eeb75d1421734_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef7f4edf3dc9b_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_reduce_v3_entries(int i, uint32_t* count) {

@@ -6,138 +6,138 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e4ad7720934a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e70c487c93649_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e9168a67edeeb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ea964b93fc596_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e21b4a18b59e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e242932983d7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2f2f0293837c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e406e543857fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e766f248aaf07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e89a1a04d9b24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ec4774716a261_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2edfd39ec73ebb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ee16b32e64279_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2eed2e5ce4b6fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e0f2e14295ae3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2038d6648cc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e30583d09c7f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e338fe1054cf3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e5c47dfe35afc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e8470e998c1bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e8ecfc40aac77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e99f9d5b3673a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2eb636964b2fae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee3522293af72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0460e4594efa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e04bfd53f0146_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e119719506c7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2071076e2fc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e288852be4d35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e28d970e8ca62_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2a4a92f499a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2ee808d640fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e3a463add882e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e572524a8397b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e577cb997d552_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5afb3b0d9a53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5f4f38a11167_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e60222200b9dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e628f06e81443_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e62a0ba8a0761_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e700068000fb5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7daa070a762c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e805e20683e1c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e85277fad8110_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e99fdbd397a0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea39cc008220f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea85064772081_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eaa036d713b35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eab557eaa7d8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb01ceb21c74d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb6858fa1b85d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eba94c6f89b69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec1645846ea08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec59fbe4c5c52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed4965f14f25d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed4e5dc227b78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed69ce03bf0c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed8e4e4071909_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ede673d9f8b8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edf91a3365c0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee4417870233b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee684744193e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eea3f9f778f82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eed3901f499f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e3ae1ab794689_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e4736c94a8164_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ea02fc0bb1bde_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec3d349a3376e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e048fe0f6541b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e199d7e867d26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e32fbd66d950a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e48877acecdda_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e7c3ed3dca86d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea7d2f9d5c325_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebd0f9a4a8280_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebe28c24de719_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ed20c0f4d3b13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ee66c553e1209_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e400e1d4b4b2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e478f7018ac9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e50bfaa6e010c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e632cfd85e3eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ec258e1394122_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ec6cc351e0458_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee58e0c9fcfcf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee5bbf1ddd6fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ef23009600833_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2efa07cce1966c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0bd7cb253f13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0f8873353e48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1a797867c552_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e25fcd9ab7551_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e27e1223b7fc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4664aabff245_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4ddbd20556e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e51f40931c811_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e547db3883899_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5705d1a8c5bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e57beb6931037_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5c48292a8162_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e61dd1a8c998e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e62a8fe15dfe2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e6972fb08bfe3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e72e5b5a44a38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7849badae869_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e78bc1525b783_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7c42e2d54fa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e829b3105f249_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e83ad311ac169_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e923e695bfacc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e99d9f6d2dafd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea8b9974b550a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eaf437901e38c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb2e987c598c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb4969f9dd2ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec35984ad5934_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec784b5b64099_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ecd9e9637903c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ecef2bd2c3507_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edc8b89439d96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edfc0252937d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee5da573994e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eeba725221e2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eebdc1abc2f31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eeed004c11fc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ef81ac0dd23f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ef89d5f0d7fff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ef95b3abdc7d9_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e4ad7720934a1_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e70c487c93649_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e9168a67edeeb_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ea964b93fc596_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e21b4a18b59e5_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e242932983d7e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2f2f0293837c_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e406e543857fd_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e766f248aaf07_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e89a1a04d9b24_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ec4774716a261_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2edfd39ec73ebb_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ee16b32e64279_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2eed2e5ce4b6fa_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e0f2e14295ae3_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2038d6648cc2_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e30583d09c7f9_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e338fe1054cf3_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e5c47dfe35afc_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e8470e998c1bd_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e8ecfc40aac77_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e99f9d5b3673a_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2eb636964b2fae_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee3522293af72_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0460e4594efa_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e04bfd53f0146_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e119719506c7c_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2071076e2fc4_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e288852be4d35_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e28d970e8ca62_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2a4a92f499a9_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2ee808d640fe_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e3a463add882e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e572524a8397b_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e577cb997d552_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5afb3b0d9a53_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5f4f38a11167_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e60222200b9dd_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e628f06e81443_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e62a0ba8a0761_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e700068000fb5_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7daa070a762c_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e805e20683e1c_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e85277fad8110_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e99fdbd397a0f_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea39cc008220f_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea85064772081_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eaa036d713b35_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eab557eaa7d8d_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb01ceb21c74d_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb6858fa1b85d_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eba94c6f89b69_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec1645846ea08_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec59fbe4c5c52_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed4965f14f25d_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed4e5dc227b78_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed69ce03bf0c5_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed8e4e4071909_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ede673d9f8b8a_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edf91a3365c0e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee4417870233b_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee684744193e5_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eea3f9f778f82_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eed3901f499f3_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e3ae1ab794689_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e4736c94a8164_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ea02fc0bb1bde_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec3d349a3376e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e048fe0f6541b_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e199d7e867d26_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e32fbd66d950a_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e48877acecdda_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e7c3ed3dca86d_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea7d2f9d5c325_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebd0f9a4a8280_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebe28c24de719_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ed20c0f4d3b13_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ee66c553e1209_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e400e1d4b4b2e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e478f7018ac9d_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e50bfaa6e010c_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e632cfd85e3eb_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ec258e1394122_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ec6cc351e0458_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee58e0c9fcfcf_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee5bbf1ddd6fb_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ef23009600833_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2efa07cce1966c_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0bd7cb253f13_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0f8873353e48_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1a797867c552_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e25fcd9ab7551_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e27e1223b7fc2_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4664aabff245_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4ddbd20556e0_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e51f40931c811_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e547db3883899_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5705d1a8c5bc_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e57beb6931037_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5c48292a8162_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e61dd1a8c998e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e62a8fe15dfe2_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e6972fb08bfe3_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e72e5b5a44a38_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7849badae869_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e78bc1525b783_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7c42e2d54fa6_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e829b3105f249_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e83ad311ac169_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e923e695bfacc_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e99d9f6d2dafd_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea8b9974b550a_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eaf437901e38c_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb2e987c598c7_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb4969f9dd2ed_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec35984ad5934_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec784b5b64099_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ecd9e9637903c_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ecef2bd2c3507_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edc8b89439d96_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edfc0252937d4_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee5da573994e7_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eeba725221e2e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eebdc1abc2f31_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eeed004c11fc2_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ef81ac0dd23f6_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ef89d5f0d7fff_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ef95b3abdc7d9_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_reduce_v4_entries(int i, uint32_t* count) {

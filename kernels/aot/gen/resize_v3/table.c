@@ -6,110 +6,110 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e00dcbb8cfee2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2eda851ea920d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e009c98031855_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e017117f4b2fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e082eb13395d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e086df27ecaec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1ea0cf6b4ba0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e226569f61e2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e248f8978fad1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2918276ed0d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2ef51e8893e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3153e6c52587_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e33fed4b2733e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3702c4172995_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3f1d3e858eaa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4ba95f82326c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4cdcf2c7af9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e51aa8d433ff7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e58c2a0f4238d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5bd54f0241a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5c368fd2eb86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6a2c91e74e7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7297b3040032_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e750a431f910b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e78fc99aaa93f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7ad89e9701c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e81ff195e289b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8ba1613caa54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e987cdd86d691_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e98f8ee588fad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9e9e346db440_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9f31ee969edf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea954e5235ca1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eabf35d1dd35d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eaf61326b4488_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebb8be24aed5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebc0bb799cc83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebde5a19b4538_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec1ce8644ecee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ece6686222bf5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed135f606ee90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edd37661b6e24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edd98b220c2ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edf468cbc2b1a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edfcb3dc5d294_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eea095d7b2753_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eea5b225dbe0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eecc16a8536cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eed7b29e4836e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef00d531354c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e3ad6dcdc7558_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2eee0273a62323_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07430f9a0f51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1746e016ad32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e22955c8c86c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2c29ccba8e12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2df1457130fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3313739c662f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e35fd1ddf55cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3a037e0c1f13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3f93e62c5c67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e43a90feb2a78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e479b4bfd91d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4a5552ae6ade_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4e9b8f8fd23a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4ea84a7585c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5530a3473b75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5eabf8af5706_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e69c06332d9e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6a55d336c5c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e77f5c97ff533_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8b82d04b81e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8b94b81b6af3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8cb45bfdf692_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9127f0c7880b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e999133271190_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9ca1bf57f8e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9f9960f084bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eacfcd498652e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ead627660f2c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb26e89e65a38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb7ffbb8f02b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebb8676be6362_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebcd46e9350e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebe3f1f1cf5c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec4379e375080_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec6b05452bcc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed2905fce6433_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed30d16505fa5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed6c728f1acbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed716c2a02a8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee16be46e06e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee32d436f7d22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee51a1c012240_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee5db5f86712f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee5fa0714336b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee8207f6e61a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee92cf22ed960_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef5d08612f972_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef73326469fa0_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e00dcbb8cfee2_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2eda851ea920d0_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e009c98031855_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e017117f4b2fa_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e082eb13395d1_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e086df27ecaec_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1ea0cf6b4ba0_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e226569f61e2e_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e248f8978fad1_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2918276ed0d4_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2ef51e8893e1_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3153e6c52587_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e33fed4b2733e_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3702c4172995_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3f1d3e858eaa_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4ba95f82326c_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4cdcf2c7af9b_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e51aa8d433ff7_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e58c2a0f4238d_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5bd54f0241a1_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5c368fd2eb86_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6a2c91e74e7c_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7297b3040032_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e750a431f910b_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e78fc99aaa93f_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7ad89e9701c8_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e81ff195e289b_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8ba1613caa54_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e987cdd86d691_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e98f8ee588fad_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9e9e346db440_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9f31ee969edf_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea954e5235ca1_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eabf35d1dd35d_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eaf61326b4488_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebb8be24aed5e_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebc0bb799cc83_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebde5a19b4538_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec1ce8644ecee_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ece6686222bf5_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed135f606ee90_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edd37661b6e24_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edd98b220c2ce_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edf468cbc2b1a_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edfcb3dc5d294_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eea095d7b2753_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eea5b225dbe0a_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eecc16a8536cb_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eed7b29e4836e_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef00d531354c1_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e3ad6dcdc7558_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2eee0273a62323_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07430f9a0f51_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1746e016ad32_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e22955c8c86c0_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2c29ccba8e12_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2df1457130fa_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3313739c662f_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e35fd1ddf55cf_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3a037e0c1f13_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3f93e62c5c67_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e43a90feb2a78_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e479b4bfd91d5_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4a5552ae6ade_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4e9b8f8fd23a_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4ea84a7585c6_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5530a3473b75_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5eabf8af5706_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e69c06332d9e6_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6a55d336c5c0_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e77f5c97ff533_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8b82d04b81e4_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8b94b81b6af3_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8cb45bfdf692_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9127f0c7880b_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e999133271190_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9ca1bf57f8e9_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9f9960f084bb_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eacfcd498652e_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ead627660f2c0_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb26e89e65a38_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb7ffbb8f02b8_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebb8676be6362_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebcd46e9350e3_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebe3f1f1cf5c3_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec4379e375080_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec6b05452bcc2_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed2905fce6433_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed30d16505fa5_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed6c728f1acbe_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed716c2a02a8b_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee16be46e06e9_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee32d436f7d22_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee51a1c012240_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee5db5f86712f_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee5fa0714336b_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee8207f6e61a9_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee92cf22ed960_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef5d08612f972_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef73326469fa0_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_resize_v3_entries(int i, uint32_t* count) {

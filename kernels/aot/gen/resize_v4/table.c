@@ -6,110 +6,110 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2e6f82073206e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e4f32e1090910_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e004946eac67a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0069f9c8eeac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e027922fc9c09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0627efe2f2e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e066a2d93b26b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0ee4926f0e3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e13d940d20e56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e14ed0363db26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e19a2c88a412d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1d4ac0fe43cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e210e92d74443_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e37b72f6f9a93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e39bbfa2b122a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e441917b94841_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4d6ba4e139aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e560e3d9fab78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e56626d0f5506_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5818eb5c7c1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e638ded346bb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e65b046565703_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e672d7323fd82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e683cb442f902_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7455ced60d37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e798835531906_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7ce0dbf43b1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e80597ed908ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e810fb9c63aba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e85b312d7d74b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9013e7fa8731_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e91558c2d2278_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e94f08999627b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e97ada4de4e0d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9f2941320d85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea1549eb1ea12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb0022f9ef5ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed7c032fecea5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2edb2708dfbbca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2edf8146fa9889_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee0d1a8c6cb0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee2b7ad8aff48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee397e95f11dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eeaa8fca70f6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef50c18f21b48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef5612e84ccfb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef5d04d9ca615_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efc7fce2e1399_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efde478fa7ed5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efe90e1ecbb4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2e9b05d2de1f03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e8b85c767b984_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e01b973bfacba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e035bcc2ebcc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e05c4479c370c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1282d787ddb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e217dc9474686_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2a04092a3fe9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2a8f0e40f7d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2cd72388df97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e35ae665094c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3a483edb4681_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3d64067cfcc7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e433c694de5e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e435fc9063a9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e45d04c7719f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4b27afb29892_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4fb02136e7ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e6fe617ab6337_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7d49b13c6c20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e88dbe5653dc3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8a8b1115562f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8cc391652b4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e90640344141c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e93249c0a8074_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e958bba674636_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9697fa035c99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9b0ae1f23389_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9d3e6fcfebdb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea0ec8e3d2735_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb54e36e4e5d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb76053363063_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebeef8769abd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec2a66a48b212_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecc92cdbd5001_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ece850d26464c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed254e2c6750f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed49384dcd890_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed7647b70f37e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee46ac945d8b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee6f9ab305abb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee81e85f5ba1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eed1da195226f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef24b499d083b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef52b9771d415_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef87877d5c0b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef88adbb2739c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef88fb48fb3db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efc86db2aef03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eff40326b2d42_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2e6f82073206e5_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e4f32e1090910_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e004946eac67a_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0069f9c8eeac_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e027922fc9c09_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0627efe2f2e7_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e066a2d93b26b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0ee4926f0e3a_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e13d940d20e56_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e14ed0363db26_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e19a2c88a412d_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1d4ac0fe43cd_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e210e92d74443_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e37b72f6f9a93_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e39bbfa2b122a_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e441917b94841_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4d6ba4e139aa_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e560e3d9fab78_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e56626d0f5506_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5818eb5c7c1b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e638ded346bb7_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e65b046565703_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e672d7323fd82_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e683cb442f902_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7455ced60d37_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e798835531906_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7ce0dbf43b1b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e80597ed908ea_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e810fb9c63aba_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e85b312d7d74b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9013e7fa8731_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e91558c2d2278_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e94f08999627b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e97ada4de4e0d_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9f2941320d85_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea1549eb1ea12_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb0022f9ef5ac_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed7c032fecea5_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2edb2708dfbbca_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2edf8146fa9889_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee0d1a8c6cb0c_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee2b7ad8aff48_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee397e95f11dc_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eeaa8fca70f6b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef50c18f21b48_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef5612e84ccfb_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef5d04d9ca615_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efc7fce2e1399_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efde478fa7ed5_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efe90e1ecbb4f_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2e9b05d2de1f03_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e8b85c767b984_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e01b973bfacba_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e035bcc2ebcc6_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e05c4479c370c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1282d787ddb2_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e217dc9474686_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2a04092a3fe9_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2a8f0e40f7d9_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2cd72388df97_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e35ae665094c7_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3a483edb4681_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3d64067cfcc7_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e433c694de5e7_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e435fc9063a9b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e45d04c7719f9_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4b27afb29892_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4fb02136e7ad_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e6fe617ab6337_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7d49b13c6c20_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e88dbe5653dc3_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8a8b1115562f_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8cc391652b4c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e90640344141c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e93249c0a8074_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e958bba674636_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9697fa035c99_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9b0ae1f23389_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9d3e6fcfebdb_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea0ec8e3d2735_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb54e36e4e5d1_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb76053363063_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebeef8769abd0_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec2a66a48b212_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecc92cdbd5001_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ece850d26464c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed254e2c6750f_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed49384dcd890_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed7647b70f37e_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee46ac945d8b6_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee6f9ab305abb_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee81e85f5ba1f_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eed1da195226f_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef24b499d083b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef52b9771d415_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef87877d5c0b7_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef88adbb2739c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef88fb48fb3db_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efc86db2aef03_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eff40326b2d42_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_resize_v4_entries(int i, uint32_t* count) {

@@ -6,18 +6,18 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e0655ccbd8164_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e196a9006e12a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2e499e08b10e39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2erows_2e477628ed6b2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e954e1b87a71f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2ef67fd555a0c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2e0c6b3e029d93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2erows_2e36436544e842_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e0655ccbd8164_entries,
-    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e196a9006e12a_entries,
-    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2e499e08b10e39_entries,
-    loom_aot_loom_2eaot_2ev3_2ernn_2erows_2e477628ed6b2b_entries,
+    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e954e1b87a71f_entries,
+    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2ef67fd555a0c1_entries,
+    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2e0c6b3e029d93_entries,
+    loom_aot_loom_2eaot_2ev3_2ernn_2erows_2e36436544e842_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_rnn_v3_entries(int i, uint32_t* count) {

@@ -6,18 +6,18 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2e595e13a15c9a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2eb7c178c4ca5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2e3bbb8fd3d600_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2erows_2eecd9504d5d8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2e1e5c2dfdea51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2edaf9b512e9c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2e7b9ffd419bd7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2erows_2e0d53ce3b5741_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2e595e13a15c9a_entries,
-    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2eb7c178c4ca5d_entries,
-    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2e3bbb8fd3d600_entries,
-    loom_aot_loom_2eaot_2ev4_2ernn_2erows_2eecd9504d5d8c_entries,
+    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2e1e5c2dfdea51_entries,
+    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2edaf9b512e9c1_entries,
+    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2e7b9ffd419bd7_entries,
+    loom_aot_loom_2eaot_2ev4_2ernn_2erows_2e0d53ce3b5741_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_rnn_v4_entries(int i, uint32_t* count) {
