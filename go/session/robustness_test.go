@@ -382,3 +382,26 @@ func TestSpaceDepthRefuseBadBlocksizes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int64{1, 2, 12, 12}, out[0].Dims())
 }
+
+// An index out of range fed to Gather names the tensor and the index: the interpreter's
+// planner sees the indices and names the index; a compiled plan's kernel (planned before the
+// indices are known) fails its bounds check, which names the tensor its reads fell outside.
+func TestGatherOutOfRangeIsNamed(t *testing.T) {
+	x := tensor.MustTensor([]int64{4, 3}, make([]float32, 12))
+	good := []tensor.Tensor{x, tensor.MustTensor([]int64{2}, []int64{3, -4})}
+	bad := feedsOf([]tensor.Tensor{x, tensor.MustTensor([]int64{2}, []int64{1, 9})})
+	for executor, want := range map[string]string{
+		exec.ExecutorInterpreter: "index 9 out of range [-4, 4)",
+		exec.ExecutorPlan:        `failed a bounds check: accesses outside input 0 ("in0") were skipped (an index out of range)`,
+	} {
+		s, feeds := hostileSession(t, executor, graph.NewNode("gather", "Gather", nil, []string{"y"}), 13, good)
+		for range 2 {
+			_, err := s.Run(context.Background(), feeds)
+			require.NoError(t, err, executor)
+		}
+		_, err := s.Run(context.Background(), bad)
+		require.ErrorIs(t, err, tensor.ErrInvalidArgument, executor)
+		assert.Contains(t, err.Error(), want, executor)
+		assert.Contains(t, err.Error(), `node "gather"`, executor)
+	}
+}

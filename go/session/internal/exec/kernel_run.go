@@ -41,6 +41,11 @@ func (c *KernelCache) servablePlanAs(ctx *device.ModelContext, key string, n *gr
 // RunKernelPlan runs p once on the run's device: uploads the inputs the calls read, allocates
 // outputs and scratch, issues the calls as one command list and reads the outputs back.
 func (rc *RunCtx) RunKernelPlan(p *ops.KernelPlan, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return rc.RunKernelPlanFor(nil, p, in)
+}
+
+// RunKernelPlanFor is RunKernelPlan for node n, whose operands a failed bounds check names.
+func (rc *RunCtx) RunKernelPlanFor(n *graph.Node, p *ops.KernelPlan, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	outs := make([]tensor.Tensor, len(p.Outputs))
 	for i, o := range p.Outputs {
 		t, err := tensor.Zeros(o.Dtype, o.Shape)
@@ -170,8 +175,7 @@ func (rc *RunCtx) RunKernelPlan(p *ops.KernelPlan, in []tensor.Tensor) ([]tensor
 	}
 	for ci, c := range p.Calls {
 		if bits := binary.LittleEndian.Uint32(words[4*ci:]); bits != 0 {
-			return nil, ops.OpErr("kernel %s failed a bounds check (violation bits 0x%x; an index out of range, or an assumption about the operands that does not hold)",
-				ops.Describe(ops.KernelCall{File: c.File, Symbol: c.Symbol, Config: c.Config}), bits)
+			return nil, ops.OpErr("kernel %s failed a bounds check: %s", ops.Describe(c), ops.ViolationReason(n, c, bits))
 		}
 	}
 	return outs, nil
@@ -211,6 +215,6 @@ func kernelRun(key string, fallback ops.OpFunc) RunFunc {
 			rc.KernelVariant, rc.KernelReason = VariantHost, why
 			return outs, err
 		}
-		return rc.RunKernelPlan(p, in)
+		return rc.RunKernelPlanFor(n, p, in)
 	}
 }

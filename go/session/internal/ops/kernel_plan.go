@@ -345,3 +345,61 @@ func AgreesWith(p *KernelPlan, traced []tensor.Tensor) string {
 	}
 	return ""
 }
+
+// ViolationReason says what a launch's violation word reports (docs/loom.md, "Bounds and the
+// violation word"), naming the operands of node n (nil: by position only) that call c binds:
+// an access to a binding skipped because it fell outside the tensor, a view that does not fit
+// its operand, an assumption about the operands that does not hold, a launch that does not
+// match the kernel's geometry.
+func ViolationReason(n *graph.Node, c KernelCall, bits uint32) string {
+	operand := func(b int) string {
+		if b >= len(c.Bind) {
+			return fmt.Sprintf("binding %d", b)
+		}
+		o := c.Bind[b].Operand
+		var names []string
+		if n != nil {
+			switch o.Kind {
+			case OperandInput:
+				names = n.Inputs
+			case OperandOutput:
+				names = n.Outputs
+			}
+		}
+		if o.Index < len(names) && names[o.Index] != "" {
+			return fmt.Sprintf("%s (%q)", o, names[o.Index])
+		}
+		return o.String()
+	}
+	var what []string
+	var skipped []string
+	for b := 0; b < 23; b++ {
+		if bits&(1<<b) != 0 {
+			skipped = append(skipped, operand(b))
+		}
+	}
+	if bits&(1<<23) != 0 {
+		skipped = append(skipped, fmt.Sprintf("a binding from %d on", 23))
+	}
+	if len(skipped) > 0 {
+		what = append(what, "accesses outside "+strings.Join(skipped, ", ")+" were skipped (an index out of range)")
+	}
+	for _, f := range []struct {
+		bit  uint32
+		text string
+	}{
+		{1 << 24, "an access outside the block's shared memory was skipped"},
+		{1 << 25, "an access outside a local array was skipped"},
+		{1 << 28, "a view does not fit its operand (an operand smaller than the shapes the kernel was given)"},
+		{1 << 29, "an assumption about the operands does not hold"},
+		{1 << 30, "the launch does not match the kernel's launch program or bindings"},
+	} {
+		if bits&f.bit != 0 {
+			what = append(what, f.text)
+		}
+	}
+	if len(what) == 0 {
+		what = append(what, "unknown bits")
+	}
+	return fmt.Sprintf("%s (violation bits 0x%x)", strings.Join(what, "; "), bits)
+}

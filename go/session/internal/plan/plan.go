@@ -177,6 +177,7 @@ type Instance struct {
 	// wordOwners[i] is the step whose kernel owns word i, segWords[s] segment s's first word.
 	words      []byte
 	wordOwners []int
+	wordCalls  []int // the call of its step's kernel plan that owns word i
 	segWords   []int
 	// segBindings[s] are segment s's kernel bindings of bound inputs and outputs (by node,
 	// then binding), rebound to the run's memory each run.
@@ -875,7 +876,7 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 				}
 				return t.region(arena, r.Slot)
 			}
-			for _, c := range st.kernel.Calls {
+			for ci, c := range st.kernel.Calls {
 				k, err := p.Eng.Kernels.Get(p.Eng.Ctx, phase, c.File, c.Symbol, c.Config)
 				if err != nil {
 					return nil, err
@@ -892,6 +893,7 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 					return nil, err
 				}
 				inst.wordOwners = append(inst.wordOwners, i)
+				inst.wordCalls = append(inst.wordCalls, ci)
 				d := device.Dispatch{Kernel: kid, Args: c.Args, Workload: c.Workload, Violation: word}
 				for bi, b := range c.Bind {
 					r, err := resolve(b.Operand)
@@ -1341,8 +1343,9 @@ func (t *Template) checkViolations(inst *Instance, seg int) error {
 		binary.LittleEndian.PutUint32(inst.words[4*w:], 0)
 		if failure == nil {
 			st := &t.Steps[inst.wordOwners[w]]
-			failure = tensor.NewNodeError("Run", tensor.ErrInvalidArgument, st.Node, "kernel %s failed a bounds check (violation bits 0x%x; an index out of range, or an assumption about the operands that does not hold)",
-				ops.Variant(st.kernel), bits)
+			c := st.kernel.Calls[inst.wordCalls[w]]
+			failure = tensor.NewNodeError("Run", tensor.ErrInvalidArgument, st.Node, "kernel %s failed a bounds check: %s",
+				ops.Describe(c), ops.ViolationReason(st.Node, c, bits))
 		}
 	}
 	return failure
