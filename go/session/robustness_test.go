@@ -405,3 +405,30 @@ func TestGatherOutOfRangeIsNamed(t *testing.T) {
 		assert.Contains(t, err.Error(), `node "gather"`, executor)
 	}
 }
+
+// A Loop's scan outputs are checked against the element limit as they grow, so a trip count
+// of 10^12 stops at the limit instead of growing until memory runs out (issue 18 finding 5),
+// on both executors; the session then runs a short loop.
+func TestLoopScanOutputsStayWithinTheLimit(t *testing.T) {
+	k, w := []float32{0.5, 0.5, 0.5, 0.5}, []float32{1, 2, 3, 4}
+	x := tensor.MustTensor([]int64{4}, []float32{1, 1, 1, 1})
+	trip := func(n int64) []tensor.NamedTensor {
+		return []tensor.NamedTensor{{Name: "n", Tensor: tensor.MustTensor([]int64{}, []int64{n})}, {Name: "x", Tensor: x}}
+	}
+	for _, executor := range traceExecutors {
+		s, err := FromGraph(loopModel(t, k, w), tracedOptions(nil, executor, WithLimits(graph.Limits{MaxElements: 4096}))...)
+		require.NoError(t, err)
+		_, err = s.Run(context.Background(), trip(3))
+		require.NoError(t, err, executor)
+		start := time.Now()
+		_, err = s.Run(context.Background(), trip(1e12))
+		require.ErrorIs(t, err, tensor.ErrOverBudget, executor)
+		assert.Contains(t, err.Error(), "Loop scan output 0 after 1025 iterations would have 4100 elements", executor)
+		assert.Contains(t, err.Error(), `node "loop"`, executor)
+		assert.Less(t, time.Since(start), time.Minute, executor)
+		outs, err := s.Run(context.Background(), trip(2))
+		require.NoError(t, err, executor)
+		assert.Equal(t, []int64{2, 4}, outs[1].Dims(), executor)
+		require.NoError(t, s.Close())
+	}
+}

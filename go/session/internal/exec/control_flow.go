@@ -65,6 +65,7 @@ func (rc *RunCtx) ControlFlow(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]t
 			return nil, fmt.Errorf("Loop body has %d outputs for %d loop-carried values (want at least 1 + %d)", len(g.Outputs), nCarried, nCarried)
 		}
 		var scans [][]tensor.Tensor
+		var scanElems []int64 // each scan output's elements so far: checked against the limit as it grows
 		for it := int64(0); it < maxTrip && cond; it++ {
 			if it > 1<<24 {
 				return nil, fmt.Errorf("Loop ran more than 2^24 iterations")
@@ -86,10 +87,15 @@ func (rc *RunCtx) ControlFlow(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]t
 			carried = outs[1 : 1+nCarried]
 			if scans == nil {
 				scans = make([][]tensor.Tensor, len(outs)-1-nCarried)
+				scanElems = make([]int64, len(scans))
 			}
 			for i, t := range outs[1+nCarried:] {
 				if tensor.Box(t) != nil {
 					return nil, fmt.Errorf("Loop scan output %d is %s (%s); scan outputs must be tensors", i, tensor.Article(t), t)
+				}
+				scanElems[i] += int64(t.Len())
+				if err := ops.CheckCount(rc, fmt.Sprintf("Loop scan output %d after %d iterations", i, it+1), float64(scanElems[i])); err != nil {
+					return nil, err
 				}
 				scans[i] = append(scans[i], t)
 			}
