@@ -113,12 +113,12 @@ func (p *syncPlan) build(ops []*ir.Op, defSeg map[*ir.Value]int) []*syncNode {
 		if !effect {
 			// Arithmetic alone (a bound of the next loop, say): later segments that use
 			// its values recompute them, so the threads have nothing to do here.
-			defer func() { cur = nil }()
 			for _, op := range cur {
 				if op.Result != nil {
 					defSeg[op.Result] = -1 - len(p.segs)
 				}
 			}
+			cur = nil
 			return
 		}
 		s := &hostSegment{id: len(p.segs), ops: cur}

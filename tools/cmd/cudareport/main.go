@@ -75,21 +75,13 @@ func run(args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	tool := *cuobjdump
-	if tool == "" {
-		p, err := exec.LookPath("cuobjdump")
-		if err != nil {
-			return fmt.Errorf("no cuobjdump: set -cuobjdump or LOOM_CUOBJDUMP (tools/cuda/fetch.sh installs it)")
-		}
-		tool = p
+	tool, err := lookTool(*cuobjdump, "cuobjdump", "LOOM_CUOBJDUMP")
+	if err != nil {
+		return err
 	}
-	disasm := *nvdisasm
-	if disasm == "" {
-		p, err := exec.LookPath("nvdisasm")
-		if err != nil {
-			return fmt.Errorf("no nvdisasm: set -nvdisasm or LOOM_NVDISASM (tools/cuda/fetch.sh installs it)")
-		}
-		disasm = p
+	disasm, err := lookTool(*nvdisasm, "nvdisasm", "LOOM_NVDISASM")
+	if err != nil {
+		return err
 	}
 	t, err := loom.ParseTarget(*target)
 	if err != nil || t.Kind != loom.TargetCUDA {
@@ -168,6 +160,18 @@ func run(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "cudareport: %d cubins for %s meet the thresholds or are listed; %s is current\n", len(us), t, *out)
 	return nil
+}
+
+// lookTool is the tool a flag names, else name on PATH.
+func lookTool(flagValue, name, env string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("no %s: set -%s or %s (tools/cuda/fetch.sh installs it)", name, name, env)
+	}
+	return p, nil
 }
 
 // smLimits are the per-SM resources of the occupancy model (CUDA C Programming Guide, compute

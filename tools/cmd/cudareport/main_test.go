@@ -37,25 +37,23 @@ func TestResourceReportIsCurrent(t *testing.T) {
 	if os.Getenv("TEST_SRCDIR") != "" {
 		t.Skip("checked by `go test ./tools/cmd/cudareport` through go.work")
 	}
-	tool := os.Getenv("LOOM_CUOBJDUMP")
-	if tool == "" {
-		tool, _ = exec.LookPath("cuobjdump")
-	}
-	if tool == "" {
-		if os.Getenv("LOOM_REQUIRE_NVRTC") == "1" {
-			t.Fatal("LOOM_REQUIRE_NVRTC=1 but no cuobjdump: set LOOM_CUOBJDUMP (tools/cuda/fetch.sh)")
-		}
-		t.Skip("no cuobjdump (LOOM_CUOBJDUMP, tools/cuda/fetch.sh)")
-	}
-	disasm := os.Getenv("LOOM_NVDISASM")
-	if disasm == "" {
-		disasm, _ = exec.LookPath("nvdisasm")
-	}
-	if disasm == "" {
-		if os.Getenv("LOOM_REQUIRE_NVRTC") == "1" {
-			t.Fatal("LOOM_REQUIRE_NVRTC=1 but no nvdisasm: set LOOM_NVDISASM (tools/cuda/fetch.sh)")
-		}
-		t.Skip("no nvdisasm (LOOM_NVDISASM, tools/cuda/fetch.sh)")
-	}
+	tool, disasm := requiredTool(t, "cuobjdump", "LOOM_CUOBJDUMP"), requiredTool(t, "nvdisasm", "LOOM_NVDISASM")
 	require.NoError(t, run([]string{"-cuobjdump", tool, "-nvdisasm", disasm, "-dir", "../../../kernels", "-out", "../../../docs/cuda.md", "-check"}, io.Discard))
+}
+
+// requiredTool is the tool env names, else name on PATH; without either the test skips, or
+// fails under LOOM_REQUIRE_NVRTC=1.
+func requiredTool(t *testing.T, name, env string) string {
+	t.Helper()
+	tool := os.Getenv(env)
+	if tool == "" {
+		tool, _ = exec.LookPath(name)
+	}
+	if tool == "" {
+		if os.Getenv("LOOM_REQUIRE_NVRTC") == "1" {
+			t.Fatalf("LOOM_REQUIRE_NVRTC=1 but no %s: set %s (tools/cuda/fetch.sh)", name, env)
+		}
+		t.Skipf("no %s (%s, tools/cuda/fetch.sh)", name, env)
+	}
+	return tool
 }

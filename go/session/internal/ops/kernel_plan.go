@@ -371,15 +371,14 @@ func ViolationReason(n *graph.Node, c KernelCall, bits uint32) string {
 		}
 		return o.String()
 	}
-	var what []string
-	var skipped []string
+	var what, skipped []string
 	for b := 0; b < 23; b++ {
 		if bits&(1<<b) != 0 {
 			skipped = append(skipped, operand(b))
 		}
 	}
 	if bits&(1<<23) != 0 {
-		skipped = append(skipped, fmt.Sprintf("a binding from %d on", 23))
+		skipped = append(skipped, "a binding from 23 on")
 	}
 	if len(skipped) > 0 {
 		what = append(what, "accesses outside "+strings.Join(skipped, ", ")+" were skipped (an index out of range)")
