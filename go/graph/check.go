@@ -6,8 +6,9 @@ import (
 )
 
 // Check validates the model against the operator schemas of its imported opsets: every node's
-// operator exists in the imported version of its domain (ai.onnx and ai.onnx.ml are checked in
-// full; other imported domains and model-local functions are accepted), required inputs and
+// operator exists in the imported version of its domain (ai.onnx, ai.onnx.ml and the
+// ai.onnx.preview domains, whose schemas come from ONNX 1.22, are checked in full; other
+// imported domains and model-local functions are accepted), required inputs and
 // outputs are present and counts fit, attributes are known and of the declared types, required
 // attributes are given, and the element types of inputs and outputs meet the type constraints
 // and agree where they share a type parameter. It also repeats the structural checks of

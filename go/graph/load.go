@@ -699,7 +699,7 @@ func (l *loader) tensor(tp *onnxpb.TensorProto, _ int) (*Tensor, error) {
 			}
 		}
 	case Int32, Int16, Uint16, Int8, Uint8, Bool, Float16, BFloat16,
-		Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ:
+		Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Float8E8M0:
 		if err := count(len(tp.GetInt32Data()), 1); err != nil {
 			return nil, err
 		}
@@ -716,6 +716,14 @@ func (l *loader) tensor(tp *onnxpb.TensorProto, _ int) (*Tensor, error) {
 	case Uint4, Int4, Float4E2M1:
 		// Two 4-bit elements per int32 entry, the first in the low nibble.
 		if err := count(len(tp.GetInt32Data()), 2); err != nil {
+			return nil, err
+		}
+		for _, v := range tp.GetInt32Data() {
+			raw = append(raw, byte(v))
+		}
+	case Uint2, Int2:
+		// Four 2-bit elements per int32 entry, the first in the lowest bits.
+		if err := count(len(tp.GetInt32Data()), 4); err != nil {
 			return nil, err
 		}
 		for _, v := range tp.GetInt32Data() {

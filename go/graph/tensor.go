@@ -104,7 +104,10 @@ func TensorFromInt64(name string, dims []int64, vals []int64) *Tensor {
 // truncate, bool is v != 0). It supports the types Float64s decodes, except strings.
 func TensorFromValues(name string, dtype DataType, dims []int64, vals []float64) (*Tensor, error) {
 	size := dtype.BitSize() / 8
-	if size == 0 || dtype == Complex64 || dtype == Complex128 || (dtype >= Float8E4M3FN && dtype <= Float8E5M2FNUZ) {
+	switch dtype {
+	case Float, Double, Float16, BFloat16, Int8, Uint8, Bool, Int16, Uint16, Int32, Uint32, Int64, Uint64:
+	default:
+		// Strings, complex numbers, the float8 types and the sub-byte types.
 		return nil, fmt.Errorf("tensor %q: cannot build %v from numbers", name, dtype)
 	}
 	raw := make([]byte, size*len(vals))
@@ -143,8 +146,8 @@ func TensorFromValues(name string, dtype DataType, dims []int64, vals []float64)
 	return &Tensor{Name: name, DType: dtype, Dims: append([]int64{}, dims...), Raw: raw}, nil
 }
 
-// Float64s decodes every element as float64 (bool as 0/1, float16, bfloat16, the float8 and
-// 4-bit types widened). Strings and complex numbers are refused.
+// Float64s decodes every element as float64 (bool as 0/1, float16, bfloat16, the float8, 4-bit
+// and 2-bit types widened). Strings and complex numbers are refused.
 func (t *Tensor) Float64s() ([]float64, error) {
 	n := t.NumElements()
 	if t.DType == String || t.DType == Complex64 || t.DType == Complex128 || !t.DType.Valid() {
@@ -187,7 +190,7 @@ func (t *Tensor) Float64s() ([]float64, error) {
 			v = float64(int64(le.Uint64(r[8*i:])))
 		case Uint64:
 			v = float64(le.Uint64(r[8*i:]))
-		case Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ:
+		case Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Float8E8M0:
 			v = float64(Float8ToFloat32(t.DType, r[i]))
 		case Uint4, Int4, Float4E2M1:
 			nib := r[i/2] >> (4 * uint(i%2)) & 0xF
@@ -198,6 +201,13 @@ func (t *Tensor) Float64s() ([]float64, error) {
 				v = float64(int8(nib<<4) >> 4)
 			default:
 				v = float64(float4E2M1ToFloat32(nib))
+			}
+		case Uint2, Int2:
+			crumb := r[i/4] >> (2 * uint(i%4)) & 0x3
+			if t.DType == Uint2 {
+				v = float64(crumb)
+			} else {
+				v = float64(int8(crumb<<6) >> 6)
 			}
 		}
 		out[i] = v
@@ -323,11 +333,17 @@ func Float32ToBFloat16(f float32) uint16 {
 	return uint16(b >> 16)
 }
 
-// Float8ToFloat32 widens one of the four ONNX float8 encodings.
+// Float8ToFloat32 widens one of the five ONNX float8 encodings.
 func Float8ToFloat32(t DataType, v byte) float32 {
 	var expBits, bias uint
 	fnuz := false
 	switch t {
+	case Float8E8M0:
+		// No sign and no mantissa: 2^(v-127); 0xFF is NaN.
+		if v == 0xFF {
+			return float32(math.NaN())
+		}
+		return float32(math.Ldexp(1, int(v)-127))
 	case Float8E4M3FN:
 		expBits, bias = 4, 7
 	case Float8E4M3FNUZ:

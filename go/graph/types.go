@@ -35,6 +35,9 @@ const (
 	Uint4          DataType = 21
 	Int4           DataType = 22
 	Float4E2M1     DataType = 23
+	Float8E8M0     DataType = 24 // exponent only (MX scales): 2^(e-127), 0xFF is NaN
+	Uint2          DataType = 25 // four to a byte, the first in the low bits
+	Int2           DataType = 26
 )
 
 var dataTypeNames = map[DataType]string{
@@ -44,7 +47,18 @@ var dataTypeNames = map[DataType]string{
 	Complex64: "complex64", Complex128: "complex128", BFloat16: "bfloat16",
 	Float8E4M3FN: "float8e4m3fn", Float8E4M3FNUZ: "float8e4m3fnuz", Float8E5M2: "float8e5m2",
 	Float8E5M2FNUZ: "float8e5m2fnuz", Uint4: "uint4", Int4: "int4", Float4E2M1: "float4e2m1",
+	Float8E8M0: "float8e8m0", Uint2: "uint2", Int2: "int2",
 }
+
+var dataTypeByName = func() map[string]DataType {
+	m := map[string]DataType{}
+	for t, n := range dataTypeNames {
+		if t != Undefined {
+			m[n] = t
+		}
+	}
+	return m
+}()
 
 // String returns the ONNX spelling of the type ("float", "int64", ...).
 func (t DataType) String() string {
@@ -60,9 +74,11 @@ func (t DataType) Valid() bool { _, ok := dataTypeNames[t]; return ok && t != Un
 // BitSize is the storage size of one element in bits; 0 for string and undefined.
 func (t DataType) BitSize() int {
 	switch t {
+	case Uint2, Int2:
+		return 2
 	case Uint4, Int4, Float4E2M1:
 		return 4
-	case Uint8, Int8, Bool, Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ:
+	case Uint8, Int8, Bool, Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Float8E8M0:
 		return 8
 	case Uint16, Int16, Float16, BFloat16:
 		return 16
@@ -83,7 +99,8 @@ func (t DataType) ByteSize(n int64) int64 { return (n*int64(t.BitSize()) + 7) / 
 // IsFloat reports whether t is a floating point type (any width).
 func (t DataType) IsFloat() bool {
 	switch t {
-	case Float, Double, Float16, BFloat16, Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Float4E2M1:
+	case Float, Double, Float16, BFloat16, Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ, Float4E2M1,
+		Float8E8M0:
 		return true
 	}
 	return false
@@ -92,7 +109,7 @@ func (t DataType) IsFloat() bool {
 // IsInteger reports whether t is a signed or unsigned integer type.
 func (t DataType) IsInteger() bool {
 	switch t {
-	case Uint8, Int8, Uint16, Int16, Int32, Int64, Uint32, Uint64, Uint4, Int4:
+	case Uint8, Int8, Uint16, Int16, Int32, Int64, Uint32, Uint64, Uint4, Int4, Uint2, Int2:
 		return true
 	}
 	return false

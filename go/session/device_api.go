@@ -108,6 +108,12 @@ type ModelDefinition = device.ModelDefinition
 // the session latches failed: every later call returns an error matching ErrFailed (with the
 // stream's failure as its cause); only Close still works.
 //
+// A kernel that skips an access at a bounds check is an error by default: unless a Dispatch
+// binds a Violation word of its own or sets IgnoreViolations, the session gives it a word and
+// the next call that waits for its work (Synchronize, Read, ReadMany, Freeze) returns an
+// error matching ErrInvalidArgument that names the command, the recording and the kernel.
+// That error does not fail the session.
+//
 // The methods are safe for concurrent use; they are serialized.
 type ModelSession = device.ModelSession
 

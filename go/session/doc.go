@@ -1,8 +1,43 @@
-// Package session runs models on Loom's native runtime (go/native).
+// Package session runs ONNX models on Loom's native runtime (go/native). Most programs need only
+// InferenceSession (Load, then Run); ModelSession, further down, is the lower-level API that
+// builds a model from Loom kernels and device commands by hand.
+//
+// # InferenceSession
+//
+// An InferenceSession runs an ONNX model: Load (a file), LoadBytes or FromGraph (a go/graph
+// model) make one; Run feeds it named tensors and returns its outputs in the order of Outputs.
+//
+//	s, err := session.Load("model.onnx", session.WithExecutionProvider(session.ProviderHost))
+//	if err != nil {
+//		return err
+//	}
+//	defer s.Close()
+//	x := session.MustTensor([]int64{1, 3}, []float32{1, 2, 3})
+//	outs, err := s.Run(ctx, []session.NamedTensor{{Name: "x", Tensor: x}})
+//	if err != nil {
+//		return err
+//	}
+//	y, err := session.TensorOf[float32](outs[0])
+//
+// Inputs and Outputs describe what a run takes and returns (IOMeta: name, element type,
+// declared shape). LoadOptions configure a session (WithExecutionProvider, WithOptimizationLevel,
+// WithIntraOpThreads, WithTracerProvider, WithLimits, and WithOption for ONNX Runtime's string
+// session options); Open and its relatives take Options instead, a distinct type, since they
+// configure a ModelSession (below).
+//
+// Run, RunInto (outputs into tensors the caller allocated), RunOutputs (sequence and optional
+// values) and Warmup take a context: a run stops between ops once it is done, and is traced
+// when it carries an OpenTelemetry span. Runs are safe for concurrent use. A symbolic dimension
+// (a dynamic batch, say) takes its size from each run's inputs: the first run of each new input
+// shape is interpreted while it builds that shape's compiled plan, so it is slower than the
+// runs after it, and a session plans at most 16 shapes: runs of further shapes stay in the
+// interpreter (docs/execution.md).
+// The examples ExampleLoad_quickStart (the README's quick start), ExampleLoad and
+// ExampleInferenceSession_Run_dynamicBatch show whole programs.
 //
 // # ModelSession
 //
-// A ModelSession builds a model on one device and runs it:
+// A ModelSession builds a model on one device from kernels and commands, and runs it:
 //
 //   - Open(i) opens host device i in a context of its own; Open(i, OnBackend(native.BackendCUDA))
 //     opens CUDA device i instead. OpenFor(i, target) also refuses a device whose code target is
@@ -15,6 +50,11 @@
 //   - Compile compiles Loom kernels; ImportKernel adds ahead-of-time ones.
 //   - Record(key, commands) turns Dispatch, Fill and Copy commands into a graph; Replay(key)
 //     runs it; Upload, Read and ReadMany move bytes; Synchronize waits.
+//   - A kernel that skips an access at a bounds check is an error: unless a Dispatch binds a
+//     Violation word of its own (the caller checks it) or sets IgnoreViolations, the session
+//     gives it a word, and the next call that waits for its work (Synchronize, Read, ReadMany,
+//     Freeze; Slot.Run itself) returns an ErrInvalidArgument error naming the command, the
+//     recording and the kernel. It does not fail the session.
 //   - Benchmark compares graph replay with issuing the same commands one by one;
 //     ProfileCommands times each command alone.
 //
@@ -39,22 +79,6 @@
 // are kept. ModelDefinition.Fragment validates a command list with its inputs and outputs, and
 // Fragment.Prepare makes slots: fixed-address copies with private scratch, graph and stream
 // that run concurrently.
-//
-// # InferenceSession
-//
-// An InferenceSession runs an ONNX model. Load, LoadBytes and FromGraph make one, configured
-// by LoadOptions (WithExecutionProvider, WithOptimizationLevel, WithIntraOpThreads,
-// WithTracerProvider, WithLimits, and WithOption for ONNX Runtime's string session options);
-// Open and its relatives take Options instead, a distinct type, since they configure a
-// ModelSession.
-//
-//	s, err := session.Load("model.onnx", session.WithExecutionProvider(session.ProviderHost))
-//	...
-//	outs, err := s.Run(ctx, []session.NamedTensor{{Name: "x", Tensor: x}})
-//
-// Run, RunInto (outputs into tensors the caller allocated), RunOutputs (sequence and optional
-// values) and Warmup take a context: a run stops between ops once it is done, and is traced
-// when it carries an OpenTelemetry span. Runs are safe for concurrent use.
 //
 // # Failures
 //

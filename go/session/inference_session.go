@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,9 +58,9 @@ const (
 
 // LoadOption configures the InferenceSession that Load, LoadBytes or FromGraph makes: the
 // execution provider, the graph optimization level, the intra-op threads, ONNX Runtime's
-// string session options, the TracerProvider and the limits. (ModelSession, the lower-level
-// session that Open makes, takes an Option instead.) The first invalid option is the error of
-// the call it was given to.
+// string session options, the TracerProvider, the limits, the memory budget and the loop
+// limit. (ModelSession, the lower-level session that Open makes, takes an Option instead.)
+// The first invalid option is the error of the call it was given to.
 type LoadOption func(*loadOptions)
 
 // loadOptions collects an InferenceSession's LoadOptions.
@@ -72,7 +73,11 @@ type loadOptions struct {
 	tracerProvider trace.TracerProvider
 	// limits bound what loading accepts and, by MaxElements, what a run allocates.
 	limits graph.Limits
-	err    error
+	// memBudget is the runs' memory budget in bytes (0: DefaultMemoryBudget); maxLoop the
+	// iteration limit of a control-flow node (0: the default).
+	memBudget uint64
+	maxLoop   int64
+	err       error
 }
 
 // collectLoadOptions applies opts over the defaults: provider auto, optimization level all
@@ -306,6 +311,8 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	s.pe = &plan.Env{Eng: s.eng}
 	s.eng.Tracing.Provider = b.tracerProvider
 	s.eng.MaxElements = b.limits.MaxElements // 0: the default
+	s.eng.Mem = b.memoryBudget()
+	s.eng.MaxLoopIterations = b.maxLoop // 0: the default
 	for k, v := range b.options {
 		s.options[k] = v
 	}
@@ -366,7 +373,14 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	if err != nil {
 		return nil, tensor.WrapError(op, tensor.ErrDevice, err, "cannot open the %s device", s.eng.Provider)
 	}
-	ctx, err := device.NewContext(dev, device.Unlimited)
+	// On the host the kernels' buffers and the plans' arenas are host memory, charged to the
+	// session's memory budget; a GPU's memory is bounded by the device.
+	var ctx *device.ModelContext
+	if runsOn.Memory() == ep.DeviceMemory {
+		ctx, err = device.NewContext(dev, device.Unlimited)
+	} else {
+		ctx, err = device.NewContextSharing(dev, s.eng.Mem)
+	}
 	if err != nil {
 		dev.Close()
 		return nil, err
@@ -620,7 +634,11 @@ func (s *InferenceSession) RunInto(ctx context.Context, inputs []tensor.NamedTen
 
 // runTensors is Run and RunInto: into, when not nil, holds the bound output tensors by
 // output index (the zero Tensor where not bound).
-func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []tensor.NamedTensor, into []tensor.Tensor) ([]tensor.Tensor, error) {
+func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []tensor.NamedTensor, into []tensor.Tensor) (_ []tensor.Tensor, err error) {
+	defer recoverRun(op, &err)
+	if runHook != nil {
+		runHook("run")
+	}
 	if outs, ok, err := s.runPlannedFast(ctx, inputs, into); ok {
 		return outs, err
 	}
@@ -644,7 +662,8 @@ func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []t
 // run evaluates the model on the fed values in ctx, counting its kernel cache outcomes under
 // phase, and fills the bound outputs into (nil: none); the outputs may be sequences or
 // optionals.
-func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, phase exec.RunPhase, into []tensor.Tensor) ([]tensor.Tensor, error) {
+func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, phase exec.RunPhase, into []tensor.Tensor) (_ []tensor.Tensor, err error) {
+	defer recoverRun("Run", &err)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -659,6 +678,9 @@ func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, 
 	}
 	rc := exec.NewRunCtx(ctx, s.eng, phase)
 	defer rc.Close()
+	if runHook != nil {
+		runHook("run")
+	}
 	if err := rc.Canceled(nil); err != nil {
 		return nil, err
 	}
@@ -698,3 +720,17 @@ func SupportedOps() map[string]bool {
 func WithTracerProvider(tp trace.TracerProvider) LoadOption {
 	return func(o *loadOptions) { o.tracerProvider = tp }
 }
+
+// recoverRun turns a panic of the run path outside any node (a node's own is RunNode's) into
+// an *Error of kind ErrInternal in *err, with the value and stack: deferred by every run entry,
+// so that no input takes the process down. The deferred cleanups below it have run (the run's
+// memory is given back, a plan instance returned).
+func recoverRun(op string, err *error) {
+	if r := recover(); r != nil {
+		*err = tensor.RunPanicError(op, r, debug.Stack())
+	}
+}
+
+// runHook, when set (by tests), is called at named points of the run path: "run" as a run
+// starts and after its inputs are checked, "execute" before a compiled plan executes.
+var runHook func(stage string)

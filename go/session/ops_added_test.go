@@ -48,7 +48,7 @@ func TestAddedOpsMatchReferences(t *testing.T) {
 	cn := graph.NewNode("c", "Conv", nil, []string{"y"}, graph.IntsAttr("pads", 2, 1, 2, 1))
 	p, err := ops.ConvParamsOf(cn, x.Dims(), []int64{3, 2, 3, 2})
 	require.NoError(t, err)
-	ref, err := ops.ConvHost(x, tensor.MustTensor([]int64{3, 2, 3, 2}, flipped), tensor.Tensor{}, p)
+	ref, err := ops.ConvHost(nil, x, tensor.MustTensor([]int64{3, 2, 3, 2}, flipped), tensor.Tensor{}, p)
 	require.NoError(t, err)
 	require.Equal(t, ref.Shape(), ct[0].Shape())
 	assert.InDeltaSlice(t, tensor.Float64s(ref), tensor.Float64s(ct[0]), 1e-4)

@@ -130,12 +130,12 @@ func TestMaxUnpoolInvertsMaxPool(t *testing.T) {
 	}
 	x := tensor.MustTensor([]int64{2, 3, 6, 8}, positive)
 	attrs := []*graph.Attribute{graph.IntsAttr("kernel_shape", 2, 2), graph.IntsAttr("strides", 2, 2)}
-	pooled, err := nn.MaxPoolWithIndices(graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), x)
+	pooled, err := nn.MaxPoolWithIndices(nil, graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), x)
 	require.NoError(t, err)
 	un, err := nn.OpMaxUnpool(testRunCtx(nil, 11), graph.NewNode("u", "MaxUnpool", nil, []string{"y"}, attrs...), pooled[:2])
 	require.NoError(t, err)
 	require.Equal(t, x.Shape(), un[0].Shape())
-	again, err := nn.MaxPoolWithIndices(graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), un[0])
+	again, err := nn.MaxPoolWithIndices(nil, graph.NewNode("p", "MaxPool", nil, []string{"y", "i"}, attrs...), un[0])
 	require.NoError(t, err)
 	assert.Equal(t, tensor.Float64s(pooled[0]), tensor.Float64s(again[0]))
 	nonzero := 0

@@ -76,7 +76,7 @@ func (s *InferenceSession) runPlanned(rc *exec.RunCtx, fed map[string]tensor.Ten
 		fresh = true
 	}
 	rc.RunStart(exec.ExecutorPlan, fed)
-	outs, err = t.Execute(s.pe, rc, inst, ins, into)
+	outs, err = execute(t, s.pe, rc, inst, ins, into)
 	rc.RunEnd(outs, err)
 	return s.endPlanRun(e, inst, fresh, outs, err)
 }
@@ -152,7 +152,7 @@ func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []tensor.N
 	// make it escape) cost a tiny model's run a few percent.
 	rc := &inst.RC
 	*rc = exec.RunCtx{Eng: s.eng, Opset: s.eng.Opset, Phase: exec.PhaseRun, Ctx: ctx, Done: done}
-	outs, err = t.Execute(s.pe, rc, inst, ins, into)
+	outs, err = execute(t, s.pe, rc, inst, ins, into)
 	rc.Close()
 	*rc = exec.RunCtx{}
 	outs, ok, err = s.endPlanRun(e, inst, false, outs, err)
@@ -312,4 +312,15 @@ func (s *InferenceSession) describeKey(key string) string {
 		}
 	}
 	return b.String()
+}
+
+// execute runs t's instance inst; a panic outside the plan's nodes (theirs are RunNode's) is
+// an *Error of kind ErrInternal, so that the instance goes back to the cache as after any
+// failed run.
+func execute(t *plan.Template, pe *plan.Env, rc *exec.RunCtx, inst *plan.Instance, ins, into []tensor.Tensor) (outs []tensor.Tensor, err error) {
+	defer recoverRun("Run", &err)
+	if runHook != nil {
+		runHook("execute")
+	}
+	return t.Execute(pe, rc, inst, ins, into)
 }

@@ -40,12 +40,21 @@ func roundTrip(t testing.TB, m *graph.Model) *graph.Model {
 	return back
 }
 
-// nodeTestRoot is where Debian's libonnx-testdata puts the ONNX node tests.
+// nodeTestRoot is where Debian's libonnx-testdata puts the ONNX node tests (ONNX 1.12).
+// LOOM_ONNX_NODE_TESTS names another node-test directory instead, such as the one in the onnx
+// 1.22.0 wheel (onnx/backend/test/data/node).
 const nodeTestRoot = "/usr/share/libonnx-testdata/data/node"
+
+func nodeTestDir() string {
+	if d := os.Getenv("LOOM_ONNX_NODE_TESTS"); d != "" {
+		return d
+	}
+	return nodeTestRoot
+}
 
 // globNodeTests lists the node-test models, none when the package is missing.
 func globNodeTests() ([]string, error) {
-	return filepath.Glob(filepath.Join(nodeTestRoot, "*", "model.onnx"))
+	return filepath.Glob(filepath.Join(nodeTestDir(), "*", "model.onnx"))
 }
 
 // nodeTestModels lists the node-test models, skipping the test when the package is missing.
@@ -53,7 +62,7 @@ func nodeTestModels(t testing.TB) []string {
 	t.Helper()
 	dirs, _ := globNodeTests()
 	if len(dirs) == 0 {
-		t.Skipf("ONNX node tests not installed at %s (apt-get install -y libonnx-testdata)", nodeTestRoot)
+		t.Skipf("ONNX node tests not installed at %s (apt-get install -y libonnx-testdata)", nodeTestDir())
 	}
 	sort.Strings(dirs)
 	return dirs

@@ -305,7 +305,14 @@ func inferDFT(c *inferNode) error {
 	}
 	out := x.Clone()
 	out[len(out)-1] = graph.DimOf(2)
+	onesided, inverse := c.n.AttrInt("onesided", 0) != 0, c.n.AttrInt("inverse", 0) != 0
 	n := x[ax]
+	if onesided && inverse {
+		// IRFFT: a one-sided complex spectrum in, the full real signal out, by default of
+		// length 2 * (signal_dim_axis - 1).
+		n = dimMul(dimAddConst(n, -1), graph.DimOf(2))
+		out[len(out)-1] = graph.DimOf(1)
+	}
 	if c.has(1) {
 		if v, ok := c.ints(1); ok && len(v) == 1 {
 			n = graph.DimOf(v[0])
@@ -313,7 +320,7 @@ func inferDFT(c *inferNode) error {
 			n = graph.UnknownDim()
 		}
 	}
-	if c.n.AttrInt("onesided", 0) != 0 {
+	if onesided && !inverse {
 		n = dimAddConst(dimDiv(n, 2, false), 1)
 	}
 	out[ax] = n

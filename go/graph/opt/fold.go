@@ -2,7 +2,7 @@ package opt
 
 import (
 	"github.com/loomrt/loom/go/graph"
-	"github.com/loomrt/loom/go/graph/internal/refeval"
+	"github.com/loomrt/loom/go/graph/refeval"
 )
 
 // maxFoldedElements bounds a folded result that is larger than the constants it came from, so

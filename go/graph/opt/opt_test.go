@@ -9,7 +9,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/infer"
-	"github.com/loomrt/loom/go/graph/internal/refeval"
+	"github.com/loomrt/loom/go/graph/refeval"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

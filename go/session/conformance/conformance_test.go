@@ -17,30 +17,49 @@ import (
 // nodeTests is the node suite (NodeTests: $LOOM_NODE_TESTS, else libonnx-testdata's).
 var nodeTests = NodeTests()
 
-// TestNodeConformance runs the ONNX node tests of Debian's libonnx-testdata and fails when
-// fewer pass than testdata/conformance_threshold.txt records.
+// TestNodeConformance runs the ONNX node tests of Debian's libonnx-testdata (ONNX 1.12) and
+// fails when fewer pass than testdata/conformance_threshold.txt records.
 func TestNodeConformance(t *testing.T) {
 	if _, err := os.Stat(nodeTests); err != nil {
 		t.Skipf("%s is absent (apt-get install -y libonnx-testdata): %v", nodeTests, err)
 	}
-	raw, err := os.ReadFile(filepath.Join("testdata", "conformance_threshold.txt"))
+	runSuite(t, nodeTests, "conformance_threshold.txt")
+}
+
+// TestNodeConformanceONNX122 runs ONNX 1.22.0's node tests (1,765 cases, opsets up to 27;
+// $LOOM_NODE_TESTS_ONNX122, which tools/onnx/fetch_node_tests.sh fetches and tools/test sets)
+// and fails when fewer pass than testdata/conformance_threshold_onnx122.txt records.
+func TestNodeConformanceONNX122(t *testing.T) {
+	dir := os.Getenv("LOOM_NODE_TESTS_ONNX122")
+	if dir == "" {
+		t.Skip("LOOM_NODE_TESTS_ONNX122 is unset: eval \"$(tools/onnx/fetch_node_tests.sh)\" sets it")
+	}
+	_, err := os.Stat(dir)
+	require.NoError(t, err, "LOOM_NODE_TESTS_ONNX122")
+	runSuite(t, dir, "conformance_threshold_onnx122.txt")
+}
+
+// runSuite runs the node tests under dir and fails when fewer pass than testdata/threshold
+// records, listing the failures then.
+func runSuite(t *testing.T, dir, threshold string) {
+	raw, err := os.ReadFile(filepath.Join("testdata", threshold))
 	require.NoError(t, err)
-	threshold, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	want, err := strconv.Atoi(strings.TrimSpace(string(raw)))
 	require.NoError(t, err)
-	tests, err := Discover([]string{nodeTests})
+	tests, err := Discover([]string{dir})
 	require.NoError(t, err)
 	require.NotEmpty(t, tests)
 	results := Run(tests, Options{}, nil)
 	sum := Tally(results)
-	t.Logf("%s (threshold %d)", sum, threshold)
-	if sum.Passed < threshold {
+	t.Logf("%s: %s (threshold %d)", dir, sum, want)
+	if sum.Passed < want {
 		for _, r := range results {
 			if r.Status == Fail {
 				t.Logf("%s: %s", r.Name, r.Message)
 			}
 		}
 	}
-	assert.GreaterOrEqual(t, sum.Passed, threshold, "conformance regressed")
+	assert.GreaterOrEqual(t, sum.Passed, want, "conformance regressed")
 }
 
 // TestNodeConformanceCUDAStandIn runs the node tests through the cuda provider's placements and

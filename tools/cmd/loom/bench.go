@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -20,7 +19,9 @@ import (
 )
 
 func init() {
-	register("bench", "time a model: median and p95 latency, load time, peak memory", runBench)
+	register("bench", "time a model: median and p95 latency, load time, peak memory", func(args []string, stdout, stderr io.Writer) int {
+		return benchMain(args, stdout, stderr, true)
+	})
 }
 
 // benchResult is what `loom bench --json` prints: the fields and rounding of
@@ -38,8 +39,6 @@ type benchResult struct {
 	PeakRSSMb float64 `json:"peak_rss_mb"`
 }
 
-func runBench(args []string) int { return benchMain(args, os.Stdout, os.Stderr, true) }
-
 // benchMain implements `loom bench MODEL [INPUT...]`. Inputs not given get seeded random values
 // of their declared shape. The first `--warmup` runs are not timed; then each of `--runs` runs
 // is timed alone. Each run's outputs are handed back with Recycle after its clock stops, as
@@ -47,54 +46,52 @@ func runBench(args []string) int { return benchMain(args, os.Stdout, os.Stderr, 
 // leave them to the garbage collector instead). showProgress allows a progress bar (on a
 // terminal only).
 func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	threads := fs.Int("threads", 1, "host worker threads (0: one per core)")
-	runs := fs.Int("runs", 50, "timed runs")
-	warmup := fs.Int("warmup", 3, "untimed runs before the timed ones")
-	provider := fs.String("ep", "auto", "execution provider: host, cuda or auto")
-	seed := fs.Uint64("seed", 1, "seed of the random inputs")
-	asJSON := fs.Bool("json", false, "print one JSON object (the fields of shared/bench/ortbench.sh)")
-	keep := fs.Bool("keep-outputs", false, "do not hand each run's outputs back (session.Recycle) after its clock stops")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: loom bench MODEL [name=FILE.npy | name=shape:2x3x4 | name=value:V]... [--threads N] [--runs N] [--warmup N] [--ep host|cuda|auto] [--keep-outputs] [--json]")
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) == 0 {
-		fs.Usage()
-		return 2
+	c := newCommand("bench", "bench MODEL [INPUT...] [--threads N] [--runs N] [--warmup N] [--ep host|cuda|auto] [--strict] [-v] [--seed S] [--keep-outputs] [--json]",
+		"Times --runs runs of the model after --warmup untimed ones: median, p95 and min latency, load time,\npeak RSS. "+
+			"Inputs not given get random values of their declared shape (symbolic dimensions count as 1).\n"+inputForms, stdout, stderr)
+	threads := c.Int("threads", 1, "host worker threads (0: one per core)")
+	runs := c.Int("runs", 50, "timed runs")
+	warmup := c.Int("warmup", 3, "untimed runs before the timed ones")
+	provider := c.String("ep", "auto", "execution provider: host, cuda or auto")
+	strict := c.Bool("strict", false, "exit 1, without running, when a node does not run on the provider --ep names")
+	verbose := c.Bool("v", false, "list every node that does not run on the provider --ep names")
+	seed := c.Uint64("seed", 1, "seed of the random inputs")
+	asJSON := c.Bool("json", false, "print one JSON object (the fields of shared/bench/ortbench.sh)")
+	keep := c.Bool("keep-outputs", false, "do not hand each run's outputs back (session.Recycle) after its clock stops")
+	pos, rc := c.parse(args)
+	if rc >= 0 {
+		return rc
 	}
 	switch {
+	case len(pos) == 0:
+		return c.usageError("no MODEL given")
 	case *runs < 1:
-		fmt.Fprintf(stderr, "loom bench: --runs %d: want at least 1\n", *runs)
-		return 2
+		return c.badArgument("--runs %d: want at least 1", *runs)
 	case *warmup < 0:
-		fmt.Fprintf(stderr, "loom bench: --warmup %d: want 0 or more\n", *warmup)
-		return 2
+		return c.badArgument("--warmup %d: want 0 or more", *warmup)
 	case *threads < 0:
-		fmt.Fprintf(stderr, "loom bench: --threads %d: want 0 (one per core) or more\n", *threads)
-		return 2
+		return c.badArgument("--threads %d: want 0 (one per core) or more", *threads)
+	}
+	if err := checkProvider(*provider); err != nil {
+		return c.badArgument("%v", err)
+	}
+	if err := checkFile("model", pos[0]); err != nil {
+		return c.badArgument("%v", err)
 	}
 	start := time.Now()
 	s, err := session.Load(pos[0], session.WithExecutionProvider(session.ExecutionProvider(*provider)), session.WithIntraOpThreads(*threads))
 	if err != nil {
-		fmt.Fprintf(stderr, "loom bench: %v\n", err)
-		return 1
+		return c.fail("%v", err)
 	}
 	loadMs := msSince(start)
 	defer s.Close()
-	for _, fb := range s.ExecutionProviderFallbackReport() {
-		fmt.Fprintf(stderr, "loom bench: node %q (%s) runs on %s: %s\n", fb.Node, fb.Op, fb.Provider, fb.Reason)
+	if n := reportFallbacks(stderr, "loom bench", *provider, s.ExecutionProviderFallbackReport(), *verbose); n > 0 && *strict {
+		return c.fail("--strict: %d node(s) do not run on %s", n, *provider)
 	}
 	rnd := rand.New(rand.NewPCG(*seed, *seed^0x9e3779b97f4a7c15))
 	feeds, err := parseInputs(s, pos[1:], rnd, true)
 	if err != nil {
-		fmt.Fprintf(stderr, "loom bench: %v\n", err)
-		return 2
+		return c.badArgument("%v", err)
 	}
 	// Ctrl-C stops the run in progress (and the benchmark) rather than the process.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -108,8 +105,7 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 	for i := 0; i < *warmup; i++ {
 		outs, err := s.Run(ctx, feeds)
 		if err != nil {
-			fmt.Fprintf(stderr, "loom bench: %v\n", err)
-			return 1
+			return c.fail("%v", err)
 		}
 		release(outs)
 		bar.Add(1)
@@ -120,8 +116,7 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		outs, err := s.Run(ctx, feeds)
 		times[i] = msSince(t0)
 		if err != nil {
-			fmt.Fprintf(stderr, "loom bench: %v\n", err)
-			return 1
+			return c.fail("%v", err)
 		}
 		release(outs)
 		bar.Add(1)

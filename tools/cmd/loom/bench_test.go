@@ -95,6 +95,9 @@ func TestBenchTextOutputAndMissingInputs(t *testing.T) {
 	rc, out, errOut := runBenchArgs(t, filepath.Join("testdata", "add.onnx"), "--runs", "3", "--ep", "host")
 	require.Equal(t, 0, rc, errOut)
 	assert.Regexp(t, `^add\.onnx on host: median [0-9.]+ ms, p95 [0-9.]+ ms, min [0-9.]+ ms over 3 runs, 1 thread\(s\); load [0-9.]+ ms; peak RSS [0-9.]+ MB\n$`, out)
+	// One given: the other takes its N.
+	rc, _, errOut = runBenchArgs(t, filepath.Join("testdata", "add.onnx"), "b=shape:16", "--runs", "1", "--ep", "host")
+	require.Equal(t, 0, rc, errOut)
 }
 
 func TestBenchRejectsBadArguments(t *testing.T) {
@@ -105,8 +108,8 @@ func TestBenchRejectsBadArguments(t *testing.T) {
 		stderr string
 	}{
 		{nil, 2, "usage: loom bench"},
-		{[]string{"no-such-model.onnx"}, 1, "no-such-model.onnx"},
-		{[]string{model, "a"}, 2, `input "a": want name=FILE.npy, name=shape:DIMS or name=value:V`},
+		{[]string{"no-such-model.onnx"}, 2, "no-such-model.onnx: no such file"},
+		{[]string{model, "a"}, 2, `input "a": want name=FILE.npy, name=shape:DIMS, name=zeros:DIMS, name=ones:DIMS or name=value:V`},
 		{[]string{model, "z=shape:4"}, 2, `the model has no input "z" (it has "a", "b")`},
 		{[]string{model, "a=shape:4x"}, 2, `input "a": bad dimension "" in "shape:4x"`},
 		{[]string{model, "a=shape:-1"}, 2, `bad dimension "-1"`},
@@ -114,12 +117,13 @@ func TestBenchRejectsBadArguments(t *testing.T) {
 		{[]string{model, "a=missing.npy"}, 2, "missing.npy"},
 		{[]string{model, "a=" + filepath.Join("testdata", "add.onnx")}, 2, "is not a .npy file"},
 		{[]string{model, "a=shape:4", "a=shape:4"}, 2, `input "a" is given twice`},
-		{[]string{model, "a=shape:4", "b=shape:5"}, 1, "loom bench:"},
+		{[]string{model, "a=shape:4", "b=shape:5"}, 2, `input "b" is tensor(float)[5] but the model wants tensor(float)[N]: dimension 0 (N) is 5, but input "a" makes it 4`},
+		{[]string{model, "a=shape:4x4"}, 2, `input "a" is tensor(float)[4,4] but the model wants tensor(float)[N]: rank 2, not 1`},
 		{[]string{model, "--runs", "0"}, 2, "--runs 0: want at least 1"},
 		{[]string{model, "--warmup", "-1"}, 2, "--warmup -1"},
 		{[]string{model, "--threads", "-2"}, 2, "--threads -2"},
 		{[]string{model, "--runs", "many"}, 2, "invalid value"},
-		{[]string{model, "--ep", "tpu"}, 1, "tpu"},
+		{[]string{model, "--ep", "tpu"}, 2, "tpu"},
 	} {
 		rc, out, errOut := runBenchArgs(t, tc.args...)
 		assert.Equal(t, tc.rc, rc, "%q: %s", tc.args, errOut)

@@ -2,9 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
+	"io"
 	"strings"
 
 	"github.com/loomrt/loom/go/loom"
@@ -23,30 +22,28 @@ func (s *specList) Set(v string) error { *s = append(*s, v); return nil }
 // compileKernel implements `loom compile FILE.loom --target T [--spec k=v]... [--symbol NAME]
 // [--emit c|cuda|ir]`. Without --emit it prints the code for the target's backend (host C or
 // CUDA C); compile errors are printed one per line as file:line:col: message.
-func compileKernel(args []string) int {
-	fs := flag.NewFlagSet("compile", flag.ContinueOnError)
-	target := fs.String("target", loom.HostTarget().String(), "code target: host-<arch>-<level> or sm_XX")
-	symbol := fs.String("symbol", "", "kernel to compile (needed when the file declares several)")
-	emit := fs.String("emit", "", "what to print: c, cuda or ir (default: the target's code)")
-	build := fs.Bool("build", false, "also build the artifact through the cache and print its summary")
+func compileKernel(args []string, stdout, stderr io.Writer) int {
+	c := newCommand("compile", "compile FILE.loom [--target T] [--symbol NAME] [--spec k=v]... [--emit c|cuda|ir] [--build]",
+		"Compiles one kernel of a .loom file (docs/loom.md) and prints the host C, the CUDA C or the IR;\ncompile errors print as file:line:col: message (exit 1).", stdout, stderr)
+	target := c.String("target", loom.HostTarget().String(), "code target: host-<arch>-<level> or sm_XX")
+	symbol := c.String("symbol", "", "kernel to compile (needed when the file declares several)")
+	emit := c.String("emit", "", "what to print: c, cuda or ir (default: the target's code)")
+	build := c.Bool("build", false, "also build the artifact through the cache and print its summary")
 	var spec specList
-	fs.Var(&spec, "spec", "specialization constant key=value (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: loom compile FILE.loom [--target T] [--symbol NAME] [--spec k=v]... [--emit c|cuda|ir] [--build]")
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return 2
+	c.Var(&spec, "spec", "specialization constant key=value (repeatable)")
+	pos, rc := c.parse(args)
+	if rc >= 0 {
+		return rc
 	}
 	if len(pos) != 1 {
-		fs.Usage()
-		return 2
+		return c.usageError("want one FILE.loom, got %d arguments", len(pos))
 	}
 	t, err := loom.ParseTarget(*target)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "loom compile: %v\n", err)
-		return 2
+		return c.badArgument("%v", err)
+	}
+	if err := checkFile("kernel source", pos[0]); err != nil {
+		return c.badArgument("%v", err)
 	}
 	kind := loom.EmitKind(*emit)
 	if kind == "" {
@@ -58,35 +55,34 @@ func compileKernel(args []string) int {
 	if *symbol == "" {
 		names, err := kernelsIn(pos[0])
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			fmt.Fprintln(stderr, err)
+			return exitFailure
 		}
 		if len(names) != 1 {
-			fmt.Fprintf(os.Stderr, "loom compile: %s declares %d kernels (%s): choose one with --symbol\n",
+			return c.badArgument("%s declares %d kernels (%s): choose one with --symbol",
 				pos[0], len(names), strings.Join(names, ", "))
-			return 2
 		}
 		*symbol = names[0]
 	}
-	c := loom.NewCompiler(loom.Config{})
-	defer c.Close()
-	text, _, err := c.CompileFile(context.Background(), pos[0], *symbol, *target, spec, kind)
+	comp := loom.NewCompiler(loom.Config{})
+	defer comp.Close()
+	text, _, err := comp.CompileFile(context.Background(), pos[0], *symbol, *target, spec, kind)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		fmt.Fprintln(stderr, err)
+		return exitFailure
 	}
-	fmt.Print(text)
+	fmt.Fprint(stdout, text)
 	if *build {
-		_, art, err := c.CompileFile(context.Background(), pos[0], *symbol, *target, spec, "")
+		_, art, err := comp.CompileFile(context.Background(), pos[0], *symbol, *target, spec, "")
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			fmt.Fprintln(stderr, err)
+			return exitFailure
 		}
-		st := c.Stats()
-		fmt.Fprintf(os.Stderr, "built %s for %s (cache %s: %d hits, %d misses)\n",
-			art.Kernel, art.Target, c.CacheDir(), st.Hits, st.Misses)
+		st := comp.Stats()
+		fmt.Fprintf(stderr, "built %s for %s (cache %s: %d hits, %d misses)\n",
+			art.Kernel, art.Target, comp.CacheDir(), st.Hits, st.Misses)
 	}
-	return 0
+	return exitOK
 }
 
 // kernelsIn lists the kernels a file declares.

@@ -2,10 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
+	"io"
+	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/loomrt/loom/go/session/conformance"
 )
@@ -14,67 +15,72 @@ func init() {
 	register("conformance", "run ONNX node-test directories and report passed/failed/skipped", runConformance)
 }
 
-func runConformance(args []string) int {
-	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print one JSON object per test, then the summary")
-	filter := fs.String("filter", "", "run only tests whose directory name matches this regular expression")
-	verbose := fs.Bool("v", false, "print every test, not only failures")
-	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: loom conformance DIR... [--json] [--filter RE] [-v]")
-		fs.PrintDefaults()
-	}
-	dirs, err := parseInterleaved(fs, args)
-	if err != nil {
-		return 2
+// conformanceSummary is the last line of `loom conformance --json`: the counts, so that every
+// line of stdout is a JSON object (the tests' lines have "name" and "status", this one not).
+type conformanceSummary struct {
+	Passed  int `json:"passed"`
+	Failed  int `json:"failed"`
+	Skipped int `json:"skipped"`
+}
+
+func runConformance(args []string, stdout, stderr io.Writer) int {
+	c := newCommand("conformance", "conformance DIR... [--filter RE] [--json] [-v]",
+		"Runs ONNX node-test directories (model.onnx and test_data_set_*; a DIR may hold them or be one)\n"+
+			"through an InferenceSession and reports each failure (each test with -v), then the counts.\n"+
+			"Exit status 1 when a test fails; 2 when no test is found or none matches --filter.", stdout, stderr)
+	asJSON := c.Bool("json", false, "print one JSON object per test, then one with the counts (stdout holds only JSON)")
+	filter := c.String("filter", "", "run only tests whose directory name matches this regular expression")
+	verbose := c.Bool("v", false, "print every test, not only failures")
+	dirs, rc := c.parse(args)
+	if rc >= 0 {
+		return rc
 	}
 	if len(dirs) == 0 {
-		fs.Usage()
-		return 2
+		return c.usageError("no DIR given")
 	}
 	var opts conformance.Options
 	if *filter != "" {
 		re, err := regexp.Compile(*filter)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "loom conformance: --filter: %v\n", err)
-			return 2
+			return c.badArgument("--filter: %v", err)
 		}
 		opts.Filter = re
 	}
 	tests, err := conformance.Discover(dirs)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "loom conformance: %v\n", err)
-		return 2
+		return c.badArgument("%v", err)
 	}
-	enc := json.NewEncoder(os.Stdout)
+	if len(tests) == 0 {
+		return c.badArgument("no node tests (directories with a model.onnx) in %s", strings.Join(dirs, ", "))
+	}
+	if opts.Filter != nil {
+		matched := 0
+		for _, t := range tests {
+			if opts.Filter.MatchString(filepath.Base(t)) {
+				matched++
+			}
+		}
+		if matched == 0 {
+			return c.badArgument("--filter %q matches none of the %d tests in %s", *filter, len(tests), strings.Join(dirs, ", "))
+		}
+	}
+	enc := json.NewEncoder(stdout)
 	results := conformance.Run(tests, opts, func(r conformance.Result) {
 		switch {
 		case *asJSON:
 			enc.Encode(r)
 		case r.Status != conformance.Pass || *verbose:
-			fmt.Printf("%s %s %s\n", r.Status, r.Name, r.Message)
+			fmt.Fprintln(stdout, strings.TrimSpace(fmt.Sprintf("%s %s %s", r.Status, r.Name, r.Message)))
 		}
 	})
 	sum := conformance.Tally(results)
-	fmt.Println(sum)
+	if *asJSON {
+		enc.Encode(conformanceSummary{Passed: sum.Passed, Failed: sum.Failed, Skipped: sum.Skipped})
+	} else {
+		fmt.Fprintln(stdout, sum)
+	}
 	if sum.Failed > 0 {
-		return 1
+		return exitFailure
 	}
-	return 0
-}
-
-// parseInterleaved parses flags that may come before, between or after the positional
-// arguments, returning the positionals.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
+	return exitOK
 }

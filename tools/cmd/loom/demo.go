@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"embed"
-	"flag"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"time"
 
@@ -15,38 +13,46 @@ import (
 )
 
 // The demo's model and samples: the MNIST CNN of github.com/owulveryck/onnx-go v0.5.0 (MIT,
-// demodata/LICENSE.onnx-go) and its three test data sets. gen_demodata.go extracts them.
+// demodata/LICENSE.onnx-go) and its three test data sets. gen_demodata.go extracts them,
+// naming each sample after the digit its reference output picks: digitD.npy is an image of the
+// digit D and digitD_expected.npy the model's reference scores for it.
 //
 //go:generate go run gen_demodata.go
 //go:embed demodata/mnist.onnx demodata/digit*.npy
 var demoData embed.FS
 
-// demoSamples is how many digitN.npy / digitN_expected.npy pairs demodata holds.
-const demoSamples = 3
+// demoDigits are the samples in demodata, in the order of onnx-go's test data sets 0, 1, 2:
+// digit2.npy, digit0.npy, digit9.npy (TestDemoSamplesAreNamedAfterTheirDigit checks the names
+// against the reference outputs).
+var demoDigits = []int{2, 0, 9}
+
+// demoSamples is how many samples the demo runs.
+var demoSamples = len(demoDigits)
 
 func init() {
-	register("demo", "classify three handwritten digits with a small CNN built into this binary", runDemo)
+	register("demo", "classify three handwritten digits with a small CNN built into this binary", demoMain)
 }
-
-func runDemo(args []string) int { return demoMain(args, os.Stdout, os.Stderr) }
 
 // demoMain implements `loom demo [--ep host|cuda|auto] [--threads N]`. For each sample it
 // draws the digit, charts the model's confidence per class and checks the prediction and the
 // scores against the reference outputs that came with the model; it fails when one differs.
 func demoMain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	provider := fs.String("ep", "host", "execution provider: host, cuda or auto")
-	threads := fs.Int("threads", 0, "host worker threads (0: one per core)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: loom demo [--ep host|cuda|auto] [--threads N]")
-		fs.PrintDefaults()
+	c := newCommand("demo", "demo [--ep host|cuda|auto] [--threads N] [-v]",
+		"Runs the MNIST digit classifier built into this binary (the CNN of github.com/owulveryck/onnx-go\n"+
+			"v0.5.0, MIT) on its three sample digits and checks the predictions and scores against the\n"+
+			"reference outputs (exit 1 when one differs).", stdout, stderr)
+	provider := c.String("ep", "host", "execution provider: host, cuda or auto")
+	threads := c.Int("threads", 0, "host worker threads (0: one per core)")
+	verbose := c.Bool("v", false, "list every node that does not run on the provider --ep names")
+	pos, rc := c.parse(args)
+	if rc >= 0 {
+		return rc
 	}
-	if pos, err := parseInterleaved(fs, args); err != nil || len(pos) != 0 {
-		if err == nil {
-			fs.Usage()
-		}
-		return 2
+	if len(pos) != 0 {
+		return c.usageError("takes no arguments, got %q", pos)
+	}
+	if err := checkProvider(*provider); err != nil {
+		return c.badArgument("%v", err)
 	}
 	model, err := demoData.ReadFile("demodata/mnist.onnx")
 	if err != nil {
@@ -61,26 +67,15 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 	}
 	defer s.Close()
 	loadMs := msSince(start)
-	// One line per reason: without a GPU every node falls back for the same one.
-	fallbacks := map[string]int{}
-	var reasons []string
-	for _, fb := range s.ExecutionProviderFallbackReport() {
-		key := fmt.Sprintf("on %s: %s", fb.Provider, fb.Reason)
-		if fallbacks[key] == 0 {
-			reasons = append(reasons, key)
-		}
-		fallbacks[key]++
-	}
-	for _, r := range reasons {
-		fmt.Fprintf(stderr, "loom demo: %d node(s) run %s\n", fallbacks[r], r)
-	}
+	// One line: without a GPU every node falls back for the same reason.
+	reportFallbacks(stderr, "loom demo", *provider, s.ExecutionProviderFallbackReport(), *verbose)
 	in, out := s.Inputs()[0], s.Outputs()[0]
 	fmt.Fprintf(stdout, "Loom demo: a convolutional network (%d KB, built into this binary) reads handwritten digits.\n", len(model)/1024)
 	fmt.Fprintf(stdout, "Loaded for %s in %.1f ms. Input %q %v: a 28x28 grey image; output %q: one score per digit 0-9.\n",
 		s.Provider(), loadMs, in.Name, in.Shape, out.Name)
-	// Kernels are compiled on first use and cached on disk, so the first run is slow on a fresh
-	// machine; a warm-up run keeps that out of the per-sample latencies.
-	warm, err := embeddedFloats("demodata/digit0.npy")
+	// The first run builds the compiled run plan (and compiles, once per machine, any kernel
+	// not shipped in the binary); a warm-up run keeps that out of the per-sample latencies.
+	warm, err := embeddedFloats(fmt.Sprintf("demodata/digit%d.npy", demoDigits[0]))
 	if err != nil {
 		fmt.Fprintf(stderr, "loom demo: %v\n", err)
 		return 1
@@ -90,7 +85,7 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loom demo: warm-up run: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "Warm-up run (compiles the kernels on first use, then reuses them from the disk cache): %.1f ms.\n", msSince(start))
+	fmt.Fprintf(stdout, "Warm-up run (builds the run plan; compiles any kernel not shipped in this binary, once per machine): %.1f ms.\n", msSince(start))
 
 	wrong := 0
 	for i := 0; i < demoSamples; i++ {
@@ -119,11 +114,11 @@ const demoTolerance = 1e-2
 // demoSample runs sample i, prints it and reports whether the prediction and the scores match
 // the reference.
 func demoSample(w io.Writer, s *session.InferenceSession, i int) (bool, error) {
-	image, err := embeddedFloats(fmt.Sprintf("demodata/digit%d.npy", i))
+	image, err := embeddedFloats(fmt.Sprintf("demodata/digit%d.npy", demoDigits[i]))
 	if err != nil {
 		return false, err
 	}
-	want, err := embeddedFloats(fmt.Sprintf("demodata/digit%d_expected.npy", i))
+	want, err := embeddedFloats(fmt.Sprintf("demodata/digit%d_expected.npy", demoDigits[i]))
 	if err != nil {
 		return false, err
 	}

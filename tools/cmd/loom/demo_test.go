@@ -19,7 +19,7 @@ func TestDemoPredictsEverySampleCorrectly(t *testing.T) {
 	require.Equal(t, 0, rc, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	text := out.String()
 	for i := 0; i < demoSamples; i++ {
-		want, err := embeddedFloats(fmt.Sprintf("demodata/digit%d_expected.npy", i))
+		want, err := embeddedFloats(fmt.Sprintf("demodata/digit%d_expected.npy", demoDigits[i]))
 		require.NoError(t, err)
 		scores, err := session.TensorOf[float32](want)
 		require.NoError(t, err)
@@ -38,7 +38,7 @@ func TestDemoRejectsArguments(t *testing.T) {
 	assert.Equal(t, 2, demoMain([]string{"model.onnx"}, &out, &errOut))
 	assert.Contains(t, errOut.String(), "usage: loom demo")
 	errOut.Reset()
-	assert.Equal(t, 1, demoMain([]string{"--ep", "tpu"}, &out, &errOut))
+	assert.Equal(t, 2, demoMain([]string{"--ep", "tpu"}, &out, &errOut))
 	assert.Contains(t, errOut.String(), "tpu")
 	assert.Empty(t, out.String())
 }
@@ -69,7 +69,7 @@ func TestConfidenceChartIsASoftmax(t *testing.T) {
 // The committed samples work as `loom bench` inputs too (docs/cli.md uses them).
 func TestBenchReadsNpyInputs(t *testing.T) {
 	rc, out, errOut := runBenchArgs(t, filepath.Join("demodata", "mnist.onnx"),
-		"Input3="+filepath.Join("demodata", "digit0.npy"), "--runs", "2", "--warmup", "0", "--ep", "host")
+		"Input3="+filepath.Join("demodata", "digit2.npy"), "--runs", "2", "--warmup", "0", "--ep", "host")
 	require.Equal(t, 0, rc, errOut)
 	assert.Contains(t, out, "mnist.onnx on host: median")
 }

@@ -2,8 +2,9 @@
 
 // gen_demodata extracts the model and sample digits of `loom demo` into demodata/: the MNIST
 // CNN that github.com/owulveryck/onnx-go@v0.5.0 (MIT) ships as a Go string literal, and its
-// three ONNX test data sets converted to .npy. Run it with `go generate` in tools/cmd/loom;
-// the output is byte-for-byte the same every time.
+// three ONNX test data sets converted to .npy, each named after the digit its reference output
+// picks (digitD.npy, digitD_expected.npy; demo.go's demoDigits lists them in data set order).
+// Run it with `go generate` in tools/cmd/loom; the output is byte-for-byte the same every time.
 package main
 
 import (
@@ -40,10 +41,23 @@ func main() {
 		log.Fatal(err)
 	}
 	write("demodata/LICENSE.onnx-go", lic)
+	seen := map[int]bool{}
 	for i := 0; i < 3; i++ {
 		set := filepath.Join(src, fmt.Sprintf("test_data_set_%d", i))
-		write(fmt.Sprintf("demodata/digit%d.npy", i), npyOf(filepath.Join(set, "input_0.pb")))
-		write(fmt.Sprintf("demodata/digit%d_expected.npy", i), npyOf(filepath.Join(set, "output_0.pb")))
+		image, _ := npyOf(filepath.Join(set, "input_0.pb"))
+		expected, scores := npyOf(filepath.Join(set, "output_0.pb"))
+		digit := 0
+		for k, v := range scores {
+			if v > scores[digit] {
+				digit = k
+			}
+		}
+		if seen[digit] {
+			log.Fatalf("two samples are the digit %d", digit)
+		}
+		seen[digit] = true
+		write(fmt.Sprintf("demodata/digit%d.npy", digit), image)
+		write(fmt.Sprintf("demodata/digit%d_expected.npy", digit), expected)
 	}
 }
 
@@ -89,8 +103,9 @@ func modelLiteral(path string) []byte {
 	return []byte(s)
 }
 
-// npyOf converts a serialized float TensorProto to a .npy file's bytes.
-func npyOf(path string) []byte {
+// npyOf converts a serialized float TensorProto to a .npy file's bytes; it returns its
+// elements too.
+func npyOf(path string) ([]byte, []float32) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		log.Fatal(err)
@@ -118,7 +133,7 @@ func npyOf(path string) []byte {
 	binary.Write(&buf, binary.LittleEndian, uint16(len(header)))
 	buf.WriteString(header)
 	binary.Write(&buf, binary.LittleEndian, vals)
-	return buf.Bytes()
+	return buf.Bytes(), vals
 }
 
 func write(path string, b []byte) {

@@ -68,8 +68,8 @@ func (s *ModelSession) Benchmark(key string, samples int) (ForwardTimings, error
 		return ForwardTimings{}, err
 	}
 	graph := func() error {
-		if err := rec.exec.Launch(s.stream); err != nil {
-			return s.latch(op, err)
+		if err := s.launch(op, rec); err != nil {
+			return err
 		}
 		return s.synchronize(op)
 	}
@@ -133,6 +133,7 @@ func (s *ModelSession) ProfileCommands(key string, samples int) ([]Distribution,
 		cmd := &rec.commands[c]
 		for i := -1; i < samples; i++ {
 			start := time.Now()
+			s.launched(rec.words)
 			if err := cmd.enqueue(s.stream); err != nil {
 				return nil, s.latch(op, err)
 			}

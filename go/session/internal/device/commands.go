@@ -22,8 +22,22 @@ type Dispatch struct {
 	Workload []uint64
 	Bindings []Binding
 	// Violation, when set, is a 4-byte region into which the kernel ORs its bounds-check
-	// violation bits (docs/loom.md, "Execution model"); the zero Region discards them.
+	// violation bits (docs/loom.md, "Bounds and the violation word"). The caller reads and
+	// clears it: the session does not look at it, so a violation there is no error of the
+	// session's.
+	//
+	// Left zero, the session supplies a word of its own to the dispatch (one per dispatch,
+	// in host-visible memory it allocates with the recording, slot or command list), reads
+	// it once the work has completed and zeroes it again, and a nonzero word is an error
+	// (ErrInvalidArgument) naming the command, its kernel and the bits: a kernel that skipped
+	// an access at a bounds check left its output incomplete. A ModelSession reports it from
+	// the next call that waits for the replay (Synchronize, Read, ReadMany, Freeze); a Slot
+	// from the Run. The error does not fail the session.
 	Violation Region
+	// IgnoreViolations, with a zero Violation, opts the dispatch out of the session's word:
+	// the kernel's violation bits are discarded and a skipped access is no error. It may not
+	// be combined with a Violation region.
+	IgnoreViolations bool
 }
 
 // Fill sets every byte of Region to Byte.
@@ -54,6 +68,9 @@ type allocation struct {
 	borrowed bool
 	// released: its memory was given back early (release); regions of it are refused.
 	released bool
+	// wrapped: buf wraps memory the caller holds (WrapHost): freeing it closes the wrapper
+	// and credits nothing, since nothing was charged.
+	wrapped bool
 }
 
 func (a *allocation) hostVisible() bool { return a.kind == native.SharedMemory }
@@ -81,6 +98,9 @@ type preparedCommand struct {
 	bytes  uint64
 	value  byte
 	uses   []byteUse
+	// sessionWord, for a dispatch that binds no violation word and does not ignore its
+	// violations, describes it for the word its owner supplies (attachViolationWords).
+	sessionWord *violationSite
 }
 
 // memoryMap resolves regions and kernel ids for one owner: a session, or a slot of a prepared
@@ -182,6 +202,9 @@ func (m *memoryMap) prepareDispatch(op string, d Dispatch) (preparedCommand, err
 	}
 	sig := &k.sig
 	p := preparedCommand{kind: dispatchCommand, kernel: k.kernel, desc: "dispatch of " + sig.Name}
+	if d.IgnoreViolations && d.Violation.owner != nil {
+		return p, tensor.NewError(op, tensor.ErrInvalidArgument, "the dispatch of kernel %q binds a violation word (%s) and ignores violations; set one or the other", sig.Name, d.Violation)
+	}
 	if len(d.Bindings) != len(sig.Buffers) {
 		return p, tensor.NewError(op, tensor.ErrInvalidArgument, "kernel %q has %d buffer parameters, the dispatch binds %d", sig.Name, len(sig.Buffers), len(d.Bindings))
 	}
@@ -232,6 +255,12 @@ func (m *memoryMap) prepareDispatch(op string, d Dispatch) (preparedCommand, err
 		SharedBytes: cfg.SharedBytes,
 		Buffers:     buffers,
 		Scalars:     scalars,
+	}
+	if d.Violation.owner == nil && !d.IgnoreViolations {
+		p.sessionWord = &violationSite{kernel: sig.Name, buffers: sig.Buffers}
+		if k.kernel != nil {
+			p.sessionWord.symbol = k.kernel.Name()
+		}
 	}
 	if d.Violation.owner != nil {
 		what := fmt.Sprintf("the violation word of kernel %q", sig.Name)

@@ -26,6 +26,9 @@ type ModelContext struct {
 	ownsDevice bool
 	budget     uint64
 	charged    atomic.Uint64
+	// shared, when set, is the budget the context's allocations are charged to instead of
+	// budget and charged (NewContextSharing).
+	shared *Budget
 
 	compilerMu   sync.Mutex
 	compiler     Compiler // zero until first use or setCompiler
@@ -56,10 +59,21 @@ func (c *ModelContext) Device() *native.Device { return c.dev }
 func (c *ModelContext) Target() string { return c.dev.Target() }
 
 // Budget is the most bytes the context's allocations may hold at once.
-func (c *ModelContext) Budget() uint64 { return c.budget }
+func (c *ModelContext) Budget() uint64 {
+	if c.shared != nil {
+		return c.shared.Limit()
+	}
+	return c.budget
+}
 
-// Charged is the bytes currently allocated in the context.
-func (c *ModelContext) Charged() uint64 { return c.charged.Load() }
+// Charged is the bytes currently allocated in the context (with a shared budget, what all
+// of its owners hold).
+func (c *ModelContext) Charged() uint64 {
+	if c.shared != nil {
+		return c.shared.Charged()
+	}
+	return c.charged.Load()
+}
 
 // Compiler returns the context's Loom compiler for its device's target, creating it on the
 // first call (Loom's default configuration: the on-disk cache under $LOOM_CACHE_DIR or the
@@ -98,6 +112,9 @@ func (c *ModelContext) setCompiler(op string, comp Compiler) error {
 
 // charge reserves bytes of the budget, or fails without reserving anything.
 func (c *ModelContext) charge(op string, bytes uint64) error {
+	if c.shared != nil {
+		return c.shared.Charge(op, "a buffer", bytes)
+	}
 	for {
 		cur := c.charged.Load()
 		if bytes > c.budget || cur > c.budget-bytes {
@@ -110,7 +127,13 @@ func (c *ModelContext) charge(op string, bytes uint64) error {
 }
 
 // credit returns bytes to the budget.
-func (c *ModelContext) credit(bytes uint64) { c.charged.Add(-bytes) }
+func (c *ModelContext) credit(bytes uint64) {
+	if c.shared != nil {
+		c.shared.Credit(bytes)
+		return
+	}
+	c.charged.Add(-bytes)
+}
 
 // freeAllocation frees a's buffer unless a is borrowed (its owner frees it), and forgets it.
 func (c *ModelContext) freeAllocation(a *allocation) error {
@@ -118,6 +141,9 @@ func (c *ModelContext) freeAllocation(a *allocation) error {
 	a.buf = nil
 	if buf == nil || a.borrowed {
 		return nil
+	}
+	if a.wrapped {
+		return buf.Close()
 	}
 	return c.free(buf)
 }

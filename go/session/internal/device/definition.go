@@ -68,10 +68,7 @@ func (s *ModelSession) Freeze(ctx *ModelContext) (*ModelDefinition, error) {
 	}
 	d := &ModelDefinition{ctx: ctx, owner: s.owner, kernels: s.kernels, modules: s.modules}
 	var errs []error
-	for key, rec := range s.recordings {
-		errs = append(errs, rec.exec.Close())
-		delete(s.recordings, key)
-	}
+	errs = append(errs, s.closeRecordings()...)
 	errs = append(errs, s.ctx.free(s.readback))
 	s.readback = nil
 	for _, a := range s.allocs {
@@ -212,6 +209,7 @@ type Slot struct {
 	staged  []uint64 // per input then output: offset in staging, for device-local ones
 	staging *native.Buffer
 	stageSz uint64
+	words   *violationWords // the slot's violation words (see Dispatch.Violation); nil: none
 	failed  error
 	closed  bool
 }
@@ -272,6 +270,9 @@ func (f *Fragment) newSlot(op string) (*Slot, error) {
 	m := &memoryMap{owner: d.owner, alloc: func(i int) *allocation { return sl.allocs[i] }, count: len(sl.allocs), kernels: d.kernels}
 	prepared, err := m.prepare(op, f.commands)
 	if err != nil {
+		return fail(err)
+	}
+	if sl.words, err = attachViolationWords(op, d.ctx, prepared, "the fragment"); err != nil {
 		return fail(err)
 	}
 	exec, err := buildGraph(d.ctx.dev, prepared, nil)
@@ -339,7 +340,7 @@ func (sl *Slot) release() []error {
 		errs = append(errs, sl.exec.Close())
 		sl.exec = nil
 	}
-	errs = append(errs, sl.ctx.free(sl.staging))
+	errs = append(errs, sl.ctx.free(sl.staging), sl.words.free(sl.ctx))
 	sl.staging = nil
 	for i, a := range sl.allocs {
 		if a != nil && !a.weight {
@@ -357,7 +358,10 @@ func (sl *Slot) release() []error {
 // Run writes inputs[i] to the leading bytes of input i, replays the fragment, and reads the
 // leading len(outputs[i]) bytes of output i into outputs[i], waiting for the result. Inputs
 // and outputs that live in device-local memory pass through a host-visible staging buffer the
-// slot creates on first use. A stream failure latches the slot failed (ErrFailed).
+// slot creates on first use. A stream failure latches the slot failed (ErrFailed). A dispatch
+// that skipped an access at a bounds check, with no Violation word of its own and without
+// IgnoreViolations, fails the Run (ErrInvalidArgument, naming the command and its kernel;
+// outputs are not written) but not the slot.
 func (sl *Slot) Run(inputs, outputs [][]byte) error {
 	const op = "Slot.Run"
 	sl.mu.Lock()
@@ -423,6 +427,9 @@ func (sl *Slot) Run(inputs, outputs [][]byte) error {
 	}
 	if err := sl.stream.Synchronize(); err != nil {
 		return latch(err)
+	}
+	if err := sl.words.check(op); err != nil {
+		return err
 	}
 	for i, out := range outputs {
 		r, a := sl.outputs[i], sl.allocs[sl.outputs[i].alloc]

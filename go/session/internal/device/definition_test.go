@@ -66,7 +66,9 @@ func TestFreezePrepareRunSlotsConcurrently(t *testing.T) {
 	m := newAxpyModel(t, ctx, n)
 	// The session works before freezing.
 	require.NoError(t, m.s.Record("fwd", m.commands()))
-	require.Equal(t, uint64(3*4*n), ctx.Charged())
+	// The recording's two dispatches each have a violation word of the session's (4 bytes).
+	const words = 2 * 4
+	require.Equal(t, uint64(3*4*n+words), ctx.Charged())
 
 	def, err := m.s.Freeze(ctx)
 	require.NoError(t, err)
@@ -89,7 +91,7 @@ func TestFreezePrepareRunSlotsConcurrently(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, prep.Close()) })
 	require.Equal(t, slots, prep.Len())
-	require.Equal(t, uint64(4*n+slots*2*4*n), ctx.Charged(), "each slot has its own scratch; the weight is not charged again")
+	require.Equal(t, uint64(4*n+slots*(2*4*n+words)), ctx.Charged(), "each slot has its own scratch and words; the weight is not charged again")
 
 	var wg sync.WaitGroup
 	errs := make([]error, slots)
@@ -126,7 +128,7 @@ func TestFreezePrepareRunSlotsConcurrently(t *testing.T) {
 	}
 	// The staging buffers were created on first use (the input is device-local; the output
 	// is host-visible and needs none).
-	require.Equal(t, uint64(4*n+slots*2*4*n+slots*((4*n+readbackAlign-1)/readbackAlign*readbackAlign)), ctx.Charged())
+	require.Equal(t, uint64(4*n+slots*(2*4*n+words)+slots*((4*n+readbackAlign-1)/readbackAlign*readbackAlign)), ctx.Charged())
 }
 
 func TestFreezeIntoAnotherContext(t *testing.T) {

@@ -1,6 +1,7 @@
 package device
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -18,6 +19,12 @@ import (
 // the session latches failed: every later call returns an error matching ErrFailed (with the
 // stream's failure as its cause); only Close still works.
 //
+// A kernel that skips an access at a bounds check is an error by default: unless a Dispatch
+// binds a Violation word of its own or sets IgnoreViolations, the session gives it a word and
+// the next call that waits for its work (Synchronize, Read, ReadMany, Freeze) returns an
+// error matching ErrInvalidArgument that names the command, the recording and the kernel.
+// That error does not fail the session.
+//
 // The methods are safe for concurrent use; they are serialized.
 type ModelSession struct {
 	mu          sync.Mutex
@@ -31,18 +38,23 @@ type ModelSession struct {
 	moduleByKey map[string]*native.Module // Compile's modules by artifact key
 	recordings  map[string]*recording
 	readback    *native.Buffer // grow-only, host-visible (ReadMany)
-	failed      error
-	closed      bool
-	frozen      bool
+	// pending: the violation words of the command lists launched since the stream was last
+	// waited for, which the next wait reads (checkViolations).
+	pending []*violationWords
+	failed  error
+	closed  bool
+	frozen  bool
 
 	edgeFilter edgeFilter // tests only
 }
 
-// recording is a recorded command list: its prepared commands (for direct issue) and the
-// instantiated graph.
+// recording is a recorded command list: its prepared commands (for direct issue), the
+// instantiated graph, and the violation words the session supplies to its dispatches (nil
+// when none asked for one).
 type recording struct {
 	commands []preparedCommand
 	exec     *native.GraphExec
+	words    *violationWords
 }
 
 // Option configures the ModelSession that Open, OpenFor or WithCompiler makes (OnBackend,
@@ -287,9 +299,14 @@ func (s *ModelSession) Synchronize() error {
 	return s.synchronize(op)
 }
 
+// synchronize waits for the stream, then reports a bounds-check violation of the work it
+// waited for (see Dispatch.Violation).
 func (s *ModelSession) synchronize(op string) error {
 	if err := s.stream.Synchronize(); err != nil {
 		return s.latch(op, err)
+	}
+	if len(s.pending) > 0 {
+		return s.checkViolations(op)
 	}
 	return nil
 }
@@ -338,7 +355,8 @@ type ReadRequest struct {
 }
 
 // Read waits for the work enqueued so far, then copies the leading len(dst) bytes of r into
-// dst. A dst longer than r is an error.
+// dst. A dst longer than r is an error. So is a bounds-check violation of the work it waited
+// for (see Dispatch.Violation), which copies nothing.
 func (s *ModelSession) Read(r Region, dst []byte) error {
 	return s.readMany("ModelSession.Read", []ReadRequest{{Region: r, Dst: dst}})
 }
@@ -532,11 +550,19 @@ func (s *ModelSession) Record(key string, commands []Command) error {
 	if err != nil {
 		return err
 	}
+	words, err := attachViolationWords(op, s.ctx, prepared, fmt.Sprintf("recording %q", key))
+	if err != nil {
+		return err
+	}
 	exec, err := buildGraph(s.ctx.dev, prepared, s.edgeFilter)
 	if err != nil {
-		return tensor.WrapError(op, tensor.ErrDevice, err, "cannot build the graph of %q", key)
+		err = tensor.WrapError(op, tensor.ErrDevice, err, "cannot build the graph of %q", key)
+		if ferr := words.free(s.ctx); ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		return err
 	}
-	s.recordings[key] = &recording{commands: prepared, exec: exec}
+	s.recordings[key] = &recording{commands: prepared, exec: exec, words: words}
 	return nil
 }
 
@@ -548,7 +574,9 @@ func (s *ModelSession) IsRecorded(key string) bool {
 	return ok
 }
 
-// Replay enqueues the graph recorded under key, after the work enqueued before it.
+// Replay enqueues the graph recorded under key, after the work enqueued before it. It does
+// not wait: a bounds-check violation of the replay is reported by the next call that waits
+// for it (Synchronize, Read, ReadMany, Freeze; see Dispatch.Violation).
 func (s *ModelSession) Replay(key string) error {
 	const op = "ModelSession.Replay"
 	s.mu.Lock()
@@ -557,6 +585,12 @@ func (s *ModelSession) Replay(key string) error {
 	if err != nil {
 		return err
 	}
+	return s.launch(op, rec)
+}
+
+// launch enqueues rec's graph on the session's stream. The caller holds s.mu.
+func (s *ModelSession) launch(op string, rec *recording) error {
+	s.launched(rec.words)
 	if err := rec.exec.Launch(s.stream); err != nil {
 		return s.latch(op, err)
 	}
@@ -576,6 +610,7 @@ func (s *ModelSession) recording(op, key string) (*recording, error) {
 
 // issueDirect enqueues a recording's commands one by one (what the graph replaces).
 func (s *ModelSession) issueDirect(op string, rec *recording) error {
+	s.launched(rec.words)
 	for i := range rec.commands {
 		if err := rec.commands[i].enqueue(s.stream); err != nil {
 			return s.latch(op, err)
@@ -602,7 +637,8 @@ func (s *ModelSession) Close() error {
 	}
 	var errs []error
 	if s.failed == nil {
-		// A failed stream has nothing to wait for; releasing it drains it anyway.
+		// A failed stream has nothing to wait for; releasing it drains it anyway. (Closing
+		// reads no violation words: nobody can read what the work wrote any more.)
 		errs = append(errs, s.stream.Synchronize())
 	}
 	errs = append(errs, s.releaseDeviceState()...)
@@ -618,10 +654,7 @@ func (s *ModelSession) Close() error {
 // modules.
 func (s *ModelSession) releaseDeviceState() []error {
 	var errs []error
-	for key, rec := range s.recordings {
-		errs = append(errs, rec.exec.Close())
-		delete(s.recordings, key)
-	}
+	errs = append(errs, s.closeRecordings()...)
 	errs = append(errs, s.ctx.free(s.readback))
 	s.readback = nil
 	for _, a := range s.allocs {
@@ -631,5 +664,17 @@ func (s *ModelSession) releaseDeviceState() []error {
 		errs = append(errs, m.Close())
 	}
 	s.modules, s.moduleByKey = nil, nil
+	return errs
+}
+
+// closeRecordings closes every recording's graph and frees its violation words, and forgets
+// the words launched but not read (the session is closing, freezing or resetting, with its
+// stream idle or failed).
+func (s *ModelSession) closeRecordings() []error {
+	errs := s.dropPending()
+	for key, rec := range s.recordings {
+		errs = append(errs, rec.exec.Close(), rec.words.free(s.ctx))
+		delete(s.recordings, key)
+	}
 	return errs
 }

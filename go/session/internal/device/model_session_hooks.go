@@ -45,11 +45,7 @@ func ResetForReuse(s *ModelSession, op string) error {
 	if err := s.synchronize(op); err != nil {
 		return err
 	}
-	var errs []error
-	for key, rec := range s.recordings {
-		errs = append(errs, rec.exec.Close())
-		delete(s.recordings, key)
-	}
+	errs := s.closeRecordings()
 	for _, a := range s.allocs {
 		errs = append(errs, s.ctx.freeAllocation(a))
 	}
@@ -81,7 +77,16 @@ func IssueOnce(s *ModelSession, op string, commands []Command) error {
 	if err != nil {
 		return err
 	}
-	return s.issueDirect(op, &recording{commands: prepared})
+	// Dispatches without a violation word of their own get one that lives until the next
+	// wait reads it.
+	words, err := attachViolationWords(op, s.ctx, prepared, "the commands run once")
+	if err != nil {
+		return err
+	}
+	if words != nil {
+		words.transient = true
+	}
+	return s.issueDirect(op, &recording{commands: prepared, words: words})
 }
 
 // emptyWeight stands in for a weight of no elements: kernels are bound to at least 4 bytes.
@@ -136,6 +141,12 @@ func RunRecorded(s *ModelSession, key string, maxThreads int, bindings []native.
 		}
 		return s.latch(op, err)
 	}
+	if rec.words != nil || len(s.pending) > 0 {
+		// The run has completed, and the work before it too: read the session's words.
+		// (A plan's dispatches bind words of their own, which the plan reads.)
+		s.launched(rec.words)
+		return s.checkViolations(op)
+	}
 	return nil
 }
 
@@ -181,8 +192,8 @@ func ReleaseRegions(s *ModelSession, regions []Region) error {
 		if a.borrowed {
 			return tensor.NewError(op, tensor.ErrInvalidArgument, "%s is a shared weight, not the session's to release", r)
 		}
-		errs = append(errs, s.ctx.free(a.buf))
-		a.buf, a.released = nil, true
+		errs = append(errs, s.ctx.freeAllocation(a))
+		a.released = true
 	}
 	return tensor.JoinErrors(op, errs)
 }

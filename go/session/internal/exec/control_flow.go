@@ -66,9 +66,12 @@ func (rc *RunCtx) ControlFlow(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]t
 		}
 		var scans [][]tensor.Tensor
 		var scanElems []int64 // each scan output's elements so far: checked against the limit as it grows
+		// What the node holds between iterations is reserved from the memory budget: the
+		// carried values (those of the last iteration only) and the scan outputs so far.
+		var carriedBytes uint64
 		for it := int64(0); it < maxTrip && cond; it++ {
-			if it > 1<<24 {
-				return nil, fmt.Errorf("Loop ran more than 2^24 iterations")
+			if err := rc.iteration(n, it); err != nil {
+				return nil, err
 			}
 			inner := &Scope{Vals: map[string]tensor.Tensor{}, parent: sc}
 			inner.Vals[g.Inputs[0].Name] = ops.I64Tensor(nil, []int64{it})
@@ -85,6 +88,9 @@ func (rc *RunCtx) ControlFlow(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]t
 			}
 			cond = tensor.Float64s(outs[0])[0] != 0
 			carried = outs[1 : 1+nCarried]
+			if err := rc.reserveCarried(&carriedBytes, carried, "the loop-carried values", it+1); err != nil {
+				return nil, err
+			}
 			if scans == nil {
 				scans = make([][]tensor.Tensor, len(outs)-1-nCarried)
 				scanElems = make([]int64, len(scans))
@@ -94,7 +100,11 @@ func (rc *RunCtx) ControlFlow(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]t
 					return nil, fmt.Errorf("Loop scan output %d is %s (%s); scan outputs must be tensors", i, tensor.Article(t), t)
 				}
 				scanElems[i] += int64(t.Len())
-				if err := ops.CheckCount(rc, fmt.Sprintf("Loop scan output %d after %d iterations", i, it+1), float64(scanElems[i])); err != nil {
+				what := fmt.Sprintf("Loop scan output %d after %d iterations", i, it+1)
+				if err := ops.CheckCount(rc, what, float64(scanElems[i])); err != nil {
+					return nil, err
+				}
+				if err := rc.Reserve(what, valueBytes(t)); err != nil {
 					return nil, err
 				}
 				scans[i] = append(scans[i], t)
@@ -104,6 +114,9 @@ func (rc *RunCtx) ControlFlow(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]t
 		for i := range len(n.Outputs) - nCarried {
 			if i >= len(scans) || len(scans[i]) == 0 {
 				return nil, fmt.Errorf("Loop produced no iterations for scan output %d", i)
+			}
+			if err := reserveJoined(rc, fmt.Sprintf("Loop scan output %d", i), scans[i]); err != nil {
+				return nil, err
 			}
 			joined, err := ops.ConcatFlat(scans[i]...)
 			if err != nil {
@@ -153,7 +166,11 @@ func (rc *RunCtx) scanOnce(n *graph.Node, g *graph.Graph, states, scans []tensor
 	}
 	carried := append([]tensor.Tensor{}, states...)
 	collected := make([][]tensor.Tensor, nOut)
+	var carriedBytes uint64
 	for it := 0; it < steps; it++ {
+		if err := rc.iteration(n, int64(it)); err != nil {
+			return nil, err
+		}
 		inner := &Scope{Vals: map[string]tensor.Tensor{}, parent: sc}
 		for i, t := range carried {
 			inner.Vals[g.Inputs[i].Name] = t
@@ -172,7 +189,13 @@ func (rc *RunCtx) scanOnce(n *graph.Node, g *graph.Graph, states, scans []tensor
 			return nil, err
 		}
 		carried = outs[:len(states)]
+		if err := rc.reserveCarried(&carriedBytes, carried, "the state values", int64(it+1)); err != nil {
+			return nil, err
+		}
 		for j, t := range outs[len(states):] {
+			if err := rc.Reserve(fmt.Sprintf("scan output %d after %d iterations", j, it+1), valueBytes(t)); err != nil {
+				return nil, err
+			}
 			collected[j] = append(collected[j], t)
 		}
 	}
@@ -185,6 +208,9 @@ func (rc *RunCtx) scanOnce(n *graph.Node, g *graph.Graph, states, scans []tensor
 			for a, b := 0, len(ts)-1; a < b; a, b = a+1, b-1 {
 				ts[a], ts[b] = ts[b], ts[a]
 			}
+		}
+		if err := reserveJoined(rc, fmt.Sprintf("scan output %d", j), ts); err != nil {
+			return nil, err
 		}
 		joined, err := ops.ConcatFlat(ts...)
 		if err != nil {
@@ -274,6 +300,9 @@ func (rc *RunCtx) scan(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]tensor.T
 		for b := range parts {
 			parts[b] = perBatch[b][j]
 		}
+		if err := reserveJoined(rc, fmt.Sprintf("output %d", j), parts); err != nil {
+			return nil, err
+		}
 		joined, err := ops.ConcatFlat(parts...)
 		if err != nil {
 			return nil, err
@@ -314,6 +343,9 @@ func (rc *RunCtx) sequenceMap(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]t
 	}
 	collected := make([][]tensor.Tensor, len(g.Outputs))
 	for it := range steps {
+		if err := rc.iteration(n, int64(it)); err != nil {
+			return nil, err
+		}
 		inner := &Scope{Vals: make(map[string]tensor.Tensor, len(in)), parent: sc}
 		for i, t := range in {
 			if tensor.IsSeq(t) {
@@ -348,4 +380,53 @@ func (rc *RunCtx) sequenceMap(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]t
 		res[k] = tensor.SeqOf(dt, ts)
 	}
 	return res, nil
+}
+
+// DefaultMaxLoopIterations is the iterations one run of a Loop, Scan or SequenceMap node may
+// take unless the session sets another limit (session.WithMaxLoopIterations).
+const DefaultMaxLoopIterations = 1 << 24
+
+// MaxLoopIterations is the session's iteration limit of one control-flow node's run.
+func (rc *RunCtx) MaxLoopIterations() int64 {
+	if rc != nil && rc.Eng != nil && rc.Eng.MaxLoopIterations > 0 {
+		return rc.Eng.MaxLoopIterations
+	}
+	return DefaultMaxLoopIterations
+}
+
+// iteration is what Loop, Scan and SequenceMap check before iteration it of n: the run stops
+// once its context is done (also when the body has no node that would notice), and at the
+// iteration limit with an error of kind ErrOverBudget naming it.
+func (rc *RunCtx) iteration(n *graph.Node, it int64) error {
+	if limit := rc.MaxLoopIterations(); it >= limit {
+		return tensor.NewError("Run", tensor.ErrOverBudget, "%s would run more than %d iterations, the session's limit (WithMaxLoopIterations)", n.OpType, limit)
+	}
+	return rc.Canceled(n)
+}
+
+// reserveJoined reserves from the memory budget the bytes of what, the concatenation of ts,
+// before it is made.
+func reserveJoined(rc *RunCtx, what string, ts []tensor.Tensor) error {
+	return rc.Reserve(what, valuesBytes(ts))
+}
+
+// reserveCarried replaces the reservation *held of a loop's carried values by one for
+// carried, those after iterations iterations (what names them in the error).
+func (rc *RunCtx) reserveCarried(held *uint64, carried []tensor.Tensor, what string, iterations int64) error {
+	rc.Unreserve(*held)
+	*held = valuesBytes(carried)
+	if err := rc.Reserve(fmt.Sprintf("%s after %d iterations", what, iterations), *held); err != nil {
+		*held = 0
+		return err
+	}
+	return nil
+}
+
+// valuesBytes is the bytes of ts's storages.
+func valuesBytes(ts []tensor.Tensor) uint64 {
+	var n uint64
+	for _, t := range ts {
+		n += valueBytes(t)
+	}
+	return n
 }

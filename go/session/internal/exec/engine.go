@@ -45,6 +45,12 @@ type Engine struct {
 	// MaxElements bounds the elements of any tensor a run's ops make (the session's
 	// graph.Limits.MaxElements); 0 is the default limit.
 	MaxElements int64
+	// Mem is the session's memory budget (session.WithMemoryBudget), which the runs charge
+	// (budget.go); nil: none.
+	Mem *device.Budget
+	// MaxLoopIterations bounds the iterations of one Loop or Scan node's run
+	// (session.WithMaxLoopIterations); 0 is DefaultMaxLoopIterations.
+	MaxLoopIterations int64
 
 	// deadAfter holds ops.DeadAfter's lists by graph (the model's and its subgraphs'): it
 	// lives and dies with the engine, so that a closed session keeps no graph alive.

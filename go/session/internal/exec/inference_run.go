@@ -83,11 +83,15 @@ func WrapRun(op string, wrap func(RunFunc) RunFunc) (restore func()) {
 // inputs reached) is recovered as an *Error of kind ErrInternal naming n, whose *PanicError
 // cause holds the panic value and stack: the run fails like any other failed op, and the
 // session stays usable.
+//
+// What the op reserved of the memory budget (Reserve) is given back when it returns.
 func (rc *RunCtx) RunNode(f RunFunc, n *graph.Node, in []tensor.Tensor, sc *Scope) (outs []tensor.Tensor, err error) {
+	mark := rc.mem.transient
 	defer func() {
 		if r := recover(); r != nil {
 			outs, err = nil, tensor.NodePanicError(n, r, debug.Stack())
 		}
+		rc.releaseTo(mark)
 	}()
 	if n.Traits().ControlFlow {
 		return rc.ControlFlow(n, in, sc)
@@ -158,6 +162,8 @@ type RunCtx struct {
 	Observe func(g *graph.Graph, n *graph.Node, in, out []tensor.Tensor)
 	// Trace is the run's tracing state, nil when tracing is off (see inference_trace.go).
 	Trace *runTrace
+	// mem is what the run holds of the session's memory budget (budget.go).
+	mem runMem
 }
 
 // NewRunCtx is the state of one run in ctx.
@@ -189,6 +195,7 @@ func (rc *RunCtx) Canceled(n *graph.Node) error {
 // Close hands the run's ModelSession back to the session's pool, which frees the run's
 // device memory and keeps the stream for a later run.
 func (rc *RunCtx) Close() {
+	rc.releaseMem()
 	if rc.ms != nil {
 		rc.Eng.RunSessions.put(rc.ms)
 		rc.ms = nil
@@ -261,6 +268,12 @@ func (rc *RunCtx) evalGraphWith(g *graph.Graph, sc *Scope, p *preparedBody) ([]t
 		if err != nil {
 			return nil, tensor.NodeError(n, err)
 		}
+		// The outputs are charged to the memory budget as the run's values: a node whose
+		// outputs exceed it fails here (ops whose sizes come from the inputs reserved them
+		// before allocating; see budget.go).
+		if err := rc.holdOutputs(n, in, outs); err != nil {
+			return nil, tensor.NodeError(n, err)
+		}
 		for i, name := range n.Outputs {
 			if name == "" || i >= len(outs) {
 				continue
@@ -272,8 +285,15 @@ func (rc *RunCtx) evalGraphWith(g *graph.Graph, sc *Scope, p *preparedBody) ([]t
 		}
 		// Values no later node reads are dropped, so that a run holds only live values.
 		for _, name := range dead[ni] {
+			if t, ok := sc.Vals[name]; ok {
+				rc.dropValue(t)
+			}
 			delete(sc.Vals, name)
 		}
+	}
+	// A subgraph's values go with its scope (its outputs are charged again as its node's).
+	if g.Parent != nil {
+		defer rc.dropScope(g, sc)
 	}
 	outs := make([]tensor.Tensor, len(g.Outputs))
 	for i, v := range g.Outputs {

@@ -3,6 +3,7 @@ package exec
 import (
 	"encoding/binary"
 	"strconv"
+	"unsafe"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/device"
@@ -58,6 +59,17 @@ func (rc *RunCtx) RunKernelPlanFor(n *graph.Node, p *ops.KernelPlan, in []tensor
 		return outs, nil
 	}
 	rc.noteKernelVariant(p)
+	// On the host's own device the kernels read the inputs and write the outputs where the
+	// run holds them (WrapHost): no upload, no read back, no second copy of either.
+	written := map[ops.Operand]bool{}
+	for _, c := range p.Calls {
+		for _, b := range c.Bind {
+			if b.Access != device.AccessRead {
+				written[b.Operand] = true
+			}
+		}
+	}
+	wrapped := map[ops.Operand]bool{}
 	regions := map[ops.Operand]device.Region{}
 	region := func(o ops.Operand) (device.Region, error) {
 		if r, ok := regions[o]; ok {
@@ -66,6 +78,14 @@ func (rc *RunCtx) RunKernelPlanFor(n *graph.Node, p *ops.KernelPlan, in []tensor
 		ms, err := rc.device()
 		if err != nil {
 			return device.Region{}, err
+		}
+		if raw, ok := wrappable(ms, o, p, in, outs, written[o]); ok {
+			r, err := device.WrapHost(ms, raw, o.Kind == ops.OperandOutput)
+			if err != nil {
+				return device.Region{}, err
+			}
+			regions[o], wrapped[o] = r, true
+			return r, nil
 		}
 		var r device.Region
 		switch o.Kind {
@@ -147,6 +167,9 @@ func (rc *RunCtx) RunKernelPlanFor(n *graph.Node, p *ops.KernelPlan, in []tensor
 	var reads []device.ReadRequest
 	for i := range outs {
 		r, ok := regions[ops.OutputOperand(i)]
+		if wrapped[ops.OutputOperand(i)] {
+			continue // written in place
+		}
 		if !ok {
 			if outs[i].Len() > 0 {
 				return nil, ops.OpErr("kernel plan never writes output %d", i)
@@ -202,10 +225,10 @@ func kernelRun(key string, fallback ops.OpFunc) RunFunc {
 			}
 			return fallback(rc, n, in)
 		}
-		// The outputs' shapes are checked against the element limit before anything is
-		// compiled or allocated for them.
+		// The outputs' shapes are checked against the element limit, and their bytes reserved
+		// from the memory budget, before anything is compiled or allocated for them.
 		for i, o := range p.Outputs {
-			if err := ops.CheckShape(rc, "output "+strconv.Itoa(i), o.Shape); err != nil {
+			if err := ops.ReserveShape(rc, "output "+strconv.Itoa(i), o.Dtype, o.Shape, 0); err != nil {
 				return nil, err
 			}
 		}
@@ -217,4 +240,34 @@ func kernelRun(key string, fallback ops.OpFunc) RunFunc {
 		}
 		return rc.RunKernelPlanFor(n, p, in)
 	}
+}
+
+// wrappable returns the memory of operand o (an input, a constant or an output of p) when
+// the kernels can use it in place on ms's device (device.CanWrapHost): an input or constant
+// no call writes, or an output, of at least 64 bytes, a whole number of 4-byte words, aligned
+// for its elements.
+func wrappable(ms *device.ModelSession, o ops.Operand, p *ops.KernelPlan, in, outs []tensor.Tensor, written bool) ([]byte, bool) {
+	var v []tensor.Tensor
+	switch o.Kind {
+	case ops.OperandInput:
+		v = in
+	case ops.OperandConst:
+		v = p.Consts
+	case ops.OperandOutput:
+		v = outs
+	default:
+		return nil, false
+	}
+	if o.Index >= len(v) || !v[o.Index].IsValid() || written && o.Kind != ops.OperandOutput || !device.CanWrapHost(ms) {
+		return nil, false
+	}
+	raw, ok := ops.RawBytes(v[o.Index])
+	if !ok || len(raw) < 64 || len(raw)%4 != 0 {
+		return nil, false
+	}
+	align := min(max(v[o.Index].DType().BitSize()/8, 1), 8)
+	if uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%uintptr(align) != 0 {
+		return nil, false
+	}
+	return raw, true
 }

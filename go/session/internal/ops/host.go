@@ -53,8 +53,17 @@ func MatmulHost(a, b tensor.Tensor) (tensor.Tensor, error) {
 
 // ConvHost is an N-d grouped convolution of x by w (plus the bias b when valid) with the
 // geometry p, on the host: the reference path of Conv, the fused and the integer convolutions.
-func ConvHost(x, w, b tensor.Tensor, p ConvParams) (tensor.Tensor, error) {
+func ConvHost(rc OpRun, x, w, b tensor.Tensor, p ConvParams) (tensor.Tensor, error) {
+	if len(x.Dims()) < 3 {
+		return tensor.Tensor{}, fmt.Errorf("the input X (input 0, shape %v) must be (N, C, spatial...): rank >= 3", x.Dims())
+	}
 	nb, c, m := int(x.Dims()[0]), int(x.Dims()[1]), int(w.Dims()[0])
+	if b.IsValid() && int64(b.Len()) != w.Dims()[0] {
+		return tensor.Tensor{}, fmt.Errorf("the bias B (input 2, shape %v) has %d values, want one per output channel: %d (the weight's shape %v)", b.Dims(), b.Len(), w.Dims()[0], w.Dims())
+	}
+	if err := CheckShape(rc, "the output", p.OutShape(x.Dims()[0], w.Dims()[0])); err != nil {
+		return tensor.Tensor{}, err
+	}
 	sp := x.Dims()[2:]
 	cg, mg := c/p.Group, m/p.Group
 	outShape := []int64{int64(nb), int64(m)}

@@ -371,34 +371,5 @@ func ViolationReason(n *graph.Node, c KernelCall, bits uint32) string {
 		}
 		return o.String()
 	}
-	var what, skipped []string
-	for b := 0; b < 23; b++ {
-		if bits&(1<<b) != 0 {
-			skipped = append(skipped, operand(b))
-		}
-	}
-	if bits&(1<<23) != 0 {
-		skipped = append(skipped, "a binding from 23 on")
-	}
-	if len(skipped) > 0 {
-		what = append(what, "accesses outside "+strings.Join(skipped, ", ")+" were skipped (an index out of range)")
-	}
-	for _, f := range []struct {
-		bit  uint32
-		text string
-	}{
-		{1 << 24, "an access outside the block's shared memory was skipped"},
-		{1 << 25, "an access outside a local array was skipped"},
-		{1 << 28, "a view does not fit its operand (an operand smaller than the shapes the kernel was given)"},
-		{1 << 29, "an assumption about the operands does not hold"},
-		{1 << 30, "the launch does not match the kernel's launch program or bindings"},
-	} {
-		if bits&f.bit != 0 {
-			what = append(what, f.text)
-		}
-	}
-	if len(what) == 0 {
-		what = append(what, "unknown bits")
-	}
-	return fmt.Sprintf("%s (violation bits 0x%x)", strings.Join(what, "; "), bits)
+	return device.DescribeViolation(bits, operand)
 }

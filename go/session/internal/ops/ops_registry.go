@@ -21,6 +21,10 @@ type OpRun interface {
 	OpsetVersion() int64
 	KernelOp(op string, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error)
 	MaxElements() int64
+	// Reserve charges bytes for what (a tensor the op is about to allocate, named in the
+	// error) to the session's memory budget until the op returns; over the budget it is an
+	// error of kind ErrOverBudget, and nothing is reserved. Without a budget it does nothing.
+	Reserve(what string, bytes uint64) error
 }
 
 // hostOps holds the Go host functions by ai.onnx op type.
@@ -118,6 +122,39 @@ func CheckCount(rc OpRun, what string, n float64) error {
 		return tensor.NewError("Run", tensor.ErrOverBudget, "%s would have %s elements, over the limit of %d elements per tensor (graph.Limits.MaxElements)", what, asked, limit)
 	}
 	return nil
+}
+
+// ReserveShape checks the shape of a tensor an op is about to allocate as CheckShape does,
+// then reserves its bytes as dtype elements, with perElem more bytes an element for what the
+// op builds beside it (an index of ints, say), from the run's memory budget (OpRun.Reserve).
+func ReserveShape(rc OpRun, what string, dtype tensor.DType, shape []int64, perElem int) error {
+	if err := CheckShape(rc, what, shape); err != nil {
+		return err
+	}
+	n := int64(1)
+	for _, d := range shape {
+		n *= d // within the element limit: no overflow
+	}
+	return reserveElems(rc, what, dtype, n, perElem)
+}
+
+// ReserveCount is ReserveShape for a tensor of n elements (a float, see CheckCount).
+func ReserveCount(rc OpRun, what string, dtype tensor.DType, n float64, perElem int) error {
+	if err := CheckCount(rc, what, n); err != nil {
+		return err
+	}
+	return reserveElems(rc, what, dtype, int64(n), perElem)
+}
+
+func reserveElems(rc OpRun, what string, dtype tensor.DType, n int64, perElem int) error {
+	if rc == nil || n == 0 {
+		return nil
+	}
+	size := dtype.ByteSize(n)
+	if dtype == graph.String {
+		size = n * 16
+	}
+	return rc.Reserve(what, uint64(size)+uint64(n)*uint64(perElem))
 }
 
 // loomOps holds the functions of the fused operators of graph.LoomDomain, which the graph

@@ -108,8 +108,13 @@ func StridesOf(shape []int64) []int {
 	return st
 }
 
+// NormAxis is axis a of a tensor of rank r, in [-r, r): a negative one counts from the end.
+// A scalar has no axis: any a is an error for rank 0 (ops that index an axis would panic).
 func NormAxis(a int64, r int) (int, error) {
-	if a < -int64(r) || a >= int64(max(r, 1)) {
+	if r == 0 {
+		return 0, fmt.Errorf("axis %d out of range for rank 0 (a scalar has no axes)", a)
+	}
+	if a < -int64(r) || a >= int64(r) {
 		return 0, fmt.Errorf("axis %d out of range for rank %d", a, r)
 	}
 	if a < 0 {
@@ -132,6 +137,16 @@ type ConvParams struct {
 	Group                                             int
 }
 
+// OutShape is the shape of the output of a convolution or pooling with these parameters of a
+// batch of n and c channels: [n, c, Out...].
+func (p ConvParams) OutShape(n, c int64) []int64 {
+	out := []int64{n, c}
+	for _, o := range p.Out {
+		out = append(out, int64(o))
+	}
+	return out
+}
+
 func IntsOr(n *graph.Node, name string, k int, def int) []int {
 	v := n.AttrInts(name)
 	out := make([]int, k)
@@ -152,10 +167,18 @@ func spatialParams(n *graph.Node, in []int64, kernel []int, ceil bool) (ConvPara
 	p := ConvParams{Kernel: kernel, Strides: IntsOr(n, "strides", k, 1), Dilations: IntsOr(n, "dilations", k, 1),
 		PadBegin: make([]int, k), PadEnd: make([]int, k), Out: make([]int, k), Group: int(n.AttrInt("group", 1))}
 	pads := n.AttrInts("pads")
+	for _, v := range pads {
+		if v < 0 || v > math.MaxInt32 {
+			return p, fmt.Errorf("pads %v: each must be in [0, 2^31)", pads)
+		}
+	}
 	autoPad := n.AttrString("auto_pad", "NOTSET")
 	for i := range k {
-		if p.Strides[i] <= 0 || p.Dilations[i] <= 0 {
-			return p, fmt.Errorf("strides and dilations must be positive")
+		if p.Strides[i] <= 0 || p.Dilations[i] <= 0 || p.Strides[i] > math.MaxInt32 || p.Dilations[i] > math.MaxInt32 {
+			return p, fmt.Errorf("strides %v and dilations %v must be positive (and below 2^31)", p.Strides, p.Dilations)
+		}
+		if kernel[i] < 1 || kernel[i] > math.MaxInt32 {
+			return p, fmt.Errorf("the kernel %v must be positive (and below 2^31) on every spatial axis", kernel)
 		}
 		ek := (kernel[i]-1)*p.Dilations[i] + 1
 		size := int(in[i])
@@ -201,10 +224,8 @@ func ConvParamsOf(n *graph.Node, x, w []int64) (ConvParams, error) {
 	for i := range kernel {
 		kernel[i] = int(w[i+2])
 	}
-	if ks := n.AttrInts("kernel_shape"); len(ks) == len(kernel) {
-		for i := range kernel {
-			kernel[i] = int(ks[i])
-		}
+	if ks := n.AttrInts("kernel_shape"); ks != nil && !SameShape(ks, w[2:]) {
+		return ConvParams{}, fmt.Errorf("kernel_shape %v differs from the weight's spatial shape %v (weight %v)", ks, w[2:], w)
 	}
 	p, err := spatialParams(n, x[2:], kernel, false)
 	if err != nil {
@@ -226,6 +247,30 @@ func PoolParamsOf(n *graph.Node, x []int64) (ConvParams, error) {
 		kernel[i] = int(v)
 	}
 	return spatialParams(n, x[2:], kernel, n.AttrInt("ceil_mode", 0) != 0)
+}
+
+// OneInt is the one value of input i (what names it: "the axis (input 1)"), an integer
+// scalar or a tensor of one element: an error naming it when it holds none or more.
+func OneInt(in []tensor.Tensor, i int, what string) (int64, error) {
+	if i >= len(in) || in[i].Len() != 1 {
+		return 0, oneValueError(in, i, what)
+	}
+	return tensor.Int64s(in[i])[0], nil
+}
+
+// OneFloat is OneInt for a value of any numeric type, as a float64.
+func OneFloat(in []tensor.Tensor, i int, what string) (float64, error) {
+	if i >= len(in) || in[i].Len() != 1 {
+		return 0, oneValueError(in, i, what)
+	}
+	return tensor.Float64s(in[i])[0], nil
+}
+
+func oneValueError(in []tensor.Tensor, i int, what string) error {
+	if i >= len(in) || !in[i].IsValid() {
+		return fmt.Errorf("%s is missing", what)
+	}
+	return fmt.Errorf("%s must hold one value, got the shape %v", what, in[i].Dims())
 }
 
 // optional returns input i, or the zero Tensor when the node has fewer inputs.

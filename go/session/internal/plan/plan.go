@@ -150,8 +150,11 @@ type Template struct {
 	Slots      []PlanSlot
 	ArenaBytes int64
 	Outputs    []planRef
-	Folded     int // nodes folded into static values
-	Inlined    int // If nodes replaced by the branch their fixed condition takes
+	// OutputBytes is what a run allocates for its outputs, at most (reserved from the
+	// session's memory budget per run).
+	OutputBytes uint64
+	Folded      int // nodes folded into static values
+	Inlined     int // If nodes replaced by the branch their fixed condition takes
 	// Specialized are the inputs whose values the plan takes as fixed (part of its key).
 	Specialized []string
 	Aliases     int // nodes that only view their input
@@ -763,6 +766,14 @@ func (t *Template) PlaceSlots() {
 		live[at] = i
 	}
 	t.ArenaBytes = max(t.ArenaBytes, Align)
+	t.OutputBytes = 0
+	for _, r := range t.Outputs {
+		if r.dtype == graph.String {
+			t.OutputBytes += uint64(r.static.Len()) * 16
+			continue
+		}
+		t.OutputBytes += uint64(r.dtype.ByteSize(int64(ops.Numel(r.shape))))
+	}
 }
 
 // region is slot i of the instance's arena as a Region.
@@ -1063,6 +1074,11 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 			}
 			mem[a] = inst.outputs.alloc(&p.Recycled, int(n))
 		}
+	}
+	// The outputs' memory is reserved from the session's memory budget for the run (the
+	// arena was when the instance was made).
+	if err := rc.Reserve("the outputs", t.OutputBytes); err != nil {
+		return nil, err
 	}
 	threads := rc.Eng.Threads
 	for _, it := range t.Items {
@@ -1375,6 +1391,19 @@ func (t *Template) runHostStep(rc *exec.RunCtx, inst *Instance, st *planStep) er
 			sc.Vals[name] = t.view(inst, r)
 		}
 	}
+	// The outputs the trace saw are reserved from the memory budget before the op makes
+	// them (a guard below refuses any other shape).
+	var outBytes uint64
+	for _, r := range st.out {
+		if r.Slot >= 0 {
+			outBytes += uint64(t.Slots[r.Slot].Bytes)
+		}
+	}
+	if err := rc.Reserve("its outputs", outBytes); err != nil {
+		sp.End("host", st.Reason, nil, err)
+		return tensor.NodeError(n, err)
+	}
+	defer rc.Unreserve(outBytes)
 	// RunNode recovers a panic of the op as an *Error naming n: the run fails, the instance
 	// goes back as after any failed step.
 	outs, err := rc.RunNode(st.fn, n, in, sc)

@@ -19,8 +19,10 @@ var (
 	// ErrFailed: a stream operation of the session failed earlier; the session is latched
 	// failed and refuses every call (Close still releases it).
 	ErrFailed = errors.New("session failed")
-	// ErrOverBudget: an allocation would exceed its context's budget, or a tensor a run
-	// would make has more elements than the session's limit (graph.Limits.MaxElements).
+	// ErrOverBudget: an allocation would exceed its context's budget or the session's memory
+	// budget (WithMemoryBudget), a tensor a run would make has more elements than the
+	// session's limit (graph.Limits.MaxElements), or a Loop or Scan would run more iterations
+	// than the session's limit (WithMaxLoopIterations).
 	ErrOverBudget = errors.New("over budget")
 	// ErrImmutable: a write, fill, copy or upload targets a weight.
 	ErrImmutable = errors.New("immutable region")
@@ -131,6 +133,13 @@ func (p *PanicError) Unwrap() error {
 func NodePanicError(n *graph.Node, v any, stack []byte) *Error {
 	return &Error{Op: "Run", Kind: ErrInternal, Node: n.Name, OpType: n.OpType,
 		Message: "the operator panicked (a bug; the session stays usable)", Cause: &PanicError{Value: v, Stack: stack}}
+}
+
+// RunPanicError is the *Error of kind ErrInternal for a panic of the run path outside any
+// node (op is the call: Run, RunInto, ...), with the value and stack in its *PanicError cause.
+func RunPanicError(op string, v any, stack []byte) *Error {
+	return &Error{Op: op, Kind: ErrInternal, Message: "the run panicked outside any node (a bug; the session stays usable)",
+		Cause: &PanicError{Value: v, Stack: stack}}
 }
 
 // newNodeError is newError for a failure that belongs to node n.

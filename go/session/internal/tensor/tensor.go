@@ -453,8 +453,12 @@ func Int64s(t Tensor) []int64 {
 }
 
 // fromFloat64s builds a tensor of dtype from float64 values: floats round, integers convert
-// with Go's truncation and wrap-around (saturating NaN to 0), bool is v != 0.
+// with Go's truncation and wrap-around (saturating NaN to 0), bool is v != 0. As NewTensor,
+// it refuses values whose count does not match the shape.
 func FromFloat64s(dtype DType, shape []int64, vals []float64) (Tensor, error) {
+	if n, err := ElementCount(shape); err != nil || n != int64(len(vals)) {
+		return Tensor{}, NewError("FromFloat64s", ErrInvalidArgument, "tensor(%s) of shape %v needs %d elements, got %d", dtype, shape, n, len(vals))
+	}
 	data, err := MakeSlice(dtype, len(vals))
 	if err != nil {
 		return Tensor{}, err

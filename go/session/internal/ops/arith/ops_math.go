@@ -329,11 +329,16 @@ func init() {
 		if rc.OpsetVersion() < 11 {
 			lo, hi = float64(n.AttrFloat("min", float32(math.Inf(-1)))), float64(n.AttrFloat("max", float32(math.Inf(1))))
 		} else {
+			var err error
 			if len(in) > 1 && in[1].IsValid() {
-				lo = tensor.Float64s(in[1])[0]
+				if lo, err = ops.OneFloat(in, 1, "min (input 1)"); err != nil {
+					return nil, err
+				}
 			}
 			if len(in) > 2 && in[2].IsValid() {
-				hi = tensor.Float64s(in[2])[0]
+				if hi, err = ops.OneFloat(in, 2, "max (input 2)"); err != nil {
+					return nil, err
+				}
 			}
 		}
 		return unaryOp(simple(func(x float64) float64 { return math.Min(math.Max(x, lo), hi) }))(rc, n, in[:1])

@@ -265,7 +265,7 @@ func init() {
 		return []tensor.Tensor{out}, err
 	}
 	ops.HostOps["ConvInteger"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-		y, err := integerConv(n, in[0], ops.Optional(in, 2), in[1], ops.Optional(in, 3), tensor.Tensor{})
+		y, err := integerConv(rc, n, in[0], ops.Optional(in, 2), in[1], ops.Optional(in, 3), tensor.Tensor{})
 		if err != nil {
 			return nil, err
 		}
@@ -276,7 +276,7 @@ func init() {
 			return nil, fmt.Errorf("QLinearConv needs at least 8 inputs, got %d", len(in))
 		}
 		x, xs, xzp, w, ws, wzp, ys, yzp := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]
-		y, err := integerConv(n, x, xzp, w, wzp, ops.Optional(in, 8))
+		y, err := integerConv(rc, n, x, xzp, w, wzp, ops.Optional(in, 8))
 		if err != nil {
 			return nil, err
 		}
@@ -299,7 +299,7 @@ func init() {
 
 // integerConv convolves (x - xzp) with (w - wzp) exactly (integers in float64), adding the
 // int32 bias when given; wzp may be per output channel.
-func integerConv(n *graph.Node, x, xzp, w, wzp, bias tensor.Tensor) (tensor.Tensor, error) {
+func integerConv(rc ops.OpRun, n *graph.Node, x, xzp, w, wzp, bias tensor.Tensor) (tensor.Tensor, error) {
 	if len(x.Dims()) < 3 {
 		return tensor.Tensor{}, fmt.Errorf("input of rank %d, want (N, C, spatial...)", len(x.Dims()))
 	}
@@ -324,5 +324,5 @@ func integerConv(n *graph.Node, x, xzp, w, wzp, bias tensor.Tensor) (tensor.Tens
 	if bias.IsValid() {
 		bt, _ = tensor.FromFloat64s(graph.Double, bias.Dims(), tensor.Float64s(bias))
 	}
-	return ops.ConvHost(xt, wt, bt, p)
+	return ops.ConvHost(rc, xt, wt, bt, p)
 }

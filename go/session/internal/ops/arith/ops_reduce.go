@@ -68,35 +68,45 @@ func init() {
 			return []tensor.Tensor{ops.I64Tensor(shape, out)}, nil
 		}
 	}
-	ops.HostOps["CumSum"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-		x := in[0]
-		ax, err := ops.NormAxis(tensor.Int64s(in[1])[0], len(x.Dims()))
-		if err != nil {
-			return nil, err
-		}
-		excl, rev := n.AttrInt("exclusive", 0) != 0, n.AttrInt("reverse", 0) != 0
-		outer, dim, inner := ops.Numel(x.Dims()[:ax]), int(x.Dims()[ax]), ops.Numel(x.Dims()[ax+1:])
-		v := tensor.Float64s(x)
-		out := make([]float64, len(v))
-		for o := 0; o < outer; o++ {
-			for j := 0; j < inner; j++ {
-				s := 0.0
-				for t := 0; t < dim; t++ {
-					i := t
-					if rev {
-						i = dim - 1 - t
-					}
-					at := (o*dim+i)*inner + j
-					if excl {
-						out[at] = s
-						s += v[at]
-					} else {
-						s += v[at]
-						out[at] = s
+	// CumSum and CumProd (opset 26): the running sum or product along the axis (input 1),
+	// exclusive (the element itself left out) and reversed as the attributes say.
+	cumulative := func(init float64, combine func(a, v float64) float64) ops.OpFunc {
+		return func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+			x := in[0]
+			a, err := ops.OneInt(in, 1, "the axis (input 1)")
+			if err != nil {
+				return nil, err
+			}
+			ax, err := ops.NormAxis(a, len(x.Dims()))
+			if err != nil {
+				return nil, err
+			}
+			excl, rev := n.AttrInt("exclusive", 0) != 0, n.AttrInt("reverse", 0) != 0
+			outer, dim, inner := ops.Numel(x.Dims()[:ax]), int(x.Dims()[ax]), ops.Numel(x.Dims()[ax+1:])
+			v := tensor.Float64s(x)
+			out := make([]float64, len(v))
+			for o := 0; o < outer; o++ {
+				for j := 0; j < inner; j++ {
+					s := init
+					for t := 0; t < dim; t++ {
+						i := t
+						if rev {
+							i = dim - 1 - t
+						}
+						at := (o*dim+i)*inner + j
+						if excl {
+							out[at] = s
+							s = combine(s, v[at])
+						} else {
+							s = combine(s, v[at])
+							out[at] = s
+						}
 					}
 				}
 			}
+			return ops.FloatResult(x.DType(), x.Dims(), out)
 		}
-		return ops.FloatResult(x.DType(), x.Dims(), out)
 	}
+	ops.HostOps["CumSum"] = cumulative(0, func(a, v float64) float64 { return a + v })
+	ops.HostOps["CumProd"] = cumulative(1, func(a, v float64) float64 { return a * v })
 }

@@ -31,8 +31,11 @@ func windowOp(w func(k, n float64) float64) ops.OpFunc {
 			return nil, fmt.Errorf("size must be a scalar")
 		}
 		size := tensor.Int64s(in[0])[0]
-		if size < 0 || size > 1<<28 {
-			return nil, fmt.Errorf("window size %d out of range", size)
+		if size < 0 {
+			return nil, fmt.Errorf("the window size (input 0) is %d; it must not be negative", size)
+		}
+		if err := ops.CheckShape(rc, "the window", []int64{size}); err != nil {
+			return nil, err
 		}
 		den := float64(size)
 		if n.AttrInt("periodic", 1) == 0 {
@@ -61,6 +64,9 @@ func opMelWeightMatrix(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tenso
 		return nil, fmt.Errorf("MelWeightMatrix: edges %g..%g must satisfy 0 <= lower < upper", lower, upper)
 	}
 	spectrum := int(dft/2 + 1)
+	if err := ops.CheckShape(rc, "the output", []int64{int64(spectrum), bins}); err != nil {
+		return nil, err
+	}
 	mel := func(hz float64) float64 { return 2595 * math.Log10(1+hz/700) }
 	lowMel, highMel := mel(lower), mel(upper)
 	// The spec spaces num_mel_bins+2 points by (high-low)/(num_mel_bins+2) and floors each

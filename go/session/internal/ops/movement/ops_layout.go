@@ -22,7 +22,10 @@ func init() {
 		}
 		k := int64(0)
 		if t := ops.Optional(in, 1); t.IsValid() {
-			k = tensor.Int64s(t)[0]
+			var err error
+			if k, err = ops.OneInt(in, 1, "k (input 1)"); err != nil {
+				return nil, err
+			}
 		}
 		upper := n.AttrInt("upper", 1) != 0
 		zero, _ := tensor.Zeros(x.DType(), nil)
@@ -123,7 +126,7 @@ func init() {
 			return nil, err
 		}
 		out := append(append(append([]int64{}, ind.Dims()[:ax]...), depth), ind.Dims()[ax:]...)
-		if err := ops.CheckShape(rc, "the output", out); err != nil {
+		if err := ops.ReserveShape(rc, "the output", vals.DType(), out, intSize); err != nil {
 			return nil, err
 		}
 		iv := tensor.Float64s(ind)
@@ -150,7 +153,11 @@ func init() {
 		if rc.OpsetVersion() < 10 {
 			k = int(n.AttrInt("k", 1))
 		} else {
-			k = int(tensor.Int64s(in[1])[0])
+			k64, err := ops.OneInt(in, 1, "K (input 1)")
+			if err != nil {
+				return nil, err
+			}
+			k = int(max(min(k64, math.MaxInt32), -1)) // checked against the axis below
 		}
 		ax, err := ops.NormAxis(n.AttrInt("axis", -1), len(x.Dims()))
 		if err != nil {
@@ -193,6 +200,9 @@ func init() {
 	}
 	ops.HostOps["GatherND"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		x, ind := in[0], in[1]
+		if err := checkGatherND(n, x.Dims(), ind.Dims()); err != nil {
+			return nil, err
+		}
 		bd := int(n.AttrInt("batch_dims", 0))
 		q := len(ind.Dims())
 		last := int(ind.Dims()[q-1])
@@ -294,6 +304,28 @@ func init() {
 	}
 }
 
+// checkGatherND checks GatherND's data (shape xd) and indices (shape id) against its batch_dims
+// before any index is used: ranks of at least 1, batch_dims within both ranks, the batch axes
+// of one size, and index tuples no longer than the data's axes after the batch axes.
+func checkGatherND(n *graph.Node, xd, id []int64) error {
+	if len(xd) == 0 || len(id) == 0 {
+		return fmt.Errorf("the data (input 0, shape %v) and the indices (input 1, shape %v) must have rank >= 1", xd, id)
+	}
+	bd := n.AttrInt("batch_dims", 0)
+	if bd < 0 || bd >= int64(min(len(xd), len(id))) {
+		return fmt.Errorf("batch_dims %d out of range for the data's rank %d and the indices' rank %d: want [0, %d)", bd, len(xd), len(id), min(len(xd), len(id)))
+	}
+	for i := range bd {
+		if xd[i] != id[i] {
+			return fmt.Errorf("batch axis %d is %d in the data (input 0, shape %v) and %d in the indices (input 1, shape %v)", i, xd[i], xd, id[i], id)
+		}
+	}
+	if last := id[len(id)-1]; last > int64(len(xd))-bd {
+		return fmt.Errorf("the indices (input 1, shape %v) hold tuples of %d indices, more than the %d axes of the data (shape %v) after batch_dims %d", id, last, int64(len(xd))-bd, xd, bd)
+	}
+	return nil
+}
+
 // checkScatter checks a scatter's indices and updates against its data x before any index is
 // used, naming the input and the value at fault. ScatterND (elements false): index tuples of
 // at most x's rank, every index within its axis of x (a negative one counting from the end),
@@ -304,6 +336,9 @@ func checkScatter(n *graph.Node, x, ind, upd tensor.Tensor, elements bool) error
 	iv := tensor.Int64s(ind)
 	inRange := func(e, d int64) bool { return e >= -d && e < d }
 	if elements {
+		if len(xd) == 0 {
+			return fmt.Errorf("the data (input 0) must have rank >= 1, got a scalar")
+		}
 		ax, err := ops.NormAxis(n.AttrInt("axis", 0), len(xd))
 		if err != nil {
 			return err

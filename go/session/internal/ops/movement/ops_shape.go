@@ -3,6 +3,7 @@ package movement
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"reflect"
 	"sort"
 	"strconv"
@@ -14,6 +15,10 @@ import (
 
 // Host functions for shape arithmetic and data movement: they work on any element type by
 // computing an index map and gathering.
+
+// intSize is the bytes of an int: the index an op builds beside its output costs as much an
+// element (ReserveShape's perElem).
+const intSize = bits.UintSize / 8
 
 func init() {
 	ops.HostOps["Identity"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
@@ -226,14 +231,26 @@ func init() {
 				split = append(split, min(size, x.Dims()[ax]-int64(i)*size))
 			}
 		}
+		// Checked before any slice is made: a negative part (an axis shorter than the
+		// outputs, split evenly) or parts that do not add up.
+		sum := int64(0)
+		for _, s := range split {
+			if s < 0 || s > x.Dims()[ax] {
+				return nil, fmt.Errorf("axis %d of size %d cannot be split into %v (%d outputs)", ax, x.Dims()[ax], split, len(n.Outputs))
+			}
+			sum += s
+		}
+		if sum != x.Dims()[ax] {
+			return nil, fmt.Errorf("split %v does not add up to %d", split, x.Dims()[ax])
+		}
+		if len(split) != len(n.Outputs) {
+			return nil, fmt.Errorf("split %v makes %d parts for %d outputs", split, len(split), len(n.Outputs))
+		}
 		outs := make([]tensor.Tensor, len(split))
 		start := int64(0)
 		for i, s := range split {
 			outs[i] = SliceAxis(x, ax, start, s)
 			start += s
-		}
-		if start != x.Dims()[ax] {
-			return nil, fmt.Errorf("split %v does not add up to %d", split, x.Dims()[ax])
 		}
 		return outs, nil
 	}
@@ -269,6 +286,14 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
+		if len(ind.Dims()) != len(x.Dims()) {
+			return nil, fmt.Errorf("the indices (input 1, shape %v) must have the rank of the data (input 0, shape %v)", ind.Dims(), x.Dims())
+		}
+		for k, d := range ind.Dims() {
+			if k != ax && d > x.Dims()[k] {
+				return nil, fmt.Errorf("the indices (input 1, shape %v) exceed the data (input 0, shape %v) along axis %d", ind.Dims(), x.Dims(), k)
+			}
+		}
 		iv, st := tensor.Int64s(ind), ops.StridesOf(x.Dims())
 		idx := make([]int, ind.Len())
 		var bad error
@@ -301,7 +326,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		if err := ops.CheckShape(rc, "the output", shape); err != nil {
+		if err := ops.ReserveShape(rc, "the output", x.DType(), shape, intSize); err != nil {
 			return nil, err
 		}
 		idx, err := ops.BroadcastIndex(x.Dims(), shape)
@@ -335,7 +360,7 @@ func init() {
 		for i := range out {
 			out[i] = x.Dims()[i] * reps[i]
 		}
-		if err := ops.CheckShape(rc, "the output", out); err != nil {
+		if err := ops.ReserveShape(rc, "the output", x.DType(), out, intSize); err != nil {
 			return nil, err
 		}
 		st := ops.StridesOf(x.Dims())
@@ -365,6 +390,9 @@ func init() {
 			}
 			val = t
 		}
+		if err := ops.ReserveShape(rc, "the output", val.DType(), shape, 0); err != nil {
+			return nil, err
+		}
 		out, err := tensor.Zeros(val.DType(), shape)
 		if err != nil {
 			return nil, err
@@ -389,7 +417,8 @@ func init() {
 			return nil, fmt.Errorf("delta is 0")
 		}
 		count := max(math.Ceil((l-s)/d), 0)
-		if err := ops.CheckCount(rc, "the output", count); err != nil {
+		// The output, and the float64 values it is converted from.
+		if err := ops.ReserveCount(rc, "the output", in[0].DType(), count, 8); err != nil {
 			return nil, err
 		}
 		cnt := int(count)
@@ -591,9 +620,20 @@ func opPad(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, er
 			cval, _ = tensor.Zeros(x.DType(), nil)
 		}
 	}
+	for _, p := range pads {
+		if p < -1<<40 || p > 1<<40 {
+			return nil, fmt.Errorf("pads %v: each must be within ±2^40", pads)
+		}
+	}
+	if cval.Len() != 1 {
+		return nil, fmt.Errorf("the constant_value (input 2, shape %v) must hold one value", cval.Dims())
+	}
 	full := make([]int64, 2*r)
 	if len(in) > 3 && in[3].IsValid() {
 		axes := tensor.Int64s(in[3])
+		if len(pads) != 2*len(axes) {
+			return nil, fmt.Errorf("the pads (input 1) %v hold %d values for the %d axes (input 3) %v: want %d", pads, len(pads), len(axes), axes, 2*len(axes))
+		}
 		for i, a := range axes {
 			ax, err := ops.NormAxis(a, r)
 			if err != nil {
@@ -607,9 +647,20 @@ func opPad(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, er
 		return nil, fmt.Errorf("pads %v for rank %d", pads, r)
 	}
 	mode := n.AttrString("mode", "constant")
+	switch mode {
+	case "constant", "reflect", "edge", "wrap":
+	default:
+		return nil, fmt.Errorf("mode %q: want constant, reflect, edge or wrap", mode)
+	}
 	out := make([]int64, r)
 	for i := range out {
 		out[i] = x.Dims()[i] + full[i] + full[i+r]
+		if mode != "constant" && x.Dims()[i] == 0 && out[i] > 0 {
+			return nil, fmt.Errorf("mode %q cannot pad axis %d of size 0 (the data, input 0, has the shape %v)", mode, i, x.Dims())
+		}
+	}
+	if err := ops.CheckShape(rc, "the output", out); err != nil {
+		return nil, err
 	}
 	joined, err := ops.ConcatFlat(x, cval)
 	if err != nil {
@@ -625,6 +676,8 @@ func opPad(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, er
 				switch mode {
 				case "edge":
 					q = min(max(q, 0), d-1)
+				case "wrap":
+					q = (q%d + d) % d
 				case "reflect":
 					if d == 1 {
 						q = 0

@@ -26,7 +26,7 @@ func init() {
 		if len(in) > 2 {
 			b = in[2]
 		}
-		out, err := ops.ConvHost(x, w, b, p)
+		out, err := ops.ConvHost(rc, x, w, b, p)
 		return []tensor.Tensor{out}, err
 	}
 }

@@ -16,6 +16,9 @@ import (
 func init() {
 	ops.HostOps["BatchNormalization"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		x := in[0]
+		if err := checkChannels(x, in[1:5], "scale", "B", "input_mean", "input_var"); err != nil {
+			return nil, err
+		}
 		eps := float64(n.AttrFloat("epsilon", 1e-5))
 		sc, bi, mean, vr := tensor.Float64s(in[1]), tensor.Float64s(in[2]), tensor.Float64s(in[3]), tensor.Float64s(in[4])
 		c, inner := int(x.Dims()[1]), ops.Numel(x.Dims()[2:])
@@ -28,6 +31,9 @@ func init() {
 	}
 	ops.HostOps["InstanceNormalization"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		x := in[0]
+		if err := checkChannels(x, in[1:3], "scale", "B"); err != nil {
+			return nil, err
+		}
 		eps := float64(n.AttrFloat("epsilon", 1e-5))
 		sc, bi := tensor.Float64s(in[1]), tensor.Float64s(in[2])
 		c, inner := int(x.Dims()[1]), ops.Numel(x.Dims()[2:])
@@ -64,11 +70,11 @@ func init() {
 			}
 		}
 		v := tensor.Float64s(x)
-		outer := len(v) / max(inner, 1)
+		outer := ops.Numel(x.Dims()[:ax]) // one mean and one inverse deviation per group, empty or not
 		means, invs := make([]float64, outer), make([]float64, outer)
 		for g := 0; g < outer; g++ {
 			seg := v[g*inner : (g+1)*inner]
-			m, s := MeanVar(seg)
+			m, s := MeanVar(seg) // 0 and 0 for an empty group, as the Loom kernel's
 			inv := 1 / math.Sqrt(s+eps)
 			means[g], invs[g] = m, inv
 			for i := range seg {
@@ -86,8 +92,14 @@ func init() {
 		for i := ax; i < len(stat); i++ {
 			stat[i] = 1
 		}
-		mt, _ := tensor.FromFloat64s(graph.Float, stat, means)
-		it, _ := tensor.FromFloat64s(graph.Float, stat, invs)
+		mt, err := tensor.FromFloat64s(graph.Float, stat, means)
+		if err != nil {
+			return nil, err
+		}
+		it, err := tensor.FromFloat64s(graph.Float, stat, invs)
+		if err != nil {
+			return nil, err
+		}
 		return []tensor.Tensor{y, mt, it}, nil
 	}
 	ops.HostOps["MeanVarianceNormalization"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
@@ -130,6 +142,21 @@ func init() {
 		}
 		return inference(rc, n, in)
 	}
+}
+
+// checkChannels checks a normalization's input x, of shape (N, C, ...), and its per-channel
+// inputs (params, inputs 1, 2... named names): each must hold C values.
+func checkChannels(x tensor.Tensor, params []tensor.Tensor, names ...string) error {
+	if len(x.Dims()) < 2 {
+		return fmt.Errorf("the input X (input 0, shape %v) must be (N, C, ...): rank >= 2", x.Dims())
+	}
+	c := x.Dims()[1]
+	for i, p := range params {
+		if got := int64(p.Len()); got != c {
+			return fmt.Errorf("%s (input %d, shape %v) has %d values, want one per channel: %d (axis 1 of X, shape %v)", names[i], i+1, p.Dims(), got, c, x.Dims())
+		}
+	}
+	return nil
 }
 
 // MeanVar is the mean and the population variance of v (0 and 0 when v is empty).

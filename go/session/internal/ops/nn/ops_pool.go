@@ -95,6 +95,9 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			if err := ops.CheckShape(rc, "the output", p.OutShape(x.Dims()[0], x.Dims()[1])); err != nil {
+				return nil, err
+			}
 			if lp > 0 {
 				lp = float64(n.AttrInt("p", 2))
 			}
@@ -114,21 +117,31 @@ func init() {
 	global := func(kind string) ops.OpFunc {
 		return func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 			x := in[0]
+			if len(x.Dims()) < 2 {
+				return nil, fmt.Errorf("the input X (input 0, shape %v) must be (N, C, ...): rank >= 2", x.Dims())
+			}
 			axes := make([]int64, 0, len(x.Dims()))
 			for i := 2; i < len(x.Dims()); i++ {
 				axes = append(axes, int64(i))
 			}
-			var out tensor.Tensor
-			var err error
+			init, add, fin := 0.0, func(a, v float64) float64 { return a + v }, func(a float64, c int) float64 { return a / float64(c) }
 			switch kind {
 			case "max":
-				out, err = ops.Reduce(x, axes, true, math.Inf(-1), math.Max, nil)
-			case "avg":
-				out, err = ops.Reduce(x, axes, true, 0, func(a, v float64) float64 { return a + v }, func(a float64, c int) float64 { return a / float64(c) })
-			default:
+				init, add, fin = math.Inf(-1), math.Max, func(a float64, _ int) float64 { return a }
+			case "lp":
 				p := float64(n.AttrInt("p", 2))
-				out, err = ops.Reduce(x, axes, true, 0, func(a, v float64) float64 { return a + math.Pow(math.Abs(v), p) }, func(a float64, _ int) float64 { return math.Pow(a, 1/p) })
+				add = func(a, v float64) float64 { return a + math.Pow(math.Abs(v), p) }
+				fin = func(a float64, _ int) float64 { return math.Pow(a, 1/p) }
 			}
+			if len(axes) == 0 {
+				// No spatial axes: each value is pooled alone (Reduce would take no axes as all).
+				v := tensor.Float64s(x)
+				for i := range v {
+					v[i] = fin(add(init, v[i]), 1)
+				}
+				return ops.FloatResult(x.DType(), x.Dims(), v)
+			}
+			out, err := ops.Reduce(x, axes, true, init, add, fin)
 			return []tensor.Tensor{out}, err
 		}
 	}
@@ -138,7 +151,7 @@ func init() {
 	maxPool := ops.HostOps["MaxPool"]
 	ops.HostOps["MaxPool"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		if len(n.Outputs) > 1 && n.Outputs[1] != "" {
-			return MaxPoolWithIndices(n, in[0])
+			return MaxPoolWithIndices(rc, n, in[0])
 		}
 		return maxPool(rc, n, in)
 	}
@@ -147,12 +160,15 @@ func init() {
 
 // MaxPoolWithIndices is MaxPool with its Indices output: the flat index of each maximum in
 // the input tensor, spatial axes row-major (storage_order 0) or column-major (1).
-func MaxPoolWithIndices(n *graph.Node, x tensor.Tensor) ([]tensor.Tensor, error) {
+func MaxPoolWithIndices(rc ops.OpRun, n *graph.Node, x tensor.Tensor) ([]tensor.Tensor, error) {
 	if len(x.Dims()) < 3 {
 		return nil, fmt.Errorf("pooling input of rank %d", len(x.Dims()))
 	}
 	p, err := ops.PoolParamsOf(n, x.Dims())
 	if err != nil {
+		return nil, err
+	}
+	if err := ops.CheckShape(rc, "the output", p.OutShape(x.Dims()[0], x.Dims()[1])); err != nil {
 		return nil, err
 	}
 	colMajor := n.AttrInt("storage_order", 0) != 0

@@ -1,6 +1,7 @@
 package refeval
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 
@@ -113,6 +114,20 @@ func Eval(n *graph.Node, opset int64, args []*Value) (outs []*Value, err error) 
 		return []*Value{unary(x, gelu)}, nil
 	case "Cast":
 		to := graph.DataType(n.AttrInt("to", 0))
+		switch to {
+		case graph.Float, graph.Double, graph.Float16, graph.BFloat16, graph.Bool, graph.Int8, graph.Int16, graph.Int32,
+			graph.Int64, graph.Uint8, graph.Uint16, graph.Uint32, graph.Uint64:
+		default:
+			return nil, fmt.Errorf("cast to %s is not covered", to)
+		}
+		if lo, hi, ok := intRange(to); ok {
+			for _, v := range x.Data {
+				if !(math.Trunc(v) >= lo && math.Trunc(v) <= hi) {
+					// NaN, infinite or out of range: the result is the implementation's.
+					return nil, fmt.Errorf("cast of %v to %s is not covered", v, to)
+				}
+			}
+		}
 		out := &Value{DType: to, Dims: append([]int64{}, x.Dims...), Data: append([]float64{}, x.Data...)}
 		return []*Value{out.finish()}, nil
 	case "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Equal", "Less", "Greater", "And", "Or", "Where":
@@ -130,18 +145,33 @@ func Eval(n *graph.Node, opset int64, args []*Value) (outs []*Value, err error) 
 	case "Reshape":
 		return one(reshape(n, x, args[1]))
 	case "Flatten":
-		axis, err := normAxis(n.AttrInt("axis", 1), len(x.Dims)+1)
-		if err != nil {
-			return nil, err
+		// axis is in [-rank, rank]: a negative one counts from the end (-1 is rank-1).
+		r := int64(len(x.Dims))
+		axis := n.AttrInt("axis", 1)
+		if axis < -r || axis > r {
+			return nil, fmt.Errorf("axis %d out of range for rank %d", axis, r)
+		}
+		if axis < 0 {
+			axis += r
 		}
 		a := numel(x.Dims[:axis])
 		return []*Value{{DType: x.DType, Dims: []int64{int64(a), int64(numel(x.Dims[axis:]))}, Data: x.Data}}, nil
 	case "Squeeze", "Unsqueeze":
 		return one(squeeze(n, opset, args))
 	case "Shape":
-		out := &Value{DType: graph.Int64, Dims: []int64{int64(len(x.Dims))}}
-		for _, d := range x.Dims {
-			out.Data = append(out.Data, float64(d))
+		// start and end (opset 15) select axes [start, end), each counted from the end when
+		// negative and clamped to [0, rank].
+		r := int64(len(x.Dims))
+		clamp := func(a int64) int64 {
+			if a < 0 {
+				a += r
+			}
+			return min(max(a, 0), r)
+		}
+		start, end := clamp(n.AttrInt("start", 0)), clamp(n.AttrInt("end", r))
+		out := &Value{DType: graph.Int64, Dims: []int64{max(end-start, 0)}}
+		for i := start; i < end; i++ {
+			out.Data = append(out.Data, float64(x.Dims[i]))
 		}
 		return []*Value{out}, nil
 	case "Concat":
@@ -208,6 +238,11 @@ func Eval(n *graph.Node, opset int64, args []*Value) (outs []*Value, err error) 
 	case "Conv", "FusedConv":
 		return one(conv(n, args))
 	case "Attention":
+		if n.Domain != graph.LoomDomain {
+			// ai.onnx's Attention (opsets 23, 24) has other inputs and attributes (causal
+			// masks, head counts, KV cache); constant folding must not read it as Loom's.
+			return nil, fmt.Errorf("Attention of domain %q is not supported, only %s's", cmp.Or(n.Domain, "ai.onnx"), graph.LoomDomain)
+		}
 		return one(attention(n, args))
 	case "MaxPool", "AveragePool":
 		return one(pool(n, x))
@@ -222,6 +257,9 @@ func Eval(n *graph.Node, opset int64, args []*Value) (outs []*Value, err error) 
 			acc := math.Inf(-1)
 			if n.OpType == "GlobalAveragePool" {
 				acc = 0
+				if inner == 0 {
+					acc = math.NaN() // the mean of nothing, as ReduceMean's
+				}
 			}
 			for _, v := range x.Data[c*inner : (c+1)*inner] {
 				if n.OpType == "GlobalAveragePool" {
@@ -285,10 +323,16 @@ func binary(op string, args []*Value) (*Value, error) {
 			return a / b
 		case "Pow":
 			return math.Pow(a, b)
-		case "Max":
-			return math.Max(a, b)
-		case "Min":
-			return math.Min(a, b)
+		case "Max", "Min": // variadic from opset 8: every input counts
+			m := a
+			for _, x := range v[1:] {
+				if op == "Max" {
+					m = math.Max(m, x)
+				} else {
+					m = math.Min(m, x)
+				}
+			}
+			return m
 		case "Equal":
 			return boolf(a == b)
 		case "Less":
@@ -820,6 +864,9 @@ func layerNorm(n *graph.Node, args []*Value) ([]*Value, error) {
 	}
 	eps := float64(n.AttrFloat("epsilon", 1e-5))
 	outer, inner := groups(x.Dims, axis)
+	if inner == 0 && outer > 0 {
+		return nil, fmt.Errorf("the statistics of an empty normalized axis are not covered (shape %v, axis %d)", x.Dims, axis)
+	}
 	out := newValue(x.DType, append([]int64{}, x.Dims...))
 	statDims := append([]int64{}, x.Dims...)
 	for i := axis; i < len(statDims); i++ {
@@ -1123,4 +1170,27 @@ func autoPads(mode string, in, kernel, st, dil, pads []int64) []int64 {
 		return out
 	}
 	return pads
+}
+
+// intRange is the range of an integer element type; ok is false for the others.
+func intRange(dt graph.DataType) (lo, hi float64, ok bool) {
+	switch dt {
+	case graph.Int8:
+		return math.MinInt8, math.MaxInt8, true
+	case graph.Uint8:
+		return 0, math.MaxUint8, true
+	case graph.Int16:
+		return math.MinInt16, math.MaxInt16, true
+	case graph.Uint16:
+		return 0, math.MaxUint16, true
+	case graph.Int32:
+		return math.MinInt32, math.MaxInt32, true
+	case graph.Uint32:
+		return 0, math.MaxUint32, true
+	case graph.Int64:
+		return math.MinInt64, math.MaxInt64, true
+	case graph.Uint64:
+		return 0, math.MaxUint64, true
+	}
+	return 0, 0, false
 }

@@ -89,3 +89,52 @@ func TestPoolsByHand(t *testing.T) {
 	got = eval(t, graph.NewNode("g", "GlobalAveragePool", nil, nil), x)
 	assert.Equal(t, []float64{5}, got.Data)
 }
+
+// What go/session's run fuzzers found the evaluator computing wrongly (issue 18): Shape ignored
+// start and end, Flatten took axis -1 as rank, variadic Max and Min read two inputs, a cast to
+// string kept the numbers, and the average of an empty window was 0.
+func TestFuzzFindings(t *testing.T) {
+	x := val([]int64{1, 6, 1}, 0, 0, 0, 0, 0, 0)
+	got := eval(t, graph.NewNode("s", "Shape", nil, nil, graph.IntAttr("start", 1)), x)
+	assert.Equal(t, []int64{2}, got.Dims)
+	assert.Equal(t, []float64{6, 1}, got.Data)
+	got = eval(t, graph.NewNode("s", "Shape", nil, nil, graph.IntAttr("start", -2), graph.IntAttr("end", -1)), x)
+	assert.Equal(t, []float64{6}, got.Data)
+	got = eval(t, graph.NewNode("s", "Shape", nil, nil, graph.IntAttr("start", 7), graph.IntAttr("end", -1)), x)
+	assert.Equal(t, []int64{0}, got.Dims, "start past end: no axes")
+	assert.Empty(t, got.Data)
+
+	got = eval(t, graph.NewNode("f", "Flatten", nil, nil, graph.IntAttr("axis", -1)), val([]int64{2}, 1, 2))
+	assert.Equal(t, []int64{1, 2}, got.Dims, "axis -1 of rank 1 is axis 0")
+	got = eval(t, graph.NewNode("f", "Flatten", nil, nil, graph.IntAttr("axis", -1)), val([]int64{2, 3, 4}, make([]float64, 24)...))
+	assert.Equal(t, []int64{6, 4}, got.Dims)
+	_, err := Eval(graph.NewNode("f", "Flatten", nil, nil, graph.IntAttr("axis", -3)), 17, []*Value{val([]int64{2, 1}, 1, 2)})
+	assert.Error(t, err)
+
+	one := func(v float64) *Value { return val([]int64{}, v) }
+	got = eval(t, graph.NewNode("m", "Min", nil, nil), one(-2), one(0), one(-3), one(5))
+	assert.Equal(t, []float64{-3}, got.Data)
+	got = eval(t, graph.NewNode("m", "Max", nil, nil), one(-2), one(0), one(7), one(5))
+	assert.Equal(t, []float64{7}, got.Data)
+
+	_, err = Eval(graph.NewNode("c", "Cast", nil, nil, graph.IntAttr("to", int64(graph.String))), 17, []*Value{one(-3)})
+	assert.Error(t, err, "a cast to string is not covered")
+
+	got = eval(t, graph.NewNode("g", "GlobalAveragePool", nil, nil), val([]int64{1, 1, 0}))
+	require.Len(t, got.Data, 1)
+	assert.True(t, math.IsNaN(got.Data[0]), "the mean of nothing is NaN, as ReduceMean's")
+}
+
+// A cast whose value the target integer type cannot hold (negative to unsigned, NaN, out of
+// range) has the implementation's result, not one to check against: it is not covered.
+func TestCastOutOfRangeIsNotCovered(t *testing.T) {
+	for _, c := range []struct {
+		to graph.DataType
+		v  float64
+	}{{graph.Uint32, -3}, {graph.Int8, 200}, {graph.Int32, math.NaN()}, {graph.Int64, math.Inf(1)}} {
+		_, err := Eval(graph.NewNode("c", "Cast", nil, nil, graph.IntAttr("to", int64(c.to))), 17, []*Value{val([]int64{}, c.v)})
+		assert.Error(t, err, "%v to %s", c.v, c.to)
+	}
+	got := eval(t, graph.NewNode("c", "Cast", nil, nil, graph.IntAttr("to", int64(graph.Uint8))), val([]int64{}, 255.5))
+	assert.Equal(t, []float64{255}, got.Data)
+}

@@ -1,8 +1,11 @@
-// Package refeval is a small, slow reference evaluator for ONNX graphs, used to check that
-// graph rewrites preserve results. It computes in float64 and rounds to float32 after every
-// op on float tensors, so that it follows float32 models closely; integers are exact up to
-// 2^53. It covers the operators the optimization passes create or touch and those of the
-// reference transformer models; anything else is an error, never a guess.
+// Package refeval is a small, slow reference evaluator for ONNX graphs. It checks that graph
+// rewrites preserve results (go/graph/opt folds constants with it and its tests compare graphs
+// before and after each pass) and gives the run-path fuzzers of go/session an independent answer
+// to compare the executors with. It computes in float64 and rounds to float32 after every op on
+// float tensors, so that it follows float32 models closely; integers are exact up to 2^53. It
+// covers the operators the optimization passes create or touch and those of the reference
+// transformer models; anything else, and any value over 2^24 elements, is an error, never a
+// guess.
 package refeval
 
 import (
