@@ -435,3 +435,67 @@ func TestLoopGrowingASequenceIsCharged(t *testing.T) {
 	_, after := s.MemoryBudget()
 	assert.Equal(t, held, after)
 }
+
+// Host functions whose output size follows broadcasting, an index tensor or a size input
+// (the int64 and Where broadcasts, Gather, Einsum's outer product, Pad's pads, Resize's
+// scales) reserve it before allocating: over a 64 MiB budget each bad run fails naming the
+// node, having allocated next to nothing, and the session runs good inputs after.
+func TestHostFunctionsReserveBeforeAllocating(t *testing.T) {
+	i64 := func(v ...int64) tensor.Tensor { return tensor.MustTensor([]int64{int64(len(v))}, v) }
+	col := func(n int64) tensor.Tensor { return tensor.MustTensor([]int64{n, 1}, make([]int64, n)) }
+	row := func(n int64) tensor.Tensor { return tensor.MustTensor([]int64{1, n}, make([]int64, n)) }
+	vec := func(n int64) tensor.Tensor { return tensor.MustTensor([]int64{n}, randomF32(inferRand(), int(n))) }
+	cond := func(n int64) tensor.Tensor { return tensor.MustTensor([]int64{n, 1}, make([]bool, n)) }
+	img := tensor.MustTensor([]int64{1, 1, 2, 2}, []float32{1, 2, 3, 4})
+	f32 := func(v ...float32) tensor.Tensor { return tensor.MustTensor([]int64{int64(len(v))}, v) }
+	one := tensor.MustTensor([]int64{1, 1}, []float32{7})
+	budget := WithMemoryBudget(testBudget)
+	cases := []struct {
+		name      string
+		node      *graph.Node
+		opset     int64
+		symbolic  bool
+		good, bad []tensor.Tensor
+	}{
+		{"add_int64_outer", graph.NewNode("big", "Add", nil, []string{"y"}), 13, true, []tensor.Tensor{col(4), row(4)}, []tensor.Tensor{col(8192), row(8192)}},
+		{"where_int64_outer", graph.NewNode("big", "Where", nil, []string{"y"}), 13, true,
+			[]tensor.Tensor{cond(4), row(4), row(1)}, []tensor.Tensor{cond(8192), row(8192), row(1)}},
+		{"einsum_outer", graph.NewNode("big", "Einsum", nil, []string{"y"}, graph.StringAttr("equation", "i,j->ij")), 13, true,
+			[]tensor.Tensor{vec(4), vec(4)}, []tensor.Tensor{vec(8192), vec(8192)}},
+		{"gather_repeat", graph.NewNode("big", "Gather", nil, []string{"y"}), 13, true,
+			[]tensor.Tensor{tensor.MustTensor([]int64{1, 4}, randomF32(inferRand(), 4)), tensor.MustTensor([]int64{4}, make([]int64, 4))},
+			[]tensor.Tensor{tensor.MustTensor([]int64{1, 8192}, randomF32(inferRand(), 8192)), tensor.MustTensor([]int64{8192}, make([]int64, 8192))}},
+		{"pad_5000", graph.NewNode("big", "Pad", nil, []string{"y"}), 13, false, []tensor.Tensor{one, i64(0, 0, 1, 1)}, []tensor.Tensor{one, i64(0, 0, 5000, 5000)}},
+		{"resize_4000x", graph.NewNode("big", "Resize", nil, []string{"y"}), 13, false,
+			[]tensor.Tensor{img, {}, f32(1, 1, 2, 2)}, []tensor.Tensor{img, {}, f32(1, 1, 4000, 4000)}},
+	}
+	for _, c := range cases {
+		for _, executor := range traceExecutors {
+			t.Run(c.name+"/"+executor, func(t *testing.T) {
+				var s *InferenceSession
+				var good []tensor.NamedTensor
+				if c.symbolic {
+					s, good = symbolicSession(t, executor, c.node, c.good, budget)
+				} else {
+					s, good = hostileSession(t, executor, c.node, c.opset, c.good, budget)
+				}
+				for range 2 {
+					_, err := s.Run(context.Background(), good)
+					require.NoError(t, err)
+				}
+				_, held := s.MemoryBudget()
+				before := totalAlloc()
+				_, err := s.Run(context.Background(), feedsOf(c.bad))
+				allocated := totalAlloc() - before
+				require.ErrorIs(t, err, tensor.ErrOverBudget)
+				assert.Contains(t, err.Error(), `node "big"`)
+				assert.Contains(t, err.Error(), "memory budget")
+				assert.Less(t, allocated, uint64(8<<20), "allocated %d bytes before refusing", allocated)
+				_, after := s.MemoryBudget()
+				assert.Equal(t, held, after)
+				_, err = s.Run(context.Background(), good)
+				require.NoError(t, err)
+			})
+		}
+	}
+}

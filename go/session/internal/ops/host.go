@@ -61,7 +61,7 @@ func ConvHost(rc OpRun, x, w, b tensor.Tensor, p ConvParams) (tensor.Tensor, err
 	if b.IsValid() && int64(b.Len()) != w.Dims()[0] {
 		return tensor.Tensor{}, fmt.Errorf("the bias B (input 2, shape %v) has %d values, want one per output channel: %d (the weight's shape %v)", b.Dims(), b.Len(), w.Dims()[0], w.Dims())
 	}
-	if err := CheckShape(rc, "the output", p.OutShape(x.Dims()[0], w.Dims()[0])); err != nil {
+	if err := ReserveShape(rc, "the output", x.DType(), p.OutShape(x.Dims()[0], w.Dims()[0]), 8); err != nil {
 		return tensor.Tensor{}, err
 	}
 	sp := x.Dims()[2:]

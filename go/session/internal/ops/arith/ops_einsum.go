@@ -128,6 +128,13 @@ func OpEinsum(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor,
 	}
 	outShape := loop[:len(outLabels)]
 	inner := ops.Numel(loop[len(outLabels):])
+	if err := ops.ReserveShape(rc, "the output", in[0].DType(), outShape, 8); err != nil {
+		return nil, err
+	}
+	// The work is one step per point of all the labels' space: bounded like a tensor of it.
+	if err := ops.CheckShape(rc, "the iteration space of all labels", loop); err != nil {
+		return nil, err
+	}
 	out := make([]float64, ops.Numel(outShape))
 	ops.ForEachIndex(loop, func(f int, p []int) {
 		prod := 1.0

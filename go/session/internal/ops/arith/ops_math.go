@@ -47,9 +47,37 @@ func boolUnary(f func(float64, *graph.Node) bool) ops.OpFunc {
 // operand type (nil: the same).
 func binaryOp(f func(a, b float64, dt tensor.DType, n *graph.Node) float64, outType tensor.DType) ops.OpFunc {
 	return func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
+		if err := reserveBroadcast(rc, outType, in...); err != nil {
+			return nil, err
+		}
 		out, err := broadcastApply(in[0], in[1], n, f, outType)
 		return []tensor.Tensor{out}, err
 	}
+}
+
+// reserveBroadcast reserves, before a broadcasting host function allocates them, the bytes of
+// its output (of type out, or the first input's when Undefined) and of what it builds beside
+// each element: an index an operand and a float64 value.
+func reserveBroadcast(rc ops.OpRun, out tensor.DType, in ...tensor.Tensor) error {
+	var shape []int64
+	for i, t := range in {
+		if !t.IsValid() {
+			return nil // the function reports it
+		}
+		if i == 0 {
+			shape = t.Dims()
+			continue
+		}
+		s, err := ops.BroadcastShapes(shape, t.Dims())
+		if err != nil {
+			return nil // the function reports it
+		}
+		shape = s
+	}
+	if out == graph.Undefined && len(in) > 0 {
+		out = in[len(in)-1].DType()
+	}
+	return ops.ReserveShape(rc, "the output", out, shape, len(in)*8+8)
 }
 
 func broadcastApply(a, b tensor.Tensor, n *graph.Node, f func(a, b float64, dt tensor.DType, n *graph.Node) float64, outType tensor.DType) (tensor.Tensor, error) {
@@ -345,6 +373,9 @@ func init() {
 	}
 	ops.HostOps["Where"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		c, x, y := in[0], in[1], in[2]
+		if err := reserveBroadcast(rc, x.DType(), c, x, y); err != nil {
+			return nil, err
+		}
 		s1, err := ops.BroadcastShapes(c.Dims(), x.Dims())
 		if err != nil {
 			return nil, err

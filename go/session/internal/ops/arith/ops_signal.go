@@ -34,7 +34,7 @@ func windowOp(w func(k, n float64) float64) ops.OpFunc {
 		if size < 0 {
 			return nil, fmt.Errorf("the window size (input 0) is %d; it must not be negative", size)
 		}
-		if err := ops.CheckShape(rc, "the window", []int64{size}); err != nil {
+		if err := ops.ReserveShape(rc, "the window", graph.Double, []int64{size}, 0); err != nil {
 			return nil, err
 		}
 		den := float64(size)
@@ -64,7 +64,7 @@ func opMelWeightMatrix(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tenso
 		return nil, fmt.Errorf("MelWeightMatrix: edges %g..%g must satisfy 0 <= lower < upper", lower, upper)
 	}
 	spectrum := int(dft/2 + 1)
-	if err := ops.CheckShape(rc, "the output", []int64{int64(spectrum), bins}); err != nil {
+	if err := ops.ReserveShape(rc, "the output", graph.Double, []int64{int64(spectrum), bins}, 0); err != nil {
 		return nil, err
 	}
 	mel := func(hz float64) float64 { return 2595 * math.Log10(1+hz/700) }

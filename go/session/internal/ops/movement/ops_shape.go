@@ -263,6 +263,9 @@ func init() {
 		}
 		iv := tensor.Int64s(ind)
 		out := append(append(append([]int64{}, x.Dims()[:ax]...), ind.Dims()...), x.Dims()[ax+1:]...)
+		if err := ops.ReserveShape(rc, "the output", x.DType(), out, intSize); err != nil {
+			return nil, err
+		}
 		outer, inner, dim := ops.Numel(x.Dims()[:ax]), ops.Numel(x.Dims()[ax+1:]), int(x.Dims()[ax])
 		idx := make([]int, 0, ops.Numel(out))
 		for o := 0; o < outer; o++ {
@@ -659,7 +662,7 @@ func opPad(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, er
 			return nil, fmt.Errorf("mode %q cannot pad axis %d of size 0 (the data, input 0, has the shape %v)", mode, i, x.Dims())
 		}
 	}
-	if err := ops.CheckShape(rc, "the output", out); err != nil {
+	if err := ops.ReserveShape(rc, "the output", x.DType(), out, intSize); err != nil {
 		return nil, err
 	}
 	joined, err := ops.ConcatFlat(x, cval)

@@ -95,7 +95,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			if err := ops.CheckShape(rc, "the output", p.OutShape(x.Dims()[0], x.Dims()[1])); err != nil {
+			if err := ops.ReserveShape(rc, "the output", x.DType(), p.OutShape(x.Dims()[0], x.Dims()[1]), 8); err != nil {
 				return nil, err
 			}
 			if lp > 0 {
@@ -168,7 +168,7 @@ func MaxPoolWithIndices(rc ops.OpRun, n *graph.Node, x tensor.Tensor) ([]tensor.
 	if err != nil {
 		return nil, err
 	}
-	if err := ops.CheckShape(rc, "the output", p.OutShape(x.Dims()[0], x.Dims()[1])); err != nil {
+	if err := ops.ReserveShape(rc, "the output", x.DType(), p.OutShape(x.Dims()[0], x.Dims()[1]), 16); err != nil {
 		return nil, err
 	}
 	colMajor := n.AttrInt("storage_order", 0) != 0
@@ -270,6 +270,9 @@ func OpMaxUnpool(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tens
 	}
 	if _, err := tensor.ElementCount(shape); err != nil {
 		return nil, fmt.Errorf("MaxUnpool: output shape %v: %w", shape, err)
+	}
+	if err := ops.ReserveShape(rc, "the output", x.DType(), shape, 8); err != nil {
+		return nil, err
 	}
 	total := ops.Numel(shape)
 	out := make([]float64, total)

@@ -314,6 +314,9 @@ func OpResize(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor,
 	default:
 		return nil, fmt.Errorf("neither scales nor sizes given")
 	}
+	if err := ops.ReserveShape(rc, "the output", x.DType(), outShape, 8); err != nil {
+		return nil, err
+	}
 	out, err := c.resize(x, outShape, scales, roi)
 	return []tensor.Tensor{out}, err
 }
