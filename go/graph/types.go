@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -90,6 +91,30 @@ func (t DataType) BitSize() int {
 		return 128
 	}
 	return 0
+}
+
+// IntRange is the range of values of an integer element type, as float64 (the 64-bit bounds
+// rounded to the nearest float64); ok is false for the other types.
+func (t DataType) IntRange() (lo, hi float64, ok bool) {
+	switch t {
+	case Int8:
+		return math.MinInt8, math.MaxInt8, true
+	case Uint8:
+		return 0, math.MaxUint8, true
+	case Int16:
+		return math.MinInt16, math.MaxInt16, true
+	case Uint16:
+		return 0, math.MaxUint16, true
+	case Int32:
+		return math.MinInt32, math.MaxInt32, true
+	case Uint32:
+		return 0, math.MaxUint32, true
+	case Int64:
+		return math.MinInt64, math.MaxInt64, true
+	case Uint64:
+		return 0, math.MaxUint64, true
+	}
+	return 0, 0, false
 }
 
 // ByteSize returns the bytes that n packed elements occupy (sub-byte types round up); 0 for

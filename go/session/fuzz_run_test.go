@@ -726,27 +726,7 @@ func fuzzClose(dt graph.DataType, want, got float64, scale float64) bool {
 }
 
 // fuzzIntRange is the range of an integer type; ok is false for the others.
-func fuzzIntRange(dt graph.DataType) (lo, hi float64, ok bool) {
-	switch dt {
-	case graph.Int8:
-		return math.MinInt8, math.MaxInt8, true
-	case graph.Uint8:
-		return 0, math.MaxUint8, true
-	case graph.Int16:
-		return math.MinInt16, math.MaxInt16, true
-	case graph.Uint16:
-		return 0, math.MaxUint16, true
-	case graph.Int32:
-		return math.MinInt32, math.MaxInt32, true
-	case graph.Uint32:
-		return 0, math.MaxUint32, true
-	case graph.Int64:
-		return math.MinInt64, math.MaxInt64, true
-	case graph.Uint64:
-		return 0, math.MaxUint64, true
-	}
-	return 0, 0, false
-}
+func fuzzIntRange(dt graph.DataType) (lo, hi float64, ok bool) { return dt.IntRange() }
 
 // compareFuzzOutputs reports how got differs from want (output by output), or "". scale is
 // the largest finite magnitude among the inputs, which bounds the rounding of sums.

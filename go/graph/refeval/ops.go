@@ -1173,24 +1173,4 @@ func autoPads(mode string, in, kernel, st, dil, pads []int64) []int64 {
 }
 
 // intRange is the range of an integer element type; ok is false for the others.
-func intRange(dt graph.DataType) (lo, hi float64, ok bool) {
-	switch dt {
-	case graph.Int8:
-		return math.MinInt8, math.MaxInt8, true
-	case graph.Uint8:
-		return 0, math.MaxUint8, true
-	case graph.Int16:
-		return math.MinInt16, math.MaxInt16, true
-	case graph.Uint16:
-		return 0, math.MaxUint16, true
-	case graph.Int32:
-		return math.MinInt32, math.MaxInt32, true
-	case graph.Uint32:
-		return 0, math.MaxUint32, true
-	case graph.Int64:
-		return math.MinInt64, math.MaxInt64, true
-	case graph.Uint64:
-		return 0, math.MaxUint64, true
-	}
-	return 0, 0, false
-}
+func intRange(dt graph.DataType) (lo, hi float64, ok bool) { return dt.IntRange() }
