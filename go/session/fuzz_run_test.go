@@ -616,6 +616,10 @@ func runFuzzModel(t *testing.T, m *fuzzModel, executor string) fuzzOutcome {
 		if err := s.Close(); err != nil {
 			t.Fatalf("%s: Close: %v\n%s", executor, err, m)
 		}
+		// Every byte the runs and plans charged to the memory budget went back.
+		if _, held := s.MemoryBudget(); held != 0 {
+			t.Fatalf("%s: the closed session still holds %d bytes of its memory budget\n%s", executor, held, m)
+		}
 	}()
 	var feeds []tensor.NamedValue
 	for _, name := range m.order {

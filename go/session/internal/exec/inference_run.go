@@ -268,6 +268,11 @@ func (rc *RunCtx) evalGraphWith(g *graph.Graph, sc *Scope, p *preparedBody) ([]t
 		if err != nil {
 			return nil, tensor.NodeError(n, err)
 		}
+		for i, name := range n.Outputs {
+			if name != "" && i >= len(outs) {
+				return nil, tensor.NewNodeError("Run", tensor.ErrInvalidArgument, n, "output %d (%q) is not supported: the operator produces %d output(s) here", i, name, len(outs))
+			}
+		}
 		// The outputs are charged to the memory budget as the run's values: a node whose
 		// outputs exceed it fails here (ops whose sizes come from the inputs reserved them
 		// before allocating; see budget.go).
