@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,25 +19,7 @@ import (
 // that inputs of any shape reach the op at run time.
 func dynamicSession(t *testing.T, executor string, n *graph.Node, opset int64, in []tensor.Tensor, more ...LoadOption) *InferenceSession {
 	t.Helper()
-	g := &graph.Graph{Name: "dynamic"}
-	node := *n
-	node.Inputs = make([]string, len(in))
-	for i, v := range in {
-		if v.IsValid() {
-			node.Inputs[i] = fmt.Sprintf("in%d", i)
-			g.Inputs = append(g.Inputs, graph.Input(node.Inputs[i], graph.UnrankedTensor(v.DType())))
-		}
-	}
-	for _, o := range node.Outputs {
-		g.Outputs = append(g.Outputs, graph.Output(o, graph.Type{}))
-	}
-	g.Nodes = []*graph.Node{&node}
-	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": opset})
-	require.NoError(t, err)
-	s, err := FromGraph(m, tracedOptions(nil, executor, more...)...)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	return s
+	return singleNodeSession(t, executor, n, opset, in, func(v tensor.Tensor) graph.Type { return graph.UnrankedTensor(v.DType()) }, more...)
 }
 
 // runDynamicCases is runHostileCases over dynamicSession: good inputs (when given) run, bad

@@ -63,7 +63,7 @@ func TestMemoryBudgetRefusesBeforeAllocating(t *testing.T) {
 			good: []tensor.Tensor{col(16), row(16)}, bad: []tensor.Tensor{col(8192), row(8192)}, want: over, says: says, opts: budget})
 		for _, executor := range traceExecutors {
 			c := cases[len(cases)-1]
-			s, good := symbolicSession(t, executor, c.node, c.good, c.opts...)
+			s, good := dynamicSession(t, executor, c.node, 13, c.good, c.opts...), feedsOf(c.good)
 			for range 2 {
 				_, err := s.Run(context.Background(), good)
 				require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestMemoryBudgetRefusesBeforeAllocating(t *testing.T) {
 		for _, executor := range traceExecutors {
 			s, good := hostileSession(t, executor, c.node, c.opset, c.good, c.opts...)
 			if i >= len(cases)-2 {
-				s, good = symbolicSession(t, executor, c.node, c.good, c.opts...)
+				s, good = dynamicSession(t, executor, c.node, 13, c.good, c.opts...), feedsOf(c.good)
 			}
 			_, err := s.Run(context.Background(), good)
 			require.NoError(t, err)
@@ -96,34 +96,6 @@ func TestMemoryBudgetRefusesBeforeAllocating(t *testing.T) {
 			assert.Equal(t, held, after, "%s/%s: the failed run gave back what it held", c.name, executor)
 		}
 	}
-}
-
-// symbolicSession is hostileSession with inputs of symbolic dimensions: the session runs
-// them at any shape.
-func symbolicSession(t *testing.T, executor string, n *graph.Node, in []tensor.Tensor, more ...LoadOption) (*InferenceSession, []tensor.NamedTensor) {
-	t.Helper()
-	g := &graph.Graph{Name: "symbolic"}
-	node := *n
-	node.Inputs = nil
-	for i, v := range in {
-		name := fmt.Sprintf("in%d", i)
-		node.Inputs = append(node.Inputs, name)
-		shape := graph.Shape{}
-		for d := range v.Dims() {
-			shape = append(shape, graph.SymDim(fmt.Sprintf("d%d_%d", i, d)))
-		}
-		g.Inputs = append(g.Inputs, graph.Input(name, graph.TensorType(v.DType(), shape)))
-	}
-	for _, o := range node.Outputs {
-		g.Outputs = append(g.Outputs, graph.Output(o, graph.Type{}))
-	}
-	g.Nodes = []*graph.Node{&node}
-	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 13})
-	require.NoError(t, err)
-	s, err := FromGraph(m, tracedOptions(nil, executor, more...)...)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	return s, feedsOf(in)
 }
 
 // chainModel is x -> n unary nodes in a row -> y, and, when keep, y = Sum of every
@@ -475,7 +447,7 @@ func TestHostFunctionsReserveBeforeAllocating(t *testing.T) {
 				var s *InferenceSession
 				var good []tensor.NamedTensor
 				if c.symbolic {
-					s, good = symbolicSession(t, executor, c.node, c.good, budget)
+					s, good = dynamicSession(t, executor, c.node, c.opset, c.good, budget), feedsOf(c.good)
 				} else {
 					s, good = hostileSession(t, executor, c.node, c.opset, c.good, budget)
 				}

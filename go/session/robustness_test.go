@@ -28,16 +28,25 @@ import (
 // feeds of in.
 func hostileSession(t *testing.T, executor string, n *graph.Node, opset int64, in []tensor.Tensor, more ...LoadOption) (*InferenceSession, []tensor.NamedTensor) {
 	t.Helper()
-	g := &graph.Graph{Name: "hostile"}
+	s := singleNodeSession(t, executor, n, opset, in, func(v tensor.Tensor) graph.Type {
+		return graph.TensorType(v.DType(), graph.ShapeOf(v.Dims()...))
+	}, more...)
+	return s, feedsOf(in)
+}
+
+// singleNodeSession is a host session running executor over a model of the one node n, every
+// present input of in a graph input of the type typeOf gives it.
+func singleNodeSession(t *testing.T, executor string, n *graph.Node, opset int64, in []tensor.Tensor, typeOf func(tensor.Tensor) graph.Type, more ...LoadOption) *InferenceSession {
+	t.Helper()
+	g := &graph.Graph{Name: "one_node"}
 	node := *n
 	node.Inputs = make([]string, len(in))
 	for i, v := range in {
 		if !v.IsValid() {
 			continue
 		}
-		name := fmt.Sprintf("in%d", i)
-		node.Inputs[i] = name
-		g.Inputs = append(g.Inputs, graph.Input(name, graph.TensorType(v.DType(), graph.ShapeOf(v.Dims()...))))
+		node.Inputs[i] = fmt.Sprintf("in%d", i)
+		g.Inputs = append(g.Inputs, graph.Input(node.Inputs[i], typeOf(v)))
 	}
 	for _, o := range node.Outputs {
 		g.Outputs = append(g.Outputs, graph.Output(o, graph.Type{}))
@@ -48,7 +57,7 @@ func hostileSession(t *testing.T, executor string, n *graph.Node, opset int64, i
 	s, err := FromGraph(m, tracedOptions(nil, executor, more...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	return s, feedsOf(in)
+	return s
 }
 
 func feedsOf(in []tensor.Tensor) []tensor.NamedTensor {
