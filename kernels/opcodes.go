@@ -71,6 +71,13 @@ const (
 	// UnaryReciprocal is UNARY_RECIPROCAL.
 	UnaryReciprocal = "13"
 
+	// gemm_fast.loom
+
+	// EpilogueGeluErf is EPILOGUE_GELU_ERF.
+	EpilogueGeluErf = "9"
+	// EpilogueGeluTanh is EPILOGUE_GELU_TANH.
+	EpilogueGeluTanh = "10"
+
 	// movement.loom
 
 	// PadConstant is PAD_CONSTANT.

@@ -54,6 +54,11 @@ const (
 	// for testing the CUDA path on a machine without a GPU. "0" (the default): the real cuda
 	// provider. Ignored by the other providers.
 	OptionCUDAStandIn = "loom.cuda_stand_in"
+	// OptionPackWeights "1" (the default) lets the compiled run plans keep large constant
+	// matrix operands (MatMul's, Gemm's and MatMulAdd's weights) in the layout their kernels
+	// read fastest, packed once for every plan of the session; "0" reads them as the model
+	// stores them (for comparison: the results are the same).
+	OptionPackWeights = "loom.pack_weights"
 )
 
 // LoadOption configures the InferenceSession that Load, LoadBytes or FromGraph makes: the
@@ -156,7 +161,7 @@ func WithLimits(l graph.Limits) LoadOption {
 func WithOption(key, value string) LoadOption {
 	return func(o *loadOptions) {
 		switch key {
-		case OptionEPContextEnable, OptionEPContextEmbedMode, OptionRunPlan, OptionCUDAStandIn:
+		case OptionEPContextEnable, OptionEPContextEmbedMode, OptionRunPlan, OptionCUDAStandIn, OptionPackWeights:
 			if value != "0" && value != "1" {
 				o.fail("session option %s must be 0 or 1, got %q", key, value)
 				return
@@ -349,6 +354,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		s.outputs = append(s.outputs, ioMeta(v))
 		s.pe.OutputNames = append(s.pe.OutputNames, v.Name)
 	}
+	s.pe.Recycled.SetOutputs(len(g.Outputs))
 	s.tensorIO = true
 	for _, ms := range [][]IOMeta{s.inputs, s.outputs} {
 		for _, m := range ms {
@@ -389,6 +395,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	// Compiled plans keep their arenas in the device's memory: host-visible on the host, device
 	// memory with copies at the seams on CUDA and its stand-in.
 	s.planning = s.options[OptionRunPlan] != "0" && runsOn.Plans()
+	s.pe.KeepDerived = s.options[OptionPackWeights] != "0"
 	s.pe.DeviceArenas = runsOn.Memory() == ep.DeviceMemory
 	s.eng.Threads = b.threads
 	switch {
@@ -492,6 +499,7 @@ func (s *InferenceSession) Close() error {
 	// Every plan instance is closed by now (Close waited for the runs): nothing reads the
 	// shared weights any more.
 	errs = append(errs, device.CloseWeights(&s.pe.PlanWeights, s.eng.Ctx)...)
+	s.pe.Derived.Clear()
 	errs = append(errs, s.eng.Kernels.Close()...)
 	s.eng.Bodies.Close()
 	s.eng.ForgetGraphs()

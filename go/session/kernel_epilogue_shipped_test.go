@@ -16,7 +16,8 @@ import (
 	"github.com/loomrt/loom/kernels/aot"
 )
 
-// TestShippedEpiloguesWithoutACompiler runs every shipped gemm_nn (A unpacked) and gemm_nt
+// TestShippedEpiloguesWithoutACompiler runs every shipped gemm_nn (A unpacked; B unpacked, or
+// packed into its column panels for PACKB) and gemm_nt
 // variant of this machine's target that has an epilogue (ACT, AFFINE), and every shipped
 // gemm_tiled variant (the GPU planners', run here on the host backend), with no C compiler, on
 // fresh random inputs and every C mode, and compares it with the product and epilogue computed
@@ -92,7 +93,18 @@ func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
 					Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadOf(ops.InputOperand(1)), ops.ReadOf(ops.InputOperand(2)), ops.WriteOf(ops.OutputOperand(0))}}},
 			}
 			require.NoError(t, ops.FitPlan(plan, ops.KernelLimits))
-			in := []tensor.Tensor{tensor.MustTensor([]int64{int64(m * k)}, a), tensor.MustTensor([]int64{int64(k * n)}, b), tensor.MustTensor([]int64{int64(len(c))}, c)}
+			bound := b
+			if cfg["PACKB"] == "true" { // B in column panels of NR = NV·VL (the last one overlapping)
+				nr := atoi(cfg, "NV") * atoi(cfg, "VL")
+				bound = nil
+				for tile := 0; tile < (n+nr-1)/nr; tile++ {
+					j0 := min(tile*nr, n-nr)
+					for q := range k {
+						bound = append(bound, b[q*n+j0:q*n+j0+nr]...)
+					}
+				}
+			}
+			in := []tensor.Tensor{tensor.MustTensor([]int64{int64(m * k)}, a), tensor.MustTensor([]int64{int64(len(bound))}, bound), tensor.MustTensor([]int64{int64(len(c))}, c)}
 			rc := testRunCtx(s, 17)
 			got, err := rc.RunKernelPlan(plan, in)
 			rc.Close()
@@ -127,7 +139,11 @@ func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
 	}
 	t.Logf("variants tested: %v", tested)
 	for _, sym := range []string{"gemm_nn", "gemm_nt", "gemm_tiled"} {
-		for act := 1; act <= 8; act++ {
+		last := 10 // GELU (9, 10) is gemm_fast's only: the cuda planners follow gemm_tiled by the activation kernel
+		if sym == "gemm_tiled" {
+			last = 8
+		}
+		for act := 1; act <= last; act++ {
 			require.Positive(t, tested[fmt.Sprintf("%s ACT=%d", sym, act)], "no shipped %s with ACT=%d", sym, act)
 		}
 	}
@@ -153,6 +169,10 @@ func epilogue(act int, t, p0, p1 float64) float64 {
 		return t * math.Max(0, math.Min(1, t/6+0.5))
 	case 8:
 		return t / (1 + math.Exp(-p0*t))
+	case 9:
+		return 0.5 * t * (1 + math.Erf(t/math.Sqrt2))
+	case 10:
+		return 0.5 * t * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(t+0.044715*t*t*t)))
 	}
 	return t
 }

@@ -92,7 +92,8 @@ func (s *InferenceSession) endPlanRun(e *plan.Entry, inst *plan.Instance, fresh 
 	return outs, err == nil, err
 }
 
-// maxFastInputs bounds the inputs runPlannedFast keeps on the stack.
+// maxFastInputs is how many inputs runPlannedFast keeps on the stack; a model with more (a
+// decode step's KV cache) takes one slice from the heap a run.
 const maxFastInputs = 8
 
 // runPlannedFast is Run's path for the steady state of a served model: every graph input fed
@@ -102,8 +103,7 @@ const maxFastInputs = 8
 // nothing done, whenever any of that does not hold: the general path then runs (and reports
 // any error).
 func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []tensor.NamedTensor, into []tensor.Tensor) (outs []tensor.Tensor, ok bool, err error) {
-	if !s.planning || !s.tensorIO || len(inputs) != len(s.inputs) || len(inputs) > maxFastInputs ||
-		ctx == nil || exec.Traced(ctx) {
+	if !s.planning || !s.tensorIO || len(inputs) != len(s.inputs) || ctx == nil || exec.Traced(ctx) {
 		return nil, false, nil
 	}
 	done := ctx.Done()
@@ -111,7 +111,12 @@ func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []tensor.N
 		return nil, true, tensor.CanceledError("Run", ctx, nil)
 	}
 	var stack [maxFastInputs]tensor.Tensor
-	ins := stack[:len(inputs)]
+	var ins []tensor.Tensor
+	if len(inputs) > len(stack) {
+		ins = make([]tensor.Tensor, len(inputs))
+	} else {
+		ins = stack[:len(inputs)]
+	}
 	for i := range inputs {
 		in, m := &inputs[i], &s.inputs[i]
 		if in.Name != m.Name || in.Tensor.Data() == nil || tensor.Box(in.Tensor) != nil {

@@ -2,12 +2,17 @@
 # vs_ort.sh: Loom against ONNX Runtime 1.30 on the same machine, side by side: for each model
 # and thread count, `loom bench` and ../shared/bench/ortbench.sh (ORT's C API) run alternately
 # (twice each), and the table shows both medians and their ratio.
-#   tools/bench/vs_ort.sh [THREADS...]      (default: 1 2)
-# Needs ../shared/bench (beside the repository) and the fetched models (tools/models/fetch.sh).
+#   tools/bench/vs_ort.sh [--cases "NAME..."] [THREADS...]      (default: every case; threads 1 2)
+# LOOM_BENCH_CASES="gpt2_decode bert_128" also picks cases (--cases wins).
+# Needs ../shared/bench (beside the repository) and the fetched models (tools/models/fetch.sh). The
+# transformer cases (gpt2_decode, decoder_d512_decode, bert_128) are made on first use into the models
+# directory by tools/models/gen_transformers.py (python3 with onnx and numpy), inputs included.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ort=${LOOM_ORTBENCH:-$repo/../shared/bench/ortbench.sh}
 models=${LOOM_MODELS_DIR:-$HOME/.cache/loom-models}
+only=${LOOM_BENCH_CASES:-}
+if [ "${1:-}" = --cases ]; then only=${2:?--cases needs a list of case names}; shift 2; fi
 threads=("$@")
 [ ${#threads[@]} -eq 0 ] && threads=(1 2)
 loom=$(mktemp -d)/loom
@@ -20,19 +25,51 @@ cases=(
   "tiny_encoder|1000|$repo/go/session/testdata/models/tiny_encoder.onnx x=shape:1x16x64"
   "silero_vad_v5|1000|$models/silero_vad_v5.onnx input=shape:1x512 state=shape:2x1x128 sr=value:16000"
   "ppocr_v4_rec|60|$models/ch_PP-OCRv4_rec_infer.onnx x=shape:1x3x48x320"
+  # NAME|RUNS|MODEL INPUT...|WARMUP (default 20); @DIR stands for NAME=DIR/NAME.npy for every .npy in DIR.
+  "gpt2_decode|500|$models/gpt2_decode.onnx @$models/gpt2_decode_in128|10"
+  "decoder_d512_decode|3000|$models/decoder_d512_decode.onnx @$models/decoder_d512_decode_in128|50"
+  "bert_128|75|$models/bert_base.onnx @$models/bert_base_in128|5"
 )
+# Generated cases: NAME -> gen_transformers.py arguments (model, then inputs).
+declare -A gen=(
+  [gpt2_decode]="gpt2 $models/gpt2_decode.onnx --inputs $models/gpt2_decode_in128 --past 128"
+  [decoder_d512_decode]="decoder $models/decoder_d512_decode.onnx --inputs $models/decoder_d512_decode_in128 --past 128"
+  [bert_128]="bert $models/bert_base.onnx --inputs $models/bert_base_in128 --seq 128"
+)
+# prepare NAME: makes a generated case's model and inputs, whichever is missing (on failure the row says
+# what is missing).
+prepare() {
+  [ -n "${gen[$1]:-}" ] || return 0
+  local g
+  read -r -a g <<<"${gen[$1]}"
+  [ -d "${g[3]}" ] || { [ -e "${g[1]}" ] && g[1]=-; }   # inputs only
+  if [ "${g[1]}" = - ] || [ ! -e "${g[1]}" ]; then
+    mkdir -p "$models"
+    python3 "$repo/tools/models/gen_transformers.py" "${g[@]}" >&2 || echo "vs_ort.sh: could not make $1" >&2
+  fi
+}
 field() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p"; }
 printf "| model | threads | Loom median ms | ORT median ms | Loom / ORT | Loom p95 | ORT p95 | RSS MB Loom / ORT |\n"
 printf "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
 for c in "${cases[@]}"; do
-  IFS='|' read -r name runs args <<<"$c"
-  read -r -a argv <<<"$args"
+  IFS='|' read -r name runs args warm <<<"$c"
+  [ -z "$only" ] || [[ " $only " == *" $name "* ]] || continue
+  prepare "$name"
+  read -r -a words <<<"$args"
+  argv=()
+  for w in "${words[@]}"; do
+    if [[ $w == @* ]]; then
+      for f in "${w#@}"/*.npy; do [ -e "$f" ] && argv+=("$(basename "$f" .npy)=$f"); done
+    else
+      argv+=("$w")
+    fi
+  done
   [ -e "${argv[0]}" ] || { echo "| $name | - | missing ${argv[0]} |"; continue; }
   for t in "${threads[@]}"; do
     lm=(); om=(); lp=(); op=(); lr=(); orr=()
     for round in 1 2; do
-      l=$("$loom" bench "${argv[@]}" --threads "$t" --runs "$runs" --warmup 20 --json 2>/dev/null | tail -1)
-      o=$(bash "$ort" bench "${argv[@]}" --threads "$t" --runs "$runs" --warmup 20 --json 2>/dev/null | tail -1)
+      l=$("$loom" bench "${argv[@]}" --threads "$t" --runs "$runs" --warmup "${warm:-20}" --json 2>/dev/null | tail -1)
+      o=$(bash "$ort" bench "${argv[@]}" --threads "$t" --runs "$runs" --warmup "${warm:-20}" --json 2>/dev/null | tail -1)
       lm+=("$(echo "$l" | field median_ms)"); om+=("$(echo "$o" | field median_ms)")
       lp+=("$(echo "$l" | field p95_ms)"); op+=("$(echo "$o" | field p95_ms)")
       lr+=("$(echo "$l" | field peak_rss_mb)"); orr+=("$(echo "$o" | field peak_rss_mb)")

@@ -28,6 +28,22 @@ ref() {
 
 ref go/session/testdata/models/tiny_encoder.onnx "$data/tiny_encoder/ref" x="$data/tiny_encoder/x.npy"
 
+# Random-weight GPT-2 decode step and BERT encoder in torch.onnx.export's form (needs python3 with numpy; onnx
+# too to remake the committed models, which the same commands do with the model path in place of "-"):
+# inputs from fixed seeds, every input DIR/NAME.npy fed as NAME.
+gen_tiny() {
+  local kind=$1 out=$2
+  shift 2
+  python3 tools/models/gen_transformers.py "$kind" - --layers 2 --d 64 --heads 4 --max-pos 128 "$@" --inputs "$out"
+}
+npy_inputs() { for f in "$1"/*.npy; do echo "$(basename "$f" .npy)=$f"; done; }
+gen_tiny gpt2 "$data/tiny_gpt2_step" --vocab 256 --past 7
+gen_tiny bert "$data/tiny_bert" --ffn 256 --vocab 512 --seq 12 --masked 3
+for m in tiny_gpt2_step tiny_bert; do
+  mapfile -t feeds < <(npy_inputs "$data/$m")
+  ref "go/session/testdata/models/$m.onnx" "$data/$m/ref" "${feeds[@]}"
+done
+
 # Silero VAD v5 streams its LSTM state: chunk i starts from the state chunk i-1 returned.
 vad=$data/silero_vad_v5
 state=$vad/state_0.npy

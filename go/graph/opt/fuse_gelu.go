@@ -8,55 +8,52 @@ import (
 
 // FuseGelu recognizes x·½·(1+erf(x/√2)) in the orderings exporters produce (the ½ applied
 // last, first, or to the erf term) and replaces it with Gelu (graph.LoomDomain's before opset
-// 20).
+// 20). It also recognizes the tanh approximation as torch.onnx.export writes it,
+// x·½·(1+tanh(√(2/π)·(x+0.044715·x³))) with x³ as Pow(x, 3) or products of x, and replaces
+// it with Gelu approximate="tanh".
 func FuseGelu(m *graph.Model) (bool, error) {
 	changed := false
 	m.Graph.Walk(func(g *graph.Graph) {
 		u := uses(g)
 		dead := map[*graph.Node]bool{}
-		for _, erf := range g.Nodes {
-			if !isOp(erf, "Erf") || dead[erf] || !singleUse(g, u, erf.Outputs[0]) {
+		for _, fn := range g.Nodes {
+			if dead[fn] || len(fn.Inputs) != 1 || len(fn.Outputs) != 1 || !singleUse(g, u, fn.Outputs[0]) {
 				continue
 			}
-			scale := producerOf(g, erf.Inputs[0])
-			if scale == nil || !singleUse(g, u, scale.Outputs[0]) || len(scale.Inputs) != 2 {
-				continue
-			}
-			var x string
+			var x, approximate string
+			var inner []*graph.Node
 			switch {
-			case isOp(scale, "Div"):
-				if c, ok := scalarConst(g, scale.Inputs[1]); ok && near(c, math.Sqrt2) {
-					x = scale.Inputs[0]
-				}
-			case isOp(scale, "Mul"):
-				for side := 0; side < 2; side++ {
-					if c, ok := scalarConst(g, scale.Inputs[1-side]); ok && near(c, 1/math.Sqrt2) {
-						x = scale.Inputs[side]
-					}
-				}
+			case isOp(fn, "Erf"):
+				x, inner = matchGeluErfArg(g, u, fn.Inputs[0])
+			case isOp(fn, "Tanh"):
+				x, inner = matchGeluTanhArg(g, u, fn.Inputs[0])
+				approximate = "tanh"
 			}
 			if x == "" || elemOf(g, x) != graph.Float {
 				continue
 			}
-			cs := consumersOf(g, erf.Outputs[0])
+			cs := consumersOf(g, fn.Outputs[0])
 			if len(cs) != 1 || !isOp(cs[0], "Add") {
 				continue
 			}
 			add := cs[0]
-			if o, ok := otherInput(add, erf.Outputs[0]); !ok || !isConstValue(g, o, 1) || !singleUse(g, u, add.Outputs[0]) {
+			if o, ok := otherInput(add, fn.Outputs[0]); !ok || !isConstValue(g, o, 1) || !singleUse(g, u, add.Outputs[0]) {
 				continue
 			}
 			a := add.Outputs[0]
 			matched, out := matchGeluTail(g, u, x, a)
-			if matched == nil {
+			if matched == nil || !sameRank(g, x, out) {
 				continue
 			}
 			gelu := &graph.Node{Name: uniqueName(m, "Gelu_"+out), OpType: "Gelu", Inputs: []string{x}, Outputs: []string{out}}
+			if approximate != "" {
+				gelu.Attrs = []*graph.Attribute{graph.StringAttr("approximate", approximate)}
+			}
 			if m.Opset("") < 20 {
 				gelu.Domain = graph.LoomDomain
 				importLoomDomain(m)
 			}
-			for _, n := range append(matched, scale, erf, add) {
+			for _, n := range append(append(matched, inner...), fn, add) {
 				dead[n] = true
 			}
 			g.Nodes = append(g.Nodes, gelu)
@@ -67,6 +64,104 @@ func FuseGelu(m *graph.Model) (bool, error) {
 		}
 	})
 	return changed, nil
+}
+
+// matchGeluErfArg matches x/√2 or x·(1/√2), the argument of erf, returning x and the node.
+func matchGeluErfArg(g *graph.Graph, u map[string]int, arg string) (string, []*graph.Node) {
+	scale := producerOf(g, arg)
+	if scale == nil || !singleUse(g, u, arg) || len(scale.Inputs) != 2 {
+		return "", nil
+	}
+	switch {
+	case isOp(scale, "Div"):
+		if c, ok := scalarConst(g, scale.Inputs[1]); ok && near(c, math.Sqrt2) {
+			return scale.Inputs[0], []*graph.Node{scale}
+		}
+	case isOp(scale, "Mul"):
+		for side := 0; side < 2; side++ {
+			if c, ok := scalarConst(g, scale.Inputs[1-side]); ok && near(c, 1/math.Sqrt2) {
+				return scale.Inputs[side], []*graph.Node{scale}
+			}
+		}
+	}
+	return "", nil
+}
+
+// matchGeluTanhArg matches √(2/π)·(x + 0.044715·x³), the argument of tanh, with the
+// constants on either side, x³ as Pow(x, 3), x·(x·x) or (x·x)·x, and every intermediate read
+// once. It returns x and the nodes.
+func matchGeluTanhArg(g *graph.Graph, u map[string]int, arg string) (string, []*graph.Node) {
+	scale := producerOf(g, arg)
+	if !isOp(scale, "Mul") || !singleUse(g, u, arg) {
+		return "", nil
+	}
+	sum, ok := constFactor(g, scale, math.Sqrt(2/math.Pi))
+	add := producerOf(g, sum)
+	if !ok || !isOp(add, "Add") || len(add.Inputs) != 2 || !singleUse(g, u, sum) {
+		return "", nil
+	}
+	for side := 0; side < 2; side++ {
+		x, term := add.Inputs[side], add.Inputs[1-side]
+		kappa := producerOf(g, term)
+		if !isOp(kappa, "Mul") || !singleUse(g, u, term) {
+			continue
+		}
+		cube, ok := constFactor(g, kappa, 0.044715)
+		if !ok || !singleUse(g, u, cube) {
+			continue
+		}
+		if pow := matchCube(g, u, x, cube); pow != nil {
+			return x, append(pow, scale, add, kappa)
+		}
+	}
+	return "", nil
+}
+
+// constFactor returns the other input of a two-input Mul one of whose inputs is a scalar
+// constant near want.
+func constFactor(g *graph.Graph, mul *graph.Node, want float64) (string, bool) {
+	if len(mul.Inputs) != 2 {
+		return "", false
+	}
+	for side := 0; side < 2; side++ {
+		if c, ok := scalarConst(g, mul.Inputs[1-side]); ok && near(c, want) {
+			return mul.Inputs[side], true
+		}
+	}
+	return "", false
+}
+
+// matchCube matches cube = Pow(x, 3), x·(x·x) or (x·x)·x, the square read once, returning
+// the nodes.
+func matchCube(g *graph.Graph, u map[string]int, x, cube string) []*graph.Node {
+	p := producerOf(g, cube)
+	if p == nil || p.Domain != "" || len(p.Inputs) != 2 {
+		return nil
+	}
+	switch p.OpType {
+	case "Pow":
+		if c, ok := scalarConst(g, p.Inputs[1]); ok && p.Inputs[0] == x && near(c, 3) {
+			return []*graph.Node{p}
+		}
+	case "Mul":
+		sq, ok := otherInput(p, x)
+		if !ok {
+			return nil
+		}
+		s := producerOf(g, sq)
+		if isOp(s, "Mul") && len(s.Inputs) == 2 && s.Inputs[0] == x && s.Inputs[1] == x && singleUse(g, u, sq) {
+			return []*graph.Node{s, p}
+		}
+	}
+	return nil
+}
+
+// sameRank reports that y has x's rank, or that either rank is unknown: a constant of one
+// element but a higher rank would broadcast the result up, which Gelu does not.
+func sameRank(g *graph.Graph, x, y string) bool {
+	xs, ok1 := shapeOf(g, x)
+	ys, ok2 := shapeOf(g, y)
+	return !ok1 || !ok2 || len(xs) == len(ys)
 }
 
 func isConstValue(g *graph.Graph, name string, want float64) bool {

@@ -1,8 +1,9 @@
 // Package opt rewrites loaded ONNX graphs with result-preserving optimization passes, grouped
 // in levels as ONNX Runtime does: basic (constant folding, dead code and common subexpression
 // elimination, Identity/Dropout removal, Constant nodes to initializers), extended (fusions:
-// MatMul+Add, Conv with BatchNormalization or per-channel Mul and Add, Conv+activation and a
-// scalar scale and shift after it, LayerNormalization, GELU, hard swish) and all (attention). Fused operators that ONNX lacks live in graph.LoomDomain.
+// MatMul+Add, GELU into the matrix product's epilogue, Conv with BatchNormalization or
+// per-channel Mul and Add, Conv+activation and a scalar scale and shift after it,
+// LayerNormalization, GELU, hard swish) and all (attention). Fused operators that ONNX lacks live in graph.LoomDomain.
 package opt
 
 import (
@@ -75,6 +76,7 @@ func Passes() []Pass {
 		{"gelu_fusion", LevelExtended, FuseGelu},
 		{"hardswish_fusion", LevelExtended, FuseHardSwish},
 		{"matmul_add_fusion", LevelExtended, FuseMatMulAdd},
+		{"matmul_activation_fusion", LevelExtended, FuseMatMulActivation},
 		{"conv_activation_fusion", LevelExtended, FuseConvActivation},
 		{"conv_output_affine_fusion", LevelExtended, FuseConvOutputAffine},
 		{"attention_fusion", LevelAll, FuseAttention},

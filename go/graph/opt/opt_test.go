@@ -430,7 +430,11 @@ func TestOptimizeReferenceModels(t *testing.T) {
 		absent []string
 	}{
 		{"tiny_encoder.onnx", map[string]int64{"B": 2, "T": 5}, []string{"LayerNormalization", "Attention", "MatMulAdd"}, nil},
-		{"tiny_gpt_kv.onnx", map[string]int64{"B": 1, "T": 3, "S": 2, "int_max": 512}, []string{"LayerNormalization", "Gelu", "Attention"}, nil},
+		// GELU fused, then moved into the MLP's matrix product.
+		{"tiny_gpt_kv.onnx", map[string]int64{"B": 1, "T": 3, "S": 2, "int_max": 512}, []string{"LayerNormalization", "MatMulAdd", "Attention"}, []string{"Gelu", "Erf", "Tanh"}},
+		// GELU in tanh form (GPT-2's) and erf form (BERT's), both moved into a MatMulAdd.
+		{"tiny_gpt2_step.onnx", map[string]int64{"past_len": 3, "int_max": 8}, []string{"LayerNormalization", "MatMulAdd"}, []string{"Gelu", "Tanh", "Pow"}},
+		{"tiny_bert.onnx", map[string]int64{"seq": 5, "int_max": 8}, []string{"LayerNormalization", "MatMulAdd"}, []string{"Gelu", "Erf"}},
 		// CNNs, used when LOOM_ONNX_MODELS holds them (see shared/notes/data.md for the packages).
 		{"mnist.onnx", nil, []string{"FusedConv", "Gemm"}, nil},
 		{"ch_PP-OCRv4_rec_infer.onnx", map[string]int64{"p2o.DynamicDimension.0": 1, "p2o.DynamicDimension.1": 16},

@@ -107,9 +107,7 @@ func Eval(n *graph.Node, opset int64, args []*Value) (outs []*Value, err error) 
 		return []*Value{unary(x, func(v float64) float64 { return math.Min(math.Max(v, lo), hi) })}, nil
 	case "Gelu":
 		if n.AttrString("approximate", "none") == "tanh" {
-			return []*Value{unary(x, func(v float64) float64 {
-				return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
-			})}, nil
+			return []*Value{unary(x, geluTanh)}, nil
 		}
 		return []*Value{unary(x, gelu)}, nil
 	case "Cast":
@@ -272,11 +270,19 @@ func Eval(n *graph.Node, opset int64, args []*Value) (outs []*Value, err error) 
 		}
 		return []*Value{out.finish()}, nil
 	case "MatMulAdd":
+		act, err := matMulAddActivation(n)
+		if err != nil {
+			return nil, err
+		}
 		p, err := matmul(x, args[1])
 		if err != nil {
 			return nil, err
 		}
-		return one(binary("Add", []*Value{p, args[2]}))
+		s, err := binary("Add", []*Value{p, args[2]})
+		if err != nil || act == nil {
+			return one(s, err)
+		}
+		return []*Value{unary(s, act)}, nil
 	}
 	return nil, fmt.Errorf("operator %s is not supported by the reference evaluator", n.OpType)
 }
@@ -284,6 +290,35 @@ func Eval(n *graph.Node, opset int64, args []*Value) (outs []*Value, err error) 
 func sigmoid(v float64) float64 { return 1 / (1 + math.Exp(-v)) }
 
 func gelu(v float64) float64 { return 0.5 * v * (1 + math.Erf(v/math.Sqrt2)) }
+
+func geluTanh(v float64) float64 {
+	return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
+}
+
+// matMulAddActivation reads the epilogue of Loom's MatMulAdd (see graph.LoomDomain): nil for
+// none, else GELU, exact or in tanh form. Unknown values and non-string attributes are errors.
+func matMulAddActivation(n *graph.Node) (func(float64) float64, error) {
+	for _, name := range []string{"activation", "approximate"} {
+		if a := n.Attr(name); a != nil && a.Type != graph.AttrString {
+			return nil, fmt.Errorf("MatMulAdd node %q: attribute %s must be a string", n.Label(), name)
+		}
+	}
+	approx := n.AttrString("approximate", "none")
+	if approx != "none" && approx != "tanh" {
+		return nil, fmt.Errorf("MatMulAdd node %q: unknown approximate %q (want \"none\" or \"tanh\")", n.Label(), approx)
+	}
+	switch act := n.AttrString("activation", ""); act {
+	case "":
+		return nil, nil
+	case "Gelu":
+		if approx == "tanh" {
+			return geluTanh, nil
+		}
+		return gelu, nil
+	default:
+		return nil, fmt.Errorf("MatMulAdd node %q: unknown activation %q (want \"\" or \"Gelu\")", n.Label(), act)
+	}
+}
 
 func leaky(v, alpha float64) float64 {
 	if v < 0 {

@@ -46,7 +46,7 @@ type benchResult struct {
 // leave them to the garbage collector instead). showProgress allows a progress bar (on a
 // terminal only).
 func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
-	c := newCommand("bench", "bench MODEL [INPUT...] [--threads N] [--runs N] [--warmup N] [--ep host|cuda|auto] [--strict] [-v] [--seed S] [--keep-outputs] [--json]",
+	c := newCommand("bench", "bench MODEL [INPUT...] [--threads N] [--runs N] [--warmup N] [--ep host|cuda|auto] [--strict] [-v] [--seed S] [--keep-outputs] [--json] [--option KEY=VALUE]...",
 		"Times --runs runs of the model after --warmup untimed ones: median, p95 and min latency, load time,\npeak RSS. "+
 			"Inputs not given get random values of their declared shape (symbolic dimensions count as 1).\n"+inputForms, stdout, stderr)
 	threads := c.Int("threads", 1, "host worker threads (0: one per core)")
@@ -58,6 +58,8 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 	seed := c.Uint64("seed", 1, "seed of the random inputs")
 	asJSON := c.Bool("json", false, "print one JSON object (the fields of shared/bench/ortbench.sh)")
 	keep := c.Bool("keep-outputs", false, "do not hand each run's outputs back (session.Recycle) after its clock stops")
+	var options sessionOptions
+	c.Var(&options, "option", optionUsage)
 	pos, rc := c.parse(args)
 	if rc >= 0 {
 		return rc
@@ -79,7 +81,7 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		return c.badArgument("%v", err)
 	}
 	start := time.Now()
-	s, err := session.Load(pos[0], session.WithExecutionProvider(session.ExecutionProvider(*provider)), session.WithIntraOpThreads(*threads))
+	s, err := session.Load(pos[0], append([]session.LoadOption{session.WithExecutionProvider(session.ExecutionProvider(*provider)), session.WithIntraOpThreads(*threads)}, options...)...)
 	if err != nil {
 		return c.fail("%v", err)
 	}

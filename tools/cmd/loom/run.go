@@ -38,7 +38,7 @@ func runModel(args []string) int { return runMain(args, os.Stdout, os.Stderr) }
 // runMain implements `loom run MODEL [INPUT...]`: it runs the model once and writes each output
 // to DIR/NAME.npy.
 func runMain(args []string, stdout, stderr io.Writer) int {
-	c := newCommand("run", "run MODEL [INPUT...] [-o DIR] [--ep host|cuda|auto] [--strict] [-v] [--plan] [--stats] [--timeout D] [--memory-budget SIZE]",
+	c := newCommand("run", "run MODEL [INPUT...] [-o DIR] [--ep host|cuda|auto] [--strict] [-v] [--plan] [--stats] [--timeout D] [--memory-budget SIZE] [--option KEY=VALUE]...",
 		"Runs the model once and writes each output to DIR/NAME.npy.\n"+inputForms+"\nEvery input of the model must be given.", stdout, stderr)
 	outDir := c.String("o", ".", "directory to write each output to as NAME.npy")
 	provider := c.String("ep", "auto", "execution provider: host, cuda or auto")
@@ -51,6 +51,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	var budget byteSize
 	c.Var(&budget, "memory-budget", "most memory the run may hold, e.g. 2GiB or 500MB (default: 3/4 of the memory the process may use; docs/reliability.md)")
 	maxLoop := c.Int64("max-loop-iterations", session.DefaultMaxLoopIterations, "most iterations of one Loop or Scan node")
+	var options sessionOptions
+	c.Var(&options, "option", optionUsage)
 	pos, rc := c.parse(args)
 	if rc >= 0 {
 		return rc
@@ -64,7 +66,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if err := checkFile("model", pos[0]); err != nil {
 		return c.badArgument("%v", err)
 	}
-	opts := []session.LoadOption{session.WithExecutionProvider(session.ExecutionProvider(*provider)), session.WithMaxLoopIterations(*maxLoop)}
+	opts := append([]session.LoadOption{session.WithExecutionProvider(session.ExecutionProvider(*provider)), session.WithMaxLoopIterations(*maxLoop)}, options...)
 	if budget > 0 {
 		opts = append(opts, session.WithMemoryBudget(uint64(budget)))
 	}
@@ -458,5 +460,23 @@ func (b *byteSize) Set(v string) error {
 		return fmt.Errorf("%q is not a size in bytes (e.g. 4096, 500MB, 1.5GiB)", v)
 	}
 	*b = byteSize(f * unit)
+	return nil
+}
+
+// optionUsage is the help of --option.
+const optionUsage = "a session option KEY=VALUE, repeatable (session.WithOption: ONNX Runtime's keys and Loom's, e.g. loom.pack_weights=0, loom.run_plan=0)"
+
+// sessionOptions collects --option KEY=VALUE flags as session.WithOption load options (the
+// session checks the key and the value when it is made).
+type sessionOptions []session.LoadOption
+
+func (o *sessionOptions) String() string { return "" }
+
+func (o *sessionOptions) Set(v string) error {
+	key, value, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(key) == "" {
+		return fmt.Errorf("%q is not KEY=VALUE", v)
+	}
+	*o = append(*o, session.WithOption(strings.TrimSpace(key), value))
 	return nil
 }

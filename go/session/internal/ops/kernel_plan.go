@@ -140,6 +140,11 @@ type ValueInfo struct {
 	ValueType
 	Present bool
 	Static  tensor.Tensor
+	// Derived, when set, says Static is the same at every run the plan serves (a weight or
+	// a folded constant, not a value the interpreter happens to know): a planner may then
+	// change its layout once, keeping the result in Derived, which every plan of the
+	// session shares (see DerivedConsts).
+	Derived *DerivedConsts
 }
 
 // kernelPlanner plans an op as Loom kernels. It returns (nil, reason, nil) when its kernels

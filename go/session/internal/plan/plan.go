@@ -453,6 +453,9 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 				infos[j] = ops.ValueInfo{ValueType: ops.ValueType{Dtype: r.dtype, Shape: r.shape}, Present: true}
 				if r.fixed {
 					infos[j].Static = r.static
+					if pe.KeepDerived {
+						infos[j].Derived = &pe.Derived
+					}
 				}
 			}
 			p, reason, err := planner(n, pe.Eng.Opset, infos)
@@ -1254,14 +1257,25 @@ func (o *outputBlocks) alloc(r *recycledOutputs, n int) []byte {
 	return make([]byte, n)
 }
 
-// maxRecycled bounds the output buffers a session keeps for reuse; more are left to the
-// garbage collector.
-const maxRecycled = 16
+// minRecycled is the fewest output buffers a session keeps for reuse; a model with more
+// outputs keeps two runs' worth of them (see SetOutputs): a decode step's 25 KV outputs
+// handed back each run are all reused, none left to the garbage collector. More are left to
+// the garbage collector.
+const minRecycled = 16
 
 // recycledOutputs is the memory of outputs handed back with Recycle, newest last.
 type recycledOutputs struct {
-	mu   sync.Mutex
-	bufs [][]byte
+	mu    sync.Mutex
+	bufs  [][]byte
+	limit int // the most kept (minRecycled when 0)
+}
+
+// SetOutputs sizes the kept buffers for a model of n outputs: two runs' worth, at least
+// minRecycled.
+func (r *recycledOutputs) SetOutputs(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.limit = max(minRecycled, 2*n)
 }
 
 // Put keeps b for an output of exactly its size; memory it already keeps (b or a buffer
@@ -1274,9 +1288,9 @@ func (r *recycledOutputs) Put(b []byte) {
 			return
 		}
 	}
-	if len(r.bufs) == maxRecycled {
-		copy(r.bufs, r.bufs[1:]) // the oldest goes
-		r.bufs = r.bufs[:maxRecycled-1]
+	if limit := max(r.limit, minRecycled); len(r.bufs) >= limit {
+		copy(r.bufs, r.bufs[len(r.bufs)-limit+1:]) // the oldest go
+		r.bufs = r.bufs[:limit-1]
 	}
 	r.bufs = append(r.bufs, b)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/loomrt/loom/go/session/internal/device"
 	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/ops"
 )
 
 // Env is what the compiled run plans need of an InferenceSession, besides its engine:
@@ -19,6 +20,11 @@ type Env struct {
 	// PlanWeights are the device copies of the weights the compiled run plans read, shared by
 	// all their instances.
 	PlanWeights device.SharedWeights
+	// Derived are the constants the plans' kernels read in a layout of their own (MatMul's
+	// packed weights), made once for all the plans (see ops.DerivedConsts).
+	Derived ops.DerivedConsts
+	// KeepDerived lets the planners derive such layouts (session.OptionPackWeights).
+	KeepDerived bool
 	// DeviceArenas keeps every instance's arena in device memory (a provider whose Memory is
 	// DeviceMemory: CUDA and its stand-in): values stay on the device between kernel steps,
 	// and data crosses only at the seams, the fed inputs kernels read, the values host steps

@@ -1,6 +1,7 @@
 package kernelops
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strconv"
@@ -193,7 +194,7 @@ func planMatMulOn(nd *graph.Node, in []ops.ValueInfo, gpu bool) (*ops.KernelPlan
 	if err != nil || reason != "" {
 		return nil, reason, err
 	}
-	g.gpu = gpu
+	g.gpu, g.bStatic, g.bDerived = gpu, in[1].Static, in[1].Derived
 	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: out}}, Reason: reasonFloat32 + ", register-tiled matrix product"}
 	if ops.Numel(out) > 0 {
 		g.emit(p, ops.OutputOperand(0))
@@ -231,23 +232,74 @@ func planMatMulAddOn(nd *graph.Node, in []ops.ValueInfo, gpu bool) (*ops.KernelP
 		return nil, "host: the bias does not broadcast to [M, N] once A's axes are folded", nil
 	}
 	g.hasC, g.c, g.beta, g.cs = true, ops.InputOperand(2), 1, [4]int{0, 0, st[0], st[1]}
-	g.gpu = gpu
-	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: out}}, Reason: reasonFloat32 + ", register-tiled matrix product, B a matrix, bias of rank <= 2"}
-	if ops.Numel(out) > 0 {
-		g.emit(p, ops.OutputOperand(0))
+	g.gpu, g.bStatic, g.bDerived = gpu, in[1].Static, in[1].Derived
+	act, err := MatMulAddActivation(nd)
+	if err != nil {
+		return nil, "", err
 	}
+	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: out}}, Reason: reasonFloat32 + ", register-tiled matrix product, B a matrix, bias of rank <= 2"}
+	if ops.Numel(out) == 0 {
+		return p, "", nil
+	}
+	if act == "" || !gpu {
+		g.act = cmp.Or(act, g.act)
+		g.emit(p, ops.OutputOperand(0))
+		return p, "", nil
+	}
+	// gemm_tiled has no GELU epilogue: the product goes to scratch, then the activation
+	// kernel writes y.
+	s := len(p.Scratch)
+	p.Scratch = append(p.Scratch, int64(4*ops.Numel(out)))
+	g.emit(p, ops.ScratchOperand(s))
+	code := kernels.ActivationGeluErf
+	if act == kernels.EpilogueGeluTanh {
+		code = kernels.ActivationGeluTanh
+	}
+	c := activationCall(code, 0, 0, int(ops.Numel(out)))
+	c.Bind[0] = ops.ReadOf(ops.ScratchOperand(s))
+	p.Calls = append(p.Calls, c)
 	return p, "", nil
+}
+
+// MatMulAddActivation is the gemm epilogue (ACT) of Loom's MatMulAdd node nd: "" for none,
+// EpilogueGeluErf or EpilogueGeluTanh for activation "Gelu" (approximate "none" or "tanh",
+// as ONNX's Gelu).
+func MatMulAddActivation(nd *graph.Node) (string, error) {
+	switch a := nd.AttrString("activation", ""); a {
+	case "":
+		return "", nil
+	case "Gelu":
+		switch ap := nd.AttrString("approximate", "none"); ap {
+		case "none":
+			return kernels.EpilogueGeluErf, nil
+		case "tanh":
+			return kernels.EpilogueGeluTanh, nil
+		default:
+			return "", ops.OpErr("MatMulAdd: unknown approximate=%q (want none or tanh)", ap)
+		}
+	default:
+		return "", ops.OpErr("MatMulAdd: unknown activation %q (want Gelu, or none)", a)
+	}
 }
 
 func matMulAddHost(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	if len(in) != 3 || !in[2].IsValid() {
 		return nil, ops.OpErr("MatMulAdd needs inputs A, B and C, got %d", len(in))
 	}
+	act, err := MatMulAddActivation(n)
+	if err != nil {
+		return nil, err
+	}
 	p, err := rc.KernelOp("MatMul", n, in[:2])
 	if err != nil {
 		return nil, err
 	}
-	return rc.KernelOp("Add", n, []tensor.Tensor{p[0], in[2]})
+	y, err := rc.KernelOp("Add", n, []tensor.Tensor{p[0], in[2]})
+	if err != nil || act == "" {
+		return y, err
+	}
+	// The node's approximate attribute is Gelu's.
+	return rc.KernelOp("Gelu", n, y)
 }
 
 // planGemm: Gemm on float32 matrices with gemm_fast.loom's kernels; transposes are strides,
@@ -279,7 +331,8 @@ func planGemmOn(nd *graph.Node, in []ops.ValueInfo, gpu bool) (*ops.KernelPlan, 
 		return nil, "", ops.OpErr("inner dimensions differ: A gives %d, B gives %d", k, kb)
 	}
 	g := gemmSpec{m: m, n: n, k: k, nb0: 1, nb1: 1, a: ops.InputOperand(0), b: ops.InputOperand(1),
-		as: [4]int{0, 0, as[0], as[1]}, bs: [4]int{0, 0, bs[0], bs[1]}, alpha: nd.AttrFloat("alpha", 1), act: "0", gpu: gpu}
+		as: [4]int{0, 0, as[0], as[1]}, bs: [4]int{0, 0, bs[0], bs[1]}, alpha: nd.AttrFloat("alpha", 1), act: "0", gpu: gpu,
+		bStatic: in[1].Static, bDerived: in[1].Derived}
 	if hasC {
 		st, err := ops.BroadcastStrides(in[2].Shape, []int64{int64(m), int64(n)})
 		if err != nil {

@@ -68,8 +68,10 @@ func GenericPlan(key string, n *graph.Node, opset int64, in []ops.ValueInfo, p *
 }
 
 // genericEpilogues are the gemm epilogues (ACT) the generic tiles ship with: all of them (none,
-// relu, sigmoid, tanh, leaky relu, hard sigmoid, clip, hard swish, swish).
-var genericEpilogues = map[string]bool{"0": true, "1": true, "2": true, "3": true, "4": true, "5": true, "6": true, "7": true, "8": true}
+// relu, sigmoid, tanh, leaky relu, hard sigmoid, clip, hard swish, swish, and GELU exact and
+// tanh).
+var genericEpilogues = map[string]bool{"0": true, "1": true, "2": true, "3": true, "4": true, "5": true, "6": true, "7": true, "8": true,
+	"9": true, "10": true}
 
 // genericGemmNN gives gemm_nn a tile that fits every matrix (the kernel needs m >= MR and
 // n >= NV·VL): MR=4, VL=8 when the matrix is that large and there is no epilogue, else one
@@ -86,6 +88,9 @@ func genericGemmNN(p *ops.KernelPlan, i int) (int, bool) {
 			return i, false
 		}
 		i = j
+	}
+	if p.Calls[i].Config["PACKB"] == "true" && !unpackB(p, i) {
+		return i, false
 	}
 	cfg := p.Calls[i].Config
 	mr, vl, ks, tx, ty := 1, 1, 1, 16, 4
@@ -153,6 +158,36 @@ func unpackA(p *ops.KernelPlan, i int) (int, bool) {
 	}
 	c.Config["PACKA"] = "false"
 	return i, true
+}
+
+// unpackB makes gemm_nn call i (PACKB) read B unpacked: the packed constant unpacked into
+// [k, n] (the strides the call carries already describe that layout). It is false when B is
+// not such a constant.
+func unpackB(p *ops.KernelPlan, i int) bool {
+	c := &p.Calls[i]
+	nv, err1 := strconv.Atoi(c.Config["NV"])
+	vl, err2 := strconv.Atoi(c.Config["VL"])
+	b := c.Bind[1].Operand
+	n, k := int(c.Args[3]), int(c.Args[4])
+	if err1 != nil || err2 != nil || nv < 1 || vl < 1 || b.Kind != ops.OperandConst || n < nv*vl {
+		return false
+	}
+	nr := nv * vl
+	packed, ok := p.Consts[b.Index].Data().([]float32)
+	if !ok || len(packed) != ceilDiv(n, nr)*k*nr {
+		return false
+	}
+	un := make([]float32, k*n)
+	for t := range ceilDiv(n, nr) {
+		j0 := min(t*nr, n-nr)
+		for q := range k {
+			copy(un[q*n+j0:q*n+j0+nr], packed[(t*k+q)*nr:])
+		}
+	}
+	p.Consts[b.Index] = tensor.MustTensor([]int64{int64(len(un))}, un)
+	c.Args[9], c.Args[10], c.Args[11] = 0, 0, U(n)
+	delete(c.Config, "PACKB")
+	return true
 }
 
 // genericGemmNT gives gemm_nt one output per thread (the kernel needs m >= MR and n >= NC;

@@ -3,6 +3,7 @@ package kernelops
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
@@ -20,6 +21,7 @@ func init() {
 	ops.RegisterKernelOp("Transpose", PlanTranspose, hostFallback("Transpose"))
 	ops.RegisterKernelOp("Concat", PlanConcat, hostFallback("Concat"))
 	ops.RegisterKernelOp("Slice", PlanSlice, hostFallback("Slice"))
+	ops.RegisterKernelOp("Split", PlanSplit, hostFallback("Split"))
 	ops.RegisterKernelOp("Gather", PlanGather, hostFallback("Gather"))
 	ops.RegisterKernelOp("Expand", PlanExpand, hostFallback("Expand"))
 	ops.RegisterKernelOp("Tile", PlanTile, hostFallback("Tile"))
@@ -294,6 +296,54 @@ func PlanConcat(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, st
 		if chunk > 0 && outer > 0 {
 			call, ok := stridedCopyCall(width, []copyAxis{{n: outer, xs: chunk, ys: total}, {n: chunk, xs: 1, ys: 1}}, 0, base,
 				ops.InputOperand(i), ops.OutputOperand(0))
+			if !ok {
+				return nil, "host: the copy needs more than 6 axes", nil
+			}
+			p.Calls = append(p.Calls, call)
+		}
+		base += chunk
+	}
+	return p, "", nil
+}
+
+// PlanSplit: one strided copy per output (a part of input 0 along the axis, movement.SplitParts).
+// The split input must be known before the run.
+func PlanSplit(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+	if !needInput(in, 0) {
+		return nil, "", ops.OpErr("Split needs an input")
+	}
+	x := in[0]
+	var given []int64
+	if opset >= 13 && needInput(in, 1) {
+		var ok bool
+		if given, ok = staticInts(in, 1); !ok {
+			return nil, "host: Split's split input must be known before the run", nil
+		}
+	}
+	if len(x.Shape) == 0 {
+		return nil, "", ops.OpErr("Split of a scalar")
+	}
+	ax, parts, err := movement.SplitParts(n, opset, x.Shape, given)
+	if err != nil {
+		return nil, "", ops.OpErr("%v", err)
+	}
+	width, ok := widthType(x.Dtype)
+	if !ok {
+		return nil, declineWidth(x.Dtype), nil
+	}
+	p := &ops.KernelPlan{Reason: "Loom kernel: one strided copy per output"}
+	outer := int64(ops.Numel(x.Shape[:ax]))
+	inner := int64(ops.Numel(x.Shape[ax+1:]))
+	total := x.Shape[ax] * inner
+	base := int64(0)
+	for i, s := range parts {
+		shape := slices.Clone(x.Shape)
+		shape[ax] = s
+		p.Outputs = append(p.Outputs, ops.ValueType{Dtype: x.Dtype, Shape: shape})
+		chunk := s * inner
+		if chunk > 0 && outer > 0 {
+			call, ok := stridedCopyCall(width, []copyAxis{{n: outer, xs: total, ys: chunk}, {n: chunk, xs: 1, ys: 1}}, base, 0,
+				ops.InputOperand(0), ops.OutputOperand(i))
 			if !ok {
 				return nil, "host: the copy needs more than 6 axes", nil
 			}

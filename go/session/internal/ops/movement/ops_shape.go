@@ -211,40 +211,13 @@ func init() {
 	}
 	ops.HostOps["Split"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		x := in[0]
-		ax, err := ops.NormAxis(n.AttrInt("axis", 0), len(x.Dims()))
+		var given []int64
+		if len(in) > 1 && in[1].IsValid() {
+			given = tensor.Int64s(in[1])
+		}
+		ax, split, err := SplitParts(n, rc.OpsetVersion(), x.Dims(), given)
 		if err != nil {
 			return nil, err
-		}
-		var split []int64
-		if rc.OpsetVersion() < 13 {
-			split = n.AttrInts("split")
-		} else if len(in) > 1 && in[1].IsValid() {
-			split = tensor.Int64s(in[1])
-		}
-		k := len(n.Outputs)
-		if len(split) == 0 {
-			if no := n.AttrInt("num_outputs", 0); no > 0 {
-				k = int(no)
-			}
-			size := (x.Dims()[ax] + int64(k) - 1) / int64(k)
-			for i := 0; i < k; i++ {
-				split = append(split, min(size, x.Dims()[ax]-int64(i)*size))
-			}
-		}
-		// Checked before any slice is made: a negative part (an axis shorter than the
-		// outputs, split evenly) or parts that do not add up.
-		sum := int64(0)
-		for _, s := range split {
-			if s < 0 || s > x.Dims()[ax] {
-				return nil, fmt.Errorf("axis %d of size %d cannot be split into %v (%d outputs)", ax, x.Dims()[ax], split, len(n.Outputs))
-			}
-			sum += s
-		}
-		if sum != x.Dims()[ax] {
-			return nil, fmt.Errorf("split %v does not add up to %d", split, x.Dims()[ax])
-		}
-		if len(split) != len(n.Outputs) {
-			return nil, fmt.Errorf("split %v makes %d parts for %d outputs", split, len(split), len(n.Outputs))
 		}
 		outs := make([]tensor.Tensor, len(split))
 		start := int64(0)
@@ -710,3 +683,48 @@ func opPad(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, er
 }
 
 var _ = sort.Ints
+
+// SplitParts is Split's rule, shared by its host function and its kernel planner: the axis
+// and the size of each output along it, for an input of shape dims. given is the split
+// input's value (opset 13 on; nil when absent); before opset 13 the split attribute gives
+// the sizes. Without sizes the axis is cut evenly into the outputs (num_outputs, opset 18:
+// the last part may be smaller). Sizes that are negative, do not add up to the axis, or are
+// not one per output are refused.
+func SplitParts(n *graph.Node, opset int64, dims []int64, given []int64) (int, []int64, error) {
+	ax, err := ops.NormAxis(n.AttrInt("axis", 0), len(dims))
+	if err != nil {
+		return 0, nil, err
+	}
+	var split []int64
+	if opset < 13 {
+		split = n.AttrInts("split")
+	} else {
+		split = given
+	}
+	k := len(n.Outputs)
+	if len(split) == 0 {
+		if no := n.AttrInt("num_outputs", 0); no > 0 {
+			k = int(no)
+		}
+		size := (dims[ax] + int64(k) - 1) / int64(k)
+		for i := 0; i < k; i++ {
+			split = append(split, min(size, dims[ax]-int64(i)*size))
+		}
+	}
+	// Checked before any slice is made: a negative part (an axis shorter than the outputs,
+	// split evenly) or parts that do not add up.
+	sum := int64(0)
+	for _, s := range split {
+		if s < 0 || s > dims[ax] {
+			return 0, nil, fmt.Errorf("axis %d of size %d cannot be split into %v (%d outputs)", ax, dims[ax], split, len(n.Outputs))
+		}
+		sum += s
+	}
+	if sum != dims[ax] {
+		return 0, nil, fmt.Errorf("split %v does not add up to %d", split, dims[ax])
+	}
+	if len(split) != len(n.Outputs) {
+		return 0, nil, fmt.Errorf("split %v makes %d parts for %d outputs", split, len(split), len(n.Outputs))
+	}
+	return ax, split, nil
+}
