@@ -16,10 +16,10 @@ import (
 	"github.com/loomrt/loom/kernels/aot"
 )
 
-// TestShippedEpiloguesWithoutACompiler runs every shipped gemm_nn (A unpacked; B unpacked, or
-// packed into its column panels for PACKB) and gemm_nt
-// variant of this machine's target that has an epilogue (ACT, AFFINE), and every shipped
-// gemm_tiled variant (the GPU planners', run here on the host backend), with no C compiler, on
+// TestShippedEpiloguesWithoutACompiler runs every shipped gemm_nn (A unpacked; B as given, or
+// packed into column panels for PACKB) and gemm_nt variant of this machine's target that has
+// an epilogue (ACT, AFFINE), and every shipped gemm_tiled variant (the GPU planners', run here
+// on the host backend), with no C compiler, on
 // fresh random inputs and every C mode, and compares it with the product and epilogue computed
 // on the host: the shipped code of each specialization, not only the ones a test model reaches.
 func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
