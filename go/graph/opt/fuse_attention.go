@@ -9,6 +9,9 @@ import (
 // FuseAttention recognizes MatMul(Q, Kᵀ) → [scale by Div or Mul] → [mask by Add or Where] →
 // Softmax(last axis) → MatMul(·, V) with every intermediate read once, and replaces it with
 // one Attention node of graph.LoomDomain (k_transposed=1: its second input is Kᵀ as given).
+// When Kᵀ is a Transpose of K that only swaps the last two axes and feeds nothing else (a
+// decode step's KV cache transposed every step), the Attention reads K itself
+// (k_transposed=0) and the Transpose goes.
 func FuseAttention(m *graph.Model) (bool, error) {
 	changed := false
 	m.Graph.Walk(func(g *graph.Graph) {
@@ -91,7 +94,12 @@ func FuseAttention(m *graph.Model) (bool, error) {
 			att := pv[0]
 			att.OpType, att.Domain = "Attention", graph.LoomDomain
 			att.Inputs = []string{qk.Inputs[0], qk.Inputs[1], pv[0].Inputs[1]}
-			att.Attrs = []*graph.Attribute{graph.IntAttr("k_transposed", 1), graph.FloatAttr("scale", float32(scale))}
+			kTransposed := int64(1)
+			if t := producerOf(g, qk.Inputs[1]); t != nil && isOp(t, "Transpose") && !dead[t] && singleUse(g, u, qk.Inputs[1]) && swapsLastTwo(g, t) {
+				att.Inputs[1], kTransposed = t.Inputs[0], 0
+				matched = append(matched, t)
+			}
+			att.Attrs = []*graph.Attribute{graph.IntAttr("k_transposed", kTransposed), graph.FloatAttr("scale", float32(scale))}
 			if mode != 0 {
 				att.Inputs = append(att.Inputs, mask)
 				att.Attrs = append(att.Attrs, graph.IntAttr("mask_mode", mode))
@@ -115,4 +123,34 @@ func FuseAttention(m *graph.Model) (bool, error) {
 // scoreNode reports whether n can be the scaled-scores side of an additive mask.
 func scoreNode(n *graph.Node) bool {
 	return isOp(n, "MatMul") || isOp(n, "Div") || isOp(n, "Mul")
+}
+
+// swapsLastTwo reports whether Transpose t exchanges the last two axes of its input and keeps
+// the others in place (no perm: the reversal, which does so for rank 2).
+func swapsLastTwo(g *graph.Graph, t *graph.Node) bool {
+	xs, ok := shapeOf(g, t.Inputs[0])
+	if !ok || len(xs) < 2 {
+		return false
+	}
+	r := len(xs)
+	perm := t.AttrInts("perm")
+	if perm == nil {
+		return r == 2
+	}
+	if len(perm) != r {
+		return false
+	}
+	for i, p := range perm {
+		want := int64(i)
+		switch i {
+		case r - 2:
+			want = int64(r - 1)
+		case r - 1:
+			want = int64(r - 2)
+		}
+		if p != want {
+			return false
+		}
+	}
+	return true
 }

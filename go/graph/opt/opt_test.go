@@ -367,7 +367,36 @@ func TestAttentionFusion(t *testing.T) {
 			m := model(t, 17, inputs(), []string{"y"}, base(tc.mask, tc.out),
 				graph.TensorFromFloat32("dk", nil, []float32{float32(math.Sqrt(8))}), graph.TensorFromFloat32("neginf", nil, []float32{-1e9}))
 			after := preserves(t, m, runPass("attention_fusion"), nil)
+			assert.Equal(t, map[string]int{"Attention": 1}, opCount(after), "the Attention reads K, not a transposed copy")
+			assert.Equal(t, int64(0), after.Graph.Nodes[0].AttrInt("k_transposed", -1))
+		})
+	}
+	// A Transpose that is not a swap of the last two axes, or that something else reads too,
+	// stays, and the Attention reads its output as Kᵀ.
+	for _, tc := range []struct {
+		name    string
+		perm    []int64
+		outputs []string
+	}{
+		{"other perm", []int64{1, 0, 3, 2}, []string{"y"}},
+		{"read twice", []int64{0, 1, 3, 2}, []string{"y", "kt"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := base(nil, "")
+			nodes[0] = graph.NewNode("kt", "Transpose", []string{"k"}, []string{"kt"}, graph.IntsAttr("perm", tc.perm...))
+			in := inputs()
+			if tc.perm[0] == 1 { // q [4, 2, 5, 8] against kᵀ [4, 2, 8, 6]
+				in[0] = graph.Input("q", f32(4, 2, 5, 8))
+				in[2] = graph.Input("v", f32(4, 2, 6, 8))
+			}
+			m := model(t, 17, in, tc.outputs, nodes, graph.TensorFromFloat32("dk", nil, []float32{float32(math.Sqrt(8))}))
+			after := preserves(t, m, runPass("attention_fusion"), nil)
 			assert.Equal(t, map[string]int{"Transpose": 1, "Attention": 1}, opCount(after))
+			for _, n := range after.Graph.Nodes {
+				if n.OpType == "Attention" {
+					assert.Equal(t, int64(1), n.AttrInt("k_transposed", -1))
+				}
+			}
 		})
 	}
 }

@@ -114,6 +114,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6461e27564e9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e648184888b93_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e64c1b9a43b04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e665247e7acbe_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67fa7f474694_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e680d1344db68_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e697e33fbb330_entries(uint32_t* count, const char** target);
@@ -128,7 +129,9 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7152d2e769a8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7267ac69f2d5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e73737d347ec3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7419228f15c5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e77ce539e56de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e789749820c6f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7fac62e790e1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e802970b18444_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80c558680e59_entries(uint32_t* count, const char** target);
@@ -140,10 +143,12 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e874029206285_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e893dc9ed2fd8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8943968c6f5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8986c8f6cc84_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e89ba15520793_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a56578f91df_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a703a840268_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8af4ddf6abe3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ba8e7e20a15_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8bf48fc64bb6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8cd5cb0accfc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8d62154979e0_entries(uint32_t* count, const char** target);
@@ -182,6 +187,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaefb5d07ad37_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eafdd7de94df5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaff834070687_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb05c79482ce8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb12f187b7093_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb28f23c8e853_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb334569f7ab1_entries(uint32_t* count, const char** target);
@@ -218,6 +224,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca041276279f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca39c9236a90_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccee384eca84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd3d11b91a2e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece75b06bf4b8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0b9b2e6c1df_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0ee930a501f_entries(uint32_t* count, const char** target);
@@ -237,6 +244,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf8984179be3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee0715dc51462_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee083b7ca92a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee0c8211820ed_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee25989171508_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee52042b51049_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee58625224d7f_entries(uint32_t* count, const char** target);
@@ -260,6 +268,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb74253f10b9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc5070709886_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efda140b0e3b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efdea1197c280_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2effe0dbab2378_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e00d9c70e29aa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0428b8542f1b_entries(uint32_t* count, const char** target);
@@ -311,6 +320,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e68ae07b0d1c7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e690f1d181404_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e69a0a842c520_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e69eb559e0e28_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6a37ffdea4e0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6ac6a64aee16_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6be0d42e9b61_entries(uint32_t* count, const char** target);
@@ -335,6 +345,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eadbbc7beb1df_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb37e98cd9e76_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb81cdcba9425_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb93922764ec7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebc06021ccbd3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebc3f08c48833_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebc5bb3c41349_entries(uint32_t* count, const char** target);
@@ -479,6 +490,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6461e27564e9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e648184888b93_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e64c1b9a43b04_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e665247e7acbe_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67fa7f474694_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e680d1344db68_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e697e33fbb330_entries,
@@ -493,7 +505,9 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7152d2e769a8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7267ac69f2d5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e73737d347ec3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7419228f15c5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e77ce539e56de_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e789749820c6f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7fac62e790e1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e802970b18444_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80c558680e59_entries,
@@ -505,10 +519,12 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e874029206285_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e893dc9ed2fd8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8943968c6f5c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8986c8f6cc84_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e89ba15520793_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a56578f91df_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a703a840268_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8af4ddf6abe3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ba8e7e20a15_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8bf48fc64bb6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8cd5cb0accfc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8d62154979e0_entries,
@@ -547,6 +563,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaefb5d07ad37_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eafdd7de94df5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaff834070687_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb05c79482ce8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb12f187b7093_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb28f23c8e853_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb334569f7ab1_entries,
@@ -583,6 +600,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca041276279f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca39c9236a90_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccee384eca84_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd3d11b91a2e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece75b06bf4b8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0b9b2e6c1df_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0ee930a501f_entries,
@@ -602,6 +620,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf8984179be3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee0715dc51462_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee083b7ca92a4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee0c8211820ed_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee25989171508_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee52042b51049_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee58625224d7f_entries,
@@ -625,6 +644,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb74253f10b9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc5070709886_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efda140b0e3b3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efdea1197c280_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2effe0dbab2378_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e00d9c70e29aa_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0428b8542f1b_entries,
@@ -676,6 +696,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e68ae07b0d1c7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e690f1d181404_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e69a0a842c520_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e69eb559e0e28_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6a37ffdea4e0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6ac6a64aee16_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6be0d42e9b61_entries,
@@ -700,6 +721,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eadbbc7beb1df_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb37e98cd9e76_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb81cdcba9425_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb93922764ec7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebc06021ccbd3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebc3f08c48833_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebc5bb3c41349_entries,

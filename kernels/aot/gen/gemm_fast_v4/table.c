@@ -9,6 +9,7 @@
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0295bdbfd721_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0336ebaf38d2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04282e9c4d3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e052be45e668b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e05cb7574104b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0620f667650b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06453f48b4ca_entries(uint32_t* count, const char** target);
@@ -93,6 +94,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fdd88d79b6c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e50aaeb862728_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e515a60385425_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e52d30b61c77d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e531640b96eee_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e543db88872f1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e552250f54882_entries(uint32_t* count, const char** target);
@@ -100,6 +102,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55820b8432be_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e560ce9e7af49_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5876834b1165_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5bd924f7776a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5bdeef0effb6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5c39fb031db9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5cc8fa3d737d_entries(uint32_t* count, const char** target);
@@ -146,9 +149,11 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8478bdff3542_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e85031bb08f3e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e85c694068792_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e85ff18c0d275_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e86d8884cc890_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e873a076bdde7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87eabf0b4c70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89bdba4941e3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ab9b7ef2912_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8afa788ceeef_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bd1e5c7b65c_entries(uint32_t* count, const char** target);
@@ -159,6 +164,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e922b03d0fd80_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92eafc8b373c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9320985a7a67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9426663fc282_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e946225d32af0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e94ea5306a015_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97bb122c8c65_entries(uint32_t* count, const char** target);
@@ -183,6 +189,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea950a1f0f9c4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea95bd59b4f63_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea976482b07c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eabaa436de65b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eabf420b8985a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac0830ffdf36_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eadc797125351_entries(uint32_t* count, const char** target);
@@ -214,6 +221,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca12375c7244_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecded6912bf0b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed22bbf232629_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed406eca0e027_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed4d5e114a47a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed60c7037f94f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed630cf54e56a_entries(uint32_t* count, const char** target);
@@ -251,6 +259,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef39a031ba100_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef3a815028cfa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef5717ca6d557_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef6edbbeb3a8f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef73ba08a005a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef817fd6ce113_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef921ae6e60e9_entries(uint32_t* count, const char** target);
@@ -261,6 +270,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efe2ed56d1c53_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eff7f6e54e6be_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2effadb2c80ce4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e00a47680fa35_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e039bfcefaf02_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e08a601938de8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0b696054bd20_entries(uint32_t* count, const char** target);
@@ -301,6 +311,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e76f7d85bea17_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e77fe9f79c2e5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e78c12eb4dc5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7ace5bf93f89_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7c3a68b8c35c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7de6146e8368_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e819f5cdee47f_entries(uint32_t* count, const char** target);
@@ -374,6 +385,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0295bdbfd721_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0336ebaf38d2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04282e9c4d3b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e052be45e668b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e05cb7574104b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0620f667650b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06453f48b4ca_entries,
@@ -458,6 +470,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fdd88d79b6c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e50aaeb862728_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e515a60385425_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e52d30b61c77d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e531640b96eee_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e543db88872f1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e552250f54882_entries,
@@ -465,6 +478,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55820b8432be_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e560ce9e7af49_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5876834b1165_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5bd924f7776a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5bdeef0effb6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5c39fb031db9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5cc8fa3d737d_entries,
@@ -511,9 +525,11 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8478bdff3542_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e85031bb08f3e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e85c694068792_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e85ff18c0d275_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e86d8884cc890_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e873a076bdde7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87eabf0b4c70_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89bdba4941e3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ab9b7ef2912_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8afa788ceeef_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bd1e5c7b65c_entries,
@@ -524,6 +540,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e922b03d0fd80_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92eafc8b373c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9320985a7a67_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9426663fc282_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e946225d32af0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e94ea5306a015_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97bb122c8c65_entries,
@@ -548,6 +565,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea950a1f0f9c4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea95bd59b4f63_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea976482b07c9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eabaa436de65b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eabf420b8985a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac0830ffdf36_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eadc797125351_entries,
@@ -579,6 +597,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca12375c7244_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecded6912bf0b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed22bbf232629_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed406eca0e027_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed4d5e114a47a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed60c7037f94f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed630cf54e56a_entries,
@@ -616,6 +635,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef39a031ba100_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef3a815028cfa_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef5717ca6d557_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef6edbbeb3a8f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef73ba08a005a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef817fd6ce113_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef921ae6e60e9_entries,
@@ -626,6 +646,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efe2ed56d1c53_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eff7f6e54e6be_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2effadb2c80ce4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e00a47680fa35_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e039bfcefaf02_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e08a601938de8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0b696054bd20_entries,
@@ -666,6 +687,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e76f7d85bea17_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e77fe9f79c2e5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e78c12eb4dc5e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7ace5bf93f89_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7c3a68b8c35c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7de6146e8368_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e819f5cdee47f_entries,
