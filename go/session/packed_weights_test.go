@@ -187,13 +187,14 @@ func TestMatMulAddGeluEpilogue(t *testing.T) {
 }
 
 // BenchmarkWeightProducts times y = x·W + b for GPT-2-small's and BERT-base's weight shapes
-// (one decode token, m = 1, and 128 tokens) on one thread, with the weights packed
+// (one decode token, m = 1, and 128 tokens), and 1024³ (compare with BenchmarkGEMM1024's FMA
+// peak in go/loom), on one thread, with the weights packed
 // (OptionPackWeights, the default) and as stored, reporting GFLOP/s and the weights' bytes
 // read per second (for m = 1 the product streams W once: compare with the machine's memory
 // bandwidth). `go test -run '^$' -bench WeightProducts ./go/session`
 func BenchmarkWeightProducts(b *testing.B) {
 	rnd := inferRand()
-	for _, c := range []struct{ m, k, n int }{{1, 768, 2304}, {1, 768, 3072}, {1, 3072, 768}, {128, 768, 768}, {128, 768, 3072}, {128, 3072, 768}} {
+	for _, c := range []struct{ m, k, n int }{{1, 768, 2304}, {1, 768, 3072}, {1, 3072, 768}, {128, 768, 768}, {128, 768, 3072}, {128, 3072, 768}, {1024, 1024, 1024}} {
 		w, bias := randomF32(rnd, c.k*c.n), randomF32(rnd, c.n)
 		for _, pack := range []string{"1", "0"} {
 			b.Run(fmt.Sprintf("m%d_k%d_n%d/pack%s", c.m, c.k, c.n, pack), func(b *testing.B) {
