@@ -59,7 +59,10 @@ func LoadWithOptions(path string, opts LoadOptions) (*Model, error) {
 	// not alias the mapping: the protobuf decoder copies bytes and strings.
 	if st.Mode().IsRegular() && st.Size() > 0 && int64(int(st.Size())) == st.Size() {
 		if data, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED); err == nil {
-			m, err := LoadBytesWithOptions(data, opts)
+			m, ok, err := loadMapped(data, opts)
+			if !ok {
+				m, err = LoadBytesWithOptions(data, opts)
+			}
 			if uerr := syscall.Munmap(data); uerr != nil && err == nil {
 				m.Close()
 				return nil, &Error{Model: opts.Name, Msg: uerr.Error()}

@@ -1,0 +1,175 @@
+package graph
+
+import (
+	"syscall"
+	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/loomrt/loom/go/graph/internal/onnxpb"
+)
+
+// Decoding a mapped model file without holding it twice. proto.Unmarshal copies every
+// raw_data field, so decoding a mapping of the file kept the file's pages and the copies of
+// the weights resident together: a 652 MB model peaked at 1.29 GB. Instead the main graph's
+// large raw_data fields are cut out of the encoding (a walk of the wire format), the rest is
+// decoded, and each cut field is copied into an aligned buffer of its own, dropping its pages
+// of the mapping as the copy goes (MADV_DONTNEED: file pages, read back from the file if
+// ever touched again). Peak memory is then about the weights once.
+
+// mappedRawMin is the size from which a raw_data field is copied out by hand.
+const mappedRawMin = 64 << 10
+
+// cutRaw is a raw_data field cut out of the encoding: the index of its initializer in the
+// main graph and its bytes in the mapping.
+type cutRaw struct {
+	index int
+	raw   []byte
+}
+
+// loadMapped decodes data, a read-only mapping of a model file, as LoadBytesWithOptions does;
+// ok is false when the wire walk does not understand data (malformed, or a form it does not
+// handle), and the caller decodes it the usual way, which reports any error.
+func loadMapped(data []byte, opts LoadOptions) (_ *Model, ok bool, err error) {
+	lim := opts.Limits.withDefaults()
+	if int64(len(data)) > lim.MaxModelBytes {
+		return nil, false, nil
+	}
+	stripped, cuts, ok := cutLargeRaw(data)
+	if !ok || len(cuts) == 0 {
+		return nil, false, nil
+	}
+	var mp onnxpb.ModelProto
+	uo := proto.UnmarshalOptions{RecursionLimit: 16*lim.MaxNesting + 16}
+	if err := uo.Unmarshal(stripped, &mp); err != nil {
+		return nil, false, nil
+	}
+	inits := mp.GetGraph().GetInitializer()
+	for _, c := range cuts {
+		if c.index >= len(inits) || inits[c.index].RawData != nil {
+			return nil, false, nil
+		}
+	}
+	for _, c := range cuts {
+		inits[c.index].RawData = copyOut(data, c.raw)
+	}
+	m, err := fromProto(&mp, opts, lim)
+	return m, true, err
+}
+
+// cutLargeRaw returns the encoding of the ModelProto data without the raw_data fields of
+// mappedRawMin bytes or more of its main graph's initializers, and those fields.
+func cutLargeRaw(data []byte) ([]byte, []cutRaw, bool) {
+	var out []byte
+	var cuts []cutRaw
+	ok := eachField(data, func(num protowire.Number, typ protowire.Type, field, value []byte) bool {
+		if num != 7 || typ != protowire.BytesType { // ModelProto.graph
+			out = append(out, field...)
+			return true
+		}
+		graph, ok := cutGraph(value, &cuts)
+		if !ok {
+			return false
+		}
+		out = protowire.AppendTag(out, num, typ)
+		out = protowire.AppendBytes(out, graph)
+		return true
+	})
+	return out, cuts, ok
+}
+
+// cutGraph is cutLargeRaw for a GraphProto: its initializers (field 5) without their large
+// raw_data (TensorProto field 9).
+func cutGraph(data []byte, cuts *[]cutRaw) ([]byte, bool) {
+	var out []byte
+	index := 0
+	ok := eachField(data, func(num protowire.Number, typ protowire.Type, field, value []byte) bool {
+		if num != 5 || typ != protowire.BytesType {
+			out = append(out, field...)
+			return true
+		}
+		var tensor []byte
+		var raw []byte
+		seen := 0
+		ok := eachField(value, func(num protowire.Number, typ protowire.Type, field, value []byte) bool {
+			if num == 9 && typ == protowire.BytesType {
+				seen++
+				if len(value) >= mappedRawMin {
+					raw = value
+					return true
+				}
+			}
+			tensor = append(tensor, field...)
+			return true
+		})
+		if !ok || seen > 1 {
+			return false // several raw_data fields: the last one wins; left to proto
+		}
+		if raw != nil {
+			*cuts = append(*cuts, cutRaw{index: index, raw: raw})
+		}
+		index++
+		out = protowire.AppendTag(out, num, typ)
+		out = protowire.AppendBytes(out, tensor)
+		return true
+	})
+	return out, ok
+}
+
+// eachField calls f with each field of the encoded message data: its number and type, the
+// whole field's bytes and, for a length-delimited field, its value. It is false when data is
+// malformed or f is.
+func eachField(data []byte, f func(num protowire.Number, typ protowire.Type, field, value []byte) bool) bool {
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, data[n:])
+		if m < 0 {
+			return false
+		}
+		var value []byte
+		if typ == protowire.BytesType {
+			v, k := protowire.ConsumeBytes(data[n:])
+			if k < 0 {
+				return false
+			}
+			value = v
+		}
+		if !f(num, typ, data[:n+m], value) {
+			return false
+		}
+		data = data[n+m:]
+	}
+	return true
+}
+
+// copyOutChunk is how much copyOut copies before it drops the pages copied.
+const copyOutChunk = 8 << 20
+
+// copyOut copies part, a slice of the mapping data, into memory aligned for any element type,
+// dropping the mapping's pages behind it as it goes.
+func copyOut(data, part []byte) []byte {
+	words := make([]uint64, (len(part)+7)/8)
+	out := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:len(part):len(part)]
+	for off := 0; off < len(part); off += copyOutChunk {
+		end := min(off+copyOutChunk, len(part))
+		copy(out[off:end], part[off:end])
+		dropPages(data, part[off:end])
+	}
+	return out
+}
+
+// dropPages gives back the whole pages of part, a slice of the mapping data, once copied
+// (errors are ignored: the pages then stay until the mapping goes).
+func dropPages(data, part []byte) {
+	page := syscall.Getpagesize()
+	start := int(uintptr(unsafe.Pointer(unsafe.SliceData(part))) - uintptr(unsafe.Pointer(unsafe.SliceData(data))))
+	lo := (start + page - 1) / page * page
+	hi := (start + len(part)) / page * page
+	if lo < hi {
+		_ = syscall.Madvise(data[lo:hi], syscall.MADV_DONTNEED)
+	}
+}

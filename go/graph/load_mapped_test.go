@@ -1,0 +1,71 @@
+package graph
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A model file whose initializers are large is decoded from its mapping with those raw_data
+// fields copied out by hand (loadMapped): Load gives the same model as LoadBytes, bytes for
+// bytes, with every large initializer aligned for its elements; a file cut short fails as
+// LoadBytes fails on the same bytes.
+func TestLoadCopiesLargeWeightsOutOfTheMapping(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	g := &Graph{Name: "big"}
+	g.Inputs = []*Value{Input("x", TensorType(Float, ShapeOf(3, 300)))}
+	g.Outputs = []*Value{Output("y", Type{})}
+	// Sizes around the cut (64 KiB), and odd ones so that raw_data starts at odd offsets.
+	for i, dims := range [][]int64{{300, 300}, {300, 55}, {300, 54}, {1, 300}, {300, 301}} {
+		vals := make([]float32, dims[0]*dims[1])
+		for j := range vals {
+			vals[j] = rnd.Float32()
+		}
+		name := string(rune('a' + i))
+		g.AddInitializer(TensorFromFloat32(name, dims, vals))
+	}
+	g.Nodes = []*Node{NewNode("mm", "MatMul", []string{"x", "a"}, []string{"y"})}
+	m, err := FromGraph("big", g, map[string]int64{"": 17})
+	require.NoError(t, err)
+	data, err := m.Marshal()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "big.onnx")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+
+	_, cuts, ok := cutLargeRaw(data)
+	require.True(t, ok)
+	assert.Len(t, cuts, 3, "the three initializers of 64 KiB or more are cut out")
+
+	loaded, err := Load(path)
+	require.NoError(t, err)
+	defer loaded.Close()
+	want, err := LoadBytes(data)
+	require.NoError(t, err)
+	require.Equal(t, len(want.Graph.Initializers), len(loaded.Graph.Initializers))
+	for name, w := range want.Graph.Initializers {
+		got := loaded.Graph.Initializers[name]
+		require.NotNil(t, got, name)
+		assert.Equal(t, w.Dims, got.Dims, name)
+		assert.Equal(t, w.Raw, got.Raw, name)
+		assert.True(t, got.Ref.Inline(), name)
+		if len(got.Raw) >= mappedRawMin {
+			assert.Zero(t, uintptr(unsafe.Pointer(&got.Raw[0]))%8, "%s is aligned", name)
+		}
+	}
+	assert.Equal(t, len(want.Graph.Nodes), len(loaded.Graph.Nodes))
+
+	for _, cut := range []int{len(data) - 1, len(data) / 2, 40} {
+		short := filepath.Join(t.TempDir(), "short.onnx")
+		require.NoError(t, os.WriteFile(short, data[:cut], 0o644))
+		_, errFile := Load(short)
+		_, errBytes := LoadBytesWithOptions(data[:cut], LoadOptions{Name: "short.onnx"})
+		require.Error(t, errFile, "cut at %d", cut)
+		require.Error(t, errBytes)
+		assert.Equal(t, errBytes.Error(), errFile.Error(), "cut at %d", cut)
+	}
+}
