@@ -63,10 +63,16 @@ func loadMapped(data []byte, opts LoadOptions) (_ *Model, ok bool, err error) {
 func cutLargeRaw(data []byte) ([]byte, []cutRaw, bool) {
 	var out []byte
 	var cuts []cutRaw
+	graphs := 0
 	ok := eachField(data, func(num protowire.Number, typ protowire.Type, field, value []byte) bool {
 		if num != 7 || typ != protowire.BytesType { // ModelProto.graph
 			out = append(out, field...)
 			return true
+		}
+		// A second graph field is merged into the first by the decoder, which would shift the
+		// initializers' indices: left to proto.
+		if graphs++; graphs > 1 {
+			return false
 		}
 		graph, ok := cutGraph(value, &cuts)
 		if !ok {

@@ -59,6 +59,10 @@ func TestLoadCopiesLargeWeightsOutOfTheMapping(t *testing.T) {
 	}
 	assert.Equal(t, len(want.Graph.Nodes), len(loaded.Graph.Nodes))
 
+	twice := append(append([]byte{}, data...), data...) // two graph fields, merged by proto
+	_, _, ok = cutLargeRaw(twice)
+	assert.False(t, ok, "a file with two graph fields is left to proto")
+
 	for _, cut := range []int{len(data) - 1, len(data) / 2, 40} {
 		short := filepath.Join(t.TempDir(), "short.onnx")
 		require.NoError(t, os.WriteFile(short, data[:cut], 0o644))
