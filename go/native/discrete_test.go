@@ -49,9 +49,7 @@ func TestDiscreteHostDeviceBehavesAsAGPU(t *testing.T) {
 		require.Equal(t, 2*x[i], got[i], "element %d", i)
 	}
 	out := make([]byte, 4*n)
-	var mem [native.MaxRunMemories][]byte
-	mem[0] = out
-	err = exec.RunBound(s, 0, []native.RunBinding{{Node: uint32(node), Index: 2, Arg: 0, Bytes: uint64(4 * n)}}, &mem)
+	err = exec.RunBound(s, 0, []native.RunBinding{{Node: uint32(node), Index: 2, Arg: 0, Bytes: uint64(4 * n)}}, [][]byte{out})
 	require.ErrorIs(t, err, native.ErrNotSupported)
 	require.ErrorContains(t, err, "discrete")
 	require.NoError(t, exec.Run(s, 0), "the refusal leaves the stream usable")

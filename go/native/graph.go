@@ -304,18 +304,19 @@ func (x *GraphExec) Run(s *Stream, maxThreads int) error {
 // Index uses memory Arg of the run from byte Offset, Bytes long.
 type RunBinding = cabi.BindSite
 
-// MaxRunMemories is the most memories one RunBound passes.
-const MaxRunMemories = cabi.BindMemories
+// MaxRunMemories is the most memories one RunBound passes (a bound on a run's list, not on
+// what it costs: the first eight pass as direct arguments, the rest pinned for the call).
+const MaxRunMemories = 1 << 16
 
 // RunBound is Run with some kernel bindings moved, for this run only, onto memory of the
 // caller's: bindings (sorted by node, then Index; each once) name the node, the binding and
-// which of mem it uses; a binding whose memory is nil keeps its recorded buffer. This lets a
+// which of mem it uses; a binding whose memory is empty keeps its recorded buffer. This lets a
 // recorded graph read its inputs from, and write its outputs to, the caller's slices without
 // copying them through device memory. The kernels must only read memory that nothing writes
 // during the call, and mem must not be touched by other goroutines until it returns; nothing
 // keeps a reference to it afterwards. Host backend only (others fail with
 // StatusNotSupported when any binding is used).
-func (x *GraphExec) RunBound(s *Stream, maxThreads int, bindings []RunBinding, mem *[MaxRunMemories][]byte) error {
+func (x *GraphExec) RunBound(s *Stream, maxThreads int, bindings []RunBinding, mem [][]byte) error {
 	const op = "GraphExec.RunBound"
 	if s == nil {
 		return newError(op, StatusInvalidArgument, "nil stream")
@@ -323,13 +324,13 @@ func (x *GraphExec) RunBound(s *Stream, maxThreads int, bindings []RunBinding, m
 	if maxThreads < 0 {
 		return newError(op, StatusInvalidArgument, "maxThreads %d is negative", maxThreads)
 	}
-	if mem == nil {
-		return newError(op, StatusInvalidArgument, "nil memory list")
+	if len(mem) > MaxRunMemories {
+		return newError(op, StatusInvalidArgument, "%d memories, more than %d", len(mem), MaxRunMemories)
 	}
 	for i := range bindings {
 		b := &bindings[i]
-		if b.Arg >= MaxRunMemories {
-			return newError(op, StatusInvalidArgument, "binding %d uses memory %d of %d", i, b.Arg, MaxRunMemories)
+		if int(b.Arg) >= len(mem) {
+			return newError(op, StatusInvalidArgument, "binding %d uses memory %d of %d", i, b.Arg, len(mem))
 		}
 		m := mem[b.Arg]
 		if len(m) == 0 {

@@ -1,6 +1,7 @@
 package native_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -232,8 +233,9 @@ func TestGraphRunInlineMatchesLaunch(t *testing.T) {
 
 // RunBound runs the recorded kernels on the caller's memory for that run only: every axpy
 // reads x from a Go slice and the adds write total into another, the device's x and total
-// buffers are neither read nor written, and the next Run uses them again. Bad binding lists
-// are refused before anything runs.
+// buffers are neither read nor written, and the next Run uses them again; memories past the
+// eight passed as direct arguments (pinned for the call) work the same. Bad binding lists are
+// refused before anything runs.
 func TestGraphRunBoundUsesCallerMemory(t *testing.T) {
 	r, s, n, cg, exec := chainSetup(t)
 	// Node ids: chain c is its fill (9c) and axpy steps (9c+1..9c+8); the join is 90 and the
@@ -255,57 +257,80 @@ func TestGraphRunBoundUsesCallerMemory(t *testing.T) {
 	require.NoError(t, s.Upload(cg.x, 0, u32Bytes(deviceX)))
 	sentinel := randomU32(r, n)
 	require.NoError(t, s.Upload(cg.total, 0, u32Bytes(sentinel)))
-	for _, threads := range []int{1, 0} {
-		x := randomU32(r, n)
-		out := make([]byte, bytes)
-		var mem [native.MaxRunMemories][]byte
-		mem[0], mem[1] = u32Bytes(x), out
-		require.NoError(t, exec.RunBound(s, threads, bindings, &mem))
-		require.Equal(t, cg.want(x), bytesU32(out), "max threads %d", threads)
-		require.Equal(t, sentinel, bytesU32(download(t, s, cg.total)), "the recorded total is untouched")
-		require.Equal(t, deviceX, bytesU32(download(t, s, cg.x)))
+	// moved uses memories xa and ta for x and total.
+	moved := func(xa, ta uint32) []native.RunBinding {
+		out := append([]native.RunBinding{}, bindings...)
+		for i := range out {
+			if out[i].Arg == 0 {
+				out[i].Arg = xa
+			} else {
+				out[i].Arg = ta
+			}
+		}
+		return out
+	}
+	for _, args := range [][2]uint32{{0, 1}, {9, 40}, {3, 70}} {
+		for _, threads := range []int{1, 0} {
+			x := randomU32(r, n)
+			out := make([]byte, bytes)
+			mem := make([][]byte, args[1]+1)
+			mem[args[0]], mem[args[1]] = u32Bytes(x), out
+			require.NoError(t, exec.RunBound(s, threads, moved(args[0], args[1]), mem))
+			require.Equal(t, cg.want(x), bytesU32(out), "memories %v, max threads %d", args, threads)
+			require.Equal(t, sentinel, bytesU32(download(t, s, cg.total)), "the recorded total is untouched")
+			require.Equal(t, deviceX, bytesU32(download(t, s, cg.x)))
+		}
 	}
 	// A memory left nil keeps the recorded buffers; so does a plain Run.
-	var none [native.MaxRunMemories][]byte
-	require.NoError(t, exec.RunBound(s, 1, bindings, &none))
+	require.NoError(t, exec.RunBound(s, 1, bindings, make([][]byte, 2)))
+	require.Equal(t, cg.want(deviceX), bytesU32(download(t, s, cg.total)))
+	require.NoError(t, exec.RunBound(s, 1, moved(20, 30), make([][]byte, 31)))
 	require.Equal(t, cg.want(deviceX), bytesU32(download(t, s, cg.total)))
 
 	short := make([]byte, bytes-4)
-	var mem [native.MaxRunMemories][]byte
-	mem[0], mem[1] = short, make([]byte, bytes)
-	err := exec.RunBound(s, 1, bindings, &mem)
+	mem := [][]byte{short, make([]byte, bytes)}
+	err := exec.RunBound(s, 1, bindings, mem)
 	require.ErrorIs(t, err, native.ErrInvalidArgument)
 	require.ErrorContains(t, err, "memory 0")
 	mem[0] = u32Bytes(deviceX)
 	bad := append([]native.RunBinding{}, bindings...)
 	bad[0], bad[1] = bad[1], bad[0]
-	require.ErrorContains(t, exec.RunBound(s, 1, bad, &mem), "out of order")
+	require.ErrorContains(t, exec.RunBound(s, 1, bad, mem), "out of order")
 	bad = append([]native.RunBinding{}, bindings...)
-	bad[0].Arg = native.MaxRunMemories
-	require.ErrorIs(t, exec.RunBound(s, 1, bad, &mem), native.ErrInvalidArgument)
+	bad[0].Arg = 2
+	require.ErrorIs(t, exec.RunBound(s, 1, bad, mem), native.ErrInvalidArgument, "memory 2 of 2")
+	require.ErrorIs(t, exec.RunBound(s, 1, bindings, make([][]byte, native.MaxRunMemories+1)), native.ErrInvalidArgument)
 	bad = []native.RunBinding{{Node: 0, Index: 0, Arg: 0, Bytes: bytes}} // node 0 is a fill
-	require.ErrorContains(t, exec.RunBound(s, 1, bad, &mem), "not a kernel node")
-	require.ErrorIs(t, exec.RunBound(nil, 1, bindings, &mem), native.ErrInvalidArgument)
-	require.ErrorIs(t, exec.RunBound(s, 1, bindings, nil), native.ErrInvalidArgument)
+	require.ErrorContains(t, exec.RunBound(s, 1, bad, mem), "not a kernel node")
+	require.ErrorIs(t, exec.RunBound(nil, 1, bindings, mem), native.ErrInvalidArgument)
+	require.ErrorIs(t, exec.RunBound(s, 1, bindings, nil), native.ErrInvalidArgument, "no memories for the bindings")
 	// Refusals run nothing and fail nothing.
 	require.NoError(t, exec.Run(s, 1))
 	require.Equal(t, cg.want(deviceX), bytesU32(download(t, s, cg.total)))
 }
 
+// BenchmarkGraphRun100Inline runs a 100-node graph of small kernels (4 blocks each) on the
+// calling thread alone and with the pool's helpers (threads=0), which fork once per run and
+// step through the nodes together: the per-launch cost of a multi-threaded run.
 func BenchmarkGraphRun100Inline(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 2))
-	dev := openHost(b)
-	m := kernels(b, dev)
-	s := newStream(b, dev)
-	cg := buildChainGraph(b, r, dev, m, 256)
-	exec, err := cg.graph.Instantiate()
-	require.NoError(b, err)
-	closeLater(b, exec)
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := exec.Run(s, 1); err != nil {
-			b.Fatal(err)
-		}
+	for _, threads := range []int{1, 0} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			dev := openHost(b)
+			m := kernels(b, dev)
+			s := newStream(b, dev)
+			cg := buildChainGraph(b, r, dev, m, 256)
+			exec, err := cg.graph.Instantiate()
+			require.NoError(b, err)
+			closeLater(b, exec)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := exec.Run(s, threads); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100, "ns/node")
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -91,6 +92,67 @@ func TestPlanBindsInputsAndOutputsInPlace(t *testing.T) {
 		sl := tmpl.Slots[s]
 		for _, v := range inst.Mem[sl.Offset : sl.Offset+sl.Bytes] {
 			require.Equal(t, byte(sentinel), v, "slot %d went through the arena", s)
+		}
+	}
+}
+
+// Models with many inputs and outputs (a decode step's KV cache: 25 of each) bind them all:
+// the first eight memories pass to the shim as direct arguments, the rest pinned for the call.
+// 12 Concats of a past and a new slice: 24 inputs and 12 outputs read and written in place,
+// matching the interpreter on fresh inputs every run.
+func TestPlanBindsManyInputsAndOutputsInPlace(t *testing.T) {
+	rnd := inferRand()
+	const pairs = 12
+	inputs := map[string][]int64{}
+	var outputs []string
+	var nodes []*graph.Node
+	for i := range pairs {
+		p, n, o := fmt.Sprintf("past%02d", i), fmt.Sprintf("new%02d", i), fmt.Sprintf("present%02d", i)
+		inputs[p], inputs[n] = []int64{2, 7, 40}, []int64{2, 1, 40}
+		outputs = append(outputs, o)
+		nodes = append(nodes, graph.NewNode("concat"+o, "Concat", []string{p, n}, []string{o}, graph.IntAttr("axis", 1)))
+	}
+	model := floatGraph(t, "kv", inputs, outputs, nodes...)
+	planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) { return FromGraph(model, opts...) })
+	feeds := func() []tensor.NamedTensor {
+		var f []tensor.NamedTensor
+		for name, shape := range inputs {
+			f = append(f, tensor.NamedTensor{Name: name, Tensor: tensor.MustTensor(shape, randomF32(rnd, int(shape[0]*shape[1]*shape[2])))})
+		}
+		return f
+	}
+	requireSameOutputs(t, planned, interpreted, feeds(), 0)
+	tmpl, inst := onlyPlan(t, planned)
+	args := map[int]bool{}
+	for _, a := range slices.Concat(tmpl.BindIn, tmpl.BindOut) {
+		require.GreaterOrEqual(t, a, 0, "every input and output is bound: %v %v", tmpl.BindIn, tmpl.BindOut)
+		args[a] = true
+	}
+	require.Len(t, args, 3*pairs, "each its own memory")
+	const sentinel = 0x5A
+	for i := range inst.Mem {
+		inst.Mem[i] = sentinel
+	}
+	for range 3 {
+		in := feeds()
+		want, err := interpreted.Run(context.Background(), in)
+		require.NoError(t, err)
+		got, err := planned.Run(context.Background(), in)
+		require.NoError(t, err)
+		for i := range want {
+			require.Equal(t, want[i].Data(), got[i].Data(), "output %d", i)
+		}
+	}
+	for _, in := range tmpl.Inputs {
+		sl := tmpl.Slots[in.Ref.Slot]
+		for _, v := range inst.Mem[sl.Offset : sl.Offset+sl.Bytes] {
+			require.Equal(t, byte(sentinel), v, "input slot %d went through the arena", in.Ref.Slot)
+		}
+	}
+	for _, o := range tmpl.Outputs {
+		sl := tmpl.Slots[o.Slot]
+		for _, v := range inst.Mem[sl.Offset : sl.Offset+sl.Bytes] {
+			require.Equal(t, byte(sentinel), v, "output slot %d went through the arena", o.Slot)
 		}
 	}
 }

@@ -505,21 +505,22 @@ struct PlanRun {
   std::condition_variable cv;
 };
 
+// Runs a copy or fill node (an empty node does nothing; kernel nodes are the callers').
+void RunMemoryNode(const PlanNode& node) {
+  if (node.kind == NodeKind::kCopy) {
+    memmove(node.dst, node.src, node.bytes);
+  } else if (node.kind == NodeKind::kFill) {
+    memset(node.dst, node.value, node.bytes);
+  }
+}
+
 void RunPlanNodes(const std::shared_ptr<PlanRun>& run, uint32_t id) {
   for (;;) {
     const PlanNode& node = run->plan->nodes[id];
-    switch (node.kind) {
-      case NodeKind::kKernel:
-        RunGrid(*run->pool, *node.launch, 0, OwnBuffers(*node.launch));
-        break;
-      case NodeKind::kCopy:
-        memmove(node.dst, node.src, node.bytes);
-        break;
-      case NodeKind::kFill:
-        memset(node.dst, node.value, node.bytes);
-        break;
-      case NodeKind::kEmpty:
-        break;
+    if (node.kind == NodeKind::kKernel) {
+      RunGrid(*run->pool, *node.launch, 0, OwnBuffers(*node.launch));
+    } else {
+      RunMemoryNode(node);
     }
     int64_t next = -1;  // one ready successor continues on this thread
     for (uint32_t successor : node.successors) {
@@ -556,41 +557,172 @@ void RunPlan(WorkerPool& pool, const std::shared_ptr<const Plan>& plan) {
 // blocks on at most max_threads threads.
 // bindings (sorted by node, then index; checked by api.cc) replace some kernel nodes' buffers
 // for this run: those nodes run on a copy of their address lists.
-void RunPlanInline(WorkerPool& pool, const Plan& plan, uint32_t max_threads,
-                   const loom_graph_binding* bindings = nullptr, uint32_t binding_count = 0) {
-  const loom_graph_binding* next = bindings;
-  const loom_graph_binding* end = bindings + binding_count;
-  for (uint32_t id = 0; id < plan.nodes.size(); id++) {
-    const PlanNode& node = plan.nodes[id];
-    switch (node.kind) {
-      case NodeKind::kKernel: {
-        const ResolvedLaunch& launch = *node.launch;
-        if (next == end || next->node != id) {
-          RunGrid(pool, launch, max_threads, OwnBuffers(launch));
-          break;
-        }
-        // Kept per thread: a run allocates nothing once they have grown.
-        thread_local std::vector<void*> buffers;
-        thread_local std::vector<uint64_t> bytes;
-        buffers.assign(launch.buffers.begin(), launch.buffers.end());
-        bytes.assign(launch.buffer_bytes.begin(), launch.buffer_bytes.end());
-        for (; next != end && next->node == id; next++) {
-          buffers[next->index] = next->address;
-          bytes[next->index] = next->bytes;
-        }
-        RunGrid(pool, launch, max_threads, BoundBuffers{buffers.data(), bytes.data()});
-        break;
+// The addresses each kernel node of one inline run binds: its own, or for a node with rebound
+// buffers (loom_graph_run_params.bindings: sorted by node, then index) a copy with those
+// replaced, kept in `storage`.
+struct RunBindings {
+  std::vector<BoundBuffers> bound;  // by node id (kernel nodes only)
+  std::vector<void*> buffers;
+  std::vector<uint64_t> bytes;
+
+  void Build(const Plan& plan, const loom_graph_binding* bindings, uint32_t binding_count) {
+    const loom_graph_binding* next = bindings;
+    const loom_graph_binding* end = bindings + binding_count;
+    bound.assign(plan.nodes.size(), BoundBuffers{});
+    // Sized first: the BoundBuffers point into the vectors.
+    size_t total = 0;
+    for (const loom_graph_binding* b = bindings; b != end; b++) {
+      if (b == bindings || b->node != b[-1].node) total += plan.nodes[b->node].launch->buffers.size();
+    }
+    buffers.resize(total);
+    bytes.resize(total);
+    size_t at = 0;
+    for (uint32_t id = 0; id < plan.nodes.size(); id++) {
+      const PlanNode& node = plan.nodes[id];
+      if (node.kind != NodeKind::kKernel) continue;
+      const ResolvedLaunch& launch = *node.launch;
+      if (next == end || next->node != id) {
+        bound[id] = OwnBuffers(launch);
+        continue;
       }
-      case NodeKind::kCopy:
-        memmove(node.dst, node.src, node.bytes);
-        break;
-      case NodeKind::kFill:
-        memset(node.dst, node.value, node.bytes);
-        break;
-      case NodeKind::kEmpty:
-        break;
+      size_t n = launch.buffers.size();
+      std::copy(launch.buffers.begin(), launch.buffers.end(), buffers.begin() + at);
+      std::copy(launch.buffer_bytes.begin(), launch.buffer_bytes.end(), bytes.begin() + at);
+      for (; next != end && next->node == id; next++) {
+        buffers[at + next->index] = next->address;
+        bytes[at + next->index] = next->bytes;
+      }
+      bound[id] = BoundBuffers{buffers.data() + at, bytes.data() + at};
+      at += n;
     }
   }
+};
+
+// Runs one plan node alone on the calling thread.
+void RunNodeAlone(const PlanNode& node, const BoundBuffers& bound) {
+  if (node.kind != NodeKind::kKernel) {
+    RunMemoryNode(node);
+    return;
+  }
+  const ResolvedLaunch& launch = *node.launch;
+  uint64_t total = uint64_t{launch.grid[0]} * launch.grid[1] * launch.grid[2];
+  void* shared = BlockScratch(launch);
+  for (uint64_t index = 0; index < total; index++) RunBlock(launch, bound, index, shared);
+}
+
+// A team run: a graph run inline on several threads that forks once, not once per kernel.
+// The caller and up to `threads - 1` pool workers step through the nodes in id order
+// together: each claims blocks of the node's grid (guided chunks, as RunBlocks) and moves on
+// once every block of the node has finished, so node i's writes are visible to node i + 1
+// (the claim and finish counters order them). A copy or fill is one unit of work. A helper
+// that starts late finds the nodes done and leaves without touching them; the run's state is
+// shared, so one that starts after the run returned touches nothing but it.
+struct alignas(64) TeamNode {
+  std::atomic<uint64_t> next{0};
+  std::atomic<uint64_t> done{0};
+};
+
+struct TeamRun {
+  std::shared_ptr<const Plan> plan;
+  RunBindings bindings;
+  std::unique_ptr<TeamNode[]> nodes;
+  uint64_t threads = 1;
+  // Participants that stopped spinning on a long node sleep on cv (see Finish).
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<uint32_t> sleepers{0};
+
+  // Counts ran units of node `id` as finished, waking sleepers once the node is complete.
+  void Finish(TeamNode& state, uint64_t ran, uint64_t total) {
+    if (state.done.fetch_add(ran, std::memory_order_seq_cst) + ran != total) return;
+    if (sleepers.load(std::memory_order_seq_cst) == 0) return;
+    std::lock_guard<std::mutex> lock(mu);
+    cv.notify_all();
+  }
+  // Waits until node `id` is complete: spins first (its last blocks usually end within
+  // microseconds), then sleeps.
+  void Await(TeamNode& state, uint64_t total) {
+    for (int i = 0; i < 20000; i++) {
+      if (state.done.load(std::memory_order_acquire) == total) return;
+      CpuRelax();
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    cv.wait(lock, [&] { return state.done.load(std::memory_order_seq_cst) == total; });
+    sleepers.fetch_sub(1, std::memory_order_relaxed);
+  }
+};
+
+uint64_t NodeUnits(const PlanNode& node) {
+  switch (node.kind) {
+    case NodeKind::kKernel:
+      return uint64_t{node.launch->grid[0]} * node.launch->grid[1] * node.launch->grid[2];
+    case NodeKind::kCopy:
+    case NodeKind::kFill:
+      return 1;
+    case NodeKind::kEmpty:
+      return 0;
+  }
+  return 0;
+}
+
+void RunTeam(TeamRun& run) {
+  const Plan& plan = *run.plan;
+  for (uint32_t id = 0; id < plan.nodes.size(); id++) {
+    const PlanNode& node = plan.nodes[id];
+    uint64_t total = NodeUnits(node);
+    if (total == 0) continue;
+    TeamNode& state = run.nodes[id];
+    uint64_t ran = 0;
+    uint64_t first = state.next.load(std::memory_order_relaxed);
+    void* shared = nullptr;
+    while (first < total) {
+      uint64_t chunk = std::max<uint64_t>(1, (total - first) / (2 * run.threads));
+      if (!state.next.compare_exchange_weak(first, first + chunk, std::memory_order_relaxed)) continue;
+      uint64_t last = std::min(first + chunk, total);
+      if (node.kind == NodeKind::kKernel) {
+        const ResolvedLaunch& launch = *node.launch;
+        if (shared == nullptr) shared = BlockScratch(launch);
+        for (uint64_t index = first; index < last; index++) {
+          RunBlock(launch, run.bindings.bound[id], index, shared);
+        }
+      } else {
+        RunMemoryNode(node);
+      }
+      ran += last - first;
+      first = state.next.load(std::memory_order_relaxed);
+    }
+    if (ran > 0) run.Finish(state, ran, total);
+    run.Await(state, total);
+  }
+}
+
+void RunPlanInline(WorkerPool& pool, const std::shared_ptr<const Plan>& plan, uint32_t max_threads,
+                   const loom_graph_binding* bindings = nullptr, uint32_t binding_count = 0) {
+  uint64_t helpers = pool.size();
+  if (max_threads > 0) helpers = std::min<uint64_t>(helpers, max_threads - 1);
+  // Helpers pay off only where some node has blocks to share.
+  bool shared_work = false;
+  for (const PlanNode& node : plan->nodes) {
+    if (node.kind == NodeKind::kKernel && NodeUnits(node) > 1) {
+      shared_work = true;
+      break;
+    }
+  }
+  if (helpers == 0 || !shared_work) {
+    // Kept per thread: a run allocates nothing once they have grown.
+    thread_local RunBindings local;
+    local.Build(*plan, bindings, binding_count);
+    for (uint32_t id = 0; id < plan->nodes.size(); id++) RunNodeAlone(plan->nodes[id], local.bound[id]);
+    return;
+  }
+  auto run = std::make_shared<TeamRun>();
+  run->plan = plan;
+  run->bindings.Build(*plan, bindings, binding_count);
+  run->nodes.reset(new TeamNode[plan->nodes.size()]);
+  run->threads = helpers + 1;
+  for (uint64_t i = 0; i < helpers; i++) pool.Submit([run] { RunTeam(*run); });
+  RunTeam(*run);
 }
 
 class HostExec : public loom_graph_exec {
@@ -718,7 +850,7 @@ class HostStream : public loom_stream {
     WorkerPool* pool = pool_;
     if (inline_) {
       uint32_t threads = max_threads_;
-      return Push("graph launch", [=] { RunPlanInline(*pool, *plan, threads); });
+      return Push("graph launch", [=] { RunPlanInline(*pool, plan, threads); });
     }
     return Push("graph launch", [=] { RunPlan(*pool, plan); });
   }
@@ -745,7 +877,7 @@ class HostStream : public loom_stream {
       if (failed) return Ok();  // api.cc reports the sticky failure
     }
     std::shared_ptr<const Plan> plan = static_cast<HostExec*>(exec)->Current();
-    RunPlanInline(*pool_, *plan, max_threads, bindings, binding_count);
+    RunPlanInline(*pool_, plan, max_threads, bindings, binding_count);
     if (fault) Fail("graph run failed on the device: injected fault");
     return Ok();
   }

@@ -121,6 +121,18 @@ void ScaleKernel(const loom_host_kernel_args* args) {
   }
 }
 
+// out[i] = in[(i + shift) % n] * 3 + 1 (buffers: in, out; scalars: uint32 shift, uint32 n): each
+// block reads what other blocks of the node before wrote.
+void RotateKernel(const loom_host_kernel_args* args) {
+  uint32_t shift = Scalar<uint32_t>(args, 0), n = Scalar<uint32_t>(args, 4);
+  const uint32_t* in = static_cast<const uint32_t*>(args->buffers[0]);
+  uint32_t* out = static_cast<uint32_t*>(args->buffers[1]);
+  for (uint32_t t = 0; t < args->block[0]; t++) {
+    uint64_t i = uint64_t{args->block_id[0]} * args->block[0] + t;
+    if (i < n) out[i] = in[(i + shift) % n] * 3u + 1u;
+  }
+}
+
 uint64_t Mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h * 0xff51afd7ed558ccdull;
@@ -157,6 +169,7 @@ const loom_host_kernel_entry kEntries[] = {
     {"iota", IotaKernel},       {"count_blocks", CountBlocksKernel},
     {"violate", ViolateKernel}, {"scale", ScaleKernel},
     {"mix", MixKernel},         {"rendezvous", RendezvousKernel},
+    {"rotate", RotateKernel},
 };
 
 // ---------------------------------------------------------------- fixtures
@@ -199,6 +212,15 @@ struct Fixture {
   loom_stream* Stream() {
     loom_stream* stream = nullptr;
     loom_stream_create(device, &stream);
+    return stream;
+  }
+  // A stream without a thread (LOOM_STREAM_INLINE): its operations run on the caller.
+  loom_stream* InlineStream() {
+    loom_stream_params params = {};
+    params.struct_size = sizeof(params);
+    params.flags = LOOM_STREAM_INLINE;
+    loom_stream* stream = nullptr;
+    loom_stream_create_with(device, &params, &stream);
     return stream;
   }
   loom_buffer* Buffer(uint64_t bytes, loom_memory_kind kind = LOOM_MEMORY_DEVICE) {
@@ -872,11 +894,8 @@ LOOM_TEST(DiscreteHostDeviceRefusesHostMemoryInPlace) {
 LOOM_TEST(GraphRunRebindsBuffersForOneRun) {
   Fixture f(3);
   REQUIRE(f.ok());
-  loom_stream_params inline_params = {};
-  inline_params.struct_size = sizeof(inline_params);
-  inline_params.flags = LOOM_STREAM_INLINE;
-  loom_stream* stream = nullptr;
-  REQUIRE_OK(loom_stream_create_with(f.device, &inline_params, &stream));
+  loom_stream* stream = f.InlineStream();
+  REQUIRE(stream);
   const uint32_t n = 1000;
   loom_buffer* in = f.Buffer(n * 4, LOOM_MEMORY_SHARED);
   loom_buffer* mid = f.Buffer(n * 4, LOOM_MEMORY_SHARED);
@@ -969,6 +988,96 @@ LOOM_TEST(GraphRunRebindsBuffersForOneRun) {
   loom_buffer_destroy(in);
   loom_buffer_destroy(mid);
   loom_buffer_destroy(out);
+  loom_stream_destroy(stream);
+}
+
+// An inline graph run with several threads forks once and steps through the nodes together:
+// a chain of kernels whose blocks read what every block of the node before wrote, with copies
+// and fills between them and some nodes rebound to caller memory, gives the sequential result
+// every run, for every thread count, and each block runs once.
+LOOM_TEST(TeamGraphRunsKeepNodeOrder) {
+  Fixture f(3);
+  REQUIRE(f.ok());
+  loom_stream* stream = f.InlineStream();
+  const uint32_t n = 2000 + static_cast<uint32_t>(Uniform(1000));
+  loom_buffer* a = f.Buffer(n * 4, LOOM_MEMORY_SHARED);
+  loom_buffer* b = f.Buffer(n * 4, LOOM_MEMORY_SHARED);
+  loom_buffer* counts = f.Buffer(64 * 4, LOOM_MEMORY_SHARED);
+  loom_buffer* violation = f.Buffer(4, LOOM_MEMORY_SHARED);
+  REQUIRE(stream && a && b && counts && violation);
+  uint32_t* hcounts = static_cast<uint32_t*>(loom_buffer_host_pointer(counts));
+  uint32_t* hviolation = static_cast<uint32_t*>(loom_buffer_host_pointer(violation));
+  *hviolation = 0;
+  loom_graph* graph = nullptr;
+  REQUIRE_OK(loom_graph_create(f.device, &graph));
+  // The reference: the same steps on a vector.
+  std::vector<uint32_t> x(n), want(n), tmp(n);
+  for (uint32_t i = 0; i < n; i++) x[i] = static_cast<uint32_t>(Uniform(1u << 30));
+  want = x;
+  uint32_t prev = 0, id = 0;
+  bool has_prev = false;
+  std::vector<uint32_t> rotates;
+  auto after = [&](uint32_t node) { prev = node, has_prev = true; };
+  for (int step = 0; step < 40; step++) {
+    uint32_t shift = 1 + static_cast<uint32_t>(Uniform(n - 1));
+    uint32_t block = 32u << Uniform(3);
+    Launch rotate((n + block - 1) / block, block);
+    rotate.Bind(a).Bind(b).Add(shift).Add(n);
+    REQUIRE_OK(loom_graph_add_kernel_node(graph, f.Kernel("rotate"), rotate.Get(), has_prev ? &prev : nullptr,
+                                          has_prev ? 1 : 0, &id));
+    rotates.push_back(id);
+    after(id);
+    for (uint32_t i = 0; i < n; i++) tmp[i] = want[(i + shift) % n] * 3u + 1u;
+    want = tmp;
+    if (step % 5 == 4) {  // a fill of part of a, then b copied back over all of it
+      REQUIRE_OK(loom_graph_add_fill_node(graph, a, 0, 64, 0xff, &prev, 1, &id));
+      after(id);
+    }
+    REQUIRE_OK(loom_graph_add_copy_node(graph, a, 0, b, 0, n * 4, &prev, 1, &id));
+    after(id);
+  }
+  Launch count(64, 1);
+  count.Bind(counts).Add(uint32_t{16});
+  count.params.shared_bytes = 16;
+  count.params.violation = violation;
+  REQUIRE_OK(loom_graph_add_kernel_node(graph, f.Kernel("count_blocks"), count.Get(), &prev, 1, &id));
+  loom_graph_exec* exec = nullptr;
+  REQUIRE_OK(loom_graph_instantiate(graph, &exec));
+  loom_graph_destroy(graph);
+  // The first rotate reads the caller's x and the last one writes the caller's y.
+  std::vector<uint32_t> y(n);
+  loom_graph_binding bindings[2] = {};
+  bindings[0].node = rotates.front();
+  bindings[0].index = 0;
+  bindings[0].address = x.data();
+  bindings[0].bytes = n * 4;
+  bindings[1].node = rotates.back();
+  bindings[1].index = 1;
+  bindings[1].address = y.data();
+  bindings[1].bytes = n * 4;
+  loom_graph_run_params run = {};
+  run.struct_size = sizeof(run);
+  run.bindings = bindings;
+  run.binding_count = 2;
+  for (int round = 0; round < 10; round++) {
+    for (uint32_t threads : {1u, 2u, 0u}) {
+      run.max_threads = threads;
+      std::fill(y.begin(), y.end(), 0u);
+      memset(hcounts, 0, 64 * 4);
+      REQUIRE_OK(loom_graph_exec_run(exec, stream, &run));
+      CHECK(y == want);
+      uint32_t ones = 0;
+      for (uint32_t i = 0; i < 64; i++) ones += hcounts[i] == 1;
+      CHECK_EQ(ones, 64u);
+      CHECK_EQ(*hviolation, 0u);
+      if (y != want || ones != 64) return;
+    }
+  }
+  loom_graph_exec_destroy(exec);
+  loom_buffer_destroy(a);
+  loom_buffer_destroy(b);
+  loom_buffer_destroy(counts);
+  loom_buffer_destroy(violation);
   loom_stream_destroy(stream);
 }
 

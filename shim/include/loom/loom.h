@@ -404,7 +404,9 @@ typedef struct loom_graph_run_params {
    stream before it (which it waits for) and subject to the stream's sticky failure and capture
    rules like any stream operation. The host backend runs the nodes on the calling thread, in id
    order, instead of handing them to the stream's thread and the pool: for small graphs the
-   hand-offs cost more than the work. Other backends launch the graph on the stream and
+   hand-offs cost more than the work. With max_threads other than 1 it forks once: up to
+   max_threads - 1 pool workers join the caller, and all step through the nodes together,
+   sharing each kernel's blocks and moving on once all of them have finished. Other backends launch the graph on the stream and
    synchronize it. params may be NULL (defaults: max_threads 0). */
 loom_status loom_graph_exec_run(loom_graph_exec* exec, loom_stream* stream,
                                 const loom_graph_run_params* params);

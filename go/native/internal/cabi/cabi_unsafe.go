@@ -110,6 +110,7 @@ import "C"
 
 import (
 	"bytes"
+	"runtime"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -629,22 +630,51 @@ var (
 	_ [unsafe.Offsetof(C.w_bind_site{}.offset) - unsafe.Offsetof(BindSite{}.Offset)]byte
 )
 
-// BindMemories is the most memories one bound run passes.
-const BindMemories = 8
+// DirectMemories is how many of a bound run's memories pass as direct arguments (valid for
+// the call by cgo's rules); the others are pinned for the call (runtime.Pinner) and pass as
+// addresses.
+const DirectMemories = 8
 
-// GraphExecRunBound is loom_graph_exec_run with the sites whose memory is not nil rebound to
-// it for this run. The caller has checked that each such site's range lies within its memory.
-// The memories are passed as direct arguments: cgo keeps them valid for the call, and the
-// shim keeps no reference to them after it.
-func GraphExecRunBound(x GraphExec, s Stream, maxThreads uint32, sites []BindSite, mem *[BindMemories][]byte) *Failure {
+// GraphExecRunBound is loom_graph_exec_run with the sites whose memory is not empty rebound to
+// it for this run. The caller has checked that each site's Arg indexes mem and that its range
+// lies within that memory. The shim keeps no reference to the memories after the call.
+func GraphExecRunBound(x GraphExec, s Stream, maxThreads uint32, sites []BindSite, mem [][]byte) *Failure {
 	var e errBuf
 	var sp *C.w_bind_site
 	if len(sites) > 0 {
 		sp = (*C.w_bind_site)(unsafe.Pointer(&sites[0]))
 	}
+	var direct [DirectMemories][]byte
+	copy(direct[:], mem)
+	// The memories beyond the direct ones: pinned, their addresses in a list on the stack for
+	// the usual few (the call does not keep the list: noescape).
+	var local [56]C.uint64_t
+	var extra []C.uint64_t
+	var pin runtime.Pinner
+	if len(mem) > DirectMemories {
+		rest := mem[DirectMemories:]
+		extra = local[:0]
+		if len(rest) > len(local) {
+			extra = make([]C.uint64_t, 0, len(rest))
+		}
+		for _, m := range rest {
+			var a C.uint64_t
+			if len(m) > 0 {
+				pin.Pin(&m[0])
+				a = C.uint64_t(uintptr(unsafe.Pointer(&m[0])))
+			}
+			extra = append(extra, a)
+		}
+		defer pin.Unpin()
+	}
+	var ep *C.uint64_t
+	if len(extra) > 0 {
+		ep = &extra[0]
+	}
 	return failed(C.w_graph_exec_run_bound(x.p, s.p, C.uint32_t(maxThreads), sp, C.uint32_t(len(sites)),
-		memPointer(mem[0]), memPointer(mem[1]), memPointer(mem[2]), memPointer(mem[3]),
-		memPointer(mem[4]), memPointer(mem[5]), memPointer(mem[6]), memPointer(mem[7]), &e[0]), &e)
+		memPointer(direct[0]), memPointer(direct[1]), memPointer(direct[2]), memPointer(direct[3]),
+		memPointer(direct[4]), memPointer(direct[5]), memPointer(direct[6]), memPointer(direct[7]),
+		ep, C.uint32_t(len(extra)), &e[0]), &e)
 }
 
 // memPointer is b's first byte, or nil for an empty b (an unbound memory).

@@ -6,4 +6,4 @@ package cabi
 // and *.h) that this package compiles through shim_amalgamation.cc. The go command's build
 // cache does not see those files (they are outside the package's directory), so this file
 // changes with them, and with it the package: see package shimhash.
-const ShimSourcesHash = "bf612b43cd63a81074ba0b90f157985ffe4f7ea589d163103fb2ce856acbe157"
+const ShimSourcesHash = "fdd3137f15767c98e49d4e46b2f0af178a9b2ffb873c786d718ec20dca9d9203"

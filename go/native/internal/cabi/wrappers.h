@@ -425,9 +425,10 @@ static inline loom_status w_graph_exec_run(loom_graph_exec* exec, loom_stream* s
 }
 
 /* One rebinding of w_graph_exec_run_bound: kernel node `node`'s buffer `index` uses memory
-   argument `arg` (m0..m7) from byte `offset`, `bytes` long. Go builds these (no pointers in
-   them); the memory itself comes as direct arguments, which cgo allows for Go memory without
-   pointers in it and keeps valid for the call. */
+   argument `arg` from byte `offset`, `bytes` long: m0..m7 for arguments 0-7, extra[arg - 8]
+   beyond. Go builds these (no pointers in them); the first eight memories come as direct
+   arguments, which cgo allows for Go memory without pointers in it and keeps valid for the
+   call; the rest come as addresses of memory Go has pinned for the call (runtime.Pinner). */
 typedef struct w_bind_site {
   uint32_t node;
   uint32_t index;
@@ -437,11 +438,12 @@ typedef struct w_bind_site {
   uint64_t bytes;
 } w_bind_site;
 
-/* w_graph_exec_run with the sites whose memory argument is not NULL rebound for this run. */
+/* w_graph_exec_run with the sites whose memory is not NULL (0) rebound for this run. */
 static inline loom_status w_graph_exec_run_bound(loom_graph_exec* exec, loom_stream* stream,
                                                  uint32_t max_threads, const w_bind_site* sites,
                                                  uint32_t count, void* m0, void* m1, void* m2,
                                                  void* m3, void* m4, void* m5, void* m6, void* m7,
+                                                 const uint64_t* extra, uint32_t extra_count,
                                                  char* err) {
   void* mem[8] = {m0, m1, m2, m3, m4, m5, m6, m7};
   loom_graph_binding local[32];
@@ -456,10 +458,16 @@ static inline loom_status w_graph_exec_run_bound(loom_graph_exec* exec, loom_str
   uint32_t n = 0;
   for (uint32_t i = 0; i < count; i++) {
     const w_bind_site* s = &sites[i];
-    if (s->arg >= 8 || mem[s->arg] == NULL) continue;
+    char* base = NULL;
+    if (s->arg < 8) {
+      base = (char*)mem[s->arg];
+    } else if (s->arg - 8 < extra_count) {
+      base = (char*)(uintptr_t)extra[s->arg - 8];
+    }
+    if (base == NULL) continue;
     bindings[n].node = s->node;
     bindings[n].index = s->index;
-    bindings[n].address = (char*)mem[s->arg] + s->offset;
+    bindings[n].address = base + s->offset;
     bindings[n].bytes = s->bytes;
     n++;
   }

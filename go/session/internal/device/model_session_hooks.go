@@ -121,7 +121,7 @@ func HostBytes(s *ModelSession, r Region) ([]byte, error) {
 // bindings, some kernel bindings move onto caller memory for this run (see
 // native.GraphExec.RunBound): a plan's inputs and outputs, read and written in place rather
 // than copied through the arena.
-func RunRecorded(s *ModelSession, key string, maxThreads int, bindings []native.RunBinding, mem *[native.MaxRunMemories][]byte) error {
+func RunRecorded(s *ModelSession, key string, maxThreads int, bindings []native.RunBinding, mem [][]byte) error {
 	const op = "Run"
 	s.mu.Lock()
 	defer s.mu.Unlock()

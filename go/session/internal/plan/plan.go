@@ -164,6 +164,7 @@ type Template struct {
 	// place, or -1 when the input is copied into the arena; bindOut[j] the memory that output
 	// j's kernels write in place, or -1 when the output is copied out (see planBindings).
 	BindIn, BindOut []int
+	memories        int // how many run memories BindIn and BindOut use
 	// DeviceArena: the instances' arenas are device memory (Env.DeviceArenas; see seams.go).
 	DeviceArena bool
 }
@@ -185,6 +186,7 @@ type Instance struct {
 	// segBindings[s] are segment s's kernel bindings of bound inputs and outputs (by node,
 	// then binding), rebound to the run's memory each run.
 	segBindings [][]native.RunBinding
+	mem         [][]byte // the run's memories, when more than Execute keeps on its stack
 }
 
 // ErrPlanGuard says a host step produced another type or shape than the plan traced.
@@ -682,7 +684,7 @@ func (t *Template) planBindings() {
 		s := in.Ref.Slot
 		inputSlots[s] = true
 		t.BindIn[i] = -1
-		if arg < native.MaxRunMemories && t.Slots[s].Bytes >= 4 && !host[s] && outputs[s] == 0 {
+		if t.Slots[s].Bytes >= 4 && !host[s] && outputs[s] == 0 {
 			t.BindIn[i] = arg
 			arg++
 		}
@@ -693,11 +695,12 @@ func (t *Template) planBindings() {
 			continue
 		}
 		s := r.Slot
-		if arg < native.MaxRunMemories && t.Slots[s].Bytes >= 4 && produced[s] && !host[s] && !inputSlots[s] && outputs[s] == 1 {
+		if t.Slots[s].Bytes >= 4 && produced[s] && !host[s] && !inputSlots[s] && outputs[s] == 1 {
 			t.BindOut[j] = arg
 			arg++
 		}
 	}
+	t.memories = arg
 }
 
 // boundSlots maps the slots of bound inputs and outputs to their run memory.
@@ -1044,7 +1047,17 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 	// Bound inputs are read, and bound outputs written, in place (planBindings); not while
 	// tracing, whose spans view every step's operands in the arena.
 	bind := rc.Trace == nil && inst.dev == nil
-	var mem [native.MaxRunMemories][]byte
+	// The run's memories: on the stack for the usual few, else the instance's list (runs of an
+	// instance do not overlap), cleared after the run so that it keeps no caller's memory.
+	var local [8][]byte
+	mem := local[:min(t.memories, len(local))]
+	if t.memories > len(local) {
+		if len(inst.mem) != t.memories {
+			inst.mem = make([][]byte, t.memories)
+		}
+		mem = inst.mem
+		defer clear(mem)
+	}
 	if inst.dev != nil {
 		if err := t.feedDevice(inst, ins); err != nil {
 			return nil, err
@@ -1107,7 +1120,7 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 			if bind {
 				sites = inst.segBindings[it.Segment]
 			}
-			if err := device.RunRecorded(inst.MS, inst.segKeys[it.Segment], n, sites, &mem); err != nil {
+			if err := device.RunRecorded(inst.MS, inst.segKeys[it.Segment], n, sites, mem); err != nil {
 				return nil, err
 			}
 			if slot >= 0 {
