@@ -34,6 +34,7 @@ func kernelOpBenches() []opBench {
 		{"transpose_attention_heads", kernelNode("Transpose", graph.IntsAttr("perm", 0, 2, 1, 3)), []tensor.Tensor{r.f32(1, 128, 12, 64)}},
 		{"transpose_matrix", kernelNode("Transpose"), []tensor.Tensor{r.f32(256, 256)}},
 		{"concat_channels", kernelNode("Concat", graph.IntAttr("axis", 1)), []tensor.Tensor{r.f32(1, 64, 32, 32), r.f32(1, 64, 32, 32)}},
+		{"concat_kv_cache", kernelNode("Concat", graph.IntAttr("axis", 2)), []tensor.Tensor{r.f32(1, 12, 128, 64), r.f32(1, 12, 1, 64)}},
 		{"gather_embedding", kernelNode("Gather"), []tensor.Tensor{r.f32(1000, 256), int64Vec(idx...)}},
 		{"where_bool", kernelNode("Where"), []tensor.Tensor{r.of(graph.Bool, 128, 768), r.f32(128, 768), r.f32(1)}},
 		{"reduce_mean_rows", kernelNode("ReduceMean"), []tensor.Tensor{r.f32(128, 768), int64Vec(-1)}},

@@ -7,6 +7,10 @@
 # Needs ../shared/bench (beside the repository) and the fetched models (tools/models/fetch.sh). The
 # transformer cases (gpt2_decode, decoder_d512_decode, bert_128) are made on first use into the models
 # directory by tools/models/gen_transformers.py (python3 with onnx and numpy), inputs included.
+# The decode steps read every weight once, so their bound is the weights' bytes over the machine's
+# streaming read rate: for them the script also builds tools/bench/stream_read.c (cc) and measures
+# that rate with the same thread count right after the case, and a second table gives the bound and
+# the fraction of it Loom's faster median reaches (1.00 = at the bound).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ort=${LOOM_ORTBENCH:-$repo/../shared/bench/ortbench.sh}
@@ -15,8 +19,12 @@ only=${LOOM_BENCH_CASES:-}
 if [ "${1:-}" = --cases ]; then only=${2:?--cases needs a list of case names}; shift 2; fi
 threads=("$@")
 [ ${#threads[@]} -eq 0 ] && threads=(1 2)
-loom=$(mktemp -d)/loom
+work=$(mktemp -d)
+loom=$work/loom
 (cd "$repo" && go build -o "$loom" ./tools/cmd/loom)
+stream=$work/stream_read
+cc -O3 -march=native -pthread -o "$stream" "$repo/tools/bench/stream_read.c" 2>/dev/null || stream=""
+bounds=()
 
 cases=(
   "add|200000|$repo/tools/cmd/loom/testdata/add.onnx a=shape:1024 b=shape:1024"
@@ -25,9 +33,10 @@ cases=(
   "tiny_encoder|1000|$repo/go/session/testdata/models/tiny_encoder.onnx x=shape:1x16x64"
   "silero_vad_v5|1000|$models/silero_vad_v5.onnx input=shape:1x512 state=shape:2x1x128 sr=value:16000"
   "ppocr_v4_rec|60|$models/ch_PP-OCRv4_rec_infer.onnx x=shape:1x3x48x320"
-  # NAME|RUNS|MODEL INPUT...|WARMUP (default 20); @DIR stands for NAME=DIR/NAME.npy for every .npy in DIR.
-  "gpt2_decode|500|$models/gpt2_decode.onnx @$models/gpt2_decode_in128|10"
-  "decoder_d512_decode|3000|$models/decoder_d512_decode.onnx @$models/decoder_d512_decode_in128|50"
+  # NAME|RUNS|MODEL INPUT...|WARMUP (default 20)|bw (a decode step: also its bandwidth bound); @DIR
+  # stands for NAME=DIR/NAME.npy for every .npy in DIR.
+  "gpt2_decode|500|$models/gpt2_decode.onnx @$models/gpt2_decode_in128|10|bw"
+  "decoder_d512_decode|3000|$models/decoder_d512_decode.onnx @$models/decoder_d512_decode_in128|50|bw"
   "bert_128|75|$models/bert_base.onnx @$models/bert_base_in128|5"
 )
 # Generated cases: NAME -> gen_transformers.py arguments (model, then inputs).
@@ -52,7 +61,7 @@ field() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p"; }
 printf "| model | threads | Loom median ms | ORT median ms | Loom / ORT | Loom p95 | ORT p95 | RSS MB Loom / ORT |\n"
 printf "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
 for c in "${cases[@]}"; do
-  IFS='|' read -r name runs args warm <<<"$c"
+  IFS='|' read -r name runs args warm bw <<<"$c"
   [ -z "$only" ] || [[ " $only " == *" $name "* ]] || continue
   prepare "$name"
   read -r -a words <<<"$args"
@@ -77,5 +86,18 @@ for c in "${cases[@]}"; do
     ratio=$(awk -v a="${lm[0]}" -v b="${lm[1]}" -v c="${om[0]}" -v d="${om[1]}" 'BEGIN{l=(a<b?a:b); o=(c<d?c:d); printf "%.2f", l/o}')
     printf "| %s | %s | %s, %s | %s, %s | %s | %s | %s | %s / %s |\n" "$name" "$t" "${lm[0]}" "${lm[1]}" "${om[0]}" "${om[1]}" \
       "$ratio" "${lp[0]}" "${op[0]}" "${lr[0]}" "${orr[0]}"
+    if [ "$bw" = bw ] && [ -n "$stream" ]; then
+      wmb=$(echo "$l" | field weights_mb)
+      gbs=$("$stream" "$t" | field read_gb_s)
+      bounds+=("$(awk -v n="$name" -v t="$t" -v w="$wmb" -v r="$gbs" -v a="${lm[0]}" -v b="${lm[1]}" -v c="${om[0]}" -v d="${om[1]}" 'BEGIN{
+        bound = w * 1048576 / (r * 1e9) * 1e3; l = (a < b ? a : b); o = (c < d ? c : d)
+        printf "| %s | %s | %.1f | %.1f | %.2f | %s | %.2f | %.2f |", n, t, w, r, bound, l, bound / l, bound / o}')")
+    fi
   done
 done
+if [ ${#bounds[@]} -gt 0 ]; then
+  printf "\nDecode steps against the streaming bound (weights MiB / read rate measured right after the case):\n\n"
+  printf "| model | threads | weights MiB | read GB/s | bound ms | Loom median ms | bound / Loom | bound / ORT |\n"
+  printf "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
+  printf "%s\n" "${bounds[@]}"
+fi

@@ -77,6 +77,59 @@ func (e *emitter) wrap(x string, b *types.Basic) string {
 	return "((" + cType(b) + ")(" + x + "))"
 }
 
+// hostExpf is the host's float exp: branch-free C that a compiler vectorizes in any loop of it,
+// with or without glibc's libmvec (ahead-of-time kernels link none, and called libm's scalar
+// expf per element: softmax rows, GELU, sigmoid and swish epilogues). exp(x) = 2^n·e^r, n =
+// round(x·log2 e) by adding 1.5·2^23, r = x - n·ln 2 with ln 2 in two parts (Cephes), e^r by
+// Cephes' degree-5 polynomial; 2^n as two halves' exponent bits so that n from -150 to 128
+// stays in range (results below 2^-126 come out subnormal, below about 2^-150 zero; above
+// 88.73 infinite). x is clamped to [-104, 89] first; NaN stays NaN. Within 2 ulps of the
+// correctly rounded result (TestHostMathFunctions).
+const hostExpf = `static LOOM_INLINE float loom_expf(float x) {
+  float c = x < -104.0f ? -104.0f : x;
+  c = c > 89.0f ? 89.0f : c;
+  const float big = 12582912.0f;
+  const float t = c * 1.44269504088896341f + big;
+  const float n = t - big;
+  float r = c - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  loom_i32 ti;
+  __builtin_memcpy(&ti, &t, 4);
+  const loom_i32 ni = ti - 0x4B400000;
+  const loom_i32 n1 = ni >> 1, n2 = ni - n1;
+  const loom_u32 e1 = (loom_u32)(n1 + 127) << 23, e2 = (loom_u32)(n2 + 127) << 23;
+  float s1, s2;
+  __builtin_memcpy(&s1, &e1, 4);
+  __builtin_memcpy(&s2, &e2, 4);
+  return y * s1 * s2;
+}
+`
+
+// hostTanhf is the host's float tanh, branch-free like loom_expf (which it uses): Cephes'
+// odd polynomial x + x³·P(x²) for |x| < 0.625, 1 - 2/(exp(2|x|) + 1) with x's sign beyond
+// (1 from |x| of about 9 on; NaN stays NaN). Within 4 ulps (TestHostMathFunctions).
+const hostTanhf = `static LOOM_INLINE float loom_tanhf(float x) {
+  const float a = x < 0.0f ? -x : x;
+  const float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = p * z * x + x;
+  const float big = 1.0f - 2.0f / (loom_expf(a + a) + 1.0f);
+  const float signed_big = x < 0.0f ? -big : big;
+  return a < 0.625f ? small : signed_big;
+}
+`
+
 // scalarBinary renders x op y with Loom semantics (wrapping, total division, masked shifts).
 func (e *emitter) scalarBinary(sub int, x, y string, b *types.Basic, yv *ir.Value) string {
 	if b.IsFloat() {
@@ -151,6 +204,13 @@ func (e *emitter) scalarUnary(sub int, x string, b *types.Basic) string {
 		}
 		fn := mathFns[sub]
 		if b.Kind() != types.F64 {
+			if sub == ir.UnExp && e.lang.Host {
+				return round(e.helper("loom_expf", hostExpf)+"("+x+")", b)
+			}
+			if sub == ir.UnTanh && e.lang.Host {
+				e.helper("loom_expf", hostExpf)
+				return round(e.helper("loom_tanhf", hostTanhf)+"("+x+")", b)
+			}
 			fn += "f"
 		}
 		return round(fn+"("+x+")", b)

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session"
 )
 
@@ -37,6 +38,11 @@ type benchResult struct {
 	P95Ms     float64 `json:"p95_ms"`
 	MinMs     float64 `json:"min_ms"`
 	PeakRSSMb float64 `json:"peak_rss_mb"`
+	// WeightsMb is the model's constants (initializers after the optimization passes) in MiB,
+	// less those only gathered from (embedding tables, of which a run reads the rows it picks):
+	// what a run that reads every weight (a decode step) streams at least once, to divide by a
+	// streaming read rate for its bound (tools/bench/vs_ort.sh). Loom's field, not ortbench's.
+	WeightsMb float64 `json:"weights_mb"`
 }
 
 // benchMain implements `loom bench MODEL [INPUT...]`. Inputs not given get seeded random values
@@ -140,6 +146,7 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		P95Ms:     round(percentile(times, 95), 4),
 		MinMs:     round(times[0], 4),
 		PeakRSSMb: round(peakRSSMiB(), 1),
+		WeightsMb: round(float64(weightBytes(s.Graph()))/(1<<20), 3),
 	}
 	if *asJSON {
 		b, _ := json.Marshal(r)
@@ -149,6 +156,32 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 	fmt.Fprintf(stdout, "%s on %s: median %v ms, p95 %v ms, min %v ms over %d runs, %d thread(s); load %v ms; peak RSS %v MB\n",
 		r.Model, r.Provider, r.MedianMs, r.P95Ms, r.MinMs, r.Runs, r.Threads, r.LoadMs, r.PeakRSSMb)
 	return 0
+}
+
+// weightBytes is the size of m's main-graph initializers that some node reads other than as
+// a Gather's table (input 0).
+func weightBytes(m *graph.Model) int64 {
+	if m == nil || m.Graph == nil {
+		return 0
+	}
+	streamed := map[string]bool{}
+	for _, nd := range m.Graph.Nodes {
+		for i, in := range nd.Inputs {
+			if i > 0 || nd.OpType != "Gather" || (nd.Domain != "" && nd.Domain != "ai.onnx") {
+				streamed[in] = true
+			}
+		}
+	}
+	for _, out := range m.Graph.Outputs {
+		streamed[out.Name] = true
+	}
+	var n int64
+	for name, t := range m.Graph.Initializers {
+		if streamed[name] {
+			n += int64(len(t.Raw))
+		}
+	}
+	return n
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Nanoseconds()) / 1e6 }

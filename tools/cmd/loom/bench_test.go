@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomrt/loom/go/graph"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -87,7 +88,14 @@ func TestBenchJSONHasTheOrtbenchFields(t *testing.T) {
 	assert.LessOrEqual(t, median, p95)
 	assert.GreaterOrEqual(t, r["load_ms"].(float64), 0.0)
 	assert.Greater(t, r["peak_rss_mb"].(float64), 1.0)
+	assert.Equal(t, 0.0, r["weights_mb"], "add.onnx has no initializers")
 	assert.Empty(t, errOut, "no progress bar or notes when not on a terminal")
+
+	// weights_mb is the initializers' size: mlp.onnx holds 64x128 + 128 + 128x10 + 10 floats.
+	rc, out, errOut = runBenchArgs(t, filepath.Join("testdata", "mlp.onnx"), "--runs", "2", "--warmup", "0", "--ep", "host", "--json")
+	require.Equal(t, 0, rc, errOut)
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &r))
+	assert.Equal(t, round(4*(64*128+128+128*10+10)/float64(1<<20), 3), r["weights_mb"])
 }
 
 func TestBenchTextOutputAndMissingInputs(t *testing.T) {
@@ -138,4 +146,22 @@ func TestPercentileIsNearestRank(t *testing.T) {
 	assert.Equal(t, 10.0, percentile(sorted, 95))
 	assert.Equal(t, 1.0, percentile(sorted, 0))
 	assert.Equal(t, 7.0, percentile([]float64{7}, 95))
+}
+
+// weightBytes counts the initializers a run reads in full: an embedding table that only Gather
+// reads rows of is left out, the same table read by a MatMul too (tied weights) is not.
+func TestWeightBytesLeavesOutGatheredTables(t *testing.T) {
+	g := &graph.Graph{Name: "emb", Initializers: map[string]*graph.Tensor{
+		"table": {Name: "table", DType: graph.Float, Dims: []int64{10, 4}, Raw: make([]byte, 160)},
+		"w":     {Name: "w", DType: graph.Float, Dims: []int64{4, 3}, Raw: make([]byte, 48)},
+	}}
+	g.Nodes = []*graph.Node{
+		graph.NewNode("gather", "Gather", []string{"table", "ids"}, []string{"e"}),
+		graph.NewNode("mm", "MatMul", []string{"e", "w"}, []string{"y"}),
+	}
+	m := &graph.Model{Graph: g}
+	assert.Equal(t, int64(48), weightBytes(m))
+	g.Nodes = append(g.Nodes, graph.NewNode("tied", "MatMul", []string{"e", "table"}, []string{"z"}))
+	assert.Equal(t, int64(208), weightBytes(m))
+	assert.Equal(t, int64(0), weightBytes(nil))
 }

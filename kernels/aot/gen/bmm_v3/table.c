@@ -6,24 +6,24 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e11266aa5df1d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6404b59243d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2ebeccc80cb559_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2ed6475e153611_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e1840df2c7ade_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e7409593a189e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2ef0fb555fba39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e49230621e744_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e684e89c9315d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2eecd10f336dde_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2efbb519313e4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e6810f6f85dcf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2ec627bd4fbccf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2eebc0dc03e875_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e11266aa5df1d_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6404b59243d8_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2ebeccc80cb559_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2ed6475e153611_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e1840df2c7ade_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e7409593a189e_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2ef0fb555fba39_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e49230621e744_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e684e89c9315d_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2eecd10f336dde_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2efbb519313e4c_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e6810f6f85dcf_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2ec627bd4fbccf_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2eebc0dc03e875_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_bmm_v3_entries(int i, uint32_t* count) {

@@ -6,24 +6,24 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e3061f3d81c56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e37f9f0809159_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e52983ec2a5df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ea5cc1ebb5a73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e25948b068653_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e3d65e2b55fa6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec4bf05f333f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e24a336cda3fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e8a0f60236537_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e9897b0512918_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ee0774d77c003_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e83044bb35ecb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2eb31dd8e1a134_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec6202e878f0a_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e3061f3d81c56_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e37f9f0809159_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e52983ec2a5df_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ea5cc1ebb5a73_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e25948b068653_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e3d65e2b55fa6_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec4bf05f333f2_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e24a336cda3fd_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e8a0f60236537_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e9897b0512918_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ee0774d77c003_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e83044bb35ecb_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2eb31dd8e1a134_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec6202e878f0a_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_bmm_v4_entries(int i, uint32_t* count) {

@@ -6,150 +6,150 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e37a2d1faa401_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e691bb73cae86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eb0cec638dcdd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eb864d903b303_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0b48dbe0b39a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0c68b86d450a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0d1e743c336f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0d2884ae8146_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0dba4750add5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e12332c9a1859_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e12fdc926fe09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e163908a6a455_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2031ff061d8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e210733534090_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e21f2a6bff7ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e26c61bc7656d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e27e12a904daa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2b2d81af26a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e32ab65d2cf93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e348f29aa8b29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e36af74bde1d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e376fb797c267_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3c5d18d651e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e40b274273947_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e494c8207b1b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e54dedbf6ed80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e58420e1ae2f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e68501f1a2c83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e73a3699d92a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e780c92da97ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7a37330dd886_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e86faa146bad6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8a6b18d2e3b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8ed7cbe10d95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e91ed96e07e75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9c4f9cf5d93b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea2c3b41e17ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea9d44a5350b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ead99e4c5c1be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb25e3e22832e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb7b8d20dd337_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb8274c9b702c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb9f8f94e5101_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec54ef62dc842_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec6e798237f6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ecef01d138a46_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed9cf54e6bd4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee2722474ed65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee74b1cd4be0d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee8a9ec7c1c57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef1f38b2c8290_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef4ab55a062d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e9725df69fbfb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ea01d4b2d6608_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb985ab3b569d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ef43a38c2ad53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e26064946ffd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e39a62ce2cfcb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e7820d57ad585_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea706289193a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea88122f1793c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ec51a064b21bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef0e28136d01c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef3afb3e37482_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef94bb4aa07cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e025c4373277a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e67782bb5584c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ebca9bc04a73e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ec3f4bdb98f78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2efd374c0f07c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e2057c6b7846e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e45ee58c43e38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2ec42a3109c1f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eeeb2f3fdee6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e01d28527997b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e03407358bf9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0c6a360b565e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1a49294ec8b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1a8f401ed789_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2901a20c8f13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2f268b5e6524_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e366b130fa029_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3fbdc5ccd7a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3febac9d0574_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e4a1855542700_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e514d201378bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e53e0f7caf98b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e56e8f82e8fcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5832249fe5c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5b1cd70aa05e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5c237c4d9f48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e61a6c108c19b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6780bdafd6a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6d4ae7c59901_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6d7758a6043d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6dc6dd3f2b02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e85d302a3655c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8a847a0ed01e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8c79ae393999_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e934fb9548511_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e96617d51d816_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e96fd97dbd4fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e99aa6084048f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea15a460ada8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea56e17fa363f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eaa4406562000_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb1d22d419983_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb8dec4bc91b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec33f904608bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eca0fbf1db75e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ecc4c03e5528a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed01720b95ef4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed26fc9410de0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed47fcc4f2ac2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee02ff06c20ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef14586a09e58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef1d3ecb845c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef35c5dba46f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef8df6cbaa63a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef94eee8fa257_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2efc2590cfb443_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2efd38a90ff0c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e400ccb5e9992_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e511bdc506c53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eac75c195a46d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ebf7981a5dbec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0bebb0f24ef5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0e81a8ebd4d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e5842eb81dfd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e59f6edf36ef7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2eb610fbc84acb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ec2c0c34ddb2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2eee9f08d2c394_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef36df86dce44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef407ff07095b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e42d15bca1f58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e669263e5964e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ec3bdb72941b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ee0fff6ed3141_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2efe7b730e7e2d_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e37a2d1faa401_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e691bb73cae86_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eb0cec638dcdd_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eb864d903b303_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0b48dbe0b39a_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0c68b86d450a_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0d1e743c336f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0d2884ae8146_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0dba4750add5_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e12332c9a1859_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e12fdc926fe09_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e163908a6a455_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2031ff061d8f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e210733534090_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e21f2a6bff7ea_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e26c61bc7656d_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e27e12a904daa_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2b2d81af26a7_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e32ab65d2cf93_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e348f29aa8b29_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e36af74bde1d8_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e376fb797c267_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3c5d18d651e0_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e40b274273947_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e494c8207b1b9_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e54dedbf6ed80_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e58420e1ae2f7_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e68501f1a2c83_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e73a3699d92a6_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e780c92da97ec_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7a37330dd886_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e86faa146bad6_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8a6b18d2e3b2_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8ed7cbe10d95_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e91ed96e07e75_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9c4f9cf5d93b_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea2c3b41e17ec_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea9d44a5350b0_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ead99e4c5c1be_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb25e3e22832e_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb7b8d20dd337_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb8274c9b702c_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb9f8f94e5101_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec54ef62dc842_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec6e798237f6c_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ecef01d138a46_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed9cf54e6bd4b_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee2722474ed65_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee74b1cd4be0d_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee8a9ec7c1c57_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef1f38b2c8290_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef4ab55a062d2_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e9725df69fbfb_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ea01d4b2d6608_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb985ab3b569d_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ef43a38c2ad53_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e26064946ffd2_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e39a62ce2cfcb_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e7820d57ad585_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea706289193a8_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea88122f1793c_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ec51a064b21bf_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef0e28136d01c_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef3afb3e37482_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef94bb4aa07cf_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e025c4373277a_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e67782bb5584c_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ebca9bc04a73e_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ec3f4bdb98f78_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2efd374c0f07c5_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e2057c6b7846e_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e45ee58c43e38_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2ec42a3109c1f7_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eeeb2f3fdee6e_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e01d28527997b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e03407358bf9f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0c6a360b565e_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1a49294ec8b5_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1a8f401ed789_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2901a20c8f13_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2f268b5e6524_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e366b130fa029_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3fbdc5ccd7a3_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3febac9d0574_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e4a1855542700_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e514d201378bb_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e53e0f7caf98b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e56e8f82e8fcb_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5832249fe5c6_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5b1cd70aa05e_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5c237c4d9f48_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e61a6c108c19b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6780bdafd6a7_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6d4ae7c59901_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6d7758a6043d_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6dc6dd3f2b02_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e85d302a3655c_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8a847a0ed01e_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8c79ae393999_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e934fb9548511_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e96617d51d816_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e96fd97dbd4fe_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e99aa6084048f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea15a460ada8f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea56e17fa363f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eaa4406562000_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb1d22d419983_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb8dec4bc91b6_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec33f904608bd_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eca0fbf1db75e_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ecc4c03e5528a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed01720b95ef4_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed26fc9410de0_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed47fcc4f2ac2_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee02ff06c20ff_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef14586a09e58_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef1d3ecb845c6_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef35c5dba46f8_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef8df6cbaa63a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef94eee8fa257_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2efc2590cfb443_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2efd38a90ff0c1_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e400ccb5e9992_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e511bdc506c53_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eac75c195a46d_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ebf7981a5dbec_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0bebb0f24ef5_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0e81a8ebd4d2_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e5842eb81dfd0_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e59f6edf36ef7_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2eb610fbc84acb_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ec2c0c34ddb2b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2eee9f08d2c394_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef36df86dce44_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef407ff07095b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e42d15bca1f58_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e669263e5964e_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ec3bdb72941b9_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ee0fff6ed3141_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2efe7b730e7e2d_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_conv_fast_v3_entries(int i, uint32_t* count) {

@@ -6,150 +6,150 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e01a0dd26c72f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e385f350cf775_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e4b583a3b016c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e9ea7139b66bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e02622765608b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0d75a22a3f7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0f53bc611a79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e121c449976d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e14acd98a56d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e166ba737584e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e17fcdf1e45d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1c594572a1b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1f5cb0771901_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1fd0bc885ecc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e217bb21d44b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2584851c789d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e27c452d09d62_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e283a9bcb11a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2e50f35039bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e31c9bda80da0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4a566b99f480_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4c827b0ce9fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e514a632e2a4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e67a4a4929c78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e67bcaf067f15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7a46f94d0728_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7b1e168fadc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7f0d03779c36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e866f5759e9fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e888a3c42e3ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e940bc6d21f72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9a37044904ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea17675fcba49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea2b0d452b229_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea468713a296c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eac0daf33b50b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eae23a162d155_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb62dc104211c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebd8372e5ce66_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec1ac83879ec3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec3dee2144db8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eccb32459732e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed52c1bddc483_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed7f41cdd27ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edaf2e6bc1387_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edc75a8ecd68a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee36b1076f6c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee45790cde4a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef42c0c78e006_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef5491bb01cb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef6a1bb355781_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efa9810bca619_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e0748c319cedf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e100dab90a9bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e88f296b91e72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ec05ee4d665c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e44d6481b92ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e54e01feeca65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e78369934331c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec28d1425a90f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec51632a44226_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ee1ac755a79f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ee4848a99ca1a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ef5484cff969e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2efeaede2e68a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e182eca0dd056_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e2494f89ab0ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e42695921e99e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e81b84fcc56d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e875c0522c095_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e58af1b36702f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e8943289aae09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e954d583764e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2ec82c4b0f4fc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e03f98b83f485_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e057de5cb6742_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e11156d33a563_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e12d1dbb707e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e13ad86f8514c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e153fd5cea6b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e19c1729e30ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2d0613edb61b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e30fa42992d9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e32da08d93115_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e35340d821707_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3673548a329c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e374846facc1c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3bd80a3c9090_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3f58b6a672bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e44faa84752f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e45d490bb3cbb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e51e05c1facb5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e55380b31b9fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5622bf9486af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5cb42fc89481_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5dc850143668_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5ed15094bd89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e6e891761d9b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7e879facfa1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e84da70d84802_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e918b24506d3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9248292fe16b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e984574ae2195_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea300aab5c450_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eaf5b7c3a8c12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb57d9077248a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb60a97173d15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe61678d6295_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec07b7c91f6a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec36154babcf8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec3e2305d54c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec6343fcad07d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ecd8a715c50c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed6e238ae4173_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eda9c7688ec45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edf053ab0118c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee363497991ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eed0070d9a6e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eeec333ba58e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef4ce301394e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efd336e43b5e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efd53e52fca99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eb876d0e9e4f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ebe5b18966248_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecc191e34ebd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecf2f208a1fad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e0e5a8c5eda92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e32a6e65b1056_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e4af5466dbb97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eaf1b8d6413b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eb37f4c98dc9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec2b751c27db3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ecaa39f2ef65e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ecd3f0aaf875f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ef900a1bf0c1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e04aaa626ec29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e20d1d8c900a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e3c8a81e98e0d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e98440ce1cfdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2efc7d34fb8511_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e01a0dd26c72f_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e385f350cf775_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e4b583a3b016c_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e9ea7139b66bc_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e02622765608b_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0d75a22a3f7f_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0f53bc611a79_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e121c449976d3_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e14acd98a56d8_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e166ba737584e_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e17fcdf1e45d4_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1c594572a1b8_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1f5cb0771901_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1fd0bc885ecc_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e217bb21d44b0_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2584851c789d_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e27c452d09d62_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e283a9bcb11a6_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2e50f35039bc_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e31c9bda80da0_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4a566b99f480_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4c827b0ce9fe_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e514a632e2a4a_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e67a4a4929c78_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e67bcaf067f15_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7a46f94d0728_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7b1e168fadc2_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7f0d03779c36_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e866f5759e9fc_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e888a3c42e3ef_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e940bc6d21f72_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9a37044904ec_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea17675fcba49_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea2b0d452b229_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea468713a296c_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eac0daf33b50b_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eae23a162d155_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb62dc104211c_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebd8372e5ce66_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec1ac83879ec3_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec3dee2144db8_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eccb32459732e_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed52c1bddc483_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed7f41cdd27ae_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edaf2e6bc1387_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edc75a8ecd68a_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee36b1076f6c7_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee45790cde4a2_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef42c0c78e006_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef5491bb01cb6_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef6a1bb355781_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efa9810bca619_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e0748c319cedf_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e100dab90a9bf_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e88f296b91e72_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ec05ee4d665c5_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e44d6481b92ac_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e54e01feeca65_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e78369934331c_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec28d1425a90f_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec51632a44226_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ee1ac755a79f7_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ee4848a99ca1a_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ef5484cff969e_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2efeaede2e68a9_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e182eca0dd056_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e2494f89ab0ea_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e42695921e99e_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e81b84fcc56d2_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e875c0522c095_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e58af1b36702f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e8943289aae09_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e954d583764e1_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2ec82c4b0f4fc8_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e03f98b83f485_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e057de5cb6742_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e11156d33a563_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e12d1dbb707e1_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e13ad86f8514c_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e153fd5cea6b0_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e19c1729e30ea_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2d0613edb61b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e30fa42992d9f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e32da08d93115_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e35340d821707_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3673548a329c_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e374846facc1c_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3bd80a3c9090_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3f58b6a672bc_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e44faa84752f6_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e45d490bb3cbb_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e51e05c1facb5_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e55380b31b9fb_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5622bf9486af_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5cb42fc89481_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5dc850143668_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5ed15094bd89_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e6e891761d9b6_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7e879facfa1f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e84da70d84802_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e918b24506d3e_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9248292fe16b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e984574ae2195_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea300aab5c450_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eaf5b7c3a8c12_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb57d9077248a_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb60a97173d15_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe61678d6295_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec07b7c91f6a4_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec36154babcf8_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec3e2305d54c5_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec6343fcad07d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ecd8a715c50c2_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed6e238ae4173_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eda9c7688ec45_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edf053ab0118c_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee363497991ac_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eed0070d9a6e6_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eeec333ba58e2_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef4ce301394e3_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efd336e43b5e6_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efd53e52fca99_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eb876d0e9e4f5_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ebe5b18966248_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecc191e34ebd3_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecf2f208a1fad_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e0e5a8c5eda92_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e32a6e65b1056_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e4af5466dbb97_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eaf1b8d6413b2_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eb37f4c98dc9c_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec2b751c27db3_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ecaa39f2ef65e_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ecd3f0aaf875f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ef900a1bf0c1f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e04aaa626ec29_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e20d1d8c900a5_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e3c8a81e98e0d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e98440ce1cfdc_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2efc7d34fb8511_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_conv_fast_v4_entries(int i, uint32_t* count) {

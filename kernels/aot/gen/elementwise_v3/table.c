@@ -6,166 +6,166 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e022a1205a49b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0ccf206c78be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0f0e43914bea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1694dd8d6076_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1718a2a191ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e18796b2dbe21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e192305a4978d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e378efa91f899_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e404d30e92e5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e43f1267ece9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4a6157c0ab18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4b12588f6398_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e53d606f24005_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e53efc3d2c709_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5ae4c9a7ed7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6924174552e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e69b04047d379_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7929852842f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e88aabbe5b258_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8f2d774f9ab3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9009dd232635_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e96d798242062_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9d4a5f29825b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea1d181b14757_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eabaa79698c2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eabb3b275232b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb52f75b4b09d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb849011f3e0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec6652521fd22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ece087a445b03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed1a5f9db49fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed660567904a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed6b5b89d6300_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed8778394dd92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edaf27567facd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edbbde2917008_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edd21fe5db7bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edd909f0317c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edea4b52c08f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee30e391495a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee95cc60ef682_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eecf5410ec609_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eeedc4f36b08b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eef55f39a9728_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef182d4e2bcd7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efc87faa4936a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efe37e208acdb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2effeda0001f3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e31a5e71c5931_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e35ae30c5b5d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e423048ff368f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e62867e6f5842_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6aa444d592c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e8c320fff9764_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec356a4b47357_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec6f9884145e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec8096cab1310_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecc3e6ff97d30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed9a79675bbf6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edc193a6e46e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee12572ab5547_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef301316c846d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efca4a2eed4c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efd01eb98311f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e00fd5752216b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e131e53423bb8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e1dc7ff801372_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e238e1e5aabab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e27a9c6a89a90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e2a5fc28e1b8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3de6cc3b4ada_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3f16d8d950fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e6a1ca0332fd4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e8059eb3fd66c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e9e573ba9911f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb53bb9098208_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed2e011b222fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed81b8c1144af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e00d86cf58d05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e08128339a645_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0b8c72bd59be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0f9fd0197d66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e11b4609fdd36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1218ad9a3ece_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13950163a08d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e191252134dd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1da2c88a15d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1ed82e24ee75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e23fd21cdc182_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e27aa50d597ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b17fc3b6544_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b46c43e11c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2d47007d8d0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e37ec48fb7954_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e41133a54681f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e45bd2971c207_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e469c97ffa686_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e481481d99296_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4a4f7c06eda6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e515b16b21054_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5d11d89c8f4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6b6cda555e6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e710b282f7125_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7b6718f471de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7dededef7793_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7ea122e42374_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e81c4440e29b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e86ca05cdae4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e87d4e4a4279b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8bd809d2e2d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e96f12b052da8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea60da28f94ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eaa5cc87878ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eac405d5eeea4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eac8a8fb7b9f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb0677091c83e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb78b36edfd9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec4284a7e54c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec624fc9c7794_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec8a1376f5888_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed5390bfc6289_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee0ff8c1b067b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef02100cb9b8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef2eae5ac27d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efba0abd78045_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efe9d4f4b2991_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0df7c00b3798_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e173f00343e5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e30ef312cd13a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e35a7c871bedb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e35ccc7805bcf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e428654dc245e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4c5b49e5eff7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e61d419b92640_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6241c8df4a96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e66df934db79f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ea1beff3ed2d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ea5118c392874_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ebb970168e4fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef201a55502be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef2e0b6ef34b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eff1ea93787c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e143446a6fe3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e198e6ab670aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e1e25f6b6656a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e79985bc37e44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7a5d95e759fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e82328100418a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb00967cd1d54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec7bb23213893_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ecbc14feb2fef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ecff80a8f84fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed7fdc0736136_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eeb724b56b3be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef04c763361c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef877f9c741aa_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e022a1205a49b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0ccf206c78be_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0f0e43914bea_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1694dd8d6076_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1718a2a191ac_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e18796b2dbe21_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e192305a4978d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e378efa91f899_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e404d30e92e5a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e43f1267ece9e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4a6157c0ab18_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4b12588f6398_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e53d606f24005_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e53efc3d2c709_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5ae4c9a7ed7a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6924174552e6_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e69b04047d379_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7929852842f2_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e88aabbe5b258_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8f2d774f9ab3_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9009dd232635_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e96d798242062_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9d4a5f29825b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea1d181b14757_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eabaa79698c2b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eabb3b275232b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb52f75b4b09d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb849011f3e0c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec6652521fd22_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ece087a445b03_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed1a5f9db49fc_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed660567904a1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed6b5b89d6300_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed8778394dd92_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edaf27567facd_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edbbde2917008_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edd21fe5db7bd_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edd909f0317c6_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edea4b52c08f0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee30e391495a4_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee95cc60ef682_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eecf5410ec609_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eeedc4f36b08b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eef55f39a9728_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef182d4e2bcd7_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efc87faa4936a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efe37e208acdb_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2effeda0001f3b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e31a5e71c5931_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e35ae30c5b5d0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e423048ff368f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e62867e6f5842_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6aa444d592c8_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e8c320fff9764_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec356a4b47357_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec6f9884145e5_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec8096cab1310_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecc3e6ff97d30_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed9a79675bbf6_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edc193a6e46e8_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee12572ab5547_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef301316c846d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efca4a2eed4c0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efd01eb98311f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e00fd5752216b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e131e53423bb8_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e1dc7ff801372_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e238e1e5aabab_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e27a9c6a89a90_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e2a5fc28e1b8e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3de6cc3b4ada_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3f16d8d950fd_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e6a1ca0332fd4_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e8059eb3fd66c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e9e573ba9911f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb53bb9098208_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed2e011b222fd_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed81b8c1144af_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e00d86cf58d05_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e08128339a645_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0b8c72bd59be_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0f9fd0197d66_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e11b4609fdd36_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1218ad9a3ece_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13950163a08d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e191252134dd4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1da2c88a15d2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1ed82e24ee75_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e23fd21cdc182_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e27aa50d597ae_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b17fc3b6544_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b46c43e11c5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2d47007d8d0c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e37ec48fb7954_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e41133a54681f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e45bd2971c207_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e469c97ffa686_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e481481d99296_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4a4f7c06eda6_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e515b16b21054_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5d11d89c8f4b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6b6cda555e6d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e710b282f7125_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7b6718f471de_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7dededef7793_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7ea122e42374_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e81c4440e29b2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e86ca05cdae4e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e87d4e4a4279b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8bd809d2e2d0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e96f12b052da8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea60da28f94ef_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eaa5cc87878ab_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eac405d5eeea4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eac8a8fb7b9f7_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb0677091c83e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb78b36edfd9d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec4284a7e54c0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec624fc9c7794_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec8a1376f5888_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed5390bfc6289_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee0ff8c1b067b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef02100cb9b8c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef2eae5ac27d1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efba0abd78045_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efe9d4f4b2991_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0df7c00b3798_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e173f00343e5e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e30ef312cd13a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e35a7c871bedb_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e35ccc7805bcf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e428654dc245e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4c5b49e5eff7_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e61d419b92640_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6241c8df4a96_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e66df934db79f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ea1beff3ed2d6_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ea5118c392874_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ebb970168e4fb_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef201a55502be_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef2e0b6ef34b8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eff1ea93787c2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e143446a6fe3b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e198e6ab670aa_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e1e25f6b6656a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e79985bc37e44_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7a5d95e759fd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e82328100418a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb00967cd1d54_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec7bb23213893_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ecbc14feb2fef_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ecff80a8f84fa_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed7fdc0736136_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eeb724b56b3be_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef04c763361c0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef877f9c741aa_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v3_entries(int i, uint32_t* count) {

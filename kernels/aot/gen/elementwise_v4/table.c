@@ -6,166 +6,166 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e015948a4cd00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0feae234bdbd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e103d583e727c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1288a2ec2723_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18eda10acc89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2c45b5098cae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2f276147481b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e31cf89d47c62_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e35d760f60daf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e449953e9fa90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4543594f2473_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6007493f8b3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e62cf10b116be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6aaadb4fd0b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c394d88c8c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e701aaee44b6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e70d92df9e48c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e73347e71e444_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7a4157498fff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7e2791f13159_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e86ba46bcf3d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8a5ae9cc80bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e90daaf3f99e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e98fc14d565e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9a0aebe16941_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9fc6b6cea332_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea88588cdf3e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eab9c5550f301_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eaba02175ab60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eabc427dbceb1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb18f68507d78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb33a0ec9d73e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb724b804b42f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb7ea4e3de8dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebb6af064dcd7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebd1917fb5fcf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebd9bd6531687_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec13e34d8dc38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec18e7bb548e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec8c579845de1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec8ff3247a8a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed9fa7f8ad1a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ede4d50efd8fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee07c5de2e4fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee8010a37307b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eed3d7231deae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef6b6caa4c5dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef7af46f9bd51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e079d0fb5dfc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0ee4b6b0a94c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e211d1f1c86e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e317df0f275fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e38302a9b1cbd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4844c34c8b13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8d7c979b2ec6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9318b904d59c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9c3072f79e88_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eac2cab5e54fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd09f22d7c44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed4b80c1e8190_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee2ba481d50b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee4d85ac85c75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eecffee4ed040_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2efcb764e526a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0661738a42d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0dc17fe2661f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e34a9584c39e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e37048618666d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4dddc5bce9bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e73a406f2d8a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e76a002d9eea1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e80fdec77b809_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e849aa33b67ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e89d1056aa062_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eabbf9e8e95e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ebb5aaaf5a006_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee3560ba4ff2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eeaffa7fb196c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e03c06aca5004_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e16bcbb5f60ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18f9fd830b74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e192608fd0300_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1a98bf09f236_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1ad860c03559_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1fdb33334d5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e20782d0251e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e21aed2f6fcae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2606b419f372_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e33c5153fd3b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3e4512ed6241_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e41c53956e69a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e41eda9b8be15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e45c77fb0301d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4a4081b46911_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4d054a98c190_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e583c2418efe3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e64c3206f1519_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c0a8700ca06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e72f1085c7466_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e73c3d7e173fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7483f090ec33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7711f226a705_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7e1206e7134b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7e9dd9cda1b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8b3b5ccf44dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8d03537115ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91670c08d697_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91f3329eb50c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9be2734e2cfb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea24cec476c5b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea568137c465e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eaaaea2a22adf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eac434b7673e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb007756891a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec462a49ae89d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed36d7ce5fb2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed3b47c1bd4fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee80b31216b7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea3bfc778528_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeafac161d722_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eebdde8710783_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef187d533aeb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef9a5b1262a37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efe0bdee63cfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efe4e259748c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2effd2999a41f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e03dfcf944e0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0682303fd66e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e25572daafbf0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e28b32a809fbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e356599cf21c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e39652ce16eca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4bdcb289fb89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e6cd0e7ad2c48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e77ab83025b57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9655b0d51510_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea6faf3c024aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ead988fb20c51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb259928357c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd4ce5904389_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec2455ed9c2ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2efc5f00e94aad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0c727045b0a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e362cf0f02d43_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3cdcdb13283f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e560c7116f00e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e635a7ff9b4e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e7f8c81b1af1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e83cb2f31eb37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8d1b23e5d9ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea3b88bdae6b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea94689a37eb3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb64200f9337b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ed93fc14bb83b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ede6a19294c0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee38a0356a960_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e015948a4cd00_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0feae234bdbd_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e103d583e727c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1288a2ec2723_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18eda10acc89_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2c45b5098cae_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2f276147481b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e31cf89d47c62_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e35d760f60daf_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e449953e9fa90_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4543594f2473_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6007493f8b3f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e62cf10b116be_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6aaadb4fd0b3_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c394d88c8c9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e701aaee44b6e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e70d92df9e48c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e73347e71e444_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7a4157498fff_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7e2791f13159_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e86ba46bcf3d7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8a5ae9cc80bc_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e90daaf3f99e3_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e98fc14d565e4_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9a0aebe16941_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9fc6b6cea332_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea88588cdf3e8_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eab9c5550f301_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eaba02175ab60_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eabc427dbceb1_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb18f68507d78_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb33a0ec9d73e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb724b804b42f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb7ea4e3de8dc_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebb6af064dcd7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebd1917fb5fcf_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebd9bd6531687_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec13e34d8dc38_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec18e7bb548e3_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec8c579845de1_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec8ff3247a8a2_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed9fa7f8ad1a8_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ede4d50efd8fc_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee07c5de2e4fa_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee8010a37307b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eed3d7231deae_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef6b6caa4c5dd_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef7af46f9bd51_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e079d0fb5dfc5_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0ee4b6b0a94c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e211d1f1c86e3_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e317df0f275fd_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e38302a9b1cbd_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4844c34c8b13_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8d7c979b2ec6_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9318b904d59c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9c3072f79e88_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eac2cab5e54fe_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd09f22d7c44_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed4b80c1e8190_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee2ba481d50b7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee4d85ac85c75_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eecffee4ed040_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2efcb764e526a2_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0661738a42d9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0dc17fe2661f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e34a9584c39e6_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e37048618666d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4dddc5bce9bb_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e73a406f2d8a1_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e76a002d9eea1_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e80fdec77b809_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e849aa33b67ca_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e89d1056aa062_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eabbf9e8e95e7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ebb5aaaf5a006_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee3560ba4ff2d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eeaffa7fb196c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e03c06aca5004_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e16bcbb5f60ac_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18f9fd830b74_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e192608fd0300_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1a98bf09f236_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1ad860c03559_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1fdb33334d5a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e20782d0251e0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e21aed2f6fcae_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2606b419f372_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e33c5153fd3b0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3e4512ed6241_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e41c53956e69a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e41eda9b8be15_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e45c77fb0301d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4a4081b46911_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4d054a98c190_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e583c2418efe3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e64c3206f1519_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c0a8700ca06_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e72f1085c7466_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e73c3d7e173fc_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7483f090ec33_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7711f226a705_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7e1206e7134b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7e9dd9cda1b0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8b3b5ccf44dc_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8d03537115ba_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91670c08d697_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91f3329eb50c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9be2734e2cfb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea24cec476c5b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea568137c465e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eaaaea2a22adf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eac434b7673e4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb007756891a0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec462a49ae89d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed36d7ce5fb2a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed3b47c1bd4fa_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee80b31216b7d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea3bfc778528_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeafac161d722_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eebdde8710783_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef187d533aeb9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef9a5b1262a37_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efe0bdee63cfe_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efe4e259748c9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2effd2999a41f6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e03dfcf944e0b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0682303fd66e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e25572daafbf0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e28b32a809fbf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e356599cf21c5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e39652ce16eca_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4bdcb289fb89_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e6cd0e7ad2c48_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e77ab83025b57_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9655b0d51510_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea6faf3c024aa_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ead988fb20c51_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb259928357c9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd4ce5904389_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec2455ed9c2ff_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2efc5f00e94aad_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0c727045b0a0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e362cf0f02d43_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3cdcdb13283f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e560c7116f00e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e635a7ff9b4e7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e7f8c81b1af1e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e83cb2f31eb37_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8d1b23e5d9ea_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea3b88bdae6b9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea94689a37eb3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb64200f9337b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ed93fc14bb83b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ede6a19294c0f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee38a0356a960_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v4_entries(int i, uint32_t* count) {

@@ -6,90 +6,90 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0418b4714e68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e149ca20beca0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e187b4480f9f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e1a7004bc94fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e227ada7fae25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e2e978dc58e1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e39dc1cc50b50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e460a118bf5eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e49379aaa618d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e4dbedc0f3ec7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e51248154a282_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e55e7656748ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e593365a9be1d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e5c55f3bd418f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e63a90d1d1775_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e694848fae98d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e6cbafd4c3bc6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e7cf9c954c542_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e830bd2f95f52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e8c99cc00bba9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e8d0e5340254b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e90413818a5df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e912142597733_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e957fd77a1731_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ea43019f67fe6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ea5872b1718b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eaa8ad19adba5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ebd1d922ba8c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ebfb28abe0af1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ec222aa8ab693_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ec4ad44f891a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ec791b13e2305_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ecb86585c3c5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ecf381aa40149_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed65c8f1c9329_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2edac5398ce6a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef484c13c9688_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef734df5dd6fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef9b7e9af78f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2efea515dbe19f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e04cc4c939418_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0733967d878c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0f41dc1719c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e1630ff0a1194_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e18aff9092e41_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e25b3adc250d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e28ec8fea8c1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e31a983ef2abf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e322b8a1d3878_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e3e5f03649d9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e450eb55f3d22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e55e4531ec812_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e581d8c583692_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e5e08a04699af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e624604ab139f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e685ff67c2ae5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e6d6167c8f177_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e75880b54ecb3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e771366f7eeed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e7726b764b0e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e81f6dd2e1fdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e8c5e1e9b1cae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e92fa128a119d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e9e5a15b9e222_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e9f1cd7ff63b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ea1adf0ed8871_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ea63afe3051b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eaa9182360bd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eab85e6b4fcdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eb15bfcdd2a21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eb43153c081e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ec4e80d93a4b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed174dcf903bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed2994d8f8fad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed5870cec3a50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2edda9fa2f3174_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ee144ff23bba2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eeb8eb4253d6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef49bbcc8b477_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef801b1714513_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0418b4714e68_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e149ca20beca0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e187b4480f9f6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e1a7004bc94fa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e227ada7fae25_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e2e978dc58e1b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e39dc1cc50b50_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e460a118bf5eb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e49379aaa618d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e4dbedc0f3ec7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e51248154a282_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e55e7656748ec_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e593365a9be1d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e5c55f3bd418f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e63a90d1d1775_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e694848fae98d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e6cbafd4c3bc6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e7cf9c954c542_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e830bd2f95f52_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e8c99cc00bba9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e8d0e5340254b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e90413818a5df_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e912142597733_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e957fd77a1731_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ea43019f67fe6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ea5872b1718b3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eaa8ad19adba5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ebd1d922ba8c1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ebfb28abe0af1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ec222aa8ab693_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ec4ad44f891a3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ec791b13e2305_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ecb86585c3c5a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ecf381aa40149_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed65c8f1c9329_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2edac5398ce6a1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef484c13c9688_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef734df5dd6fa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef9b7e9af78f8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2efea515dbe19f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e04cc4c939418_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0733967d878c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0f41dc1719c0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e1630ff0a1194_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e18aff9092e41_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e25b3adc250d7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e28ec8fea8c1b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e31a983ef2abf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e322b8a1d3878_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e3e5f03649d9f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e450eb55f3d22_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e55e4531ec812_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e581d8c583692_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e5e08a04699af_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e624604ab139f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e685ff67c2ae5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e6d6167c8f177_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e75880b54ecb3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e771366f7eeed_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e7726b764b0e5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e81f6dd2e1fdf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e8c5e1e9b1cae_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e92fa128a119d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e9e5a15b9e222_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e9f1cd7ff63b4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ea1adf0ed8871_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ea63afe3051b2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eaa9182360bd0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eab85e6b4fcdc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eb15bfcdd2a21_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eb43153c081e8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ec4e80d93a4b7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed174dcf903bd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed2994d8f8fad_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed5870cec3a50_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2edda9fa2f3174_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ee144ff23bba2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eeb8eb4253d6c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef49bbcc8b477_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef801b1714513_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_gemm_gpu_v3_entries(int i, uint32_t* count) {

@@ -6,90 +6,90 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e006199a2fc51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e05b4caba3e91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e0750967cfd70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e13e4e206b42e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2895c57fbc74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e347ff67b3f70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e37c718ecd673_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e3aa6e62f322f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e3cc917da507f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e3e547e646b97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e431ca2fadd82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e5075f1ab900d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e56df88230799_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6314577568b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6a3c2dbb3fca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6bdb27e4025a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6c23e88e6e06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6c8561480bb3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e706a3c6a54c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e7c23728e0641_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e7cbc09cea18f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e8a2d1f3488d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9bac6c2325e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9dc57522d2a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea018ce3f2e31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea4f116b2bc8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea58428daecaf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea87ced1d1e3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eade80d6e5c99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eb9994e9e4c97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ebb255a17b3a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ecfe5b319138b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed11aa54a0930_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed90b91148df6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee26c29c3307b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee3b848527318_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee56ba8c2c3b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ef6dde25d18ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2efdde1053251e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eff1c283f372a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e00e9d5148bb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1277028b936d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1570759114ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1955bc8324f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1c7ac87d0c9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2748131fbb80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2d4d0c33912f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e39ecc3fb0bc3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e43844f4595e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e457a07736a15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e5f51fbc7308d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6583980fbbc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e68272a790fb3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e69b881bb2f9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6a8769313d37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e7b83ef48a670_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e82163baec31e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e89a21bd1feca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e8dee02d33307_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e8fc5528d7ee4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9e45a59df0a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9eb016e87414_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea532dbcd3a66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea8031f67102b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea86b07196031_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eb216799db627_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ec375eba7e81d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ec3d5f18f1007_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed12eb6b40e5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed238e7aee128_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed6cc3ba797d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed704e494d2de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed73024fcd68f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2edd25c42dcea2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2edf66e8841449_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee1953c0279a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee398a014d1d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee41300593022_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ef8599f40b5ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eff2ad284dfa6_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e006199a2fc51_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e05b4caba3e91_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e0750967cfd70_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e13e4e206b42e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2895c57fbc74_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e347ff67b3f70_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e37c718ecd673_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e3aa6e62f322f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e3cc917da507f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e3e547e646b97_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e431ca2fadd82_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e5075f1ab900d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e56df88230799_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6314577568b3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6a3c2dbb3fca_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6bdb27e4025a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6c23e88e6e06_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6c8561480bb3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e706a3c6a54c1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e7c23728e0641_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e7cbc09cea18f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e8a2d1f3488d9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9bac6c2325e3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9dc57522d2a6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea018ce3f2e31_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea4f116b2bc8d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea58428daecaf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea87ced1d1e3a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eade80d6e5c99_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eb9994e9e4c97_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ebb255a17b3a6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ecfe5b319138b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed11aa54a0930_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed90b91148df6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee26c29c3307b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee3b848527318_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee56ba8c2c3b6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ef6dde25d18ab_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2efdde1053251e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eff1c283f372a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e00e9d5148bb1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1277028b936d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1570759114ae_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1955bc8324f4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1c7ac87d0c9f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2748131fbb80_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2d4d0c33912f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e39ecc3fb0bc3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e43844f4595e7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e457a07736a15_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e5f51fbc7308d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6583980fbbc4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e68272a790fb3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e69b881bb2f9e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6a8769313d37_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e7b83ef48a670_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e82163baec31e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e89a21bd1feca_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e8dee02d33307_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e8fc5528d7ee4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9e45a59df0a8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9eb016e87414_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea532dbcd3a66_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea8031f67102b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea86b07196031_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eb216799db627_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ec375eba7e81d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ec3d5f18f1007_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed12eb6b40e5d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed238e7aee128_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed6cc3ba797d6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed704e494d2de_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed73024fcd68f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2edd25c42dcea2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2edf66e8841449_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee1953c0279a1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee398a014d1d9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee41300593022_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ef8599f40b5ce_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eff2ad284dfa6_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_gemm_gpu_v4_entries(int i, uint32_t* count) {

@@ -6,68 +6,68 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e861c2a315288_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e9d51e1534f77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ec8ac4c3aca27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2edf7ff27a6090_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e2702f3bcdf95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e2c7206010125_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ea4d1a59b60ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0705df9acce4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0db314f574a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0f6fe29b78c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2d3a42e3b712_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4d9065a6febc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e605a7015e13d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e996ecd936b4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb42fbadfc63a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ebf61131a473b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed2df2daf3a02_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed7f2f11cfb47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed8e621df828c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed92ea4f21ba7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef22b07052480_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e0645626efea0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e82694eefd69b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e89768d08ed98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e8cf2ae73738a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9121cf4511e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9d60091a64bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ea4a7078efd7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2eab83f05bf5a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e3e811d64032d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e5f4b93a43ab9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2edea91b410ae0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ef80990355331_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e59a8c2ef5319_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2efd5f129eef9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e8d11a228d13f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e1a60a798fb74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e314f77f3e732_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e39a5aee25bcd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4ccae4234b4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4e1319b38ad0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4fd42575dd88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e69d4855eedea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e736774cfb92f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e764d469d28fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eacd09ae0bbee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb0c2c7421c11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb45ff52fa08f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed150607a6a45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ee4f2342bdc7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e0614e9fb8172_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e1eafbc059dea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e2079d49dac53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e4d9268221523_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e97395a2b8a9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9b28743bb8fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ea93d076c1882_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ee3d8e29b04d4_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e861c2a315288_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e9d51e1534f77_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ec8ac4c3aca27_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2edf7ff27a6090_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e2702f3bcdf95_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e2c7206010125_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ea4d1a59b60ce_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0705df9acce4_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0db314f574a1_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e0f6fe29b78c1_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2d3a42e3b712_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4d9065a6febc_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e605a7015e13d_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e996ecd936b4e_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb42fbadfc63a_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ebf61131a473b_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed2df2daf3a02_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed7f2f11cfb47_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed8e621df828c_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed92ea4f21ba7_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef22b07052480_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e0645626efea0_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e82694eefd69b_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e89768d08ed98_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e8cf2ae73738a_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9121cf4511e7_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9d60091a64bc_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ea4a7078efd7f_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2eab83f05bf5a3_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e3e811d64032d_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e5f4b93a43ab9_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2edea91b410ae0_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ef80990355331_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e59a8c2ef5319_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2efd5f129eef9b_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e8d11a228d13f_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e1a60a798fb74_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e314f77f3e732_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e39a5aee25bcd_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4ccae4234b4e_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4e1319b38ad0_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4fd42575dd88_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e69d4855eedea_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e736774cfb92f_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e764d469d28fb_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eacd09ae0bbee_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb0c2c7421c11_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb45ff52fa08f_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed150607a6a45_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ee4f2342bdc7b_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e0614e9fb8172_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e1eafbc059dea_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e2079d49dac53_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e4d9268221523_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e97395a2b8a9f_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9b28743bb8fb_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ea93d076c1882_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ee3d8e29b04d4_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v3_entries(int i, uint32_t* count) {

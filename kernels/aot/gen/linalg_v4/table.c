@@ -6,68 +6,68 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e05b5a1e73a84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e9e4bfccc583b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ed70fb65d70ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ef58c45484d86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb8b16f9982ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2efcb079a7bb6a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e3449ad7d05e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0084580b0353_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e145a78b3a7ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e282fa631a7f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e33cb8702f31b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e390df6f038c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e4ad2ee8d4fd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5adb85f2ad61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e6c08c3ecb1a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9343bd181c84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9744174e73f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb64d19d36cac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebbe7a577bf4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ecf44f29efe8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef5c23db941ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e55d423bef1bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e6f949407ef22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7946e5d65def_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e8bec50d6443e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eb6c66b864ba1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ecd9f82d4ac49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eeb492bb1caf6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ef37eeeff2748_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e2017f7dc8256_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e230949c54022_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eaee14a75c916_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ee671b71f5c04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e36f31d6ba893_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e8100c1e1ef7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e0ff1f8839c10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0188707ec2b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2c2e1a0c1e42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2d72881570ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e361d5394f523_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e44e8298e2bb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e528d83e2cef9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7d598c880051_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e842ab1c5f626_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9091a675a34e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eba08a4eeb891_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebc8c0da956b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec3bc7423a78c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ed7c694883aa3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2efd2d227b26b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e306c3f58829a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e5a5359e7180e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7025653a900e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7e7b79372c15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eaf4b4d742cca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ec09751291412_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ec6500b3d3a2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ed6f77cfcda38_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e05b5a1e73a84_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e9e4bfccc583b_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ed70fb65d70ab_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ef58c45484d86_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2eb8b16f9982ab_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2efcb079a7bb6a_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e3449ad7d05e3_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0084580b0353_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e145a78b3a7ae_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e282fa631a7f3_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e33cb8702f31b_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e390df6f038c6_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e4ad2ee8d4fd2_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5adb85f2ad61_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e6c08c3ecb1a4_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9343bd181c84_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9744174e73f8_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb64d19d36cac_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebbe7a577bf4f_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ecf44f29efe8c_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef5c23db941ca_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e55d423bef1bc_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e6f949407ef22_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7946e5d65def_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e8bec50d6443e_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eb6c66b864ba1_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ecd9f82d4ac49_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eeb492bb1caf6_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ef37eeeff2748_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e2017f7dc8256_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e230949c54022_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eaee14a75c916_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ee671b71f5c04_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e36f31d6ba893_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e8100c1e1ef7b_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e0ff1f8839c10_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0188707ec2b2_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2c2e1a0c1e42_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2d72881570ab_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e361d5394f523_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e44e8298e2bb9_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e528d83e2cef9_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7d598c880051_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e842ab1c5f626_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9091a675a34e_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eba08a4eeb891_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebc8c0da956b4_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec3bc7423a78c_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ed7c694883aa3_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2efd2d227b26b0_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e306c3f58829a_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e5a5359e7180e_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7025653a900e_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7e7b79372c15_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eaf4b4d742cca_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ec09751291412_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ec6500b3d3a2d_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ed6f77cfcda38_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v4_entries(int i, uint32_t* count) {

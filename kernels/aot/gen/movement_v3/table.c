@@ -6,306 +6,334 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e08f088242307_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e2a65690d8de3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e35b94e49cad5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3cf2b7bed37d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e43d756a2d224_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e737f551a146e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e74bb67833c89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e75e2fb54c259_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e88368fe44434_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8e21b00562e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e90eceb178cfe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e9972ae2a34fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eb8a0ab275a88_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebd29abf5aaf1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec56cacf6c9a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e0aa38b009547_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e1f1ec39a51f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e70c7bacf4129_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e7d4e9214fb8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e52072678575f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e66fba6e57f7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7aea48acbd29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ed9fcbd420e9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ef5e5e44a0131_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1915d2c47baa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2ce89edcaea0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e399a20ac1056_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5c4a87ba7958_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5f3ee0f5bcbc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6dfd0f041228_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6ecd00b1cbb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e722294f2a72f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7f53e0d207f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8938e32fa18b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e93c8cd8c174d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9a1851a2334f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea4e741199dc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea9826d6511c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eacbbfca4dfc9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eafa02759ba23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb6bca7efd659_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ebdc3691ed0ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec6518645d1b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eca48336f481a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee646bf22672c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eee342d55ed9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eef8ed7519dfd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efc6622f8b6e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e00e04bd66e53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e035109d6f8eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e07f80ea05ef8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e12319c798826_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1b6d840b1538_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e408632d905c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5fb689a751e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e807f5f712051_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e87f1f637c4d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8b9621285ca9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8d7a722acae1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8dd455b684d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8e678d5687fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea54133cf7a09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea87daa36c046_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eae843510cca4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb032d552e189_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eba4e2541ad7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebdd443f6ce05_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec2deab3999ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec3172550b139_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec64f3a5decb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec6cfd3b29b18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed72b0664ce3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed78c12ed9924_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed7db619fd9e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed810552b32a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edcdfa6ff6137_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eea1a241b5004_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef8e26d18a4f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efa8b6ce2ce36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efe11a5906762_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0a41d8d0790c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0fc383d73557_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1de6a8f2143a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e22b44247dec5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e23c911cd6b7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2829aba1dcf7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2d827824c58e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e31f222f597b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e35a8ed713fc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e368a4b59fc85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3e205ee65652_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e41e5c01dd897_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4ab49865dd59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e50b61308572e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e50d330f6be7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e55294d78278c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e56ae381adfe8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e59198a11e283_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5d7eb1cb697e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e61775eca4757_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6de90a1e69b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6dee2b5f332b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e702f5936df8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e76da8e2bf9ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7ebec2ae2731_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8090df670e52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e83ecadaffa4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8486668a55b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8c026a571cc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8d9d9e9d328e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9205dbdcf251_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e93e0fee0c962_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e947391fadd90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9f2ae5b91c55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea38dc80db6a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea764e0f75e5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaa69759c95f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eabdb3d3db0e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eac987514d64c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eae5a666210f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eae5b05944263_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb13049f2c635_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb46908cfd050_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb70826c9103e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec51a202e2fc9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecdf4a3199542_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed148ce392cd4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed793ab9a2a54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed88dd80be400_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eda421eb38072_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eda702650e292_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc12f827d63e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee5468eeecd62_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef081f6636654_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef87041fefe31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef9c93737f8a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0e5df2e1cf44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e174118d6025a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e335ed7336d89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e488e2665fdf0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e537c3863eee3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea37e2ee08c29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eae6ae70a16da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb484f974707a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed8648ff078e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edf297e6fd123_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee1c2119fc225_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef7659fe95517_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e23c295024fc0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e2a0d212d3e6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e333b6ea5e293_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3f333bdb4121_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4664accb6c8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e483963667aa3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e55111687b3a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e6afc207ce45d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e77c17249ecb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea4875ebd4c1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea779aed6ee75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea79700a05bc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eb4eb27046fbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eba86c48b9547_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee888b2f36a38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e1dec2559a611_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ea3bb6c87f1ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2edcf86c8b839c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ee484291541a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e0ade0e8157db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e52d7bd69fea4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e5dea6398a8b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ea8e86ef27ca7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eac7061ef443a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0bb797fc6122_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e14e849509ddc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1806ceab782d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2f0c78e1a819_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e49ac66beb92c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5f241a8e54b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6893594078ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6ed0205fa832_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7404b4b36438_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e772faf311a65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e82023f1e0f1c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e84554c3c3015_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8d045705b096_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8d63a7a4889a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e908738e6fd9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9a8177427fae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9a98f10ddb36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eaa14d4a729ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eaa3a0ccb6b18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec1aac2998546_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec9328f9f86a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecd96d07c4bce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed4b587276a15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eddab96deb976_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0ad2347b5c3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0afadd42ca9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0d71161b3f3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1c2dd81881d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e211b62d566a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e269519fd1d22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e27b80ee31f74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e32ae4ce52ad0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3927cf9b2a9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e40bc0bb4b770_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4c7cff9f7b5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4fee35f66b32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e593a1a11dcf7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7c0b173df7a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7c6c5131e854_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e90081899cdd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e903911e4d994_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e92158fffb7e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea3ca218435e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea4ae914e92b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea6380e548972_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb1feb25df73b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb9159d638b28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebd445ac2a3a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed03a9af9567d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed38bba3c6021_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed700a0f6e180_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed83ad33c7024_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edc858399f84d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef2256360901f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efced70fc001c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efff08e3fe460_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e058af6788c56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0c9cf490811e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0f327b31902c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e10a90cd68685_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1da45e258495_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1efebe62527e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2205a577088d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e25cccf7ae844_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e26af23524572_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2723119fb66f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2ba46c56df12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2d197a2b260d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2eb4888d097f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2f1d46b8ecc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e30fb3f4ddce2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e32397a45817d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e344fc3fbb83a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e36e08f2f64f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e390d41d2c36a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3942ca2758e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3bc5ac369911_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3d5a46e3ec2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e42425252a64e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4d083192047f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e51e29dd8a49f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5283716551b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e52d351d14948_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e566f4748931a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5ec34178f8bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6143e748bde1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e65ac53629677_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6b01c0a98f0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6d1149d7808e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6ffb648f7063_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e760af11cfd2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7ba8c8e10923_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7bd140cff0f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7cab91a6ecc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7f2b9a331eea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e884c379faf5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8a592a40a8dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8c7dd60754c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8fbeb854ee99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e994ccbab6c7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9a8d000f972c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9f95f820c35f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea5f5202d07e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea7c8e49aff67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eab9ab59fb4aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb14fc2172295_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb1f2b2947db9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec1ae9acd2e5b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec98d527ed340_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecab27a8471e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecbdd5a76a2e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecc16d426b937_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed18caf377141_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed7a5305b8b85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed9724a21b486_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edcec22330d1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edd5ff1b44ac8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee67ec1ac9d52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec4cf50cb86d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eee46113e0e03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eefe00fa25e24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef34286bbc43f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef3a9da6544a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef9ccf841773c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efed526b90bb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eff3074081b1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e13b93cc9ff40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e158451d054d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e18bac977231b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2a45b0aab41e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e60463dc0f735_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e61698e01bbcd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e68a589f7bb09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e88c019e22fa8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb094e2c4bc55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ecb28eaa749a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed9eab36bfccd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef6dad4ddd472_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e08f088242307_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e2a65690d8de3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e35b94e49cad5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3cf2b7bed37d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e43d756a2d224_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e737f551a146e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e74bb67833c89_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e75e2fb54c259_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e88368fe44434_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8e21b00562e1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e90eceb178cfe_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e9972ae2a34fa_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eb8a0ab275a88_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebd29abf5aaf1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec56cacf6c9a8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e0aa38b009547_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e1f1ec39a51f5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e70c7bacf4129_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e7d4e9214fb8e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e52072678575f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e66fba6e57f7e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7aea48acbd29_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ed9fcbd420e9f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ef5e5e44a0131_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1915d2c47baa_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2ce89edcaea0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e399a20ac1056_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5c4a87ba7958_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5f3ee0f5bcbc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6dfd0f041228_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6ecd00b1cbb2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e722294f2a72f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7f53e0d207f3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8938e32fa18b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e93c8cd8c174d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9a1851a2334f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea4e741199dc8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea9826d6511c2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eacbbfca4dfc9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eafa02759ba23_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb6bca7efd659_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ebdc3691ed0ab_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec6518645d1b8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eca48336f481a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee646bf22672c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eee342d55ed9b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eef8ed7519dfd_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efc6622f8b6e9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e00e04bd66e53_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e035109d6f8eb_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e07f80ea05ef8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e12319c798826_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1b6d840b1538_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e408632d905c2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5fb689a751e2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e807f5f712051_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e87f1f637c4d3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8b9621285ca9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8d7a722acae1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8dd455b684d1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8e678d5687fc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea54133cf7a09_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea87daa36c046_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eae843510cca4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb032d552e189_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eba4e2541ad7a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebdd443f6ce05_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec2deab3999ba_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec3172550b139_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec64f3a5decb9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec6cfd3b29b18_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed72b0664ce3c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed78c12ed9924_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed7db619fd9e5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed810552b32a2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edcdfa6ff6137_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eea1a241b5004_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef8e26d18a4f2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efa8b6ce2ce36_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efe11a5906762_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0a41d8d0790c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0fc383d73557_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1de6a8f2143a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e22b44247dec5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e23c911cd6b7b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2829aba1dcf7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2d827824c58e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e31f222f597b7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e35a8ed713fc2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e368a4b59fc85_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3e205ee65652_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e41e5c01dd897_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4ab49865dd59_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e50b61308572e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e50d330f6be7e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e55294d78278c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e56ae381adfe8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e59198a11e283_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5d7eb1cb697e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e61775eca4757_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6de90a1e69b4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6dee2b5f332b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e702f5936df8b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e76da8e2bf9ee_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7ebec2ae2731_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8090df670e52_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e83ecadaffa4c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8486668a55b4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8c026a571cc2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8d9d9e9d328e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9205dbdcf251_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e93e0fee0c962_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e947391fadd90_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9f2ae5b91c55_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea38dc80db6a0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea764e0f75e5e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaa69759c95f5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eabdb3d3db0e1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eac987514d64c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eae5a666210f8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eae5b05944263_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb13049f2c635_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb46908cfd050_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb70826c9103e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec51a202e2fc9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecdf4a3199542_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed148ce392cd4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed793ab9a2a54_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed88dd80be400_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eda421eb38072_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eda702650e292_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc12f827d63e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee5468eeecd62_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef081f6636654_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef87041fefe31_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef9c93737f8a7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0e5df2e1cf44_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e174118d6025a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e335ed7336d89_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e488e2665fdf0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e537c3863eee3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea37e2ee08c29_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eae6ae70a16da_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb484f974707a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed8648ff078e0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edf297e6fd123_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee1c2119fc225_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef7659fe95517_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e23c295024fc0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e2a0d212d3e6f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e333b6ea5e293_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3f333bdb4121_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4664accb6c8b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e483963667aa3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e55111687b3a2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e6afc207ce45d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e77c17249ecb0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea4875ebd4c1a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea779aed6ee75_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea79700a05bc5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eb4eb27046fbf_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eba86c48b9547_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee888b2f36a38_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e1dec2559a611_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ea3bb6c87f1ef_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2edcf86c8b839c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ee484291541a1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e0ade0e8157db_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e52d7bd69fea4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e5dea6398a8b4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ea8e86ef27ca7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eac7061ef443a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0bb797fc6122_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e14e849509ddc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1806ceab782d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2f0c78e1a819_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e49ac66beb92c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5f241a8e54b7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6893594078ca_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6ed0205fa832_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7404b4b36438_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e772faf311a65_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e82023f1e0f1c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e84554c3c3015_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8d045705b096_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8d63a7a4889a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e908738e6fd9e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9a8177427fae_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9a98f10ddb36_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eaa14d4a729ac_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eaa3a0ccb6b18_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec1aac2998546_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec9328f9f86a4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecd96d07c4bce_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed4b587276a15_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eddab96deb976_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0ad2347b5c3e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0afadd42ca9f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0d71161b3f3f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1c2dd81881d8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e211b62d566a9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e269519fd1d22_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e27b80ee31f74_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e32ae4ce52ad0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3927cf9b2a9a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e40bc0bb4b770_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4c7cff9f7b5d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4fee35f66b32_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e593a1a11dcf7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7c0b173df7a3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7c6c5131e854_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e90081899cdd0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e903911e4d994_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e92158fffb7e2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea3ca218435e4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea4ae914e92b8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea6380e548972_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb1feb25df73b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb9159d638b28_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebd445ac2a3a3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed03a9af9567d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed38bba3c6021_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed700a0f6e180_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed83ad33c7024_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edc858399f84d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef2256360901f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efced70fc001c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efff08e3fe460_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e058af6788c56_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0c9cf490811e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0f327b31902c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e10a90cd68685_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1da45e258495_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1efebe62527e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2205a577088d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e25cccf7ae844_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e26af23524572_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2723119fb66f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2ba46c56df12_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2d197a2b260d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2eb4888d097f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2f1d46b8ecc9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e30fb3f4ddce2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e32397a45817d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e344fc3fbb83a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e36e08f2f64f7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e390d41d2c36a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3942ca2758e8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3bc5ac369911_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3d5a46e3ec2e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e42425252a64e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4d083192047f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e51e29dd8a49f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5283716551b7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e52d351d14948_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e566f4748931a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5ec34178f8bc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6143e748bde1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e65ac53629677_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6b01c0a98f0e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6d1149d7808e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6ffb648f7063_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e760af11cfd2c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7ba8c8e10923_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7bd140cff0f5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7cab91a6ecc5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7f2b9a331eea_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e884c379faf5d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8a592a40a8dc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8c7dd60754c1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8fbeb854ee99_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e994ccbab6c7c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9a8d000f972c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9f95f820c35f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea5f5202d07e7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea7c8e49aff67_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eab9ab59fb4aa_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb14fc2172295_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb1f2b2947db9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec1ae9acd2e5b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec98d527ed340_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecab27a8471e9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecbdd5a76a2e7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecc16d426b937_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed18caf377141_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed7a5305b8b85_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed9724a21b486_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edcec22330d1b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edd5ff1b44ac8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee67ec1ac9d52_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec4cf50cb86d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eee46113e0e03_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eefe00fa25e24_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef34286bbc43f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef3a9da6544a7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef9ccf841773c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efed526b90bb0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eff3074081b1d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e13b93cc9ff40_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e158451d054d5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e18bac977231b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2a45b0aab41e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e60463dc0f735_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e61698e01bbcd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e68a589f7bb09_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e88c019e22fa8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb094e2c4bc55_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ecb28eaa749a5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed9eab36bfccd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef6dad4ddd472_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v3_entries(int i, uint32_t* count) {

@@ -6,306 +6,334 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e0086e31e8f2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e05ad317ec2a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e217420df4451_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2903afe19948_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e3a3d3a789125_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e47175117c4ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e51383288a0f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e537d94834988_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e70fb2ab81d9a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e75725424526d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e829d33ffd44a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb37f0be87dca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb4a69d54c30d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb748fd4c96db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebeb7acbf1814_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e26ee39c25e23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3fa9ab38ab82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e55ee48175946_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ea394f3d69e8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e0b6700927468_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e0dcd4c045882_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e7196fe83a3db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e7e3e6de542c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2efac1319abb9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e02c46e64ea16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0d1e138ebfdc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1e9519d610e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e20c11954c2a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e224e1df47009_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2f88955187b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e543cb2dd8db1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e68c7aa107013_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7a66a906922b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7b7cf78d4345_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7e6cc3d82db3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8123489ea77c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8413f72c2b45_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e85699dbea2f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9bcecf8e4732_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9ebc7e3f0b4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea6bea27c528d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eadf903890315_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb1944e170cbd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee60ff25863d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eefe04330fa40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef6232d168506_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efe56070c6ba2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efee6b64cfe15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e079c7d27febd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e146a6edaaf17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e154790bf1d7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1c923ace18ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2eacafbcdc3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e300402bf3575_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e350b6d81649a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e35302b9cdcfb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e37a8d1578bf7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e39a221313d23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3adc18812692_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3ca2d9b1e661_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4573dc86682c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4831003da449_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4a6591bffe47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e51f1a0e6f6be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5ce902caa0a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e62b776bfecab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7e66148e1694_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7e7e8bf7ec94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e817d212ebb62_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ca9237f0d20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e90d4047a4c7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea872f265e4df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eac045424cbae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb735815e916b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ecb7b89a5969d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed273adfb5ecc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee04be13a0f77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee2f99b217733_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee94761c84314_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef1b805e2b0ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e046f44cc05ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0a8c996921be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0db59db5a41c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e13c3f904f236_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e16e4ada375c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e16e9153b10b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1755836a971a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e185d24f34677_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1c6bca0a5cfb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e293d644f4e7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2e2fa8030e94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e304e2ff740be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3e614b4cabb1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e418b43f97dce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4346a0d501a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4d7e389cc823_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e51171373ae7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e523b1f487fb1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5578f9e01715_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5c612b21a7a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e612fc20db598_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e68484644a9fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6872629e21bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77f7497eb5d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77fbd6ee1d7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8b478b082fee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8f1f671052e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e920493c467f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9524bb75894c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e95630863ccfc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e95d46ca8dad7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e98b144aa5804_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9957ad67cd0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea160e11fab9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea671117abc8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eac4c38114661_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaf7ecd1459f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb3139c3e32f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebfadedc6a54e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec0cce8cedf3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec4cbd96cc3ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec4e51aad30b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc86df8cb0bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ece9e05e854c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecf475c393200_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecfd5385e8b1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed0194ad5ef10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edb9eb5b7ce48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edf083bfee3fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee0fe98dfb54d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee319094b0fbe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee9e4e4cddc4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eefbaaabc8010_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0729eb5cd58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef2b677435e4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef55e28fcff6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e071b50ac187f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2875aafe9568_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e38e2e28f087d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5b6f7baa46ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7fd109823845_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e81453d4269ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e91aaf32d835a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9205b7a4b2b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eab2bc1b96bd3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb267ab2d72bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ee0e92c0e963a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2efe0a8e79ed69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e0161bbac8ee4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e08637c74d64f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2ccc392aa616_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e46fb39917a36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e5ddeb58f982c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e61964f018a0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e93c26cc245a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9aa0bcc9cb73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9bac1ffba9cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9fd610852af2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea89d7e336944_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebdb87659f7ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edd7faae14b53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef4fb59f56e69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efc940ce61102_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3410c48381e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3a4bdfb117d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ec0eef65dd926_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2edbe4c61d560e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e05fc01e97355_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e202149215940_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e8780ccb8266b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e96037bfc4fcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eb8eeb8e0ffd6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e04521f1d0f73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0bf98f575276_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0cb43e7a2fc1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e257c982aed17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2ac848c238dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2bf34d9d2d1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2dd42c7bb770_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e3db5b7062ec6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4d2d0eb54b11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4e02e6e16340_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e572f4f1df672_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6f62c54f9426_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e783e6f673c61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e83c5f31f4fb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e872316d2ccc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8df4df7d5e3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e94be93455e52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9fa4e19221ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ead8598f9549e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb81949ed1917_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb8e4ec61a6c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed23d5ff6581d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eda2faa7e443b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eddb724488a85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e068713e2833b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0fd3643b0b4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e11ca88ce36d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e15e7683e0de8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1812141dc625_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2f5c6a6af656_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e354db7a64499_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e46194e9ca3a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5c29d26b6550_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e709b17a71b9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7af4636cfdbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7b5bbc8cf312_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e824ca2558873_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e875b3f6fe91a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ba81076d153_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e9ede92e76fe6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea8c4d9f7089e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ead778b34fd37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eafabc4b4a91b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb42cce65525e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb85593224f54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec827c6057f80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec935fcc82a8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed0710be00032_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed3832205a300_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed4fdeaa15e20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eda65c0fad6c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee3b0b74a6d2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee65ca3b0b30f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef5fedd4483c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef64899c1efbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef880d9a315a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e04e580751646_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e092676b27c8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e09a7a54cc621_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0cb4aeb85b92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0e9a3bcbddae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e10bf5ab40f93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e123b93872d0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e14cf67483000_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e158583653e7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2022300fb63f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e20bcda1cc6c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2142b5b60d81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e28341f50d9b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e30002fcad07a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3a59bfd70d92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3e5c7d8de2b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e411ac9e4cde0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e45baf22190b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4be20d513332_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e504e0bc52ad0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e56b341879639_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5979782a5438_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5ae03e481ea6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e609cf167d15b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e679832f6df82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6e1f0dccb75b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e717e0d38e093_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e75ecafac696c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7673e79b50bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e796da50835fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7beb2dfdc3f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e830b055fa606_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e848d0e6503e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e84bf4f1a007d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8813077a61b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8877daeced0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8ba403f75897_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8cf1bf60c616_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8fb95952b367_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e94714d87c697_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9e8a11fb5ca6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9f60c5d4e309_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea3d07fecc90a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaa2fc3291de6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaa7a2b7c9ac9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb5a63961253a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb9d542f05e93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec18bc4ad862d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec613bd11482e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecad5964715b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecb4aa144d1ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecdfd0e7fcda9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ece756e3368ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed07c1b3d66a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed7e90edb24de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed87a7847af72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edb62f1d2f353_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbdc307b19f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd418cde53d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee22d7bddf310_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee70168293ab4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eef1b17ec56c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef2fb434d14eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef50384809bc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef529c8310275_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef6eef8fe7d86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef98842254da5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efa315f6d6b37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efce446b8d14b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efeae5570358b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e01625114fea8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e036cc6ef16c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5395be956197_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e72207718c82d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e749bef183203_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e78d3359df903_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7bb4f037a322_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8712c615e578_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ebdb820e679c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed6b2c80a3c61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef95067d46ec9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2efabdfd112138_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e0086e31e8f2f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e05ad317ec2a3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e217420df4451_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2903afe19948_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e3a3d3a789125_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e47175117c4ac_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e51383288a0f5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e537d94834988_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e70fb2ab81d9a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e75725424526d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e829d33ffd44a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb37f0be87dca_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb4a69d54c30d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb748fd4c96db_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebeb7acbf1814_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e26ee39c25e23_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3fa9ab38ab82_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e55ee48175946_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ea394f3d69e8b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e0b6700927468_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e0dcd4c045882_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e7196fe83a3db_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e7e3e6de542c6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2efac1319abb9b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e02c46e64ea16_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0d1e138ebfdc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1e9519d610e6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e20c11954c2a9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e224e1df47009_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2f88955187b6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e543cb2dd8db1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e68c7aa107013_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7a66a906922b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7b7cf78d4345_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7e6cc3d82db3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8123489ea77c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8413f72c2b45_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e85699dbea2f2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9bcecf8e4732_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9ebc7e3f0b4f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea6bea27c528d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eadf903890315_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb1944e170cbd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee60ff25863d1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eefe04330fa40_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef6232d168506_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efe56070c6ba2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efee6b64cfe15_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e079c7d27febd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e146a6edaaf17_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e154790bf1d7c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1c923ace18ad_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2eacafbcdc3e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e300402bf3575_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e350b6d81649a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e35302b9cdcfb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e37a8d1578bf7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e39a221313d23_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3adc18812692_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3ca2d9b1e661_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4573dc86682c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4831003da449_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4a6591bffe47_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e51f1a0e6f6be_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5ce902caa0a7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e62b776bfecab_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7e66148e1694_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7e7e8bf7ec94_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e817d212ebb62_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ca9237f0d20_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e90d4047a4c7c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea872f265e4df_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eac045424cbae_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb735815e916b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ecb7b89a5969d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed273adfb5ecc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee04be13a0f77_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee2f99b217733_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee94761c84314_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef1b805e2b0ee_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e046f44cc05ed_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0a8c996921be_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0db59db5a41c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e13c3f904f236_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e16e4ada375c9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e16e9153b10b4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1755836a971a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e185d24f34677_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1c6bca0a5cfb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e293d644f4e7f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2e2fa8030e94_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e304e2ff740be_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3e614b4cabb1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e418b43f97dce_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4346a0d501a2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4d7e389cc823_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e51171373ae7d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e523b1f487fb1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5578f9e01715_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5c612b21a7a4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e612fc20db598_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e68484644a9fb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6872629e21bc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77f7497eb5d7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77fbd6ee1d7c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8b478b082fee_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8f1f671052e4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e920493c467f9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9524bb75894c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e95630863ccfc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e95d46ca8dad7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e98b144aa5804_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9957ad67cd0f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea160e11fab9c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea671117abc8a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eac4c38114661_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaf7ecd1459f5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb3139c3e32f6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebfadedc6a54e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec0cce8cedf3a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec4cbd96cc3ad_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec4e51aad30b9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc86df8cb0bb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ece9e05e854c6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecf475c393200_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecfd5385e8b1e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed0194ad5ef10_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edb9eb5b7ce48_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edf083bfee3fb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee0fe98dfb54d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee319094b0fbe_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee9e4e4cddc4e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eefbaaabc8010_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef0729eb5cd58_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef2b677435e4a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef55e28fcff6e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e071b50ac187f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2875aafe9568_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e38e2e28f087d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5b6f7baa46ad_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7fd109823845_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e81453d4269ad_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e91aaf32d835a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9205b7a4b2b9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eab2bc1b96bd3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb267ab2d72bc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ee0e92c0e963a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2efe0a8e79ed69_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e0161bbac8ee4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e08637c74d64f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2ccc392aa616_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e46fb39917a36_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e5ddeb58f982c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e61964f018a0f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e93c26cc245a5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9aa0bcc9cb73_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9bac1ffba9cb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9fd610852af2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea89d7e336944_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebdb87659f7ff_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edd7faae14b53_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef4fb59f56e69_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efc940ce61102_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3410c48381e5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3a4bdfb117d1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ec0eef65dd926_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2edbe4c61d560e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e05fc01e97355_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e202149215940_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e8780ccb8266b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e96037bfc4fcc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eb8eeb8e0ffd6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e04521f1d0f73_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0bf98f575276_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0cb43e7a2fc1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e257c982aed17_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2ac848c238dc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2bf34d9d2d1e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2dd42c7bb770_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e3db5b7062ec6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4d2d0eb54b11_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4e02e6e16340_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e572f4f1df672_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6f62c54f9426_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e783e6f673c61_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e83c5f31f4fb6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e872316d2ccc4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8df4df7d5e3a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e94be93455e52_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9fa4e19221ac_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ead8598f9549e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb81949ed1917_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb8e4ec61a6c6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed23d5ff6581d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eda2faa7e443b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eddb724488a85_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e068713e2833b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0fd3643b0b4b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e11ca88ce36d9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e15e7683e0de8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1812141dc625_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2f5c6a6af656_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e354db7a64499_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e46194e9ca3a5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5c29d26b6550_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e709b17a71b9e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7af4636cfdbe_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7b5bbc8cf312_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e824ca2558873_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e875b3f6fe91a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ba81076d153_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e9ede92e76fe6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea8c4d9f7089e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ead778b34fd37_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eafabc4b4a91b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb42cce65525e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb85593224f54_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec827c6057f80_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec935fcc82a8d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed0710be00032_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed3832205a300_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed4fdeaa15e20_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eda65c0fad6c0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee3b0b74a6d2d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee65ca3b0b30f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef5fedd4483c8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef64899c1efbf_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef880d9a315a0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e04e580751646_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e092676b27c8e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e09a7a54cc621_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0cb4aeb85b92_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0e9a3bcbddae_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e10bf5ab40f93_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e123b93872d0e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e14cf67483000_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e158583653e7b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2022300fb63f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e20bcda1cc6c7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2142b5b60d81_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e28341f50d9b2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e30002fcad07a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3a59bfd70d92_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3e5c7d8de2b7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e411ac9e4cde0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e45baf22190b3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4be20d513332_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e504e0bc52ad0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e56b341879639_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5979782a5438_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5ae03e481ea6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e609cf167d15b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e679832f6df82_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6e1f0dccb75b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e717e0d38e093_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e75ecafac696c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7673e79b50bf_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e796da50835fe_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7beb2dfdc3f9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e830b055fa606_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e848d0e6503e0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e84bf4f1a007d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8813077a61b7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8877daeced0b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8ba403f75897_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8cf1bf60c616_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8fb95952b367_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e94714d87c697_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9e8a11fb5ca6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9f60c5d4e309_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea3d07fecc90a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaa2fc3291de6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaa7a2b7c9ac9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb5a63961253a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb9d542f05e93_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec18bc4ad862d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec613bd11482e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecad5964715b2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecb4aa144d1ee_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecdfd0e7fcda9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ece756e3368ec_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed07c1b3d66a2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed7e90edb24de_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed87a7847af72_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edb62f1d2f353_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbdc307b19f6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd418cde53d7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee22d7bddf310_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee70168293ab4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eef1b17ec56c5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef2fb434d14eb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef50384809bc8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef529c8310275_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef6eef8fe7d86_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef98842254da5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efa315f6d6b37_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efce446b8d14b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efeae5570358b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e01625114fea8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e036cc6ef16c6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5395be956197_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e72207718c82d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e749bef183203_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e78d3359df903_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7bb4f037a322_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8712c615e578_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ebdb820e679c3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed6b2c80a3c61_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef95067d46ec9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2efabdfd112138_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v4_entries(int i, uint32_t* count) {

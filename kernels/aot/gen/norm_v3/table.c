@@ -6,274 +6,274 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e077efccfe63a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e0f7c12c6cc77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3889f0773075_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3d621ed95a09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e5456875a423e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e57e8020906d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6e21c233ac5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6f4632108138_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7e451d811814_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8722850632d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb2f19ece9f31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eba2ac92c600a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eead2125b479b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef57305fed160_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e5f40060bba80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e617d59ed860d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e7c7c642f78f1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e9eef30ef97d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4fe12b43265f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e854124d8ad2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e91e45ec37d39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e9c9141036de1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03d16dd7b5c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e05d653ca550a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0787174d1b0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e07ccf80cde40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0b5f395b513b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0f9a7e68b27e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1080844bd9fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12a94f21997c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e167db3d16b8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e180d26311658_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1ad90a765262_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e21e3440c680a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22da56fc0cb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2cda627d8d24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2cfcdedbd70d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35c16b41dbc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e366464450587_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e36a29578d4cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3b21ae2dc414_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3cb7e6be77b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3e72b23c0cb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42d2558b56e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e438573529a5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e457f1124a438_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45870fee10e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e46488a85a93f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f1e52230f1d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f2fda395aa8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c9f0220a3ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6254511e0c17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e65f2a12fa131_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6745cd0a7e46_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6bcc7a41f9f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6f2752d3011d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7644807e2eec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f47e59fdbe0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e823b273b9b60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e82fa13d41dc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e84d2822bce67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8c06d948e528_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8ccc9740260a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8e61e1b0ad26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e91a80bfa14c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e948390197c2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e95328f30ddf8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e99a0f12358b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a035d3007be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9b1f0a7ba997_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9d365862f8b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e57a15a08b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea1501262fb0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea2ef222dacab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea39cefb03547_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea72d93de11fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa8f14f38875_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaf252fc5b23c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb20484530185_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3c79c0ad010_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb85825ed1781_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebc10f617d931_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebcf5efdadb7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebe31cccded49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec10d8ec79cfe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec736157ce7db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdcadd6fff97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf2db46e1c69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed1e6d9fd2c12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed4acb4d12526_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed6451fc1aaaa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed8bd65f0df61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edb186f8955cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edfc041500a44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee33f196e6d7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee98a7f8c5080_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eea06d3e89fb8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed00d0129e70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed6a1012be02_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4cf5f2dd3b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef50d453172a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc3463f0aa0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e0ec06e16a05f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e27150950f553_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e92214bd19ff5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eadb4d0096ab4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ec1aaf4200741_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ede467502aa35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1398d151b3fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e30131e60ec81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3f2b1b89ac13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3f9efb805626_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e47e86e12cd93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e55db3f20a9cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e56fa4510b214_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5c435cc34c47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e66333fc1eee8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e674c7ea29622_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e83959d1c79f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e85489becb354_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e883c6a97190e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e93027ac24eae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9487ff8a6741_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e98327c043e3d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea0246c412649_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb208b56109b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb935d015b59c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec1dfc135dc74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2edad31ea31563_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2edcfd004d5298_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee41ed578b771_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee538efb1ad3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e10867ad4c820_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e16f4ed2c361c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e18b23b755e31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1a0a3be9ac67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e20ad0f3ecb5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4d657114a4e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e614404f83447_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e827dfdfd76ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e87827d153065_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eaecec5afa67d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb2331f0ea5a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb3c2bdad3d7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee3a9a7193327_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef20a10e0ea93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e0d5140381e1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e68ea7e05a458_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e84b271ac37a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eaa4f3bb24d0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e0e0019868b6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e41d3e026f7ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eeba59bfc69ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2efedb5bfd797b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e011288897ccc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e05a32fda18ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0c71042c4608_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0e39fca12f81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12ae62d31dcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e13c918e43042_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1654835bb26c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19a227d605b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1a1916db2431_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2018748ecbfc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2a8849724f71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2b41eee28f0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ced06bdd5b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e87a1dc3247_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e312a3553e3a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3706147aac76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37ab2728fbee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37ff2f0444c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c07e6453222_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4057e3ea1872_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e484060922fbc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4919f9616608_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c0a0e8003e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c33e57d7589_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4e2fdf987a42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5085ba25deaf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e510cf77103cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e52166721df8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54ae10e59e1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5871a214e4a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e59969b75d6e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5b32c31ade04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6186a14b907d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e67d185fe7751_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68ae0b15ab10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6b0afdb171e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c8888049c99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e71dc536203f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75b772e46b60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e77b9b4ef1f5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7cf9e218e5fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7d13450d3284_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7e350d1d4987_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f6affff2647_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e80817498de3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e815b95d880a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e825e141ccc2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e853a124bf3b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e90d685e64d57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e93b1336050b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e946a4120b478_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e949308610a47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e953093e903d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e96ae6d0258c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9b1a82d84807_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0c4a909d9ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea1716bb2199b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eacce9ba06517_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3d8cb1530ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb467ae478d7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb4a9d9929836_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6d7682207e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb89f4a31298e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec28aaf9525a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec39070c8b400_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec3fd988c7fa5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec565c6055d07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc0722e8e2c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecffc4b1f6f43_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed11ad9391e12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed5525bae4fee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edd374ea0c9a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edd592f17564e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6c3dd49325d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee862e1e0df34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef839161f32a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef910d9e29d2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efa328f561b76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efb6286372a52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efec01904c83b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e0c0dd946be64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e2e7bc2dd1064_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e39be30812a67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e6ba5d728c2be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e91e1b2583c29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2efcf2883ea341_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2379b5d75ce6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e28abaf4b636d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2b2b16cdf741_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2c68866ad67e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e30cf45ecf81e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e34c60bdfec49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4d4e7d676a38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5a9c6272d6db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e73bfec779e03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e87c908eb550c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e927eb5e86a29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e933427a9011a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e95d5b264cc0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9f5949770f4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea22fb846fe75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea30d75dad66c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec836fe46ee73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed2df375328b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed3530e764daa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee0eb76e8c51f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee1e964abb173_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eea9b6eeee997_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eeadeb81ba29b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef9279d0b8331_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e077efccfe63a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e0f7c12c6cc77_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3889f0773075_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3d621ed95a09_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e5456875a423e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e57e8020906d8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6e21c233ac5a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6f4632108138_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7e451d811814_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8722850632d4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb2f19ece9f31_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eba2ac92c600a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eead2125b479b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef57305fed160_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e5f40060bba80_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e617d59ed860d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e7c7c642f78f1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e9eef30ef97d5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4fe12b43265f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e854124d8ad2a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e91e45ec37d39_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e9c9141036de1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03d16dd7b5c8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e05d653ca550a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0787174d1b0c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e07ccf80cde40_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0b5f395b513b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0f9a7e68b27e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1080844bd9fa_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12a94f21997c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e167db3d16b8b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e180d26311658_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1ad90a765262_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e21e3440c680a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22da56fc0cb9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2cda627d8d24_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2cfcdedbd70d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35c16b41dbc5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e366464450587_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e36a29578d4cb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3b21ae2dc414_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3cb7e6be77b8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3e72b23c0cb9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42d2558b56e5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e438573529a5a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e457f1124a438_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45870fee10e1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e46488a85a93f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f1e52230f1d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f2fda395aa8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c9f0220a3ef_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6254511e0c17_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e65f2a12fa131_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6745cd0a7e46_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6bcc7a41f9f0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6f2752d3011d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7644807e2eec_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f47e59fdbe0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e823b273b9b60_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e82fa13d41dc2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e84d2822bce67_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8c06d948e528_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8ccc9740260a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8e61e1b0ad26_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e91a80bfa14c5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e948390197c2f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e95328f30ddf8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e99a0f12358b6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a035d3007be_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9b1f0a7ba997_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9d365862f8b6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e57a15a08b7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea1501262fb0f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea2ef222dacab_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea39cefb03547_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea72d93de11fa_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa8f14f38875_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaf252fc5b23c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb20484530185_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3c79c0ad010_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb85825ed1781_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebc10f617d931_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebcf5efdadb7f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebe31cccded49_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec10d8ec79cfe_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec736157ce7db_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdcadd6fff97_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf2db46e1c69_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed1e6d9fd2c12_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed4acb4d12526_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed6451fc1aaaa_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed8bd65f0df61_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edb186f8955cb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edfc041500a44_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee33f196e6d7b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee98a7f8c5080_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eea06d3e89fb8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed00d0129e70_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed6a1012be02_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4cf5f2dd3b0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef50d453172a7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efc3463f0aa0c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e0ec06e16a05f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e27150950f553_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e92214bd19ff5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eadb4d0096ab4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ec1aaf4200741_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ede467502aa35_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1398d151b3fd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e30131e60ec81_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3f2b1b89ac13_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3f9efb805626_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e47e86e12cd93_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e55db3f20a9cf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e56fa4510b214_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5c435cc34c47_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e66333fc1eee8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e674c7ea29622_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e83959d1c79f8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e85489becb354_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e883c6a97190e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e93027ac24eae_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9487ff8a6741_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e98327c043e3d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea0246c412649_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb208b56109b7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb935d015b59c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec1dfc135dc74_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2edad31ea31563_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2edcfd004d5298_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee41ed578b771_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee538efb1ad3a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e10867ad4c820_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e16f4ed2c361c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e18b23b755e31_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1a0a3be9ac67_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e20ad0f3ecb5f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4d657114a4e5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e614404f83447_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e827dfdfd76ec_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e87827d153065_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eaecec5afa67d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb2331f0ea5a5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb3c2bdad3d7a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee3a9a7193327_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef20a10e0ea93_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e0d5140381e1e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e68ea7e05a458_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e84b271ac37a0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eaa4f3bb24d0b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e0e0019868b6f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e41d3e026f7ea_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eeba59bfc69ad_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2efedb5bfd797b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e011288897ccc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e05a32fda18ea_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0c71042c4608_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0e39fca12f81_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12ae62d31dcb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e13c918e43042_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1654835bb26c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19a227d605b0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1a1916db2431_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2018748ecbfc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2a8849724f71_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2b41eee28f0f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ced06bdd5b6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e87a1dc3247_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e312a3553e3a3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3706147aac76_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37ab2728fbee_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37ff2f0444c1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c07e6453222_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4057e3ea1872_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e484060922fbc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4919f9616608_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c0a0e8003e2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c33e57d7589_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4e2fdf987a42_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5085ba25deaf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e510cf77103cb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e52166721df8b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54ae10e59e1b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5871a214e4a8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e59969b75d6e8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5b32c31ade04_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6186a14b907d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e67d185fe7751_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68ae0b15ab10_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6b0afdb171e8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c8888049c99_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e71dc536203f0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75b772e46b60_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e77b9b4ef1f5d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7cf9e218e5fa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7d13450d3284_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7e350d1d4987_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f6affff2647_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e80817498de3e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e815b95d880a7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e825e141ccc2d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e853a124bf3b5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e90d685e64d57_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e93b1336050b9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e946a4120b478_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e949308610a47_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e953093e903d8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e96ae6d0258c9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9b1a82d84807_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0c4a909d9ff_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea1716bb2199b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eacce9ba06517_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3d8cb1530ff_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb467ae478d7e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb4a9d9929836_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6d7682207e6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb89f4a31298e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec28aaf9525a8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec39070c8b400_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec3fd988c7fa5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec565c6055d07_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc0722e8e2c9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecffc4b1f6f43_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed11ad9391e12_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed5525bae4fee_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edd374ea0c9a7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edd592f17564e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6c3dd49325d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee862e1e0df34_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef839161f32a5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef910d9e29d2f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efa328f561b76_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efb6286372a52_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efec01904c83b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e0c0dd946be64_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e2e7bc2dd1064_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e39be30812a67_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e6ba5d728c2be_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e91e1b2583c29_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2efcf2883ea341_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2379b5d75ce6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e28abaf4b636d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2b2b16cdf741_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2c68866ad67e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e30cf45ecf81e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e34c60bdfec49_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4d4e7d676a38_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5a9c6272d6db_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e73bfec779e03_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e87c908eb550c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e927eb5e86a29_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e933427a9011a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e95d5b264cc0f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9f5949770f4d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea22fb846fe75_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea30d75dad66c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec836fe46ee73_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed2df375328b5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed3530e764daa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee0eb76e8c51f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee1e964abb173_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eea9b6eeee997_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eeadeb81ba29b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef9279d0b8331_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v3_entries(int i, uint32_t* count) {

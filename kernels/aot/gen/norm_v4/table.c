@@ -6,274 +6,274 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1e7bd0eebc50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e23f2936fad64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e25d89bad6c30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e4765b166c86a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e52aaa3ec7374_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5c0f6f8bb770_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7e70c4f985d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e999d68aa385c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb113774ca9d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec1b5f99d20a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec465b7cc5eda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed3883829aac8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee9a54b2275e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef0d687859c8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e4f4d9e96fba5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e9a512dc232cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eab84877b82a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ecbe0d817871f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e745680a698ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e86f7a28a0ca9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ed787ea8548aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eff11287235a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e022ec0445423_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0616f4623308_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e088cc9c5c878_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0dd27547bca2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0e6c77448452_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f1f26ee53dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e16a0e2083f84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e17332eb0c31a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e17a7d049ffe0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1aa21b225a31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ac0b3843e1a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1b28cd4e1ac1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1c95d287cd71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e27b7804dbd59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e31f7a41ab5da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3242d5224f09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e342101733a46_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e350d571d9df5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e35c1e57eca56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e38cd8342f496_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d16051cfec0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d613e4a1e86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3e19bb0cc42b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3e53b10ee04c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41a63b5e2424_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e42b9e48cbacf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43807da94aa8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e438abca2f25f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e46119d7e5e0d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4a7b68fde0c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c368201d935_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4d75f01f285c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e4c89396dbc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ee81a6570f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e508ee78ac4ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e517b1e2724dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e536847efe31b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e53d7f6decbff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e56bbe2f028f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5e49c3ffdcac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e650e5e05dbc6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e658469b89fe4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f86faad6d14_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7008557d00fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7057f775607a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7e9af70a0b81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e80f40dbf1f41_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fce3da07de1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90530a69c8d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90e6df2ae472_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e910c64ce3e66_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9389ed206386_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9591d7aced43_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e965acf774578_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96843383f456_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5000bde3dd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea790c192e3d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea95a8cb49e28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb1524354d199_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb19976cc3a0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb40e7c085fdf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb64b10b8dff6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb93303e86954_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebaae6d247f87_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eccebdfc87bf6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed10db483b6eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edadbbc0dd634_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edaf040486586_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edbe0cd439a78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede7c767d1bac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edf53c0dfc912_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee296b9602dc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee38c32bd6497_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee8e64e45da12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eea97fd4bcc51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebe95975f98e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef603a6f8895_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef3ec4e7e460d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef8b9e55ac74f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efa451730f0fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e076ccb990ee2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e3c9038cc62db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e3dc7223b760a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e49d608e8a815_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e4eabb6460ced_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e67d05892e359_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e34abed4ea2ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e36873b69e0b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e40c75df8e12c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e41d33604ed74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e436334b63ce8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e48c46dc5d65e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4fd4680f10f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e53ec355f8c61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e55cd9772fe15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6139107a026f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6324ca1e4a42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e638f985f270c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e71a1af93f517_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e84fe846c325b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e874e39292f68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e95670a59e0ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9b34c79f9fb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb126cf52acd9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec67a1abf3b92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec980e31b9903_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2edb869e07c361_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eed80c393b62f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef7aa86fb17d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2efacbd70a6d59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e00453c75849d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e04b7cac243c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e17a774e0be77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1c269734da6a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e50a4a1923379_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e52fc3cf898a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5695f71f1101_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e57636706233b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eae3e65f1b94c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ecbaba3e5dcb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee87ebace48c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eef903c338689_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef17baf4a7879_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef55d7d4115f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0ff6bca6dd5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e704c20145679_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e8d6810480f16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e9e3cc7c8d21f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e359a29a17180_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e45d6bff58a5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e65ee1005a430_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eea13eaaee895_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00df15759406_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e014f5bd7a6d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e04190ce613fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e05ded8bd8a6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e082bd2e765b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e08fa04578a1c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e09e66f4461ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0a40f1af590f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0d7441fc4f87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0e4c7772b487_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e13b452f1eef2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e15faafae39c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1814afc4a64b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1833416296cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1bdb3e741511_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1f9191cdac20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e21a83144175c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e26625b5f026d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2be857d28efe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e311e6be1caf7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e385de48aec42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e38bce1900781_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4017db8d8a0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43ea1c484469_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e44b6549cb571_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4520f665d6db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e452aefcd53a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4547f261db20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4839a1829e58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b49c193dde0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c8daf523c74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4cdaff882ead_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5090af7bb56f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5987365ef124_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a35b6b0ab45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5e3ef1369f8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e669f31d5e3c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e676e1fa38ce7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b80b73160d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6c15e1dcd544_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6ee76794b00c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f3364bd85fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7495248eb0ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7b4b9aa8adeb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7ba1aee37f82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d67fe27fa2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e824bbc574994_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e95c3a111022b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9606ab165d32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98309315cccf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a46ed1aa800_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a9dd057f203_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9f6d2ef54586_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1117e9899ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1273280cb1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea62192c53354_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9bb6d7b6893_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa0ee6ac5440_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb375e8695841_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb683e97fe320_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb9e27cfa6877_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebd3a4033327a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec1025158cd6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec82ebab82a6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec95764d6a544_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecccad30cb52d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecd9354d791b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed4f3c6993ad8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eddcc64bf2840_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edec34b1dc14e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edfa26710b53d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee1f8757df9c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee36e483e8042_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee8255d089474_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eee95c24d5cc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef2c32dfa819_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef00a79e08c19_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef3edbbe7b7e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef5ad8ad8adcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc0c7c1c650e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e03f14c1d6086_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e72b2d820baa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7ff3eb7d0968_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecfc4bf080f51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eddefc0502586_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2efe89a72fdf24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0a53ccded12f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e277f01a0d5a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e30a3af5b5388_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3e01581d2cf3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e450f41ca549b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e45875a5193f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e463840df75df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e5f8cf71be115_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6280e75bee27_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e654b5c8b0ebe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6d4cfac14539_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e78f5598dd73e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e88931611d148_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e923bb16a730f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9c43815afddf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb87044c01b60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb9987f8af83d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebf2f0132ba8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ecd4b3f801bfc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed1f8aa79d9d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed6af71dd1acf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef40cd271f346_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef87c15986bc3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eff8b4ee93202_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1e7bd0eebc50_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e23f2936fad64_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e25d89bad6c30_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e4765b166c86a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e52aaa3ec7374_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5c0f6f8bb770_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7e70c4f985d6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e999d68aa385c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb113774ca9d1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec1b5f99d20a4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec465b7cc5eda_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed3883829aac8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee9a54b2275e4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef0d687859c8f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e4f4d9e96fba5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e9a512dc232cb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eab84877b82a7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ecbe0d817871f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e745680a698ad_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e86f7a28a0ca9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ed787ea8548aa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eff11287235a8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e022ec0445423_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0616f4623308_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e088cc9c5c878_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0dd27547bca2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0e6c77448452_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f1f26ee53dd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e16a0e2083f84_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e17332eb0c31a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e17a7d049ffe0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1aa21b225a31_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ac0b3843e1a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1b28cd4e1ac1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1c95d287cd71_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e27b7804dbd59_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e31f7a41ab5da_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3242d5224f09_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e342101733a46_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e350d571d9df5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e35c1e57eca56_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e38cd8342f496_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d16051cfec0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d613e4a1e86_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3e19bb0cc42b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3e53b10ee04c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41a63b5e2424_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e42b9e48cbacf_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43807da94aa8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e438abca2f25f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e46119d7e5e0d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4a7b68fde0c8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c368201d935_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4d75f01f285c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e4c89396dbc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4ee81a6570f6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e508ee78ac4ec_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e517b1e2724dc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e536847efe31b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e53d7f6decbff_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e56bbe2f028f9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5e49c3ffdcac_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e650e5e05dbc6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e658469b89fe4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f86faad6d14_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7008557d00fd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7057f775607a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7e9af70a0b81_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e80f40dbf1f41_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fce3da07de1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90530a69c8d2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90e6df2ae472_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e910c64ce3e66_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9389ed206386_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9591d7aced43_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e965acf774578_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96843383f456_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea5000bde3dd0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea790c192e3d0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea95a8cb49e28_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb1524354d199_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb19976cc3a0b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb40e7c085fdf_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb64b10b8dff6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb93303e86954_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebaae6d247f87_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eccebdfc87bf6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed10db483b6eb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edadbbc0dd634_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edaf040486586_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edbe0cd439a78_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede7c767d1bac_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edf53c0dfc912_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee296b9602dc8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee38c32bd6497_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee8e64e45da12_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eea97fd4bcc51_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebe95975f98e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef603a6f8895_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef3ec4e7e460d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef8b9e55ac74f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efa451730f0fd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e076ccb990ee2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e3c9038cc62db_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e3dc7223b760a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e49d608e8a815_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e4eabb6460ced_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e67d05892e359_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e34abed4ea2ec_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e36873b69e0b2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e40c75df8e12c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e41d33604ed74_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e436334b63ce8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e48c46dc5d65e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4fd4680f10f5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e53ec355f8c61_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e55cd9772fe15_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6139107a026f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6324ca1e4a42_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e638f985f270c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e71a1af93f517_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e84fe846c325b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e874e39292f68_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e95670a59e0ef_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9b34c79f9fb6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb126cf52acd9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec67a1abf3b92_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec980e31b9903_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2edb869e07c361_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eed80c393b62f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef7aa86fb17d8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2efacbd70a6d59_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e00453c75849d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e04b7cac243c8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e17a774e0be77_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1c269734da6a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e50a4a1923379_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e52fc3cf898a9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5695f71f1101_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e57636706233b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eae3e65f1b94c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ecbaba3e5dcb6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee87ebace48c1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eef903c338689_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef17baf4a7879_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef55d7d4115f6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0ff6bca6dd5d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e704c20145679_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e8d6810480f16_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e9e3cc7c8d21f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e359a29a17180_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e45d6bff58a5e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e65ee1005a430_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eea13eaaee895_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00df15759406_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e014f5bd7a6d2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e04190ce613fe_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e05ded8bd8a6c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e082bd2e765b2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e08fa04578a1c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e09e66f4461ce_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0a40f1af590f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0d7441fc4f87_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0e4c7772b487_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e13b452f1eef2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e15faafae39c0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1814afc4a64b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1833416296cf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1bdb3e741511_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1f9191cdac20_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e21a83144175c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e26625b5f026d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2be857d28efe_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e311e6be1caf7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e385de48aec42_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e38bce1900781_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4017db8d8a0f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43ea1c484469_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e44b6549cb571_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4520f665d6db_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e452aefcd53a1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4547f261db20_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4839a1829e58_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b49c193dde0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c8daf523c74_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4cdaff882ead_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5090af7bb56f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5987365ef124_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a35b6b0ab45_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5e3ef1369f8f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e669f31d5e3c8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e676e1fa38ce7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b80b73160d7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6c15e1dcd544_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6ee76794b00c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f3364bd85fa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7495248eb0ec_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7b4b9aa8adeb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7ba1aee37f82_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d67fe27fa2a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e824bbc574994_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e95c3a111022b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9606ab165d32_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98309315cccf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a46ed1aa800_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a9dd057f203_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9f6d2ef54586_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1117e9899ae_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1273280cb1b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea62192c53354_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9bb6d7b6893_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa0ee6ac5440_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb375e8695841_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb683e97fe320_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb9e27cfa6877_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebd3a4033327a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec1025158cd6f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec82ebab82a6f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec95764d6a544_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecccad30cb52d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecd9354d791b8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed4f3c6993ad8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eddcc64bf2840_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edec34b1dc14e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edfa26710b53d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee1f8757df9c3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee36e483e8042_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee8255d089474_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eee95c24d5cc6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef2c32dfa819_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef00a79e08c19_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef3edbbe7b7e6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef5ad8ad8adcb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc0c7c1c650e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e03f14c1d6086_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e72b2d820baa6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7ff3eb7d0968_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecfc4bf080f51_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eddefc0502586_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2efe89a72fdf24_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0a53ccded12f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e277f01a0d5a0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e30a3af5b5388_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3e01581d2cf3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e450f41ca549b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e45875a5193f1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e463840df75df_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e5f8cf71be115_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6280e75bee27_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e654b5c8b0ebe_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6d4cfac14539_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e78f5598dd73e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e88931611d148_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e923bb16a730f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9c43815afddf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb87044c01b60_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb9987f8af83d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebf2f0132ba8d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ecd4b3f801bfc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed1f8aa79d9d7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed6af71dd1acf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef40cd271f346_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef87c15986bc3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eff8b4ee93202_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v4_entries(int i, uint32_t* count) {

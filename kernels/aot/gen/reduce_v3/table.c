@@ -6,138 +6,138 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e623ed42fb71e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e6bd039087f89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e71ef4f18a152_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ebcf74e8b25da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e17bafc813cdc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e58a34a4ba31b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e67ccf74ee613_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e6c33a8ab140e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e77fe796b29ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e9eee66b6d998_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eb342f3a2590d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ebe7754b202b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2edcf29c7e8ab5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ee813d8f2cb59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e1d2fbfc32c4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e1f99b257dfa4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e274f5fb7218e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5e8d01ecc7a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e6cf28aaf484b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e831e498cc5b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ec22a99bc1902_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ed2986ca9fcd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ed96c693e2500_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2efad91f720488_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0b6cf03c5003_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e158a7f97ab6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e185fcfab4371_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e1ca903b8886d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e23337788032e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3641750e9c22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e393132e89a04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3b232fa8e41e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e408cecd3753f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e44c780e3c55c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e483e23ab1ca3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e553ed831874c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e57c03ddee1f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5a1a05764973_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5a7935379a41_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6977806d606e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6a604ccca3be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6be55e825d93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7207620d1b0d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7280ed306ff0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7993d8215ebe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e79977ae479b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8123777fb14d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e86223ee28a58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8aa5d3a70655_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8b5f546e31ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e994a5e72e277_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e9a6ae1130540_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea252a1044054_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eab67a7e8692a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ead22de7d6dc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb197523f1d6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb2c2fab14b76_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb5bebbc6328f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed9af4a45279b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee18e238ea47c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee1cb8c0a4efe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee8f47ed23110_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eeb75d1421734_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef7f4edf3dc9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e37b643c58c90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e37fdb3961acc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e5b37d7678ad9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ec3c78f36271d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e02fc19194e02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e084fa2a49a23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e1037f3afd878_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e20a11799dceb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e26bfc9428947_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e30960937c7d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e89a72a8fd101_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eba238bd324ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ebb5393b71413_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ed834e00eec05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e2bf9aafa902f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e322cce065b2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e3635b0b474f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e444290d22b34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e4dc03226473c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5d633297fda8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e70239fe708d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eaa8119213644_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eacd2acccc5ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2effd8844cde01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e07fe07fb7711_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0bef572c0f09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0c57aad46da9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0cecf15f8279_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e18d80e7f741a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e267a99ec0eb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e345d612b60cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3ca65b9105cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e44d2c459e508_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e58ebaa299dea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5b0c90e16f0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5d78316e4271_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e63a58447b628_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e66304626052d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6aabfa3494b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6b0846d48549_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6dd6f14aec3d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6e79243479c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e702a420eeae4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e736380281aff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7e56259bfd8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e81838515497f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8b22ed86780c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8c4c29bda1a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e92a3490db7cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea2dfe9fa6168_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea34ad12e0708_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eac2b9c449f9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec20c0471b821_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ecb33235efc28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed45d4c234e8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eda2eb942edc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2edf4571b57604_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee3961e6ba655_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee89b102c0286_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eefd56aad1f6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef254cf252891_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef27ab46ca431_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efd4cf65ad840_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eff756dc908cf_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e623ed42fb71e_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e6bd039087f89_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e71ef4f18a152_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ebcf74e8b25da_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e17bafc813cdc_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e58a34a4ba31b_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e67ccf74ee613_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e6c33a8ab140e_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e77fe796b29ad_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e9eee66b6d998_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eb342f3a2590d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ebe7754b202b0_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2edcf29c7e8ab5_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ee813d8f2cb59_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e1d2fbfc32c4f_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e1f99b257dfa4_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e274f5fb7218e_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5e8d01ecc7a3_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e6cf28aaf484b_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e831e498cc5b3_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ec22a99bc1902_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ed2986ca9fcd0_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ed96c693e2500_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2efad91f720488_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0b6cf03c5003_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e158a7f97ab6b_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e185fcfab4371_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e1ca903b8886d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e23337788032e_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3641750e9c22_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e393132e89a04_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3b232fa8e41e_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e408cecd3753f_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e44c780e3c55c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e483e23ab1ca3_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e553ed831874c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e57c03ddee1f2_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5a1a05764973_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5a7935379a41_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6977806d606e_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6a604ccca3be_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6be55e825d93_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7207620d1b0d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7280ed306ff0_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7993d8215ebe_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e79977ae479b5_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8123777fb14d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e86223ee28a58_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8aa5d3a70655_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8b5f546e31ba_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e994a5e72e277_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e9a6ae1130540_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea252a1044054_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eab67a7e8692a_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ead22de7d6dc4_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb197523f1d6b_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb2c2fab14b76_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb5bebbc6328f_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed9af4a45279b_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee18e238ea47c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee1cb8c0a4efe_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee8f47ed23110_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eeb75d1421734_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef7f4edf3dc9b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e37b643c58c90_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e37fdb3961acc_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e5b37d7678ad9_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ec3c78f36271d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e02fc19194e02_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e084fa2a49a23_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e1037f3afd878_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e20a11799dceb_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e26bfc9428947_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e30960937c7d5_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e89a72a8fd101_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eba238bd324ee_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ebb5393b71413_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ed834e00eec05_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e2bf9aafa902f_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e322cce065b2b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e3635b0b474f1_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e444290d22b34_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e4dc03226473c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5d633297fda8_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e70239fe708d3_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eaa8119213644_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eacd2acccc5ea_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2effd8844cde01_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e07fe07fb7711_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0bef572c0f09_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0c57aad46da9_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0cecf15f8279_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e18d80e7f741a_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e267a99ec0eb0_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e345d612b60cd_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3ca65b9105cc_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e44d2c459e508_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e58ebaa299dea_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5b0c90e16f0e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5d78316e4271_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e63a58447b628_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e66304626052d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6aabfa3494b7_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6b0846d48549_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6dd6f14aec3d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6e79243479c0_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e702a420eeae4_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e736380281aff_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7e56259bfd8c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e81838515497f_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8b22ed86780c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8c4c29bda1a0_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e92a3490db7cc_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea2dfe9fa6168_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea34ad12e0708_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eac2b9c449f9b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec20c0471b821_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ecb33235efc28_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed45d4c234e8d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eda2eb942edc5_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2edf4571b57604_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee3961e6ba655_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee89b102c0286_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eefd56aad1f6d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef254cf252891_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef27ab46ca431_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efd4cf65ad840_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eff756dc908cf_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_reduce_v3_entries(int i, uint32_t* count) {

@@ -6,138 +6,138 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e3ae1ab794689_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e4736c94a8164_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ea02fc0bb1bde_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec3d349a3376e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e048fe0f6541b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e199d7e867d26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e32fbd66d950a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e48877acecdda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e7c3ed3dca86d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea7d2f9d5c325_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebd0f9a4a8280_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebe28c24de719_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ed20c0f4d3b13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ee66c553e1209_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e400e1d4b4b2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e478f7018ac9d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e50bfaa6e010c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e632cfd85e3eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ec258e1394122_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ec6cc351e0458_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee58e0c9fcfcf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee5bbf1ddd6fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ef23009600833_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2efa07cce1966c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0bd7cb253f13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0f8873353e48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1a797867c552_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e25fcd9ab7551_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e27e1223b7fc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4664aabff245_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4ddbd20556e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e51f40931c811_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e547db3883899_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5705d1a8c5bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e57beb6931037_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5c48292a8162_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e61dd1a8c998e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e62a8fe15dfe2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e6972fb08bfe3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e72e5b5a44a38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7849badae869_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e78bc1525b783_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7c42e2d54fa6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e829b3105f249_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e83ad311ac169_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e923e695bfacc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e99d9f6d2dafd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea8b9974b550a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eaf437901e38c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb2e987c598c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb4969f9dd2ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec35984ad5934_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec784b5b64099_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ecd9e9637903c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ecef2bd2c3507_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edc8b89439d96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edfc0252937d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee5da573994e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eeba725221e2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eebdc1abc2f31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eeed004c11fc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ef81ac0dd23f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ef89d5f0d7fff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ef95b3abdc7d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e209e821b3d98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ed937ad5c6ef5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eeb6198e9d9f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eec15adac32cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e6f85a06812c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e75ed8d89f11a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e903f2a944292_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e916b3c4efd59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e9ba8ed00fd2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebb89ea9c7e4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebcbc6f14008d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2edc816999f753_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ef0b17c55eb91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ef59ccc734a28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e224e0a431092_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2643b5bd9d59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e29db222f6125_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2d81245b5f5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e547ff9a89df8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e6e82055eea5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e792d76b0fce5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ea8e417e69228_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee1b6b0fa210c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee4c36460e8ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0a75f3b0ada4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0f5d7166be4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1474b0dc2002_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1c73943d58fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e23aadffb76e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2882b5d8cac1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e32d3d961f901_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e351ed112bef7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e42ac2f88cd94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e45dfea670c82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4b9a3490b6d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e53188080e72e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5d630012e9a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e602420c5668d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e602b15a3bc4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e70565f457301_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7dfe060de1e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e88cc58995e93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e891b71abb6fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9607dd14d26d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9646fb575b77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e98d014bc6b71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e99aa7ea95f2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9db0805f0055_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9ddda3b6aef9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9eea402fa754_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea839b7e18165_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb05b74912dd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb60110faff12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb8450ccd073b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec0d489033562_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec12a8dc59b99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed172985ab0df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed22726d20ea6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed242c9bb4130_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed38b11fa5375_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed51e761ed819_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee91a4f25b7ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eeba0b3b68f81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eebaa2e12c483_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e3ae1ab794689_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e4736c94a8164_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ea02fc0bb1bde_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ec3d349a3376e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e048fe0f6541b_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e199d7e867d26_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e32fbd66d950a_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e48877acecdda_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e7c3ed3dca86d_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea7d2f9d5c325_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebd0f9a4a8280_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebe28c24de719_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ed20c0f4d3b13_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ee66c553e1209_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e400e1d4b4b2e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e478f7018ac9d_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e50bfaa6e010c_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e632cfd85e3eb_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ec258e1394122_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ec6cc351e0458_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee58e0c9fcfcf_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee5bbf1ddd6fb_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ef23009600833_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2efa07cce1966c_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0bd7cb253f13_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0f8873353e48_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1a797867c552_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e25fcd9ab7551_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e27e1223b7fc2_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4664aabff245_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4ddbd20556e0_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e51f40931c811_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e547db3883899_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5705d1a8c5bc_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e57beb6931037_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5c48292a8162_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e61dd1a8c998e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e62a8fe15dfe2_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e6972fb08bfe3_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e72e5b5a44a38_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7849badae869_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e78bc1525b783_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7c42e2d54fa6_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e829b3105f249_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e83ad311ac169_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e923e695bfacc_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e99d9f6d2dafd_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea8b9974b550a_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eaf437901e38c_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb2e987c598c7_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb4969f9dd2ed_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec35984ad5934_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec784b5b64099_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ecd9e9637903c_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ecef2bd2c3507_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edc8b89439d96_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edfc0252937d4_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee5da573994e7_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eeba725221e2e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eebdc1abc2f31_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eeed004c11fc2_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ef81ac0dd23f6_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ef89d5f0d7fff_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ef95b3abdc7d9_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e209e821b3d98_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ed937ad5c6ef5_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eeb6198e9d9f1_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eec15adac32cf_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e6f85a06812c7_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e75ed8d89f11a_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e903f2a944292_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e916b3c4efd59_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e9ba8ed00fd2e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebb89ea9c7e4a_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebcbc6f14008d_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2edc816999f753_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ef0b17c55eb91_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ef59ccc734a28_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e224e0a431092_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2643b5bd9d59_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e29db222f6125_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2d81245b5f5e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e547ff9a89df8_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e6e82055eea5c_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e792d76b0fce5_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ea8e417e69228_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee1b6b0fa210c_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee4c36460e8ee_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0a75f3b0ada4_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0f5d7166be4e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1474b0dc2002_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1c73943d58fa_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e23aadffb76e9_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2882b5d8cac1_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e32d3d961f901_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e351ed112bef7_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e42ac2f88cd94_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e45dfea670c82_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4b9a3490b6d3_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e53188080e72e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5d630012e9a0_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e602420c5668d_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e602b15a3bc4a_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e70565f457301_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7dfe060de1e8_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e88cc58995e93_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e891b71abb6fe_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9607dd14d26d_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9646fb575b77_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e98d014bc6b71_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e99aa7ea95f2a_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9db0805f0055_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9ddda3b6aef9_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9eea402fa754_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea839b7e18165_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb05b74912dd9_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb60110faff12_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb8450ccd073b_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec0d489033562_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec12a8dc59b99_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed172985ab0df_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed22726d20ea6_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed242c9bb4130_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed38b11fa5375_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed51e761ed819_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee91a4f25b7ba_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eeba0b3b68f81_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eebaa2e12c483_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_reduce_v4_entries(int i, uint32_t* count) {

@@ -6,110 +6,110 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e3ad6dcdc7558_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2eee0273a62323_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07430f9a0f51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1746e016ad32_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e22955c8c86c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2c29ccba8e12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2df1457130fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3313739c662f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e35fd1ddf55cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3a037e0c1f13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3f93e62c5c67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e43a90feb2a78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e479b4bfd91d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4a5552ae6ade_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4e9b8f8fd23a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4ea84a7585c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5530a3473b75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5eabf8af5706_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e69c06332d9e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6a55d336c5c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e77f5c97ff533_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8b82d04b81e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8b94b81b6af3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8cb45bfdf692_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9127f0c7880b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e999133271190_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9ca1bf57f8e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9f9960f084bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eacfcd498652e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ead627660f2c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb26e89e65a38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb7ffbb8f02b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebb8676be6362_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebcd46e9350e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebe3f1f1cf5c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec4379e375080_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec6b05452bcc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed2905fce6433_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed30d16505fa5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed6c728f1acbe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed716c2a02a8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee16be46e06e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee32d436f7d22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee51a1c012240_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee5db5f86712f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee5fa0714336b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee8207f6e61a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee92cf22ed960_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef5d08612f972_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef73326469fa0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e9f229565af86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2e186984b7814a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e03091dfd93fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07a5e22c3009_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e13f66f84bbb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1b02619efd88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1b2b5299ff93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1d51b0b63f5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2b77e71bc933_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2bd20ddd708b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2e0112108b17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2e1479b4eed5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e35652d7c29bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4a489acddff5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e530bb6be8863_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e61ffc07b3c46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e699e674bbc59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6e07c1c9c758_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6eff25fcb984_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e70fcc04067c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e738e21a59407_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e74a7e7144f68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7c247f23b63d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7ee734bee0d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8326f5bd27e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e845b4cb3d454_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8cb6e81359ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e902f67c20861_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e926034aad24a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e967267398163_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e971d23eda9c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e97a18295a8c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9a9367424f07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9baa847c336b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea0ea08eeb97d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea52af831dd21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea68aafd3c78e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb291b39aed37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb55f9799460f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebd7880980d50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec6351e5d9c0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ecf332b1008f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed18d1e333b20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edc10918bbe92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee0f7c36dbba5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee33213559d77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee68b75cd20c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee859a103e8ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eef9b9d1f1fe8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efef9f238213e_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e3ad6dcdc7558_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2eee0273a62323_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07430f9a0f51_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1746e016ad32_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e22955c8c86c0_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2c29ccba8e12_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2df1457130fa_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3313739c662f_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e35fd1ddf55cf_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3a037e0c1f13_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e3f93e62c5c67_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e43a90feb2a78_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e479b4bfd91d5_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4a5552ae6ade_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4e9b8f8fd23a_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4ea84a7585c6_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5530a3473b75_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5eabf8af5706_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e69c06332d9e6_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6a55d336c5c0_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e77f5c97ff533_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8b82d04b81e4_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8b94b81b6af3_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8cb45bfdf692_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9127f0c7880b_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e999133271190_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9ca1bf57f8e9_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9f9960f084bb_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eacfcd498652e_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ead627660f2c0_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb26e89e65a38_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb7ffbb8f02b8_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebb8676be6362_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebcd46e9350e3_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebe3f1f1cf5c3_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec4379e375080_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec6b05452bcc2_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed2905fce6433_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed30d16505fa5_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed6c728f1acbe_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed716c2a02a8b_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee16be46e06e9_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee32d436f7d22_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee51a1c012240_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee5db5f86712f_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee5fa0714336b_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee8207f6e61a9_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee92cf22ed960_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef5d08612f972_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef73326469fa0_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e9f229565af86_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2e186984b7814a_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e03091dfd93fc_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07a5e22c3009_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e13f66f84bbb8_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1b02619efd88_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1b2b5299ff93_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1d51b0b63f5c_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2b77e71bc933_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2bd20ddd708b_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2e0112108b17_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2e1479b4eed5_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e35652d7c29bd_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4a489acddff5_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e530bb6be8863_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e61ffc07b3c46_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e699e674bbc59_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6e07c1c9c758_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6eff25fcb984_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e70fcc04067c5_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e738e21a59407_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e74a7e7144f68_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7c247f23b63d_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7ee734bee0d6_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8326f5bd27e4_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e845b4cb3d454_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8cb6e81359ec_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e902f67c20861_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e926034aad24a_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e967267398163_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e971d23eda9c7_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e97a18295a8c3_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9a9367424f07_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9baa847c336b_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea0ea08eeb97d_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea52af831dd21_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea68aafd3c78e_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb291b39aed37_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb55f9799460f_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebd7880980d50_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec6351e5d9c0f_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ecf332b1008f6_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed18d1e333b20_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edc10918bbe92_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee0f7c36dbba5_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee33213559d77_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee68b75cd20c1_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee859a103e8ac_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eef9b9d1f1fe8_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efef9f238213e_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_resize_v3_entries(int i, uint32_t* count) {

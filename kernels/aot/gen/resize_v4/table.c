@@ -6,110 +6,110 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2e9b05d2de1f03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e8b85c767b984_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e01b973bfacba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e035bcc2ebcc6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e05c4479c370c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1282d787ddb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e217dc9474686_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2a04092a3fe9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2a8f0e40f7d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2cd72388df97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e35ae665094c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3a483edb4681_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3d64067cfcc7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e433c694de5e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e435fc9063a9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e45d04c7719f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4b27afb29892_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4fb02136e7ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e6fe617ab6337_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7d49b13c6c20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e88dbe5653dc3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8a8b1115562f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8cc391652b4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e90640344141c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e93249c0a8074_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e958bba674636_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9697fa035c99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9b0ae1f23389_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9d3e6fcfebdb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea0ec8e3d2735_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb54e36e4e5d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb76053363063_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebeef8769abd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec2a66a48b212_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecc92cdbd5001_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ece850d26464c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed254e2c6750f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed49384dcd890_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed7647b70f37e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee46ac945d8b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee6f9ab305abb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee81e85f5ba1f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eed1da195226f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef24b499d083b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef52b9771d415_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef87877d5c0b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef88adbb2739c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef88fb48fb3db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efc86db2aef03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eff40326b2d42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2ea6d17090620b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2edff39bfcdc9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0265f2c152f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e06d397c2644a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0f01e64032c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e22e926f88f3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e272457f6beac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e27334f75ccb5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2bec75d215d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2ea03bf8fca8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3492e0d5e712_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3500b59f525f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e39a0529a0541_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e39f2d25757bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e46f9e4039a01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e49610372e76b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e512d69d214ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5c08ad6a314c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e603470a1865f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e632fb58e7862_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e83fc11106950_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e86f0fa91d797_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e89d1b135c0e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9039af00792b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e904df475aa2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e924aced12f80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9c378070b646_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea2248455e23c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea72619e6da8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eacf48f4ed12e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ead4a3f5fe0bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eaf64de2f32a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb20728cf9458_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb29e0d27df17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb7605dd99f84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eba9211087818_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebdf0da3ce3dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec4ec3a0ab019_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec73652ff1e0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecc5532b0ffc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecc8ffe834809_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eccf2ba84065c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed786d9337fc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eda5434a79a63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2edc83db2e41fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee5419a7fa1dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eedd9708ef385_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eede441e09d76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eef6ae9156bcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef9ffd2393b37_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2e9b05d2de1f03_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e8b85c767b984_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e01b973bfacba_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e035bcc2ebcc6_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e05c4479c370c_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1282d787ddb2_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e217dc9474686_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2a04092a3fe9_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2a8f0e40f7d9_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2cd72388df97_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e35ae665094c7_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3a483edb4681_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3d64067cfcc7_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e433c694de5e7_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e435fc9063a9b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e45d04c7719f9_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4b27afb29892_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4fb02136e7ad_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e6fe617ab6337_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7d49b13c6c20_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e88dbe5653dc3_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8a8b1115562f_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8cc391652b4c_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e90640344141c_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e93249c0a8074_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e958bba674636_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9697fa035c99_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9b0ae1f23389_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9d3e6fcfebdb_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea0ec8e3d2735_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb54e36e4e5d1_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb76053363063_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebeef8769abd0_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec2a66a48b212_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecc92cdbd5001_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ece850d26464c_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed254e2c6750f_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed49384dcd890_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed7647b70f37e_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee46ac945d8b6_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee6f9ab305abb_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee81e85f5ba1f_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eed1da195226f_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef24b499d083b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef52b9771d415_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef87877d5c0b7_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef88adbb2739c_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef88fb48fb3db_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2efc86db2aef03_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eff40326b2d42_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2ea6d17090620b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2edff39bfcdc9e_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0265f2c152f4_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e06d397c2644a_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0f01e64032c0_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e22e926f88f3a_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e272457f6beac_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e27334f75ccb5_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2bec75d215d7_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2ea03bf8fca8_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3492e0d5e712_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3500b59f525f_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e39a0529a0541_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e39f2d25757bb_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e46f9e4039a01_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e49610372e76b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e512d69d214ee_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5c08ad6a314c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e603470a1865f_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e632fb58e7862_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e83fc11106950_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e86f0fa91d797_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e89d1b135c0e7_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9039af00792b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e904df475aa2a_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e924aced12f80_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9c378070b646_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea2248455e23c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea72619e6da8b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eacf48f4ed12e_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ead4a3f5fe0bc_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eaf64de2f32a7_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb20728cf9458_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb29e0d27df17_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb7605dd99f84_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eba9211087818_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebdf0da3ce3dc_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec4ec3a0ab019_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec73652ff1e0b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecc5532b0ffc9_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecc8ffe834809_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eccf2ba84065c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed786d9337fc6_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eda5434a79a63_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2edc83db2e41fd_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee5419a7fa1dd_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eedd9708ef385_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eede441e09d76_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eef6ae9156bcc_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef9ffd2393b37_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_resize_v4_entries(int i, uint32_t* count) {

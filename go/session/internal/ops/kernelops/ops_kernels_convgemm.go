@@ -197,7 +197,7 @@ func (g gemmSpec) bestNNOf(onlyNV int) (nnTile, int) {
 	best, bestCost := nnTile{}, math.MaxInt
 	maxAcc := accumulators(maxAccumulators, vl)
 	for mr := 1; mr <= min(g.m, 8); mr++ {
-		for nv := 1; nv <= min(g.n/vl, 6); nv++ {
+		for nv := 1; nv <= min(g.n/vl, maxNV(mr)); nv++ {
 			if mr*nv > maxAcc || (onlyNV != 0 && nv != onlyNV) {
 				continue
 			}
@@ -216,6 +216,19 @@ func (g gemmSpec) bestNNOf(onlyNV int) (nnTile, int) {
 	acc := best.mr * best.nv
 	best.ks = min(max(ceilDiv(8, acc*ceilDiv(vl*4, vectorRegBytes)), 1), max(g.k/2, 1), max(maxAcc/acc, 1))
 	return best, bestCost
+}
+
+// maxNV bounds gemm_nn's tile width (vectors) for tiles of mr rows. A one-row tile (a
+// matrix-vector product: a decode step's projections) may be up to 16 vectors wide: such a
+// product streams B from memory once, and reading 1 KiB of each of B's rows per pass rather
+// than 256 bytes (4 vectors) keeps it near the memory bandwidth (a chain of 512 x 512 weights,
+// m = 1: 26 -> 33-40 GB/s; 8 vectors gained little). Taller tiles broadcast more of A per
+// vector of B, and 6 vectors suffice there.
+func maxNV(mr int) int {
+	if mr == 1 {
+		return 16
+	}
+	return 6
 }
 
 // packBMinBytes is the size from which a constant B may be packed: smaller ones stay in the

@@ -122,6 +122,14 @@ func (t tile) config(cfg map[string]string) map[string]string {
 
 func bits64(v int64) uint64 { return uint64(v) }
 
+// A strided copy whose rows are long runs (concatenating a KV cache, slicing along an outer axis)
+// takes blocks of longRunTile: 4 KiB of 4-byte elements a block rather than 1 KiB, since a host
+// block's fixed cost (its checks and position) is about that of copying 1 KiB
+// (go/session's BenchmarkKernelOpsVsHost/concat_kv_cache: 1.5x). CUDA blocks may have 1,024 threads.
+const longRun = 4096
+
+var longRunTile = tile{1024, 1}
+
 // stridedCopyCall copies src into dst along axes (outermost first) with the element offsets
 // xoff and yoff; ok is false when the coalesced copy has more than six axes.
 func stridedCopyCall(width string, axes []copyAxis, xoff, yoff int64, src, dst ops.Operand) (ops.KernelCall, bool) {
@@ -157,6 +165,9 @@ func stridedCopyCall(width string, axes []copyAxis, xoff, yoff int64, src, dst o
 	}
 	args = append(args, bits64(xoff), bits64(yoff))
 	t := pickTile(ax[4].n, ax[5].n)
+	if ax[5].n >= longRun {
+		t = longRunTile
+	}
 	var dims [movementRank]int64
 	for k, a := range ax {
 		dims[k] = a.n
