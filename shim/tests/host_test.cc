@@ -174,6 +174,16 @@ const loom_host_kernel_entry kEntries[] = {
 
 // ---------------------------------------------------------------- fixtures
 
+// A run's rebinding of kernel node `node`'s buffer `index` to `bytes` at `address`.
+loom_graph_binding Binding(uint32_t node, uint32_t index, void* address, uint64_t bytes) {
+  loom_graph_binding b = {};
+  b.node = node;
+  b.index = index;
+  b.address = address;
+  b.bytes = bytes;
+  return b;
+}
+
 struct Fixture {
   loom_device* device = nullptr;
   loom_module* module = nullptr;
@@ -924,15 +934,8 @@ LOOM_TEST(GraphRunRebindsBuffersForOneRun) {
   for (uint32_t i = 0; i < n; i++) x[i] = static_cast<float>(Uniform(1000)) - 500.0f;
   const float out_sentinel = 12345.0f;
   for (uint32_t i = 0; i < n; i++) hout[i] = out_sentinel;
-  loom_graph_binding bindings[2] = {};
-  bindings[0].node = first_id;
-  bindings[0].index = 0;
-  bindings[0].address = x.data();
-  bindings[0].bytes = n * 4;
-  bindings[1].node = second_id;
-  bindings[1].index = 1;
-  bindings[1].address = y.data();
-  bindings[1].bytes = n * 4;
+  loom_graph_binding bindings[2] = {Binding(first_id, 0, x.data(), n * 4),
+                                    Binding(second_id, 1, y.data(), n * 4)};
   loom_graph_run_params run = {};
   run.struct_size = sizeof(run);
   run.bindings = bindings;
@@ -1046,15 +1049,8 @@ LOOM_TEST(TeamGraphRunsKeepNodeOrder) {
   loom_graph_destroy(graph);
   // The first rotate reads the caller's x and the last one writes the caller's y.
   std::vector<uint32_t> y(n);
-  loom_graph_binding bindings[2] = {};
-  bindings[0].node = rotates.front();
-  bindings[0].index = 0;
-  bindings[0].address = x.data();
-  bindings[0].bytes = n * 4;
-  bindings[1].node = rotates.back();
-  bindings[1].index = 1;
-  bindings[1].address = y.data();
-  bindings[1].bytes = n * 4;
+  loom_graph_binding bindings[2] = {Binding(rotates.front(), 0, x.data(), n * 4),
+                                    Binding(rotates.back(), 1, y.data(), n * 4)};
   loom_graph_run_params run = {};
   run.struct_size = sizeof(run);
   run.bindings = bindings;
