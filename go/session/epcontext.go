@@ -160,7 +160,7 @@ func (s *InferenceSession) writeEPContext(modelPath string) error {
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrCompile, err, "collecting the kernels of the EP context model")
 	}
-	graphBytes, err := s.eng.Model.Marshal()
+	graphBytes, err := s.marshalModel()
 	if err != nil {
 		return tensor.WrapError(op, tensor.ErrInvalidArgument, err, "serializing the optimized graph for the EP context model")
 	}

@@ -56,8 +56,9 @@ const (
 	OptionCUDAStandIn = "loom.cuda_stand_in"
 	// OptionPackWeights "1" (the default) lets the compiled run plans keep large constant
 	// matrix operands (MatMul's, Gemm's and MatMulAdd's weights) in the layout their kernels
-	// read fastest, packed once for every plan of the session; "0" reads them as the model
-	// stores them (for comparison: the results are the same).
+	// read fastest, packed once for every plan of the session; a weight that only such
+	// products read is then held packed alone, not beside the weight as stored (see Graph);
+	// "0" reads them as the model stores them (for comparison: the results are the same).
 	OptionPackWeights = "loom.pack_weights"
 )
 
@@ -267,9 +268,13 @@ type InferenceSession struct {
 	pe *plan.Env
 
 	ownModel bool
-	options  map[string]string
-	inputs   []IOMeta
-	outputs  []IOMeta
+	// relaid are the initializers of the (owned) model whose bytes relayWeights dropped, the
+	// session holding them packed; restoreOnce gives them back (restoreWeights).
+	relaid      []string
+	restoreOnce sync.Once
+	options     map[string]string
+	inputs      []IOMeta
+	outputs     []IOMeta
 
 	dev *native.Device
 
@@ -398,6 +403,7 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	s.pe.KeepDerived = s.options[OptionPackWeights] != "0"
 	s.pe.DeviceArenas = runsOn.Memory() == ep.DeviceMemory
 	s.eng.Threads = b.threads
+	s.relayWeights()
 	switch {
 	case epc != nil:
 		err = s.installEPContext(epc)
@@ -468,8 +474,14 @@ func (s *InferenceSession) Inputs() []IOMeta { return append([]IOMeta{}, s.input
 // Outputs describes the outputs Run returns, in order.
 func (s *InferenceSession) Outputs() []IOMeta { return append([]IOMeta{}, s.outputs...) }
 
-// Graph is the optimized model the session runs; it must not be changed.
-func (s *InferenceSession) Graph() *graph.Model { return s.eng.Model }
+// Graph is the optimized model the session runs; it must not be changed. The weights the
+// session holds packed for its matrix products (see OptionPackWeights) are dropped from a
+// model the session loaded itself; the first call to Graph before Close gives them back,
+// unpacked, and the session then holds them twice.
+func (s *InferenceSession) Graph() *graph.Model {
+	s.restoreWeights()
+	return s.eng.Model
+}
 
 // ModelMetadata returns the model's self-description.
 func (s *InferenceSession) ModelMetadata() ModelMetadata {
@@ -500,6 +512,9 @@ func (s *InferenceSession) Close() error {
 	// shared weights any more.
 	errs = append(errs, device.CloseWeights(&s.pe.PlanWeights, s.eng.Ctx)...)
 	s.pe.Derived.Clear()
+	// The weights go too: a closed session keeps nothing (Graph's model then lacks the
+	// initializers the session held packed, see relayWeights).
+	s.eng.Weights, s.eng.Held = nil, nil
 	errs = append(errs, s.eng.Kernels.Close()...)
 	s.eng.Bodies.Close()
 	s.eng.ForgetGraphs()

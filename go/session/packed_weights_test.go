@@ -43,9 +43,11 @@ func weightProductModel(t *testing.T, w, bias []float32, k, n int, gemm bool, ra
 // A large constant B is packed once into gemm_nn's column panels where its layout costs (see
 // packsB in internal/ops/kernelops): the products of every
 // input shape (one plan each) match a float64 reference on fresh random inputs, in the
-// plan and in the interpreter (which reads B as given), for widths that are and are not a
-// multiple of the panel, for MatMul (+ Add, fused) and Gemm with transB; the plans of all
-// shapes share one packed copy, and a closed session keeps none.
+// plan and in the interpreter, for widths that are and are not a multiple of the panel, for
+// MatMul (+ Add, fused) and Gemm with transB; the plans of all shapes share one packed copy,
+// which for MatMul's B is the session's only copy of the weight (relayWeights: the session
+// keeps it in place of the weight as stored, and derives nothing), and a closed session
+// keeps none.
 func TestPackedWeightsMatchAndAreSharedAcrossShapes(t *testing.T) {
 	rnd := inferRand()
 	cases := []struct {
@@ -108,9 +110,16 @@ func TestPackedWeightsMatchAndAreSharedAcrossShapes(t *testing.T) {
 				}
 			}
 			assert.Len(t, planned.ExecutionPlans(), len(c.ms))
-			assert.Equal(t, c.packed, planned.pe.Derived.Len(), "one packed B for the plans of every shape, where packing pays")
+			// Gemm's transposed B is packed beside the weight as stored; MatMul's replaces it.
+			relaid := 0
+			if !c.gemm {
+				relaid = c.packed
+			}
+			assert.Equal(t, relaid, relaidWeights(planned), "MatMul's B held packed alone, where packing pays")
+			assert.Equal(t, c.packed-relaid, planned.pe.Derived.Len(), "one packed B for the plans of every shape, where packing pays")
+			assert.Equal(t, relaid, relaidWeights(interpreted), "the interpreter reads the packed weights too")
 			assert.Zero(t, interpreted.pe.Derived.Len(), "the interpreter packs nothing")
-			assert.Zero(t, unpacked.pe.Derived.Len(), "OptionPackWeights 0 packs nothing")
+			assert.Zero(t, unpacked.pe.Derived.Len()+relaidWeights(unpacked), "OptionPackWeights 0 packs nothing")
 			require.NoError(t, planned.Close())
 			assert.Zero(t, planned.pe.Derived.Len(), "a closed session keeps no packed weight")
 		})

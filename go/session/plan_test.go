@@ -431,6 +431,63 @@ func TestPlanSettlesThreadCount(t *testing.T) {
 	require.Len(t, reports, 1)
 	require.NotEmpty(t, reports[0].SegmentThreads)
 	for _, n := range reports[0].SegmentThreads {
-		require.Contains(t, []int{1, 2}, n)
+		require.Contains(t, []int{0, 1, 2}, n)
+	}
+}
+
+// Where a segment's work decides it, its thread count is chosen when the plan is built, the
+// same in every session: all threads for products that stream megabytes of weights, one for a
+// few small launches; outputs match the interpreter's.
+func TestThreadCountPresetFromWork(t *testing.T) {
+	rnd := inferRand()
+	// Four 1024 x 1024 weights (16 MiB read per run): all threads.
+	g := &graph.Graph{Name: "big"}
+	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.Shape{graph.DimOf(1), graph.DimOf(1024)}))}
+	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
+	prev := "x"
+	for i := range 4 {
+		w := fmt.Sprintf("w%d", i)
+		g.AddInitializer(graph.TensorFromFloat32(w, []int64{1024, 1024}, randomF32(rnd, 1024*1024)))
+		out := fmt.Sprintf("h%d", i)
+		if i == 3 {
+			out = "y"
+		}
+		g.Nodes = append(g.Nodes, graph.NewNode(fmt.Sprintf("mm%d", i), "MatMul", []string{prev, w}, []string{out}))
+		prev = out
+	}
+	big, err := graph.FromGraph("big", g, map[string]int64{"": 13})
+	require.NoError(t, err)
+	for name, c := range map[string]struct {
+		load  func(opts ...LoadOption) (*InferenceSession, error)
+		shape []int64
+		want  int
+	}{
+		"big": {func(opts ...LoadOption) (*InferenceSession, error) { return FromGraph(big, opts...) }, []int64{1, 1024}, 0},
+		"add": {func(opts ...LoadOption) (*InferenceSession, error) {
+			return Load(filepath.Join("testdata", "models", "add.onnx"), opts...)
+		}, []int64{16}, 1},
+	} {
+		for range 2 { // the same choice in every session
+			planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) {
+				return c.load(append(opts, WithIntraOpThreads(2))...)
+			})
+			var feeds []tensor.NamedTensor
+			for _, in := range planned.Inputs() {
+				n := 1
+				for _, d := range c.shape {
+					n *= int(d)
+				}
+				feeds = append(feeds, tensor.NamedTensor{Name: in.Name, Tensor: tensor.MustTensor(c.shape, randomF32(rnd, n))})
+			}
+			for range 2 { // the plan is built by the first run and chosen then
+				requireSameOutputs(t, planned, interpreted, feeds, 1e-3)
+			}
+			reports := planned.ExecutionPlans()
+			require.Len(t, reports, 1, name)
+			require.NotEmpty(t, reports[0].SegmentThreads, name)
+			for _, n := range reports[0].SegmentThreads {
+				require.Equal(t, c.want, n, "%s: threads chosen without timing (0: all)", name)
+			}
+		}
 	}
 }

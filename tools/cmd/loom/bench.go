@@ -135,6 +135,9 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 	if n == 0 {
 		n = runtime.NumCPU()
 	}
+	// The peak first: Graph gives back the weights the session held packed alone (unpacked,
+	// a second copy), which weightBytes reads.
+	peak := peakRSSMiB()
 	r := benchResult{
 		Runtime:   "loom " + string(s.Provider()),
 		Model:     filepath.Base(pos[0]),
@@ -145,7 +148,7 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		MedianMs:  round(percentile(times, 50), 4),
 		P95Ms:     round(percentile(times, 95), 4),
 		MinMs:     round(times[0], 4),
-		PeakRSSMb: round(peakRSSMiB(), 1),
+		PeakRSSMb: round(peak, 1),
 		WeightsMb: round(float64(weightBytes(s.Graph()))/(1<<20), 3),
 	}
 	if *asJSON {

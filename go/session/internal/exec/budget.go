@@ -102,6 +102,12 @@ func storages(t tensor.Tensor, f func(addr uintptr, bytes uint64)) {
 		}
 		return
 	}
+	if r := tensor.RelaidOf(t); r != nil { // its packed elements (RawBytes would unpack a copy)
+		if len(r.Packed) > 0 {
+			f(uintptr(unsafe.Pointer(unsafe.SliceData(r.Packed))), uint64(4*len(r.Packed)))
+		}
+		return
+	}
 	if raw, ok := ops.RawBytes(t); ok {
 		if len(raw) > 0 {
 			f(uintptr(unsafe.Pointer(unsafe.SliceData(raw))), uint64(len(raw)))

@@ -22,6 +22,10 @@ func DataRange(t tensor.Tensor) (MemRange, bool) {
 	if tensor.Box(t) != nil {
 		return MemRange{}, false
 	}
+	if r := tensor.RelaidOf(t); r != nil { // its packed elements (RawBytes would unpack a copy)
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(r.Packed)))
+		return MemRange{p, p + uintptr(len(r.Packed))*4}, len(r.Packed) > 0
+	}
 	if s, ok := t.Data().([]string); ok {
 		if len(s) == 0 {
 			return MemRange{}, false

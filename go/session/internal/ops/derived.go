@@ -32,7 +32,17 @@ type derivedValue struct {
 
 // Get returns the value derived from src in layout (a string that determines the derivation
 // given src: the kernel's layout and its parameters), calling derive the first time.
+//
+// A src the session holds in that layout already (tensor.Relaid) is its own derived value;
+// one held in another layout is derived from its unpacked elements each time, and not kept
+// (its unpacked copy is new at every read, so no later call could find the entry).
 func (d *DerivedConsts) Get(src tensor.Tensor, layout string, derive func() tensor.Tensor) tensor.Tensor {
+	if r := tensor.RelaidOf(src); r != nil {
+		if r.Layout == layout {
+			return tensor.MustTensor([]int64{int64(len(r.Packed))}, r.Packed)
+		}
+		return derive()
+	}
 	raw, ok := RawBytes(src)
 	if d == nil || !ok || len(raw) == 0 {
 		return derive()

@@ -620,6 +620,9 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 		t.Segments[seg] = append(t.Segments[seg], i)
 	}
 	t.PlaceSlots()
+	for seg, steps := range t.Segments {
+		t.Tuners[seg].preset(t.segmentWork(steps))
+	}
 	t.planBindings()
 	if pe.DeviceArenas {
 		t.DeviceArena = true
@@ -975,16 +978,90 @@ func (t *Template) view(inst *Instance, r planRef) tensor.Tensor {
 
 // ThreadTuner chooses how many threads run a segment when the session has several: a small
 // graph can run slower on two threads than on one (handing its small grids to another thread
-// costs more than it saves), and only timing says where that line lies on a given machine.
-// The first runs alternate between one thread and all of them; after TuneSamples of each,
-// the faster wins (all of them only when clearly faster, since one thread leaves the others
-// to the caller's work).
+// costs more than it saves), a large one runs faster on all of them. Where the segment's
+// work, the bytes its launches bind (segmentWork), decides it, the choice is made when the
+// plan is built, the same in every process (preset): all threads for a segment that moves
+// at least parallelBytes in launches of parallelLaunchBytes on average, one for one that
+// moves less than serialBytes. Between the two only timing says where the line lies on a
+// given machine: the first runs alternate between one thread and all of them; after
+// TuneSamples of each, the faster wins (all of them only when clearly faster, since one
+// thread leaves the others to the caller's work).
 type ThreadTuner struct {
 	decided atomic.Bool
-	choice  int // the thread count, once decided (written before decided is set)
+	choice  int // the thread count, once decided (written before decided is set); 0 all
 	mu      sync.Mutex
 	best    [2]time.Duration // best time with one thread, with all of them
 	runs    [2]int
+}
+
+// The thresholds of preset, in bytes bound by a segment's launches per run: at 4 MiB (about
+// 100 us of streaming on one core) in launches of 64 KiB or more (a few us each, against the
+// ~0.5 us a launch's barrier costs a team), a second thread pays whatever the machine; under
+// 256 KiB (a few us in all) it cannot.
+const (
+	parallelBytes       = 4 << 20
+	parallelLaunchBytes = 64 << 10
+	serialBytes         = 256 << 10
+)
+
+// preset decides the thread count from a segment's work when it is clear: the bytes its
+// launches bind per run and the number of launches (see ThreadTuner).
+func (tt *ThreadTuner) preset(bytes int64, launches int) {
+	switch {
+	case launches > 0 && bytes >= parallelBytes && bytes/int64(launches) >= parallelLaunchBytes:
+		tt.choice = 0
+	case bytes < serialBytes:
+		tt.choice = 1
+	default:
+		return
+	}
+	tt.decided.Store(true)
+}
+
+// segmentWork is what a segment's launches bind per run: the bytes of every region each
+// launch reads or writes, summed over launches, and the number of launches.
+func (t *Template) segmentWork(steps []int) (bytes int64, launches int) {
+	for _, i := range steps {
+		st := &t.Steps[i]
+		for _, c := range st.kernel.Calls {
+			launches++
+			for _, b := range c.Bind {
+				bytes += t.operandBytes(st, b.Operand)
+			}
+		}
+	}
+	return bytes, launches
+}
+
+// operandBytes is the size of a kernel step's operand (0 when unknown).
+func (t *Template) operandBytes(st *planStep, o ops.Operand) int64 {
+	var r planRef
+	switch o.Kind {
+	case ops.OperandInput:
+		if o.Index >= len(st.in) {
+			return 0
+		}
+		r = st.in[o.Index]
+	case ops.OperandOutput:
+		if o.Index >= len(st.out) {
+			return 0
+		}
+		r = st.out[o.Index]
+	case ops.OperandScratch:
+		if o.Index >= len(st.scratch) || st.scratch[o.Index] >= len(t.Slots) {
+			return 0
+		}
+		return t.Slots[st.scratch[o.Index]].Bytes
+	case ops.OperandConst:
+		if o.Index >= len(st.kernel.Consts) {
+			return 0
+		}
+		c := st.kernel.Consts[o.Index]
+		return ops.Bytes(ops.ValueType{Dtype: c.DType(), Shape: c.Dims()})
+	default:
+		return 0
+	}
+	return ops.Bytes(ops.ValueType{Dtype: r.dtype, Shape: r.shape})
 }
 
 // TuneSamples are the runs a ThreadTuner times per thread count before it chooses.
@@ -997,6 +1074,9 @@ func (tt *ThreadTuner) Threads(n int) (int, int) {
 		return 1, -1
 	}
 	if tt.decided.Load() {
+		if tt.choice == 0 {
+			return n, -1
+		}
 		return tt.choice, -1
 	}
 	tt.mu.Lock()
@@ -1027,7 +1107,8 @@ func (tt *ThreadTuner) Record(slot, n int, d time.Duration) {
 	}
 }
 
-// Chosen is the decided thread count, or -1 while timing.
+// Chosen is the decided thread count (0: all of the session's, as preset), or -1 while
+// timing.
 func (tt *ThreadTuner) Chosen() int {
 	if !tt.decided.Load() {
 		return -1

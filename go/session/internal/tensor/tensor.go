@@ -47,6 +47,9 @@ type Tensor struct {
 	// (dtype is then the element type of the tensors inside, shape and data are unset); see
 	// Value. Only the ops with the TakesValues trait (graph.OpTraits) accept one, so every other op sees plain tensors.
 	box *composite
+	// relaid, when set, holds a float32 constant's elements in a layout of its own (data is
+	// then nil; see Relaid).
+	relaid *Relaid
 }
 
 // NamedTensor is a tensor bound to a graph input name (or, for RunInto, an output name).
@@ -124,7 +127,7 @@ func MustTensor[T Element](shape []int64, data []T) Tensor {
 // TensorOf returns the elements of t without copying, or an *Error matching
 // ErrInvalidArgument when T is not t's element type.
 func TensorOf[T Element](t Tensor) ([]T, error) {
-	s, ok := t.data.([]T)
+	s, ok := t.elems().([]T)
 	if !ok {
 		if !t.IsValid() {
 			return nil, NewError("TensorOf", ErrInvalidArgument, "empty tensor (the zero Tensor)")
@@ -161,13 +164,19 @@ func (t Tensor) Shape() []int64 { return append([]int64{}, t.shape...) }
 func (t Tensor) Rank() int { return len(t.shape) }
 
 // Len is the number of elements.
-func (t Tensor) Len() int { return sliceLen(t.data) }
+func (t Tensor) Len() int {
+	if t.relaid != nil {
+		return t.relaid.n
+	}
+	return sliceLen(t.data)
+}
 
-// Data is the element slice as an any ([]float32, []int64, ...), not copied.
-func (t Tensor) Data() any { return t.data }
+// Data is the element slice as an any ([]float32, []int64, ...), not copied (except for a
+// weight the session holds in a layout of its own, unpacked into a new slice: see Relaid).
+func (t Tensor) Data() any { return t.elems() }
 
 // IsValid reports whether t holds elements (the zero Tensor does not).
-func (t Tensor) IsValid() bool { return t.data != nil || t.box != nil }
+func (t Tensor) IsValid() bool { return t.data != nil || t.box != nil || t.relaid != nil }
 
 // String describes the type and shape, as tensor(float)[2,3].
 func (t Tensor) String() string {
@@ -372,7 +381,7 @@ func FromGraphTensor(gt *graph.Tensor) (Tensor, error) {
 // float64s widens every element to float64 (bool as 0/1); strings are refused by callers.
 func Float64s(t Tensor) []float64 {
 	out := make([]float64, t.Len())
-	switch v := t.data.(type) {
+	switch v := t.elems().(type) {
 	case []float32:
 		for i, x := range v {
 			out[i] = float64(x)
@@ -435,7 +444,7 @@ func Int64s(t Tensor) []int64 {
 		return v
 	}
 	out := make([]int64, t.Len())
-	switch v := t.data.(type) {
+	switch v := t.elems().(type) {
 	case []int32:
 		for i, x := range v {
 			out[i] = int64(x)
@@ -540,7 +549,7 @@ func toInt(x float64) int64 {
 // take builds a tensor of t's type whose i-th element is t's element idx[i].
 func Take(t Tensor, shape []int64, idx []int) Tensor {
 	out := Tensor{dtype: t.dtype, shape: append([]int64{}, shape...)}
-	switch v := t.data.(type) {
+	switch v := t.elems().(type) {
 	case []float32:
 		out.data = takeSlice(v, idx)
 	case []float64:
@@ -583,12 +592,12 @@ func takeSlice[T any](s []T, idx []int) []T {
 
 // reshaped returns t viewed with another shape of the same element count (elements shared).
 func Reshaped(t Tensor, shape []int64) Tensor {
-	return Tensor{dtype: t.dtype, shape: append([]int64{}, shape...), data: t.data}
+	return Tensor{dtype: t.dtype, shape: append([]int64{}, shape...), data: t.elems()}
 }
 
 // elemString formats element i (for messages and tests).
 func (t Tensor) elemString(i int) string {
-	switch v := t.data.(type) {
+	switch v := t.elems().(type) {
 	case []string:
 		return v[i]
 	case []bool:

@@ -63,6 +63,10 @@ func CopyOut(v Tensor) (Tensor, error) {
 	}
 	// Cloning (rather than zeroing a new slice and copying) writes each byte once.
 	out := Tensor{dtype: v.dtype, shape: append([]int64{}, v.shape...)}
+	if v.relaid != nil {
+		out.data = v.relaid.Unpacked()
+		return out, nil
+	}
 	switch d := v.data.(type) {
 	case []float32:
 		out.data = slices.Clone(d)

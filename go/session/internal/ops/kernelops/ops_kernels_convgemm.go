@@ -248,8 +248,12 @@ const packBPanelBytes = 512 << 10
 // panels of at least packBPanelBytes (a 3072 x 768 weight, 128 rows: 1.2x). Elsewhere (768 x
 // 768, 768 x 2304, 768 x 50257) packing measured no faster, and it holds a second copy of the
 // weight. B's layout in memory does not matter then (Gemm's transB too).
+//
+// A B the session already holds packed (tensor.Relaid, see RelayWeight) is read packed
+// whenever its layout is the one this product wants, without a DerivedConsts.
 func (g gemmSpec) packsB() (nv int, ok bool) {
-	if _, isF32 := g.bStatic.Data().([]float32); !isF32 || g.bDerived == nil || g.k < 1 || 4*g.k*g.n < packBMinBytes ||
+	keeps := g.bDerived != nil || tensor.RelaidOf(g.bStatic) != nil
+	if !g.bStatic.IsValid() || g.bStatic.DType() != graph.Float || !keeps || g.k < 1 || 4*g.k*g.n < packBMinBytes ||
 		(g.nb0 != 1 && g.bs[0] != 0) || (g.nb1 != 1 && g.bs[1] != 0) {
 		return 0, false
 	}
@@ -263,18 +267,32 @@ func (g gemmSpec) packsB() (nv int, ok bool) {
 // every input shape share one packed copy.
 func (g gemmSpec) packedNV() int {
 	tall := g
-	tall.m = max(g.m, 256)
+	tall.m = packedForRows
 	t, _ := tall.bestNNOf(0)
 	return t.nv
+}
+
+// packedForRows is the product height packedNV plans a packed B's panels for, whatever the
+// product's own (so that one packed copy serves every shape).
+const packedForRows = 256
+
+// packedLayout names B packed into panels of nr columns for DerivedConsts and Relaid.
+func (g gemmSpec) packedLayout(nr int) string {
+	return fmt.Sprintf("gemm_nn.PACKB k=%d n=%d strides=%d,%d nr=%d", g.k, g.n, g.bs[2], g.bs[3], nr)
 }
 
 // packB is B packed into panels of nr columns: panel t holds columns j0..j0+nr-1 with j0 =
 // min(t·nr, n - nr) (gemm_nn's overlapping last tile), row p of it at [t, p, :].
 func (g gemmSpec) packB(nr int) tensor.Tensor {
-	b := g.bStatic.Data().([]float32)
-	ntc := ceilDiv(g.n, nr)
-	packed := make([]float32, ntc*g.k*nr)
-	for t := range ntc {
+	packed := make([]float32, ceilDiv(g.n, nr)*g.k*nr)
+	g.packInto(packed, g.bStatic.Data().([]float32), nr)
+	return tensor.MustTensor([]int64{int64(len(packed))}, packed)
+}
+
+// packInto writes b (B's elements, strides g.bs[2], g.bs[3]) into packed in panels of nr
+// columns (see packB).
+func (g gemmSpec) packInto(packed, b []float32, nr int) {
+	for t := range ceilDiv(g.n, nr) {
 		j0 := min(t*nr, g.n-nr)
 		for p := range g.k {
 			row := packed[(t*g.k+p)*nr : (t*g.k+p+1)*nr]
@@ -287,7 +305,6 @@ func (g gemmSpec) packB(nr int) tensor.Tensor {
 			}
 		}
 	}
-	return tensor.MustTensor([]int64{int64(len(packed))}, packed)
 }
 
 // packA says whether gemm_nn reads A packed by pack_a: for tall tiles (their row pointers
@@ -435,7 +452,7 @@ func (g gemmSpec) emit(p *ops.KernelPlan, y ops.Operand) {
 			// B packed once for the session (the kernel ignores B's strides, which then
 			// describe the packed B unpacked: see unpackB).
 			nr := nn.nv * nn.vl
-			layout := fmt.Sprintf("gemm_nn.PACKB k=%d n=%d strides=%d,%d nr=%d", g.k, g.n, g.bs[2], g.bs[3], nr)
+			layout := g.packedLayout(nr)
 			p.Consts = append(p.Consts, g.bDerived.Get(g.bStatic, layout, func() tensor.Tensor { return g.packB(nr) }))
 			g.b, g.bs = ops.ConstOperand(len(p.Consts)-1), [4]int{0, 0, g.n, 1}
 			bind[1] = ops.ReadOf(g.b)

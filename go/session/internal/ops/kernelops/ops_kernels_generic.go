@@ -178,12 +178,7 @@ func unpackB(p *ops.KernelPlan, i int) bool {
 		return false
 	}
 	un := make([]float32, k*n)
-	for t := range ceilDiv(n, nr) {
-		j0 := min(t*nr, n-nr)
-		for q := range k {
-			copy(un[q*n+j0:q*n+j0+nr], packed[(t*k+q)*nr:])
-		}
-	}
+	unpackPanels(packed, un, k, n, nr)
 	p.Consts[b.Index] = tensor.MustTensor([]int64{int64(len(un))}, un)
 	c.Args[9], c.Args[10], c.Args[11] = 0, 0, U(n)
 	delete(c.Config, "PACKB")

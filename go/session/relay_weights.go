@@ -1,0 +1,193 @@
+package session
+
+import (
+	"encoding/binary"
+	"math"
+	"runtime"
+	"slices"
+	"unsafe"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
+)
+
+// relayWeights replaces, in the session's weights, each weight that only the host's matrix
+// products read (as B) by the same weight packed into the gemm kernel's column panels, the
+// layout the compiled plans and the interpreter's kernels read it in (see OptionPackWeights):
+// the session then holds such a weight once, packed, where it held the weight as stored and a
+// packed copy. Its elements stay readable as stored (tensor.Relaid unpacks a copy for the
+// rare reader that wants them so); a model the session owns has these initializers' bytes
+// dropped and given back, unpacked, by Graph.
+//
+// A weight is relaid when packing is on, the plans target the host, and every node reading
+// it is a MatMul, Loom's MatMulAdd or a Gemm without transB that reads it as B and that the
+// provider runs as kernels; never when it is a graph input (a feed may replace it), a graph
+// output, or read from inside a subgraph.
+func (s *InferenceSession) relayWeights() {
+	if !s.pe.KeepDerived || s.eng.PlanTarget() != ops.PlanHost {
+		return
+	}
+	g := s.eng.Model.Graph
+	names := s.packOnlyWeights(g)
+	if len(names) == 0 {
+		return
+	}
+	// The initializers' bytes, to tell whether a weight's elements are its own (a weight the
+	// session views in its model's bytes, or a copy) and may be packed in place.
+	type span struct{ lo, hi uintptr }
+	var spans []span
+	for _, gt := range g.Initializers {
+		if len(gt.Raw) > 0 {
+			lo := uintptr(unsafe.Pointer(unsafe.SliceData(gt.Raw)))
+			spans = append(spans, span{lo, lo + uintptr(len(gt.Raw))})
+		}
+	}
+	var r kernelops.Relayer
+	relaid := int64(0) // bytes relaid since the last collection
+	for _, name := range names {
+		w := s.eng.Weights[name]
+		raw, ok := ops.RawBytes(w)
+		if !ok || len(raw) == 0 {
+			continue
+		}
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(raw)))
+		own := span{lo, lo + uintptr(len(raw))}
+		overlaps := 0
+		for _, sp := range spans {
+			if sp.lo < own.hi && own.lo < sp.hi {
+				overlaps++
+			}
+		}
+		gt := g.Initializers[name]
+		mine := len(gt.Raw) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(gt.Raw))) == lo
+		// In place only when no other initializer's bytes share the weight's memory (its own
+		// initializer's do when the session views them, and are dropped below).
+		inPlace := overlaps == 0 || (overlaps == 1 && mine && s.ownModel)
+		t, ok := r.Relay(w, inPlace)
+		if !ok {
+			continue
+		}
+		s.eng.Weights[name] = t
+		if s.ownModel {
+			gt.Raw = nil // given back by Graph (restoreWeights)
+			s.relaid = append(s.relaid, name)
+		}
+		// The weights as stored become garbage as they are relaid: collect them every so
+		// often, so that the session's peak memory holds a few of them at once, not all.
+		if relaid += int64(len(raw)); relaid >= relayCollectBytes {
+			runtime.GC()
+			relaid = 0
+		}
+	}
+	// The last weights as stored, and the packing's scratch, go before the first run
+	// allocates (which then reuses their memory rather than growing the heap).
+	r = kernelops.Relayer{}
+	if relaid > 0 {
+		runtime.GC()
+	}
+	s.eng.Held = exec.NewHeldRanges(s.eng.Weights)
+}
+
+// relayCollectBytes is how many bytes of weights relayWeights relays between collections.
+const relayCollectBytes = 64 << 20
+
+// packOnlyWeights names (sorted) the float32 matrices of g's initializers that relayWeights
+// may relay: read only as B by matrix products that run as kernels.
+func (s *InferenceSession) packOnlyWeights(g *graph.Graph) []string {
+	cand := map[string]bool{}
+	for name, gt := range g.Initializers {
+		if gt.DType == graph.Float && len(gt.Dims) == 2 && s.eng.Weights[name].IsValid() {
+			cand[name] = true
+		}
+	}
+	for _, v := range g.Inputs {
+		delete(cand, v.Name)
+	}
+	for _, v := range g.Outputs {
+		delete(cand, v.Name)
+	}
+	for _, n := range g.Nodes {
+		packs := readsBPacked(n) && s.eng.Placements.Of(n).Kernel
+		for i, in := range n.Inputs {
+			if cand[in] && (i != 1 || !packs) {
+				delete(cand, in)
+			}
+		}
+		for _, sg := range n.Subgraphs() {
+			sg.Walk(func(inner *graph.Graph) {
+				for _, m := range inner.Nodes {
+					for _, in := range m.Inputs {
+						delete(cand, in)
+					}
+				}
+				for _, v := range inner.Outputs {
+					delete(cand, v.Name)
+				}
+			})
+		}
+	}
+	names := make([]string, 0, len(cand))
+	for name := range cand {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// readsBPacked says whether n's host kernels may read its input 1 (B) packed in gemm_nn's
+// panels (a B of [k, n] with rows n apart): MatMul, Loom's MatMulAdd, and Gemm without
+// transB.
+func readsBPacked(n *graph.Node) bool {
+	onnx := n.Domain == "" || n.Domain == "ai.onnx"
+	switch {
+	case onnx && n.OpType == "MatMul":
+		return true
+	case n.Domain == graph.LoomDomain && n.OpType == "MatMulAdd":
+		return true
+	case onnx && n.OpType == "Gemm":
+		return n.AttrInt("transB", 0) == 0
+	}
+	return false
+}
+
+// restoreWeights gives the model's relaid initializers their bytes back (unpacked), once and
+// for good, for a caller of Graph.
+func (s *InferenceSession) restoreWeights() {
+	s.restoreOnce.Do(func() { s.fillRelaid() })
+}
+
+// fillRelaid gives the model's relaid initializers that lack their bytes the bytes (unpacked),
+// and returns their names.
+func (s *InferenceSession) fillRelaid() []string {
+	var filled []string
+	g := s.eng.Model.Graph
+	for _, name := range s.relaid {
+		gt, w := g.Initializers[name], s.eng.Weights[name]
+		if gt == nil || gt.Raw != nil {
+			continue
+		}
+		if v, ok := w.Data().([]float32); ok {
+			raw := make([]byte, 4*len(v))
+			for i, x := range v {
+				binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(x))
+			}
+			gt.Raw = raw
+			filled = append(filled, name)
+		}
+	}
+	return filled
+}
+
+// marshalModel encodes the model with every initializer's bytes (an EP context model's
+// graph), the relaid ones unpacked for the while.
+func (s *InferenceSession) marshalModel() ([]byte, error) {
+	filled := s.fillRelaid()
+	defer func() {
+		for _, name := range filled {
+			s.eng.Model.Graph.Initializers[name].Raw = nil
+		}
+	}()
+	return s.eng.Model.Marshal()
+}
