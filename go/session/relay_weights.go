@@ -45,7 +45,7 @@ func (s *InferenceSession) relayWeights() {
 		}
 	}
 	var r kernelops.Relayer
-	relaid := int64(0) // bytes relaid since the last collection
+	sinceGC, changed := int64(0), false // bytes relaid since the last collection; any relaid
 	for _, name := range names {
 		w := s.eng.Weights[name]
 		raw, ok := ops.RawBytes(w)
@@ -69,22 +69,25 @@ func (s *InferenceSession) relayWeights() {
 		if !ok {
 			continue
 		}
-		s.eng.Weights[name] = t
+		s.eng.Weights[name], changed = t, true
 		if s.ownModel {
 			gt.Raw = nil // given back by Graph (restoreWeights)
 			s.relaid = append(s.relaid, name)
 		}
-		// The weights as stored become garbage as they are relaid: collect them every so
-		// often, so that the session's peak memory holds a few of them at once, not all.
-		if relaid += int64(len(raw)); relaid >= relayCollectBytes {
+		// The weights as stored that were not packed in place become garbage as they are
+		// relaid: collect them every so often, so that the session's peak memory holds a few
+		// of them at once, not all.
+		if sinceGC += int64(len(raw)); sinceGC >= relayCollectBytes {
 			runtime.GC()
-			relaid = 0
+			sinceGC = 0
 		}
 	}
-	// The last weights as stored, and the packing's scratch, go before the first run
-	// allocates (which then reuses their memory rather than growing the heap).
+	// The last of them, and the packing's scratch, go before the first run allocates (which
+	// then reuses their memory rather than growing the heap). Measured against no collection
+	// at all (`loom bench`, peak RSS): the d-512 decoder 183 -> 171 MB, BERT-base 569 -> 563,
+	// GPT-2 718 -> 711, for 30-70 ms more load time.
 	r = kernelops.Relayer{}
-	if relaid > 0 {
+	if changed {
 		runtime.GC()
 	}
 	s.eng.Held = exec.NewHeldRanges(s.eng.Weights)

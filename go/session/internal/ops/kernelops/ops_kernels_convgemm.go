@@ -249,11 +249,19 @@ const packBPanelBytes = 512 << 10
 // 768, 768 x 2304, 768 x 50257) packing measured no faster, and it holds a second copy of the
 // weight. B's layout in memory does not matter then (Gemm's transB too).
 //
-// A B the session already holds packed (tensor.Relaid, see RelayWeight) is read packed
-// whenever its layout is the one this product wants, without a DerivedConsts.
+// A B the session already holds packed (tensor.Relaid, see Relayer) is read packed whenever
+// its layout is the one this product wants, without a DerivedConsts.
 func (g gemmSpec) packsB() (nv int, ok bool) {
-	keeps := g.bDerived != nil || tensor.RelaidOf(g.bStatic) != nil
-	if !g.bStatic.IsValid() || g.bStatic.DType() != graph.Float || !keeps || g.k < 1 || 4*g.k*g.n < packBMinBytes ||
+	if g.bDerived == nil && tensor.RelaidOf(g.bStatic) == nil {
+		return 0, false
+	}
+	return g.packPays()
+}
+
+// packPays is packsB's rule on B alone: whether its layout costs enough to pack it, and the
+// panels' width in vectors.
+func (g gemmSpec) packPays() (nv int, ok bool) {
+	if !g.bStatic.IsValid() || g.bStatic.DType() != graph.Float || g.k < 1 || 4*g.k*g.n < packBMinBytes ||
 		(g.nb0 != 1 && g.bs[0] != 0) || (g.nb1 != 1 && g.bs[1] != 0) {
 		return 0, false
 	}

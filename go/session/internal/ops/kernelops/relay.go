@@ -2,7 +2,6 @@ package kernelops
 
 import (
 	"github.com/loomrt/loom/go/graph"
-	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -15,7 +14,7 @@ type Relayer struct {
 
 // Relay returns w, a float32 matrix [k, n] that MatMul, Loom's MatMulAdd or Gemm (transB 0)
 // reads as B on the host, packed into gemm_nn's column panels exactly as the host planners
-// pack such a B (packsB, packB), as a tensor that holds the packed copy only
+// pack such a B (packPays, packB), as a tensor that holds the packed copy only
 // (tensor.Relaid): the planners then read the panels as they are, and everything else sees
 // the elements unpacked. ok is false when the host planners read such a B as stored (too
 // small, or a layout that does not pay). With inPlace the panels reuse w's memory when they
@@ -31,11 +30,11 @@ func (r *Relayer) Relay(w tensor.Tensor, inPlace bool) (_ tensor.Tensor, ok bool
 		return tensor.Tensor{}, false
 	}
 	g := gemmSpec{m: packedForRows, k: int(dims[0]), n: int(dims[1]), nb0: 1, nb1: 1,
-		bs: [4]int{0, 0, int(dims[1]), 1}, bStatic: w, bDerived: &dummyDerived}
+		bs: [4]int{0, 0, int(dims[1]), 1}, bStatic: w}
 	if g.n < vectorWidth(g.n) {
 		return tensor.Tensor{}, false
 	}
-	nv, packs := g.packsB()
+	nv, packs := g.packPays()
 	if !packs {
 		return tensor.Tensor{}, false
 	}
@@ -59,10 +58,6 @@ func (r *Relayer) Relay(w tensor.Tensor, inPlace bool) (_ tensor.Tensor, ok bool
 	t, err := tensor.NewRelaid(dims, g.packedLayout(nr), packed, func(p, dst []float32) { unpackPanels(p, dst, k, n, nr) })
 	return t, err == nil
 }
-
-// dummyDerived marks a spec as allowed to pack (packsB asks for a cache or a relaid B); Relay
-// never stores into it.
-var dummyDerived ops.DerivedConsts
 
 // unpackPanels writes B [k, n] (row-major) from its panels of nr columns (see packB).
 func unpackPanels(packed, dst []float32, k, n, nr int) {
