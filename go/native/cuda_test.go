@@ -192,7 +192,11 @@ func TestCUDARuntimeSessionFence(t *testing.T) {
 		if err := m.rt.Download(out, m.z, 0); err != nil {
 			return nil, err
 		}
-		return bytesU32(out), m.rt.Synchronize()
+		// out is written by the download only once the lanes are synchronized: read it after.
+		if err := m.rt.Synchronize(); err != nil {
+			return nil, err
+		}
+		return bytesU32(out), nil
 	})
 	require.NoError(t, err)
 	for i := range got {

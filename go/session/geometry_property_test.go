@@ -1019,6 +1019,28 @@ func TestGPUPlannersMatchTheHost(t *testing.T) {
 		c := geomCase{name: fmt.Sprintf("%s %v over the last %d axes (GPU planner)", op, x, 1+i%2), node: node(op), opset: 18, in: in, tol: 1e-4}
 		require.True(t, runGeomCaseFor(t, s, gc, r, c, true, ops.PlanGPU), c.name)
 	}
+	// binary_flat with the GPU's geometry (blocks of 256 threads, 4 elements a thread): lengths
+	// around a block's span of 1,024 elements and its multiples, a single element broadcast
+	// either way, and every op that plans it.
+	for i := range 24 {
+		op := []string{"Add", "Sub", "Mul", "Div"}[i%4]
+		n := []int64{1, 3, 255, 256, 257, 1023, 1024, 1025, 4096, 4097, int64(1 + r.IntN(20000))}[r.IntN(11)]
+		a, b := fin(n), fin(n)
+		switch i % 3 {
+		case 1:
+			b = fin(1)
+		case 2:
+			a = fin(1)
+		}
+		if op == "Div" {
+			b.positive = true
+		}
+		c := geomCase{name: fmt.Sprintf("%s %v %v (GPU planner)", op, a.shape, b.shape), node: node(op), opset: 18, in: []geomInput{a, b}, tol: 1e-6}
+		p, _, err := ops.GPUKernelPlanners[op](c.node, c.opset, c.infos())
+		require.NoError(t, err, c.name)
+		require.Equal(t, "4", p.Calls[0].Config["EPT"], "%s: %v", c.name, p.Calls[0])
+		require.True(t, runGeomCaseFor(t, s, gc, r, c, true, ops.PlanGPU), c.name)
+	}
 	for _, f := range []string{"softmax", "layer_norm", "instance_norm", "reduce", "attention"} {
 		for i := range 12 {
 			c := geomGenerators[f](&geomGen{r: r, budget: geomRunBudget})

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph/opt"
+	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session"
 	"github.com/loomrt/loom/go/session/conformance"
 )
@@ -35,23 +36,43 @@ const (
 )
 
 // realSetup is how a reference check runs a model: at an optimization level, on the default
-// provider or through the cuda provider's placements and copies on the stand-in host device
-// whose memory behaves as a GPU's (session.OptionCUDAStandIn).
+// provider, through the cuda provider's placements and copies on the stand-in host device
+// whose memory behaves as a GPU's (session.OptionCUDAStandIn), or on a real GPU.
 type realSetup struct {
 	Level   opt.Level
 	StandIn bool
+	CUDA    bool // the cuda provider on a CUDA device (only where one exists)
 }
 
 func (r realSetup) String() string {
-	if r.StandIn {
+	switch {
+	case r.StandIn:
 		return r.Level.String() + "/cuda-stand-in"
+	case r.CUDA:
+		return r.Level.String() + "/cuda"
 	}
 	return r.Level.String()
 }
 
 // realSetups are the setups the reference checks run: the graph as written, the fully
-// optimized one with Loom's fused operators, and that one through the cuda stand-in.
-var realSetups = []realSetup{{Level: opt.LevelDisabled}, {Level: opt.LevelAll}, {Level: opt.LevelAll, StandIn: true}}
+// optimized one with Loom's fused operators, that one through the cuda stand-in and, where a
+// CUDA device exists (the device check, the GPU test targets), on the GPU.
+var realSetups = func() []realSetup {
+	setups := []realSetup{{Level: opt.LevelDisabled}, {Level: opt.LevelAll}, {Level: opt.LevelAll, StandIn: true}}
+	if cudaDevices() > 0 {
+		setups = append(setups, realSetup{Level: opt.LevelAll, CUDA: true})
+	}
+	return setups
+}()
+
+// cudaDevices is how many CUDA devices this machine has (0 without a driver).
+func cudaDevices() int {
+	n, err := native.Devices(native.BackendCUDA)
+	if err != nil {
+		return 0
+	}
+	return n
+}
 
 // forLevels runs check as one subtest per setup in realSetups.
 func forLevels(t *testing.T, check func(t *testing.T, setup realSetup)) {
@@ -86,8 +107,21 @@ func loadReal(t *testing.T, path string, setup realSetup) *session.InferenceSess
 	if setup.StandIn {
 		opts = append(opts, session.WithExecutionProvider(session.ProviderCUDA), session.WithOption(session.OptionCUDAStandIn, "1"))
 	}
+	if setup.CUDA {
+		opts = append(opts, session.WithExecutionProvider(session.ProviderCUDA))
+	}
 	s, err := session.Load(path, opts...)
 	require.NoError(t, err, "loading %s", path)
+	if setup.CUDA {
+		// The cuda provider falls back to the host when it cannot open the device, which
+		// would compare the host with itself.
+		require.Equal(t, session.ProviderCUDA, s.Provider(), "%v", s.ExecutionProviderFallbackReport())
+		ops := map[string]int{}
+		for _, f := range s.ExecutionProviderFallbackReport() {
+			ops[f.Op]++
+		}
+		t.Logf("%s on cuda: %d node(s) on the host %v", filepath.Base(path), len(s.ExecutionProviderFallbackReport()), ops)
+	}
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s
 }
@@ -240,10 +274,17 @@ func TestRealModelTinyEncoder(t *testing.T) {
 	const model = "testdata/models/tiny_encoder.onnx"
 	all := loadReal(t, model, realSetup{Level: opt.LevelAll})
 	standIn := loadReal(t, model, realSetup{Level: opt.LevelAll, StandIn: true})
+	var gpu *session.InferenceSession // on a real GPU, where there is one
+	if cudaDevices() > 0 {
+		gpu = loadReal(t, model, realSetup{Level: opt.LevelAll, CUDA: true})
+	}
 	x := readNpy(t, "testdata/realmodels/tiny_encoder/x.npy")
 	want := readNpy(t, "testdata/realmodels/tiny_encoder/ref/y.npy")
 	requireClose(t, "vs ONNX Runtime", run(t, all, session.NamedTensor{Name: "x", Tensor: x})["y"], want)
 	requireClose(t, "cuda stand-in vs ONNX Runtime", run(t, standIn, session.NamedTensor{Name: "x", Tensor: x})["y"], want)
+	if gpu != nil {
+		requireClose(t, "cuda vs ONNX Runtime", run(t, gpu, session.NamedTensor{Name: "x", Tensor: x})["y"], want)
+	}
 
 	disabled := loadReal(t, model, realSetup{Level: opt.LevelDisabled})
 	seed := rand.Uint64()
@@ -260,6 +301,10 @@ func TestRealModelTinyEncoder(t *testing.T) {
 			run(t, all, feed)["y"], run(t, disabled, feed)["y"])
 		requireClose(t, fmt.Sprintf("cuda stand-in vs host, x[%d,%d,64]", b, n),
 			run(t, standIn, feed)["y"], run(t, all, feed)["y"])
+		if gpu != nil {
+			requireClose(t, fmt.Sprintf("cuda vs host, x[%d,%d,64]", b, n),
+				run(t, gpu, feed)["y"], run(t, all, feed)["y"])
+		}
 	}
 }
 

@@ -5,7 +5,8 @@
 //
 // CHECK* record a failure and go on; REQUIRE* record it and leave the test. RunAll prints one line
 // per test ([ OK ], [ FAIL ], [ SKIP ] with the reason), a summary, and returns 1 on any failure.
-// LOOM_TEST_FILTER=substring runs only the tests whose names contain it.
+// LOOM_TEST_FILTER=substring runs only the tests whose names contain it; LOOM_TEST_SKIP=substring
+// leaves out those whose names contain it.
 #ifndef LOOM_SHIM_TESTS_HARNESS_H_
 #define LOOM_SHIM_TESTS_HARNESS_H_
 
@@ -80,10 +81,15 @@ std::string DescribeEq(const char* a_text, const char* b_text, const A& a, const
 }
 
 inline int RunAll() {
+  // LOOM_TEST_FILTER runs only the tests whose names contain it; LOOM_TEST_SKIP leaves out those
+  // whose names contain it (as go test's -run and -skip).
   const char* filter = getenv("LOOM_TEST_FILTER");
+  const char* leave_out = getenv("LOOM_TEST_SKIP");
+  if (leave_out != nullptr && *leave_out == '\0') leave_out = nullptr;
   int passed = 0, failed = 0, skipped = 0;
   for (const TestCase& test : Registry()) {
     if (filter != nullptr && strstr(test.name, filter) == nullptr) continue;
+    if (leave_out != nullptr && strstr(test.name, leave_out) != nullptr) continue;
     Current() = State();
     printf("[ RUN  ] %s\n", test.name);
     fflush(stdout);

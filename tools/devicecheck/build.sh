@@ -26,7 +26,10 @@
 #   conformance.test  //go/session/conformance:conformance_test: TestNodeConformanceCUDA (the
 #                     ONNX node suite through the cuda provider against the host provider; the
 #                     suite, @onnx_node_tests, is copied beside it as node-tests/)
-# The folder is packed into out/devicecheck.tar.gz as well (the test binaries embed the shipped
+#   session.test      //go/session:session_test: its TestRealModel* tests, each model also on the
+#                     GPU (the published models fetched into models/, testdata/ copied beside)
+#   loom              //tools/cmd/loom:loom, which bench.py times on the GPU
+# The folder is packed into out/devicecheck.tar.xz as well (the test binaries embed the shipped
 # kernels: tens of MB each), which is what the device tool carries.
 # The binaries link libstdc++ and libgcc statically (.bazelrc's BAZEL_LINKOPTS/BAZEL_LINKLIBS;
 # this script checks with ldd); glibc stays dynamic because the driver is loaded with dlopen (a
@@ -48,6 +51,8 @@ binaries=(
   "//go/session/internal/exec:exec_test go/session/internal/exec/exec_test_/exec_test exec.test"
   "//go/session/internal/ep:ep_test go/session/internal/ep/ep_test_/ep_test ep.test"
   "//go/session/conformance:conformance_test go/session/conformance/conformance_test_/conformance_test conformance.test"
+  "//go/session:session_test go/session/session_test_/session_test session.test"
+  "//tools/cmd/loom:loom tools/cmd/loom/loom_/loom loom"
 )
 labels=()
 for b in "${binaries[@]}"; do labels+=("${b%% *}"); done
@@ -81,10 +86,26 @@ done
 cp -R "$(bazel info output_base 2>/dev/null)/external/onnx_node_tests/node" "$out/node-tests"
 chmod -R u+w "$out/node-tests"
 
+# session.test's real-model tests read testdata/ from their working directory (run.sh runs
+# them in session/) and the published models from LOOM_MODELS_DIR (models/, fetched here by
+# tools/models/fetch.sh with their pinned sha256; bench.py times them too).
+mkdir -p "$out/session"
+cp -R go/session/testdata "$out/session/testdata"
+LOOM_MODELS_DIR="$out/models" bash tools/models/fetch.sh >&2
+
 cp tools/devicecheck/run.sh "$out/run.sh"
+cp tools/devicecheck/bench.py "$out/bench.py"
 chmod +x "$out/run.sh"
 git rev-parse HEAD > "$out/COMMIT" 2>/dev/null || true
 du -sh "$out"
-tar -C "$root/out" -czf "$root/out/devicecheck.tar.gz" devicecheck
-du -sh "$root/out/devicecheck.tar.gz"
-echo "built $out; run it on the GPU machine with: bash out/devicecheck/run.sh"
+# xz with a dictionary larger than a test binary: the binaries embed the same shipped kernels
+# (tens of MB each), which a gzip window (32 KiB) cannot see twice. 4x smaller than gzip here.
+rm -f "$root/out/devicecheck.tar.gz"
+tar -C "$root/out" -cf - devicecheck | xz -9 --lzma2=dict=192MiB -T1 > "$root/out/devicecheck.tar.xz"
+size=$(stat -c %s "$root/out/devicecheck.tar.xz")
+echo "out/devicecheck.tar.xz: $((size >> 20)) MiB"
+if [ "$size" -gt $((56 << 20)) ]; then
+  echo "devicecheck/build.sh: out/devicecheck.tar.xz is over 56 MiB; with what else travels it would pass the device tool's 64 MiB" >&2
+  exit 1
+fi
+echo "built $out; run it on the GPU machine with: bash out/devicecheck/run.sh (docs/devicecheck.md: how to carry it)"

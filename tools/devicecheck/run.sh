@@ -4,7 +4,8 @@
 # time limit, prints a short pass/fail table, and writes the full log to devicecheck.log beside
 # this script (and to $OUT/devicecheck.log when $OUT is set, so the device tool brings it back).
 # A skipped test counts as a failure here: on a GPU machine it means the device was not found.
-# Total budget: well under 8 minutes (each step has its own limit below).
+# Total budget: well under 8 minutes (each step has its own limit below; the suite and the
+# benchmarks take most of it).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 log=$here/devicecheck.log
@@ -57,10 +58,14 @@ step() {
   fi
   [[ $verdict == FAIL* ]] && failures=$((failures + 1))
   rows+=("$(printf '%-34s %-28s %4ss' "$name" "$verdict" "$took")")
+  # After every step, so that a call stopped at its time limit still brings the log back.
+  [ -n "${OUT:-}" ] && cp "$log" "$OUT/devicecheck.log"
+  return 0
 }
 
 cd "$here/bin" || exit 2
-step "shim ABI contract" 45 ./shim_abi_test
+# CudaWithoutDriverSaysSo skips where a driver exists (as native.test's WithoutDriver below).
+LOOM_TEST_SKIP=WithoutDriver step "shim ABI contract" 45 ./shim_abi_test
 step "shim CUDA backend" 150 ./shim_cuda_test
 step "shim NVRTC without a device" 60 ./shim_compile_test
 step "go/native CUDA tests" 120 ./native.test -test.run 'CUDA|NoDriver' -test.skip 'WithoutDriver' -test.v -test.count=1
@@ -69,10 +74,21 @@ step "shipped cubins load" 90 ./exec.test -test.run 'TestCUDAShippedCubinsLoad' 
 step "cuda provider" 60 ./ep.test -test.run 'CUDA' -test.v -test.count=1
 export LOOM_NODE_TESTS=$here/node-tests
 step "node suite: cuda vs host" 200 ./conformance.test -test.run 'TestNodeConformanceCUDA$' -test.v -test.count=1
+# The real models (tests read testdata/ from the working directory, the published models from
+# LOOM_MODELS_DIR): each setup of TestRealModel*, the GPU's among them, against the references.
+step "real models: cuda vs references" 150 env -C "$here/session" LOOM_MODELS_DIR="$here/models" \
+  ../bin/session.test -test.run 'TestRealModel' -test.v -test.count=1
+# The benchmarks (bench.py): microbenchmarks against cuBLAS and a device copy, the real models on
+# the GPU, the host and ONNX Runtime. Its table is printed below the checks'.
+step "benchmarks" 200 python3 "$here/bench.py" "$here/bin/loom" "$here/models" --testdata "$here/session/testdata" --runs 30
 
-echo ""
-echo "check                              result                       time"
-for r in "${rows[@]}"; do echo "$r"; done
-echo "full log: $log"
+{
+  echo ""
+  sed -n '/^benchmark  /,$p' "$here/step.out"
+  echo ""
+  echo "check                              result                       time"
+  for r in "${rows[@]}"; do echo "$r"; done
+  echo "full log: $log"
+} | tee -a "$log"
 [ -n "${OUT:-}" ] && cp "$log" "$OUT/devicecheck.log"
 [ $failures -eq 0 ]

@@ -4,6 +4,7 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -11,8 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session"
@@ -33,6 +37,8 @@ type Result struct {
 	Name    string `json:"name"`
 	Status  Status `json:"status"`
 	Message string `json:"message,omitempty"`
+	// Seconds is how long the test took: loading, every data set and closing.
+	Seconds float64 `json:"seconds"`
 }
 
 // Options tunes a run. The zero value compares at rtol 1e-3, atol 1e-7 and runs every test.
@@ -41,6 +47,8 @@ type Options struct {
 	RTol, ATol float64
 	// Session are the options of every test's session; nil: the host provider.
 	Session []session.LoadOption
+	// Parallel is how many tests run at once (each in its own session); 0 or 1: one at a time.
+	Parallel int
 }
 
 // Summary counts the outcomes.
@@ -111,23 +119,63 @@ func Discover(dirs []string) ([]string, error) {
 	return out, nil
 }
 
-// Run runs every test directory and calls report (if not nil) after each.
+// Run runs every test directory and calls report (if not nil) after each, one call at a time
+// (in the order the tests finish when opts.Parallel runs several at once). The results are in
+// the order of tests, each with its duration.
 func Run(tests []string, opts Options, report func(Result)) []Result {
 	if opts.RTol == 0 && opts.ATol == 0 {
 		opts.RTol, opts.ATol = 1e-3, 1e-7
 	}
-	var out []Result
+	var picked []string
 	for _, dir := range tests {
-		name := filepath.Base(dir)
-		if opts.Filter != nil && !opts.Filter.MatchString(name) {
-			continue
+		if opts.Filter == nil || opts.Filter.MatchString(filepath.Base(dir)) {
+			picked = append(picked, dir)
 		}
-		r := runOne(dir, opts)
-		r.Name = name
-		out = append(out, r)
-		if report != nil {
-			report(r)
+	}
+	out := make([]Result, len(picked))
+	var (
+		mu   sync.Mutex
+		next int
+		wg   sync.WaitGroup
+	)
+	worker := func() {
+		defer wg.Done()
+		for {
+			mu.Lock()
+			i := next
+			next++
+			mu.Unlock()
+			if i >= len(picked) {
+				return
+			}
+			start := time.Now()
+			r := runOne(picked[i], opts)
+			r.Name = filepath.Base(picked[i])
+			r.Seconds = time.Since(start).Seconds()
+			out[i] = r
+			if report != nil {
+				mu.Lock()
+				report(r)
+				mu.Unlock()
+			}
 		}
+	}
+	workers := min(max(opts.Parallel, 1), max(len(picked), 1))
+	wg.Add(workers)
+	for range workers {
+		go worker()
+	}
+	wg.Wait()
+	return out
+}
+
+// Slowest is the n longest-running of rs, longest first, as "name 1.23s" items.
+func Slowest(rs []Result, n int) []string {
+	sorted := slices.Clone(rs)
+	slices.SortStableFunc(sorted, func(a, b Result) int { return cmp.Compare(b.Seconds, a.Seconds) })
+	var out []string
+	for _, r := range sorted[:min(n, len(sorted))] {
+		out = append(out, fmt.Sprintf("%s %.2fs", r.Name, r.Seconds))
 	}
 	return out
 }

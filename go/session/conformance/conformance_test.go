@@ -3,9 +3,11 @@ package conformance
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,7 +67,8 @@ func runSuite(t *testing.T, dir, threshold string) {
 // TestNodeConformanceCUDAStandIn runs the node tests through the cuda provider's placements and
 // copies on a host device whose memory behaves as a GPU's (session.OptionCUDAStandIn): every
 // test the host provider passes must pass there too, so a transfer the CUDA path misses, or
-// device memory it reads before writing, fails here.
+// device memory it reads before writing, fails here. Both runs take two tests at a time, so
+// sessions of the same provider run concurrently here too (under -race in CI).
 func TestNodeConformanceCUDAStandIn(t *testing.T) {
 	if _, err := os.Stat(nodeTests); err != nil {
 		t.Skipf("%s is absent (apt-get install -y libonnx-testdata): %v", nodeTests, err)
@@ -75,20 +78,77 @@ func TestNodeConformanceCUDAStandIn(t *testing.T) {
 	}
 	tests, err := Discover([]string{nodeTests})
 	require.NoError(t, err)
-	host := Run(tests, Options{}, nil)
-	standIn := Run(tests, Options{Session: []session.LoadOption{
+	compareProviders(t, tests, "cuda stand-in", 2, []session.LoadOption{
 		session.WithExecutionProvider(session.ProviderCUDA),
 		session.WithOption(session.OptionCUDAStandIn, "1"),
-	}}, nil)
-	require.Len(t, standIn, len(host))
-	regressed := 0
-	for i, r := range standIn {
-		if host[i].Status == Pass && r.Status != Pass {
-			regressed++
-			t.Errorf("%s passes on the host provider, not through the cuda stand-in: %s", r.Name, r.Message)
+	})
+}
+
+// compareProviders runs tests on the host provider and with opts (named what), parallel tests
+// at a time, and fails on every test that passes on the host and not with opts. A test that
+// fails with opts is run again alone before it counts: one that then passes is reported as
+// failing only when run concurrently with others (a race between sessions), still a failure.
+// It logs both tallies, each run's wall time and its slowest tests.
+func compareProviders(t *testing.T, tests []string, what string, parallel int, opts []session.LoadOption) {
+	t.Helper()
+	start := time.Now()
+	host := Run(tests, Options{Parallel: parallel}, nil)
+	hostWall := time.Since(start)
+	start = time.Now()
+	other := Run(tests, Options{Session: opts, Parallel: parallel}, nil)
+	otherWall := time.Since(start)
+	require.Len(t, other, len(host))
+	regressed, concurrent := 0, 0
+	for i, r := range other {
+		if host[i].Status != Pass || r.Status == Pass {
+			continue
+		}
+		regressed++
+		if parallel > 1 {
+			alone := Run(tests[i:i+1], Options{Session: opts}, nil)[0]
+			if alone.Status == Pass {
+				concurrent++
+				t.Errorf("%s passes on the host provider and %s when run alone, not when run beside other tests: %s", r.Name, what, r.Message)
+				continue
+			}
+		}
+		if regressed <= 40 {
+			t.Errorf("%s passes on the host provider, not %s: %s", r.Name, what, r.Message)
 		}
 	}
-	t.Logf("host: %s; cuda stand-in: %s; %d regressed", Tally(host), Tally(standIn), regressed)
+	t.Logf("host: %s; %s: %s; %d regressed (%d only when run concurrently)", Tally(host), what, Tally(other), regressed, concurrent)
+	t.Logf("wall time, %d tests at a time: host %.1fs, %s %.1fs", max(parallel, 1), hostWall.Seconds(), what, otherWall.Seconds())
+	t.Logf("slowest on the host: %s", strings.Join(Slowest(host, 8), ", "))
+	t.Logf("slowest %s: %s", what, strings.Join(Slowest(other, 8), ", "))
+}
+
+// TestNodeConformanceCUDA runs the ONNX node suite through the cuda provider on a real GPU
+// (every run's kernels on the device, compiled plans with device arenas from the second run
+// on) and through the host provider, and fails on every test that passes on the host and not
+// on the GPU (each within the suite's tolerances, the same for both). Tests run one per CPU at
+// a time (at most 16), each in its own session on the same device. The device check and
+// //go/session/conformance:conformance_gpu_test run it (the suite is data: LOOM_NODE_TESTS, or
+// Debian's libonnx-testdata). Without a CUDA device it skips.
+func TestNodeConformanceCUDA(t *testing.T) {
+	if n, err := native.Devices(native.BackendCUDA); err != nil || n == 0 {
+		t.Skipf("no CUDA device (%v)", err)
+	}
+	dir := NodeTests()
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the node suite %s is absent (LOOM_NODE_TESTS names it): %v", dir, err)
+	}
+	tests, err := Discover([]string{dir})
+	require.NoError(t, err)
+	require.NotEmpty(t, tests)
+	// The cuda provider must be the one the sessions get (it falls back to the host when it
+	// cannot open the device, which would compare the host with itself).
+	probe, err := session.Load(filepath.Join(tests[0], "model.onnx"), session.WithExecutionProvider(session.ProviderCUDA))
+	require.NoError(t, err)
+	require.Equal(t, session.ProviderCUDA, probe.Provider(), "%v", probe.ExecutionProviderFallbackReport())
+	require.NoError(t, probe.Close())
+	compareProviders(t, tests, "cuda", min(runtime.NumCPU(), 16), []session.LoadOption{
+		session.WithExecutionProvider(session.ProviderCUDA),
+	})
 }
 
 func TestDecodeTensorAndCompare(t *testing.T) {
@@ -116,44 +176,4 @@ func TestDecodeTensorAndCompare(t *testing.T) {
 func TestSummaryLine(t *testing.T) {
 	rs := []Result{{Status: Pass}, {Status: Fail}, {Status: Skip}, {Status: Pass}}
 	assert.Equal(t, "2 passed, 1 failed, 1 skipped", Tally(rs).String())
-}
-
-// TestNodeConformanceCUDA runs the ONNX node suite through the cuda provider on a real GPU
-// (every run's kernels on the device, compiled plans with device arenas from the second run
-// on) and through the host provider, and fails on every test that passes on the host and not
-// on the GPU (each within the suite's tolerances, the same for both). The device check and
-// //go/session/conformance:conformance_gpu_test run it (the suite is data: LOOM_NODE_TESTS, or
-// Debian's libonnx-testdata). Without a CUDA device it skips.
-func TestNodeConformanceCUDA(t *testing.T) {
-	if n, err := native.Devices(native.BackendCUDA); err != nil || n == 0 {
-		t.Skipf("no CUDA device (%v)", err)
-	}
-	dir := NodeTests()
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("the node suite %s is absent (LOOM_NODE_TESTS names it): %v", dir, err)
-	}
-	tests, err := Discover([]string{dir})
-	require.NoError(t, err)
-	require.NotEmpty(t, tests)
-	// The cuda provider must be the one the sessions get (it falls back to the host when it
-	// cannot open the device, which would compare the host with itself).
-	probe, err := session.Load(filepath.Join(tests[0], "model.onnx"), session.WithExecutionProvider(session.ProviderCUDA))
-	require.NoError(t, err)
-	require.Equal(t, session.ProviderCUDA, probe.Provider(), "%v", probe.ExecutionProviderFallbackReport())
-	require.NoError(t, probe.Close())
-	host := Run(tests, Options{}, nil)
-	gpu := Run(tests, Options{Session: []session.LoadOption{
-		session.WithExecutionProvider(session.ProviderCUDA),
-	}}, nil)
-	require.Len(t, gpu, len(host))
-	regressed := 0
-	for i, r := range gpu {
-		if host[i].Status == Pass && r.Status != Pass {
-			regressed++
-			if regressed <= 40 {
-				t.Errorf("%s passes on the host provider, not on CUDA: %s", r.Name, r.Message)
-			}
-		}
-	}
-	t.Logf("host: %s; cuda: %s; %d regressed", Tally(host), Tally(gpu), regressed)
 }

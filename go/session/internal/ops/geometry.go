@@ -57,6 +57,14 @@ func flat1D(def int64) launchFormula {
 	}
 }
 
+// flat1DEPT is flat1D with EPT elements a thread: ceil(w[0] / (BLOCK * EPT)) blocks.
+func flat1DEPT(def int64) launchFormula {
+	return func(w []int64, spec func(string, int64) int64) launchShape {
+		b := spec("BLOCK", def)
+		return launchShape{Grid: [3]int64{cdiv(w[0], b*spec("EPT", 1)), 1, 1}, Block: [3]int64{b, 1, 1}}
+	}
+}
+
 // serial1D is the launch of one thread per block over ceil(w[0] / per) blocks.
 func serial1D(per string, def int64) launchFormula {
 	return func(w []int64, spec func(string, int64) int64) launchShape {
@@ -88,7 +96,7 @@ func blockARow(w []int64, spec func(string, int64) int64) launchShape {
 // kernelGeometry mirrors the launch programs of the op library's kernels, by file:symbol.
 var KernelGeometry = map[string]launchFormula{
 	"elementwise.loom:binary":       tiled6D,
-	"elementwise.loom:binary_flat":  flat1D(1024),
+	"elementwise.loom:binary_flat":  flat1DEPT(1024),
 	"elementwise.loom:unary":        flat1D(256),
 	"attention.loom:attn_softmax":   rowsGrid(64),
 	"linalg.loom:softmax_rows":      blockARow,

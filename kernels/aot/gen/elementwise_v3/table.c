@@ -6,166 +6,198 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e00d86cf58d05_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e08128339a645_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0b8c72bd59be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0f9fd0197d66_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e11b4609fdd36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1218ad9a3ece_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13950163a08d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e191252134dd4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1da2c88a15d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1ed82e24ee75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e23fd21cdc182_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e27aa50d597ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b17fc3b6544_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b46c43e11c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2d47007d8d0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e37ec48fb7954_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e41133a54681f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e45bd2971c207_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e469c97ffa686_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e481481d99296_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4a4f7c06eda6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e515b16b21054_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5d11d89c8f4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6b6cda555e6d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e710b282f7125_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7b6718f471de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7dededef7793_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7ea122e42374_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e81c4440e29b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e86ca05cdae4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e87d4e4a4279b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8bd809d2e2d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e96f12b052da8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea60da28f94ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eaa5cc87878ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eac405d5eeea4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eac8a8fb7b9f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb0677091c83e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb78b36edfd9d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec4284a7e54c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec624fc9c7794_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec8a1376f5888_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed5390bfc6289_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee0ff8c1b067b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef02100cb9b8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef2eae5ac27d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efba0abd78045_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efe9d4f4b2991_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0df7c00b3798_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e173f00343e5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e30ef312cd13a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e35a7c871bedb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e35ccc7805bcf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e428654dc245e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4c5b49e5eff7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e61d419b92640_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6241c8df4a96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e66df934db79f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ea1beff3ed2d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ea5118c392874_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ebb970168e4fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef201a55502be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef2e0b6ef34b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eff1ea93787c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e143446a6fe3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e198e6ab670aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e1e25f6b6656a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e79985bc37e44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7a5d95e759fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e82328100418a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb00967cd1d54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec7bb23213893_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ecbc14feb2fef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ecff80a8f84fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed7fdc0736136_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eeb724b56b3be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef04c763361c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef877f9c741aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0086789eeec1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e018c4644c177_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e02b3df90419e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0470346adffb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0947ebc1f5c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13e671a82122_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13ee309ec6b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1f11cc2743b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e20492b8a125e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e22db97883f53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24dba9f346c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24f24ae88ed5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e26a2d08d368f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2a0be8aad922_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e311a888590ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3aa8f397f182_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e40cd0cfb31f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4e44b075ece9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e57894c4bafbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6255373b0712_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e702037b56b7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e72f449dade43_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e855e42a4f10e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e86523b697604_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9020463cba1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e914935c2dc9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e94f21bb16b83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e98313fa150ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e98a9eb3d28cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9b03f07219cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9bc787dcff62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea4c6270016d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea500124b17f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea97311c50ed0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebc1243f7b8c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebee68e489829_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec14bd497bdea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec2755cf4fe12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec555b6c2d704_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecf6a7532ad0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed0848529e479_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edf3eae8893c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee2d60194e20c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eec272ba3e369_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eecaccad26603_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef1038238fe55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef3c4587b30c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef4d4a0107e9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0f47cbbb3282_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e140ae02d00c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1935bf303cc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e198232a8309b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1a6a2ff09df1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1bd908adee55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e29c15463cd55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2f779d62199c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e38b9254952e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e41d2d3de0b7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4df175ba7692_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e514e73ad6601_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e51c0ac33a670_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e61e447ca0d90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e62b9fb445fa4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7e753d25f52c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e8d4636c35f59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eaa397c002ae3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eac57de432212_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb32004454942_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec588c0cb747f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec7274444fa1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed27ca987048e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed40ee34e7778_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edcf5022a768d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edfb63882aaa1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee8631097f0ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eeb7789d026d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eedf5aa30e1aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef2edc5a250f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef75813d40ecd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efee7aa8052ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e101a56ab3064_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e37bd446302c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e615484245f15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7d598249b269_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7d8a18b580c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea98e889f8a97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb0665dacacbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb11647b01196_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec970e5d6afcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed6e53020df16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed9c459ab91a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edbec20f17d9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eed3b47a41f37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef10b52caa924_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e00d86cf58d05_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e08128339a645_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0b8c72bd59be_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0f9fd0197d66_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e11b4609fdd36_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1218ad9a3ece_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13950163a08d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e191252134dd4_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1da2c88a15d2_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1ed82e24ee75_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e23fd21cdc182_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e27aa50d597ae_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b17fc3b6544_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b46c43e11c5_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2d47007d8d0c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e37ec48fb7954_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e41133a54681f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e45bd2971c207_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e469c97ffa686_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e481481d99296_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4a4f7c06eda6_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e515b16b21054_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5d11d89c8f4b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6b6cda555e6d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e710b282f7125_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7b6718f471de_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7dededef7793_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7ea122e42374_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e81c4440e29b2_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e86ca05cdae4e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e87d4e4a4279b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8bd809d2e2d0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e96f12b052da8_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea60da28f94ef_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eaa5cc87878ab_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eac405d5eeea4_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eac8a8fb7b9f7_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb0677091c83e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb78b36edfd9d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec4284a7e54c0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec624fc9c7794_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec8a1376f5888_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed5390bfc6289_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee0ff8c1b067b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef02100cb9b8c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef2eae5ac27d1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efba0abd78045_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efe9d4f4b2991_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0df7c00b3798_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e173f00343e5e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e30ef312cd13a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e35a7c871bedb_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e35ccc7805bcf_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e428654dc245e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4c5b49e5eff7_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e61d419b92640_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6241c8df4a96_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e66df934db79f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ea1beff3ed2d6_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ea5118c392874_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ebb970168e4fb_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef201a55502be_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef2e0b6ef34b8_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eff1ea93787c2_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e143446a6fe3b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e198e6ab670aa_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e1e25f6b6656a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e79985bc37e44_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7a5d95e759fd_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e82328100418a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb00967cd1d54_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec7bb23213893_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ecbc14feb2fef_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ecff80a8f84fa_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed7fdc0736136_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eeb724b56b3be_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef04c763361c0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef877f9c741aa_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0086789eeec1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e018c4644c177_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e02b3df90419e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0470346adffb_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0947ebc1f5c6_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13e671a82122_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13ee309ec6b0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1f11cc2743b7_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e20492b8a125e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e22db97883f53_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24dba9f346c9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24f24ae88ed5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e26a2d08d368f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2a0be8aad922_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e311a888590ab_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3aa8f397f182_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e40cd0cfb31f4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4e44b075ece9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e57894c4bafbe_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6255373b0712_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e702037b56b7e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e72f449dade43_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e855e42a4f10e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e86523b697604_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9020463cba1d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e914935c2dc9e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e94f21bb16b83_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e98313fa150ec_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e98a9eb3d28cf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9b03f07219cf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9bc787dcff62_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea4c6270016d0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea500124b17f9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea97311c50ed0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebc1243f7b8c7_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebee68e489829_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec14bd497bdea_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec2755cf4fe12_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec555b6c2d704_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecf6a7532ad0f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed0848529e479_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edf3eae8893c3_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee2d60194e20c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eec272ba3e369_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eecaccad26603_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef1038238fe55_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef3c4587b30c0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef4d4a0107e9a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0f47cbbb3282_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e140ae02d00c6_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1935bf303cc2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e198232a8309b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1a6a2ff09df1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1bd908adee55_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e29c15463cd55_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2f779d62199c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e38b9254952e5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e41d2d3de0b7f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4df175ba7692_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e514e73ad6601_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e51c0ac33a670_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e61e447ca0d90_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e62b9fb445fa4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7e753d25f52c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e8d4636c35f59_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eaa397c002ae3_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eac57de432212_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb32004454942_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec588c0cb747f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec7274444fa1a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed27ca987048e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed40ee34e7778_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edcf5022a768d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edfb63882aaa1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee8631097f0ac_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eeb7789d026d0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eedf5aa30e1aa_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef2edc5a250f7_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef75813d40ecd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efee7aa8052ca_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e101a56ab3064_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e37bd446302c4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e615484245f15_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7d598249b269_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7d8a18b580c2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea98e889f8a97_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb0665dacacbf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb11647b01196_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec970e5d6afcc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed6e53020df16_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed9c459ab91a9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edbec20f17d9a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eed3b47a41f37_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef10b52caa924_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v3_entries(int i, uint32_t* count) {

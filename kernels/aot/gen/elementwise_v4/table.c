@@ -6,166 +6,198 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e03c06aca5004_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e16bcbb5f60ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18f9fd830b74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e192608fd0300_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1a98bf09f236_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1ad860c03559_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1fdb33334d5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e20782d0251e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e21aed2f6fcae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2606b419f372_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e33c5153fd3b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3e4512ed6241_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e41c53956e69a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e41eda9b8be15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e45c77fb0301d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4a4081b46911_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4d054a98c190_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e583c2418efe3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e64c3206f1519_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c0a8700ca06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e72f1085c7466_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e73c3d7e173fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7483f090ec33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7711f226a705_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7e1206e7134b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7e9dd9cda1b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8b3b5ccf44dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8d03537115ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91670c08d697_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91f3329eb50c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9be2734e2cfb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea24cec476c5b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea568137c465e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eaaaea2a22adf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eac434b7673e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb007756891a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec462a49ae89d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed36d7ce5fb2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed3b47c1bd4fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee80b31216b7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea3bfc778528_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeafac161d722_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eebdde8710783_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef187d533aeb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef9a5b1262a37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efe0bdee63cfe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efe4e259748c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2effd2999a41f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e03dfcf944e0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0682303fd66e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e25572daafbf0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e28b32a809fbf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e356599cf21c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e39652ce16eca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4bdcb289fb89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e6cd0e7ad2c48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e77ab83025b57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9655b0d51510_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea6faf3c024aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ead988fb20c51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb259928357c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd4ce5904389_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec2455ed9c2ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2efc5f00e94aad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0c727045b0a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e362cf0f02d43_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3cdcdb13283f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e560c7116f00e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e635a7ff9b4e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e7f8c81b1af1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e83cb2f31eb37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8d1b23e5d9ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea3b88bdae6b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea94689a37eb3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb64200f9337b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ed93fc14bb83b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ede6a19294c0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee38a0356a960_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e02572e523ec9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e05cf7c61e563_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e093fe7b07b0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e099a96dca569_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e15bd4bb4e7e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1ca0eda8edb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1d6f07907ba1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1eaa8db3740a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e24ade7378f55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e27b9ac6c73e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2f24d4e6aeaa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e318bbf3e2fcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e335bd04dea03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e34390542586a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e37306b7c2ec4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3e695eb46bff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e41b10688de25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e42231ee919ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e52f42aa5ff39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7a9ea5da516e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e83771be00184_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8898bf6b4117_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8add1d892c0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8c530e8ae1c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8cd5ef2385b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91df5b23343c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e92fc96b4b026_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9d70b47acd2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9f901ea305ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea513e8ddb08e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb2272e593f54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb3cd2557c0e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb56914735205_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebcdac1448c5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebdd8ff8567a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec5dba7e739fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecbc4978502eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecf714a598188_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2edf462b155f4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee401d322935a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee58d066d5508_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee803dad2afbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea415dae8d2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeb962254881d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eec38ffc7a107_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef02d4f5cb40b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef64f312be7a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef90fa50f7411_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0ae4784c44cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1037ec7a46c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e17e941f1f2f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2240b11d2683_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e243105f7f814_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e261e77feabe7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2942b5fbda1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e325b7c05bd90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e433d50e1027d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e451d40f9c864_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e498c2ac6cfbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4ea3eb8f03c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e51fd0d071fa7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5a3a133fc3b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e77bb992096b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e78bd3d49bb15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e825eec9fe555_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9d3e93e500bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea1a4453563ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea80df79ea862_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb52213173a6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd83ebe085eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebe112b6aec3d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebec1d750df82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebf6ab856f8e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec118ce1fcf1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ecbfa82979ab0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2edea7d79952af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee545c92cd51b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee6688c52abc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eea70002f2700_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eef6f1324ebb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e1449d5485be7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2683432069ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3e1677aabf53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e400931291d99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5837b8246593_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5cad87b33f99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5cff3ff5fd2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e9d0436bea6c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb06b67dd55b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb163933c7434_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb499c075c7e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec00194e53285_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec9705c9d371e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eed371c030b2d_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e03c06aca5004_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e16bcbb5f60ac_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18f9fd830b74_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e192608fd0300_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1a98bf09f236_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1ad860c03559_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1fdb33334d5a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e20782d0251e0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e21aed2f6fcae_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2606b419f372_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e33c5153fd3b0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3e4512ed6241_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e41c53956e69a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e41eda9b8be15_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e45c77fb0301d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4a4081b46911_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4d054a98c190_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e583c2418efe3_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e64c3206f1519_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c0a8700ca06_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e72f1085c7466_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e73c3d7e173fc_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7483f090ec33_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7711f226a705_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7e1206e7134b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7e9dd9cda1b0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8b3b5ccf44dc_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8d03537115ba_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91670c08d697_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91f3329eb50c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9be2734e2cfb_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea24cec476c5b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea568137c465e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eaaaea2a22adf_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eac434b7673e4_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb007756891a0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec462a49ae89d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed36d7ce5fb2a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed3b47c1bd4fa_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee80b31216b7d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea3bfc778528_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeafac161d722_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eebdde8710783_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef187d533aeb9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef9a5b1262a37_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efe0bdee63cfe_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2efe4e259748c9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2effd2999a41f6_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e03dfcf944e0b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0682303fd66e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e25572daafbf0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e28b32a809fbf_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e356599cf21c5_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e39652ce16eca_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4bdcb289fb89_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e6cd0e7ad2c48_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e77ab83025b57_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9655b0d51510_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea6faf3c024aa_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ead988fb20c51_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb259928357c9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd4ce5904389_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec2455ed9c2ff_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2efc5f00e94aad_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0c727045b0a0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e362cf0f02d43_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3cdcdb13283f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e560c7116f00e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e635a7ff9b4e7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e7f8c81b1af1e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e83cb2f31eb37_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8d1b23e5d9ea_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea3b88bdae6b9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea94689a37eb3_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb64200f9337b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ed93fc14bb83b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ede6a19294c0f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee38a0356a960_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e02572e523ec9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e05cf7c61e563_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e093fe7b07b0b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e099a96dca569_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e15bd4bb4e7e0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1ca0eda8edb4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1d6f07907ba1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1eaa8db3740a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e24ade7378f55_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e27b9ac6c73e4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2f24d4e6aeaa_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e318bbf3e2fcb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e335bd04dea03_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e34390542586a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e37306b7c2ec4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3e695eb46bff_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e41b10688de25_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e42231ee919ba_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e52f42aa5ff39_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7a9ea5da516e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e83771be00184_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8898bf6b4117_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8add1d892c0e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8c530e8ae1c2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8cd5ef2385b4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91df5b23343c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e92fc96b4b026_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9d70b47acd2a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9f901ea305ca_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea513e8ddb08e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb2272e593f54_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb3cd2557c0e1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb56914735205_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebcdac1448c5f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebdd8ff8567a1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec5dba7e739fb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecbc4978502eb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecf714a598188_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2edf462b155f4f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee401d322935a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee58d066d5508_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee803dad2afbe_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea415dae8d2c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeb962254881d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eec38ffc7a107_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef02d4f5cb40b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef64f312be7a5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef90fa50f7411_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0ae4784c44cc_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1037ec7a46c7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e17e941f1f2f7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2240b11d2683_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e243105f7f814_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e261e77feabe7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2942b5fbda1f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e325b7c05bd90_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e433d50e1027d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e451d40f9c864_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e498c2ac6cfbf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4ea3eb8f03c3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e51fd0d071fa7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5a3a133fc3b6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e77bb992096b5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e78bd3d49bb15_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e825eec9fe555_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9d3e93e500bf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea1a4453563ea_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea80df79ea862_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb52213173a6d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd83ebe085eb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebe112b6aec3d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebec1d750df82_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebf6ab856f8e0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec118ce1fcf1b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ecbfa82979ab0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2edea7d79952af_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee545c92cd51b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee6688c52abc2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eea70002f2700_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eef6f1324ebb8_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e1449d5485be7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2683432069ea_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3e1677aabf53_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e400931291d99_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5837b8246593_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5cad87b33f99_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5cff3ff5fd2a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e9d0436bea6c6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb06b67dd55b9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb163933c7434_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb499c075c7e6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec00194e53285_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec9705c9d371e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eed371c030b2d_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v4_entries(int i, uint32_t* count) {

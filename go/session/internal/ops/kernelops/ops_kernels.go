@@ -20,6 +20,7 @@ import (
 func init() {
 	for op, code := range map[string]string{"Add": kernels.BinaryAdd, "Sub": kernels.BinarySub, "Mul": kernels.BinaryMul, "Div": kernels.BinaryDiv} {
 		ops.RegisterKernelOp(op, binaryPlanner(code), hostFallback(op))
+		ops.RegisterGPUKernelPlanner(op, gpuFlat(binaryPlanner(code)))
 	}
 	unary := map[string]string{"Relu": kernels.UnaryRelu, "Sigmoid": kernels.UnarySigmoid, "Tanh": kernels.UnaryTanh,
 		"Exp": kernels.UnaryExp, "Log": kernels.UnaryLog, "Sqrt": kernels.UnarySqrt, "Abs": kernels.UnaryAbs,

@@ -65,6 +65,39 @@ func rowBlockLog2(n int) int {
 	return log2
 }
 
+// gpuFlatBlock and gpuFlatEPT are binary_flat's geometry on a GPU: blocks of 256 threads, each
+// thread EPT elements 256 apart with all their loads in flight before its stores (the host's
+// EPT 1 leaves two loads a thread, about 40% of an H200's copy bandwidth on 64 MB operands).
+const (
+	gpuFlatBlock = "256"
+	gpuFlatEPT   = "4"
+)
+
+// gpuFlat is the GPU planner of an elementwise planner: its binary_flat calls take the GPU's
+// geometry (gpuFlatBlock, gpuFlatEPT), call for call with the same arguments and bindings.
+func gpuFlat(base ops.KernelPlanner) ops.KernelPlanner {
+	return func(nd *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+		p, reason, err := base(nd, opset, in)
+		if err != nil || p == nil {
+			return p, reason, err
+		}
+		for i, c := range p.Calls {
+			if c.Symbol != "binary_flat" {
+				continue
+			}
+			cfg := make(map[string]string, len(c.Config)+2)
+			for k, v := range c.Config {
+				cfg[k] = v
+			}
+			cfg["BLOCK"], cfg["EPT"] = gpuFlatBlock, gpuFlatEPT
+			c.Config = cfg
+			p.Calls[i] = c
+			p.Reason += ", " + gpuFlatEPT + " elements a thread (GPU)"
+		}
+		return p, reason, nil
+	}
+}
+
 // The GPU planners of the matrix products: MatMul, Gemm, Loom's MatMulAdd, and Conv and
 // FusedConv where they are matrix products (1x1 convolutions, dot products along the receptive
 // field), planned as on the host but with gemm_tiled (kernels/gemm_gpu.loom: a block of 256
