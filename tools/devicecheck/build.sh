@@ -52,8 +52,12 @@ binaries=(
   "//go/session/internal/ep:ep_test go/session/internal/ep/ep_test_/ep_test ep.test"
   "//go/session/conformance:conformance_test go/session/conformance/conformance_test_/conformance_test conformance.test"
   "//go/session:session_test go/session/session_test_/session_test session.test"
+)
+# Not tests: the command bench.py times.
+tools=(
   "//tools/cmd/loom:loom tools/cmd/loom/loom_/loom loom"
 )
+binaries+=("${tools[@]}")
 labels=()
 for b in "${binaries[@]}"; do labels+=("${b%% *}"); done
 if [ -z "${GOROOT:-}" ] && ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then

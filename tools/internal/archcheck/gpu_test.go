@@ -45,7 +45,11 @@ func TestDeviceCheckBuildsTheGPUTestTargets(t *testing.T) {
 
 	script, err := os.ReadFile(filepath.Join(root, "tools", "devicecheck", "build.sh"))
 	require.NoError(t, err)
-	built := regexp.MustCompile(`(?m)^  "(//[^ ]+) `).FindAllStringSubmatch(string(script), -1)
+	// The test binaries are the lines of build.sh's binaries=( ... ) array (its tools=( ... ),
+	// what the benchmarks run, are not tests).
+	block := regexp.MustCompile(`(?s)\nbinaries=\((.*?)\n\)`).FindStringSubmatch(string(script))
+	require.NotNil(t, block, "tools/devicecheck/build.sh has no binaries=( ... ) array")
+	built := regexp.MustCompile(`(?m)^  "(//[^ ]+) `).FindAllStringSubmatch(block[1], -1)
 	var labels []string
 	for _, m := range built {
 		labels = append(labels, m[1])
