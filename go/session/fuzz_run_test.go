@@ -64,7 +64,27 @@ var fuzzOps = []string{
 	"Where", "Xor",
 	// Added after the corpus was made.
 	"CumProd", "Swish", "RotaryEmbedding", "RMSNormalization", "BitCast", "LpNormalization", "Attention",
-	"GroupNormalization",
+	"GroupNormalization", "StringConcat", "StringSplit", "RegexFullMatch",
+	"TensorScatter", "CenterCropPad", "Col2Im", "AffineGrid", "DeformConv",
+	// Ops of another domain, by their registry key "domain:Op" (see fuzzOpDomain).
+	"ai.onnx.ml:Binarizer", "ai.onnx.ml:ArrayFeatureExtractor", "ai.onnx.ml:LabelEncoder", "ai.onnx.ml:TreeEnsemble",
+}
+
+// fuzzOpDomain splits an entry of fuzzOps into its domain ("" for ai.onnx) and op type.
+func fuzzOpDomain(key string) (domain, op string) {
+	if d, o, ok := strings.Cut(key, ":"); ok {
+		return d, o
+	}
+	return "", key
+}
+
+// opsetOf is the version of domain the model imports: m.opset for ai.onnx, the newest one
+// Loom knows for another domain.
+func (m *fuzzModel) opsetOf(domain string) int64 {
+	if domain == "" {
+		return m.opset
+	}
+	return graph.MaxOpset(domain)
 }
 
 // fuzzRandomOps draw random numbers: their values are not compared.
@@ -393,7 +413,11 @@ func (m *fuzzModel) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "opset %d\n", m.opset)
 	for _, n := range m.nodes {
-		fmt.Fprintf(&b, "node %q %s(%s) -> %s", n.Name, n.OpType, strings.Join(n.Inputs, ", "), strings.Join(n.Outputs, ", "))
+		op := n.OpType
+		if n.Domain != "" {
+			op = n.Domain + ":" + op
+		}
+		fmt.Fprintf(&b, "node %q %s(%s) -> %s", n.Name, op, strings.Join(n.Inputs, ", "), strings.Join(n.Outputs, ", "))
 		for _, a := range n.Attrs {
 			switch a.Type {
 			case graph.AttrInt:
@@ -458,7 +482,13 @@ func (m *fuzzModel) build() (*graph.Model, error) {
 		c.Attrs = slices.Clone(n.Attrs)
 		g.Nodes = append(g.Nodes, &c)
 	}
-	return graph.FromGraph(g.Name, g, map[string]int64{"": m.opset})
+	opsets := map[string]int64{"": m.opset}
+	for _, n := range m.nodes {
+		if n.Domain != "" {
+			opsets[n.Domain] = m.opsetOf(n.Domain)
+		}
+	}
+	return graph.FromGraph(g.Name, g, opsets)
 }
 
 // fuzzOpset picks an opset in which op exists (a version it changed in, or a recent one).
@@ -477,11 +507,13 @@ func fuzzOpset(f *fuzzBytes, op string) int64 {
 // each input's type, shape and values; an input index listed in chained takes that name
 // instead. It reports false when the fuzzers cannot make the op (a graph attribute, say).
 func (m *fuzzModel) addNode(f *fuzzBytes, k int, op string, chained map[int]string) bool {
-	s, _ := graph.LookupSchema("", op, m.opset)
+	domain, opType := fuzzOpDomain(op)
+	s, _ := graph.LookupSchema(domain, opType, m.opsetOf(domain))
 	if s == nil {
 		return false
 	}
-	n := graph.NewNode(fmt.Sprintf("n%d_%s", k, strings.ToLower(op)), op, nil, nil)
+	n := graph.NewNode(fmt.Sprintf("n%d_%s", k, strings.ToLower(opType)), opType, nil, nil)
+	n.Domain = domain
 	if !fuzzAttrs(f, s, n) {
 		return false
 	}
@@ -568,7 +600,8 @@ func fuzzTwoOps(data []byte) *fuzzModel {
 		return nil
 	}
 	first := m.nodes[0]
-	s1, _ := graph.LookupSchema("", op1, opset)
+	domain1, opType1 := fuzzOpDomain(op1)
+	s1, _ := graph.LookupSchema(domain1, opType1, m.opsetOf(domain1))
 	if s1 == nil || s1.MaxInputs == 0 {
 		return nil
 	}

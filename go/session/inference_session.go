@@ -722,8 +722,9 @@ func (s *InferenceSession) run(ctx context.Context, inputs []tensor.NamedValue, 
 	return outs, nil
 }
 
-// SupportedOps lists the ai.onnx operators the library implements, and for each whether a Loom
-// kernel backs it.
+// SupportedOps lists the operators the library implements, and for each whether a Loom kernel
+// backs it: ai.onnx operators by name, those of other domains as "domain:Op" (such as
+// "ai.onnx.ml:TreeEnsemble").
 func SupportedOps() map[string]bool {
 	out := map[string]bool{}
 	for k := range ops.HostOps {

@@ -19,21 +19,31 @@ import (
 type RunFunc func(rc *RunCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error)
 
 // KernelRuns holds, by planner key, the interpreter's runs of the ops with a kernel planner.
-// onnxRuns and loomRuns hold how the interpreter runs each ai.onnx and ai.loom operator, by op
-// type: its kernel run when it has a planner, else its host function. All three are built once
-// from the op registry, so a lookup is one map read (no closure, no key built per node).
+// onnxRuns, loomRuns and mlRuns hold how the interpreter runs each ai.onnx, ai.loom and
+// ai.onnx.ml operator, by op type: its kernel run when it has a planner, else its host function
+// (an ai.onnx.ml one is registered in ops.HostOps as "ai.onnx.ml:<op>", ops.PlannerKey's
+// spelling). All are built once from the op registry, so a lookup is one map read (no closure,
+// no key built per node).
 var (
 	KernelRuns = map[string]RunFunc{}
 	onnxRuns   = map[string]RunFunc{}
 	loomRuns   = map[string]RunFunc{}
+	mlRuns     = map[string]RunFunc{}
 )
+
+// mlDomain is the ONNX-ML operator domain.
+const mlDomain = "ai.onnx.ml"
 
 func init() {
 	host := func(f ops.OpFunc) RunFunc {
 		return func(rc *RunCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) { return f(rc, n, in) }
 	}
 	for op, f := range ops.HostOps {
-		onnxRuns[op] = host(f)
+		if ml, ok := strings.CutPrefix(op, mlDomain+":"); ok {
+			mlRuns[ml] = host(f)
+		} else if !strings.Contains(op, ":") {
+			onnxRuns[op] = host(f)
+		}
 	}
 	for op, f := range ops.LoomOps {
 		loomRuns[op] = host(f)
@@ -43,6 +53,8 @@ func init() {
 		KernelRuns[key] = r
 		if op, ok := strings.CutPrefix(key, graph.LoomDomain+":"); ok {
 			loomRuns[op] = r
+		} else if op, ok := strings.CutPrefix(key, mlDomain+":"); ok {
+			mlRuns[op] = r
 		} else if !strings.Contains(key, ":") {
 			onnxRuns[key] = r
 		}
@@ -59,6 +71,8 @@ func LookupOp(n *graph.Node) (RunFunc, bool) {
 		f, ok = onnxRuns[n.OpType]
 	case graph.LoomDomain:
 		f, ok = loomRuns[n.OpType]
+	case mlDomain:
+		f, ok = mlRuns[n.OpType]
 	}
 	return f, ok
 }

@@ -43,11 +43,53 @@ func perAxis(p tensor.Tensor, shape []int64, axis int64, what string) (func(i in
 	return func(i int) int { return (i / inner) % dim }, nil
 }
 
-func checkNoBlocks(n *graph.Node) error {
-	if n.AttrInt("block_size", 0) != 0 {
-		return fmt.Errorf("blocked quantization (block_size %d) is not supported", n.AttrInt("block_size", 0))
+// blocked maps the flat index of an element of shape to the element of a blocked
+// quantization parameter p (opset 21+, block_size > 0): p has shape's rank and its dims but
+// along axis, where it has ceil(shape[axis] / block) elements, each for block consecutive
+// elements of shape (the last block possibly shorter). An absent p (no zero point) maps to 0.
+func blocked(p tensor.Tensor, shape []int64, axis, block int64, what string) (func(i int) int, error) {
+	if block <= 0 {
+		return nil, fmt.Errorf("block_size %d must be positive", block)
 	}
-	return nil
+	if !p.IsValid() {
+		return func(int) int { return 0 }, nil
+	}
+	pd := p.Dims()
+	if len(pd) != len(shape) {
+		return nil, fmt.Errorf("blocked quantization (block_size %d) needs %s of the input's rank %d, got shape %v for the input's %v", block, what, len(shape), pd, shape)
+	}
+	ax, err := ops.NormAxis(axis, len(shape))
+	if err != nil {
+		return nil, err
+	}
+	d := shape[ax]
+	blocks := int64(0)
+	if d > 0 {
+		blocks = (d-1)/block + 1 // ceil(d / block) without overflow
+	}
+	for j := range shape {
+		want := shape[j]
+		if j == ax {
+			want = blocks
+		}
+		if pd[j] != want {
+			return nil, fmt.Errorf("%s of shape %v does not fit blocks of %d along axis %d of the input's shape %v: dimension %d must be %d", what, pd, block, ax, shape, j, want)
+		}
+	}
+	inner, dim, nb, bs := ops.Numel(shape[ax+1:]), int(d), int(blocks), int(block)
+	return func(i int) int {
+		in, k, outer := i%inner, (i/inner)%dim, i/(inner*dim)
+		return (outer*nb+k/bs)*inner + in
+	}, nil
+}
+
+// quantParam maps the elements of x's shape to those of a scale or zero point: per tensor or
+// per axis, or by blocks when the node's block_size is set (nonzero).
+func quantParam(n *graph.Node, p tensor.Tensor, shape []int64, axis int64, what string) (func(i int) int, error) {
+	if block := n.AttrInt("block_size", 0); block != 0 {
+		return blocked(p, shape, axis, block, what)
+	}
+	return perAxis(p, shape, axis, what)
 }
 
 // divIn divides in the precision of dt (float32 for float types narrower than double), so
@@ -126,9 +168,6 @@ func colAxis(t tensor.Tensor) int64 { return int64(len(t.Dims()) - 1) }
 
 func init() {
 	ops.HostOps["QuantizeLinear"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-		if err := checkNoBlocks(n); err != nil {
-			return nil, err
-		}
 		x, scale, zp := in[0], in[1], ops.Optional(in, 2)
 		dt := graph.Uint8
 		if zp.IsValid() {
@@ -137,11 +176,11 @@ func init() {
 			dt = tensor.DType(a.Int)
 		}
 		axis := n.AttrInt("axis", 1)
-		si, err := perAxis(scale, x.Dims(), axis, "y_scale")
+		si, err := quantParam(n, scale, x.Dims(), axis, "y_scale")
 		if err != nil {
 			return nil, err
 		}
-		zi, err := perAxis(zp, x.Dims(), axis, "y_zero_point")
+		zi, err := quantParam(n, zp, x.Dims(), axis, "y_zero_point")
 		if err != nil {
 			return nil, err
 		}
@@ -153,16 +192,13 @@ func init() {
 		return []tensor.Tensor{out}, err
 	}
 	ops.HostOps["DequantizeLinear"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-		if err := checkNoBlocks(n); err != nil {
-			return nil, err
-		}
 		x, scale, zp := in[0], in[1], ops.Optional(in, 2)
 		axis := n.AttrInt("axis", 1)
-		si, err := perAxis(scale, x.Dims(), axis, "x_scale")
+		si, err := quantParam(n, scale, x.Dims(), axis, "x_scale")
 		if err != nil {
 			return nil, err
 		}
-		zi, err := perAxis(zp, x.Dims(), axis, "x_zero_point")
+		zi, err := quantParam(n, zp, x.Dims(), axis, "x_zero_point")
 		if err != nil {
 			return nil, err
 		}

@@ -540,11 +540,21 @@ func opSlice(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, 
 			steps = tensor.Int64s(in[4])
 		}
 	}
+	if rc.OpsetVersion() >= 10 {
+		for i, name := range []string{"starts", "ends", "axes", "steps"} {
+			if k := i + 1; len(in) > k && in[k].IsValid() && !in[k].DType().IsInteger() {
+				return nil, fmt.Errorf("the %s (input %d) are %s: want int32 or int64", name, k, in[k].DType())
+			}
+		}
+	}
 	r := len(x.Dims())
 	if len(axes) == 0 {
 		for i := range starts {
 			axes = append(axes, int64(i))
 		}
+	}
+	if len(starts) != len(axes) || len(ends) != len(axes) || (steps != nil && len(steps) != len(axes)) {
+		return nil, fmt.Errorf("starts %v, ends %v, axes %v and steps %v must have one length", starts, ends, axes, steps)
 	}
 	begin, step := make([]int64, r), make([]int64, r)
 	out := append([]int64{}, x.Dims()...)

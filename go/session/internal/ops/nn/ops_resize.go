@@ -24,6 +24,8 @@ type resizeConfig struct {
 	mode, coordMode, nearestMode string
 	cubicA, extrapolation        float64
 	excludeOutside               bool
+	// antialias stretches the linear and cubic filters by 1/scale when downsampling.
+	antialias bool
 }
 
 // sourceCoord maps output coordinate x of an axis of in -> out elements at scale to the input
@@ -71,6 +73,9 @@ func (c resizeConfig) sourceCoord(x, in, out int, scale, roiStart, roiEnd float6
 // taps lists the weighted input indices for input coordinate v on an axis of in elements.
 func (c resizeConfig) taps(v float64, in int, scale float64) ([]resizeTap, error) {
 	clampIdx := func(i int) int { return max(0, min(in-1, i)) }
+	if c.antialias && scale < 1 && (c.mode == "linear" || c.mode == "cubic") {
+		return c.antialiasTaps(v, in, scale)
+	}
 	switch c.mode {
 	case "nearest":
 		var i float64
@@ -136,6 +141,75 @@ func (c resizeConfig) taps(v float64, in int, scale float64) ([]resizeTap, error
 		return out, nil
 	}
 	return nil, fmt.Errorf("mode %q is not supported (want nearest, linear or cubic)", c.mode)
+}
+
+// antialiasTaps are the taps of the linear or cubic filter stretched by 1/scale (scale < 1):
+// the filter evaluated at scale times the distance from v to each input index within its
+// widened support, the weights normalized to sum 1. Indices outside the input read the edge
+// element, or, with exclude_outside, are dropped (the rest renormalized).
+func (c resizeConfig) antialiasTaps(v float64, in int, scale float64) ([]resizeTap, error) {
+	radius := 1.0 // the filter's support at scale 1: linear [-1, 1], cubic [-2, 2]
+	if c.mode == "cubic" {
+		radius = 2
+	}
+	// The scale is at least about 1/in when an output element exists; bound the support
+	// (and so the tap count) against hostile scales and coordinates all the same.
+	half := math.Floor(-radius/scale) + 1 // the first tap's offset, <= 0
+	if !(scale > 0) || !(-half <= 4*float64(in)+8) || math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > 1<<52 {
+		return nil, fmt.Errorf("antialiased %s filter at scale %g and coordinate %g on an axis of %d is out of range", c.mode, scale, v, in)
+	}
+	start := int(half)
+	// The taps sit at base+start .. base+1-start, base the index just below v (v-1 when v
+	// is a whole number), so that v-base is in (0, 1].
+	base := math.Floor(v)
+	ratio := v - base
+	if ratio == 0 {
+		base, ratio = base-1, 1
+	}
+	a := c.cubicA
+	filter := func(d float64) float64 {
+		d = math.Abs(d)
+		if c.mode == "linear" {
+			return max(0, 1-d)
+		}
+		switch {
+		case d <= 1:
+			return ((a+2)*d-(a+3))*d*d + 1
+		case d < 2:
+			return ((a*d-5*a)*d+8*a)*d - 4*a
+		}
+		return 0
+	}
+	out := make([]resizeTap, 0, 2-2*start)
+	sum := 0.0
+	for k := start; k <= 1-start; k++ {
+		w := filter(scale * (float64(k) - ratio))
+		out = append(out, resizeTap{int(base) + k, w})
+		sum += w
+	}
+	for i := range out {
+		out[i].weight /= sum
+	}
+	if c.excludeOutside {
+		kept, ksum := out[:0], 0.0
+		for _, t := range out {
+			if t.index >= 0 && t.index < in {
+				kept = append(kept, t)
+				ksum += t.weight
+			}
+		}
+		out = kept
+		if ksum != 0 {
+			for i := range out {
+				out[i].weight /= ksum
+			}
+		}
+		return out, nil
+	}
+	for i := range out {
+		out[i].index = max(0, min(in-1, out[i].index))
+	}
+	return out, nil
 }
 
 // resizeAlong interpolates v (shape) along axis ax to out elements.
@@ -225,9 +299,8 @@ func OpResize(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor,
 		cubicA:         float64(n.AttrFloat("cubic_coeff_a", -0.75)),
 		extrapolation:  float64(n.AttrFloat("extrapolation_value", 0)),
 		excludeOutside: n.AttrInt("exclude_outside", 0) != 0,
-	}
-	if n.AttrInt("antialias", 0) != 0 {
-		return nil, fmt.Errorf("antialias=1 is not supported")
+		// Antialiasing applies to the linear and cubic filters; nearest ignores it.
+		antialias: n.AttrInt("antialias", 0) != 0,
 	}
 	var roi []float64
 	var scalesT, sizesT tensor.Tensor
