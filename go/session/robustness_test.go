@@ -90,27 +90,35 @@ func runHostileCases(t *testing.T, cases []hostileCase) {
 	for _, c := range cases {
 		for _, executor := range traceExecutors {
 			t.Run(c.name+"/"+executor, func(t *testing.T) {
-				s, good := hostileSession(t, executor, c.node, c.opset, c.good, c.opts...)
-				for range 2 {
-					_, err := s.Run(context.Background(), good)
-					require.NoError(t, err, "good inputs")
-				}
-				_, err := s.Run(context.Background(), feedsOf(c.bad))
-				require.Error(t, err)
-				var e *tensor.Error
-				require.ErrorAs(t, err, &e)
-				assert.Equal(t, c.node.Name, e.Node, "%v", err)
-				assert.Equal(t, c.node.OpType, e.OpType)
-				assert.ErrorIs(t, err, c.want, "%v", err)
-				assert.NotErrorIs(t, err, tensor.ErrInternal, "%v", err)
-				for _, want := range c.says {
-					assert.Contains(t, err.Error(), want)
-				}
-				_, err = s.Run(context.Background(), good)
-				require.NoError(t, err, "the session still runs good inputs")
+				s, _ := hostileSession(t, executor, c.node, c.opset, c.good, c.opts...)
+				checkHostileCase(t, s, c)
 			})
 		}
 	}
+}
+
+// checkHostileCase runs c on s: its good inputs twice, its bad ones (an *Error of kind c.want
+// naming the node and saying c.says), then the good ones again.
+func checkHostileCase(t *testing.T, s *InferenceSession, c hostileCase) {
+	t.Helper()
+	good := feedsOf(c.good)
+	for range 2 {
+		_, err := s.Run(context.Background(), good)
+		require.NoError(t, err, "good inputs")
+	}
+	_, err := s.Run(context.Background(), feedsOf(c.bad))
+	require.Error(t, err)
+	var e *tensor.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, c.node.Name, e.Node, "%v", err)
+	assert.Equal(t, c.node.OpType, e.OpType)
+	assert.ErrorIs(t, err, c.want, "%v", err)
+	assert.NotErrorIs(t, err, tensor.ErrInternal, "%v", err)
+	for _, want := range c.says {
+		assert.Contains(t, err.Error(), want)
+	}
+	_, err = s.Run(context.Background(), good)
+	require.NoError(t, err, "the session still runs good inputs")
 }
 
 // The inputs that panicked inside host functions (ScatterND's index out of range, OneHot's
