@@ -45,6 +45,37 @@ def read_value(path, type_proto):
     return numpy_helper.to_array(t)
 
 
+def as_ort_value(v, type_proto):
+    """v, or for a bfloat16 tensor an OrtValue of that type: numpy has no bfloat16, and
+    onnxruntime's Python API refuses ml_dtypes' arrays unless told their ONNX type."""
+    if (isinstance(v, np.ndarray) and type_proto.WhichOneof("value") == "tensor_type"
+            and type_proto.tensor_type.elem_type == onnx.TensorProto.BFLOAT16):
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(v.view(np.uint16), onnx.TensorProto.BFLOAT16)
+    return v
+
+
+def run(sess, outputs, feeds):
+    """sess's outputs as numpy values; bfloat16 tensors (which onnxruntime cannot hand to numpy)
+    read from their OrtValues' memory as ml_dtypes' bfloat16."""
+    names = [o.name for o in outputs]
+    if not any(o.type.WhichOneof("value") == "tensor_type"
+               and o.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16 for o in outputs):
+        return sess.run(names, feeds)
+    import ctypes
+    import ml_dtypes
+    out = []
+    feeds = {k: v if isinstance(v, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(v) for k, v in feeds.items()}
+    for v in sess.run_with_ort_values(names, feeds):
+        if v.data_type() == "tensor(bfloat16)":
+            shape = v.shape()
+            n = int(np.prod(shape)) if shape else 1
+            raw = (ctypes.c_uint16 * n).from_address(v.data_ptr()) if n else []
+            out.append(np.array(raw, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(shape))
+        else:
+            out.append(v.numpy())
+    return out
+
+
 def compare(got, want, what):
     """"" when got matches want, else why not."""
     if isinstance(want, list) or want is None:
@@ -63,7 +94,7 @@ def compare(got, want, what):
         return f"{what}: shape {list(got.shape)}, want {list(want.shape)}"
     if got.dtype != want.dtype:
         return f"{what}: element type {got.dtype}, want {want.dtype}"
-    if want.dtype.kind in "fc":
+    if want.dtype.kind in "fc" or "float" in want.dtype.name:  # ml_dtypes' bfloat16 is kind V
         g = got.astype(np.float64)
         w = want.astype(np.float64)
         both_nan = np.isnan(g) & np.isnan(w)
@@ -99,8 +130,8 @@ def run_one(d):
         for k, vi in enumerate(inputs):
             p = os.path.join(sd, f"input_{k}.pb")
             if os.path.exists(p):
-                feeds[vi.name] = read_value(p, vi.type)
-        got = sess.run([o.name for o in outputs], feeds)
+                feeds[vi.name] = as_ort_value(read_value(p, vi.type), vi.type)
+        got = run(sess, outputs, feeds)
         for k, vi in enumerate(outputs):
             p = os.path.join(sd, f"output_{k}.pb")
             if not os.path.exists(p):
