@@ -1,7 +1,10 @@
 package session
 
 import (
+	"context"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/tensor"
@@ -48,4 +51,30 @@ func TestRecentOpsRefuseBadValues(t *testing.T) {
 		{"col2im_block_past_the_image", col2imNode, 18, col2im(2), col2im(4), inv, []string{"block"}, nil},
 		{"affinegrid_negative_size", affineNode, 20, affine(3), affine(-3), inv, []string{"negative value"}, nil},
 	})
+}
+
+// AffineGrid's size (input 1) decides its output's shape: a compiled plan is keyed by its value,
+// so a second run with another size gets a grid of that size.
+func TestAffineGridSizeKeysThePlan(t *testing.T) {
+	theta := tensor.MustTensor([]int64{1, 2, 3}, []float32{1, 0, 0, 0, 1, 0})
+	size := func(h int64) tensor.Tensor { return tensor.MustTensor([]int64{4}, []int64{1, 1, h, 4}) }
+	for _, executor := range traceExecutors {
+		// AffineGrid, then a Relu (a kernel step planned for the grid's shape).
+		g := &graph.Graph{Name: "grid_relu",
+			Inputs: []*graph.Value{graph.Input("theta", graph.TensorType(graph.Float, graph.ShapeOf(1, 2, 3))),
+				graph.Input("size", graph.TensorType(graph.Int64, graph.ShapeOf(4)))},
+			Outputs: []*graph.Value{graph.Output("y", graph.Type{})},
+			Nodes: []*graph.Node{graph.NewNode("grid", "AffineGrid", []string{"theta", "size"}, []string{"g"}),
+				graph.NewNode("relu", "Relu", []string{"g"}, []string{"y"})}}
+		m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 20})
+		require.NoError(t, err)
+		s, err := FromGraph(m, tracedOptions(nil, executor)...)
+		require.NoError(t, err)
+		defer s.Close()
+		for _, h := range []int64{3, 5, 3, 2} {
+			outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "theta", Tensor: theta}, {Name: "size", Tensor: size(h)}})
+			require.NoError(t, err)
+			require.Equal(t, []int64{1, h, 4, 2}, outs[0].Shape(), "%s, size %d", executor, h)
+		}
+	}
 }

@@ -281,7 +281,7 @@ var controlPositions = map[string][]int{
 	"Squeeze": {1}, "Unsqueeze": {1}, "Resize": {1, 2, 3}, "Upsample": {1}, "Split": {1},
 	"ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1},
 	"ReduceL1": {1}, "ReduceL2": {1}, "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "ReduceSumSquare": {1},
-	"CenterCropPad": {1}, "Col2Im": {1, 2},
+	"CenterCropPad": {1}, "Col2Im": {1, 2}, "AffineGrid": {1},
 }
 
 // ControlInputs are the graph inputs whose values reach a control position of the main
