@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"testing"
 
@@ -17,28 +16,11 @@ import (
 // ai.onnx at opset and ai.onnx.ml at 5. It returns the session or the load error.
 func mlNodeSession(t *testing.T, executor string, n *graph.Node, opset int64, in []tensor.Tensor) (*InferenceSession, error) {
 	t.Helper()
-	g := &graph.Graph{Name: "one_ml_node"}
 	node := *n
 	node.Domain = "ai.onnx.ml"
-	node.Inputs = make([]string, len(in))
-	for i, v := range in {
-		node.Inputs[i] = fmt.Sprintf("in%d", i)
-		g.Inputs = append(g.Inputs, graph.Input(node.Inputs[i], graph.TensorType(v.DType(), graph.ShapeOf(v.Dims()...))))
-	}
-	for _, o := range node.Outputs {
-		g.Outputs = append(g.Outputs, graph.Output(o, graph.Type{}))
-	}
-	g.Nodes = []*graph.Node{&node}
-	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": opset, "ai.onnx.ml": 5})
-	if err != nil {
-		return nil, err
-	}
-	s, err := FromGraph(m, tracedOptions(nil, executor)...)
-	if err != nil {
-		return nil, err
-	}
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	return s, nil
+	return nodeSessionWith(t, executor, &node, map[string]int64{"": opset, "ai.onnx.ml": 5}, in, func(v tensor.Tensor) graph.Type {
+		return graph.TensorType(v.DType(), graph.ShapeOf(v.Dims()...))
+	})
 }
 
 // runMLHostileCases is runHostileCases for ai.onnx.ml nodes (see mlNodeSession).

@@ -38,6 +38,15 @@ func hostileSession(t *testing.T, executor string, n *graph.Node, opset int64, i
 // present input of in a graph input of the type typeOf gives it.
 func singleNodeSession(t *testing.T, executor string, n *graph.Node, opset int64, in []tensor.Tensor, typeOf func(tensor.Tensor) graph.Type, more ...LoadOption) *InferenceSession {
 	t.Helper()
+	s, err := nodeSessionWith(t, executor, n, map[string]int64{"": opset}, in, typeOf, more...)
+	require.NoError(t, err)
+	return s
+}
+
+// nodeSessionWith is singleNodeSession with the model's opset imports given, returning the load
+// error (nil session) rather than failing.
+func nodeSessionWith(t *testing.T, executor string, n *graph.Node, imports map[string]int64, in []tensor.Tensor, typeOf func(tensor.Tensor) graph.Type, more ...LoadOption) (*InferenceSession, error) {
+	t.Helper()
 	g := &graph.Graph{Name: "one_node"}
 	node := *n
 	node.Inputs = make([]string, len(in))
@@ -52,12 +61,16 @@ func singleNodeSession(t *testing.T, executor string, n *graph.Node, opset int64
 		g.Outputs = append(g.Outputs, graph.Output(o, graph.Type{}))
 	}
 	g.Nodes = []*graph.Node{&node}
-	m, err := graph.FromGraph(g.Name, g, map[string]int64{"": opset})
-	require.NoError(t, err)
+	m, err := graph.FromGraph(g.Name, g, imports)
+	if err != nil {
+		return nil, err
+	}
 	s, err := FromGraph(m, tracedOptions(nil, executor, more...)...)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	return s
+	return s, nil
 }
 
 func feedsOf(in []tensor.Tensor) []tensor.NamedTensor {
