@@ -28,10 +28,26 @@ require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/loomrt/loom/go/graph v0.0.0
 	github.com/loomrt/loom/go/loom v0.0.0
+	github.com/loomrt/loom/go/serve v0.0.0
 	github.com/loomrt/loom/go/session v0.0.0
 	github.com/pmezard/go-difflib v1.0.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
+	gopkg.in/yaml.v3 v3.0.1
 )
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.24.0 // indirect
+	github.com/prometheus/client_model v0.6.2 // indirect
+	github.com/prometheus/common v0.70.0 // indirect
+	github.com/prometheus/procfs v0.21.1 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+)
+
+replace github.com/loomrt/loom/go/serve => ../go/serve
 
 replace github.com/loomrt/loom/go/session => ../go/session
 

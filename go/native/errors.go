@@ -31,7 +31,8 @@ const (
 	StatusClosed Status = 1000 + iota
 	// StatusInUse: Close refused because live handles still depend on this one.
 	StatusInUse
-	// StatusBusy: a Runtime's admission is full, or a stage tried to enter a nested Run.
+	// StatusBusy: a Runtime's admission is full, a stage tried to enter a nested Run, or a
+	// session's State was asked for while one of its stages runs.
 	StatusBusy
 	// StatusDeviceLost: a session was quarantined after its fence failed; it is unusable.
 	StatusDeviceLost

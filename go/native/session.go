@@ -26,6 +26,13 @@ import (
 //     it, are retained and never freed; the Runtime's compute stream is retired the same way
 //     and replaced, so other sessions on the Runtime keep working. State and every later Run
 //     return ErrDeviceLost.
+//   - State is for use between Runs: while a Run of this session is in its stage or fence,
+//     State returns ErrBusy rather than a pointer the stage may be writing, also when called
+//     from the stage itself (which already has its *T). A Run that is still waiting for
+//     admission (queued behind other compute work) does not make State busy; once it enters
+//     its stage, a pointer obtained before must no longer be used. A quarantined session's
+//     State is ErrDeviceLost, even while the Run whose fence failed is finishing; a closed
+//     one's ErrClosed.
 //   - A Run from inside a stage on the same Runtime (same goroutine) fails with ErrBusy
 //     instead of waiting for itself. The stage's own compute work (Runtime.Launch and the
 //     like) must likewise come from the stage's goroutine: submitted from another goroutine
@@ -35,9 +42,10 @@ type NativeSession[T any] struct {
 	fence func(*T) error
 	state T
 
-	mu     sync.Mutex
-	lost   *Error
-	closed bool
+	mu      sync.Mutex
+	lost    *Error
+	closed  bool
+	running bool // a Run is in its stage or fence
 }
 
 // New creates a session on rt owning state, fenced by fence (typically synchronizing the
@@ -49,11 +57,18 @@ func New[T any](rt *Runtime, state T, fence func(*T) error) (*NativeSession[T], 
 	return &NativeSession[T]{rt: rt, fence: fence, state: state}, nil
 }
 
-// State is the session's state, for use between Runs; ErrDeviceLost once quarantined,
-// ErrClosed after Close.
+// State is the session's state, for use between Runs. It returns ErrDeviceLost once the
+// session is quarantined, else ErrClosed after Close, else ErrBusy while a Run of the session
+// is in its stage or fence (from any goroutine, the stage's own included).
 func (s *NativeSession[T]) State() (*T, error) {
-	if err := s.usable("NativeSession.State"); err != nil {
+	const op = "NativeSession.State"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(op); err != nil {
 		return nil, err
+	}
+	if s.running {
+		return nil, newError(op, StatusBusy, "a stage of the session is running (or its fence): the state belongs to the stage until its Run returns")
 	}
 	return &s.state, nil
 }
@@ -64,6 +79,11 @@ func (s *NativeSession[T]) Runtime() *Runtime { return s.rt }
 func (s *NativeSession[T]) usable(op string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.usableLocked(op)
+}
+
+// usableLocked is usable with s.mu held.
+func (s *NativeSession[T]) usableLocked(op string) error {
 	if s.lost != nil {
 		return s.lost
 	}
@@ -90,12 +110,33 @@ func Run[T, R any](s *NativeSession[T], stage func(*T) (R, error)) (R, error) {
 	if err != nil {
 		return zero, err
 	}
-	// Quarantined or closed while this Run waited for admission?
-	if err := s.usable(op); err != nil {
+	// Quarantined or closed while this Run waited for admission? If not, the stage starts:
+	// State is busy from here until the fence has run.
+	if err := s.enter(op); err != nil {
 		t.release()
 		return zero, err
 	}
 	return runStage(s, t, stage)
+}
+
+// enter checks that s is still usable and marks a stage running. The caller holds the
+// compute lane, so no other stage of s can be running.
+func (s *NativeSession[T]) enter(op string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(op); err != nil {
+		return err
+	}
+	s.running = true
+	return nil
+}
+
+// leave marks the stage and its fence finished, before the compute lane is released (so that
+// it cannot clear the mark of the session's next Run).
+func (s *NativeSession[T]) leave() {
+	s.mu.Lock()
+	s.running = false
+	s.mu.Unlock()
 }
 
 func runStage[T, R any](s *NativeSession[T], t ticket, stage func(*T) (R, error)) (result R, err error) {
@@ -110,6 +151,7 @@ func runStage[T, R any](s *NativeSession[T], t ticket, stage func(*T) (R, error)
 		if fenceErr != nil || fencePanic != nil {
 			s.quarantine(fenceErr, fencePanic, nil)
 		}
+		s.leave()
 		t.release()
 		if p != nil {
 			panic(p)
@@ -123,6 +165,7 @@ func runStage[T, R any](s *NativeSession[T], t ticket, stage func(*T) (R, error)
 	fenceErr, fencePanic := s.callFence()
 	if fenceErr != nil || fencePanic != nil {
 		lost := s.quarantine(fenceErr, fencePanic, err)
+		s.leave()
 		t.release()
 		if fencePanic != nil {
 			panic(fencePanic)
@@ -130,6 +173,7 @@ func runStage[T, R any](s *NativeSession[T], t ticket, stage func(*T) (R, error)
 		var zero R
 		return zero, lost
 	}
+	s.leave()
 	t.release()
 	return result, err
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -122,6 +123,8 @@ func TestSessionRunsStagesAndFencesEveryExit(t *testing.T) {
 		_, _ = native.Run(sess, func(*modelState) (int, error) { panic("stage exploded") })
 	})
 	assert.EqualValues(t, 3, f.calls.Load())
+	_, err = sess.State()
+	require.NoError(t, err, "State after a panicking stage")
 
 	// runtime.Goexit (t.FailNow in a stage, say) is fenced too.
 	done := make(chan struct{})
@@ -131,6 +134,8 @@ func TestSessionRunsStagesAndFencesEveryExit(t *testing.T) {
 	}()
 	<-done
 	assert.EqualValues(t, 4, f.calls.Load())
+	_, err = sess.State()
+	require.NoError(t, err, "State after a stage that called runtime.Goexit")
 
 	// Still healthy after all of that.
 	xv, yv = randomU32(r, n), randomU32(r, n)
@@ -329,4 +334,203 @@ func TestConcurrentSessions(t *testing.T) {
 		require.NoError(t, st.model.Close())
 		require.NoError(t, sess.Close())
 	}
+}
+
+// counterState is a state a stage writes continually while it runs.
+type counterState struct{ n int }
+
+func newCounterSession(t *testing.T, rt *native.Runtime, fence func(*counterState) error) *native.NativeSession[counterState] {
+	t.Helper()
+	if fence == nil {
+		fence = func(*counterState) error { return rt.SynchronizeLane(native.Compute) }
+	}
+	s, err := native.New(rt, counterState{}, fence)
+	require.NoError(t, err)
+	closeLater(t, s)
+	return s
+}
+
+// requireStateBusy checks that State refuses with ErrBusy. Should it hand out the state, the
+// state is read, which the race detector reports while a stage is writing it.
+func requireStateBusy(t *testing.T, s *native.NativeSession[counterState]) {
+	t.Helper()
+	st, err := s.State()
+	if err == nil {
+		t.Fatalf("State returned the state (n=%d) while a stage owns it", st.n)
+	}
+	require.ErrorIs(t, err, native.ErrBusy)
+	var e *native.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, "NativeSession.State", e.Op)
+	assert.Contains(t, err.Error(), "a stage of the session is running")
+}
+
+// waitFor polls cond until it holds, failing the test after 10 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// While a stage runs, State is ErrBusy from another goroutine (the stage keeps writing the
+// state meanwhile, so a pointer handed out would race) and from the stage itself; once the
+// Run returned it is the state again.
+func TestStateIsBusyWhileAStageRuns(t *testing.T) {
+	rt, _ := setup(t)
+	sess := newCounterSession(t, rt, nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	stop := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(stop) // after the session's Close, so it runs first: a failing test still ends the stage
+	var inside error
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := native.Run(sess, func(st *counterState) (int, error) {
+			_, inside = sess.State()
+			close(entered)
+			for {
+				st.n++ // at least once after entered: unordered with what the test does then
+				select {
+				case <-release:
+					return st.n, nil
+				default:
+					runtime.Gosched()
+				}
+			}
+		})
+		done <- result{n, err}
+	}()
+	<-entered
+	requireStateBusy(t, sess)
+	requireStateBusy(t, sess)
+	stop()
+	r := <-done
+	require.NoError(t, r.err)
+	require.ErrorIs(t, inside, native.ErrBusy, "State from inside the stage")
+	require.Positive(t, r.n)
+
+	st, err := sess.State()
+	require.NoError(t, err, "State after the Run returned")
+	assert.Equal(t, r.n, st.n)
+}
+
+// The fence belongs to the Run: State is busy until it has run.
+func TestStateIsBusyDuringTheFence(t *testing.T) {
+	rt, _ := setup(t)
+	fenceEntered, releaseFence := make(chan struct{}), make(chan struct{})
+	stop := sync.OnceFunc(func() { close(releaseFence) })
+	var block atomic.Bool
+	sess := newCounterSession(t, rt, func(st *counterState) error {
+		if block.Load() {
+			close(fenceEntered)
+			<-releaseFence
+		}
+		st.n++
+		return rt.SynchronizeLane(native.Compute)
+	})
+	t.Cleanup(stop) // after the session's Close, so it runs first: a failing test still ends the fence
+	block.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := native.Run(sess, func(st *counterState) (int, error) { st.n++; return 0, nil })
+		done <- err
+	}()
+	<-fenceEntered
+	requireStateBusy(t, sess)
+	stop()
+	require.NoError(t, <-done)
+	st, err := sess.State()
+	require.NoError(t, err)
+	assert.Equal(t, 2, st.n, "the stage and the fence each counted once")
+}
+
+// A Run still waiting for admission (queued behind another session's stage) has not started:
+// its session's State is not busy. A second Run of the session whose stage runs does not
+// change that session's answer either.
+func TestStateOfAQueuedRunIsNotBusy(t *testing.T) {
+	rt, _ := setup(t)
+	running, queued := newCounterSession(t, rt, nil), newCounterSession(t, rt, nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	stop := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(stop)
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, err := native.Run(running, func(*counterState) (int, error) {
+			close(entered)
+			<-release
+			return 0, nil
+		})
+		errs <- err
+	}()
+	<-entered
+	for _, s := range []*native.NativeSession[counterState]{queued, running} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := native.Run(s, func(st *counterState) (int, error) { st.n++; return 0, nil })
+			errs <- err
+		}()
+	}
+	waitFor(t, "both Runs wait for admission", func() bool { return rt.Queued() == 3 })
+
+	st, err := queued.State()
+	require.NoError(t, err, "a queued Run does not make State busy")
+	assert.Equal(t, 0, st.n)
+	requireStateBusy(t, running)
+
+	stop()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	for _, s := range []*native.NativeSession[counterState]{queued, running} {
+		st, err := s.State()
+		require.NoError(t, err)
+		assert.Equal(t, 1, st.n)
+	}
+}
+
+// A stage holds the compute lane only: an upload and a download on the same Runtime, from
+// another goroutine, complete while the stage waits for them.
+func TestUploadAndDownloadCompleteWhileAStageRuns(t *testing.T) {
+	r := newRand(t)
+	rt, _ := setup(t)
+	sess := newIntSession(t, rt)
+	const n = 256
+	buf := rtAlloc(t, rt, native.DeviceMemory, 4*n)
+	want := u32Bytes(randomU32(r, n))
+	got := make([]byte, len(want))
+	_, err := native.Run(sess, func(*int) (int, error) {
+		done := make(chan error, 1)
+		go func() {
+			err := rt.Upload(buf, 0, want)
+			if err == nil {
+				err = rt.Download(got, buf, 0)
+			}
+			if err == nil {
+				err = rt.SynchronizeLane(native.Download)
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			return 0, err
+		case <-time.After(10 * time.Second):
+			return 0, errors.New("the upload and download did not complete within 10s while the stage held the compute lane")
+		}
+	})
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "the download read what the upload wrote")
 }

@@ -71,7 +71,7 @@ func TestSequenceOutputsNeverAliasWeightsOrInputs(t *testing.T) {
 	for range 3 {
 		x := randomF32(rnd, 4)
 		xKept := append([]float32{}, x...)
-		outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(tensor.MustTensor([]int64{4}, x))}})
+		outs, err := s.RunValues(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(tensor.MustTensor([]int64{4}, x))}})
 		require.NoError(t, err)
 		seq, err := outs[0].Sequence()
 		require.NoError(t, err)

@@ -25,15 +25,16 @@
 // session options); Open and its relatives take Options instead, a distinct type, since they
 // configure a ModelSession (below).
 //
-// Run, RunInto (outputs into tensors the caller allocated), RunOutputs (sequence and optional
-// values) and Warmup take a context: a run stops between ops once it is done, and is traced
+// Run, RunSelected (only the outputs named, in that order), RunInto (outputs into tensors the
+// caller allocated), RunValues (sequence and optional values) and Warmup take a context: a run stops between ops once it is done, and is traced
 // when it carries an OpenTelemetry span. Runs are safe for concurrent use. A symbolic dimension
 // (a dynamic batch, say) takes its size from each run's inputs: the first run of each new input
 // shape is interpreted while it builds that shape's compiled plan, so it is slower than the
 // runs after it, and a session plans at most 16 shapes: runs of further shapes stay in the
 // interpreter (docs/execution.md).
-// The examples ExampleLoad_quickStart (the README's quick start), ExampleLoad and
-// ExampleInferenceSession_Run_dynamicBatch show whole programs.
+// The examples ExampleLoad_quickStart (the README's quick start), ExampleLoad,
+// ExampleInferenceSession_Run_dynamicBatch, ExampleInferenceSession_RunSelected,
+// ExampleInferenceSession_RunInto and ExampleWithTracerProvider show whole programs.
 //
 // # ModelSession
 //

@@ -672,7 +672,7 @@ func runFuzzModel(t *testing.T, m *fuzzModel, executor string) fuzzOutcome {
 	runtime.ReadMemStats(&ms)
 	allocBefore := ms.TotalAlloc
 	for range runs {
-		outs, err := s.RunOutputs(context.Background(), feeds)
+		outs, err := s.RunValues(context.Background(), feeds)
 		if err != nil {
 			checkFuzzError(t, m, executor+" run", err, true)
 			out.runErr = err

@@ -117,3 +117,39 @@ func ExampleInferenceSession_Run_canceled() {
 	// true
 	// [4 6]
 }
+
+// ExampleInferenceSession_RunSelected takes outputs by name, in the order named, as ONNX
+// Runtime's Run takes output names: here the second and first of a Split's three outputs.
+func ExampleInferenceSession_RunSelected() {
+	g := &graph.Graph{Name: "split"}
+	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.ShapeOf(6)))}
+	g.Outputs = []*graph.Value{graph.Output("head", graph.Type{}), graph.Output("middle", graph.Type{}), graph.Output("tail", graph.Type{})}
+	g.Nodes = []*graph.Node{graph.NewNode("split", "Split", []string{"x"}, []string{"head", "middle", "tail"})}
+	m, err := graph.FromGraph("split", g, map[string]int64{"": 13})
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := session.FromGraph(m)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	x := session.MustTensor([]int64{6}, []float32{1, 2, 3, 4, 5, 6})
+	outs, err := s.RunSelected(context.Background(), []session.NamedTensor{{Name: "x", Tensor: x}}, "middle", "head")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, o := range outs {
+		v, err := session.TensorOf[float32](o)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(o, v)
+	}
+	_, err = s.RunSelected(context.Background(), []session.NamedTensor{{Name: "x", Tensor: x}}, "logits")
+	fmt.Println(err)
+	// Output:
+	// tensor(float)[2] [3 4]
+	// tensor(float)[2] [1 2]
+	// session: RunSelected: invalid argument: no output named "logits"; the model's outputs are head, middle, tail
+}

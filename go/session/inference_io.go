@@ -10,11 +10,11 @@ import (
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
-// RunOutputs is Run for models whose inputs or outputs may be sequences or optionals: it feeds
+// RunValues is Run for models whose inputs or outputs may be sequences or optionals: it feeds
 // the named values and returns the graph outputs in order, each of the kind the graph produced.
 // An optional input that is not fed is none. Errors name the input or node at fault; ctx
 // bounds the run and parents its spans as for Run.
-func (s *InferenceSession) RunOutputs(ctx context.Context, inputs []tensor.NamedValue) ([]tensor.Value, error) {
+func (s *InferenceSession) RunValues(ctx context.Context, inputs []tensor.NamedValue) ([]tensor.Value, error) {
 	outs, err := s.run(ctx, inputs, exec.PhaseRun, nil)
 	if err != nil {
 		return nil, err
@@ -24,6 +24,96 @@ func (s *InferenceSession) RunOutputs(ctx context.Context, inputs []tensor.Named
 		vals[i] = tensor.TensorValue(t)
 	}
 	return vals, nil
+}
+
+// RunOutputs is RunValues, under its earlier name.
+//
+// Deprecated: use RunValues; the name read as if it picked outputs, which RunSelected does.
+func (s *InferenceSession) RunOutputs(ctx context.Context, inputs []tensor.NamedValue) ([]tensor.Value, error) {
+	return s.RunValues(ctx, inputs)
+}
+
+// RunSelected is Run returning only the outputs named, in the order named, as ONNX Runtime's
+// Run takes output names: RunSelected(ctx, inputs, "logits") returns one tensor. A name that
+// is not a graph output, a name given twice, or no name at all is an *Error matching
+// ErrInvalidArgument, reported before anything runs. The whole graph still runs (the outputs
+// not selected are computed, then their memory is handed back to the session as by Recycle),
+// so it costs what Run costs.
+func (s *InferenceSession) RunSelected(ctx context.Context, inputs []tensor.NamedTensor, outputs ...string) ([]tensor.Tensor, error) {
+	idx, err := s.outputIndexes("RunSelected", outputs)
+	if err != nil {
+		return nil, err
+	}
+	outs, err := s.runTensors(ctx, "RunSelected", inputs, nil)
+	if err != nil {
+		return nil, err
+	}
+	sel := make([]tensor.Tensor, len(idx))
+	taken := make([]bool, len(outs))
+	for i, k := range idx {
+		sel[i], taken[k] = outs[k], true
+	}
+	for k, t := range outs {
+		if !taken[k] && !sharesMemory(t, sel, inputs) {
+			s.Recycle(t)
+		}
+	}
+	return sel, nil
+}
+
+// outputIndexes maps output names to their indexes in Outputs.
+func (s *InferenceSession) outputIndexes(op string, names []string) ([]int, error) {
+	if len(names) == 0 {
+		return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "no output named; the model's outputs are %s", s.outputNames())
+	}
+	idx := make([]int, len(names))
+	seen := make(map[string]bool, len(names))
+	for i, name := range names {
+		if seen[name] {
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q named twice", name)
+		}
+		seen[name] = true
+		idx[i] = -1
+		for k, m := range s.outputs {
+			if m.Name == name {
+				idx[i] = k
+				break
+			}
+		}
+		if idx[i] < 0 {
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "no output named %q; the model's outputs are %s", name, s.outputNames())
+		}
+	}
+	return idx, nil
+}
+
+// outputNames lists the graph outputs, for messages.
+func (s *InferenceSession) outputNames() string {
+	names := make([]string, len(s.outputs))
+	for i, m := range s.outputs {
+		names[i] = m.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// sharesMemory reports whether t's data overlaps any of ts' or of the inputs' (two outputs of
+// a run may be one value, e.g. an Identity's): such a tensor is not recycled.
+func sharesMemory(t tensor.Tensor, ts []tensor.Tensor, inputs []tensor.NamedTensor) bool {
+	r, ok := exec.DataRange(t)
+	if !ok {
+		return false
+	}
+	for _, o := range ts {
+		if or, ok := exec.DataRange(o); ok && or.Overlaps(r) {
+			return true
+		}
+	}
+	for _, in := range inputs {
+		if ir, ok := exec.DataRange(in.Tensor); ok && ir.Overlaps(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // namedTensorValues wraps Run's tensors as values.
@@ -84,7 +174,7 @@ func checkFed(meta IOMeta, t tensor.Tensor) error {
 	switch meta.Kind {
 	case tensor.ValueSequence:
 		if !tensor.IsSeq(t) {
-			return fmt.Errorf("%s was fed, the model wants %s (feed a SequenceValue through RunOutputs)", tensor.Article(t), describeMeta(meta))
+			return fmt.Errorf("%s was fed, the model wants %s (feed a SequenceValue through RunValues)", tensor.Article(t), describeMeta(meta))
 		}
 		return checkSeqElems(meta, t)
 	case tensor.ValueOptional:

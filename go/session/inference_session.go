@@ -237,10 +237,26 @@ type IOMeta struct {
 	// Ranked is false when even the rank is unknown.
 	Ranked bool
 	// Kind is ValueTensor (also when the model does not say), ValueSequence or ValueOptional;
-	// Run feeds and returns tensors only, RunOutputs every kind.
+	// Run feeds and returns tensors only, RunValues every kind.
 	Kind tensor.ValueKind
 	// Holds is, for an optional, the kind it holds: ValueTensor or ValueSequence.
 	Holds tensor.ValueKind
+}
+
+// Dims is the shape as ONNX Runtime's GetShape gives it: each known dimension's size, and -1
+// for a symbolic or unknown one (Shape has the symbols' names). Nil when the rank is unknown.
+func (m IOMeta) Dims() []int64 {
+	if !m.Ranked {
+		return nil
+	}
+	dims := make([]int64, len(m.Shape))
+	for i, d := range m.Shape {
+		dims[i] = -1
+		if d.Known() {
+			dims[i] = d.Value
+		}
+	}
+	return dims
 }
 
 // ModelMetadata is what the model file says about itself.
@@ -626,7 +642,7 @@ func (s *InferenceSession) isOverridable(name string) bool {
 
 // Run feeds the named inputs and returns the graph outputs in order; the outputs belong to
 // the caller. Errors name the input, output or node at fault (see Error). Models with
-// sequence or optional inputs or outputs run through RunOutputs.
+// sequence or optional inputs or outputs run through RunValues.
 //
 // ctx bounds the run: once it is done, the run stops before its next op (or, for a compiled
 // run plan, before its next segment of kernels or host step) and returns an *Error matching
@@ -667,7 +683,7 @@ func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []t
 	}
 	for _, m := range s.outputs {
 		if m.Kind != tensor.ValueTensor {
-			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q is %s, which %s cannot return; use RunOutputs", m.Name, describeMeta(m), op)
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q is %s, which %s cannot return; use RunValues", m.Name, describeMeta(m), op)
 		}
 	}
 	outs, err := s.run(ctx, namedTensorValues(inputs), exec.PhaseRun, into)
@@ -676,7 +692,7 @@ func (s *InferenceSession) runTensors(ctx context.Context, op string, inputs []t
 	}
 	for i, t := range outs {
 		if tensor.Box(t) != nil {
-			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q is %s (%s), which %s cannot return; use RunOutputs", s.outputs[i].Name, tensor.Article(t), t, op)
+			return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "output %q is %s (%s), which %s cannot return; use RunValues", s.outputs[i].Name, tensor.Article(t), t, op)
 		}
 	}
 	return outs, nil

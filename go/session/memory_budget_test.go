@@ -340,7 +340,7 @@ func TestRunRecoversPanicOutsideNodes(t *testing.T) {
 						return err
 					},
 					func() error {
-						_, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x[0].Tensor)}})
+						_, err := s.RunValues(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x[0].Tensor)}})
 						return err
 					},
 				} {

@@ -100,7 +100,7 @@ func TestSequenceOpsMatchSlices(t *testing.T) {
 			graph.NewNode("cat", "ConcatFromSequence", []string{"s"}, []string{"cat"}, graph.IntAttr("axis", -1)),
 			graph.NewNode("id", "Identity", []string{"s"}, []string{"same"}),
 		})
-	outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{
+	outs, err := s.RunValues(context.Background(), []tensor.NamedValue{
 		{Name: "s", Value: mustSeq(t, graph.Float, elems...)}, {Name: "x", Value: tensor.TensorValue(extra)},
 		{Name: "at", Value: tensor.TensorValue(i64Scalar(at))}, {Name: "ins", Value: tensor.TensorValue(i64Scalar(ins))}, {Name: "erase", Value: tensor.TensorValue(i64Scalar(erase))},
 	})
@@ -145,7 +145,7 @@ func TestSequenceOpsMatchSlices(t *testing.T) {
 	assertSeq(t, elems, outs[7], "input after the edits")
 
 	// Positions out of range are refused naming the node.
-	_, err = s.RunOutputs(context.Background(), []tensor.NamedValue{
+	_, err = s.RunValues(context.Background(), []tensor.NamedValue{
 		{Name: "s", Value: mustSeq(t, graph.Float, elems...)}, {Name: "x", Value: tensor.TensorValue(extra)},
 		{Name: "at", Value: tensor.TensorValue(i64Scalar(int64(n)))}, {Name: "ins", Value: tensor.TensorValue(i64Scalar(ins))}, {Name: "erase", Value: tensor.TensorValue(i64Scalar(erase))},
 	})
@@ -175,7 +175,7 @@ func TestSplitToSequenceAndConcat(t *testing.T) {
 			graph.NewNode("join", "ConcatFromSequence", []string{"chunks"}, []string{"joined"}, graph.IntAttr("axis", 1)),
 		},
 		graph.TensorFromInt64("chunk", nil, []int64{chunk}), graph.TensorFromInt64("sizes", []int64{2}, sizes))
-	outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}})
+	outs, err := s.RunValues(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}})
 	require.NoError(t, err)
 
 	var wantRows []tensor.Tensor
@@ -215,7 +215,7 @@ func TestSequenceEmptyConstructAndTypeErrors(t *testing.T) {
 			graph.NewNode("len", "SequenceLength", []string{"empty"}, []string{"n"}),
 			graph.NewNode("pair", "SequenceConstruct", []string{"a", "b"}, []string{"pair"}),
 		})
-	outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "a", Value: tensor.TensorValue(a)}, {Name: "b", Value: tensor.TensorValue(b)}})
+	outs, err := s.RunValues(context.Background(), []tensor.NamedValue{{Name: "a", Value: tensor.TensorValue(a)}, {Name: "b", Value: tensor.TensorValue(b)}})
 	require.NoError(t, err)
 	assert.Equal(t, tensor.ValueSequence, outs[0].Kind())
 	assert.Equal(t, graph.Int64, outs[0].ElemType())
@@ -228,7 +228,7 @@ func TestSequenceEmptyConstructAndTypeErrors(t *testing.T) {
 	assertSeq(t, []tensor.Tensor{a, b}, outs[2], "SequenceConstruct")
 
 	// Construct refuses mixed element types, naming the node.
-	_, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "a", Value: tensor.TensorValue(a)}, {Name: "b", Value: tensor.TensorValue(tensor.MustTensor([]int64{1}, []int64{7}))}})
+	_, err = s.RunValues(context.Background(), []tensor.NamedValue{{Name: "a", Value: tensor.TensorValue(a)}, {Name: "b", Value: tensor.TensorValue(tensor.MustTensor([]int64{1}, []int64{7}))}})
 	assert.ErrorContains(t, err, `node "pair"`)
 	assert.ErrorContains(t, err, "input 1 has element type int64")
 }
@@ -242,11 +242,11 @@ func TestSequenceGivenToTensorOp(t *testing.T) {
 		[]*graph.Value{graph.Output("y", graph.Type{})},
 		[]*graph.Node{graph.NewNode("add", "Add", []string{"s", "x"}, []string{"y"})})
 	x := tensor.MustTensor([]int64{2}, randomF32(rnd, 2))
-	_, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "s", Value: mustSeq(t, graph.Float, x)}, {Name: "x", Value: tensor.TensorValue(x)}})
+	_, err := s.RunValues(context.Background(), []tensor.NamedValue{{Name: "s", Value: mustSeq(t, graph.Float, x)}, {Name: "x", Value: tensor.TensorValue(x)}})
 	require.Error(t, err)
 	assert.ErrorContains(t, err, `node "add" (Add): input 0 ("s") is a sequence`)
 	assert.ErrorContains(t, err, "tensors only")
-	_, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "s", Value: tensor.NoneValue(graph.Float)}, {Name: "x", Value: tensor.TensorValue(x)}})
+	_, err = s.RunValues(context.Background(), []tensor.NamedValue{{Name: "s", Value: tensor.NoneValue(graph.Float)}, {Name: "x", Value: tensor.TensorValue(x)}})
 	assert.ErrorContains(t, err, "is an optional")
 }
 
@@ -289,23 +289,23 @@ func TestOptionalOps(t *testing.T) {
 		assert.Equal(t, !oHas, outs[6].IsNone())
 	}
 	// o fed none, fed holding a tensor, fed a bare tensor (an optional holding it), not fed.
-	outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}, {Name: "o", Value: tensor.NoneValue(graph.Float)}})
+	outs, err := s.RunValues(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}, {Name: "o", Value: tensor.NoneValue(graph.Float)}})
 	require.NoError(t, err)
 	check(outs, false)
 	held, err := tensor.OptionalValue(tensor.TensorValue(x))
 	require.NoError(t, err)
-	outs, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}, {Name: "o", Value: held}})
+	outs, err = s.RunValues(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}, {Name: "o", Value: held}})
 	require.NoError(t, err)
 	check(outs, true)
-	outs, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}, {Name: "o", Value: tensor.TensorValue(x)}})
+	outs, err = s.RunValues(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}, {Name: "o", Value: tensor.TensorValue(x)}})
 	require.NoError(t, err)
 	check(outs, true)
-	outs, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}})
+	outs, err = s.RunValues(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}})
 	require.NoError(t, err)
 	check(outs, false)
 
 	// The optional's content is checked against the declared element type.
-	_, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}, {Name: "o", Value: tensor.TensorValue(tensor.MustTensor([]int64{1}, []int64{1}))}})
+	_, err = s.RunValues(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(x)}, {Name: "o", Value: tensor.TensorValue(tensor.MustTensor([]int64{1}, []int64{1}))}})
 	assert.ErrorContains(t, err, `input "o": optional content: element type int64`)
 
 	// Opset 18 takes a tensor as an optional that holds it (the model checker here refuses
@@ -325,7 +325,7 @@ func TestOptionalOps(t *testing.T) {
 	// OptionalGetElement of none fails naming the node.
 	g := valueSession(t, []*graph.Value{graph.Input("o", tensorOpt)}, []*graph.Value{graph.Output("y", graph.Type{})},
 		[]*graph.Node{graph.NewNode("get", "OptionalGetElement", []string{"o"}, []string{"y"})})
-	_, err = g.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "o", Value: tensor.NoneValue(graph.Float)}})
+	_, err = g.RunValues(context.Background(), []tensor.NamedValue{{Name: "o", Value: tensor.NoneValue(graph.Float)}})
 	assert.ErrorContains(t, err, `node "get"`)
 	assert.ErrorContains(t, err, "empty")
 }
@@ -363,7 +363,7 @@ func TestSequenceMapMatchesLoop(t *testing.T) {
 		}
 		want = append(want, tensor.MustTensor([]int64{l}, sum))
 	}
-	outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "xs", Value: mustSeq(t, graph.Float, xs...)}, {Name: "bias", Value: tensor.TensorValue(tensor.MustTensor([]int64{l}, bias))}, {Name: "ys", Value: mustSeq(t, graph.Float, ys...)}})
+	outs, err := s.RunValues(context.Background(), []tensor.NamedValue{{Name: "xs", Value: mustSeq(t, graph.Float, xs...)}, {Name: "bias", Value: tensor.TensorValue(tensor.MustTensor([]int64{l}, bias))}, {Name: "ys", Value: mustSeq(t, graph.Float, ys...)}})
 	require.NoError(t, err)
 	got, err := outs[0].Sequence()
 	require.NoError(t, err)
@@ -375,7 +375,7 @@ func TestSequenceMapMatchesLoop(t *testing.T) {
 	assert.Equal(t, int64(k), s.ControlFlowStats().SequenceMap.Runs)
 
 	// Sequences of different lengths are refused, naming the node.
-	_, err = s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "xs", Value: mustSeq(t, graph.Float, xs...)}, {Name: "bias", Value: tensor.TensorValue(tensor.MustTensor([]int64{l}, bias))}, {Name: "ys", Value: mustSeq(t, graph.Float, append(ys, ys[0])...)}})
+	_, err = s.RunValues(context.Background(), []tensor.NamedValue{{Name: "xs", Value: mustSeq(t, graph.Float, xs...)}, {Name: "bias", Value: tensor.TensorValue(tensor.MustTensor([]int64{l}, bias))}, {Name: "ys", Value: mustSeq(t, graph.Float, append(ys, ys[0])...)}})
 	assert.ErrorContains(t, err, `node "map"`)
 	assert.ErrorContains(t, err, "elements")
 }
@@ -420,7 +420,7 @@ func TestLoopAndIfCarrySequences(t *testing.T) {
 		want = append(want, tensor.MustTensor([]int64{int64(i + 1)}, xv[:i+1]))
 	}
 	for _, flag := range []bool{true, false} {
-		outs, err := s.RunOutputs(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(tensor.MustTensor([]int64{l}, xv))}, {Name: "n", Value: tensor.TensorValue(i64Scalar(int64(trips)))},
+		outs, err := s.RunValues(context.Background(), []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(tensor.MustTensor([]int64{l}, xv))}, {Name: "n", Value: tensor.TensorValue(i64Scalar(int64(trips)))},
 			{Name: "flag", Value: tensor.TensorValue(tensor.MustTensor([]int64{}, []bool{flag}))}})
 		require.NoError(t, err)
 		assertSeq(t, want, outs[0], "Loop")
@@ -437,10 +437,10 @@ func TestLoopAndIfCarrySequences(t *testing.T) {
 	// Run cannot return the sequence and says where to go instead.
 	_, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{l}, xv)}, {Name: "n", Tensor: i64Scalar(1)}, {Name: "flag", Tensor: tensor.MustTensor([]int64{}, []bool{true})}})
 	assert.ErrorContains(t, err, `output "grown" is seq(tensor(float))`)
-	assert.ErrorContains(t, err, "RunOutputs")
+	assert.ErrorContains(t, err, "RunValues")
 }
 
-func TestRunOutputsInputErrors(t *testing.T) {
+func TestRunValuesInputErrors(t *testing.T) {
 	rnd := inferRand()
 	x := tensor.MustTensor([]int64{3}, randomF32(rnd, 3))
 	s := valueSession(t,
@@ -454,7 +454,7 @@ func TestRunOutputsInputErrors(t *testing.T) {
 	assert.Equal(t, tensor.ValueTensor, s.Inputs()[1].Kind)
 
 	ok := []tensor.NamedValue{{Name: "s", Value: mustSeq(t, graph.Float, x, x)}, {Name: "x", Value: tensor.TensorValue(x)}}
-	outs, err := s.RunOutputs(context.Background(), ok)
+	outs, err := s.RunValues(context.Background(), ok)
 	require.NoError(t, err)
 	n, err := outs[0].Tensor()
 	require.NoError(t, err)
@@ -477,11 +477,11 @@ func TestRunOutputsInputErrors(t *testing.T) {
 		{"twice", append(append([]tensor.NamedValue{}, ok...), ok[0]), `input "s" fed twice`},
 	}
 	for _, c := range cases {
-		_, err := s.RunOutputs(context.Background(), c.feeds)
+		_, err := s.RunValues(context.Background(), c.feeds)
 		assert.ErrorContains(t, err, c.want, c.name)
 	}
 	_, err = s.Run(context.Background(), []tensor.NamedTensor{{Name: "s", Tensor: x}, {Name: "x", Tensor: x}})
-	assert.ErrorContains(t, err, "RunOutputs", "Run with a sequence input")
+	assert.ErrorContains(t, err, "RunValues", "Run with a sequence input")
 }
 
 func TestSequenceAndOptionalValues(t *testing.T) {

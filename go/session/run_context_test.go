@@ -146,7 +146,7 @@ func TestRunCancelStopsBetweenOps(t *testing.T) {
 }
 
 // A run whose context is done before it starts fails at once, through Run (the plan's fast
-// path), RunInto, RunOutputs (the general path) and Warmup, with the cause of a context
+// path), RunInto, RunValues (the general path) and Warmup, with the cause of a context
 // cancelled with one.
 func TestRunCanceledBeforeStart(t *testing.T) {
 	for _, executor := range traceExecutors {
@@ -170,7 +170,7 @@ func TestRunCanceledBeforeStart(t *testing.T) {
 			require.ErrorIs(t, err, stop, "the cancel cause")
 			_, err = s.RunInto(ctx, feeds, []tensor.NamedTensor{{Name: "y", Tensor: tensor.MustTensor([]int64{2, 3}, make([]float32, 6))}})
 			requireCanceled(t, err, context.Canceled)
-			_, err = s.RunOutputs(ctx, []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(feeds[0].Tensor)}})
+			_, err = s.RunValues(ctx, []tensor.NamedValue{{Name: "x", Value: tensor.TensorValue(feeds[0].Tensor)}})
 			requireCanceled(t, err, context.Canceled)
 			err = s.Warmup(ctx, map[string][]int64{"x": {1, 8}})
 			e := requireCanceled(t, err, context.Canceled)

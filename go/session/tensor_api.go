@@ -84,7 +84,7 @@ func MustTensor[T tensor.Element](shape []int64, data []T) tensor.Tensor {
 // NamedTensor is a tensor bound to a graph input name (or, for RunInto, an output name).
 type NamedTensor = tensor.NamedTensor
 
-// NamedValue is a value bound to a graph input name (see RunOutputs).
+// NamedValue is a value bound to a graph input name (see RunValues).
 type NamedValue = tensor.NamedValue
 
 // NewTensor wraps data (not copied) as a tensor of the given shape. The element count must

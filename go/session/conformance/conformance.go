@@ -213,7 +213,7 @@ func runOne(dir string, opts Options) (res Result) {
 	graphInputs := m.Graph.Inputs
 	var note, fail string // set by judgeByDistribution
 	for _, set := range sets {
-		if values { // sequences or optionals: through RunOutputs (values.go)
+		if values { // sequences or optionals: through RunValues (values.go)
 			if msg := runValueSet(s, m.Graph, set, opts); msg != "" {
 				return Result{Status: Fail, Message: msg}
 			}

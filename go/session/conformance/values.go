@@ -11,7 +11,7 @@ import (
 )
 
 // hasValueIO reports whether a graph input or output is declared a sequence or an optional,
-// so the test runs through RunOutputs; unsupported is set when one is of a kind the session
+// so the test runs through RunValues; unsupported is set when one is of a kind the session
 // does not run (maps, sparse tensors).
 func hasValueIO(g *graph.Graph) (values bool, unsupported string) {
 	for _, v := range append(append([]*graph.Value{}, g.Inputs...), g.Outputs...) {
@@ -40,7 +40,7 @@ func holdsTensors(t graph.Type) bool {
 }
 
 // runValueSet runs one test_data_set_* of a model with sequence or optional inputs or outputs
-// through RunOutputs and compares every output value with the expected one; "" when they
+// through RunValues and compares every output value with the expected one; "" when they
 // agree, else what differs.
 func runValueSet(s *session.InferenceSession, g *graph.Graph, set string, opts Options) string {
 	var feeds []session.NamedValue
@@ -69,7 +69,7 @@ func runValueSet(s *session.InferenceSession, g *graph.Graph, set string, opts O
 		}
 		feeds = append(feeds, session.NamedValue{Name: name, Value: v})
 	}
-	got, err := s.RunOutputs(context.Background(), feeds)
+	got, err := s.RunValues(context.Background(), feeds)
 	if err != nil {
 		return err.Error()
 	}

@@ -87,7 +87,9 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		return c.badArgument("%v", err)
 	}
 	start := time.Now()
+	stopSpinner := working("loom bench: loading "+filepath.Base(pos[0]), showProgress && !*asJSON, time.Second)
 	s, err := session.Load(pos[0], append([]session.LoadOption{session.WithExecutionProvider(session.ExecutionProvider(*provider)), session.WithIntraOpThreads(*threads)}, options...)...)
+	stopSpinner()
 	if err != nil {
 		return c.fail("%v", err)
 	}
@@ -104,7 +106,7 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 	// Ctrl-C stops the run in progress (and the benchmark) rather than the process.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	bar := newProgress(*warmup+*runs, "loom bench", showProgress && !*asJSON)
+	bar := newProgress(*warmup+*runs, "loom bench", "runs", showProgress && !*asJSON)
 	release := func(outs []session.Tensor) {
 		if !*keep {
 			s.Recycle(outs...)

@@ -54,25 +54,23 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 		return c.badArgument("no node tests (directories with a model.onnx) in %s", strings.Join(dirs, ", "))
 	}
 	if opts.Filter != nil {
-		matched := 0
-		for _, t := range tests {
-			if opts.Filter.MatchString(filepath.Base(t)) {
-				matched++
-			}
-		}
-		if matched == 0 {
+		if matching(tests, opts.Filter) == 0 {
 			return c.badArgument("--filter %q matches none of the %d tests in %s", *filter, len(tests), strings.Join(dirs, ", "))
 		}
 	}
 	enc := json.NewEncoder(stdout)
+	bar := newProgress(matching(tests, opts.Filter), "loom conformance", "tests", !*asJSON)
 	results := conformance.Run(tests, opts, func(r conformance.Result) {
 		switch {
 		case *asJSON:
 			enc.Encode(r)
 		case r.Status != conformance.Pass || *verbose:
+			bar.Clear()
 			fmt.Fprintln(stdout, strings.TrimSpace(fmt.Sprintf("%s %s %s", r.Status, r.Name, r.Message)))
 		}
+		bar.Add(1)
 	})
+	bar.Finish()
 	sum := conformance.Tally(results)
 	if *asJSON {
 		enc.Encode(conformanceSummary{Passed: sum.Passed, Failed: sum.Failed, Skipped: sum.Skipped})
@@ -83,4 +81,18 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// matching counts the tests filter lets through (all of them when it is nil).
+func matching(tests []string, filter *regexp.Regexp) int {
+	if filter == nil {
+		return len(tests)
+	}
+	n := 0
+	for _, t := range tests {
+		if filter.MatchString(filepath.Base(t)) {
+			n++
+		}
+	}
+	return n
 }

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/loomrt/loom/go/graph"
@@ -70,7 +71,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if budget > 0 {
 		opts = append(opts, session.WithMemoryBudget(uint64(budget)))
 	}
+	stopSpinner := working("loom run: loading "+filepath.Base(pos[0]), true, time.Second)
 	s, err := session.Load(pos[0], opts...)
+	stopSpinner()
 	if err != nil {
 		return c.fail("%v", err)
 	}
@@ -90,7 +93,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
+	// The first run of a shape builds its plan, and on a cold cache compiles kernels.
+	stopSpinner = working("loom run: running "+filepath.Base(pos[0]), true, time.Second)
 	outs, err := s.Run(ctx, feeds)
+	stopSpinner()
 	if err != nil {
 		return c.fail("%v", err)
 	}

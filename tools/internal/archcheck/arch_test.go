@@ -29,7 +29,8 @@ var layers = []struct {
 	{"go/loom", nil},
 	{"go/graph", nil},
 	{"go/session", []string{"go/native", "go/loom", "go/graph", "kernels"}},
-	{"tools", []string{"go/native", "go/loom", "go/graph", "go/session", "kernels"}},
+	{"go/serve", []string{"go/native", "go/loom", "go/graph", "go/session", "kernels"}},
+	{"tools", []string{"go/native", "go/loom", "go/graph", "go/session", "go/serve", "kernels"}},
 }
 
 // maxLines bounds a package's hand-written, non-test Go lines (docs/architecture.md).
@@ -57,7 +58,7 @@ func listPackages(t *testing.T) []pkg {
 		t.Skip("no go command")
 	}
 	cmd := exec.Command("go", "list", "-json", "./go/native/...", "./go/loom/...", "./go/graph/...",
-		"./go/session/...", "./kernels/...", "./tools/...")
+		"./go/session/...", "./go/serve/...", "./kernels/...", "./tools/...")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	require.NoError(t, err, "go list")

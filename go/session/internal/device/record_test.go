@@ -333,6 +333,105 @@ func TestProfileCommands(t *testing.T) {
 	require.ErrorIs(t, err, tensor.ErrNotRecorded)
 }
 
+// mixSession is a session with the mix test kernel over one read-write binding, and state, a
+// region that every mixStep replaces with a hash of its bytes and the step's seed: after a
+// series of steps, state's bytes depend on how many ran, with which seeds, in which order.
+// expect applies seeds in order to a reference region the same way, one command at a time,
+// and returns the bytes state must then hold.
+func mixSession(t *testing.T) (s *ModelSession, step func(seed uint32) Command, state Region, expect func(seeds []uint32) []byte) {
+	t.Helper()
+	const n = 16
+	s = hostSession(t)
+	k, err := s.ImportKernel(testKernel(t, s.ctx.dev, "mix"), mixSignature([]Access{AccessReadWrite}))
+	require.NoError(t, err)
+	state, err = s.Allocate(n)
+	require.NoError(t, err)
+	ref, err := s.Allocate(n)
+	require.NoError(t, err)
+	initial := []byte("initial contents")
+	require.NoError(t, s.Upload(state, initial))
+	mixOn := func(r Region, seed uint32) Command {
+		b := []Binding{r.ReadWrite()}
+		return Dispatch{Kernel: k, Args: mixArgs(seed, 0, b), Bindings: b}
+	}
+	step = func(seed uint32) Command { return mixOn(state, seed) }
+	expect = func(seeds []uint32) []byte {
+		t.Helper()
+		require.NoError(t, s.Upload(ref, initial))
+		for _, seed := range seeds {
+			require.NoError(t, IssueOnce(s, "test", []Command{mixOn(ref, seed)}))
+		}
+		out := make([]byte, n)
+		require.NoError(t, s.Read(ref, out))
+		return out
+	}
+	return s, step, state, expect
+}
+
+// Benchmark's documented schedule, observed through what the runs leave in device memory
+// rather than through timing: ten warm-up pairs, each a replay of the graph and then the
+// commands issued one by one, then samples pairs whose order alternates (graph first in the
+// even ones). The recording benchmarked replays one recording's graph but issues another's
+// commands, so the two ways leave different marks.
+func TestBenchmarkRunsTenAlternatingWarmupPairs(t *testing.T) {
+	const graphSeed, directSeed = 1, 2
+	s, step, state, expect := mixSession(t)
+	require.NoError(t, s.Record("graph", []Command{step(graphSeed)}))
+	require.NoError(t, s.Record("direct", []Command{step(directSeed)}))
+	s.mu.Lock()
+	s.recordings["crossed"] = &recording{commands: s.recordings["direct"].commands, exec: s.recordings["graph"].exec}
+	s.mu.Unlock()
+	t.Cleanup(func() { // before the session closes: the graph is "graph"'s to close
+		s.mu.Lock()
+		delete(s.recordings, "crossed")
+		s.mu.Unlock()
+	})
+
+	const samples = 11
+	var want []uint32
+	for range 10 { // the documented ten warm-up pairs, graph first
+		want = append(want, graphSeed, directSeed)
+	}
+	for i := range samples {
+		if i%2 == 0 {
+			want = append(want, graphSeed, directSeed)
+		} else {
+			want = append(want, directSeed, graphSeed)
+		}
+	}
+	timings, err := s.Benchmark("crossed", samples)
+	require.NoError(t, err)
+	require.Equal(t, samples, timings.Samples)
+	got := make([]byte, state.Bytes())
+	require.NoError(t, s.Read(state, got))
+	require.Equal(t, expect(want), got, "Benchmark ran the graph and the direct commands in another number or order than 10 warm-up pairs, then %d alternating pairs", samples)
+}
+
+// ProfileCommands runs each command once unmeasured, then samples times, before the next
+// command: observed, as above, through the marks the runs leave in device memory.
+func TestProfileCommandsWarmsUpEachCommandOnce(t *testing.T) {
+	s, step, state, expect := mixSession(t)
+	seeds := []uint32{3, 4, 5}
+	cmds := make([]Command, len(seeds))
+	for i, seed := range seeds {
+		cmds[i] = step(seed)
+	}
+	require.NoError(t, s.Record("profile", cmds))
+	const samples = 10
+	var want []uint32
+	for _, seed := range seeds {
+		for range 1 + samples { // the documented one warm-up, then the samples
+			want = append(want, seed)
+		}
+	}
+	profile, err := s.ProfileCommands("profile", samples)
+	require.NoError(t, err)
+	require.Len(t, profile, len(seeds))
+	got := make([]byte, state.Bytes())
+	require.NoError(t, s.Read(state, got))
+	require.Equal(t, expect(want), got, "ProfileCommands ran the commands in another number or order than one warm-up and %d samples each, command after command", samples)
+}
+
 func TestDistributionNearestRank(t *testing.T) {
 	samples := make([]float64, 20)
 	for i := range samples {

@@ -95,7 +95,7 @@ func Article(t Tensor) string {
 // Like Tensor it is a small value whose copies share the elements. The zero Value is invalid.
 type Value struct{ t Tensor }
 
-// NamedValue is a value bound to a graph input name (see RunOutputs).
+// NamedValue is a value bound to a graph input name (see RunValues).
 type NamedValue struct {
 	Name  string
 	Value Value

@@ -1,0 +1,290 @@
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Paths from this package's directory (tools/serve) to what the tests use.
+const (
+	repoRoot    = "../.."
+	mnistModel  = "../cmd/loom/demodata/mnist.onnx"
+	encoderPath = "../../go/session/testdata/models/tiny_encoder.onnx"
+	addModel    = "../../go/session/testdata/models/add.onnx"
+	servingDoc  = "../../docs/serving.md"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+	binDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// loomBinary returns the loom command under test: LOOM_BINARY when set, else one built from
+// this checkout (once per test binary) into a temporary directory.
+func loomBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("LOOM_BINARY"); p != "" {
+		return p
+	}
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "loom-serve-test-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "loom")
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/loom")
+		cmd.Dir = ".." // the tools module
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build ./cmd/loom: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// serverHasServe reports whether the loom command has the serve subcommand.
+func serverHasServe(t *testing.T, bin string) bool {
+	t.Helper()
+	out, err := exec.Command(bin, "help", "serve").CombinedOutput()
+	return err == nil && strings.Contains(string(out), "serve")
+}
+
+// readyRE is the one stdout line `loom serve` prints once it serves.
+var readyRE = regexp.MustCompile(`^loom serve: ready http=(\S+) grpc=(\S+)$`)
+
+// server is a running `loom serve`.
+type server struct {
+	cmd      *exec.Cmd
+	httpAddr string
+	grpcAddr string
+	mu       sync.Mutex
+	stderr   bytes.Buffer
+	stdout   bytes.Buffer
+	done     chan struct{} // closed when the process has exited
+	waitErr  error
+}
+
+func (s *server) logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("stdout:\n%s\nstderr:\n%s", s.stdout.String(), s.stderr.String())
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// startServer starts `loom serve --host 127.0.0.1 --http-port 0 --grpc-port 0 ARGS...` and
+// waits for its ready line. Cleanup sends SIGTERM and expects a graceful exit with status 0.
+func startServer(t *testing.T, args ...string) *server {
+	t.Helper()
+	bin := loomBinary(t)
+	if !serverHasServe(t, bin) {
+		t.Fatalf("%s has no serve command (`loom help serve` fails)", bin)
+	}
+	full := append([]string{"serve", "--host", "127.0.0.1", "--http-port", "0", "--grpc-port", "0"}, args...)
+	s := &server{cmd: exec.Command(bin, full...), done: make(chan struct{})}
+	s.cmd.Stderr = lockedWriter{&s.mu, &s.stderr}
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan []string, 1)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.stdout.WriteString(line + "\n")
+			s.mu.Unlock()
+			if m := readyRE.FindStringSubmatch(line); m != nil {
+				select {
+				case ready <- m:
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, stdout)
+	}()
+	go func() {
+		<-readerDone // Wait closes the pipe: read all of it first
+		s.waitErr = s.cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() { s.stop(t) })
+	select {
+	case m := <-ready:
+		s.httpAddr, s.grpcAddr = m[1], m[2]
+	case <-s.done:
+		t.Fatalf("loom %s exited before it was ready: %v\n%s", strings.Join(full, " "), s.waitErr, s.logs())
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("loom %s printed no ready line in 3 minutes\n%s", strings.Join(full, " "), s.logs())
+	}
+	t.Logf("loom serve: http=%s grpc=%s", s.httpAddr, s.grpcAddr)
+	return s
+}
+
+// stop sends SIGTERM and waits for a graceful exit (status 0), killing the server after 60 s.
+func (s *server) stop(t *testing.T) {
+	select {
+	case <-s.done:
+	default:
+		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("SIGTERM: %v", err)
+		}
+		select {
+		case <-s.done:
+		case <-time.After(60 * time.Second):
+			s.cmd.Process.Kill()
+			<-s.done
+			t.Errorf("loom serve did not exit within 60 s of SIGTERM\n%s", s.logs())
+			return
+		}
+	}
+	if s.waitErr != nil {
+		t.Errorf("loom serve exited with %v after SIGTERM, want status 0\n%s", s.waitErr, s.logs())
+	}
+}
+
+// writeModelRepository lays out <dir>/<name>/1/model.onnx for each model (name -> source
+// path) and writes <dir>/<name>/config.json where configs has one.
+func writeModelRepository(t *testing.T, dir string, models map[string]string, configs map[string]string) {
+	t.Helper()
+	for name, src := range models {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, name, "1"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "1", "model.onnx"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if c, ok := configs[name]; ok {
+			if err := os.WriteFile(filepath.Join(dir, name, "config.json"), []byte(c), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// writeNpyFloat32 writes a C-ordered little-endian float32 .npy file (format version 1.0).
+func writeNpyFloat32(path string, shape []int64, data []float32) error {
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = strconv.FormatInt(d, 10)
+	}
+	s := strings.Join(dims, ", ")
+	if len(dims) == 1 {
+		s += ","
+	}
+	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", s)
+	// The magic (6), version (2), header length (2), header and its newline fill a multiple of 64.
+	header += strings.Repeat(" ", (64-(10+len(header)+1)%64)%64) + "\n"
+	var buf bytes.Buffer
+	buf.WriteString("\x93NUMPY\x01\x00")
+	binary.Write(&buf, binary.LittleEndian, uint16(len(header)))
+	buf.WriteString(header)
+	binary.Write(&buf, binary.LittleEndian, data)
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+var (
+	npyDescrRE = regexp.MustCompile(`'descr':\s*'([^']*)'`)
+	npyOrderRE = regexp.MustCompile(`'fortran_order':\s*(True|False)`)
+	npyShapeRE = regexp.MustCompile(`'shape':\s*\(([^)]*)\)`)
+)
+
+// readNpyFloat32 reads a C-ordered little-endian float32 .npy file (versions 1 to 3) as
+// NumPy's np.save writes it.
+func readNpyFloat32(path string) ([]int64, []float32, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(b) < 12 || string(b[:6]) != "\x93NUMPY" {
+		return nil, nil, fmt.Errorf("%s is not a .npy file", path)
+	}
+	hlen, off := int(binary.LittleEndian.Uint16(b[8:])), 10
+	if b[6] >= 2 {
+		hlen, off = int(binary.LittleEndian.Uint32(b[8:])), 12
+	}
+	if off+hlen > len(b) {
+		return nil, nil, fmt.Errorf("%s: truncated header", path)
+	}
+	header, data := string(b[off:off+hlen]), b[off+hlen:]
+	d, o, s := npyDescrRE.FindStringSubmatch(header), npyOrderRE.FindStringSubmatch(header), npyShapeRE.FindStringSubmatch(header)
+	switch {
+	case d == nil || o == nil || s == nil:
+		return nil, nil, fmt.Errorf("%s: unreadable header %q", path, header)
+	case d[1] != "<f4":
+		return nil, nil, fmt.Errorf("%s: element type %s, want <f4 (float32)", path, d[1])
+	case o[1] == "True":
+		return nil, nil, fmt.Errorf("%s: Fortran order", path)
+	}
+	shape := []int64{}
+	n := int64(1)
+	for _, f := range strings.Split(s[1], ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || v < 0 {
+			return nil, nil, fmt.Errorf("%s: bad shape %q", path, s[1])
+		}
+		shape = append(shape, v)
+		n *= v
+	}
+	if int64(len(data)) != 4*n {
+		return nil, nil, fmt.Errorf("%s: %d data bytes for shape %v, want %d", path, len(data), shape, 4*n)
+	}
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+	}
+	return shape, out, nil
+}
