@@ -4,21 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomrt/loom/go/session"
+	"github.com/loomrt/loom/tools/internal/npy"
 )
 
 // Paths from this package's directory (tools/serve) to what the tests use.
@@ -212,79 +212,24 @@ func writeModelRepository(t *testing.T, dir string, models map[string]string, co
 	}
 }
 
-// writeNpyFloat32 writes a C-ordered little-endian float32 .npy file (format version 1.0).
+// writeNpyFloat32 writes a float32 .npy file.
 func writeNpyFloat32(path string, shape []int64, data []float32) error {
-	dims := make([]string, len(shape))
-	for i, d := range shape {
-		dims[i] = strconv.FormatInt(d, 10)
+	t, err := session.NewTensor(shape, data)
+	if err != nil {
+		return err
 	}
-	s := strings.Join(dims, ", ")
-	if len(dims) == 1 {
-		s += ","
-	}
-	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", s)
-	// The magic (6), version (2), header length (2), header and its newline fill a multiple of 64.
-	header += strings.Repeat(" ", (64-(10+len(header)+1)%64)%64) + "\n"
-	var buf bytes.Buffer
-	buf.WriteString("\x93NUMPY\x01\x00")
-	binary.Write(&buf, binary.LittleEndian, uint16(len(header)))
-	buf.WriteString(header)
-	binary.Write(&buf, binary.LittleEndian, data)
-	return os.WriteFile(path, buf.Bytes(), 0o644)
+	return npy.Write(path, t)
 }
 
-var (
-	npyDescrRE = regexp.MustCompile(`'descr':\s*'([^']*)'`)
-	npyOrderRE = regexp.MustCompile(`'fortran_order':\s*(True|False)`)
-	npyShapeRE = regexp.MustCompile(`'shape':\s*\(([^)]*)\)`)
-)
-
-// readNpyFloat32 reads a C-ordered little-endian float32 .npy file (versions 1 to 3) as
-// NumPy's np.save writes it.
+// readNpyFloat32 reads a float32 .npy file as NumPy's np.save writes it.
 func readNpyFloat32(path string) ([]int64, []float32, error) {
-	b, err := os.ReadFile(path)
+	t, err := npy.Read(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(b) < 12 || string(b[:6]) != "\x93NUMPY" {
-		return nil, nil, fmt.Errorf("%s is not a .npy file", path)
+	data, err := session.TensorOf[float32](t)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", path, err)
 	}
-	hlen, off := int(binary.LittleEndian.Uint16(b[8:])), 10
-	if b[6] >= 2 {
-		hlen, off = int(binary.LittleEndian.Uint32(b[8:])), 12
-	}
-	if off+hlen > len(b) {
-		return nil, nil, fmt.Errorf("%s: truncated header", path)
-	}
-	header, data := string(b[off:off+hlen]), b[off+hlen:]
-	d, o, s := npyDescrRE.FindStringSubmatch(header), npyOrderRE.FindStringSubmatch(header), npyShapeRE.FindStringSubmatch(header)
-	switch {
-	case d == nil || o == nil || s == nil:
-		return nil, nil, fmt.Errorf("%s: unreadable header %q", path, header)
-	case d[1] != "<f4":
-		return nil, nil, fmt.Errorf("%s: element type %s, want <f4 (float32)", path, d[1])
-	case o[1] == "True":
-		return nil, nil, fmt.Errorf("%s: Fortran order", path)
-	}
-	shape := []int64{}
-	n := int64(1)
-	for _, f := range strings.Split(s[1], ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		v, err := strconv.ParseInt(f, 10, 64)
-		if err != nil || v < 0 {
-			return nil, nil, fmt.Errorf("%s: bad shape %q", path, s[1])
-		}
-		shape = append(shape, v)
-		n *= v
-	}
-	if int64(len(data)) != 4*n {
-		return nil, nil, fmt.Errorf("%s: %d data bytes for shape %v, want %d", path, len(data), shape, 4*n)
-	}
-	out := make([]float32, n)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-	}
-	return shape, out, nil
+	return t.Shape(), data, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session"
+	"github.com/loomrt/loom/tools/internal/npy"
 )
 
 // loomCmd runs `loom ARGS...` in the process and returns the exit status, stdout and stderr.
@@ -166,7 +167,7 @@ func TestZerosAndOnesInputs(t *testing.T) {
 	rc, out, errOut := loomCmd(t, "run", filepath.Join("testdata", "add.onnx"), "a=zeros:6", "b=ones:6", "-o", dir, "--ep", "host")
 	require.Equal(t, 0, rc, errOut)
 	assert.Equal(t, "c tensor(float)[6] -> "+filepath.Join(dir, "c.npy")+"\n", out)
-	c, err := readNpy(filepath.Join(dir, "c.npy"))
+	c, err := npy.Read(filepath.Join(dir, "c.npy"))
 	require.NoError(t, err)
 	vals, err := session.TensorOf[float32](c)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loomrt/loom/go/session"
+	"github.com/loomrt/loom/tools/internal/npy"
 )
 
 // The demo's model and samples: the MNIST CNN of github.com/owulveryck/onnx-go v0.5.0 (MIT,
@@ -174,7 +175,7 @@ func embeddedFloats(name string) (session.Tensor, error) {
 	if err != nil {
 		return session.Tensor{}, err
 	}
-	t, err := decodeNpy(name, b)
+	t, err := npy.Decode(name, b)
 	if err != nil {
 		return session.Tensor{}, err
 	}

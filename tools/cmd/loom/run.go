@@ -20,6 +20,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session"
+	"github.com/loomrt/loom/tools/internal/npy"
 )
 
 func init() {
@@ -111,7 +112,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	for i, meta := range s.Outputs() {
 		path := filepath.Join(*outDir, sanitize(meta.Name)+".npy")
-		if err := writeNpy(path, outs[i]); err != nil {
+		if err := npy.Write(path, outs[i]); err != nil {
 			return c.fail("output %q: %v", meta.Name, err)
 		}
 		fmt.Fprintf(stdout, "%s %s -> %s\n", meta.Name, describeTensor(outs[i]), path)
@@ -370,7 +371,7 @@ func makeInput(meta session.IOMeta, val string, rnd *rand.Rand) (session.Tensor,
 		}
 		return fromValues(meta.DType, shape, vals)
 	}
-	t, err := readNpy(val)
+	t, err := npy.Read(val)
 	if errors.Is(err, fs.ErrNotExist) {
 		return session.Tensor{}, fmt.Errorf("%v%s", err, inputHint(meta.Name, val))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/session"
+	"github.com/loomrt/loom/tools/internal/npy"
 )
 
 // TestLoomRunsWithoutACompiler is issue 12's "kernels shipped ahead of time": a `loom` binary
@@ -100,9 +101,9 @@ func TestLoomRunsWithoutACompiler(t *testing.T) {
 			require.Zero(t, jit, "kernels came from a JIT without a compiler:\n%s", text)
 			require.Zero(t, fellBack, "ops ran on the host because their kernels are not shipped:\n%s", text)
 			for name, ref := range m.refs {
-				g, err := readNpy(filepath.Join(dir, sanitize(name)+".npy"))
+				g, err := npy.Read(filepath.Join(dir, sanitize(name)+".npy"))
 				require.NoError(t, err)
-				w, err := readNpy(ref)
+				w, err := npy.Read(ref)
 				require.NoError(t, err)
 				requireNear(t, name, g, w)
 			}

@@ -1,4 +1,6 @@
-package main
+// Package npy reads and writes NumPy's .npy files (C order, little-endian, the element types
+// go/session's tensors have): `loom run`'s inputs and outputs, and the test tools' references.
+package npy
 
 import (
 	"bytes"
@@ -13,16 +15,16 @@ import (
 	"github.com/loomrt/loom/go/session"
 )
 
-// npyDescr maps element types to NumPy's little-endian type descriptors.
-var npyDescr = map[session.DType]string{
+// descriptors maps element types to NumPy's little-endian type descriptors.
+var descriptors = map[session.DType]string{
 	graph.Float: "<f4", graph.Double: "<f8", graph.Float16: "<f2", graph.Int8: "|i1", graph.Int16: "<i2",
 	graph.Int32: "<i4", graph.Int64: "<i8", graph.Uint8: "|u1", graph.Uint16: "<u2", graph.Uint32: "<u4",
 	graph.Uint64: "<u8", graph.Bool: "|b1",
 }
 
-// writeNpy writes t as a version 1.0 .npy file.
-func writeNpy(path string, t session.Tensor) error {
-	descr, ok := npyDescr[t.DType()]
+// Write writes t as a version 1.0 .npy file.
+func Write(path string, t session.Tensor) error {
+	d, ok := descriptors[t.DType()]
 	if !ok {
 		return fmt.Errorf("element type %s has no .npy encoding", t.DType())
 	}
@@ -34,7 +36,7 @@ func writeNpy(path string, t session.Tensor) error {
 	if len(dims) == 1 {
 		shape += ","
 	}
-	header := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, shape)
+	header := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", d, shape)
 	pad := 64 - (10+len(header)+1)%64
 	header += strings.Repeat(" ", pad%64) + "\n"
 	var buf bytes.Buffer
@@ -48,22 +50,22 @@ func writeNpy(path string, t session.Tensor) error {
 }
 
 var (
-	npyDescrRE = regexp.MustCompile(`'descr':\s*'([^']*)'`)
-	npyOrderRE = regexp.MustCompile(`'fortran_order':\s*(True|False)`)
-	npyShapeRE = regexp.MustCompile(`'shape':\s*\(([^)]*)\)`)
+	descrRE = regexp.MustCompile(`'descr':\s*'([^']*)'`)
+	orderRE = regexp.MustCompile(`'fortran_order':\s*(True|False)`)
+	shapeRE = regexp.MustCompile(`'shape':\s*\(([^)]*)\)`)
 )
 
-// readNpy reads a C-ordered, little-endian .npy file (versions 1 to 3).
-func readNpy(path string) (session.Tensor, error) {
+// Read reads a C-ordered, little-endian .npy file (versions 1 to 3).
+func Read(path string) (session.Tensor, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return session.Tensor{}, err
 	}
-	return decodeNpy(path, b)
+	return Decode(path, b)
 }
 
-// decodeNpy decodes the bytes of a .npy file; path names it in errors.
-func decodeNpy(path string, b []byte) (session.Tensor, error) {
+// Decode decodes the bytes of a .npy file; path names it in errors.
+func Decode(path string, b []byte) (session.Tensor, error) {
 	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
 		return session.Tensor{}, fmt.Errorf("%s is not a .npy file", path)
 	}
@@ -80,7 +82,7 @@ func decodeNpy(path string, b []byte) (session.Tensor, error) {
 		return session.Tensor{}, fmt.Errorf("%s: truncated header", path)
 	}
 	header, data := string(b[off:off+hlen]), b[off+hlen:]
-	d, o, s := npyDescrRE.FindStringSubmatch(header), npyOrderRE.FindStringSubmatch(header), npyShapeRE.FindStringSubmatch(header)
+	d, o, s := descrRE.FindStringSubmatch(header), orderRE.FindStringSubmatch(header), shapeRE.FindStringSubmatch(header)
 	if d == nil || o == nil || s == nil {
 		return session.Tensor{}, fmt.Errorf("%s: unreadable header %q", path, header)
 	}
@@ -88,7 +90,7 @@ func decodeNpy(path string, b []byte) (session.Tensor, error) {
 		return session.Tensor{}, fmt.Errorf("%s: Fortran order is not supported", path)
 	}
 	var dt session.DType
-	for k, v := range npyDescr {
+	for k, v := range descriptors {
 		if v == d[1] || (v[0] == '|' && "<"+v[1:] == d[1]) {
 			dt = k
 		}
