@@ -1,6 +1,7 @@
 // Package consumecheck builds a module of a user's own against this clone, in the two ways
 // docs/consuming.md shows (a go.work, and replace directives), with the files exactly as that
-// page has them and the README's quick start as the program, and runs it.
+// page has them and the README's quick start as the program, and runs it; and checks that the
+// go commands a clone's user runs leave go.work.sum as committed.
 package consumecheck
 
 import (
