@@ -71,6 +71,9 @@ func working(label string, show bool, after time.Duration) (stop func()) {
 			progressbar.OptionSetWriter(os.Stderr),
 			progressbar.OptionSetDescription(label),
 			progressbar.OptionSpinnerType(14),
+			// No ticker of the bar's own: this goroutine turns the spinner (Add below). The
+			// bar's ticker reads its state without the lock that Add holds (a data race).
+			progressbar.OptionSetSpinnerChangeInterval(0),
 			progressbar.OptionSetElapsedTime(true),
 			progressbar.OptionClearOnFinish(),
 		)
