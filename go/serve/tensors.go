@@ -29,21 +29,6 @@ var (
 	}()
 )
 
-// elemSize is the byte size of one element of a fixed-size type (0 for BYTES).
-func elemSize(d session.DType) int {
-	switch d {
-	case graph.Bool, graph.Uint8, graph.Int8:
-		return 1
-	case graph.Uint16, graph.Int16, graph.Float16, graph.BFloat16:
-		return 2
-	case graph.Uint32, graph.Int32, graph.Float:
-		return 4
-	case graph.Uint64, graph.Int64, graph.Double:
-		return 8
-	}
-	return 0
-}
-
 // parseDatatype maps a protocol datatype name to an element type, or says which names exist.
 func parseDatatype(name string) (session.DType, error) {
 	if d, ok := dtypeOf[name]; ok {
@@ -128,7 +113,7 @@ func decodeRaw(d session.DType, shape []int64, raw []byte) (session.Tensor, erro
 		}
 		return makeTensor(shape, elems)
 	}
-	size := elemSize(d)
+	size := int(d.ByteSize(1)) // every datatype but BYTES (above) is a whole number of bytes
 	if len(raw) != n*size {
 		return session.Tensor{}, fmt.Errorf("shape %v of %s needs %d bytes (%d elements of %d bytes) but the data has %d", shape, datatypeOf[d], n*size, n, size, len(raw))
 	}
