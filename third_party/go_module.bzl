@@ -43,9 +43,13 @@ def _run(ctx, args, what, **kwargs):
     return result
 
 def _download(ctx):
-    """Runs `go mod download` and returns the module's directory in the cache."""
-    want = pinned_sum(ctx, ctx.path(Label(_GO_SUM)), ctx.attr.importpath, ctx.attr.version)
-    module = "%s@%s" % (ctx.attr.importpath, ctx.attr.version)
+    return download_module(ctx, ctx.attr.importpath, ctx.attr.version)
+
+def download_module(ctx, importpath, version):
+    """Runs `go mod download` for importpath@version in a repository rule, checks the module's
+    h1: sum against //third_party:go.sum, and returns the module's directory in the cache."""
+    want = pinned_sum(ctx, ctx.path(Label(_GO_SUM)), importpath, version)
+    module = "%s@%s" % (importpath, version)
     result = ctx.execute(
         [_go_binary(ctx), "mod", "download", "-json", module],
         environment = {

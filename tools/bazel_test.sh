@@ -25,10 +25,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# The Go SDK is the local one (go_host_sdk): $GOROOT, else go on PATH.
-if [ -z "${GOROOT:-}" ] && ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
-  export PATH="/usr/local/go/bin:$PATH"
-fi
+# The Go SDK and the C/C++ toolchain are pinned (third_party/toolchains.bzl): the build needs
+# neither the machine's Go nor its gcc. Repository rules download Go modules with the machine's
+# go command ($GOROOT/bin/go, go on PATH, else /usr/local/go/bin/go: third_party/go_module.bzl).
 
 targets=()
 flags=()

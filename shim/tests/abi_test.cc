@@ -1,6 +1,9 @@
 // abi_test.cc: the contract of loom.h: version, status strings, NULL handles, argument checks
 // with messages on the right handle, struct_size handling, and the no-driver CUDA error.
 #include <dlfcn.h>
+#if defined(__x86_64__)
+#include <sys/platform/x86.h>
+#endif
 
 #include <cstddef>
 #include <cstring>
@@ -246,11 +249,18 @@ LOOM_TEST(HostTargetFollowsCpuFeatures) {
   REQUIRE(device != nullptr);
   std::string target = HostTarget(device);
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  const char* expected = __builtin_cpu_supports("x86-64-v4")   ? "host-x86_64-v4"
-                         : __builtin_cpu_supports("x86-64-v3") ? "host-x86_64-v3"
-                         : __builtin_cpu_supports("x86-64-v2") ? "host-x86_64-v2"
-                                                               : "host-x86_64-v1";
+  // The reference is glibc's CPU detection (<sys/platform/x86.h>, glibc 2.33+: a feature is
+  // "active" when the CPU has it and the OS saves its state), not the compiler runtime's
+  // __builtin_cpu_supports: zig's compiler-rt (the pinned Bazel toolchain) answers 0 for all.
+  bool v2 = CPU_FEATURE_ACTIVE(CMPXCHG16B) && CPU_FEATURE_ACTIVE(LAHF64_SAHF64) &&
+            CPU_FEATURE_ACTIVE(POPCNT) && CPU_FEATURE_ACTIVE(SSE3) && CPU_FEATURE_ACTIVE(SSE4_1) &&
+            CPU_FEATURE_ACTIVE(SSE4_2) && CPU_FEATURE_ACTIVE(SSSE3);
+  bool v3 = v2 && CPU_FEATURE_ACTIVE(AVX) && CPU_FEATURE_ACTIVE(AVX2) && CPU_FEATURE_ACTIVE(BMI1) &&
+            CPU_FEATURE_ACTIVE(BMI2) && CPU_FEATURE_ACTIVE(F16C) && CPU_FEATURE_ACTIVE(FMA) &&
+            CPU_FEATURE_ACTIVE(LZCNT) && CPU_FEATURE_ACTIVE(MOVBE) && CPU_FEATURE_ACTIVE(OSXSAVE);
+  bool v4 = v3 && CPU_FEATURE_ACTIVE(AVX512F) && CPU_FEATURE_ACTIVE(AVX512BW) &&
+            CPU_FEATURE_ACTIVE(AVX512CD) && CPU_FEATURE_ACTIVE(AVX512DQ) && CPU_FEATURE_ACTIVE(AVX512VL);
+  const char* expected = v4 ? "host-x86_64-v4" : v3 ? "host-x86_64-v3" : v2 ? "host-x86_64-v2" : "host-x86_64-v1";
   CHECK_EQ(target, std::string(expected));
 #elif defined(__aarch64__)
   CHECK_EQ(target, std::string("host-aarch64-v8"));
