@@ -84,6 +84,9 @@ func (c *checker) node(g *Graph, n *Node, path string) {
 	}
 	s, first := LookupSchema(dom, n.OpType, ver)
 	if s == nil {
+		if first == 0 && dom == "" && ortONNXDomainOps[n.OpType] {
+			return
+		}
 		if first == 0 {
 			c.errorf(path, n, "", "unknown operator %s in domain %q", n.OpType, domainName(dom))
 		} else {

@@ -24,13 +24,15 @@ type Model struct {
 	mappings *mappingSet
 }
 
-// Function is a model-local function (FunctionProto); Loom keeps it for inspection and inlines
-// nothing.
+// Function is a model-local function (FunctionProto). Loading expands every call of it (see
+// ExpandFunctions); the model keeps it for inspection.
 type Function struct {
 	Name, Domain string
+	Overload     string // with Name and Domain, what a calling node names (IR 10)
 	Inputs       []string
 	Outputs      []string
-	Attributes   []string
+	Attributes   []string     // attributes without a default
+	AttrDefaults []*Attribute // attributes with a default (attribute_proto)
 	Nodes        []*Node
 	Opsets       map[string]int64
 }
@@ -97,6 +99,8 @@ type Node struct {
 	Outputs []string
 	Attrs   []*Attribute
 	Doc     string
+	// Overload, with Domain and OpType, names the model-local function a node calls (IR 10).
+	Overload string
 }
 
 // Attr returns the named attribute or nil.

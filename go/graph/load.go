@@ -156,9 +156,19 @@ func fromProto(mp *onnxpb.ModelProto, opts LoadOptions, lim Limits) (*Model, err
 	}
 	m.Graph = g
 	for _, fp := range mp.GetFunctions() {
-		fn := &Function{Name: fp.GetName(), Domain: fp.GetDomain(), Inputs: fp.GetInput(), Outputs: fp.GetOutput(), Attributes: fp.GetAttribute(), Opsets: map[string]int64{}}
+		fn := &Function{Name: fp.GetName(), Domain: fp.GetDomain(), Overload: fp.GetOverload(), Inputs: fp.GetInput(), Outputs: fp.GetOutput(), Attributes: fp.GetAttribute(), Opsets: map[string]int64{}}
 		for _, o := range fp.GetOpsetImport() {
 			fn.Opsets[o.GetDomain()] = o.GetVersion()
+		}
+		for _, ap := range fp.GetAttributeProto() {
+			a, err := l.attr(ap, g, 1, "function "+fp.GetName()+"."+ap.GetName())
+			if err != nil {
+				if e, ok := err.(*Error); ok {
+					return fail(e)
+				}
+				return fail(&Error{Model: l.name, Msg: fmt.Sprintf("function %s: default of attribute %q: %v", fp.GetName(), ap.GetName(), err)})
+			}
+			fn.AttrDefaults = append(fn.AttrDefaults, a)
 		}
 		for _, np := range fp.GetNode() {
 			n, err := l.node(np, g, 1, "function "+fp.GetName())
@@ -168,6 +178,9 @@ func fromProto(mp *onnxpb.ModelProto, opts LoadOptions, lim Limits) (*Model, err
 			fn.Nodes = append(fn.Nodes, n)
 		}
 		m.Functions = append(m.Functions, fn)
+	}
+	if err := expandFunctions(m, l.lim); err != nil {
+		return fail(err)
 	}
 	if err := resolve(m); err != nil {
 		return fail(err)
@@ -379,7 +392,7 @@ func (l *loader) node(np *onnxpb.NodeProto, g *Graph, depth int, path string) (*
 	if d == "ai.onnx" {
 		d = ""
 	}
-	n := &Node{Name: np.GetName(), OpType: np.GetOpType(), Domain: d, Inputs: append([]string{}, np.GetInput()...), Outputs: append([]string{}, np.GetOutput()...), Doc: np.GetDocString()}
+	n := &Node{Name: np.GetName(), OpType: np.GetOpType(), Domain: d, Inputs: append([]string{}, np.GetInput()...), Outputs: append([]string{}, np.GetOutput()...), Doc: np.GetDocString(), Overload: np.GetOverload()}
 	seen := map[string]bool{}
 	for _, ap := range np.GetAttribute() {
 		if ap.GetName() == "" {

@@ -68,6 +68,12 @@ var fuzzOps = []string{
 	"TensorScatter", "CenterCropPad", "Col2Im", "AffineGrid", "DeformConv",
 	// Ops of another domain, by their registry key "domain:Op" (see fuzzOpDomain).
 	"ai.onnx.ml:Binarizer", "ai.onnx.ml:ArrayFeatureExtractor", "ai.onnx.ml:LabelEncoder", "ai.onnx.ml:TreeEnsemble",
+	// ONNX Runtime's contrib ops: no ONNX schema, so the fuzzers cannot make them (addNode skips
+	// them); testdata/msops and msops_test.go cover them (MatMulNBits and GatherBlockQuantized:
+	// testdata/msquant, msquant_test.go and msquant_refs_test.go).
+	"SimplifiedLayerNormalization", "com.microsoft:SkipLayerNormalization", "com.microsoft:SkipSimplifiedLayerNormalization",
+	"com.microsoft:FastGelu", "com.microsoft:BiasGelu", "com.microsoft:RotaryEmbedding", "com.microsoft:MultiHeadAttention",
+	"com.microsoft:GroupQueryAttention", "com.microsoft:MatMulNBits", "com.microsoft:GatherBlockQuantized",
 }
 
 // fuzzOpDomain splits an entry of fuzzOps into its domain ("" for ai.onnx) and op type.

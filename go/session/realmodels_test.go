@@ -408,6 +408,13 @@ func readNpy(t *testing.T, path string) session.Tensor {
 			v[i] = int64(binary.LittleEndian.Uint64(data[8*i:]))
 		}
 		return session.MustTensor(shape, v)
+	case "<i4":
+		require.Len(t, data, 4*n, "%s: data size", path)
+		v := make([]int32, n)
+		for i := range v {
+			v[i] = int32(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+		return session.MustTensor(shape, v)
 	}
 	require.Failf(t, "unsupported .npy type", "%s: %s", path, descr[1])
 	return session.Tensor{}

@@ -211,6 +211,8 @@ func (c *inferNode) run() error {
 		fn = inferMLFuncs[c.n.OpType]
 	} else if c.n.Domain == graph.LoomDomain {
 		fn = inferLoomFuncs[c.n.OpType]
+	} else if c.n.Domain == graph.MSDomain {
+		fn = inferMSFuncs[c.n.OpType]
 	} else if c.n.Domain != "" && c.n.Domain != "ai.onnx.preview.training" {
 		fn = nil
 	}

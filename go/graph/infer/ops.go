@@ -13,6 +13,10 @@ var inferFuncs map[string]inferFunc
 
 var inferMLFuncs = map[string]inferFunc{}
 
+// inferMSFuncs holds the shape rules of the com.microsoft (ONNX Runtime contrib) operators, by
+// op type; each op's file adds its own in an init.
+var inferMSFuncs = map[string]inferFunc{}
+
 func init() {
 	inferFuncs = map[string]inferFunc{}
 	for _, op := range []string{"Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Celu", "Cos",

@@ -25,6 +25,8 @@ import (
 	_ "github.com/loomrt/loom/kernels/aot/gen/movement_v4"
 	_ "github.com/loomrt/loom/kernels/aot/gen/norm_v3"
 	_ "github.com/loomrt/loom/kernels/aot/gen/norm_v4"
+	_ "github.com/loomrt/loom/kernels/aot/gen/quant_v3"
+	_ "github.com/loomrt/loom/kernels/aot/gen/quant_v4"
 	_ "github.com/loomrt/loom/kernels/aot/gen/reduce_v3"
 	_ "github.com/loomrt/loom/kernels/aot/gen/reduce_v4"
 	_ "github.com/loomrt/loom/kernels/aot/gen/resize_v3"

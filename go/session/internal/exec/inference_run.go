@@ -19,29 +19,37 @@ import (
 type RunFunc func(rc *RunCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error)
 
 // KernelRuns holds, by planner key, the interpreter's runs of the ops with a kernel planner.
-// onnxRuns, loomRuns and mlRuns hold how the interpreter runs each ai.onnx, ai.loom and
-// ai.onnx.ml operator, by op type: its kernel run when it has a planner, else its host function
-// (an ai.onnx.ml one is registered in ops.HostOps as "ai.onnx.ml:<op>", ops.PlannerKey's
-// spelling). All are built once from the op registry, so a lookup is one map read (no closure,
-// no key built per node).
+// onnxRuns and loomRuns hold how the interpreter runs each ai.onnx and ai.loom operator, by op
+// type; domainRuns those of every other domain (ai.onnx.ml, com.microsoft), by domain and then
+// op type: its kernel run when it has a planner, else its host function (an operator of
+// another domain is registered in ops.HostOps and ops.KernelPlanners as "<domain>:<op>",
+// ops.PlannerKey's spelling, such as "ai.onnx.ml:TreeEnsemble" or
+// "com.microsoft:SkipLayerNormalization"). All are built once from the op registry, so a lookup
+// is two map reads at most (no closure, no key built per node).
 var (
 	KernelRuns = map[string]RunFunc{}
 	onnxRuns   = map[string]RunFunc{}
 	loomRuns   = map[string]RunFunc{}
-	mlRuns     = map[string]RunFunc{}
+	domainRuns = map[string]map[string]RunFunc{}
 )
 
-// mlDomain is the ONNX-ML operator domain.
-const mlDomain = "ai.onnx.ml"
+// addDomainRun records r as the run of the operator named by key ("<domain>:<op>").
+func addDomainRun(key string, r RunFunc) {
+	dom, op, _ := strings.Cut(key, ":")
+	if domainRuns[dom] == nil {
+		domainRuns[dom] = map[string]RunFunc{}
+	}
+	domainRuns[dom][op] = r
+}
 
 func init() {
 	host := func(f ops.OpFunc) RunFunc {
 		return func(rc *RunCtx, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) { return f(rc, n, in) }
 	}
 	for op, f := range ops.HostOps {
-		if ml, ok := strings.CutPrefix(op, mlDomain+":"); ok {
-			mlRuns[ml] = host(f)
-		} else if !strings.Contains(op, ":") {
+		if strings.Contains(op, ":") {
+			addDomainRun(op, host(f))
+		} else {
 			onnxRuns[op] = host(f)
 		}
 	}
@@ -53,9 +61,9 @@ func init() {
 		KernelRuns[key] = r
 		if op, ok := strings.CutPrefix(key, graph.LoomDomain+":"); ok {
 			loomRuns[op] = r
-		} else if op, ok := strings.CutPrefix(key, mlDomain+":"); ok {
-			mlRuns[op] = r
-		} else if !strings.Contains(key, ":") {
+		} else if strings.Contains(key, ":") {
+			addDomainRun(key, r)
+		} else {
 			onnxRuns[key] = r
 		}
 	}
@@ -71,8 +79,8 @@ func LookupOp(n *graph.Node) (RunFunc, bool) {
 		f, ok = onnxRuns[n.OpType]
 	case graph.LoomDomain:
 		f, ok = loomRuns[n.OpType]
-	case mlDomain:
-		f, ok = mlRuns[n.OpType]
+	default:
+		f, ok = domainRuns[n.Domain][n.OpType]
 	}
 	return f, ok
 }

@@ -198,6 +198,16 @@ var KernelGeometry = map[string]launchFormula{
 	"rnn.loom:rnn_step": func(w []int64, spec func(string, int64) int64) launchShape {
 		return launchShape{Grid: [3]int64{cdiv(w[0], spec("UB", 16)), w[1], w[2]}, Block: [3]int64{1, 1, 1}, Foldable: true}
 	},
+	"quant.loom:mnb_prep": func(w []int64, spec func(string, int64) int64) launchShape {
+		return launchShape{Grid: [3]int64{w[0], 1, 1}, Block: [3]int64{1, 1, 1}}
+	},
+	"quant.loom:matmul_nbits": func(w []int64, spec func(string, int64) int64) launchShape {
+		return launchShape{Grid: [3]int64{cdiv(w[1], spec("NC", 4)) * cdiv(w[0], spec("MR", 1)), 1, 1}, Block: [3]int64{1, 1, 1}}
+	},
+	"quant.loom:gather_bq": func(w []int64, spec func(string, int64) int64) launchShape {
+		bx := spec("BX", 64)
+		return launchShape{Grid: [3]int64{cdiv(w[1], bx) * w[0], 1, 1}, Block: [3]int64{bx, 1, 1}}
+	},
 }
 
 // specOf reads a call's specialization constant name (an integer or a bool), def when unset.

@@ -261,13 +261,21 @@ func (g gemmSpec) packsB() (nv int, ok bool) {
 // packPays is packsB's rule on B alone: whether its layout costs enough to pack it, and the
 // panels' width in vectors.
 func (g gemmSpec) packPays() (nv int, ok bool) {
-	if !g.bStatic.IsValid() || g.bStatic.DType() != graph.Float || g.k < 1 || 4*g.k*g.n < packBMinBytes ||
+	// A B read along its columns (Gemm's transB) leaves gemm_nn out: the product would be
+	// gemm_nt's dot products, several times slower than gemm_nn's row tiles on such small k
+	// and n as a transformer's projections have. Packed, B is read as gemm_nn wants whatever
+	// its size.
+	columns := g.bs[3] != 1 && g.n > 1
+	if !g.bStatic.IsValid() || g.bStatic.DType() != graph.Float || g.k < 1 || (!columns && 4*g.k*g.n < packBMinBytes) ||
 		(g.nb0 != 1 && g.bs[0] != 0) || (g.nb1 != 1 && g.bs[1] != 0) {
 		return 0, false
 	}
 	nv = g.packedNV()
 	nr := nv * vectorWidth(g.n)
-	return nv, (4*g.n)%4096 == 0 || 4*g.k*nr >= packBPanelBytes
+	if nr > g.n {
+		return 0, false
+	}
+	return nv, columns || (4*g.n)%4096 == 0 || 4*g.k*nr >= packBPanelBytes
 }
 
 // packedNV is the tile width (vectors) that a packed B's panels are cut for: the one gemm_nn

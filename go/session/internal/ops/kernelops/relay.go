@@ -13,14 +13,15 @@ type Relayer struct {
 }
 
 // Relay returns w, a float32 matrix [k, n] that MatMul, Loom's MatMulAdd or Gemm (transB 0)
-// reads as B on the host, packed into gemm_nn's column panels exactly as the host planners
-// pack such a B (packPays, packB), as a tensor that holds the packed copy only
-// (tensor.Relaid): the planners then read the panels as they are, and everything else sees
-// the elements unpacked. ok is false when the host planners read such a B as stored (too
-// small, or a layout that does not pay). With inPlace the panels reuse w's memory when they
-// fit it exactly (n a multiple of the panel width), so that relaying allocates nothing the
-// session keeps: the caller must own w's elements then, with no other view of them.
-func (r *Relayer) Relay(w tensor.Tensor, inPlace bool) (_ tensor.Tensor, ok bool) {
+// reads as B on the host, or with transposed a matrix [n, k] that Gemm with transB reads as
+// B, packed into gemm_nn's column panels exactly as the host planners pack such a B
+// (packPays, packB), as a tensor that holds the packed copy only (tensor.Relaid): the
+// planners then read the panels as they are, and everything else sees the elements unpacked.
+// ok is false when the host planners read such a B as stored (too small, or a layout that
+// does not pay). With inPlace the panels reuse w's memory when they fit it exactly (n a
+// multiple of the panel width), so that relaying allocates nothing the session keeps: the
+// caller must own w's elements then, with no other view of them.
+func (r *Relayer) Relay(w tensor.Tensor, inPlace, transposed bool) (_ tensor.Tensor, ok bool) {
 	dims := w.Dims()
 	if w.DType() != graph.Float || len(dims) != 2 || tensor.RelaidOf(w) != nil || dims[0] < 1 || dims[1] < 1 {
 		return tensor.Tensor{}, false
@@ -31,6 +32,9 @@ func (r *Relayer) Relay(w tensor.Tensor, inPlace bool) (_ tensor.Tensor, ok bool
 	}
 	g := gemmSpec{m: packedForRows, k: int(dims[0]), n: int(dims[1]), nb0: 1, nb1: 1,
 		bs: [4]int{0, 0, int(dims[1]), 1}, bStatic: w}
+	if transposed {
+		g.k, g.n, g.bs = int(dims[1]), int(dims[0]), [4]int{0, 0, 1, int(dims[1])}
+	}
 	if g.n < vectorWidth(g.n) {
 		return tensor.Tensor{}, false
 	}
@@ -55,8 +59,25 @@ func (r *Relayer) Relay(w tensor.Tensor, inPlace bool) (_ tensor.Tensor, ok bool
 		g.packInto(packed, b, nr)
 	}
 	k, n := g.k, g.n
-	t, err := tensor.NewRelaid(dims, g.packedLayout(nr), packed, func(p, dst []float32) { unpackPanels(p, dst, k, n, nr) })
+	unpack := func(p, dst []float32) { unpackPanels(p, dst, k, n, nr) }
+	if transposed {
+		unpack = func(p, dst []float32) { unpackPanelsT(p, dst, k, n, nr) }
+	}
+	t, err := tensor.NewRelaid(dims, g.packedLayout(nr), packed, unpack)
 	return t, err == nil
+}
+
+// unpackPanelsT writes Bᵀ [n, k] (row-major: B as Gemm with transB stores it) from B's panels
+// of nr columns.
+func unpackPanelsT(packed, dst []float32, k, n, nr int) {
+	for t := range ceilDiv(n, nr) {
+		j0 := min(t*nr, n-nr)
+		for p := range k {
+			for c, v := range packed[(t*k+p)*nr : (t*k+p+1)*nr] {
+				dst[(j0+c)*k+p] = v
+			}
+		}
+	}
 }
 
 // unpackPanels writes B [k, n] (row-major) from its panels of nr columns (see packB).

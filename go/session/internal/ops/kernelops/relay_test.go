@@ -13,22 +13,28 @@ import (
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
-// Relay packs a weight exactly as the host planners pack a constant B: MatMul's plans of any
-// height read the relaid weight's panels themselves (no copy, no DerivedConsts), the
-// unpacked elements are the weight's, the panels reuse the weight's memory in place when
-// they fit it, and weights the planners read as stored are refused.
+// Relay packs a weight exactly as the host planners pack a constant B: MatMul's plans (Gemm's
+// with transB for a transposed weight) of any height read the relaid weight's panels
+// themselves (no copy, no DerivedConsts), the unpacked elements are the weight's, the panels
+// reuse the weight's memory in place when they fit it, and weights the planners read as
+// stored are refused. A transposed B is packed whatever its size: gemm_nt's dot products,
+// which would read it as stored, are slower than gemm_nn's row tiles.
 func TestRelayMatchesThePlanners(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	for _, c := range []struct {
-		k, n    int
-		packs   bool
-		inPlace bool // the panels fit the weight exactly
+		k, n       int
+		packs      bool
+		inPlace    bool // the panels fit the weight exactly
+		transposed bool // stored [n, k], read by Gemm with transB
 	}{
 		{k: 256, n: 1024, packs: true, inPlace: true},
 		{k: 768, n: 3072, packs: true, inPlace: true},
 		{k: 9000, n: 100, packs: true, inPlace: false},
 		{k: 768, n: 768, packs: false},
 		{k: 32, n: 1024, packs: false}, // 128 KiB: small enough to stay in the caches
+		{k: 64, n: 64, packs: true, inPlace: true, transposed: true},
+		{k: 768, n: 768, packs: true, inPlace: true, transposed: true},
+		{k: 100, n: 37, packs: true, transposed: true},
 	} {
 		w := make([]float32, c.k*c.n)
 		for i := range w {
@@ -36,7 +42,11 @@ func TestRelayMatchesThePlanners(t *testing.T) {
 		}
 		orig := append([]float32{}, w...)
 		var r Relayer
-		rt, ok := r.Relay(tensor.MustTensor([]int64{int64(c.k), int64(c.n)}, w), true)
+		stored := []int64{int64(c.k), int64(c.n)}
+		if c.transposed {
+			stored = []int64{int64(c.n), int64(c.k)}
+		}
+		rt, ok := r.Relay(tensor.MustTensor(stored, w), true, c.transposed)
 		require.Equal(t, c.packs, ok, "%dx%d packs", c.k, c.n)
 		if !ok {
 			assert.Equal(t, orig, w, "%dx%d: a weight not relaid is left as it was", c.k, c.n)
@@ -50,9 +60,16 @@ func TestRelayMatchesThePlanners(t *testing.T) {
 		for _, m := range []int{1, 5, 128, 1000} {
 			in := []ops.ValueInfo{
 				{ValueType: ops.ValueType{Dtype: graph.Float, Shape: []int64{int64(m), int64(c.k)}}, Present: true},
-				{ValueType: ops.ValueType{Dtype: graph.Float, Shape: []int64{int64(c.k), int64(c.n)}}, Present: true, Static: rt},
+				{ValueType: ops.ValueType{Dtype: graph.Float, Shape: stored}, Present: true, Static: rt},
 			}
-			p, why, err := planMatMul(graph.NewNode("mm", "MatMul", []string{"a", "b"}, []string{"y"}), 13, in)
+			var p *ops.KernelPlan
+			var why string
+			var err error
+			if c.transposed {
+				p, why, err = planGemm(graph.NewNode("gemm", "Gemm", []string{"a", "b"}, []string{"y"}, graph.IntAttr("transB", 1)), 13, in)
+			} else {
+				p, why, err = planMatMul(graph.NewNode("mm", "MatMul", []string{"a", "b"}, []string{"y"}), 13, in)
+			}
 			require.NoError(t, err)
 			require.NotNil(t, p, why)
 			found := false

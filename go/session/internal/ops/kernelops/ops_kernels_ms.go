@@ -1,0 +1,627 @@
+package kernelops
+
+import (
+	"math"
+
+	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
+	"github.com/loomrt/loom/kernels"
+)
+
+// ONNX Runtime's transformer contrib ops (com.microsoft) on the shipped kernels, float32:
+//
+//   - SkipLayerNormalization: elementwise.loom's binary add (input + skip, then + bias) into
+//     input_skip_bias_sum (or scratch), then norm.loom's norm_rows (gamma, beta) writing the
+//     mean and 1/stddev to their outputs (or scratch).
+//   - SkipSimplifiedLayerNormalization and SimplifiedLayerNormalization (RMS norms): the same
+//     sum, then reduce.loom's ReduceSumSquare over each row, binary (ss + eps·n)/n, the
+//     activation x^-0.5 (the inv_std_var output or scratch), binary x · inv and · gamma.
+//   - FastGelu and BiasGelu: binary add of the bias (when given) into scratch, then norm.loom's
+//     activation, GELU's tanh approximation or its erf form.
+//   - MultiHeadAttention without key_padding_mask and past KV: bmm_nt, attn_softmax and bmm per
+//     (batch, head), reading the operands by strides, then a transpose (planMultiHeadAttention).
+//
+//   - RotaryEmbedding: gather, strided copies, binary and concatenation (planMSRotary).
+//
+// GroupQueryAttention (whose cache offsets and masks come from seqlens_k and
+// total_sequence_length, values a compiled plan does not know) runs as its host function.
+//
+// Inputs these shapes do not cover (or that are invalid) make the planners decline, and the
+// host functions (go/session/internal/ops/nn/ops_ms.go) run, refusing bad inputs with their
+// errors.
+
+func init() {
+	ms := graph.MSDomain + ":"
+	ops.RegisterKernelOp(ms+"SkipLayerNormalization", skipNormPlanner(false), hostFallback(ms+"SkipLayerNormalization"))
+	ops.RegisterKernelOp(ms+"SkipSimplifiedLayerNormalization", skipNormPlanner(true), hostFallback(ms+"SkipSimplifiedLayerNormalization"))
+	ops.RegisterKernelOp("SimplifiedLayerNormalization", planSimplifiedLayerNorm, hostFallback("SimplifiedLayerNormalization"))
+	ops.RegisterKernelOp(ms+"FastGelu", biasGeluPlanner(kernels.ActivationGeluTanh), hostFallback(ms+"FastGelu"))
+	ops.RegisterKernelOp(ms+"BiasGelu", biasGeluPlanner(kernels.ActivationGeluErf), hostFallback(ms+"BiasGelu"))
+	ops.RegisterKernelOp(ms+"MultiHeadAttention", planMultiHeadAttention, hostFallback(ms+"MultiHeadAttention"))
+	ops.RegisterKernelOp(ms+"RotaryEmbedding", planMSRotary, hostFallback(ms+"RotaryEmbedding"))
+}
+
+// named reports whether node n names output j.
+func named(n *graph.Node, j int) bool { return j < len(n.Outputs) && n.Outputs[j] != "" }
+
+// isVector reports whether input i is given as a float32 vector of h elements.
+func isVector(in []ops.ValueInfo, i int, h int64) bool {
+	return needInput(in, i) && in[i].Dtype == graph.Float && len(in[i].Shape) == 1 && in[i].Shape[0] == h
+}
+
+// plannerScratch adds a scratch buffer of count float32s to p and returns its operand.
+func plannerScratch(p *ops.KernelPlan, count int) ops.Operand {
+	p.Scratch = append(p.Scratch, int64(count)*4)
+	return ops.ScratchOperand(len(p.Scratch) - 1)
+}
+
+// binaryInto is binaryCall writing into dst instead of output 0.
+func binaryInto(code string, out, a, b []int64, acc, scaled bool, scale float32, opA, opB, dst ops.Operand) (ops.KernelCall, bool) {
+	c, ok := binaryCall(code, out, a, b, acc, scaled, scale, opA, opB)
+	if ok {
+		c.Bind[2] = ops.ReadWriteOf(dst)
+	}
+	return c, ok
+}
+
+// rmsCalls appends to p the launches of an RMS normalization of src [rows, cols] into dst:
+// ss = Σx² per row, inv = ((ss + eps·cols) / cols)^-½ (into invOp), dst = (src · inv) · gamma.
+func rmsCalls(p *ops.KernelPlan, rows, cols int, eps float32, src, gamma, invOp, dst ops.Operand) bool {
+	rc := []int64{int64(rows), int64(cols)}
+	r1 := []int64{int64(rows), 1}
+	ss := plannerScratch(p, rows)
+	f, ok := reduceFormOf(rc, []bool{false, true})
+	if !ok || f[4] > 1 {
+		return false
+	}
+	args := []uint64{bits64(f[0] * f[2]), bits64(f[0]), bits64(f[2]), bits64(f[1]), bits64(f[3]), uint64(math.Float32bits(1))}
+	p.Calls = append(p.Calls, ops.KernelCall{File: reduceFile, Symbol: "reduce_rows", Config: map[string]string{"OP": kernels.ReduceSumSquare},
+		Args: args, Workload: args[:1], Bind: []ops.KernelBinding{ops.ReadOf(src), ops.WriteOf(ss)}})
+	p.Consts = append(p.Consts, tensor.MustTensor([]int64{}, []float32{eps * float32(cols)}))
+	epsOp := ops.ConstOperand(len(p.Consts) - 1)
+	ms := plannerScratch(p, rows)
+	c1, ok1 := binaryInto(kernels.BinaryAdd, r1, r1, []int64{}, false, true, float32(1/float64(cols)), ss, epsOp, ms)
+	c2 := ops.KernelCall{File: normFile, Symbol: "activation", Config: map[string]string{"OP": kernels.ActivationPow},
+		Args: []uint64{f32bits(-0.5), 0, U(rows)}, Workload: []uint64{U(rows)},
+		Bind: []ops.KernelBinding{ops.ReadOf(ms), ops.WriteOf(invOp)}}
+	// (Two launches through scratch: the binary kernel ships ACC chaining for Add, Max and Min
+	// only.)
+	scaled := plannerScratch(p, rows*cols)
+	c3, ok3 := binaryInto(kernels.BinaryMul, rc, rc, r1, false, false, 1, src, invOp, scaled)
+	c4, ok4 := binaryInto(kernels.BinaryMul, rc, rc, []int64{int64(cols)}, false, false, 1, scaled, gamma, dst)
+	if !ok1 || !ok3 || !ok4 {
+		return false
+	}
+	p.Calls = append(p.Calls, c1, c2, c3, c4)
+	return true
+}
+
+// skipNormPlanner plans SkipLayerNormalization (rms false) or SkipSimplifiedLayerNormalization.
+func skipNormPlanner(rms bool) ops.KernelPlanner {
+	return func(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+		if !allFloat32(in, 0, 1, 2) {
+			return nil, declineType(in), nil
+		}
+		x := in[0].Shape
+		if len(x) != 2 && len(x) != 3 {
+			return nil, "host: the input's rank is not 2 or 3", nil
+		}
+		h := x[len(x)-1]
+		if _, err := ops.BroadcastStrides(in[1].Shape, x); err != nil || len(in[1].Shape) < 2 || in[1].Shape[len(in[1].Shape)-1] != h || !isVector(in, 2, h) {
+			return nil, "host: skip or gamma do not fit the input", nil
+		}
+		beta, bias := -1, 4
+		if rms {
+			bias = 3
+		} else if needInput(in, 3) {
+			beta = 3
+		}
+		if beta >= 0 && !isVector(in, beta, h) {
+			return nil, "host: beta does not fit the input", nil
+		}
+		hasBias := needInput(in, bias)
+		if hasBias && !isVector(in, bias, h) {
+			return nil, "host: bias does not fit the input", nil
+		}
+		rows, cols := ops.Numel(x[:len(x)-1]), int(h)
+		stat := append([]int64{}, x...)
+		stat[len(stat)-1] = 1
+		p := &ops.KernelPlan{Reason: reasonFloat32 + ", skip and bias added, then normalized by rows"}
+		for j, shape := range [][]int64{x, stat, stat, x} {
+			if j == 0 || named(n, j) {
+				p.Outputs = append(p.Outputs, ops.ValueType{Dtype: graph.Float, Shape: append([]int64{}, shape...)})
+			} else {
+				p.Outputs = append(p.Outputs, ops.ValueType{Dtype: graph.Float, Shape: []int64{0}})
+			}
+		}
+		if rows*cols == 0 {
+			return p, "", nil
+		}
+		out := func(j, count int) ops.Operand {
+			if named(n, j) {
+				return ops.OutputOperand(j)
+			}
+			return plannerScratch(p, count)
+		}
+		sum := out(3, rows*cols)
+		c, ok := binaryInto(kernels.BinaryAdd, x, x, in[1].Shape, false, false, 1, ops.InputOperand(0), ops.InputOperand(1), sum)
+		if !ok {
+			return nil, "host: the binary kernel covers 6 axes after merging", nil
+		}
+		p.Calls = append(p.Calls, c)
+		if hasBias {
+			c, ok := binaryInto(kernels.BinaryAdd, x, []int64{}, []int64{h}, true, false, 1, ops.InputOperand(bias), ops.InputOperand(bias), sum)
+			if !ok {
+				return nil, "host: the binary kernel covers 6 axes after merging", nil
+			}
+			p.Calls = append(p.Calls, c)
+		}
+		eps := n.AttrFloat("epsilon", 1e-12)
+		if rms {
+			if named(n, 1) {
+				return nil, "host: SkipSimplifiedLayerNormalization's mean output", nil
+			}
+			if !rmsCalls(p, rows, cols, eps, sum, ops.InputOperand(2), out(2, rows), ops.OutputOperand(0)) {
+				return nil, "host: the reduce kernels do not cover the rows", nil
+			}
+			return p, "", nil
+		}
+		meanOp, invOp := out(1, rows), out(2, rows)
+		betaMode, betaOp := "0", ops.InputOperand(0)
+		if beta >= 0 {
+			betaMode, betaOp = "1", ops.InputOperand(beta)
+		}
+		args := []uint64{U(rows), U(cols), 1, 1, f32bits(eps)}
+		p.Calls = append(p.Calls, ops.KernelCall{File: normFile, Symbol: "norm_rows",
+			Config: map[string]string{"SCOL": "true", "BIAS": betaMode}, Args: args, Workload: args[:1],
+			Bind: []ops.KernelBinding{ops.ReadOf(sum), ops.ReadOf(ops.InputOperand(2)), ops.ReadOf(betaOp), ops.WriteOf(ops.OutputOperand(0)),
+				ops.WriteOf(meanOp), ops.WriteOf(invOp)}})
+		return p, "", nil
+	}
+}
+
+// planSimplifiedLayerNorm plans SimplifiedLayerNormalization: the RMS norm over the axes from
+// axis on, scale one value per normalized element.
+func planSimplifiedLayerNorm(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+	if !allFloat32(in, 0, 1) {
+		return nil, declineType(in), nil
+	}
+	x := in[0].Shape
+	ax, err := ops.NormAxis(n.AttrInt("axis", -1), len(x))
+	if err != nil {
+		return nil, "host: axis out of range", nil
+	}
+	rows, cols := ops.Numel(x[:ax]), ops.Numel(x[ax:])
+	if ops.Numel(in[1].Shape) != cols || (len(in[1].Shape) != 1 && !ops.SameShape(in[1].Shape, x[ax:])) {
+		return nil, "host: the scale does not fit the normalized axes", nil
+	}
+	stat := append([]int64{}, x...)
+	for k := ax; k < len(stat); k++ {
+		stat[k] = 1
+	}
+	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: append([]int64{}, x...)}}, Reason: reasonFloat32 + ", normalized by rows"}
+	invOp := ops.OutputOperand(1)
+	if named(n, 1) {
+		p.Outputs = append(p.Outputs, ops.ValueType{Dtype: graph.Float, Shape: stat})
+	}
+	if rows*cols == 0 {
+		return p, "", nil
+	}
+	if !named(n, 1) {
+		invOp = plannerScratch(p, rows)
+	}
+	if !rmsCalls(p, rows, cols, n.AttrFloat("epsilon", 1e-5), ops.InputOperand(0), ops.InputOperand(1), invOp, ops.OutputOperand(0)) {
+		return nil, "host: the reduce kernels do not cover the rows", nil
+	}
+	return p, "", nil
+}
+
+// biasGeluPlanner plans GELU (activation code) of X plus an optional bias over X's last axis.
+func biasGeluPlanner(code string) ops.KernelPlanner {
+	return func(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+		if !allFloat32(in, 0) {
+			return nil, declineType(in), nil
+		}
+		x := in[0].Shape
+		hasBias := needInput(in, 1)
+		if hasBias && (len(x) == 0 || !isVector(in, 1, x[len(x)-1])) {
+			return nil, "host: the bias does not fit the input", nil
+		}
+		if !hasBias && n.OpType == "BiasGelu" {
+			return nil, "host: BiasGelu without a bias", nil
+		}
+		p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: append([]int64{}, x...)}}, Reason: reasonFloat32}
+		count := ops.Numel(x)
+		if count == 0 {
+			return p, "", nil
+		}
+		src := ops.InputOperand(0)
+		if hasBias {
+			src = plannerScratch(p, count)
+			c, ok := binaryInto(kernels.BinaryAdd, x, x, in[1].Shape, false, false, 1, ops.InputOperand(0), ops.InputOperand(1), src)
+			if !ok {
+				return nil, "host: the binary kernel covers 6 axes after merging", nil
+			}
+			p.Calls = append(p.Calls, c)
+			p.Reason += ", bias added, then GELU"
+		}
+		c := activationCall(code, 0, 0, count)
+		c.Bind[0] = ops.ReadOf(src)
+		p.Calls = append(p.Calls, c)
+		return p, "", nil
+	}
+}
+
+// embedPlan appends sub's launches to p, its inputs bound to ins, its outputs to outs, its
+// scratch areas and constants appended to p's.
+func embedPlan(p, sub *ops.KernelPlan, ins, outs []ops.Operand) {
+	sBase, cBase := len(p.Scratch), len(p.Consts)
+	p.Scratch = append(p.Scratch, sub.Scratch...)
+	p.Consts = append(p.Consts, sub.Consts...)
+	for _, c := range sub.Calls {
+		c.Bind = append([]ops.KernelBinding{}, c.Bind...)
+		for i, b := range c.Bind {
+			switch b.Operand.Kind {
+			case ops.OperandInput:
+				c.Bind[i].Operand = ins[b.Operand.Index]
+			case ops.OperandOutput:
+				c.Bind[i].Operand = outs[b.Operand.Index]
+			case ops.OperandScratch:
+				c.Bind[i].Operand = ops.ScratchOperand(sBase + b.Operand.Index)
+			case ops.OperandConst:
+				c.Bind[i].Operand = ops.ConstOperand(cBase + b.Operand.Index)
+			}
+		}
+		p.Calls = append(p.Calls, c)
+	}
+}
+
+// planMultiHeadAttention plans com.microsoft MultiHeadAttention as bmm.loom and
+// attention.loom's kernels, reading Q, K and V in their (batch, seq, heads, size) layout by
+// strides: S = Q·Kᵀ per (batch, head) (bmm_nt), softmax(S·scale + mask) in place
+// (attn_softmax; the mask is attention_bias, the causal mask of unidirectional as a constant of
+// mask_filter_value, or their sum), O = P·V (bmm), then O transposed to (batch, seq,
+// heads·v_size). A bias known before the run (a weight) is added first (binary). Without
+// key_padding_mask and past KV; the host function serves those.
+func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+	if !allFloat32(in, 0, 1, 2) {
+		return nil, declineType(in), nil
+	}
+	for i := 4; i < len(in); i++ {
+		if i != 5 && needInput(in, i) {
+			return nil, "host: key_padding_mask and past KV", nil
+		}
+	}
+	nh := int(n.AttrInt("num_heads", 0))
+	q, k, v := in[0].Shape, in[1].Shape, in[2].Shape
+	if nh <= 0 || len(q) != 3 || int(q[2])%nh != 0 {
+		return nil, "host: the query does not split into num_heads", nil
+	}
+	B, S, D := int(q[0]), int(q[1]), int(q[2])
+	H := D / nh
+	var T, Hv int
+	split := len(k) == 4
+	switch {
+	case len(k) == 3 && len(v) == 3 && int(k[0]) == B && int(v[0]) == B && k[1] == v[1] && int(k[2]) == D && int(v[2])%nh == 0:
+		T, Hv = int(k[1]), int(v[2])/nh
+	case split && len(v) == 4 && int(k[0]) == B && int(k[1]) == nh && int(k[3]) == H && int(v[0]) == B && int(v[1]) == nh && v[2] == k[2]:
+		T, Hv = int(k[2]), int(v[3])
+	default:
+		return nil, "host: key and value do not fit the query", nil
+	}
+	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: []int64{int64(B), int64(S), int64(nh * Hv)}}},
+		Reason: reasonFloat32 + ", bmm + masked softmax + bmm per head, read by strides"}
+	if B*S*nh*Hv == 0 {
+		return p, "", nil
+	}
+	if T == 0 {
+		return nil, "host: no keys", nil
+	}
+	qOp, kOp, vOp := ops.InputOperand(0), ops.InputOperand(1), ops.InputOperand(2)
+	if needInput(in, 3) {
+		b := in[3]
+		if split || !b.Static.IsValid() || b.Dtype != graph.Float || len(b.Shape) != 1 || int(b.Shape[0]) != 2*D+nh*Hv {
+			return nil, "host: a bias not known before the run, or with split key and value", nil
+		}
+		bv := b.Static.Data().([]float32)
+		for i, part := range []struct {
+			op         *ops.Operand
+			off, width int
+			shape      []int64
+		}{{&qOp, 0, D, q}, {&kOp, D, D, k}, {&vOp, 2 * D, nh * Hv, v}} {
+			p.Consts = append(p.Consts, tensor.MustTensor([]int64{int64(part.width)}, append([]float32{}, bv[part.off:part.off+part.width]...)))
+			dst := plannerScratch(p, ops.Numel(part.shape))
+			c, ok := binaryInto(kernels.BinaryAdd, part.shape, part.shape, []int64{int64(part.width)}, false, false, 1, ops.InputOperand(i), ops.ConstOperand(len(p.Consts)-1), dst)
+			if !ok {
+				return nil, "host: the binary kernel covers 6 axes after merging", nil
+			}
+			p.Calls = append(p.Calls, c)
+			*part.op = dst
+		}
+	}
+	scores := plannerScratch(p, B*nh*S*T)
+	heads := []int{B, nh}
+	kBatch, kRow := []int{T * D, H}, D
+	vBatch, vRow := []int{T * nh * Hv, Hv}, nh*Hv
+	if split {
+		kBatch, kRow = []int{nh * T * H, T * H}, H
+		vBatch, vRow = []int{nh * T * Hv, T * Hv}, Hv
+	}
+	dims, st, ok := foldBatch(heads, []int{S * D, H}, kBatch, []int{nh * S * T, S * T})
+	if !ok {
+		return nil, "host: the batch axes do not fold into three", nil
+	}
+	p.Calls = append(p.Calls, bmmSpec{m: S, n: T, k: H, dims: dims, as0: D, as1: 1, bs0: kRow,
+		aBatch: st[0], bBatch: st[1], cBatch: st[2], a: qOp, b: kOp, c: scores}.callNT())
+	// The additive mask: attention_bias, the causal constant, or their sum.
+	scoreShape := []int64{int64(B), int64(nh), int64(S), int64(T)}
+	mode, maskOp := "0", ops.InputOperand(0)
+	var maskShape []int64
+	var causalOp ops.Operand
+	causal := n.AttrInt("unidirectional", 0) != 0
+	if causal {
+		filter := n.AttrFloat("mask_filter_value", -10000)
+		m := make([]float32, S*T)
+		for i := 0; i < S; i++ {
+			for j := i + 1; j < T; j++ { // query i sees keys 0..i (no past here)
+				m[i*T+j] = filter
+			}
+		}
+		p.Consts = append(p.Consts, tensor.MustTensor([]int64{int64(S), int64(T)}, m))
+		causalOp = ops.ConstOperand(len(p.Consts) - 1)
+		mode, maskOp, maskShape = "1", causalOp, []int64{int64(S), int64(T)}
+	}
+	if needInput(in, 5) {
+		ab := in[5]
+		if ab.Dtype != graph.Float || len(ab.Shape) != 4 {
+			return nil, "host: attention_bias is not a float32 tensor of rank 4", nil
+		}
+		if full, err := ops.BroadcastShapes(scoreShape, ab.Shape); err != nil || !slicesEqual(full, scoreShape) {
+			return nil, "host: attention_bias does not broadcast to the scores", nil
+		}
+		mode, maskOp, maskShape = "1", ops.InputOperand(5), ab.Shape
+		if causal {
+			sum, _ := ops.BroadcastShapes(ab.Shape, []int64{int64(S), int64(T)})
+			dst := plannerScratch(p, ops.Numel(sum))
+			c, ok := binaryInto(kernels.BinaryAdd, sum, ab.Shape, []int64{int64(S), int64(T)}, false, false, 1, ops.InputOperand(5), causalOp, dst)
+			if !ok {
+				return nil, "host: the binary kernel covers 6 axes after merging", nil
+			}
+			// The sum must be ready before the softmax reads it: put it first.
+			p.Calls = append([]ops.KernelCall{c}, p.Calls...)
+			maskOp, maskShape = dst, sum
+		}
+	}
+	ms := make([]int, 2)
+	msq, msk := 0, 0
+	if mode == "1" {
+		mst, err := ops.BroadcastStrides(maskShape, scoreShape)
+		if err != nil {
+			return nil, "host: the mask does not broadcast to the scores", nil
+		}
+		copy(ms, mst[:2])
+		msq, msk = mst[2], mst[3]
+	}
+	sdims, sst, ok := foldBatch(heads, ops.StridesOf([]int64{int64(B), int64(nh)}), ms)
+	if !ok {
+		return nil, "host: the batch axes do not fold into three", nil
+	}
+	scale := n.AttrFloat("scale", 0)
+	if scale == 0 {
+		scale = float32(1 / math.Sqrt(float64(H)))
+	}
+	args := []uint64{U(S), U(sdims[2]), U(sdims[0] * sdims[1]), U(sdims[1]), U(T), U(sst[1][0]), U(sst[1][1]), U(sst[1][2]),
+		U(msq), U(msk), uint64(math.Float32bits(scale)), 0}
+	p.Calls = append(p.Calls, ops.KernelCall{File: "attention.loom", Symbol: "attn_softmax", Config: map[string]string{"MASK": mode},
+		Args: args, Workload: args[:3], Bind: []ops.KernelBinding{ops.ReadWriteOf(scores), ops.ReadOf(maskOp), ops.ReadOf(ops.InputOperand(0))}})
+	// O = P·V per (batch, head), then (batch, heads, seq, v) -> (batch, seq, heads, v).
+	o := plannerScratch(p, B*nh*S*Hv)
+	dims, st, ok = foldBatch(heads, []int{nh * S * T, S * T}, vBatch, []int{nh * S * Hv, S * Hv})
+	if !ok {
+		return nil, "host: the batch axes do not fold into three", nil
+	}
+	p.Calls = append(p.Calls, bmmSpec{m: S, n: Hv, k: T, dims: dims, as0: T, as1: 1, bs0: vRow,
+		aBatch: st[0], bBatch: st[1], cBatch: st[2], a: scores, b: vOp, c: o}.call())
+	tn := graph.NewNode("", "Transpose", nil, nil)
+	tn.Attrs = []*graph.Attribute{graph.IntsAttr("perm", 0, 2, 1, 3)}
+	sub, reason, err := PlanTranspose(tn, opset, []ops.ValueInfo{{ValueType: ops.ValueType{Dtype: graph.Float, Shape: []int64{int64(B), int64(nh), int64(S), int64(Hv)}}, Present: true}})
+	if err != nil || sub == nil {
+		return nil, "host: the transpose of the heads: " + reason, nil
+	}
+	embedPlan(p, sub, []ops.Operand{o}, []ops.Operand{ops.OutputOperand(0)})
+	return p, "", nil
+}
+
+func slicesEqual(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// staticI64 describes a small int64 vector known before the run.
+func staticI64(v ...int64) ops.ValueInfo {
+	return ops.ValueInfo{ValueType: ops.ValueType{Dtype: graph.Int64, Shape: []int64{int64(len(v))}}, Present: true,
+		Static: tensor.MustTensor([]int64{int64(len(v))}, append([]int64{}, v...))}
+}
+
+func f32Info(shape ...int64) ops.ValueInfo {
+	return ops.ValueInfo{ValueType: ops.ValueType{Dtype: graph.Float, Shape: shape}, Present: true}
+}
+
+// embedPlanner plans the op planner plans for in (with node n) and embeds it in p.
+func embedPlanner(p *ops.KernelPlan, planner ops.KernelPlanner, n *graph.Node, opset int64, in []ops.ValueInfo, ins, outs []ops.Operand) (string, bool) {
+	sub, reason, err := planner(n, opset, in)
+	if err != nil {
+		return err.Error(), false
+	}
+	if sub == nil {
+		return reason, false
+	}
+	embedPlan(p, sub, ins, outs)
+	return "", true
+}
+
+// planMSRotary plans com.microsoft RotaryEmbedding on shipped kernels: the caches' rows of each
+// token's position gathered (movement.loom gather), the two rotated parts of every head sliced
+// out (halves, or even and odd features when interleaved; strided copies), x1·cos - x2·sin and
+// x2·cos + x1·sin (elementwise.loom binary, the gathered rows broadcast over the heads), then
+// the parts and the features past the rotary dimension concatenated back in place (a
+// (…, half, 2) concatenation interleaves). position_ids must be (batch, seq), or the one start
+// position known before the run; other cases run as the host function, which checks the
+// positions against the caches. Positions known when planning (the interpreter's) are checked
+// here; fed to a compiled plan, a position past the caches fails the gather kernel's bounds
+// check (an error naming the node), and a negative one counts from the end, as Gather's
+// indices do.
+func planMSRotary(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+	if !allFloat32(in, 0, 2, 3) || !needInput(in, 1) {
+		return nil, declineType(in), nil
+	}
+	if n.AttrInt("is_packed_batching", 0) != 0 || n.AttrFloat("scale", 1) != 1 {
+		return nil, "host: is_packed_batching or scale", nil
+	}
+	x, pos, cs := in[0].Shape, in[1], in[2].Shape
+	if len(cs) != 2 || !slicesEqual(cs, in[3].Shape) || cs[1] <= 0 {
+		return nil, "host: the caches' shapes", nil
+	}
+	half := cs[1]
+	var B, S, N, H int64
+	four := len(x) == 4
+	switch {
+	case four:
+		B, N, S, H = x[0], x[1], x[2], x[3]
+	case len(x) == 3:
+		nh := n.AttrInt("num_heads", 0)
+		if nh == 0 && n.AttrInt("rotary_embedding_dim", 0) == 0 {
+			nh = x[2] / (2 * half)
+		}
+		if nh <= 0 || x[2]%nh != 0 {
+			return nil, "host: num_heads does not divide the hidden size", nil
+		}
+		B, S, N, H = x[0], x[1], nh, x[2]/nh
+	default:
+		return nil, "host: the input's rank", nil
+	}
+	rd := n.AttrInt("rotary_embedding_dim", 0)
+	if rd == 0 {
+		rd = 2 * half
+	}
+	if rd != 2*half || rd > H {
+		return nil, "host: the rotary dimension does not fit the caches or the head", nil
+	}
+	if pos.Dtype != graph.Int64 && pos.Dtype != graph.Int32 {
+		return nil, "host: position_ids' type", nil
+	}
+	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: append([]int64{}, x...)}},
+		Reason: reasonFloat32 + ", cache rows gathered, rotated parts sliced, multiplied and concatenated back"}
+	if B*S*N*H == 0 {
+		return p, "", nil
+	}
+	posOp, posInfo := ops.InputOperand(1), pos
+	switch {
+	case len(pos.Shape) == 2 && pos.Shape[0] == B && pos.Shape[1] == S:
+		if pos.Static.IsValid() {
+			for _, v := range tensor.Int64s(pos.Static) {
+				if v < 0 || v >= cs[0] {
+					return nil, "host: a position outside the caches", nil
+				}
+			}
+		}
+	case ops.Numel(pos.Shape) == 1 && len(pos.Shape) <= 1 && pos.Static.IsValid():
+		p0 := tensor.Int64s(pos.Static)[0]
+		idx := make([]int64, B*S)
+		for i := range idx {
+			idx[i] = p0 + int64(i)%S
+			if idx[i] < 0 || idx[i] >= cs[0] {
+				return nil, "host: a position outside the caches", nil
+			}
+		}
+		p.Consts = append(p.Consts, tensor.MustTensor([]int64{B, S}, idx))
+		posOp = ops.ConstOperand(len(p.Consts) - 1)
+		posInfo = ops.ValueInfo{ValueType: ops.ValueType{Dtype: graph.Int64, Shape: []int64{B, S}}, Present: true}
+	default:
+		return nil, "host: position_ids is neither (batch, seq) nor a start position known before the run", nil
+	}
+	// The rows of each token's angles: [B, S, half].
+	gather := graph.NewNode("", "Gather", nil, nil)
+	rows := B * S * half
+	cg, sg := plannerScratch(p, int(rows)), plannerScratch(p, int(rows))
+	for i, dst := range []ops.Operand{cg, sg} {
+		if reason, ok := embedPlanner(p, PlanGather, gather, 21, []ops.ValueInfo{in[2+i], posInfo}, []ops.Operand{ops.InputOperand(2 + i), posOp}, []ops.Operand{dst}); !ok {
+			return nil, "host: gathering the caches: " + reason, nil
+		}
+	}
+	// x in heads: [B, S, N, H] (rank 3) or [B, N, S, H]; the parts [..., half].
+	xh := []int64{B, S, N, H}
+	part := []int64{B, S, N, half}
+	angles := []int64{B, S, 1, half}
+	if four {
+		xh, part, angles = []int64{B, N, S, H}, []int64{B, N, S, half}, []int64{B, 1, S, half}
+	}
+	interleaved := n.AttrInt("interleaved", 0) != 0
+	slice := graph.NewNode("", "Slice", nil, nil)
+	count := int(ops.Numel(part))
+	xp := [2]ops.Operand{plannerScratch(p, count), plannerScratch(p, count)}
+	for i := range 2 {
+		start, end, step := int64(i)*half, int64(i+1)*half, int64(1)
+		if interleaved {
+			start, end, step = int64(i), rd, 2
+		}
+		in := []ops.ValueInfo{f32Info(xh...), staticI64(start), staticI64(end), staticI64(3), staticI64(step)}
+		if reason, ok := embedPlanner(p, PlanSlice, slice, 21, in, []ops.Operand{ops.InputOperand(0)}, []ops.Operand{xp[i]}); !ok {
+			return nil, "host: slicing the rotated parts: " + reason, nil
+		}
+	}
+	// y1 = x1·cos - x2·sin, y2 = x2·cos + x1·sin.
+	var y [2]ops.Operand
+	for i := range 2 {
+		t1, t2 := plannerScratch(p, count), plannerScratch(p, count)
+		y[i] = plannerScratch(p, count)
+		a, b, code := xp[0], xp[1], kernels.BinarySub
+		if i == 1 {
+			a, b, code = xp[1], xp[0], kernels.BinaryAdd
+		}
+		c1, ok1 := binaryInto(kernels.BinaryMul, part, part, angles, false, false, 1, a, cg, t1)
+		c2, ok2 := binaryInto(kernels.BinaryMul, part, part, angles, false, false, 1, b, sg, t2)
+		c3, ok3 := binaryInto(code, part, part, part, false, false, 1, t1, t2, y[i])
+		if !ok1 || !ok2 || !ok3 {
+			return nil, "host: the binary kernel covers 6 axes after merging", nil
+		}
+		p.Calls = append(p.Calls, c1, c2, c3)
+	}
+	// Back in place: [y1 y2] (halves) or [y1 y2] along a new last axis (interleaved), then the
+	// features past rd.
+	concat := graph.NewNode("", "Concat", nil, nil)
+	concat.Attrs = []*graph.Attribute{graph.IntAttr("axis", -1)}
+	rot := append(append([]int64{}, part[:3]...), rd)
+	rotOp := ops.OutputOperand(0)
+	if rd < H {
+		rotOp = plannerScratch(p, int(ops.Numel(rot)))
+	}
+	pieces := []ops.ValueInfo{f32Info(part...), f32Info(part...)}
+	if interleaved {
+		pair := append(append([]int64{}, part...), 1)
+		pieces = []ops.ValueInfo{f32Info(pair...), f32Info(pair...)}
+	}
+	if reason, ok := embedPlanner(p, PlanConcat, concat, 21, pieces, y[:], []ops.Operand{rotOp}); !ok {
+		return nil, "host: concatenating the parts: " + reason, nil
+	}
+	if rd < H {
+		tail := append(append([]int64{}, part[:3]...), H-rd)
+		tailOp := plannerScratch(p, int(ops.Numel(tail)))
+		in := []ops.ValueInfo{f32Info(xh...), staticI64(rd), staticI64(H), staticI64(3), staticI64(1)}
+		if reason, ok := embedPlanner(p, PlanSlice, slice, 21, in, []ops.Operand{ops.InputOperand(0)}, []ops.Operand{tailOp}); !ok {
+			return nil, "host: slicing the unrotated features: " + reason, nil
+		}
+		if reason, ok := embedPlanner(p, PlanConcat, concat, 21, []ops.ValueInfo{f32Info(rot...), f32Info(tail...)}, []ops.Operand{rotOp, tailOp}, []ops.Operand{ops.OutputOperand(0)}); !ok {
+			return nil, "host: concatenating the unrotated features: " + reason, nil
+		}
+	}
+	return p, "", nil
+}
