@@ -190,6 +190,11 @@ func TestEPContextTinyEncoder(t *testing.T) {
 	assert.Positive(t, fused, "the context carries the level-all optimized graph")
 	rnd := inferRand()
 	shape := []int64{1, 1, 64} // the declared shape with symbolic dimensions at 1
+	// The writing session warmed up twice (interpreted, then through its compiled plan): so
+	// does this one, so that both run their plans below, with the same kernels.
+	require.NoError(t, s.Warmup(context.Background(), map[string][]int64{"x": shape}))
+	require.NoError(t, s.Warmup(context.Background(), map[string][]int64{"x": shape}))
+	assert.Zero(t, s.CacheStats().Warmup.Compiles, "the interpreter's and the plan's kernels came from the context")
 	for range 2 {
 		x := make([]float32, 64)
 		for i := range x {
@@ -200,7 +205,7 @@ func TestEPContextTinyEncoder(t *testing.T) {
 	st := s.CacheStats()
 	assert.Zero(t, st.Run.Compiles)
 	assert.Zero(t, st.Run.Misses)
-	assert.Positive(t, st.Run.Hits)
+	assert.Positive(t, st.Warmup.Hits, "the kernels were found in the cache the context filled")
 }
 
 func TestEPContextNeedsPathFromMemory(t *testing.T) {
@@ -309,6 +314,18 @@ func TestEPContextCorruptBlob(t *testing.T) {
 	assert.Contains(t, err.Error(), "checksum mismatch")
 }
 
+// resealSourceKey gives an EPContext node's notes the source key of its embedded payload,
+// provider and hardware_architecture.
+func resealSourceKey(t *testing.T, n *graph.Node) {
+	t.Helper()
+	var notes epContextNotes
+	require.NoError(t, json.Unmarshal([]byte(n.AttrString("notes", "")), &notes))
+	notes.SourceKey = epcontext.SourceKey(notes.Provider, n.AttrString("hardware_architecture", ""), n.Attr("ep_cache_context").String)
+	data, err := json.Marshal(notes)
+	require.NoError(t, err)
+	n.Attr("notes").String = data
+}
+
 // resealEPContextBlob recomputes a blob's checksum over whatever its body now is.
 func resealEPContextBlob(b []byte) []byte {
 	if len(b) < epcontext.HeaderBytes {
@@ -382,6 +399,8 @@ func TestEPContextForeignAndMismatched(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `EPContext node "loom_mlp": ep_sdk_version is "loom-9.9.9" but this Loom is "`+loom.CompilerVersion+`"`)
 
+	// reencode edits the blob and, as a context consistently written elsewhere would be,
+	// gives the node the blob's target and a source key that matches it.
 	reencode := func(name string, edit func(b *epcontext.Blob)) string {
 		return tamper(t, path, name, func(n *graph.Node) {
 			blob, err := epcontext.Decode(n.Attr("ep_cache_context").String)
@@ -390,6 +409,8 @@ func TestEPContextForeignAndMismatched(t *testing.T) {
 			enc, err := epcontext.Encode(blob)
 			require.NoError(t, err)
 			n.Attr("ep_cache_context").String = enc
+			n.Attr("hardware_architecture").String = []byte(blob.Meta.Target)
+			resealSourceKey(t, n)
 		})
 	}
 	here := sessiontest.OpenHost(t, 1).Target()

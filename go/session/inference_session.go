@@ -18,6 +18,7 @@ import (
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/device"
 	"github.com/loomrt/loom/go/session/internal/ep"
+	"github.com/loomrt/loom/go/session/internal/epcontext"
 	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/ops"
 	"github.com/loomrt/loom/go/session/internal/plan"
@@ -301,6 +302,14 @@ type InferenceSession struct {
 	tensorIO bool // whether every graph input and output is a tensor (not a sequence or optional)
 
 	epContextPath string // the EP context model this session wrote, if any
+	// epKernels are the kernels recorded for the session's EP context partitions
+	// (epcontext_partitions.go); nil unless built with ep.context_enable=1.
+	epKernels *[]epcontext.Kernel
+
+	// bind is the persistent device bindings and the captured device graph
+	// (device_bindings.go, device_capture.go), made on first use.
+	bind     *bindingState
+	bindOnce sync.Once
 
 	mu     sync.RWMutex
 	closed bool
@@ -513,6 +522,7 @@ func (s *InferenceSession) ModelMetadata() ModelMetadata {
 // Close releases the device and, for models the session loaded, the model. It waits for
 // running Runs. Idempotent.
 func (s *InferenceSession) Close() error {
+	s.destroyBindings()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -747,7 +757,7 @@ func SupportedOps() map[string]bool {
 		out[k] = false
 	}
 	for k := range ops.KernelPlanners {
-		if !strings.Contains(k, ":") {
+		if _, host := out[k]; host || !strings.Contains(k, ":") {
 			out[k] = true
 		}
 	}

@@ -44,10 +44,10 @@ func weightProductModel(t *testing.T, w, bias []float32, k, n int, gemm bool, ra
 // packsB in internal/ops/kernelops): the products of every
 // input shape (one plan each) match a float64 reference on fresh random inputs, in the
 // plan and in the interpreter, for widths that are and are not a multiple of the panel, for
-// MatMul (+ Add, fused) and Gemm with transB; the plans of all shapes share one packed copy,
-// which for MatMul's B is the session's only copy of the weight (relayWeights: the session
-// keeps it in place of the weight as stored, and derives nothing), and a closed session
-// keeps none.
+// MatMul (+ Add, fused) and Gemm with transB (whose B is packed whatever its size); the plans
+// of all shapes share one packed copy, which is the session's only copy of the weight
+// (relayWeights: the session keeps it in place of the weight as stored, and derives nothing),
+// and a closed session keeps none.
 func TestPackedWeightsMatchAndAreSharedAcrossShapes(t *testing.T) {
 	rnd := inferRand()
 	cases := []struct {
@@ -62,6 +62,9 @@ func TestPackedWeightsMatchAndAreSharedAcrossShapes(t *testing.T) {
 		{k: 9000, n: 100, rank: 2, ms: [][]int64{{3}, {64}}, packed: 1},
 		{k: 3000, n: 520, gemm: true, rank: 2, ms: [][]int64{{1}, {17}}, packed: 1},
 		{k: 768, n: 768, rank: 2, ms: [][]int64{{1}, {40}}, packed: 0},
+		// Gemm's transposed B, packed whatever its size (gemm_nt's dot products are slower).
+		{k: 64, n: 64, gemm: true, rank: 2, ms: [][]int64{{1}, {512}}, packed: 1},
+		{k: 768, n: 768, gemm: true, rank: 2, ms: [][]int64{{3}}, packed: 1},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("k%d_n%d_gemm%v", c.k, c.n, c.gemm), func(t *testing.T) {
@@ -110,12 +113,9 @@ func TestPackedWeightsMatchAndAreSharedAcrossShapes(t *testing.T) {
 				}
 			}
 			assert.Len(t, planned.ExecutionPlans(), len(c.ms))
-			// Gemm's transposed B is packed beside the weight as stored; MatMul's replaces it.
-			relaid := 0
-			if !c.gemm {
-				relaid = c.packed
-			}
-			assert.Equal(t, relaid, relaidWeights(planned), "MatMul's B held packed alone, where packing pays")
+			// The packed B replaces the weight as stored (Gemm's transposed one too).
+			relaid := c.packed
+			assert.Equal(t, relaid, relaidWeights(planned), "B held packed alone, where packing pays")
 			assert.Equal(t, c.packed-relaid, planned.pe.Derived.Len(), "one packed B for the plans of every shape, where packing pays")
 			assert.Equal(t, relaid, relaidWeights(interpreted), "the interpreter reads the packed weights too")
 			assert.Zero(t, interpreted.pe.Derived.Len(), "the interpreter packs nothing")

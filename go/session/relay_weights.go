@@ -22,15 +22,15 @@ import (
 // dropped and given back, unpacked, by Graph.
 //
 // A weight is relaid when packing is on, the plans target the host, and every node reading
-// it is a MatMul, Loom's MatMulAdd or a Gemm without transB that reads it as B and that the
-// provider runs as kernels; never when it is a graph input (a feed may replace it), a graph
+// it is a MatMul, Loom's MatMulAdd or a Gemm that reads it as B and that the provider runs as
+// kernels, all of them in one orientation (Gemm's transB reads it transposed); never when it is a graph input (a feed may replace it), a graph
 // output, or read from inside a subgraph.
 func (s *InferenceSession) relayWeights() {
 	if !s.pe.KeepDerived || s.eng.PlanTarget() != ops.PlanHost {
 		return
 	}
 	g := s.eng.Model.Graph
-	names := s.packOnlyWeights(g)
+	names, transposed := s.packOnlyWeights(g)
 	if len(names) == 0 {
 		return
 	}
@@ -65,7 +65,7 @@ func (s *InferenceSession) relayWeights() {
 		// In place only when no other initializer's bytes share the weight's memory (its own
 		// initializer's do when the session views them, and are dropped below).
 		inPlace := overlaps == 0 || (overlaps == 1 && mine && s.ownModel)
-		t, ok := r.Relay(w, inPlace)
+		t, ok := r.Relay(w, inPlace, transposed[name])
 		if !ok {
 			continue
 		}
@@ -97,9 +97,12 @@ func (s *InferenceSession) relayWeights() {
 const relayCollectBytes = 64 << 20
 
 // packOnlyWeights names (sorted) the float32 matrices of g's initializers that relayWeights
-// may relay: read only as B by matrix products that run as kernels.
-func (s *InferenceSession) packOnlyWeights(g *graph.Graph) []string {
+// may relay: read only as B by matrix products that run as kernels, all in one orientation;
+// transposed says which of them those products read transposed (Gemm's transB).
+func (s *InferenceSession) packOnlyWeights(g *graph.Graph) (_ []string, transposed map[string]bool) {
 	cand := map[string]bool{}
+	transposed = map[string]bool{}
+	oriented := map[string]bool{} // a product read the weight: transposed holds its orientation
 	for name, gt := range g.Initializers {
 		if gt.DType == graph.Float && len(gt.Dims) == 2 && s.eng.Weights[name].IsValid() {
 			cand[name] = true
@@ -112,11 +115,17 @@ func (s *InferenceSession) packOnlyWeights(g *graph.Graph) []string {
 		delete(cand, v.Name)
 	}
 	for _, n := range g.Nodes {
-		packs := readsBPacked(n) && s.eng.Placements.Of(n).Kernel
+		packs, trans := readsBPacked(n)
+		packs = packs && s.eng.Placements.Of(n).Kernel
 		for i, in := range n.Inputs {
-			if cand[in] && (i != 1 || !packs) {
-				delete(cand, in)
+			if !cand[in] {
+				continue
 			}
+			if i != 1 || !packs || (oriented[in] && transposed[in] != trans) {
+				delete(cand, in)
+				continue
+			}
+			oriented[in], transposed[in] = true, trans
 		}
 		for _, sg := range n.Subgraphs() {
 			sg.Walk(func(inner *graph.Graph) {
@@ -136,23 +145,23 @@ func (s *InferenceSession) packOnlyWeights(g *graph.Graph) []string {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	return names
+	return names, transposed
 }
 
 // readsBPacked says whether n's host kernels may read its input 1 (B) packed in gemm_nn's
-// panels (a B of [k, n] with rows n apart): MatMul, Loom's MatMulAdd, and Gemm without
-// transB.
-func readsBPacked(n *graph.Node) bool {
+// panels: MatMul, Loom's MatMulAdd and Gemm, a B of [k, n] with rows n apart, or (transposed,
+// Gemm's transB) a Bᵀ of [n, k].
+func readsBPacked(n *graph.Node) (packs, transposed bool) {
 	onnx := n.Domain == "" || n.Domain == "ai.onnx"
 	switch {
 	case onnx && n.OpType == "MatMul":
-		return true
+		return true, false
 	case n.Domain == graph.LoomDomain && n.OpType == "MatMulAdd":
-		return true
+		return true, false
 	case onnx && n.OpType == "Gemm":
-		return n.AttrInt("transB", 0) == 0
+		return true, n.AttrInt("transB", 0) != 0
 	}
-	return false
+	return false, false
 }
 
 // restoreWeights gives the model's relaid initializers their bytes back (unpacked), once and
@@ -181,16 +190,4 @@ func (s *InferenceSession) fillRelaid() []string {
 		}
 	}
 	return filled
-}
-
-// marshalModel encodes the model with every initializer's bytes (an EP context model's
-// graph), the relaid ones unpacked for the while.
-func (s *InferenceSession) marshalModel() ([]byte, error) {
-	filled := s.fillRelaid()
-	defer func() {
-		for _, name := range filled {
-			s.eng.Model.Graph.Initializers[name].Raw = nil
-		}
-	}()
-	return s.eng.Model.Marshal()
 }

@@ -110,6 +110,26 @@ def loom_bench(loom, model, ep, runs, args=(), threads=1, strict=False):
     return r
 
 
+def decode_rows(loom, td, ep, runs):
+    """Issue 14's decode step on ep and on the host: the small GPT (tiny_gpt_kv, one token after 32
+    cached positions) with every input and output in a persistent binding, eager steps against
+    replays of the captured device graph (`loom bench --decode N --capture`)."""
+    model = os.path.join(td, "models", "tiny_gpt_kv.onnx")
+    args = ["input_ids=shape:1x1"] + [f"past_{n}=shape:1x4x32x16" for n in ("k0", "v0", "k1", "v1")]
+    rows = []
+    for where in (ep, "host"):
+        cmd = [loom, "bench", model, *args, "--ep", where, "--decode", str(max(runs, 100)), "--capture", "--json"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {(p.stderr or p.stdout)[-600:]}")
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        replay = (f"replay {r['replay_median_ms']:.4f} ms ({r['segments']} segment(s))" if r["captured"]
+                  else f"not captured: {r.get('reason', '')[:120]}")
+        rows.append((f"decode {where}", f"{r.get('replay_median_ms', r['eager_median_ms']):.4f} ms",
+                     f"tiny_gpt_kv eager {r['eager_median_ms']:.4f} ms; {replay}"))
+    return rows
+
+
 def torch_refs(runs):
     """cuBLAS SGEMM/HGEMM 4096^3 and a 64 MB device-to-device copy, timed with CUDA events."""
     import torch
@@ -290,6 +310,12 @@ def main():
         except Exception as e:
             failures += 1
             rows.append((f"model {name}", "FAIL", str(e)[-300:]))
+
+    try:
+        rows.extend(decode_rows(loom, td, ep, runs))
+    except Exception as e:
+        failures += 1
+        rows.append(("decode", "FAIL", str(e)[-300:]))
 
     log("")
     log(f"{'benchmark':<24} {'figure':<16} detail")

@@ -52,7 +52,7 @@ type benchResult struct {
 // leave them to the garbage collector instead). showProgress allows a progress bar (on a
 // terminal only).
 func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
-	c := newCommand("bench", "bench MODEL [INPUT...] [--threads N] [--runs N] [--warmup N] [--ep host|cuda|auto] [--strict] [-v] [--seed S] [--keep-outputs] [--json] [--option KEY=VALUE]...",
+	c := newCommand("bench", "bench MODEL [INPUT...] [--threads N] [--runs N] [--warmup N] [--ep host|cuda|auto] [--strict] [-v] [--seed S] [--keep-outputs] [--decode N [--capture]] [--json] [--option KEY=VALUE]...",
 		"Times --runs runs of the model after --warmup untimed ones: median, p95 and min latency, load time,\npeak RSS. "+
 			"Inputs not given get random values of their declared shape (symbolic dimensions count as 1).\n"+inputForms, stdout, stderr)
 	threads := c.Int("threads", 1, "host worker threads (0: one per core)")
@@ -64,6 +64,8 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 	seed := c.Uint64("seed", 1, "seed of the random inputs")
 	asJSON := c.Bool("json", false, "print one JSON object (the fields of shared/bench/ortbench.sh)")
 	keep := c.Bool("keep-outputs", false, "do not hand each run's outputs back (session.Recycle) after its clock stops")
+	decode := c.Int("decode", 0, "time N decode steps with every input and output in a persistent binding (eager), instead of --runs runs")
+	capture := c.Bool("capture", false, "with --decode: also capture the step and time N replays of the captured device graph")
 	var options sessionOptions
 	c.Var(&options, "option", optionUsage)
 	pos, rc := c.parse(args)
@@ -79,6 +81,10 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		return c.badArgument("--warmup %d: want 0 or more", *warmup)
 	case *threads < 0:
 		return c.badArgument("--threads %d: want 0 (one per core) or more", *threads)
+	case *decode < 0:
+		return c.badArgument("--decode %d: want 1 or more steps", *decode)
+	case *capture && *decode == 0:
+		return c.badArgument("--capture needs --decode N")
 	}
 	if err := checkProvider(*provider); err != nil {
 		return c.badArgument("%v", err)
@@ -106,6 +112,18 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 	// Ctrl-C stops the run in progress (and the benchmark) rather than the process.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *decode > 0 {
+		n := *threads
+		if n == 0 {
+			n = runtime.NumCPU()
+		}
+		r, err := benchDecode(ctx, s, pos[0], n, feeds, *decode, *warmup, *capture)
+		if err != nil {
+			return c.fail("%v", err)
+		}
+		printDecode(stdout, r, *asJSON)
+		return 0
+	}
 	bar := newProgress(*warmup+*runs, "loom bench", "runs", showProgress && !*asJSON)
 	release := func(outs []session.Tensor) {
 		if !*keep {

@@ -45,7 +45,7 @@ func serveMain(args []string, stdout, stderr io.Writer) int {
 	grpcPort := c.Int("grpc-port", 8001, "the gRPC port (0: a free port)")
 	maxBody := c.Int64("max-body-bytes", serve.DefaultMaxBodyBytes, "the largest request body (REST) or message (gRPC) accepted; larger ones get 413 / RESOURCE_EXHAUSTED")
 	provider := c.String("ep", "host", "execution provider of models without a config.json: host, cuda or auto")
-	threads := c.Int("threads", 0, "host worker threads of models without a config.json (0: one per core)")
+	threads := c.Int("threads", 0, "host worker threads of models without a config.json (0: the cores shared among a model's instances)")
 	shutdownDelay := c.Duration("shutdown-delay", 0, "how long readiness is false before the listeners close on SIGTERM")
 	shutdownTimeout := c.Duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight")
 	pos, rc := c.parse(args)

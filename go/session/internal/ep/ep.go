@@ -10,6 +10,7 @@ package ep
 
 import (
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/loom"
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/ops"
 )
@@ -58,6 +59,14 @@ type Provider interface {
 	// segments replayed as device graphs; host steps view a host-visible arena in place and
 	// copy across the seams of a DeviceMemory one) run on the provider.
 	Plans() bool
+	// SaveKernel is the provider's save step for an EP context partition (save.go): the
+	// module image of a kernel it compiled, which RestoreKernel loads back without compiling.
+	SaveKernel(a *loom.Artifact) ([]byte, error)
+	// RestoreKernel is the restore step: a copy of a that device.LoadArtifact loads from
+	// image; dir is a private directory for files the device loads from (see NeedsDir).
+	RestoreKernel(a loom.Artifact, image []byte, dir string) (*loom.Artifact, error)
+	// NeedsDir reports whether RestoreKernel writes files into its directory.
+	NeedsDir() bool
 }
 
 // HostProvider is the host provider: Loom kernels on the host backend where a kernel planner

@@ -187,6 +187,7 @@ type Instance struct {
 	// then binding), rebound to the run's memory each run.
 	segBindings [][]native.RunBinding
 	mem         [][]byte // the run's memories, when more than Execute keeps on its stack
+	latched     uint32   // violation bits seen since TakeLatched (bindings.go)
 }
 
 // ErrPlanGuard says a host step produced another type or shape than the plan traced.
@@ -1465,6 +1466,7 @@ func (t *Template) checkViolations(inst *Instance, seg int) error {
 			continue
 		}
 		binary.LittleEndian.PutUint32(inst.words[4*w:], 0)
+		inst.latched |= bits
 		if failure == nil {
 			st := &t.Steps[inst.wordOwners[w]]
 			c := st.kernel.Calls[inst.wordCalls[w]]
