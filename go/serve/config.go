@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -18,7 +19,8 @@ import (
 type ModelConfig struct {
 	// Provider is the execution provider: "host" (the default), "cuda" or "auto".
 	Provider string `json:"provider,omitempty"`
-	// IntraOpThreads is the session's host worker threads (0: one per core).
+	// IntraOpThreads is the session's host worker threads (0: the cores shared among the
+	// instances, at least one each).
 	IntraOpThreads int `json:"intra_op_threads,omitempty"`
 	// MaxBatchSize > 0 turns dynamic batching on (the model's inputs must have a variable first
 	// dimension): queued requests are run together, up to this many rows in all.
@@ -225,4 +227,15 @@ func WithServerVersion(v string) Option {
 		c.serverVersion = v
 		return nil
 	}
+}
+
+// threads is the host worker threads a model's session gets: IntraOpThreads, or for 0 the
+// machine's cores shared among the model's instances (at least one each), so that the runs in
+// flight at once do not take more threads than there are cores (each run of a session takes
+// its intra-op threads; docs/performance.md, "Serving", measures both).
+func (c ModelConfig) threads() int {
+	if c.IntraOpThreads > 0 {
+		return c.IntraOpThreads
+	}
+	return max(1, runtime.NumCPU()/max(c.Instances, 1))
 }

@@ -58,6 +58,61 @@ func (g *grpcService) ModelMetadata(_ context.Context, req *pb.ModelMetadataRequ
 	return resp, nil
 }
 
+// ModelConfig answers the model configuration extension (the fields of modelConfiguration).
+func (g *grpcService) ModelConfig(_ context.Context, req *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
+	m, err := g.s.lookup(req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	c := m.config()
+	conv := func(ios []ioConfig) (ins []*pb.ModelInput, outs []*pb.ModelOutput) {
+		for _, io := range ios {
+			dt := pb.DataType(pb.DataType_value[io.DataType])
+			ins = append(ins, &pb.ModelInput{Name: io.Name, DataType: dt, Dims: io.Dims})
+			outs = append(outs, &pb.ModelOutput{Name: io.Name, DataType: dt, Dims: io.Dims})
+		}
+		return ins, outs
+	}
+	in, _ := conv(c.Input)
+	_, out := conv(c.Output)
+	cfg := &pb.ModelConfig{Name: c.Name, Platform: c.Platform, Backend: c.Backend, MaxBatchSize: int32(c.MaxBatchSize), Input: in, Output: out}
+	for _, ig := range c.InstanceGroup {
+		cfg.InstanceGroup = append(cfg.InstanceGroup, &pb.ModelInstanceGroup{Name: ig.Name, Count: int32(ig.Count),
+			Kind: pb.ModelInstanceGroup_Kind(pb.ModelInstanceGroup_Kind_value[ig.Kind])})
+	}
+	if db := c.DynamicBatching; db != nil {
+		cfg.DynamicBatching = &pb.ModelDynamicBatching{MaxQueueDelayMicroseconds: uint64(db.MaxQueueDelayMicroseconds)}
+		for _, p := range db.PreferredBatchSize {
+			cfg.DynamicBatching.PreferredBatchSize = append(cfg.DynamicBatching.PreferredBatchSize, int32(p))
+		}
+	}
+	return &pb.ModelConfigResponse{Config: cfg}, nil
+}
+
+// ModelStatistics answers the statistics extension.
+func (g *grpcService) ModelStatistics(_ context.Context, req *pb.ModelStatisticsRequest) (*pb.ModelStatisticsResponse, error) {
+	sts, err := g.s.statistics(req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	dur := func(d duration) *pb.StatisticDuration { return &pb.StatisticDuration{Count: d.Count, Ns: d.NS} }
+	resp := &pb.ModelStatisticsResponse{}
+	for _, st := range sts {
+		is := st.InferenceStats
+		e := &pb.ModelStatistics{Name: st.Name, Version: st.Version, LastInference: st.LastInference,
+			InferenceCount: st.InferenceCount, ExecutionCount: st.ExecutionCount,
+			InferenceStats: &pb.InferStatistics{Success: dur(is.Success), Fail: dur(is.Fail), Queue: dur(is.Queue),
+				ComputeInput: dur(is.ComputeInput), ComputeInfer: dur(is.ComputeInfer), ComputeOutput: dur(is.ComputeOutput),
+				CacheHit: dur(is.CacheHit), CacheMiss: dur(is.CacheMiss)}}
+		for _, b := range st.BatchStats {
+			e.BatchStats = append(e.BatchStats, &pb.InferBatchStatistics{BatchSize: b.BatchSize, ComputeInput: dur(b.ComputeInput),
+				ComputeInfer: dur(b.ComputeInfer), ComputeOutput: dur(b.ComputeOutput)})
+		}
+		resp.ModelStats = append(resp.ModelStats, e)
+	}
+	return resp, nil
+}
+
 func (g *grpcService) RepositoryIndex(_ context.Context, req *pb.RepositoryIndexRequest) (*pb.RepositoryIndexResponse, error) {
 	resp := &pb.RepositoryIndexResponse{}
 	for _, e := range g.s.index(req.GetReady()) {

@@ -43,8 +43,10 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET "+prefix, s.httpModelMetadata)
 		mux.HandleFunc("GET "+prefix+"/ready", s.httpModelReady)
 		mux.HandleFunc("GET "+prefix+"/config", s.httpModelConfig)
+		mux.HandleFunc("GET "+prefix+"/stats", s.httpModelStatistics)
 		mux.HandleFunc("POST "+prefix+"/infer", s.httpInfer)
 	}
+	mux.HandleFunc("GET /v2/models/stats", s.httpModelStatistics)
 	mux.HandleFunc("POST /v2/repository/index", s.httpRepositoryIndex)
 	mux.HandleFunc("POST /v2/repository/models/{name}/load", s.httpRepositoryLoad)
 	mux.HandleFunc("POST /v2/repository/models/{name}/unload", s.httpRepositoryUnload)
@@ -137,34 +139,17 @@ func (s *Server) httpModelConfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	type ioConfig struct {
-		Name     string  `json:"name"`
-		DataType string  `json:"data_type"`
-		Dims     []int64 `json:"dims"`
+	writeJSON(w, http.StatusOK, m.config())
+}
+
+// httpModelStatistics answers the statistics extension's GET /v2/models[/NAME[/versions/V]]/stats.
+func (s *Server) httpModelStatistics(w http.ResponseWriter, r *http.Request) {
+	st, err := s.statistics(r.PathValue("name"), r.PathValue("version"))
+	if err != nil {
+		writeError(w, err)
+		return
 	}
-	conv := func(ios []session.IOMeta) []ioConfig {
-		var out []ioConfig
-		for _, io := range ios {
-			dims := shapeOf(io)
-			if m.batching {
-				dims = dims[1:] // Triton's dims leave out the batch dimension
-			}
-			dt := datatypeOf[io.DType]
-			if dt == "BYTES" {
-				dt = "STRING"
-			}
-			out = append(out, ioConfig{Name: io.Name, DataType: "TYPE_" + dt, Dims: dims})
-		}
-		return out
-	}
-	cfg := map[string]any{
-		"name": m.name, "platform": Platform, "backend": "loom", "max_batch_size": m.cfg.MaxBatchSize,
-		"input": conv(m.inputs), "output": conv(m.outputs),
-	}
-	if m.batching {
-		cfg["dynamic_batching"] = map[string]any{"max_queue_delay_microseconds": m.cfg.MaxQueueDelayMicroseconds}
-	}
-	writeJSON(w, http.StatusOK, cfg)
+	writeJSON(w, http.StatusOK, map[string]any{"model_stats": st})
 }
 
 func (s *Server) httpRepositoryIndex(w http.ResponseWriter, r *http.Request) {

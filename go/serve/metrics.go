@@ -74,14 +74,16 @@ func (mt *metrics) unregister(m *model) {
 	mt.requestHisto.DeleteLabelValues(l...)
 }
 
-// executed counts one model execution of rows rows.
-func (mt *metrics) executed(m *model, rows int64) {
+// executed counts one model execution of rows rows that took compute.
+func (mt *metrics) executed(m *model, rows int64, compute time.Duration) {
+	m.stats.executed(rows, compute)
 	mt.executions.WithLabelValues(m.name, m.version).Inc()
 	mt.batchSize.WithLabelValues(m.name, m.version).Observe(float64(rows))
 }
 
 // request records a finished request of a known model.
 func (mt *metrics) request(m *model, ok bool, rows int64, total, queue, compute time.Duration) {
+	m.stats.request(ok, rows, total, queue, compute)
 	l := []string{m.name, m.version}
 	if !ok {
 		mt.failure.WithLabelValues(l...).Inc()

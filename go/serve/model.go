@@ -26,6 +26,7 @@ type model struct {
 	run           runner
 	batching      bool // dynamic batching: cfg.MaxBatchSize > 0 and a variable first dimension
 	sched         *scheduler
+	stats         statsRecorder // the statistics extension's figures
 }
 
 // modelSource is where a model's versions come from, for loading and reloading.
@@ -92,7 +93,7 @@ func (s *Server) loadVersion(src modelSource, version string) (*model, error) {
 	}
 	opts := []session.LoadOption{
 		session.WithExecutionProvider(session.ExecutionProvider(cfg.Provider)),
-		session.WithIntraOpThreads(cfg.IntraOpThreads),
+		session.WithIntraOpThreads(cfg.threads()),
 	}
 	if s.cfg.tracerProvider != nil {
 		opts = append(opts, session.WithTracerProvider(s.cfg.tracerProvider))

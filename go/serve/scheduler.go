@@ -43,9 +43,10 @@ type scheduler struct {
 	metrics *metrics
 	delay   time.Duration
 
-	mu     sync.Mutex
-	queue  []*job
-	closed bool
+	mu      sync.Mutex
+	queue   []*job
+	closed  bool
+	running int // runs in flight (guarded by mu)
 
 	wake  chan struct{} // a job was queued, or the scheduler closed
 	slots chan struct{} // one token per run in flight
@@ -160,8 +161,18 @@ func (s *scheduler) loop() {
 			return
 		}
 		s.runs.Add(1)
+		s.mu.Lock()
+		s.running++
+		s.mu.Unlock()
 		go func() {
-			defer func() { <-s.slots; s.runs.Done() }()
+			defer func() {
+				s.mu.Lock()
+				s.running--
+				s.mu.Unlock()
+				<-s.slots
+				s.runs.Done()
+				s.signal() // a batcher waiting on a busy model may run now
+			}()
 			s.execute(batch)
 		}()
 	}
@@ -169,6 +180,13 @@ func (s *scheduler) loop() {
 
 // next waits for a request and takes it with the queued requests that may share its run;
 // nil once the scheduler is closed and its queue empty.
+//
+// A batch waits for more requests (up to MaxBatchSize rows, at most MaxQueueDelay after its
+// first request was queued) only while another run of the model is in flight: then the
+// processor is busy anyway and the wait costs no throughput. A model with nothing running
+// runs what is queued at once, as waiting would leave it idle. The batch's rows are cut to a
+// power of two where its requests allow (see batchRows); the requests left over stay queued,
+// first in line for the next run.
 func (s *scheduler) next() []*job {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -207,7 +225,7 @@ func (s *scheduler) next() []*job {
 		s.queue = kept
 		s.metrics.queueDepth.WithLabelValues(s.m.name, s.m.version).Set(float64(len(s.queue)))
 		wait := time.Until(deadline)
-		if rows >= maxRows || wait <= 0 || s.closed {
+		if rows >= maxRows || wait <= 0 || s.closed || s.running == 0 {
 			break
 		}
 		if timer == nil {
@@ -223,10 +241,41 @@ func (s *scheduler) next() []*job {
 		}
 		s.mu.Lock()
 	}
+	batch = s.trim(batch)
 	if len(s.queue) > 0 {
 		s.signal() // requests the batch left behind: the next batch need not wait for a new one
 	}
 	return batch
+}
+
+// trim cuts a batch (in queue order) to the longest prefix whose rows are a power of two, and
+// puts the requests after it back at the front of the queue, in order: the session compiles a
+// run plan per input shape (and keeps 16), so batches of every size from 1 to 32 would keep
+// most runs in the interpreter, where power-of-two batches need at most 6 plans a trailing
+// shape. A batch without such a prefix longer than its first request runs whole, padded (see
+// paddedRows). Called with mu held.
+func (s *scheduler) trim(batch []*job) []*job {
+	if len(batch) < 2 {
+		return batch
+	}
+	var rows int64
+	cut := 1
+	for i, j := range batch {
+		rows += j.rows
+		if rows&(rows-1) == 0 {
+			cut = i + 1
+		}
+	}
+	if cut == len(batch) || cut == 1 && batch[0].rows&(batch[0].rows-1) != 0 {
+		return batch
+	}
+	back := batch[cut:]
+	for _, j := range back {
+		j.taken = false
+	}
+	s.queue = append(slices.Clone(back), s.queue...)
+	s.metrics.queueDepth.WithLabelValues(s.m.name, s.m.version).Set(float64(len(s.queue)))
+	return batch[:cut]
 }
 
 // execute runs a batch and hands each request its outputs. Requests whose context ended before
@@ -247,7 +296,7 @@ func (s *scheduler) execute(batch []*job) {
 	if len(live) == 1 {
 		j := live[0]
 		outs, err := s.m.run.Run(j.ctx, j.inputs)
-		s.metrics.executed(s.m, max(j.rows, 1))
+		s.metrics.executed(s.m, max(j.rows, 1), time.Since(start))
 		j.done <- jobResult{outputs: outs, err: err, queue: start.Sub(j.enqueue), compute: time.Since(start)}
 		return
 	}
@@ -256,15 +305,15 @@ func (s *scheduler) execute(batch []*job) {
 		rows += j.rows
 	}
 	outs, err := s.runBatch(live)
-	s.metrics.executed(s.m, rows)
 	compute := time.Since(start)
+	s.metrics.executed(s.m, rows, compute)
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		// One request's data may have failed the batch: run each alone, so that an error
 		// reaches only the request it belongs to.
 		for _, j := range live {
 			t := time.Now()
 			o, e := s.m.run.Run(j.ctx, j.inputs)
-			s.metrics.executed(s.m, j.rows)
+			s.metrics.executed(s.m, j.rows, time.Since(t))
 			j.done <- jobResult{outputs: o, err: e, queue: start.Sub(j.enqueue), compute: compute + time.Since(t)}
 		}
 		return

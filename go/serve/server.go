@@ -28,9 +28,10 @@ import (
 const ServerName = "loom"
 
 // extensions are the protocol extensions the server implements (ServerMetadata): the binary
-// tensor data of REST requests and responses, the repository API (index, load, unload), and a
-// model's configuration over REST (GET .../config).
-var extensions = []string{"binary_tensor_data", "model_repository", "model_configuration"}
+// tensor data of REST requests and responses, the repository API (index, load, unload), a
+// model's configuration (REST GET .../config, gRPC ModelConfig) and its statistics (REST GET
+// .../stats, gRPC ModelStatistics).
+var extensions = []string{"binary_tensor_data", "model_repository", "model_configuration", "statistics"}
 
 // Server serves models over the Open Inference Protocol: the REST API (Handler) and the gRPC
 // service (RegisterGRPC), sharing one model repository, scheduler per model version and

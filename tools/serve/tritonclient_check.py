@@ -213,10 +213,12 @@ def main():
             else:
                 entry["metadata"] = client.get_model_metadata(model["name"], model["version"], as_json=True)
             entry["unknown_version_ready"] = client.is_model_ready(model["name"], "999")
+            # The model configuration (Triton's extension), which Triton's example clients and
+            # perf_analyzer read for max_batch_size.
             if mod is httpclient:
-                # The model configuration (a Triton extension over HTTP), which Triton's
-                # example clients read for max_batch_size.
                 entry["config"] = client.get_model_config(model["name"], model["version"])
+            else:
+                entry["config"] = client.get_model_config(model["name"], model["version"], as_json=True)["config"]
             result["models"][model["name"]] = entry
         if mod is httpclient:
             result["repository_index"] = client.get_model_repository_index()
@@ -230,6 +232,22 @@ def main():
         else:
             run_sequential(client, mod, out_dir, "grpc-raw", models, binary=True)
             run_concurrent_grpc(client, out_dir, "grpc-concurrent", models)
+        # The statistics extension, after the inferences above (protobuf's JSON writes 64-bit
+        # integers as strings: read them back as numbers).
+        if mod is httpclient:
+            stats = client.get_inference_statistics()
+        else:
+            stats = client.get_inference_statistics(as_json=True)
+        result["statistics"] = [
+            {
+                "name": e["name"],
+                "version": e["version"],
+                "inference_count": int(e.get("inference_count", 0)),
+                "execution_count": int(e.get("execution_count", 0)),
+                "success_count": int(e.get("inference_stats", {}).get("success", {}).get("count", 0)),
+            }
+            for e in stats.get("model_stats", [])
+        ]
         result["refusals"] = {m["name"]: refusals(client, mod, m) for m in models}
     finally:
         client.close()

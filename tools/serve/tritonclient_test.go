@@ -106,10 +106,20 @@ type checkResult struct {
 		Config              *struct {
 			Name         string `json:"name"`
 			MaxBatchSize int    `json:"max_batch_size"`
-		} `json:"config"` // HTTP only
+		} `json:"config"`
 	} `json:"models"`
+	Statistics      []statEntry                           `json:"statistics"`
 	RepositoryIndex []indexEntry                          `json:"repository_index"`
 	Refusals        map[string]map[string]json.RawMessage `json:"refusals"`
+}
+
+// statEntry is one model version's statistics as tritonclient_check.py reports them.
+type statEntry struct {
+	Name           string `json:"name"`
+	Version        string `json:"version"`
+	InferenceCount int    `json:"inference_count"`
+	ExecutionCount int    `json:"execution_count"`
+	SuccessCount   int    `json:"success_count"`
 }
 
 // testModel is one served model, its requests' inputs and go/session's outputs for them.
@@ -360,10 +370,16 @@ func checkHealth(t *testing.T, protocol string, res checkResult, models []*testM
 		if len(md.Versions) > 0 && !slices.Contains(md.Versions, "1") {
 			t.Errorf("%s: metadata of %s lists versions %v, without 1", protocol, m.name, md.Versions)
 		}
-		if protocol == "http" {
-			if got.Config == nil || got.Config.Name != m.name || got.Config.MaxBatchSize != m.maxBatch {
-				t.Errorf("%s: model config of %s: %+v, want name %s and max_batch_size %d", protocol, m.name, got.Config, m.name, m.maxBatch)
-			}
+		if got.Config == nil || got.Config.Name != m.name || got.Config.MaxBatchSize != m.maxBatch {
+			t.Errorf("%s: model config of %s: %+v, want name %s and max_batch_size %d", protocol, m.name, got.Config, m.name, m.maxBatch)
+		}
+		// The statistics after the client's inferences: every request it made succeeded.
+		if i := slices.IndexFunc(res.Statistics, func(e statEntry) bool {
+			return e.Name == m.name && e.Version == "1"
+		}); i < 0 {
+			t.Errorf("%s: the statistics %+v have no entry for %s version 1", protocol, res.Statistics, m.name)
+		} else if e := res.Statistics[i]; e.SuccessCount == 0 || e.ExecutionCount == 0 || e.InferenceCount < e.SuccessCount {
+			t.Errorf("%s: statistics of %s: %+v, want successes, executions and at least one inference a success", protocol, m.name, e)
 		}
 		if !slices.ContainsFunc(res.RepositoryIndex, func(e indexEntry) bool {
 			return e.Name == m.name && (e.Version == "" || e.Version == "1") && e.State == "READY"

@@ -2,12 +2,15 @@
 // Triton Inference Server implements as inference.GRPCInferenceService), written for Loom from
 // the protocol's specification: KServe's "Open Inference Protocol (V2 Inference Protocol)"
 // (https://github.com/kserve/open-inference-protocol, kserve/docs/predict-api/v2) and, for the
-// repository extension and the extra parameter kinds, Triton's protocol documentation
+// repository, model configuration and statistics extensions and the extra parameter kinds,
+// Triton's protocol documentation
 // (https://github.com/triton-inference-server/server/tree/main/docs/protocol). Package,
 // service, message and field names and numbers follow the specification so that clients built
 // from either definition (tritonclient.grpc among them) interoperate. Only the methods Loom
-// serves are declared; Triton's other methods (ModelConfig, ModelStatistics, shared memory,
-// tracing, streaming) are absent, so calling them fails with UNIMPLEMENTED.
+// serves are declared; Triton's other methods (shared memory, tracing, logging, streaming) are
+// absent, so calling them fails with UNIMPLEMENTED. ModelConfig carries the subset of Triton's
+// model configuration (its model_config.proto, same package and field numbers) that describes
+// a Loom model; a client reading other fields sees their defaults.
 //
 // Regenerate the Go code with gen.sh (go generate ./go/serve/inferencepb).
 
@@ -33,6 +36,145 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// DataType is a tensor element type in a model configuration (Triton's TYPE_* names).
+type DataType int32
+
+const (
+	DataType_TYPE_INVALID DataType = 0
+	DataType_TYPE_BOOL    DataType = 1
+	DataType_TYPE_UINT8   DataType = 2
+	DataType_TYPE_UINT16  DataType = 3
+	DataType_TYPE_UINT32  DataType = 4
+	DataType_TYPE_UINT64  DataType = 5
+	DataType_TYPE_INT8    DataType = 6
+	DataType_TYPE_INT16   DataType = 7
+	DataType_TYPE_INT32   DataType = 8
+	DataType_TYPE_INT64   DataType = 9
+	DataType_TYPE_FP16    DataType = 10
+	DataType_TYPE_FP32    DataType = 11
+	DataType_TYPE_FP64    DataType = 12
+	DataType_TYPE_STRING  DataType = 13
+	DataType_TYPE_BF16    DataType = 14
+)
+
+// Enum value maps for DataType.
+var (
+	DataType_name = map[int32]string{
+		0:  "TYPE_INVALID",
+		1:  "TYPE_BOOL",
+		2:  "TYPE_UINT8",
+		3:  "TYPE_UINT16",
+		4:  "TYPE_UINT32",
+		5:  "TYPE_UINT64",
+		6:  "TYPE_INT8",
+		7:  "TYPE_INT16",
+		8:  "TYPE_INT32",
+		9:  "TYPE_INT64",
+		10: "TYPE_FP16",
+		11: "TYPE_FP32",
+		12: "TYPE_FP64",
+		13: "TYPE_STRING",
+		14: "TYPE_BF16",
+	}
+	DataType_value = map[string]int32{
+		"TYPE_INVALID": 0,
+		"TYPE_BOOL":    1,
+		"TYPE_UINT8":   2,
+		"TYPE_UINT16":  3,
+		"TYPE_UINT32":  4,
+		"TYPE_UINT64":  5,
+		"TYPE_INT8":    6,
+		"TYPE_INT16":   7,
+		"TYPE_INT32":   8,
+		"TYPE_INT64":   9,
+		"TYPE_FP16":    10,
+		"TYPE_FP32":    11,
+		"TYPE_FP64":    12,
+		"TYPE_STRING":  13,
+		"TYPE_BF16":    14,
+	}
+)
+
+func (x DataType) Enum() *DataType {
+	p := new(DataType)
+	*p = x
+	return p
+}
+
+func (x DataType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DataType) Descriptor() protoreflect.EnumDescriptor {
+	return file_grpc_service_proto_enumTypes[0].Descriptor()
+}
+
+func (DataType) Type() protoreflect.EnumType {
+	return &file_grpc_service_proto_enumTypes[0]
+}
+
+func (x DataType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DataType.Descriptor instead.
+func (DataType) EnumDescriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{0}
+}
+
+// Kind is where the instances run.
+type ModelInstanceGroup_Kind int32
+
+const (
+	ModelInstanceGroup_KIND_AUTO  ModelInstanceGroup_Kind = 0
+	ModelInstanceGroup_KIND_GPU   ModelInstanceGroup_Kind = 1
+	ModelInstanceGroup_KIND_CPU   ModelInstanceGroup_Kind = 2
+	ModelInstanceGroup_KIND_MODEL ModelInstanceGroup_Kind = 3
+)
+
+// Enum value maps for ModelInstanceGroup_Kind.
+var (
+	ModelInstanceGroup_Kind_name = map[int32]string{
+		0: "KIND_AUTO",
+		1: "KIND_GPU",
+		2: "KIND_CPU",
+		3: "KIND_MODEL",
+	}
+	ModelInstanceGroup_Kind_value = map[string]int32{
+		"KIND_AUTO":  0,
+		"KIND_GPU":   1,
+		"KIND_CPU":   2,
+		"KIND_MODEL": 3,
+	}
+)
+
+func (x ModelInstanceGroup_Kind) Enum() *ModelInstanceGroup_Kind {
+	p := new(ModelInstanceGroup_Kind)
+	*p = x
+	return p
+}
+
+func (x ModelInstanceGroup_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ModelInstanceGroup_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_grpc_service_proto_enumTypes[1].Descriptor()
+}
+
+func (ModelInstanceGroup_Kind) Type() protoreflect.EnumType {
+	return &file_grpc_service_proto_enumTypes[1]
+}
+
+func (x ModelInstanceGroup_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ModelInstanceGroup_Kind.Descriptor instead.
+func (ModelInstanceGroup_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{26, 0}
+}
 
 // ServerLiveRequest asks whether the server is live.
 type ServerLiveRequest struct {
@@ -1404,6 +1546,905 @@ func (*RepositoryModelUnloadResponse) Descriptor() ([]byte, []int) {
 	return file_grpc_service_proto_rawDescGZIP(), []int{20}
 }
 
+// ModelConfigRequest asks for a model's configuration.
+type ModelConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the model's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// version is the model's version; empty means the server's choice (the latest).
+	Version       string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelConfigRequest) Reset() {
+	*x = ModelConfigRequest{}
+	mi := &file_grpc_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelConfigRequest) ProtoMessage() {}
+
+func (x *ModelConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelConfigRequest.ProtoReflect.Descriptor instead.
+func (*ModelConfigRequest) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ModelConfigRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelConfigRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+// ModelConfigResponse answers ModelConfigRequest.
+type ModelConfigResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// config is the model's configuration.
+	Config        *ModelConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelConfigResponse) Reset() {
+	*x = ModelConfigResponse{}
+	mi := &file_grpc_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelConfigResponse) ProtoMessage() {}
+
+func (x *ModelConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelConfigResponse.ProtoReflect.Descriptor instead.
+func (*ModelConfigResponse) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ModelConfigResponse) GetConfig() *ModelConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+// ModelInput describes a model input in its configuration.
+type ModelInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the input's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// data_type is its element type.
+	DataType DataType `protobuf:"varint,2,opt,name=data_type,json=dataType,proto3,enum=inference.DataType" json:"data_type,omitempty"`
+	// dims is its shape without the batch dimension when max_batch_size > 0; -1 marks a
+	// dimension of any size.
+	Dims          []int64 `protobuf:"varint,4,rep,packed,name=dims,proto3" json:"dims,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelInput) Reset() {
+	*x = ModelInput{}
+	mi := &file_grpc_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelInput) ProtoMessage() {}
+
+func (x *ModelInput) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelInput.ProtoReflect.Descriptor instead.
+func (*ModelInput) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ModelInput) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelInput) GetDataType() DataType {
+	if x != nil {
+		return x.DataType
+	}
+	return DataType_TYPE_INVALID
+}
+
+func (x *ModelInput) GetDims() []int64 {
+	if x != nil {
+		return x.Dims
+	}
+	return nil
+}
+
+// ModelOutput describes a model output in its configuration.
+type ModelOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the output's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// data_type is its element type.
+	DataType DataType `protobuf:"varint,2,opt,name=data_type,json=dataType,proto3,enum=inference.DataType" json:"data_type,omitempty"`
+	// dims is its shape, as ModelInput's.
+	Dims          []int64 `protobuf:"varint,3,rep,packed,name=dims,proto3" json:"dims,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelOutput) Reset() {
+	*x = ModelOutput{}
+	mi := &file_grpc_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelOutput) ProtoMessage() {}
+
+func (x *ModelOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelOutput.ProtoReflect.Descriptor instead.
+func (*ModelOutput) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ModelOutput) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelOutput) GetDataType() DataType {
+	if x != nil {
+		return x.DataType
+	}
+	return DataType_TYPE_INVALID
+}
+
+func (x *ModelOutput) GetDims() []int64 {
+	if x != nil {
+		return x.Dims
+	}
+	return nil
+}
+
+// ModelDynamicBatching configures dynamic batching.
+type ModelDynamicBatching struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// preferred_batch_size lists the batch sizes the scheduler prefers to form.
+	PreferredBatchSize []int32 `protobuf:"varint,1,rep,packed,name=preferred_batch_size,json=preferredBatchSize,proto3" json:"preferred_batch_size,omitempty"`
+	// max_queue_delay_microseconds bounds how long a request waits for a batch to form.
+	MaxQueueDelayMicroseconds uint64 `protobuf:"varint,2,opt,name=max_queue_delay_microseconds,json=maxQueueDelayMicroseconds,proto3" json:"max_queue_delay_microseconds,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *ModelDynamicBatching) Reset() {
+	*x = ModelDynamicBatching{}
+	mi := &file_grpc_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelDynamicBatching) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelDynamicBatching) ProtoMessage() {}
+
+func (x *ModelDynamicBatching) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelDynamicBatching.ProtoReflect.Descriptor instead.
+func (*ModelDynamicBatching) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ModelDynamicBatching) GetPreferredBatchSize() []int32 {
+	if x != nil {
+		return x.PreferredBatchSize
+	}
+	return nil
+}
+
+func (x *ModelDynamicBatching) GetMaxQueueDelayMicroseconds() uint64 {
+	if x != nil {
+		return x.MaxQueueDelayMicroseconds
+	}
+	return 0
+}
+
+// ModelInstanceGroup describes instances (concurrent executions) of a model.
+type ModelInstanceGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name names the group.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// count is how many executions may be in flight at once.
+	Count int32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// kind is where they run.
+	Kind          ModelInstanceGroup_Kind `protobuf:"varint,4,opt,name=kind,proto3,enum=inference.ModelInstanceGroup_Kind" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelInstanceGroup) Reset() {
+	*x = ModelInstanceGroup{}
+	mi := &file_grpc_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelInstanceGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelInstanceGroup) ProtoMessage() {}
+
+func (x *ModelInstanceGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelInstanceGroup.ProtoReflect.Descriptor instead.
+func (*ModelInstanceGroup) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ModelInstanceGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelInstanceGroup) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ModelInstanceGroup) GetKind() ModelInstanceGroup_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return ModelInstanceGroup_KIND_AUTO
+}
+
+// ModelConfig is a model's configuration (the subset of Triton's that Loom fills in).
+type ModelConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the model's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// platform is the model's framework ("onnxruntime_onnx" for ONNX models).
+	Platform string `protobuf:"bytes,2,opt,name=platform,proto3" json:"platform,omitempty"`
+	// max_batch_size is the largest batch the model takes with batching on (its first
+	// dimension); 0 when the server does not batch it.
+	MaxBatchSize int32 `protobuf:"varint,4,opt,name=max_batch_size,json=maxBatchSize,proto3" json:"max_batch_size,omitempty"`
+	// input describes the inputs.
+	Input []*ModelInput `protobuf:"bytes,5,rep,name=input,proto3" json:"input,omitempty"`
+	// output describes the outputs.
+	Output []*ModelOutput `protobuf:"bytes,6,rep,name=output,proto3" json:"output,omitempty"`
+	// instance_group describes the model's instances.
+	InstanceGroup []*ModelInstanceGroup `protobuf:"bytes,7,rep,name=instance_group,json=instanceGroup,proto3" json:"instance_group,omitempty"`
+	// dynamic_batching is set when the server batches the model's requests.
+	DynamicBatching *ModelDynamicBatching `protobuf:"bytes,11,opt,name=dynamic_batching,json=dynamicBatching,proto3" json:"dynamic_batching,omitempty"`
+	// backend names the backend that runs the model ("loom").
+	Backend       string `protobuf:"bytes,17,opt,name=backend,proto3" json:"backend,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelConfig) Reset() {
+	*x = ModelConfig{}
+	mi := &file_grpc_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelConfig) ProtoMessage() {}
+
+func (x *ModelConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelConfig.ProtoReflect.Descriptor instead.
+func (*ModelConfig) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ModelConfig) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelConfig) GetPlatform() string {
+	if x != nil {
+		return x.Platform
+	}
+	return ""
+}
+
+func (x *ModelConfig) GetMaxBatchSize() int32 {
+	if x != nil {
+		return x.MaxBatchSize
+	}
+	return 0
+}
+
+func (x *ModelConfig) GetInput() []*ModelInput {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *ModelConfig) GetOutput() []*ModelOutput {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *ModelConfig) GetInstanceGroup() []*ModelInstanceGroup {
+	if x != nil {
+		return x.InstanceGroup
+	}
+	return nil
+}
+
+func (x *ModelConfig) GetDynamicBatching() *ModelDynamicBatching {
+	if x != nil {
+		return x.DynamicBatching
+	}
+	return nil
+}
+
+func (x *ModelConfig) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+// ModelStatisticsRequest asks for statistics: of one model version, of every version of a
+// model (empty version), or of every model (empty name).
+type ModelStatisticsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the model's name; empty means every model.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// version is the model's version; empty means every version.
+	Version       string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelStatisticsRequest) Reset() {
+	*x = ModelStatisticsRequest{}
+	mi := &file_grpc_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelStatisticsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelStatisticsRequest) ProtoMessage() {}
+
+func (x *ModelStatisticsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelStatisticsRequest.ProtoReflect.Descriptor instead.
+func (*ModelStatisticsRequest) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ModelStatisticsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelStatisticsRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+// StatisticDuration is a count of events and their cumulative duration.
+type StatisticDuration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// count is how many.
+	Count uint64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// ns is their cumulative duration in nanoseconds.
+	Ns            uint64 `protobuf:"varint,2,opt,name=ns,proto3" json:"ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatisticDuration) Reset() {
+	*x = StatisticDuration{}
+	mi := &file_grpc_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatisticDuration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatisticDuration) ProtoMessage() {}
+
+func (x *StatisticDuration) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatisticDuration.ProtoReflect.Descriptor instead.
+func (*StatisticDuration) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *StatisticDuration) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *StatisticDuration) GetNs() uint64 {
+	if x != nil {
+		return x.Ns
+	}
+	return 0
+}
+
+// InferStatistics are a model's cumulative request statistics.
+type InferStatistics struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// success: requests answered with outputs (their whole duration, queue and compute).
+	Success *StatisticDuration `protobuf:"bytes,1,opt,name=success,proto3" json:"success,omitempty"`
+	// fail: requests answered with an error.
+	Fail *StatisticDuration `protobuf:"bytes,2,opt,name=fail,proto3" json:"fail,omitempty"`
+	// queue: time successful requests spent queued.
+	Queue *StatisticDuration `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	// compute_input: time spent preparing inputs (Loom counts it in compute_infer: 0).
+	ComputeInput *StatisticDuration `protobuf:"bytes,4,opt,name=compute_input,json=computeInput,proto3" json:"compute_input,omitempty"`
+	// compute_infer: time successful requests spent in model execution.
+	ComputeInfer *StatisticDuration `protobuf:"bytes,5,opt,name=compute_infer,json=computeInfer,proto3" json:"compute_infer,omitempty"`
+	// compute_output: time spent extracting outputs (Loom counts it in compute_infer: 0).
+	ComputeOutput *StatisticDuration `protobuf:"bytes,6,opt,name=compute_output,json=computeOutput,proto3" json:"compute_output,omitempty"`
+	// cache_hit: responses from a response cache (Loom has none: 0).
+	CacheHit *StatisticDuration `protobuf:"bytes,7,opt,name=cache_hit,json=cacheHit,proto3" json:"cache_hit,omitempty"`
+	// cache_miss: response cache misses (Loom has none: 0).
+	CacheMiss     *StatisticDuration `protobuf:"bytes,8,opt,name=cache_miss,json=cacheMiss,proto3" json:"cache_miss,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InferStatistics) Reset() {
+	*x = InferStatistics{}
+	mi := &file_grpc_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InferStatistics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InferStatistics) ProtoMessage() {}
+
+func (x *InferStatistics) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InferStatistics.ProtoReflect.Descriptor instead.
+func (*InferStatistics) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *InferStatistics) GetSuccess() *StatisticDuration {
+	if x != nil {
+		return x.Success
+	}
+	return nil
+}
+
+func (x *InferStatistics) GetFail() *StatisticDuration {
+	if x != nil {
+		return x.Fail
+	}
+	return nil
+}
+
+func (x *InferStatistics) GetQueue() *StatisticDuration {
+	if x != nil {
+		return x.Queue
+	}
+	return nil
+}
+
+func (x *InferStatistics) GetComputeInput() *StatisticDuration {
+	if x != nil {
+		return x.ComputeInput
+	}
+	return nil
+}
+
+func (x *InferStatistics) GetComputeInfer() *StatisticDuration {
+	if x != nil {
+		return x.ComputeInfer
+	}
+	return nil
+}
+
+func (x *InferStatistics) GetComputeOutput() *StatisticDuration {
+	if x != nil {
+		return x.ComputeOutput
+	}
+	return nil
+}
+
+func (x *InferStatistics) GetCacheHit() *StatisticDuration {
+	if x != nil {
+		return x.CacheHit
+	}
+	return nil
+}
+
+func (x *InferStatistics) GetCacheMiss() *StatisticDuration {
+	if x != nil {
+		return x.CacheMiss
+	}
+	return nil
+}
+
+// InferBatchStatistics are the executions of one batch size.
+type InferBatchStatistics struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// batch_size is the executions' batch size.
+	BatchSize uint64 `protobuf:"varint,1,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
+	// compute_input: as InferStatistics's (0).
+	ComputeInput *StatisticDuration `protobuf:"bytes,2,opt,name=compute_input,json=computeInput,proto3" json:"compute_input,omitempty"`
+	// compute_infer: the executions of this batch size and their duration.
+	ComputeInfer *StatisticDuration `protobuf:"bytes,3,opt,name=compute_infer,json=computeInfer,proto3" json:"compute_infer,omitempty"`
+	// compute_output: as InferStatistics's (0).
+	ComputeOutput *StatisticDuration `protobuf:"bytes,4,opt,name=compute_output,json=computeOutput,proto3" json:"compute_output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InferBatchStatistics) Reset() {
+	*x = InferBatchStatistics{}
+	mi := &file_grpc_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InferBatchStatistics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InferBatchStatistics) ProtoMessage() {}
+
+func (x *InferBatchStatistics) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InferBatchStatistics.ProtoReflect.Descriptor instead.
+func (*InferBatchStatistics) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *InferBatchStatistics) GetBatchSize() uint64 {
+	if x != nil {
+		return x.BatchSize
+	}
+	return 0
+}
+
+func (x *InferBatchStatistics) GetComputeInput() *StatisticDuration {
+	if x != nil {
+		return x.ComputeInput
+	}
+	return nil
+}
+
+func (x *InferBatchStatistics) GetComputeInfer() *StatisticDuration {
+	if x != nil {
+		return x.ComputeInfer
+	}
+	return nil
+}
+
+func (x *InferBatchStatistics) GetComputeOutput() *StatisticDuration {
+	if x != nil {
+		return x.ComputeOutput
+	}
+	return nil
+}
+
+// ModelStatistics are one model version's statistics.
+type ModelStatistics struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the model's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// version is the model's version.
+	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// last_inference is when the last request finished, in milliseconds since the Unix epoch
+	// (0: never).
+	LastInference uint64 `protobuf:"varint,3,opt,name=last_inference,json=lastInference,proto3" json:"last_inference,omitempty"`
+	// inference_count is how many inferences were performed (a request of batch size n counts n).
+	InferenceCount uint64 `protobuf:"varint,4,opt,name=inference_count,json=inferenceCount,proto3" json:"inference_count,omitempty"`
+	// execution_count is how many model executions were performed (a dynamic batch counts once).
+	ExecutionCount uint64 `protobuf:"varint,5,opt,name=execution_count,json=executionCount,proto3" json:"execution_count,omitempty"`
+	// inference_stats are the request statistics.
+	InferenceStats *InferStatistics `protobuf:"bytes,6,opt,name=inference_stats,json=inferenceStats,proto3" json:"inference_stats,omitempty"`
+	// batch_stats are the execution statistics per batch size.
+	BatchStats    []*InferBatchStatistics `protobuf:"bytes,7,rep,name=batch_stats,json=batchStats,proto3" json:"batch_stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelStatistics) Reset() {
+	*x = ModelStatistics{}
+	mi := &file_grpc_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelStatistics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelStatistics) ProtoMessage() {}
+
+func (x *ModelStatistics) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelStatistics.ProtoReflect.Descriptor instead.
+func (*ModelStatistics) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ModelStatistics) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelStatistics) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ModelStatistics) GetLastInference() uint64 {
+	if x != nil {
+		return x.LastInference
+	}
+	return 0
+}
+
+func (x *ModelStatistics) GetInferenceCount() uint64 {
+	if x != nil {
+		return x.InferenceCount
+	}
+	return 0
+}
+
+func (x *ModelStatistics) GetExecutionCount() uint64 {
+	if x != nil {
+		return x.ExecutionCount
+	}
+	return 0
+}
+
+func (x *ModelStatistics) GetInferenceStats() *InferStatistics {
+	if x != nil {
+		return x.InferenceStats
+	}
+	return nil
+}
+
+func (x *ModelStatistics) GetBatchStats() []*InferBatchStatistics {
+	if x != nil {
+		return x.BatchStats
+	}
+	return nil
+}
+
+// ModelStatisticsResponse answers ModelStatisticsRequest.
+type ModelStatisticsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// model_stats holds one entry a model version.
+	ModelStats    []*ModelStatistics `protobuf:"bytes,1,rep,name=model_stats,json=modelStats,proto3" json:"model_stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelStatisticsResponse) Reset() {
+	*x = ModelStatisticsResponse{}
+	mi := &file_grpc_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelStatisticsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelStatisticsResponse) ProtoMessage() {}
+
+func (x *ModelStatisticsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelStatisticsResponse.ProtoReflect.Descriptor instead.
+func (*ModelStatisticsResponse) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ModelStatisticsResponse) GetModelStats() []*ModelStatistics {
+	if x != nil {
+		return x.ModelStats
+	}
+	return nil
+}
+
 // TensorMetadata describes one input or output.
 type ModelMetadataResponse_TensorMetadata struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1419,7 +2460,7 @@ type ModelMetadataResponse_TensorMetadata struct {
 
 func (x *ModelMetadataResponse_TensorMetadata) Reset() {
 	*x = ModelMetadataResponse_TensorMetadata{}
-	mi := &file_grpc_service_proto_msgTypes[21]
+	mi := &file_grpc_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1431,7 +2472,7 @@ func (x *ModelMetadataResponse_TensorMetadata) String() string {
 func (*ModelMetadataResponse_TensorMetadata) ProtoMessage() {}
 
 func (x *ModelMetadataResponse_TensorMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[21]
+	mi := &file_grpc_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +2528,7 @@ type ModelInferRequest_InferInputTensor struct {
 
 func (x *ModelInferRequest_InferInputTensor) Reset() {
 	*x = ModelInferRequest_InferInputTensor{}
-	mi := &file_grpc_service_proto_msgTypes[22]
+	mi := &file_grpc_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +2540,7 @@ func (x *ModelInferRequest_InferInputTensor) String() string {
 func (*ModelInferRequest_InferInputTensor) ProtoMessage() {}
 
 func (x *ModelInferRequest_InferInputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[22]
+	mi := &file_grpc_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +2604,7 @@ type ModelInferRequest_InferRequestedOutputTensor struct {
 
 func (x *ModelInferRequest_InferRequestedOutputTensor) Reset() {
 	*x = ModelInferRequest_InferRequestedOutputTensor{}
-	mi := &file_grpc_service_proto_msgTypes[23]
+	mi := &file_grpc_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +2616,7 @@ func (x *ModelInferRequest_InferRequestedOutputTensor) String() string {
 func (*ModelInferRequest_InferRequestedOutputTensor) ProtoMessage() {}
 
 func (x *ModelInferRequest_InferRequestedOutputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[23]
+	mi := &file_grpc_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +2665,7 @@ type ModelInferResponse_InferOutputTensor struct {
 
 func (x *ModelInferResponse_InferOutputTensor) Reset() {
 	*x = ModelInferResponse_InferOutputTensor{}
-	mi := &file_grpc_service_proto_msgTypes[27]
+	mi := &file_grpc_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +2677,7 @@ func (x *ModelInferResponse_InferOutputTensor) String() string {
 func (*ModelInferResponse_InferOutputTensor) ProtoMessage() {}
 
 func (x *ModelInferResponse_InferOutputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[27]
+	mi := &file_grpc_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +2745,7 @@ type RepositoryIndexResponse_ModelIndex struct {
 
 func (x *RepositoryIndexResponse_ModelIndex) Reset() {
 	*x = RepositoryIndexResponse_ModelIndex{}
-	mi := &file_grpc_service_proto_msgTypes[30]
+	mi := &file_grpc_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +2757,7 @@ func (x *RepositoryIndexResponse_ModelIndex) String() string {
 func (*RepositoryIndexResponse_ModelIndex) ProtoMessage() {}
 
 func (x *RepositoryIndexResponse_ModelIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[30]
+	mi := &file_grpc_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2953,98 @@ const file_grpc_service_proto_rawDesc = "" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
 	"\x05value\x18\x02 \x01(\v2#.inference.ModelRepositoryParameterR\x05value:\x028\x01\"\x1f\n" +
-	"\x1dRepositoryModelUnloadResponse2\xae\x06\n" +
+	"\x1dRepositoryModelUnloadResponse\"B\n" +
+	"\x12ModelConfigRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\"E\n" +
+	"\x13ModelConfigResponse\x12.\n" +
+	"\x06config\x18\x01 \x01(\v2\x16.inference.ModelConfigR\x06config\"f\n" +
+	"\n" +
+	"ModelInput\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
+	"\tdata_type\x18\x02 \x01(\x0e2\x13.inference.DataTypeR\bdataType\x12\x12\n" +
+	"\x04dims\x18\x04 \x03(\x03R\x04dims\"g\n" +
+	"\vModelOutput\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
+	"\tdata_type\x18\x02 \x01(\x0e2\x13.inference.DataTypeR\bdataType\x12\x12\n" +
+	"\x04dims\x18\x03 \x03(\x03R\x04dims\"\x89\x01\n" +
+	"\x14ModelDynamicBatching\x120\n" +
+	"\x14preferred_batch_size\x18\x01 \x03(\x05R\x12preferredBatchSize\x12?\n" +
+	"\x1cmax_queue_delay_microseconds\x18\x02 \x01(\x04R\x19maxQueueDelayMicroseconds\"\xb9\x01\n" +
+	"\x12ModelInstanceGroup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x126\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\".inference.ModelInstanceGroup.KindR\x04kind\"A\n" +
+	"\x04Kind\x12\r\n" +
+	"\tKIND_AUTO\x10\x00\x12\f\n" +
+	"\bKIND_GPU\x10\x01\x12\f\n" +
+	"\bKIND_CPU\x10\x02\x12\x0e\n" +
+	"\n" +
+	"KIND_MODEL\x10\x03\"\xec\x02\n" +
+	"\vModelConfig\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bplatform\x18\x02 \x01(\tR\bplatform\x12$\n" +
+	"\x0emax_batch_size\x18\x04 \x01(\x05R\fmaxBatchSize\x12+\n" +
+	"\x05input\x18\x05 \x03(\v2\x15.inference.ModelInputR\x05input\x12.\n" +
+	"\x06output\x18\x06 \x03(\v2\x16.inference.ModelOutputR\x06output\x12D\n" +
+	"\x0einstance_group\x18\a \x03(\v2\x1d.inference.ModelInstanceGroupR\rinstanceGroup\x12J\n" +
+	"\x10dynamic_batching\x18\v \x01(\v2\x1f.inference.ModelDynamicBatchingR\x0fdynamicBatching\x12\x18\n" +
+	"\abackend\x18\x11 \x01(\tR\abackend\"F\n" +
+	"\x16ModelStatisticsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\"9\n" +
+	"\x11StatisticDuration\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x04R\x05count\x12\x0e\n" +
+	"\x02ns\x18\x02 \x01(\x04R\x02ns\"\xf2\x03\n" +
+	"\x0fInferStatistics\x126\n" +
+	"\asuccess\x18\x01 \x01(\v2\x1c.inference.StatisticDurationR\asuccess\x120\n" +
+	"\x04fail\x18\x02 \x01(\v2\x1c.inference.StatisticDurationR\x04fail\x122\n" +
+	"\x05queue\x18\x03 \x01(\v2\x1c.inference.StatisticDurationR\x05queue\x12A\n" +
+	"\rcompute_input\x18\x04 \x01(\v2\x1c.inference.StatisticDurationR\fcomputeInput\x12A\n" +
+	"\rcompute_infer\x18\x05 \x01(\v2\x1c.inference.StatisticDurationR\fcomputeInfer\x12C\n" +
+	"\x0ecompute_output\x18\x06 \x01(\v2\x1c.inference.StatisticDurationR\rcomputeOutput\x129\n" +
+	"\tcache_hit\x18\a \x01(\v2\x1c.inference.StatisticDurationR\bcacheHit\x12;\n" +
+	"\n" +
+	"cache_miss\x18\b \x01(\v2\x1c.inference.StatisticDurationR\tcacheMiss\"\x80\x02\n" +
+	"\x14InferBatchStatistics\x12\x1d\n" +
+	"\n" +
+	"batch_size\x18\x01 \x01(\x04R\tbatchSize\x12A\n" +
+	"\rcompute_input\x18\x02 \x01(\v2\x1c.inference.StatisticDurationR\fcomputeInput\x12A\n" +
+	"\rcompute_infer\x18\x03 \x01(\v2\x1c.inference.StatisticDurationR\fcomputeInfer\x12C\n" +
+	"\x0ecompute_output\x18\x04 \x01(\v2\x1c.inference.StatisticDurationR\rcomputeOutput\"\xbf\x02\n" +
+	"\x0fModelStatistics\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12%\n" +
+	"\x0elast_inference\x18\x03 \x01(\x04R\rlastInference\x12'\n" +
+	"\x0finference_count\x18\x04 \x01(\x04R\x0einferenceCount\x12'\n" +
+	"\x0fexecution_count\x18\x05 \x01(\x04R\x0eexecutionCount\x12C\n" +
+	"\x0finference_stats\x18\x06 \x01(\v2\x1a.inference.InferStatisticsR\x0einferenceStats\x12@\n" +
+	"\vbatch_stats\x18\a \x03(\v2\x1f.inference.InferBatchStatisticsR\n" +
+	"batchStats\"V\n" +
+	"\x17ModelStatisticsResponse\x12;\n" +
+	"\vmodel_stats\x18\x01 \x03(\v2\x1a.inference.ModelStatisticsR\n" +
+	"modelStats*\xfa\x01\n" +
+	"\bDataType\x12\x10\n" +
+	"\fTYPE_INVALID\x10\x00\x12\r\n" +
+	"\tTYPE_BOOL\x10\x01\x12\x0e\n" +
+	"\n" +
+	"TYPE_UINT8\x10\x02\x12\x0f\n" +
+	"\vTYPE_UINT16\x10\x03\x12\x0f\n" +
+	"\vTYPE_UINT32\x10\x04\x12\x0f\n" +
+	"\vTYPE_UINT64\x10\x05\x12\r\n" +
+	"\tTYPE_INT8\x10\x06\x12\x0e\n" +
+	"\n" +
+	"TYPE_INT16\x10\a\x12\x0e\n" +
+	"\n" +
+	"TYPE_INT32\x10\b\x12\x0e\n" +
+	"\n" +
+	"TYPE_INT64\x10\t\x12\r\n" +
+	"\tTYPE_FP16\x10\n" +
+	"\x12\r\n" +
+	"\tTYPE_FP32\x10\v\x12\r\n" +
+	"\tTYPE_FP64\x10\f\x12\x0f\n" +
+	"\vTYPE_STRING\x10\r\x12\r\n" +
+	"\tTYPE_BF16\x10\x0e2\xda\a\n" +
 	"\x14GRPCInferenceService\x12K\n" +
 	"\n" +
 	"ServerLive\x12\x1c.inference.ServerLiveRequest\x1a\x1d.inference.ServerLiveResponse\"\x00\x12N\n" +
@@ -1922,7 +3054,9 @@ const file_grpc_service_proto_rawDesc = "" +
 	"\x0eServerMetadata\x12 .inference.ServerMetadataRequest\x1a!.inference.ServerMetadataResponse\"\x00\x12T\n" +
 	"\rModelMetadata\x12\x1f.inference.ModelMetadataRequest\x1a .inference.ModelMetadataResponse\"\x00\x12K\n" +
 	"\n" +
-	"ModelInfer\x12\x1c.inference.ModelInferRequest\x1a\x1d.inference.ModelInferResponse\"\x00\x12Z\n" +
+	"ModelInfer\x12\x1c.inference.ModelInferRequest\x1a\x1d.inference.ModelInferResponse\"\x00\x12N\n" +
+	"\vModelConfig\x12\x1d.inference.ModelConfigRequest\x1a\x1e.inference.ModelConfigResponse\"\x00\x12Z\n" +
+	"\x0fModelStatistics\x12!.inference.ModelStatisticsRequest\x1a\".inference.ModelStatisticsResponse\"\x00\x12Z\n" +
 	"\x0fRepositoryIndex\x12!.inference.RepositoryIndexRequest\x1a\".inference.RepositoryIndexResponse\"\x00\x12f\n" +
 	"\x13RepositoryModelLoad\x12%.inference.RepositoryModelLoadRequest\x1a&.inference.RepositoryModelLoadResponse\"\x00\x12l\n" +
 	"\x15RepositoryModelUnload\x12'.inference.RepositoryModelUnloadRequest\x1a(.inference.RepositoryModelUnloadResponse\"\x00B-Z+github.com/loomrt/loom/go/serve/inferencepbb\x06proto3"
@@ -1939,88 +3073,130 @@ func file_grpc_service_proto_rawDescGZIP() []byte {
 	return file_grpc_service_proto_rawDescData
 }
 
-var file_grpc_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_grpc_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_grpc_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_grpc_service_proto_goTypes = []any{
-	(*ServerLiveRequest)(nil),                            // 0: inference.ServerLiveRequest
-	(*ServerLiveResponse)(nil),                           // 1: inference.ServerLiveResponse
-	(*ServerReadyRequest)(nil),                           // 2: inference.ServerReadyRequest
-	(*ServerReadyResponse)(nil),                          // 3: inference.ServerReadyResponse
-	(*ModelReadyRequest)(nil),                            // 4: inference.ModelReadyRequest
-	(*ModelReadyResponse)(nil),                           // 5: inference.ModelReadyResponse
-	(*ServerMetadataRequest)(nil),                        // 6: inference.ServerMetadataRequest
-	(*ServerMetadataResponse)(nil),                       // 7: inference.ServerMetadataResponse
-	(*ModelMetadataRequest)(nil),                         // 8: inference.ModelMetadataRequest
-	(*ModelMetadataResponse)(nil),                        // 9: inference.ModelMetadataResponse
-	(*InferParameter)(nil),                               // 10: inference.InferParameter
-	(*InferTensorContents)(nil),                          // 11: inference.InferTensorContents
-	(*ModelInferRequest)(nil),                            // 12: inference.ModelInferRequest
-	(*ModelInferResponse)(nil),                           // 13: inference.ModelInferResponse
-	(*ModelRepositoryParameter)(nil),                     // 14: inference.ModelRepositoryParameter
-	(*RepositoryIndexRequest)(nil),                       // 15: inference.RepositoryIndexRequest
-	(*RepositoryIndexResponse)(nil),                      // 16: inference.RepositoryIndexResponse
-	(*RepositoryModelLoadRequest)(nil),                   // 17: inference.RepositoryModelLoadRequest
-	(*RepositoryModelLoadResponse)(nil),                  // 18: inference.RepositoryModelLoadResponse
-	(*RepositoryModelUnloadRequest)(nil),                 // 19: inference.RepositoryModelUnloadRequest
-	(*RepositoryModelUnloadResponse)(nil),                // 20: inference.RepositoryModelUnloadResponse
-	(*ModelMetadataResponse_TensorMetadata)(nil),         // 21: inference.ModelMetadataResponse.TensorMetadata
-	(*ModelInferRequest_InferInputTensor)(nil),           // 22: inference.ModelInferRequest.InferInputTensor
-	(*ModelInferRequest_InferRequestedOutputTensor)(nil), // 23: inference.ModelInferRequest.InferRequestedOutputTensor
-	nil, // 24: inference.ModelInferRequest.ParametersEntry
-	nil, // 25: inference.ModelInferRequest.InferInputTensor.ParametersEntry
-	nil, // 26: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
-	(*ModelInferResponse_InferOutputTensor)(nil), // 27: inference.ModelInferResponse.InferOutputTensor
-	nil, // 28: inference.ModelInferResponse.ParametersEntry
-	nil, // 29: inference.ModelInferResponse.InferOutputTensor.ParametersEntry
-	(*RepositoryIndexResponse_ModelIndex)(nil), // 30: inference.RepositoryIndexResponse.ModelIndex
-	nil, // 31: inference.RepositoryModelLoadRequest.ParametersEntry
-	nil, // 32: inference.RepositoryModelUnloadRequest.ParametersEntry
+	(DataType)(0),                                        // 0: inference.DataType
+	(ModelInstanceGroup_Kind)(0),                         // 1: inference.ModelInstanceGroup.Kind
+	(*ServerLiveRequest)(nil),                            // 2: inference.ServerLiveRequest
+	(*ServerLiveResponse)(nil),                           // 3: inference.ServerLiveResponse
+	(*ServerReadyRequest)(nil),                           // 4: inference.ServerReadyRequest
+	(*ServerReadyResponse)(nil),                          // 5: inference.ServerReadyResponse
+	(*ModelReadyRequest)(nil),                            // 6: inference.ModelReadyRequest
+	(*ModelReadyResponse)(nil),                           // 7: inference.ModelReadyResponse
+	(*ServerMetadataRequest)(nil),                        // 8: inference.ServerMetadataRequest
+	(*ServerMetadataResponse)(nil),                       // 9: inference.ServerMetadataResponse
+	(*ModelMetadataRequest)(nil),                         // 10: inference.ModelMetadataRequest
+	(*ModelMetadataResponse)(nil),                        // 11: inference.ModelMetadataResponse
+	(*InferParameter)(nil),                               // 12: inference.InferParameter
+	(*InferTensorContents)(nil),                          // 13: inference.InferTensorContents
+	(*ModelInferRequest)(nil),                            // 14: inference.ModelInferRequest
+	(*ModelInferResponse)(nil),                           // 15: inference.ModelInferResponse
+	(*ModelRepositoryParameter)(nil),                     // 16: inference.ModelRepositoryParameter
+	(*RepositoryIndexRequest)(nil),                       // 17: inference.RepositoryIndexRequest
+	(*RepositoryIndexResponse)(nil),                      // 18: inference.RepositoryIndexResponse
+	(*RepositoryModelLoadRequest)(nil),                   // 19: inference.RepositoryModelLoadRequest
+	(*RepositoryModelLoadResponse)(nil),                  // 20: inference.RepositoryModelLoadResponse
+	(*RepositoryModelUnloadRequest)(nil),                 // 21: inference.RepositoryModelUnloadRequest
+	(*RepositoryModelUnloadResponse)(nil),                // 22: inference.RepositoryModelUnloadResponse
+	(*ModelConfigRequest)(nil),                           // 23: inference.ModelConfigRequest
+	(*ModelConfigResponse)(nil),                          // 24: inference.ModelConfigResponse
+	(*ModelInput)(nil),                                   // 25: inference.ModelInput
+	(*ModelOutput)(nil),                                  // 26: inference.ModelOutput
+	(*ModelDynamicBatching)(nil),                         // 27: inference.ModelDynamicBatching
+	(*ModelInstanceGroup)(nil),                           // 28: inference.ModelInstanceGroup
+	(*ModelConfig)(nil),                                  // 29: inference.ModelConfig
+	(*ModelStatisticsRequest)(nil),                       // 30: inference.ModelStatisticsRequest
+	(*StatisticDuration)(nil),                            // 31: inference.StatisticDuration
+	(*InferStatistics)(nil),                              // 32: inference.InferStatistics
+	(*InferBatchStatistics)(nil),                         // 33: inference.InferBatchStatistics
+	(*ModelStatistics)(nil),                              // 34: inference.ModelStatistics
+	(*ModelStatisticsResponse)(nil),                      // 35: inference.ModelStatisticsResponse
+	(*ModelMetadataResponse_TensorMetadata)(nil),         // 36: inference.ModelMetadataResponse.TensorMetadata
+	(*ModelInferRequest_InferInputTensor)(nil),           // 37: inference.ModelInferRequest.InferInputTensor
+	(*ModelInferRequest_InferRequestedOutputTensor)(nil), // 38: inference.ModelInferRequest.InferRequestedOutputTensor
+	nil, // 39: inference.ModelInferRequest.ParametersEntry
+	nil, // 40: inference.ModelInferRequest.InferInputTensor.ParametersEntry
+	nil, // 41: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
+	(*ModelInferResponse_InferOutputTensor)(nil), // 42: inference.ModelInferResponse.InferOutputTensor
+	nil, // 43: inference.ModelInferResponse.ParametersEntry
+	nil, // 44: inference.ModelInferResponse.InferOutputTensor.ParametersEntry
+	(*RepositoryIndexResponse_ModelIndex)(nil), // 45: inference.RepositoryIndexResponse.ModelIndex
+	nil, // 46: inference.RepositoryModelLoadRequest.ParametersEntry
+	nil, // 47: inference.RepositoryModelUnloadRequest.ParametersEntry
 }
 var file_grpc_service_proto_depIdxs = []int32{
-	21, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
-	21, // 1: inference.ModelMetadataResponse.outputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
-	24, // 2: inference.ModelInferRequest.parameters:type_name -> inference.ModelInferRequest.ParametersEntry
-	22, // 3: inference.ModelInferRequest.inputs:type_name -> inference.ModelInferRequest.InferInputTensor
-	23, // 4: inference.ModelInferRequest.outputs:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor
-	28, // 5: inference.ModelInferResponse.parameters:type_name -> inference.ModelInferResponse.ParametersEntry
-	27, // 6: inference.ModelInferResponse.outputs:type_name -> inference.ModelInferResponse.InferOutputTensor
-	30, // 7: inference.RepositoryIndexResponse.models:type_name -> inference.RepositoryIndexResponse.ModelIndex
-	31, // 8: inference.RepositoryModelLoadRequest.parameters:type_name -> inference.RepositoryModelLoadRequest.ParametersEntry
-	32, // 9: inference.RepositoryModelUnloadRequest.parameters:type_name -> inference.RepositoryModelUnloadRequest.ParametersEntry
-	25, // 10: inference.ModelInferRequest.InferInputTensor.parameters:type_name -> inference.ModelInferRequest.InferInputTensor.ParametersEntry
-	11, // 11: inference.ModelInferRequest.InferInputTensor.contents:type_name -> inference.InferTensorContents
-	26, // 12: inference.ModelInferRequest.InferRequestedOutputTensor.parameters:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
-	10, // 13: inference.ModelInferRequest.ParametersEntry.value:type_name -> inference.InferParameter
-	10, // 14: inference.ModelInferRequest.InferInputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	10, // 15: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	29, // 16: inference.ModelInferResponse.InferOutputTensor.parameters:type_name -> inference.ModelInferResponse.InferOutputTensor.ParametersEntry
-	11, // 17: inference.ModelInferResponse.InferOutputTensor.contents:type_name -> inference.InferTensorContents
-	10, // 18: inference.ModelInferResponse.ParametersEntry.value:type_name -> inference.InferParameter
-	10, // 19: inference.ModelInferResponse.InferOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	14, // 20: inference.RepositoryModelLoadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
-	14, // 21: inference.RepositoryModelUnloadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
-	0,  // 22: inference.GRPCInferenceService.ServerLive:input_type -> inference.ServerLiveRequest
-	2,  // 23: inference.GRPCInferenceService.ServerReady:input_type -> inference.ServerReadyRequest
-	4,  // 24: inference.GRPCInferenceService.ModelReady:input_type -> inference.ModelReadyRequest
-	6,  // 25: inference.GRPCInferenceService.ServerMetadata:input_type -> inference.ServerMetadataRequest
-	8,  // 26: inference.GRPCInferenceService.ModelMetadata:input_type -> inference.ModelMetadataRequest
-	12, // 27: inference.GRPCInferenceService.ModelInfer:input_type -> inference.ModelInferRequest
-	15, // 28: inference.GRPCInferenceService.RepositoryIndex:input_type -> inference.RepositoryIndexRequest
-	17, // 29: inference.GRPCInferenceService.RepositoryModelLoad:input_type -> inference.RepositoryModelLoadRequest
-	19, // 30: inference.GRPCInferenceService.RepositoryModelUnload:input_type -> inference.RepositoryModelUnloadRequest
-	1,  // 31: inference.GRPCInferenceService.ServerLive:output_type -> inference.ServerLiveResponse
-	3,  // 32: inference.GRPCInferenceService.ServerReady:output_type -> inference.ServerReadyResponse
-	5,  // 33: inference.GRPCInferenceService.ModelReady:output_type -> inference.ModelReadyResponse
-	7,  // 34: inference.GRPCInferenceService.ServerMetadata:output_type -> inference.ServerMetadataResponse
-	9,  // 35: inference.GRPCInferenceService.ModelMetadata:output_type -> inference.ModelMetadataResponse
-	13, // 36: inference.GRPCInferenceService.ModelInfer:output_type -> inference.ModelInferResponse
-	16, // 37: inference.GRPCInferenceService.RepositoryIndex:output_type -> inference.RepositoryIndexResponse
-	18, // 38: inference.GRPCInferenceService.RepositoryModelLoad:output_type -> inference.RepositoryModelLoadResponse
-	20, // 39: inference.GRPCInferenceService.RepositoryModelUnload:output_type -> inference.RepositoryModelUnloadResponse
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	36, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
+	36, // 1: inference.ModelMetadataResponse.outputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
+	39, // 2: inference.ModelInferRequest.parameters:type_name -> inference.ModelInferRequest.ParametersEntry
+	37, // 3: inference.ModelInferRequest.inputs:type_name -> inference.ModelInferRequest.InferInputTensor
+	38, // 4: inference.ModelInferRequest.outputs:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor
+	43, // 5: inference.ModelInferResponse.parameters:type_name -> inference.ModelInferResponse.ParametersEntry
+	42, // 6: inference.ModelInferResponse.outputs:type_name -> inference.ModelInferResponse.InferOutputTensor
+	45, // 7: inference.RepositoryIndexResponse.models:type_name -> inference.RepositoryIndexResponse.ModelIndex
+	46, // 8: inference.RepositoryModelLoadRequest.parameters:type_name -> inference.RepositoryModelLoadRequest.ParametersEntry
+	47, // 9: inference.RepositoryModelUnloadRequest.parameters:type_name -> inference.RepositoryModelUnloadRequest.ParametersEntry
+	29, // 10: inference.ModelConfigResponse.config:type_name -> inference.ModelConfig
+	0,  // 11: inference.ModelInput.data_type:type_name -> inference.DataType
+	0,  // 12: inference.ModelOutput.data_type:type_name -> inference.DataType
+	1,  // 13: inference.ModelInstanceGroup.kind:type_name -> inference.ModelInstanceGroup.Kind
+	25, // 14: inference.ModelConfig.input:type_name -> inference.ModelInput
+	26, // 15: inference.ModelConfig.output:type_name -> inference.ModelOutput
+	28, // 16: inference.ModelConfig.instance_group:type_name -> inference.ModelInstanceGroup
+	27, // 17: inference.ModelConfig.dynamic_batching:type_name -> inference.ModelDynamicBatching
+	31, // 18: inference.InferStatistics.success:type_name -> inference.StatisticDuration
+	31, // 19: inference.InferStatistics.fail:type_name -> inference.StatisticDuration
+	31, // 20: inference.InferStatistics.queue:type_name -> inference.StatisticDuration
+	31, // 21: inference.InferStatistics.compute_input:type_name -> inference.StatisticDuration
+	31, // 22: inference.InferStatistics.compute_infer:type_name -> inference.StatisticDuration
+	31, // 23: inference.InferStatistics.compute_output:type_name -> inference.StatisticDuration
+	31, // 24: inference.InferStatistics.cache_hit:type_name -> inference.StatisticDuration
+	31, // 25: inference.InferStatistics.cache_miss:type_name -> inference.StatisticDuration
+	31, // 26: inference.InferBatchStatistics.compute_input:type_name -> inference.StatisticDuration
+	31, // 27: inference.InferBatchStatistics.compute_infer:type_name -> inference.StatisticDuration
+	31, // 28: inference.InferBatchStatistics.compute_output:type_name -> inference.StatisticDuration
+	32, // 29: inference.ModelStatistics.inference_stats:type_name -> inference.InferStatistics
+	33, // 30: inference.ModelStatistics.batch_stats:type_name -> inference.InferBatchStatistics
+	34, // 31: inference.ModelStatisticsResponse.model_stats:type_name -> inference.ModelStatistics
+	40, // 32: inference.ModelInferRequest.InferInputTensor.parameters:type_name -> inference.ModelInferRequest.InferInputTensor.ParametersEntry
+	13, // 33: inference.ModelInferRequest.InferInputTensor.contents:type_name -> inference.InferTensorContents
+	41, // 34: inference.ModelInferRequest.InferRequestedOutputTensor.parameters:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
+	12, // 35: inference.ModelInferRequest.ParametersEntry.value:type_name -> inference.InferParameter
+	12, // 36: inference.ModelInferRequest.InferInputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	12, // 37: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	44, // 38: inference.ModelInferResponse.InferOutputTensor.parameters:type_name -> inference.ModelInferResponse.InferOutputTensor.ParametersEntry
+	13, // 39: inference.ModelInferResponse.InferOutputTensor.contents:type_name -> inference.InferTensorContents
+	12, // 40: inference.ModelInferResponse.ParametersEntry.value:type_name -> inference.InferParameter
+	12, // 41: inference.ModelInferResponse.InferOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	16, // 42: inference.RepositoryModelLoadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
+	16, // 43: inference.RepositoryModelUnloadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
+	2,  // 44: inference.GRPCInferenceService.ServerLive:input_type -> inference.ServerLiveRequest
+	4,  // 45: inference.GRPCInferenceService.ServerReady:input_type -> inference.ServerReadyRequest
+	6,  // 46: inference.GRPCInferenceService.ModelReady:input_type -> inference.ModelReadyRequest
+	8,  // 47: inference.GRPCInferenceService.ServerMetadata:input_type -> inference.ServerMetadataRequest
+	10, // 48: inference.GRPCInferenceService.ModelMetadata:input_type -> inference.ModelMetadataRequest
+	14, // 49: inference.GRPCInferenceService.ModelInfer:input_type -> inference.ModelInferRequest
+	23, // 50: inference.GRPCInferenceService.ModelConfig:input_type -> inference.ModelConfigRequest
+	30, // 51: inference.GRPCInferenceService.ModelStatistics:input_type -> inference.ModelStatisticsRequest
+	17, // 52: inference.GRPCInferenceService.RepositoryIndex:input_type -> inference.RepositoryIndexRequest
+	19, // 53: inference.GRPCInferenceService.RepositoryModelLoad:input_type -> inference.RepositoryModelLoadRequest
+	21, // 54: inference.GRPCInferenceService.RepositoryModelUnload:input_type -> inference.RepositoryModelUnloadRequest
+	3,  // 55: inference.GRPCInferenceService.ServerLive:output_type -> inference.ServerLiveResponse
+	5,  // 56: inference.GRPCInferenceService.ServerReady:output_type -> inference.ServerReadyResponse
+	7,  // 57: inference.GRPCInferenceService.ModelReady:output_type -> inference.ModelReadyResponse
+	9,  // 58: inference.GRPCInferenceService.ServerMetadata:output_type -> inference.ServerMetadataResponse
+	11, // 59: inference.GRPCInferenceService.ModelMetadata:output_type -> inference.ModelMetadataResponse
+	15, // 60: inference.GRPCInferenceService.ModelInfer:output_type -> inference.ModelInferResponse
+	24, // 61: inference.GRPCInferenceService.ModelConfig:output_type -> inference.ModelConfigResponse
+	35, // 62: inference.GRPCInferenceService.ModelStatistics:output_type -> inference.ModelStatisticsResponse
+	18, // 63: inference.GRPCInferenceService.RepositoryIndex:output_type -> inference.RepositoryIndexResponse
+	20, // 64: inference.GRPCInferenceService.RepositoryModelLoad:output_type -> inference.RepositoryModelLoadResponse
+	22, // 65: inference.GRPCInferenceService.RepositoryModelUnload:output_type -> inference.RepositoryModelUnloadResponse
+	55, // [55:66] is the sub-list for method output_type
+	44, // [44:55] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_grpc_service_proto_init() }
@@ -2046,13 +3222,14 @@ func file_grpc_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grpc_service_proto_rawDesc), len(file_grpc_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   33,
+			NumEnums:      2,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_grpc_service_proto_goTypes,
 		DependencyIndexes: file_grpc_service_proto_depIdxs,
+		EnumInfos:         file_grpc_service_proto_enumTypes,
 		MessageInfos:      file_grpc_service_proto_msgTypes,
 	}.Build()
 	File_grpc_service_proto = out.File
