@@ -2,6 +2,7 @@ package kernelops
 
 import (
 	"math"
+	"slices"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
@@ -377,7 +378,7 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 		if ab.Dtype != graph.Float || len(ab.Shape) != 4 {
 			return nil, "host: attention_bias is not a float32 tensor of rank 4", nil
 		}
-		if full, err := ops.BroadcastShapes(scoreShape, ab.Shape); err != nil || !slicesEqual(full, scoreShape) {
+		if full, err := ops.BroadcastShapes(scoreShape, ab.Shape); err != nil || !slices.Equal(full, scoreShape) {
 			return nil, "host: attention_bias does not broadcast to the scores", nil
 		}
 		mode, maskOp, maskShape = "1", ops.InputOperand(5), ab.Shape
@@ -433,18 +434,6 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 	return p, "", nil
 }
 
-func slicesEqual(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // staticI64 describes a small int64 vector known before the run.
 func staticI64(v ...int64) ops.ValueInfo {
 	return ops.ValueInfo{ValueType: ops.ValueType{Dtype: graph.Int64, Shape: []int64{int64(len(v))}}, Present: true,
@@ -487,7 +476,7 @@ func planMSRotary(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPl
 		return nil, "host: is_packed_batching or scale", nil
 	}
 	x, pos, cs := in[0].Shape, in[1], in[2].Shape
-	if len(cs) != 2 || !slicesEqual(cs, in[3].Shape) || cs[1] <= 0 {
+	if len(cs) != 2 || !slices.Equal(cs, in[3].Shape) || cs[1] <= 0 {
 		return nil, "host: the caches' shapes", nil
 	}
 	half := cs[1]
