@@ -65,17 +65,14 @@ func (g *grpcService) ModelConfig(_ context.Context, req *pb.ModelConfigRequest)
 		return nil, grpcError(err)
 	}
 	c := m.config()
-	conv := func(ios []ioConfig) (ins []*pb.ModelInput, outs []*pb.ModelOutput) {
-		for _, io := range ios {
-			dt := pb.DataType(pb.DataType_value[io.DataType])
-			ins = append(ins, &pb.ModelInput{Name: io.Name, DataType: dt, Dims: io.Dims})
-			outs = append(outs, &pb.ModelOutput{Name: io.Name, DataType: dt, Dims: io.Dims})
-		}
-		return ins, outs
+	dtype := func(name string) pb.DataType { return pb.DataType(pb.DataType_value[name]) }
+	cfg := &pb.ModelConfig{Name: c.Name, Platform: c.Platform, Backend: c.Backend, MaxBatchSize: int32(c.MaxBatchSize)}
+	for _, io := range c.Input {
+		cfg.Input = append(cfg.Input, &pb.ModelInput{Name: io.Name, DataType: dtype(io.DataType), Dims: io.Dims})
 	}
-	in, _ := conv(c.Input)
-	_, out := conv(c.Output)
-	cfg := &pb.ModelConfig{Name: c.Name, Platform: c.Platform, Backend: c.Backend, MaxBatchSize: int32(c.MaxBatchSize), Input: in, Output: out}
+	for _, io := range c.Output {
+		cfg.Output = append(cfg.Output, &pb.ModelOutput{Name: io.Name, DataType: dtype(io.DataType), Dims: io.Dims})
+	}
 	for _, ig := range c.InstanceGroup {
 		cfg.InstanceGroup = append(cfg.InstanceGroup, &pb.ModelInstanceGroup{Name: ig.Name, Count: int32(ig.Count),
 			Kind: pb.ModelInstanceGroup_Kind(pb.ModelInstanceGroup_Kind_value[ig.Kind])})
