@@ -69,7 +69,9 @@ func TestCapturedDecodeMatchesEager(t *testing.T) {
 				wantToks, wantLogits, states := decodeEager(t, eager, lm, first, steps)
 				checkReference(t, lm, first, wantToks, wantLogits, states)
 
-				s, err := FromGraph(lm.model, opts...)
+				// Plans from an interpreted first run, so that the audit's "built but not run"
+				// decline after it is seen (TestShapePlanCapturesAfterOneStep: the default).
+				s, err := FromGraph(lm.model, append(slices.Clone(opts), WithOption(OptionShapePlans, "0"))...)
 				require.NoError(t, err)
 				defer s.Close()
 				b := newLMBindings(t, s, lm, first)
@@ -133,6 +135,49 @@ func TestCapturedDecodeMatchesEager(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestShapePlanCapturesAfterOneStep: with shape plans (the default) the first eager step already
+// runs the step's plan, so the second step is captured and the rest replay, with the eager
+// run's tokens and logits.
+func TestShapePlanCapturesAfterOneStep(t *testing.T) {
+	forBindingProviders(t, func(t *testing.T, opts []LoadOption) {
+		rnd := inferRand()
+		lm := newRNNLM(t, rnd, 40, 24, false)
+		const steps = 8
+		first := int64(rnd.IntN(lm.v))
+		eager, err := FromGraph(lm.model, opts...)
+		require.NoError(t, err)
+		defer eager.Close()
+		wantToks, wantLogits, _ := decodeEager(t, eager, lm, first, steps)
+
+		s, err := FromGraph(lm.model, opts...)
+		require.NoError(t, err)
+		defer s.Close()
+		b := newLMBindings(t, s, lm, first)
+		ctx := context.Background()
+		var toks []int64
+		for i := range steps {
+			switch i {
+			case 0:
+				_, err := s.RunWithDeviceBindings(ctx, nil, b.all())
+				require.NoError(t, err)
+			case 1:
+				res, err := s.TryCaptureWithDeviceBindings(ctx, nil, b.all())
+				require.NoError(t, err)
+				require.True(t, res.Captured, res.Reason)
+				require.Equal(t, 1, s.CapturedGraphSegmentCount())
+			default:
+				ok, err := s.ReplayDeviceGraph([]*DeviceBinding{b.logits, b.h, b.tok})
+				require.NoError(t, err)
+				require.True(t, ok)
+			}
+			tok, logits := b.nextToken(t)
+			require.Equal(t, wantLogits[i], logits, "step %d", i)
+			toks = append(toks, tok)
+		}
+		require.Equal(t, wantToks, toks)
+	})
 }
 
 // Replay refuses, with an error naming the binding, what would read stale memory or the wrong

@@ -61,6 +61,19 @@ const (
 	// products read is then held packed alone, not beside the weight as stored (see Graph);
 	// "0" reads them as the model stores them (for comparison: the results are the same).
 	OptionPackWeights = "loom.pack_weights"
+	// OptionShapePlans "1" (the default) builds a new input signature's plan before its first
+	// run, from shape inference over the signature (no interpreted run: the first run already
+	// runs planned; plan.ShapeTrace says when it cannot and the interpreter traces the run);
+	// "0" always builds it from an interpreted, traced first run.
+	OptionShapePlans = "loom.shape_plans"
+	// OptionJIT says when a kernel that is neither shipped in the binary nor loaded yet is
+	// compiled: "background" (the default) runs the op's shape-generic shipped kernels
+	// meanwhile and compiles the exact ones on a background worker, the signature's plan
+	// being planned again once they are loaded (an op with no such kernels compiles on the
+	// run path); "sync" compiles on the run path, before the kernel's first launch; "off"
+	// never compiles at run time (only shipped kernels run, as without a C compiler). Warmup
+	// compiles on its own path under every policy but off.
+	OptionJIT = "loom.jit"
 )
 
 // LoadOption configures the InferenceSession that Load, LoadBytes or FromGraph makes: the
@@ -163,9 +176,14 @@ func WithLimits(l graph.Limits) LoadOption {
 func WithOption(key, value string) LoadOption {
 	return func(o *loadOptions) {
 		switch key {
-		case OptionEPContextEnable, OptionEPContextEmbedMode, OptionRunPlan, OptionCUDAStandIn, OptionPackWeights:
+		case OptionEPContextEnable, OptionEPContextEmbedMode, OptionRunPlan, OptionCUDAStandIn, OptionPackWeights, OptionShapePlans:
 			if value != "0" && value != "1" {
 				o.fail("session option %s must be 0 or 1, got %q", key, value)
+				return
+			}
+		case OptionJIT:
+			if _, ok := exec.ParseJITPolicy(value); !ok {
+				o.fail("session option %s must be background, sync or off, got %q", key, value)
 				return
 			}
 		case OptionEPContextFilePath:
@@ -299,7 +317,11 @@ type InferenceSession struct {
 	// fastSig is the signature the fast path ran last (see FastSignature).
 	fastSig  atomic.Pointer[plan.FastSignature]
 	planning bool // whether runs use compiled plans (OptionRunPlan)
-	tensorIO bool // whether every graph input and output is a tensor (not a sequence or optional)
+	// shapePlans: a new signature's plan is built from shape inference before its first run
+	// (OptionShapePlans), not from an interpreted trace of it.
+	shapePlans bool
+	tiering    planTiering // plans on first or second sight (plan_tiering.go)
+	tensorIO   bool        // whether every graph input and output is a tensor (not a sequence or optional)
 
 	epContextPath string // the EP context model this session wrote, if any
 	// epKernels are the kernels recorded for the session's EP context partitions
@@ -426,8 +448,10 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	// memory with copies at the seams on CUDA and its stand-in.
 	s.planning = s.options[OptionRunPlan] != "0" && runsOn.Plans()
 	s.pe.KeepDerived = s.options[OptionPackWeights] != "0"
+	s.shapePlans = s.options[OptionShapePlans] != "0"
 	s.pe.DeviceArenas = runsOn.Memory() == ep.DeviceMemory
 	s.eng.Threads = b.threads
+	s.setupJIT()
 	s.relayWeights()
 	switch {
 	case epc != nil:
@@ -544,6 +568,7 @@ func (s *InferenceSession) Close() error {
 	errs = append(errs, s.eng.Kernels.Close()...)
 	s.eng.Bodies.Close()
 	s.eng.ForgetGraphs()
+	s.pe.ForgetFolds()
 	errs = append(errs, s.eng.Ctx.Close(), s.dev.Close())
 	if s.ownModel {
 		errs = append(errs, s.eng.Model.Close())

@@ -42,6 +42,27 @@ type CacheStats struct {
 	// NotShipped counts the ops that ran as host functions because a kernel they needed was
 	// neither shipped nor compilable.
 	NotShipped int64
+	// Background is the background JIT's work (OptionJIT "background"): the kernels it
+	// queued because a run took shape-generic shipped ones in their place, those it compiled
+	// and loaded (Done) or failed to (Failed; the shape-generic kernels then stay), and the
+	// compiles the Loom compiler really ran for them (its disk cache had no entry). The run
+	// path's compiles are Warmup.Compiles and Run.Compiles.
+	Background BackgroundCompileCounts
+	// ProvisionalPlans counts the compiled run plans built with shape-generic stand-ins for
+	// kernels compiling in the background, and ReplannedPlans those of them dropped once
+	// their kernels were loaded, so that the signature's next run planned it again with the
+	// exact kernels.
+	ProvisionalPlans, ReplannedPlans int64
+	// EvictedPlans counts the compiled run plans evicted, least recently used first, to keep
+	// the session's plans within their bounds (a count of signatures, and a share of the
+	// memory budget for their arenas); an evicted signature is planned again when it comes
+	// back.
+	EvictedPlans int64
+}
+
+// BackgroundCompileCounts are the background JIT's outcomes (see CacheStats.Background).
+type BackgroundCompileCounts struct {
+	Queued, Done, Failed, Compiles int64
 }
 
 // CacheStats returns the session's kernel cache counters.
@@ -60,6 +81,11 @@ func (s *InferenceSession) CacheStats() CacheStats {
 	}
 	out.NotShipped = c.NotShipped
 	c.Mu.Unlock()
+	bg := c.BackgroundStats()
+	out.Background = BackgroundCompileCounts{Queued: bg.Queued, Done: bg.Done, Failed: bg.Failed, Compiles: bg.Compiles}
+	s.plans.Mu.Lock()
+	out.ProvisionalPlans, out.ReplannedPlans, out.EvictedPlans = s.plans.Provisional, s.plans.Replanned, s.plans.Evicted
+	s.plans.Mu.Unlock()
 	// The compiler is only looked at, never created here: a stats call should not make one.
 	if l := device.LoomCompiler(s.eng.Ctx); l != nil {
 		out.Compiler = l.Stats()
@@ -144,7 +170,11 @@ func (s *InferenceSession) Warmup(ctx context.Context, shapes map[string][]int64
 		}
 		feeds = append(feeds, tensor.NamedValue{Name: m.Name, Value: warmupValue(m, t)})
 	}
-	if _, err := s.run(ctx, feeds, exec.PhaseWarmup, nil); err != nil {
+	// A warmup compiles what its shapes need before the first Run, whatever the JIT policy.
+	endSync := s.eng.Kernels.SyncCompiles()
+	_, err := s.run(ctx, feeds, exec.PhaseWarmup, nil)
+	endSync()
+	if err != nil {
 		if se, ok := err.(*tensor.Error); ok {
 			// The run's error as the warmup's, keeping the node, the kind and the cause.
 			c := *se

@@ -57,6 +57,14 @@ func (s *InferenceSession) runPlanned(rc *exec.RunCtx, fed map[string]tensor.Ten
 		return nil, false, nil
 	}
 	e := s.plans.LookupBytes(key)
+	if e == nil && rc.Phase != exec.PhaseWarmup && !s.tiering.planNow(string(key)) {
+		return nil, false, nil // interpreted; the signature's next run builds its plan
+	}
+	if e == nil && s.shapePlans {
+		if outs, ok, err := s.runShapePlan(rc, string(key), fed, ins, into); ok {
+			return outs, true, err
+		}
+	}
 	if e == nil {
 		// The signature's first run is interpreted, and traced to build its plan; the plan
 		// runs from the next run on.
@@ -164,6 +172,47 @@ func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []tensor.N
 	return outs, ok || err != nil, err
 }
 
+// runShapePlan builds key's plan from a trace made without running the nodes that depend on
+// the inputs' data (plan.ShapeTrace) and runs fed through it: the signature's first run runs
+// planned. ok is false, with nothing run, when that trace, the plan or its first instance
+// cannot be made (a data-dependent shape, control flow, a value over the memory budget): the
+// interpreter then traces the run as before, and says precisely what is wrong, if anything.
+func (s *InferenceSession) runShapePlan(rc *exec.RunCtx, key string, fed map[string]tensor.Tensor, ins, into []tensor.Tensor) ([]tensor.Tensor, bool, error) {
+	trace, why := s.pe.ShapeTrace(rc, fed)
+	if why != "" {
+		return nil, false, nil
+	}
+	t, _ := s.pe.BuildTemplate(key, fed, trace)
+	if t == nil {
+		return nil, false, nil
+	}
+	t.FromShapes = true
+	inst, err := s.pe.NewInstance(t, rc.Phase)
+	if err != nil {
+		return nil, false, nil
+	}
+	s.tiering.built(t)
+	e := &plan.Entry{Template: t}
+	if !s.plans.Add(key, e) {
+		inst.MS.Close()
+		return nil, false, nil
+	}
+	fresh := true
+	if _, other, build := s.plans.Take(e); other != nil || !build {
+		// A concurrent run of the signature gave an instance back first (use it), or the
+		// entry is full or dropped already.
+		inst.MS.Close()
+		if other == nil {
+			return nil, false, nil
+		}
+		inst, fresh = other, false
+	}
+	rc.RunStart(exec.ExecutorPlan, fed)
+	outs, err := execute(t, s.pe, rc, inst, ins, into)
+	rc.RunEnd(outs, err)
+	return s.endPlanRun(e, inst, fresh, outs, err)
+}
+
 // tracePlan is the interpreted run of fed that records each node, from which it builds
 // key's plan (or notes why there is none). The run's outputs are the interpreter's. The trace
 // keeps the values only of nodes whose outputs do not depend on the inputs' data (the plan
@@ -200,6 +249,10 @@ func (s *InferenceSession) tracePlan(rc *exec.RunCtx, key string, fed map[string
 		return nil, true, err
 	}
 	t, reason := s.pe.BuildTemplate(key, fed, trace)
+	if t != nil {
+		t.Runs.Store(1) // the traced run was the signature's first
+		s.tiering.built(t)
+	}
 	s.plans.Add(key, &plan.Entry{Template: t, Reason: reason})
 	return outs, true, nil
 }
@@ -212,6 +265,10 @@ type PlanReport struct {
 	// Planned says whether runs of this signature use the plan; Reason says why not.
 	Planned bool
 	Reason  string
+	// FromShapes says the plan was built from shape inference over the signature before its
+	// first run, which ran planned (OptionShapePlans); false: from the interpreter's traced
+	// first run.
+	FromShapes bool
 	// Folded counts nodes computed once when the plan was built (their values do not depend
 	// on the inputs' data); Aliases the nodes that only view their input in another shape;
 	// Inlined the If nodes replaced by the branch their fixed condition takes.
@@ -263,6 +320,7 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 		r := PlanReport{Signature: s.describeKey(key), Planned: e.Template != nil, Reason: e.Reason}
 		if t := e.Template; t != nil {
 			r.Folded, r.Aliases, r.Inlined, r.ArenaBytes = t.Folded, t.Aliases, t.Inlined, t.ArenaBytes
+			r.FromShapes = t.FromShapes
 			r.Specialized = append([]string{}, t.Specialized...)
 			r.Nodes = append([]PlanNode{}, t.Nodes...)
 			r.DeviceArena = t.DeviceArena
@@ -327,5 +385,6 @@ func execute(t *plan.Template, pe *plan.Env, rc *exec.RunCtx, inst *plan.Instanc
 	if runHook != nil {
 		runHook("execute")
 	}
+	t.Runs.Add(1)
 	return t.Execute(pe, rc, inst, ins, into)
 }

@@ -415,14 +415,15 @@ func TestSpaceDepthRefuseBadBlocksizes(t *testing.T) {
 
 // An index out of range fed to Gather names the tensor and the index: the interpreter's
 // planner sees the indices and names the index; a compiled plan's kernel (planned before the
-// indices are known) fails its bounds check, which names the tensor its reads fell outside.
+// indices are known) fails its bounds check, and since the indices are the run's own input
+// the plan runs the node again through the interpreter, whose planner names the index.
 func TestGatherOutOfRangeIsNamed(t *testing.T) {
 	x := tensor.MustTensor([]int64{4, 3}, make([]float32, 12))
 	good := []tensor.Tensor{x, tensor.MustTensor([]int64{2}, []int64{3, -4})}
 	bad := feedsOf([]tensor.Tensor{x, tensor.MustTensor([]int64{2}, []int64{1, 9})})
 	for executor, want := range map[string]string{
 		exec.ExecutorInterpreter: "index 9 out of range [-4, 4)",
-		exec.ExecutorPlan:        `failed a bounds check: accesses outside input 0 ("in0") were skipped (an index out of range)`,
+		exec.ExecutorPlan:        "index 9 out of range [-4, 4)",
 	} {
 		s, feeds := hostileSession(t, executor, graph.NewNode("gather", "Gather", nil, []string{"y"}), 13, good)
 		for range 2 {

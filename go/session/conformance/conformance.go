@@ -245,12 +245,23 @@ func runOne(dir string, opts Options) (res Result) {
 			}
 			continue
 		}
-		// A signature's first run is interpreted (and traced); the second runs the session's
-		// compiled plan for it. Both must match.
-		for run := 1; run <= 2; run++ {
-			if run == 2 {
+		// A signature's first run is interpreted (and traced), or, when its plan can be
+		// built from shapes alone, runs that plan; the second runs the session's compiled plan
+		// for it. Where no run was interpreted, a third runs through a session that interprets
+		// (the interpreter is what runs whatever plans decline). All must match.
+		runs := 2
+		if plannedFromShapes(s) {
+			runs = 3
+		}
+		for run := 1; run <= runs; run++ {
+			switch run {
+			case 2:
 				if got, err = s.Run(context.Background(), feeds); err != nil {
 					return Result{Status: Fail, Message: "second run (compiled plan): " + err.Error()}
+				}
+			case 3:
+				if got, err = interpretSet(dir, sessionOpts, feeds); err != nil {
+					return Result{Status: Fail, Message: "third run (interpreter): " + err.Error()}
 				}
 			}
 			for i := range got {
@@ -272,6 +283,33 @@ func runOne(dir string, opts Options) (res Result) {
 		}
 	}
 	return Result{Status: Pass, Message: note}
+}
+
+// plannedFromShapes says whether a plan of s was built from shapes before its first run
+// (session.OptionShapePlans), so that no run of s was interpreted.
+func plannedFromShapes(s *session.InferenceSession) bool {
+	for _, p := range s.ExecutionPlans() {
+		if p.FromShapes {
+			return true
+		}
+	}
+	return false
+}
+
+// interpretSet runs feeds once through a session of the test's model that interprets every
+// run (session.OptionRunPlan "0").
+func interpretSet(dir string, opts []session.LoadOption, feeds []session.NamedTensor) ([]session.Tensor, error) {
+	m, err := graph.Load(filepath.Join(dir, "model.onnx"))
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	s, err := session.FromGraph(m, append(slices.Clone(opts), session.WithOption(session.OptionRunPlan, "0"))...)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.Run(context.Background(), feeds)
 }
 
 // DecodeTensor decodes a serialized TensorProto and returns it with its name. It reuses the

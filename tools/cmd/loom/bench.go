@@ -52,7 +52,7 @@ type benchResult struct {
 // leave them to the garbage collector instead). showProgress allows a progress bar (on a
 // terminal only).
 func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
-	c := newCommand("bench", "bench MODEL [INPUT...] [--threads N] [--runs N] [--warmup N] [--ep host|cuda|auto] [--strict] [-v] [--seed S] [--keep-outputs] [--decode N [--capture]] [--json] [--option KEY=VALUE]...",
+	c := newCommand("bench", "bench MODEL [INPUT...] [--threads N] [--runs N] [--warmup N] [--ep host|cuda|auto] [--strict] [-v] [--seed S] [--keep-outputs] [--decode N [--capture]] [--sweep DIM=SIZES] [--json] [--option KEY=VALUE]...",
 		"Times --runs runs of the model after --warmup untimed ones: median, p95 and min latency, load time,\npeak RSS. "+
 			"Inputs not given get random values of their declared shape (symbolic dimensions count as 1).\n"+inputForms, stdout, stderr)
 	threads := c.Int("threads", 1, "host worker threads (0: one per core)")
@@ -66,6 +66,7 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 	keep := c.Bool("keep-outputs", false, "do not hand each run's outputs back (session.Recycle) after its clock stops")
 	decode := c.Int("decode", 0, "time N decode steps with every input and output in a persistent binding (eager), instead of --runs runs")
 	capture := c.Bool("capture", false, "with --decode: also capture the step and time N replays of the captured device graph")
+	sweep := c.String("sweep", "", "time the first run at each size of a symbolic dimension against the fastest of --runs warm runs there: DIM=LO..HI[:STEP] or DIM=A,B,...")
 	var options sessionOptions
 	c.Var(&options, "option", optionUsage)
 	pos, rc := c.parse(args)
@@ -85,6 +86,16 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		return c.badArgument("--decode %d: want 1 or more steps", *decode)
 	case *capture && *decode == 0:
 		return c.badArgument("--capture needs --decode N")
+	case *sweep != "" && *decode > 0:
+		return c.badArgument("--sweep and --decode are separate benchmarks: give one")
+	}
+	var sweepDim string
+	var sweepSizes []int64
+	if *sweep != "" {
+		var err error
+		if sweepDim, sweepSizes, err = parseSweep(*sweep); err != nil {
+			return c.badArgument("%v", err)
+		}
 	}
 	if err := checkProvider(*provider); err != nil {
 		return c.badArgument("%v", err)
@@ -124,12 +135,35 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		printDecode(stdout, r, *asJSON)
 		return 0
 	}
-	bar := newProgress(*warmup+*runs, "loom bench", "runs", showProgress && !*asJSON)
 	release := func(outs []session.Tensor) {
 		if !*keep {
 			s.Recycle(outs...)
 		}
 	}
+	if sweepDim != "" {
+		n := *threads
+		if n == 0 {
+			n = runtime.NumCPU()
+		}
+		// The process's and the session's one-time costs go to --warmup runs at the inputs'
+		// own shape first.
+		for i := 0; i < *warmup; i++ {
+			outs, err := s.Run(ctx, feeds)
+			if err != nil {
+				return c.fail("%v", err)
+			}
+			release(outs)
+		}
+		bar := newProgress(len(sweepSizes), "loom bench", "sizes", showProgress && !*asJSON)
+		r, err := benchSweep(ctx, s, filepath.Base(pos[0]), n, feeds, sweepDim, sweepSizes, *runs, rnd, release, func() { bar.Add(1) })
+		bar.Finish()
+		if err != nil {
+			return c.fail("%v", err)
+		}
+		printSweep(stdout, r, *asJSON)
+		return 0
+	}
+	bar := newProgress(*warmup+*runs, "loom bench", "runs", showProgress && !*asJSON)
 	for i := 0; i < *warmup; i++ {
 		outs, err := s.Run(ctx, feeds)
 		if err != nil {

@@ -11,7 +11,10 @@ import (
 
 // KernelCache holds an InferenceSession's loaded kernels by (file, symbol, configuration), and
 // the modules behind them by artifact key. It is safe for concurrent use; a miss compiles and
-// loads under the lock, so concurrent runs never load the same kernel twice.
+// loads under the lock, so concurrent runs never load the same kernel twice. Under the
+// background policy (Policy, jit_background.go) a run whose kernels are not all loaded or
+// shipped runs shape-generic shipped ones instead, and the exact kernels are compiled by one
+// worker outside the lock and loaded when done.
 type KernelCache struct {
 	Mu          sync.Mutex
 	Kernels     map[string]*device.LoadedKernel
@@ -26,6 +29,10 @@ type KernelCache struct {
 	jitChecked bool
 	JITErr     error
 	NotShipped int64
+	// Policy says when kernels that are neither loaded nor shipped are compiled (set before
+	// the first run); bg is the background compiler of JITBackground (jit_background.go).
+	Policy JITPolicy
+	bg     background
 }
 
 // Get returns the kernel for the request, compiling (through the context's compiler and its
@@ -89,11 +96,14 @@ func (c *KernelCache) Get(ctx *device.ModelContext, phase RunPhase, file, symbol
 		if jerr := c.jit(comp); jerr != nil {
 			return nil, tensor.WrapError(op, tensor.ErrCompile, jerr, "%s is not shipped in this binary and the JIT is unavailable", device.DescribeSource(src))
 		}
-		// The session's context owns its compiler and only this (locked) path compiles with
-		// it, so the change in its counters is this kernel's.
-		before := comp.Loom.Stats().Misses
+		// The session's context owns its compiler and only this (locked) path and the
+		// background worker compile with it, so the change in its counters, less what the
+		// worker counted meanwhile, is this kernel's (see compileBackground).
+		before, bgBefore := comp.Loom.Stats().Misses, c.bg.misses.Load()
 		compiled, err := device.CompileKernel(comp, op, ctx.Device(), []device.KernelSource{src})
-		c.Counts[phase].Compiles += comp.Loom.Stats().Misses - before
+		d := max(comp.Loom.Stats().Misses-before-(c.bg.misses.Load()-bgBefore), 0)
+		c.Counts[phase].Compiles += d
+		c.bg.fgMisses.Add(d)
 		if err != nil {
 			return nil, err
 		}
@@ -106,12 +116,18 @@ func (c *KernelCache) Get(ctx *device.ModelContext, phase RunPhase, file, symbol
 			}
 		}
 	}
+	return c.install(key, file, symbol, config, src, ck, m, fresh)
+}
+
+// install records a loaded kernel of module m (fresh: m was loaded for it, and is closed
+// when the kernel is not in it); c.Mu is held.
+func (c *KernelCache) install(key, file, symbol string, config map[string]string, src device.KernelSource, ck device.CompiledKernel, m *native.Module, fresh bool) (*device.LoadedKernel, error) {
 	kernel, err := m.Kernel(ck.Artifact.Entry)
 	if err != nil {
 		if fresh {
 			m.Close()
 		}
-		return nil, tensor.WrapError(op, tensor.ErrDevice, err, "%s: the compiled module has no kernel %s", device.DescribeSource(src), ck.Artifact.Entry)
+		return nil, tensor.WrapError("Run", tensor.ErrDevice, err, "%s: the compiled module has no kernel %s", device.DescribeSource(src), ck.Artifact.Entry)
 	}
 	if fresh {
 		if c.ModuleByKey == nil {
@@ -129,9 +145,10 @@ func (c *KernelCache) Get(ctx *device.ModelContext, phase RunPhase, file, symbol
 	return k, nil
 }
 
-// Close unloads the modules; the caller guarantees that no run uses them any more.
-// Idempotent.
+// Close stops the background compiler (waiting for it) and unloads the modules; the caller
+// guarantees that no run uses them any more. Idempotent.
 func (c *KernelCache) Close() []error {
+	c.bg.stop()
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
 	c.closed = true

@@ -44,13 +44,29 @@ func LookupShipped(src device.KernelSource, target loom.Target) *aot.Variant {
 	if AotOff {
 		return nil
 	}
-	key, err := loom.StaticKey(src, target)
-	if err != nil {
-		return nil
+	// The static key hashes the whole source: a new input shape's plan asks for every kernel
+	// of the model, so the answers are kept by the source's identity (the op library's
+	// sources are the binary's own, never changed), the specialization and the target.
+	memo := ""
+	if len(src.Source) > 0 {
+		memo = fmt.Sprintf("%s|%p|%d|%s|%v|%s", src.Name, &src.Source[0], len(src.Source), src.Specialization.Symbol, src.Specialization.Config, target)
+		if v, ok := shippedLookups.Load(memo); ok {
+			return v.(*aot.Variant)
+		}
 	}
-	v, _ := aot.Lookup(key)
+	var v *aot.Variant
+	if key, err := loom.StaticKey(src, target); err == nil {
+		v, _ = aot.Lookup(key)
+	}
+	if memo != "" {
+		shippedLookups.Store(memo, v)
+	}
 	return v
 }
+
+// shippedLookups memoizes LookupShipped (see there); it grows with the distinct kernels a
+// process asks for, a few thousand at most (the op library's variants and the JIT's).
+var shippedLookups sync.Map // string -> *aot.Variant (nil: not shipped)
 
 // LookupShippedBelow returns a shipped variant of src for a lower x86-64 level than target's
 // (the v3 code on a v4 machine), which the shim runs there: the fallback when the exact
@@ -102,10 +118,14 @@ func loadShipped(dev *native.Device, v *aot.Variant) (*native.Module, error) {
 }
 
 // jit reports (once per kernel cache) whether comp can compile at run time: a C compiler for
-// host targets, NVRTC for CUDA ones (Loom itself emits the CUDA C).
+// host targets, NVRTC for CUDA ones (Loom itself emits the CUDA C); never under JITOff.
 func (c *KernelCache) jit(comp device.Compiler) error {
 	if !c.jitChecked {
 		c.jitChecked = true
+		if c.Policy == JITOff {
+			c.JITErr = errJITOff
+			return c.JITErr
+		}
 		c.JITErr = comp.Loom.JIT(comp.Target)
 		if c.JITErr == nil && comp.Target.Kind == loom.TargetCUDA {
 			if _, err := native.CUDACompiler(); err != nil {

@@ -14,9 +14,11 @@ import (
 
 // ServablePlan returns p when its kernels can run here; otherwise a plan of the same op with
 // the shape-generic shipped kernels when those can, and else p with the reason the op runs
-// as its host function (counted in CacheStats.NotShipped).
+// as its host function (counted in CacheStats.NotShipped). Under the background JIT policy
+// it also returns the shape-generic plan while p's kernels, which the JIT serves, are
+// compiled in the background (see deferPlan and Substitutes).
 func (c *KernelCache) ServablePlan(ctx *device.ModelContext, n *graph.Node, opset int64, in []ops.ValueInfo, p *ops.KernelPlan) (*ops.KernelPlan, string) {
-	return c.servablePlanAs(ctx, ops.PlannerKey(n), n, opset, in, p)
+	return c.servablePlanAs(ctx, ops.PlannerKey(n), n, opset, in, p, false)
 }
 
 // servablePlanAs is ServablePlan for a plan made by the planner registered under key, which
@@ -24,11 +26,12 @@ func (c *KernelCache) ServablePlan(ctx *device.ModelContext, n *graph.Node, opse
 // runs Conv's with the FusedConv node, Attention MatMul's), and the re-plan must use the
 // generic planner of the op that was planned. (Keyed by the node, FusedConv's convolution was
 // re-planned with FusedConv's generic planner, which fuses the activation, and the host function
-// then applied it a second time: wrong for all but the idempotent Relu and Clip.)
-func (c *KernelCache) servablePlanAs(ctx *device.ModelContext, key string, n *graph.Node, opset int64, in []ops.ValueInfo, p *ops.KernelPlan) (*ops.KernelPlan, string) {
+// then applied it a second time: wrong for all but the idempotent Relu and Clip.) warm says
+// the run is a Warmup, which compiles what it needs on the run path whatever the policy.
+func (c *KernelCache) servablePlanAs(ctx *device.ModelContext, key string, n *graph.Node, opset int64, in []ops.ValueInfo, p *ops.KernelPlan, warm bool) (*ops.KernelPlan, string) {
 	why := c.unservable(ctx, p.Calls)
 	if why == "" {
-		return p, ""
+		return c.deferPlan(ctx, key, n, opset, in, p, warm), ""
 	}
 	if g := kernelops.GenericPlan(key, n, opset, in, p); g != nil && c.unservable(ctx, g.Calls) == "" {
 		return g, ""
@@ -232,7 +235,7 @@ func kernelRun(key string, fallback ops.OpFunc) RunFunc {
 				return nil, err
 			}
 		}
-		p, why := rc.Eng.Kernels.servablePlanAs(rc.Eng.Ctx, key, n, rc.Opset, infos, p)
+		p, why := rc.Eng.Kernels.servablePlanAs(rc.Eng.Ctx, key, n, rc.Opset, infos, p, rc.Phase == PhaseWarmup)
 		if why != "" && fallback != nil {
 			outs, err := fallback(rc, n, in)
 			rc.KernelVariant, rc.KernelReason = VariantHost, why

@@ -140,7 +140,12 @@ type planInput struct {
 
 // Template is what one signature's plan instances share.
 type Template struct {
-	key      string
+	key string
+	// FromShapes says the template was built from a shape-only trace (ShapeTrace) before the
+	// signature's first run, which it ran; false: from the interpreter's traced first run.
+	FromShapes bool
+	// Runs counts the runs of the template's plan (the session's planTiering reads it).
+	Runs     atomic.Int64
 	Inputs   []planInput
 	Steps    []planStep
 	Segments [][]int
@@ -1187,7 +1192,7 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 		}
 		if it.Segment >= 0 {
 			if rc.Trace != nil {
-				if err := t.runSegmentTraced(rc, inst, it.Segment, threads); err != nil {
+				if err := t.runSegmentTraced(rc, inst, ins, it.Segment, threads); err != nil {
 					return nil, err
 				}
 				continue
@@ -1208,8 +1213,8 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 			if slot >= 0 {
 				tt.Record(slot, threads, time.Since(start))
 			}
-			if err := t.checkViolations(inst, it.Segment); err != nil {
-				return nil, err
+			if err, step := t.checkViolations(inst, it.Segment); err != nil {
+				return nil, t.diagnose(rc, ins, step, err)
 			}
 			continue
 		}
@@ -1422,7 +1427,7 @@ func (o *outputBlocks) carve(n int) []byte {
 
 // runSegmentTraced runs a segment with one span per kernel step: the spans share the
 // segment's time, since its steps run as one recorded graph.
-func (t *Template) runSegmentTraced(rc *exec.RunCtx, inst *Instance, seg, threads int) error {
+func (t *Template) runSegmentTraced(rc *exec.RunCtx, inst *Instance, ins []tensor.Tensor, seg, threads int) error {
 	steps := t.Segments[seg]
 	spans := make([]exec.OpSpan, len(steps))
 	for i, si := range steps {
@@ -1436,7 +1441,10 @@ func (t *Template) runSegmentTraced(rc *exec.RunCtx, inst *Instance, seg, thread
 	n, _ := t.Tuners[seg].Threads(threads) // no timing: the spans' work would count too
 	err := device.RunRecorded(inst.MS, inst.segKeys[seg], n, nil, nil)
 	if err == nil {
-		err = t.checkViolations(inst, seg)
+		var step int
+		if err, step = t.checkViolations(inst, seg); err != nil {
+			err = t.diagnose(rc, ins, step, err)
+		}
 	}
 	for i, si := range steps {
 		st := &t.Steps[si]
@@ -1453,13 +1461,12 @@ func (t *Template) runSegmentTraced(rc *exec.RunCtx, inst *Instance, seg, thread
 
 // checkViolations fails the run when a kernel of segment seg stopped a block at a bounds
 // check (its output is then incomplete), naming the node and the kernel, and clears the
-// words for the next run.
-func (t *Template) checkViolations(inst *Instance, seg int) error {
+// words for the next run. step is the failing kernel step's index.
+func (t *Template) checkViolations(inst *Instance, seg int) (failure error, step int) {
 	first, last := inst.segWords[seg], len(inst.wordOwners)
 	if seg+1 < len(inst.segWords) {
 		last = inst.segWords[seg+1]
 	}
-	var failure error
 	for w := first; w < last; w++ {
 		bits := binary.LittleEndian.Uint32(inst.words[4*w:])
 		if bits == 0 {
@@ -1468,13 +1475,14 @@ func (t *Template) checkViolations(inst *Instance, seg int) error {
 		binary.LittleEndian.PutUint32(inst.words[4*w:], 0)
 		inst.latched |= bits
 		if failure == nil {
-			st := &t.Steps[inst.wordOwners[w]]
+			step = inst.wordOwners[w]
+			st := &t.Steps[step]
 			c := st.kernel.Calls[inst.wordCalls[w]]
 			failure = tensor.NewNodeError("Run", tensor.ErrInvalidArgument, st.Node, "kernel %s failed a bounds check: %s",
 				ops.Describe(c), ops.ViolationReason(st.Node, c, bits))
 		}
 	}
-	return failure
+	return failure, step
 }
 
 // runHostStep calls a host step's Go function on views of the arena and copies its outputs
@@ -1551,11 +1559,14 @@ func (t *Template) runHostStep(rc *exec.RunCtx, inst *Instance, st *planStep) er
 
 // ---------------------------------------------------------------- the session's plans
 
-// maxPlans bounds the signatures an InferenceSession plans; further signatures run in the
-// interpreter. maxPlanInstances bounds the instances (arenas) of one signature, which
-// concurrent runs need; a run that finds them all busy runs in the interpreter.
+// maxPlans bounds the signatures an InferenceSession keeps plans (or the reason there is
+// none) for: a new signature beyond it evicts the least recently used entry with no instance
+// in use (a run of a signature whose entry cannot be made runs in the interpreter). It is
+// well above a sweep of a hundred input shapes. maxPlanInstances bounds the instances
+// (arenas) of one signature, which concurrent runs need; a run that finds them all busy runs
+// in the interpreter.
 const (
-	maxPlans         = 16
+	maxPlans         = 256
 	maxPlanInstances = 4
 )
 
@@ -1564,16 +1575,36 @@ type Entry struct {
 	Template *Template
 	Reason   string
 	Idle     []*Instance
-	Count    int
+	Count    int // instances made or reserved
 	All      []*Instance
+	out      int // instances handed out or reserved (Take, TakeIdle), not yet given back
+	// waits are the kernels the plan's shape-generic stand-ins wait for while they compile in
+	// the background (exec.Substitutes), in waitOn: the plan is provisional, and once they are
+	// settled with one loaded (stale) the next lookup drops it so the signature is planned
+	// again. checked is waitOn's background generation when they were last looked at.
+	waits   []string
+	waitOn  *exec.KernelCache
+	checked uint64
+	stale   bool
+	// used orders the entries by their last use (least recently used first to go).
+	used uint64
 }
 
-// Cache holds an InferenceSession's plans by signature.
+// Cache holds an InferenceSession's plans by signature. It keeps at most maxPlans entries and,
+// when MaxArenaBytes is set, makes a new instance only after evicting idle entries until the
+// instances' arenas fit in it; an entry with an instance in use is never evicted.
 type Cache struct {
 	Mu      sync.Mutex
 	Entries map[string]*Entry
-	Order   []string
+	Order   []string // the keys of Entries, in the order they were added
 	closed  bool
+	// MaxArenaBytes bounds the arenas the cached instances hold together (0: only maxPlans
+	// bounds them); set before the first run.
+	MaxArenaBytes int64
+	tick          uint64
+	// Counts: entries evicted for room, plans added provisional, and provisional plans
+	// dropped to be planned again with their exact kernels.
+	Evicted, Provisional, Replanned int64
 }
 
 // acquire returns an idle instance of key's plan (making one when there is room), the entry
@@ -1584,40 +1615,132 @@ func (c *Cache) lookup(key string) *Entry {
 	return c.Entries[key]
 }
 
-// LookupBytes is lookup without converting the key to a string (no allocation per run).
+// LookupBytes is lookup without converting the key to a string (no allocation per run). A
+// provisional plan whose kernels are now loaded is dropped, and nil returned: the caller
+// plans the signature again.
 func (c *Cache) LookupBytes(key []byte) *Entry {
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
-	return c.Entries[string(key)]
+	e := c.Entries[string(key)]
+	if e != nil && c.staleLocked(e) {
+		c.removeLocked(string(key), e, "dropped to be planned again with the kernels compiled in the background")
+		c.Replanned++
+		return nil
+	}
+	return e
 }
 
-// Take takes e's idle instance for a run, or reserves e for a new one (see Give).
+// staleLocked reports whether e is provisional and everything it waits for has settled,
+// with at least one exact kernel loaded (looked at again only after a background compile
+// finished). A plan whose waits all failed is no longer provisional.
+func (c *Cache) staleLocked(e *Entry) bool {
+	if e.stale || len(e.waits) == 0 {
+		return e.stale
+	}
+	gen := e.waitOn.BackgroundGen()
+	if gen == e.checked {
+		return false
+	}
+	e.checked = gen
+	settled, loaded := e.waitOn.Settled(e.waits)
+	switch {
+	case settled && loaded:
+		e.stale = true
+	case settled:
+		e.waits = nil // every compile failed: the stand-ins stay
+	}
+	return e.stale
+}
+
+// touchLocked marks e as just used.
+func (c *Cache) touchLocked(e *Entry) {
+	c.tick++
+	e.used = c.tick
+}
+
+// Take takes e's idle instance for a run, or reserves e for a new one (see Give), first
+// evicting idle entries until the new arena fits MaxArenaBytes.
 func (c *Cache) Take(e *Entry) (*Template, *Instance, bool) {
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
 	if e.Template == nil {
 		return nil, nil, false // dropped
 	}
+	c.touchLocked(e)
 	if n := len(e.Idle); n > 0 {
 		inst := e.Idle[n-1]
 		e.Idle = e.Idle[:n-1]
+		e.out++
 		return e.Template, inst, false
 	}
 	if c.closed || e.Count >= maxPlanInstances {
 		return nil, nil, false
 	}
+	if c.MaxArenaBytes > 0 {
+		need := max(e.Template.ArenaBytes, 4)
+		for c.arenaBytesLocked()+need > c.MaxArenaBytes && c.evictLocked(e) {
+		}
+	}
 	e.Count++ // reserved: the caller builds the instance
+	e.out++
 	return e.Template, nil, true
 }
 
-// Give hands back an instance Take handed out (fresh: one made for the reservation).
+// arenaBytesLocked is what the cached plans' instances hold in arenas.
+func (c *Cache) arenaBytesLocked() int64 {
+	var n int64
+	for _, e := range c.Entries {
+		if e.Template != nil {
+			n += int64(len(e.All)) * max(e.Template.ArenaBytes, 4)
+		}
+	}
+	return n
+}
+
+// evictLocked evicts the least recently used entry other than keep with no instance in use
+// or reserved; false when there is none.
+func (c *Cache) evictLocked(keep *Entry) bool {
+	var victim *Entry
+	var key string
+	for k, e := range c.Entries {
+		if e == keep || e.out > 0 {
+			continue
+		}
+		if victim == nil || e.used < victim.used {
+			victim, key = e, k
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	c.removeLocked(key, victim, "evicted from the plan cache")
+	c.Evicted++
+	return true
+}
+
+// removeLocked takes e (key's entry) out of the cache: its idle instances close now (freeing
+// their arenas), the others when they are given back (its template is gone).
+func (c *Cache) removeLocked(key string, e *Entry, reason string) {
+	delete(c.Entries, key)
+	if i := slices.Index(c.Order, key); i >= 0 {
+		c.Order = slices.Delete(c.Order, i, i+1)
+	}
+	for _, inst := range e.Idle {
+		inst.MS.Close()
+	}
+	e.Template, e.Reason, e.Idle = nil, reason, nil
+}
+
+// Give hands back an instance Take handed out (fresh: one made for the reservation). An
+// instance of a plan no longer cached (dropped, evicted, or the cache closed) is closed.
 func (c *Cache) Give(e *Entry, inst *Instance, fresh bool) {
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
 	if fresh {
 		e.All = append(e.All, inst)
 	}
-	if c.closed {
+	e.out--
+	if c.closed || e.Template == nil {
 		inst.MS.Close()
 		return
 	}
@@ -1625,8 +1748,8 @@ func (c *Cache) Give(e *Entry, inst *Instance, fresh bool) {
 }
 
 // TakeIdle is lookupBytes then take for a signature whose plan has an idle instance; it
-// returns nil when there is none (no plan yet, a plan without a template, or every
-// instance busy), without reserving anything.
+// returns nil when there is none (no plan yet, a plan without a template, a provisional plan
+// due to be planned again, or every instance busy), without reserving anything.
 func (c *Cache) TakeIdle(key []byte) (*Entry, *Template, *Instance) {
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
@@ -1641,11 +1764,13 @@ func (c *Cache) TakeIdleOf(e *Entry) (*Entry, *Template, *Instance) {
 }
 
 func (c *Cache) takeIdleLocked(e *Entry) (*Entry, *Template, *Instance) {
-	if e == nil || e.Template == nil || len(e.Idle) == 0 {
+	if e == nil || e.Template == nil || len(e.Idle) == 0 || len(e.waits) > 0 && c.staleLocked(e) {
 		return nil, nil, nil
 	}
+	c.touchLocked(e)
 	inst := e.Idle[len(e.Idle)-1]
 	e.Idle = e.Idle[:len(e.Idle)-1]
+	e.out++
 	return e, e.Template, inst
 }
 
@@ -1686,6 +1811,7 @@ func (c *Cache) Unreserve(e *Entry) {
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
 	e.Count--
+	e.out--
 }
 
 // Drop stops planning e's signature (a guard failed): its instances close as they come back.
@@ -1699,17 +1825,39 @@ func (c *Cache) Drop(e *Entry, reason string) {
 	e.Idle = nil
 }
 
-// Add records key's plan (or the reason it has none); false when the cache is full or
-// another run added it first.
+// Add records key's plan (or the reason it has none), evicting the least recently used idle
+// entry when the cache holds maxPlans; false when the cache is closed, another run added key
+// first, or no entry could be evicted. A plan holding shape-generic stand-ins for kernels
+// compiling in the background (exec.Substitutes) is recorded as provisional.
 func (c *Cache) Add(key string, e *Entry) bool {
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
-	if c.closed || c.Entries[key] != nil || len(c.Entries) >= maxPlans {
+	if c.closed || c.Entries[key] != nil {
+		return false
+	}
+	if len(c.Entries) >= maxPlans && !c.evictLocked(nil) {
 		return false
 	}
 	if c.Entries == nil {
 		c.Entries = map[string]*Entry{}
 	}
+	if t := e.Template; t != nil {
+		for i := range t.Steps {
+			if kc, keys := exec.Substitutes(t.Steps[i].kernel); kc != nil {
+				e.waitOn = kc
+				for _, k := range keys {
+					if !slices.Contains(e.waits, k) {
+						e.waits = append(e.waits, k)
+					}
+				}
+			}
+		}
+		if len(e.waits) > 0 {
+			e.checked = e.waitOn.BackgroundGen() - 1 // looked at on the next lookup
+			c.Provisional++
+		}
+	}
+	c.touchLocked(e)
 	c.Entries[key] = e
 	c.Order = append(c.Order, key)
 	return true

@@ -8,6 +8,9 @@ import (
 	"github.com/loomrt/loom/go/session/internal/ops"
 )
 
+// ForgetFolds drops the folded constants ShapeTrace keeps (the session's Close).
+func (pe *Env) ForgetFolds() { pe.constFolds.Clear() }
+
 // Env is what the compiled run plans need of an InferenceSession, besides its engine:
 // the device copies of the weights, the output memory handed back for reuse, and the inputs
 // whose values decide shapes or control flow.
@@ -30,6 +33,10 @@ type Env struct {
 	// and data crosses only at the seams, the fed inputs kernels read, the values host steps
 	// read from kernels or hand to them, and the outputs kernels write (see seams.go).
 	DeviceArenas bool
+	// constFolds are the outputs of the folded nodes that read only weights (directly or
+	// through other such nodes), by node: the same for every signature, so ShapeTrace runs
+	// each once a session. Close drops them with the session's other references.
+	constFolds sync.Map // *graph.Node -> []tensor.Tensor
 	// control are the inputs whose values decide shapes or control flow (ControlInputs).
 	control     map[string]bool
 	controlOnce sync.Once

@@ -6,8 +6,13 @@
 
 #include "loom/loom.h"
 
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00c9a2ec130e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e010eb4e439aa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0149cecb6e9f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e016e6c97610f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e01ac39c75041_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e02372da7fe2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0471a18a82ec_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05527a2d252b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05f10d782710_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e08076ac70b27_entries(uint32_t* count, const char** target);
@@ -18,8 +23,10 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e09347b68ba58_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e098c1b0258c3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e09f8ca2f5470_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a45452d1ea6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a7f2106037b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a8fd3a13925_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ad8d710a258_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ca8c5a79057_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0cc0b539b006_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d0b5e246983_entries(uint32_t* count, const char** target);
@@ -32,34 +39,56 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0f5db14de980_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0fbf2f6a097c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1161ec3bfe91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e118108b2797b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1190943885ce_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1202c507456a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e12d8192cf667_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e14981910fa5a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e155f84e582f2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e15fc5608d78d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e164002528818_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e17a076f0cf59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e17e83569506f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e183bc7d484a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1856e0b50e65_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19659a08fc96_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e196631cf3e35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1afdb0a07ab0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1b12507c452f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1b8774c40925_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bb5c2d97d5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1be258cd7707_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c3ffd5bcca6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cbdccb531fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cea792699c9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cebf55a6671_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cf5b204dd08_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d31382e4306_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1da48b7f8835_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1e99a5d21e9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ef8c00c5d3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1f5e759039d2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fa8ecb3a0b4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e20cd49ff2c6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e219e3aecac79_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e235e1b2b62c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2366c231495a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e244c1fdd4cdd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24cb53ed772b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24ea45c1b968_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24fba39efa8f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2633089d62c3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e268289c639aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2688b76bdc12_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26bf3553f8a0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26c957f96bc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e27772fee0283_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2790b8da66a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e285d24be7b43_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2860d5506d80_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e289eb4c26f3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2940c9aeed18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a0cc974779b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a5760314128_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a8a764e92bf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a9a7d1ee02f_entries(uint32_t* count, const char** target);
@@ -67,59 +96,90 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ab99551f7b4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2af1d31b7ecd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2b4830e24088_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d196d814b1b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d4e3711c650_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f58aee5826f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e302b146c205b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3053e306a768_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e30b993e15952_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3226159d7b3c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e326f46474f2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3277cf95c9e1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e339ed833f167_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34bfbeb88498_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34c136e09cd5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e35164ecbf903_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e356fa079670c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e35e0a2054f92_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e35fe908643a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e360a64a3ec68_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e36cec4ef3ad0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3746e1e8af0d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e377c51386cfe_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e385c9f9d21d1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38b1ffaaf1d9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e39393c135b37_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e396b53ae1c49_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e399751f43384_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e39b961869bb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3a9d93b2742b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b1ce344386f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b1d02004198_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b2e621fa78d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b36a90788d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3bef9afc474a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3bf97724af91_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c253973c881_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ce74d34faf3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d40de228443_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3dd104e85fda_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3eb9509bb297_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ecfebe8dbb4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3edf76be0dd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ee2b7ff918a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3f2d66ac3822_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e402e78879a18_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e404032237f16_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e40ff4575272d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e410a2db11dd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e415939818ddf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e415e36c85f45_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42aa2424a7e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42c9fc3fe898_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42e012e43a30_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e432eccde42f0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e43485670d570_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4447b898f52b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4636707c0d28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e464bbd6bbc3b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e478938808c0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e47e773c95f9d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e486684d61678_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4870b9ba2dc7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e490f3769dbec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b3602d17c35_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4c67c940a578_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d4dbc7e510a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d6454e66d70_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4dd19976cd09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e630447b333_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e96e22eb6f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f3025f9610d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f88644697d9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50cd578667a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50d3a24e1d7d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e51b24b45cfea_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e51c16978e85b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5272bf6a21d5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e52b1bdc63878_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e53db2a9778dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5484c41b53e9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e54df44c34e7d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5540df5bc529_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e559a9af9cffb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e57fd91337790_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58cc7b62add0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59016ed49318_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59ae2f18fb2e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5bddc9351192_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5be1751e7451_entries(uint32_t* count, const char** target);
@@ -127,113 +187,210 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d786e9138a4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e306844bbba_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e4733184ec5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e66f99c7678_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5eeea1a6e1dc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5fb3bc16c44e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5fc8b7542e18_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5ffcee9278b7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6099df0c6598_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e61467045b884_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63c190e7bae3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63d927c2128a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63dd897b4d48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e655197eb4135_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e65bceee396e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6640aeb7dae5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67a2b0d11f3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68239dc0c790_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68bfb115e8c5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68cf212f0fb3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e69403c20f659_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e69be31ec6a84_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a2031c8066e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a23391cb23a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a70d4f486b5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ab253f776be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ac763bc923b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6b307a38b39e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c552f18c8f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c8b6db9c524_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6cc2883be7c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6dbc572a95cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e2f0ac9c2c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e342db210a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e5e0c58ef57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e9b8aae324e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6f55741bcee1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6f5852d65cf4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71c5517ac8a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71e1e1023c40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e728dc98d5ef6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e733d6ab51ba5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e73ac3135771a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e748ac71d6cda_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e74b70c1b52a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e754d885ecadb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e76349cbd88bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e767d8fc02044_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7688199c965e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e768fa30972a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e770468f06a2e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e77526fecd265_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e779185c94cca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e77f154b4326e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e786578b28df5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78ca7da3feb3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78d115a63673_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e795a64da543d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7972d5c83c78_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e79db65b706d9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e79f109cda973_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a7fe3990a31_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7b1587dbb654_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7c15f613b83b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d3cfaa3f7ab_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d47c3d8d6a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7f461f2874d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7fe3ded7ba53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80bfe98c6fcd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e81d38ec7d7d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8292d9364fee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e82d2f137e1fc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8492d2faba1e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84b156348937_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84cbe66490df_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85898a72c959_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85946e68f334_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85cd286436d4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85fc260aced1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86764700dfd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86ff01f33672_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e87996d95be2a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e879c73f19ddd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88454956ce84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e888e12d57405_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88b121d6533f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e89266c860783_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e896578fcf7fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b135911c73b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b69ccc5994f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b8abbde4087_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8bbe6e1cb23d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8bda60b70480_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c370a48495b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c47434acf33_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c8ae7b34e8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8d69f617a71c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ea49a3298af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ef6e21ecf58_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8f022de39232_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e906654d38056_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e90680b0371f5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e90fb4f7247c1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9204ca0e9312_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e927c67abac81_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e928c2ce615c6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e929e50d1fa69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92afe0a2a3aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92d37468b06b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e932867566fa3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9366de3d36f9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e93865608318f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e939fc96fa3a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9525ca52ca31_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e959a97df0d29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e95a2887fed90_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e968127475c2c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e96ab632fe1d3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e96df3a84ba03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e97d405847108_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e984596c30015_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99fe24b78e32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a528de8eded_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b24c3c10b0a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b4ff0083218_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9bb402fdd096_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9c509778c05a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9d9108688e71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9de1a21d4e40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e3f5989ce69_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ecd0bb37966_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ed3b4835149_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9eebbea8ed7b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9feba090b043_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea0005430e35f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea1e1c37ae076_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea236424033c3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea247048ca756_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2808b2c8754_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2d32623655e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2fbaab6bc54_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea31f8ff86272_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3a1d958ac2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3a2f68ac9bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5330d1b38cb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea57df46545ec_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea595911653d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea7068f16b872_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea72dff32b03e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea8c0215440a2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaaa8172eac68_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab27ce1f10a4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab74a30f61ec_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eac525f694e6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacaf7a89d5e0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd07db14ab2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd4f6ac66a6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacfe94bd82db_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead40fe74be1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead5c803f055d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead63f7924e97_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead6e1536de6b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eadc0dbf71b86_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eade9b0bffbac_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaed109c495d0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaf1f493828f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb04eb16b1fbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb0c1a5725e0b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb12981aee0b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb1566fbf477b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb17766938124_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb2f6fcfb4b04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb33954b05fc5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3425bd3bef3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb36281a208c7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb36e4edd06d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb38020d5748b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3e519cf0429_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3f95fb91c7f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb43f9e76aa85_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5eac1000f8c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb69872574c50_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6c800e67d43_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb76ddd217c47_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb77678bf9bed_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb7b8087b05c9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb81891204680_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb8ef06496cef_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb9084cb4699d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba1345e66a93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba7a38114660_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb15b1025611_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb571b93de07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb6c4dc26bce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb9642cb1387_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebc5f0e41a77a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd5060a85665_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebe24e9c5bc4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebe5b9a6a5e57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf235a04eebb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf245f11dcc3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf9c42f691e1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec02cb96f9ffb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0387e41cdc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0c1d7f50321_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec26ddf3a11ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec27cf2b245e3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec2bcbb9a3d6d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec35c04e2e9bc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec3e2ce5e6733_entries(uint32_t* count, const char** target);
@@ -241,46 +398,88 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4b17f849de2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4c79d3e204b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4c888a09f71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5b8f6cbfda0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec6ec4b845274_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7989554bf2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec824b75ed879_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec8adeda7acfc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec9233303b8e6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec95d75e7f881_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca211e561adf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca35dc8622bb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca4e735de12e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecaad265bfe1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecaadc9bd89ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccef7a3cb653_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd12727b96e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecdcefc09b1f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece69fd219870_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece8f063c991b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecf6435fb1aac_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0333cef16bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0a3a3f4b3a3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed147a6b2ccd6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed2c415a5aa83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed2e7932dc18c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed32593973372_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed38315f19ab3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed3a5de6fb311_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed3aa2f95fc52_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed52ba50c89c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed5de23a432d6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8617c771d98_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8c54f214433_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8e87b2cbabc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8f3577df2a9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda4542168123_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb8713a5f337_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edc50e84d12b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edcfa3d62eace_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edda39361e110_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ede9694c7c9de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf263070199e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfc90d4e6212_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee02276b3131b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee25c74208d98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee363fefd1e96_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee37e39490ec5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee39ba177464a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee3ab6af10e38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4cff0807644_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5259247220f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6695243c3d7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee673523378bc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6a53756e3c7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6ee08554b9e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee79646067df1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee7d0cd094d22_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee8dc82e1acc3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee94b83f2f9c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee9ee17043aa1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eea9574a05269_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb2f3990f300_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb7630726290_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb7eaa01f441_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb829e6b68af_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eebe477e49386_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed63b69baf8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeeb7784a3443_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef9fce0a2799_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef0059210f023_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef05ec0e9d240_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef08f6e09949d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef0a987157676_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef0e4983e5929_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef229afb92a3c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef248208d6262_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef3cc2f2e200d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4c75caf9b98_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4de76d74753_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef6626d8dc8fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef694b294859e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef6ae95433b20_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef710b52dd54a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef74b52d883b1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef88ebda94b00_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef89f1f88d43f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa32a9203cf6_entries(uint32_t* count, const char** target);
@@ -288,8 +487,13 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb4e8eed6a5a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efbcd7b9b08a4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc230a075a15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc459c95464e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc65ebe5afa9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efce422365d42_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efcf7812d9b31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe8ed7b97c8a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe9e3e0aaa28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efed590bd49db_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff1c0daad8b3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff4705f7dc6c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2effda93761a81_entries(uint32_t* count, const char** target);
@@ -407,8 +611,13 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00c9a2ec130e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e010eb4e439aa_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0149cecb6e9f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e016e6c97610f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e01ac39c75041_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e02372da7fe2c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0471a18a82ec_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05527a2d252b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05f10d782710_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e08076ac70b27_entries,
@@ -419,8 +628,10 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e09347b68ba58_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e098c1b0258c3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e09f8ca2f5470_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a45452d1ea6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a7f2106037b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a8fd3a13925_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ad8d710a258_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ca8c5a79057_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0cc0b539b006_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d0b5e246983_entries,
@@ -433,34 +644,56 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0f5db14de980_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0fbf2f6a097c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1161ec3bfe91_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e118108b2797b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1190943885ce_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1202c507456a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e12d8192cf667_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e14981910fa5a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e155f84e582f2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e15fc5608d78d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e164002528818_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e17a076f0cf59_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e17e83569506f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e183bc7d484a4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1856e0b50e65_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19659a08fc96_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e196631cf3e35_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1afdb0a07ab0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1b12507c452f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1b8774c40925_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bb5c2d97d5f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1be258cd7707_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c3ffd5bcca6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cbdccb531fd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cea792699c9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cebf55a6671_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cf5b204dd08_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d31382e4306_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1da48b7f8835_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1e99a5d21e9d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ef8c00c5d3e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1f5e759039d2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fa8ecb3a0b4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e20cd49ff2c6f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e219e3aecac79_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e235e1b2b62c6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2366c231495a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e244c1fdd4cdd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24cb53ed772b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24ea45c1b968_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24fba39efa8f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2633089d62c3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e268289c639aa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2688b76bdc12_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26bf3553f8a0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26c957f96bc9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e27772fee0283_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2790b8da66a6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e285d24be7b43_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2860d5506d80_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e289eb4c26f3a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2940c9aeed18_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a0cc974779b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a5760314128_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a8a764e92bf_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a9a7d1ee02f_entries,
@@ -468,59 +701,90 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ab99551f7b4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2af1d31b7ecd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2b4830e24088_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d196d814b1b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d4e3711c650_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f58aee5826f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e302b146c205b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3053e306a768_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e30b993e15952_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3226159d7b3c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e326f46474f2d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3277cf95c9e1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e339ed833f167_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34bfbeb88498_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34c136e09cd5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e35164ecbf903_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e356fa079670c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e35e0a2054f92_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e35fe908643a7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e360a64a3ec68_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e36cec4ef3ad0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3746e1e8af0d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e377c51386cfe_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e385c9f9d21d1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38b1ffaaf1d9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e39393c135b37_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e396b53ae1c49_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e399751f43384_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e39b961869bb8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3a9d93b2742b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b1ce344386f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b1d02004198_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b2e621fa78d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b36a90788d0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3bef9afc474a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3bf97724af91_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c253973c881_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ce74d34faf3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d40de228443_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3dd104e85fda_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3eb9509bb297_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ecfebe8dbb4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3edf76be0dd0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ee2b7ff918a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3f2d66ac3822_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e402e78879a18_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e404032237f16_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e40ff4575272d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e410a2db11dd4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e415939818ddf_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e415e36c85f45_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42aa2424a7e2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42c9fc3fe898_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42e012e43a30_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e432eccde42f0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e43485670d570_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4447b898f52b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4636707c0d28_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e464bbd6bbc3b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e478938808c0f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e47e773c95f9d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e486684d61678_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4870b9ba2dc7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e490f3769dbec_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b3602d17c35_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4c67c940a578_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d4dbc7e510a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d6454e66d70_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4dd19976cd09_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e630447b333_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e96e22eb6f3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f3025f9610d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f88644697d9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50cd578667a6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50d3a24e1d7d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e51b24b45cfea_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e51c16978e85b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5272bf6a21d5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e52b1bdc63878_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e53db2a9778dd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5484c41b53e9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e54df44c34e7d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5540df5bc529_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e559a9af9cffb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e57fd91337790_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58cc7b62add0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59016ed49318_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59ae2f18fb2e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5bddc9351192_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5be1751e7451_entries,
@@ -528,113 +792,210 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d786e9138a4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e306844bbba_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e4733184ec5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e66f99c7678_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5eeea1a6e1dc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5fb3bc16c44e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5fc8b7542e18_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5ffcee9278b7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6099df0c6598_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e61467045b884_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63c190e7bae3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63d927c2128a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63dd897b4d48_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e655197eb4135_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e65bceee396e6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6640aeb7dae5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67a2b0d11f3c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68239dc0c790_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68bfb115e8c5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68cf212f0fb3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e69403c20f659_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e69be31ec6a84_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a2031c8066e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a23391cb23a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a70d4f486b5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ab253f776be_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ac763bc923b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6b307a38b39e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c552f18c8f9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c8b6db9c524_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6cc2883be7c3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6dbc572a95cf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e2f0ac9c2c8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e342db210a7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e5e0c58ef57_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e9b8aae324e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6f55741bcee1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6f5852d65cf4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71c5517ac8a2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71e1e1023c40_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e728dc98d5ef6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e733d6ab51ba5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e73ac3135771a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e748ac71d6cda_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e74b70c1b52a9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e754d885ecadb_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e76349cbd88bb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e767d8fc02044_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7688199c965e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e768fa30972a7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e770468f06a2e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e77526fecd265_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e779185c94cca_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e77f154b4326e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e786578b28df5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78ca7da3feb3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78d115a63673_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e795a64da543d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7972d5c83c78_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e79db65b706d9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e79f109cda973_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a7fe3990a31_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7b1587dbb654_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7c15f613b83b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d3cfaa3f7ab_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d47c3d8d6a0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7f461f2874d1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7fe3ded7ba53_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80bfe98c6fcd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e81d38ec7d7d2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8292d9364fee_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e82d2f137e1fc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8492d2faba1e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84b156348937_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84cbe66490df_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85898a72c959_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85946e68f334_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85cd286436d4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85fc260aced1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86764700dfd2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86ff01f33672_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e87996d95be2a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e879c73f19ddd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88454956ce84_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e888e12d57405_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88b121d6533f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e89266c860783_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e896578fcf7fc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b135911c73b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b69ccc5994f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b8abbde4087_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8bbe6e1cb23d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8bda60b70480_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c370a48495b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c47434acf33_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c8ae7b34e8d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8d69f617a71c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ea49a3298af_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ef6e21ecf58_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8f022de39232_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e906654d38056_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e90680b0371f5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e90fb4f7247c1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9204ca0e9312_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e927c67abac81_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e928c2ce615c6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e929e50d1fa69_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92afe0a2a3aa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92d37468b06b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e932867566fa3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9366de3d36f9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e93865608318f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e939fc96fa3a1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9525ca52ca31_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e959a97df0d29_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e95a2887fed90_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e968127475c2c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e96ab632fe1d3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e96df3a84ba03_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e97d405847108_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e984596c30015_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99fe24b78e32_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a528de8eded_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b24c3c10b0a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b4ff0083218_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9bb402fdd096_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9c509778c05a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9d9108688e71_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9de1a21d4e40_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e3f5989ce69_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ecd0bb37966_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ed3b4835149_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9eebbea8ed7b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9feba090b043_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea0005430e35f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea1e1c37ae076_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea236424033c3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea247048ca756_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2808b2c8754_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2d32623655e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2fbaab6bc54_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea31f8ff86272_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3a1d958ac2c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3a2f68ac9bd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5330d1b38cb_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea57df46545ec_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea595911653d6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea7068f16b872_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea72dff32b03e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea8c0215440a2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaaa8172eac68_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab27ce1f10a4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab74a30f61ec_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eac525f694e6e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacaf7a89d5e0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd07db14ab2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd4f6ac66a6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacfe94bd82db_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead40fe74be1f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead5c803f055d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead63f7924e97_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead6e1536de6b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eadc0dbf71b86_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eade9b0bffbac_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaed109c495d0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaf1f493828f6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb04eb16b1fbf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb0c1a5725e0b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb12981aee0b1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb1566fbf477b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb17766938124_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb2f6fcfb4b04_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb33954b05fc5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3425bd3bef3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb36281a208c7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb36e4edd06d1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb38020d5748b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3e519cf0429_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3f95fb91c7f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb43f9e76aa85_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5eac1000f8c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb69872574c50_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6c800e67d43_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb76ddd217c47_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb77678bf9bed_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb7b8087b05c9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb81891204680_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb8ef06496cef_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb9084cb4699d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba1345e66a93_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba7a38114660_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb15b1025611_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb571b93de07_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb6c4dc26bce_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb9642cb1387_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebc5f0e41a77a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd5060a85665_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebe24e9c5bc4d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebe5b9a6a5e57_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf235a04eebb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf245f11dcc3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf9c42f691e1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec02cb96f9ffb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0387e41cdc4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0c1d7f50321_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec26ddf3a11ff_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec27cf2b245e3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec2bcbb9a3d6d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec35c04e2e9bc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec3e2ce5e6733_entries,
@@ -642,46 +1003,88 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4b17f849de2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4c79d3e204b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4c888a09f71_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5b8f6cbfda0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec6ec4b845274_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7989554bf2d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec824b75ed879_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec8adeda7acfc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec9233303b8e6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec95d75e7f881_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca211e561adf_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca35dc8622bb_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca4e735de12e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecaad265bfe1a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecaadc9bd89ad_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccef7a3cb653_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd12727b96e3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecdcefc09b1f2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece69fd219870_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece8f063c991b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecf6435fb1aac_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0333cef16bc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0a3a3f4b3a3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed147a6b2ccd6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed2c415a5aa83_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed2e7932dc18c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed32593973372_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed38315f19ab3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed3a5de6fb311_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed3aa2f95fc52_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed52ba50c89c9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed5de23a432d6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8617c771d98_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8c54f214433_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8e87b2cbabc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8f3577df2a9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda4542168123_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb8713a5f337_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edc50e84d12b6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edcfa3d62eace_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edda39361e110_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ede9694c7c9de_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf263070199e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfc90d4e6212_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee02276b3131b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee25c74208d98_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee363fefd1e96_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee37e39490ec5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee39ba177464a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee3ab6af10e38_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4cff0807644_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5259247220f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6695243c3d7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee673523378bc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6a53756e3c7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6ee08554b9e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee79646067df1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee7d0cd094d22_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee8dc82e1acc3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee94b83f2f9c8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee9ee17043aa1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eea9574a05269_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb2f3990f300_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb7630726290_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb7eaa01f441_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb829e6b68af_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eebe477e49386_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed63b69baf8b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeeb7784a3443_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef9fce0a2799_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef0059210f023_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef05ec0e9d240_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef08f6e09949d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef0a987157676_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef0e4983e5929_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef229afb92a3c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef248208d6262_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef3cc2f2e200d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4c75caf9b98_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4de76d74753_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef6626d8dc8fb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef694b294859e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef6ae95433b20_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef710b52dd54a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef74b52d883b1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef88ebda94b00_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef89f1f88d43f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa32a9203cf6_entries,
@@ -689,8 +1092,13 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb4e8eed6a5a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efbcd7b9b08a4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc230a075a15_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc459c95464e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc65ebe5afa9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efce422365d42_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efcf7812d9b31_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe8ed7b97c8a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe9e3e0aaa28_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efed590bd49db_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff1c0daad8b3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff4705f7dc6c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2effda93761a81_entries,

@@ -10,47 +10,81 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e00b73347259d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e00ef141a1629_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e013d01c2521c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0297940c6261_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e030bd9446654_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0418a898e25f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04595a15dfc9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04edf7ee5842_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04fd912184ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06ccff083f3f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0700d8b71b95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e082a4f1f622c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e082ca09ea263_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e084091e02bed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e093c209be253_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e095cff192386_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b412ede6a2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c79976837fc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0ccb4fc216e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d2c050a2a64_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d2cbbb737cf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d9939a015ed_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0e692f9f5fc1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0e9596af2fb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0ea4268a29d3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0ee519ca7d4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f69c6b146f9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1028fc333a0a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e10606f4891e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e106eee4306e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e10fa7859478d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e112f557d684f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e116de160b39c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e121bcd96edaa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e12541fa1d71c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e12f6306cc3de_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e136a6df8b22a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e138dd161d044_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1392790792e9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e144c31e53811_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e14947ce05809_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15807d1bfeac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15a471de81de_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15d9e8644e2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16ae39373f14_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17226491cdfb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1750fbe9f50d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e176a810594a2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1771d54e9bc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e18056f2aaca7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e18ba845fa0f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1918de707539_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b581ad43f1f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1bccafef8d86_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1fee040998f9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e201ea76668f2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20478a89a9de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20a7a6524efc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e220f2eae5f2c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e22bd0b083d62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2375f6aeb40e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23997ee4e9fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23d18faea9db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e240d84b69f59_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e264115f5b3b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e27f2bb1fc955_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28031b3c680c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28235dee8dcc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e294da09ad9d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e296b9552605f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a24dc1f764e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2b5ff55127b6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c8ce96d1c2f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d0e7a521dd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d25e672075a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e18845a60e4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f71a998b0c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fd6608b3399_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e30b957c69c76_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e30c43d3a28b3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3177245c7ece_entries(uint32_t* count, const char** target);
@@ -58,44 +92,83 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3228b94a7e35_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32bbd00c1b16_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32cbc6edb672_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32cdfed73074_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e330811f15970_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33411eb385b8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34226daf1ef3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34304539cf71_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34380ccab1c0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34728cba8b3c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34bc2214caf6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34f968bd27df_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e359c1e688bc0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e378010108b95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e37b3fe3f5aa7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e38e9f05951df_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3910f0476efb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39449a69cd49_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a3e2f562e2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a9265742850_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b97e9f16504_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bb823dc25b3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3cd32005ed5f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3d04c2c0e47d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ded10f2583a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e08f88d356e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f6c87201acd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f965bb24a1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fd65069b226_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fe9b0d8e7ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fec4eae974c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42a3aad5fc61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e433684d5fbdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e435b76c646c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4381e7b108e7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43b2c07767d8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43c8cebc5efe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e446cff40a20f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e448f45bf33ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45c6eb7be792_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45d60a5d9867_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45da62efe9ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e467583446d6b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e46b6627ee37d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47b21b7a56e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47ca2a6a6c13_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e48c617abf330_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e498a2d0e552f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e49cb7f812042_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a2e8c152217_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a3bc8a184de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a5b06ce9bde_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a9477874994_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ac3ef415424_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4adf347d6ea3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b7e1871f8c7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b8de2a75e8d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4bcce972ffc7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4be585eabce0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4bf28a4dc083_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ca31eacf02f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ca804a63d68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4cc8537b6c7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4cef080bf946_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d7e5b631d96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d8486e18cc9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e1ec86a1c6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ee0abe8d4c8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fa03b85254d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5017ef3de318_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e50bbae43dd96_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e510c3790e11c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e511c1ce54473_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5149de9720a2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e51cbcbccbe86_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e521214cd87d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e521a8c36f43c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e52481dc5473f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e539fe31ab5c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55aaaa1514ef_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55c6fcbf33b1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57f8b72b0972_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e59f7166918fa_entries(uint32_t* count, const char** target);
@@ -111,6 +184,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60459bf25296_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6081e2a0dba0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6083d499f67f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62274de4687a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e626cf640c865_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62b4ff32ab22_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62bbab5a9fde_entries(uint32_t* count, const char** target);
@@ -118,38 +192,77 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63178cadb066_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e632a1c4643f0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63a1912e1731_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63a8d58c42d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e646bc681bb53_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6481ac314616_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e64a922916551_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e66c96be2a70e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e677dc2ec9bce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67f47aedf022_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6833a4d55d2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6865963fb030_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e68f8ba659250_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69461c4bcb1e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e694b733f22ca_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e696e53854eb2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e699ae1b62046_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69b996cc9bc8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a5e5fa945ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6b08bd88c233_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6b5f81443b7e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6bf649c5b0bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c2e03f6abfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ccbfeabc6c9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d167f2330b4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d1d3a9aac78_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d4b0c33608e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d68bd1bd057_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6de89b0507c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e779cc41184_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6edc40dc0a13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f06d014b683_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f318e4aa96e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f3295af9bc5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f9ab59dde87_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6fe54991252a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e71791878750b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e71ea4a70c2ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7232953f7104_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72935ce55bce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72abf14445ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73caa3ad22b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73cbf5aeb032_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73f3c873beb9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e74f896005159_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75ce1bf4cf6d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75e9be8768bc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e760fcf33bb22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7700c4ac14fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e782c43280b67_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e789a7a247f27_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78d26563fdc0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7914cf09ea64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e792c2f79e628_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e798e53b8d4dd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7a3db16ef129_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ac20f272353_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bbbfbc65ee3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ce5ef78dd34_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d386990949b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d4d0840ad98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d657dbbd0db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ea9a037dd93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f5452bb3a09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f70fe2794ca_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fe39b91260e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fefdafa7c6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e80377f8131a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8147c8c341b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e815fccded688_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e816cd8bda777_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8299ee61a52a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e831ecff79613_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8349ca3c725a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8396b3c2a3c9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83f5eb629e80_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83ff4def3a18_entries(uint32_t* count, const char** target);
@@ -159,48 +272,84 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8662c7bc4552_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87a35f826491_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e884163d98c77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8871c053302e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e893cdbf6b274_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89785f215dc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a03390ecadf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ac818e39904_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8b1cf31c5bec_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8b5962eb9769_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bca745790c4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bd010fccdf5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bd05b07c6d3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d382c58ac3c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e4a0a9e68ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8f2d5cb42acd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e90c93a0aca26_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91155a5c390b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e921f8c616890_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92243c988ba6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9272ad84e725_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92964a3c5c23_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e93823fa8c88c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e956b2b79b4e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95b5d3f8ca13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95b94c6f8d19_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95d235ce2d2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96b422109132_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97871c5354fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e979cb5fdde1b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e98c3016c5542_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e99264a69d935_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e99785f5f9901_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a809fca7699_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9abcc71c7a37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9abd49419859_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b6ca80e0f10_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b7d2cd54fed_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bccad69dd15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bfb029b4a75_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c2ee3b69979_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c76700c61c8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9dc82a8af819_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9e2cd4aec409_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9e5d657909f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ea0d6b797d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ea6e6920224_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f6f9521eaf8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9fcfb33e50af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea056a44f878b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1a8203ab5a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2250b67a5cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2c69d180bb2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea3764a0618ed_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea64ce7a55176_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea64f40beb770_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea6c5af71c79c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea6e72bcffe6c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea73806c52e47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea88ee647e50f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea8b6fcab2219_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9668d162ed1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9afabe16845_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9ea5cbb6c4c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9edb972be26_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaac7e54d3bb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eab24911a0d75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eab5c2717ec5b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacb744f1a1a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacbbc633bbed_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ead6cf4ce0879_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ead8574b12b2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae88817e9292_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaf69c8a21480_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafe97c7859fc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb0cffaf512b2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb1187a6f89f3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb16468324ffd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb20d39991460_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb2490382b5c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb29bca514160_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb40b5a3f8b04_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb45c00d95fbf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb472125f6e2d_entries(uint32_t* count, const char** target);
@@ -213,85 +362,140 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb74c00384b73_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb75798b36ed4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb92e0ea50172_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb94cce473969_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9a5fa18ed79_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9efcc3046aa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba1f45aa57b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba5683b28f06_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebbf54f15166d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc6df3db91c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc95e09ce43c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebcf8c7a8a80b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd1a169176da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebdd576ce2550_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe176a350c6b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf1981805bdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf3cfb6cf694_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf3e90d6be39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec07dd9feb226_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec0f124ca1264_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec16d60f348d4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1faf7a42873_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec224834b3798_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec24cf342eb35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec277121b634e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2ba96057a1c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec345fa065c61_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec35ed2c1b26e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec3a9d182e73d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec41d106a7ffb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec46700503c5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4e310ce838b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec5047c2561c8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec5faf94256a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec67d4645ad34_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6ad9ca39d55_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6fa646f4ef6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec705121a2f27_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec7590a4d0a6f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec78f39e1de5d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec79eef6f60b8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec8d78c71ec40_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec94c1a98d44c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca49815bf946_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecacf72bbd890_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecadd2e002b3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecb70a9f379d2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc1c1c985318_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc2779a6dc06_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eccb1a23bf718_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eccdee36e83da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecdb5f040e4ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece576b31d098_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced25a1e6111_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced4164130b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf5ff9bc0d5e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf99d2898165_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed037f859c898_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed05d5e739bf9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed3acd4e1a94a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed484effa9b8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed49d6998cae6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed4a1d82d24cf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed53014044ae3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5eb747fe3c2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7885ff3bdf7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7cd01f75288_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8a83e9c501b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8d35cb0f9cd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8d657ee37dc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed98858eec704_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edb6f17be8110_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edbd3f7e6d82a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc04c68921e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd1362cf2209_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd295c2a9387_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede56dbc047c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edeb29a4435c9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edef0fd4e79c1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf1a907ca297_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf753294b8e5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf82a148de94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee06aab6003b6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee33a75d89531_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4c06d3ac8de_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4e7420d7523_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee53cc381093a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee5641e4a7f7b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee56acc5d0a3f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee5955aedb43b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee59d7eec99a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6137b8cf8a7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee63d99aa0048_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee680ba0b7ccd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6c13c0da20e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee7a994f0a19d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee820b915582f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8dbb66109d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee99247e5f71e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee9f1fd5fe1c8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea88cadbad44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea8c46167f74_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb53394f6a56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb7bd6423dc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeca69328d6bf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed0c6eca9a10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed993465ff9e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eedb3a5be2770_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eedd4a0427d73_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eee4cd06d045d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eee55f6c86a0d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeec7e1ae1def_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeedfbd310bba_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeee6888465f1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef2f93e18013_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef4b5bd824c5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eefb733608663_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eefeb39946dc8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef1b4dd3e9ad1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef213566e1c97_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef295c4533473_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef3484a307795_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef37a97bb9d4c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef51c75da3369_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef67afa7b958a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef6ac75062c05_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef6c11ef1e412_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef909035bb379_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef94e996a4f6b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efae3563840e9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb2b12f480d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb6f5e736da0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efbbdb049e9e4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcd8b0afc44a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd67a6ce9b01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efda68690908a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efde3b86e78ba_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efe9951e16956_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e02687a516143_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e03199df931c1_entries(uint32_t* count, const char** target);
@@ -411,47 +615,81 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e00b73347259d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e00ef141a1629_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e013d01c2521c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0297940c6261_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e030bd9446654_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0418a898e25f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04595a15dfc9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04edf7ee5842_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04fd912184ca_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06ccff083f3f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0700d8b71b95_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e082a4f1f622c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e082ca09ea263_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e084091e02bed_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e093c209be253_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e095cff192386_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b412ede6a2b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c79976837fc_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0ccb4fc216e8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d2c050a2a64_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d2cbbb737cf_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d9939a015ed_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0e692f9f5fc1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0e9596af2fb9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0ea4268a29d3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0ee519ca7d4c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f69c6b146f9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1028fc333a0a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e10606f4891e6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e106eee4306e0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e10fa7859478d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e112f557d684f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e116de160b39c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e121bcd96edaa_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e12541fa1d71c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e12f6306cc3de_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e136a6df8b22a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e138dd161d044_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1392790792e9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e144c31e53811_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e14947ce05809_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15807d1bfeac_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15a471de81de_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15d9e8644e2e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16ae39373f14_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17226491cdfb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1750fbe9f50d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e176a810594a2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1771d54e9bc6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e18056f2aaca7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e18ba845fa0f3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1918de707539_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b581ad43f1f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1bccafef8d86_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1fee040998f9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e201ea76668f2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20478a89a9de_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20a7a6524efc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e220f2eae5f2c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e22bd0b083d62_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2375f6aeb40e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23997ee4e9fe_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23d18faea9db_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e240d84b69f59_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e264115f5b3b0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e27f2bb1fc955_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28031b3c680c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28235dee8dcc_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e294da09ad9d7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e296b9552605f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a24dc1f764e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2b5ff55127b6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c8ce96d1c2f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d0e7a521dd4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d25e672075a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e18845a60e4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f71a998b0c0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fd6608b3399_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e30b957c69c76_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e30c43d3a28b3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3177245c7ece_entries,
@@ -459,44 +697,83 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3228b94a7e35_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32bbd00c1b16_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32cbc6edb672_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32cdfed73074_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e330811f15970_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33411eb385b8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34226daf1ef3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34304539cf71_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34380ccab1c0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34728cba8b3c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34bc2214caf6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34f968bd27df_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e359c1e688bc0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e378010108b95_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e37b3fe3f5aa7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e38e9f05951df_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3910f0476efb_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39449a69cd49_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a3e2f562e2e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a9265742850_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b97e9f16504_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bb823dc25b3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3cd32005ed5f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3d04c2c0e47d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ded10f2583a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e08f88d356e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f6c87201acd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f965bb24a1b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fd65069b226_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fe9b0d8e7ff_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fec4eae974c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42a3aad5fc61_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e433684d5fbdf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e435b76c646c0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4381e7b108e7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43b2c07767d8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43c8cebc5efe_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e446cff40a20f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e448f45bf33ca_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45c6eb7be792_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45d60a5d9867_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45da62efe9ab_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e467583446d6b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e46b6627ee37d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47b21b7a56e6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47ca2a6a6c13_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e48c617abf330_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e498a2d0e552f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e49cb7f812042_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a2e8c152217_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a3bc8a184de_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a5b06ce9bde_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a9477874994_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ac3ef415424_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4adf347d6ea3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b7e1871f8c7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b8de2a75e8d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4bcce972ffc7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4be585eabce0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4bf28a4dc083_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ca31eacf02f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ca804a63d68_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4cc8537b6c7f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4cef080bf946_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d7e5b631d96_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d8486e18cc9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e1ec86a1c6f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ee0abe8d4c8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fa03b85254d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5017ef3de318_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e50bbae43dd96_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e510c3790e11c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e511c1ce54473_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5149de9720a2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e51cbcbccbe86_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e521214cd87d1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e521a8c36f43c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e52481dc5473f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e539fe31ab5c2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55aaaa1514ef_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55c6fcbf33b1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57f8b72b0972_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e59f7166918fa_entries,
@@ -512,6 +789,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60459bf25296_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6081e2a0dba0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6083d499f67f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62274de4687a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e626cf640c865_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62b4ff32ab22_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62bbab5a9fde_entries,
@@ -519,38 +797,77 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63178cadb066_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e632a1c4643f0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63a1912e1731_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63a8d58c42d8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e646bc681bb53_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6481ac314616_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e64a922916551_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e66c96be2a70e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e677dc2ec9bce_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67f47aedf022_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6833a4d55d2a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6865963fb030_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e68f8ba659250_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69461c4bcb1e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e694b733f22ca_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e696e53854eb2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e699ae1b62046_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69b996cc9bc8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a5e5fa945ff_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6b08bd88c233_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6b5f81443b7e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6bf649c5b0bd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c2e03f6abfe_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ccbfeabc6c9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d167f2330b4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d1d3a9aac78_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d4b0c33608e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d68bd1bd057_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6de89b0507c8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e779cc41184_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6edc40dc0a13_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f06d014b683_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f318e4aa96e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f3295af9bc5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f9ab59dde87_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6fe54991252a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e71791878750b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e71ea4a70c2ab_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7232953f7104_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72935ce55bce_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72abf14445ff_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73caa3ad22b1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73cbf5aeb032_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73f3c873beb9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e74f896005159_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75ce1bf4cf6d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75e9be8768bc_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e760fcf33bb22_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7700c4ac14fe_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e782c43280b67_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e789a7a247f27_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78d26563fdc0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7914cf09ea64_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e792c2f79e628_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e798e53b8d4dd_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7a3db16ef129_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ac20f272353_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bbbfbc65ee3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ce5ef78dd34_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d386990949b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d4d0840ad98_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d657dbbd0db_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ea9a037dd93_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f5452bb3a09_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f70fe2794ca_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fe39b91260e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fefdafa7c6c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e80377f8131a5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8147c8c341b6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e815fccded688_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e816cd8bda777_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8299ee61a52a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e831ecff79613_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8349ca3c725a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8396b3c2a3c9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83f5eb629e80_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83ff4def3a18_entries,
@@ -560,48 +877,84 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8662c7bc4552_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87a35f826491_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e884163d98c77_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8871c053302e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e893cdbf6b274_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89785f215dc2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a03390ecadf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ac818e39904_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8b1cf31c5bec_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8b5962eb9769_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bca745790c4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bd010fccdf5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bd05b07c6d3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d382c58ac3c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e4a0a9e68ed_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8f2d5cb42acd_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e90c93a0aca26_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91155a5c390b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e921f8c616890_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92243c988ba6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9272ad84e725_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92964a3c5c23_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e93823fa8c88c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e956b2b79b4e7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95b5d3f8ca13_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95b94c6f8d19_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95d235ce2d2c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96b422109132_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97871c5354fb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e979cb5fdde1b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e98c3016c5542_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e99264a69d935_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e99785f5f9901_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a809fca7699_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9abcc71c7a37_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9abd49419859_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b6ca80e0f10_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b7d2cd54fed_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bccad69dd15_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bfb029b4a75_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c2ee3b69979_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c76700c61c8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9dc82a8af819_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9e2cd4aec409_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9e5d657909f9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ea0d6b797d1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ea6e6920224_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f6f9521eaf8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9fcfb33e50af_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea056a44f878b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1a8203ab5a5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2250b67a5cc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2c69d180bb2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea3764a0618ed_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea64ce7a55176_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea64f40beb770_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea6c5af71c79c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea6e72bcffe6c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea73806c52e47_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea88ee647e50f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea8b6fcab2219_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9668d162ed1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9afabe16845_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9ea5cbb6c4c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9edb972be26_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaac7e54d3bb1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eab24911a0d75_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eab5c2717ec5b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacb744f1a1a4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacbbc633bbed_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ead6cf4ce0879_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ead8574b12b2f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae88817e9292_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaf69c8a21480_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafe97c7859fc_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb0cffaf512b2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb1187a6f89f3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb16468324ffd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb20d39991460_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb2490382b5c9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb29bca514160_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb40b5a3f8b04_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb45c00d95fbf_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb472125f6e2d_entries,
@@ -614,85 +967,140 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb74c00384b73_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb75798b36ed4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb92e0ea50172_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb94cce473969_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9a5fa18ed79_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9efcc3046aa_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba1f45aa57b6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba5683b28f06_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebbf54f15166d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc6df3db91c4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc95e09ce43c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebcf8c7a8a80b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd1a169176da_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebdd576ce2550_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe176a350c6b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf1981805bdc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf3cfb6cf694_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf3e90d6be39_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec07dd9feb226_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec0f124ca1264_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec16d60f348d4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1faf7a42873_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec224834b3798_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec24cf342eb35_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec277121b634e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2ba96057a1c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec345fa065c61_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec35ed2c1b26e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec3a9d182e73d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec41d106a7ffb_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec46700503c5c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4e310ce838b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec5047c2561c8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec5faf94256a4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec67d4645ad34_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6ad9ca39d55_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6fa646f4ef6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec705121a2f27_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec7590a4d0a6f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec78f39e1de5d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec79eef6f60b8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec8d78c71ec40_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec94c1a98d44c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca49815bf946_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecacf72bbd890_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecadd2e002b3a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecb70a9f379d2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc1c1c985318_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc2779a6dc06_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eccb1a23bf718_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eccdee36e83da_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecdb5f040e4ae_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece576b31d098_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced25a1e6111_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced4164130b6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf5ff9bc0d5e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf99d2898165_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed037f859c898_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed05d5e739bf9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed3acd4e1a94a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed484effa9b8e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed49d6998cae6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed4a1d82d24cf_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed53014044ae3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5eb747fe3c2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7885ff3bdf7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7cd01f75288_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8a83e9c501b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8d35cb0f9cd_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8d657ee37dc_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed98858eec704_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edb6f17be8110_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edbd3f7e6d82a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc04c68921e1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd1362cf2209_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd295c2a9387_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede56dbc047c9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edeb29a4435c9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edef0fd4e79c1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf1a907ca297_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf753294b8e5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf82a148de94_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee06aab6003b6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee33a75d89531_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4c06d3ac8de_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4e7420d7523_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee53cc381093a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee5641e4a7f7b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee56acc5d0a3f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee5955aedb43b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee59d7eec99a7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6137b8cf8a7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee63d99aa0048_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee680ba0b7ccd_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6c13c0da20e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee7a994f0a19d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee820b915582f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8dbb66109d3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee99247e5f71e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee9f1fd5fe1c8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea88cadbad44_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea8c46167f74_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb53394f6a56_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb7bd6423dc8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeca69328d6bf_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed0c6eca9a10_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed993465ff9e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eedb3a5be2770_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eedd4a0427d73_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eee4cd06d045d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eee55f6c86a0d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeec7e1ae1def_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeedfbd310bba_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeee6888465f1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef2f93e18013_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef4b5bd824c5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eefb733608663_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eefeb39946dc8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef1b4dd3e9ad1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef213566e1c97_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef295c4533473_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef3484a307795_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef37a97bb9d4c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef51c75da3369_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef67afa7b958a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef6ac75062c05_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef6c11ef1e412_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef909035bb379_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef94e996a4f6b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efae3563840e9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb2b12f480d5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb6f5e736da0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efbbdb049e9e4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcd8b0afc44a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd67a6ce9b01_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efda68690908a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efde3b86e78ba_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efe9951e16956_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e02687a516143_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e03199df931c1_entries,

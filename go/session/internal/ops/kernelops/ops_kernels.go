@@ -365,38 +365,44 @@ func convPlanner(fused bool) ops.KernelPlanner {
 // poolPlanner: the pool2d kernel for 2-D max and average pooling without indices.
 func poolPlanner(isMax bool) ops.KernelPlanner {
 	return func(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
-		if len(in) < 1 || !allFloat32(in, 0) {
-			return nil, declineType(in), nil
-		}
-		x := in[0]
-		if len(x.Shape) != 4 || len(nd.Outputs) != 1 || nd.AttrInt("storage_order", 0) != 0 {
-			return nil, "host: the pool2d kernel covers 2-D pooling without indices", nil
-		}
-		pr, err := ops.PoolParamsOf(nd, x.Shape)
-		if err != nil {
-			return nil, "host: " + err.Error(), nil
-		}
-		nc, h, wd := int(x.Shape[0]*x.Shape[1]), int(x.Shape[2]), int(x.Shape[3])
-		oh, ow := pr.Out[0], pr.Out[1]
-		p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: []int64{x.Shape[0], x.Shape[1], int64(oh), int64(ow)}}},
-			Reason: reasonFloat32 + ", 2-D"}
-		if nc*oh*ow == 0 {
-			return p, "", nil
-		}
-		if w, ok := poolWindowCall(isMax, pr, nc, oh, ow, h, wd); ok {
-			p.Calls = []ops.KernelCall{w}
-			p.Reason += ", windows inside the image"
-			return p, "", nil
-		}
-		cfg := map[string]string{"MAX": strconv.FormatBool(isMax),
-			"COUNT_PAD": strconv.FormatBool(nd.AttrInt("count_include_pad", 0) != 0)}
-		args := []uint64{U(nc), U(oh), U(ow), U(h), U(wd), U(pr.Kernel[0]), U(pr.Kernel[1]), U(pr.Strides[0]), U(pr.Strides[1]),
-			U(pr.PadBegin[0]), U(pr.PadBegin[1]), U(pr.Dilations[0]), U(pr.Dilations[1]),
-			U(pr.PadBegin[0] + h + pr.PadEnd[0]), U(pr.PadBegin[1] + wd + pr.PadEnd[1])}
-		p.Calls = []ops.KernelCall{{File: "linalg.loom", Symbol: "pool2d", Config: cfg, Args: args, Workload: args[:3],
-			Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.WriteOf(ops.OutputOperand(0))}}}
+		return poolPlan(nd, in, isMax, true)
+	}
+}
+
+// poolPlan plans 2-D pooling: pool2d_window or pool2d_rows (shape-specialized) for windows
+// inside the image when windows is set, else pool2d (every shape).
+func poolPlan(nd *graph.Node, in []ops.ValueInfo, isMax, windows bool) (*ops.KernelPlan, string, error) {
+	if len(in) < 1 || !allFloat32(in, 0) {
+		return nil, declineType(in), nil
+	}
+	x := in[0]
+	if len(x.Shape) != 4 || len(nd.Outputs) != 1 || nd.AttrInt("storage_order", 0) != 0 {
+		return nil, "host: the pool2d kernel covers 2-D pooling without indices", nil
+	}
+	pr, err := ops.PoolParamsOf(nd, x.Shape)
+	if err != nil {
+		return nil, "host: " + err.Error(), nil
+	}
+	nc, h, wd := int(x.Shape[0]*x.Shape[1]), int(x.Shape[2]), int(x.Shape[3])
+	oh, ow := pr.Out[0], pr.Out[1]
+	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: []int64{x.Shape[0], x.Shape[1], int64(oh), int64(ow)}}},
+		Reason: reasonFloat32 + ", 2-D"}
+	if nc*oh*ow == 0 {
 		return p, "", nil
 	}
+	if w, ok := poolWindowCall(isMax, pr, nc, oh, ow, h, wd); ok && windows {
+		p.Calls = []ops.KernelCall{w}
+		p.Reason += ", windows inside the image"
+		return p, "", nil
+	}
+	cfg := map[string]string{"MAX": strconv.FormatBool(isMax),
+		"COUNT_PAD": strconv.FormatBool(nd.AttrInt("count_include_pad", 0) != 0)}
+	args := []uint64{U(nc), U(oh), U(ow), U(h), U(wd), U(pr.Kernel[0]), U(pr.Kernel[1]), U(pr.Strides[0]), U(pr.Strides[1]),
+		U(pr.PadBegin[0]), U(pr.PadBegin[1]), U(pr.Dilations[0]), U(pr.Dilations[1]),
+		U(pr.PadBegin[0] + h + pr.PadEnd[0]), U(pr.PadBegin[1] + wd + pr.PadEnd[1])}
+	p.Calls = []ops.KernelCall{{File: "linalg.loom", Symbol: "pool2d", Config: cfg, Args: args, Workload: args[:3],
+		Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.WriteOf(ops.OutputOperand(0))}}}
+	return p, "", nil
 }
 
 // poolRowsBlockInputs sizes pool2d_rows' blocks in window cells read (a few microseconds of

@@ -166,8 +166,10 @@ type gemmSpec struct {
 	affine      bool
 	p2, p3      float32
 	// aStatic is A's value when the plan knows it before the run (a convolution's weights):
-	// a packed A is then computed once, here, instead of by pack_a each run.
-	aStatic tensor.Tensor
+	// a packed A is then computed once, here, instead of by pack_a each run, and kept in
+	// aDerived (the session's cache of derived constants) for the plans of other shapes.
+	aStatic  tensor.Tensor
+	aDerived *ops.DerivedConsts
 	// bStatic is B's value when it is the same at every run (a MatMul's or Gemm's weights),
 	// and bDerived the session's cache of packed constants: a large such B is packed once
 	// into gemm_nn's column panels (see packB).
@@ -332,21 +334,27 @@ func (g gemmSpec) packA(t nnTile) bool {
 
 // packStaticA packs a known A as pack_a would (row tile t's column q at [t, q, :]).
 func (g gemmSpec) packStaticA(t nnTile, packA bool) (tensor.Tensor, bool) {
-	a, ok := g.aStatic.Data().([]float32)
-	if !packA || !ok {
+	if _, ok := g.aStatic.Data().([]float32); !packA || !ok {
 		return tensor.Tensor{}, false
 	}
-	ntr := ceilDiv(g.m, t.mr)
-	packed := make([]float32, ntr*g.k*t.mr)
-	for tile := range ntr {
-		i0 := min(tile*t.mr, g.m-t.mr)
-		for q := range g.k {
-			for r := range t.mr {
-				packed[(tile*g.k+q)*t.mr+r] = a[(i0+r)*g.as[2]+q*g.as[3]]
+	// The packing depends on these alone, not on the product's other extents: a model whose
+	// inputs change shape packs each weight once (a convolution's packed weights were packed
+	// again for every new image width, 2 ms of each new width's plan in PP-OCRv4 rec).
+	layout := fmt.Sprintf("packA/mr%d/m%d/k%d/s%d,%d", t.mr, g.m, g.k, g.as[2], g.as[3])
+	return g.aDerived.Get(g.aStatic, layout, func() tensor.Tensor {
+		a, _ := g.aStatic.Data().([]float32)
+		ntr := ceilDiv(g.m, t.mr)
+		packed := make([]float32, ntr*g.k*t.mr)
+		for tile := range ntr {
+			i0 := min(tile*t.mr, g.m-t.mr)
+			for q := range g.k {
+				for r := range t.mr {
+					packed[(tile*g.k+q)*t.mr+r] = a[(i0+r)*g.as[2]+q*g.as[3]]
+				}
 			}
 		}
-	}
-	return tensor.MustTensor([]int64{int64(len(packed))}, packed), true
+		return tensor.MustTensor([]int64{int64(len(packed))}, packed)
+	}), true
 }
 
 // ntTile is gemm_nt's register tile: mr rows by nc columns, dot products over vl lanes.
@@ -644,7 +652,7 @@ func convPlan(nd *graph.Node, in []ops.ValueInfo, fused, gpu bool) (*ops.KernelP
 		px := oh * ow
 		g := gemmSpec{m: mg, n: px, k: cg, nb0: nb, nb1: groups, a: ops.InputOperand(1), b: ops.InputOperand(0),
 			as: [4]int{0, mg * cg, cg, 1}, bs: [4]int{c * px, cg * px, px, 1}, alpha: 1, act: act, p0: p0, p1: p1,
-			affine: affine, p2: scale, p3: shift, aStatic: w.Static, gpu: gpu}
+			affine: affine, p2: scale, p3: shift, aStatic: w.Static, aDerived: w.Derived, gpu: gpu}
 		if hasBias {
 			g.hasC, g.c, g.beta, g.cs = true, ops.InputOperand(2), 1, [4]int{0, mg, 1, 0}
 		}

@@ -73,10 +73,39 @@ func GenericPlan(key string, n *graph.Node, opset int64, in []ops.ValueInfo, p *
 var genericEpilogues = map[string]bool{"0": true, "1": true, "2": true, "3": true, "4": true, "5": true, "6": true, "7": true, "8": true,
 	"9": true, "10": true}
 
+// genericTile is a shape-generic register tile of gemm_nn: MR rows by NV vectors of VL
+// columns, KS interleaved partial sums over k, TX x TY threads a block.
+type genericTile struct{ mr, nv, vl, ks, tx, ty int }
+
+// genericNN are gemm_nn's shape-generic register tiles, in the order genericGemmNN tries them:
+// the first whose MR rows and NV·VL columns fit the matrix serves it. Tall and wide products
+// take 8 rows by 2 vectors of 16 (16 accumulators); products of fewer rows (a few tokens, a
+// matrix-vector product) one row by 2 vectors in 4 partial sums; narrow ones (a convolution
+// over few pixels) 8 rows by one vector of 8, or by one column. Each ships
+// (kernels/aot/manifest.txt) for the epilogues genericTileEpilogue accepts.
+var genericNN = []genericTile{
+	{mr: 8, nv: 2, vl: 16, ks: 1, tx: 1, ty: 4},
+	{mr: 1, nv: 2, vl: 16, ks: 4, tx: 1, ty: 4},
+	{mr: 8, nv: 1, vl: 8, ks: 1, tx: 1, ty: 4},
+	{mr: 8, nv: 1, vl: 1, ks: 1, tx: 1, ty: 4},
+}
+
+// genericTileEpilogue says whether the genericNN tiles ship gemm_nn's epilogue cfg: every ACT
+// (0..10) and C mode without AFFINE; with it (FusedConv's output_scale and output_shift) the
+// convolution's activations (ACT 0..8) and C absent or a bias per row (CMODE 0, 2). Other
+// combinations, which no planner makes today, take the one-element tile (shipped for all).
+func genericTileEpilogue(cfg map[string]string) bool {
+	if cfg["AFFINE"] != "true" {
+		return true
+	}
+	act, err := strconv.Atoi(cfg["ACT"])
+	return err == nil && act <= 8 && cfg["CMODE"] != "1"
+}
+
 // genericGemmNN gives gemm_nn a tile that fits every matrix (the kernel needs m >= MR and
-// n >= NV·VL): MR=4, VL=8 when the matrix is that large and there is no epilogue, else one
-// element per thread. A packed A (PACKA, whose layout follows MR) is unpacked: pack_a is
-// dropped and gemm_nn reads A as it was given.
+// n >= NV·VL): the first of genericNN that fits, else MR=4, VL=8 when the matrix is that large
+// and there is no epilogue, else one element per thread. A packed A (PACKA, whose layout
+// follows MR) is unpacked: pack_a is dropped and gemm_nn reads A as it was given.
 func genericGemmNN(p *ops.KernelPlan, i int) (int, bool) {
 	if !genericEpilogues[p.Calls[i].Config["ACT"]] {
 		return i, false
@@ -93,11 +122,17 @@ func genericGemmNN(p *ops.KernelPlan, i int) (int, bool) {
 		return i, false
 	}
 	cfg := p.Calls[i].Config
-	mr, vl, ks, tx, ty := 1, 1, 1, 16, 4
+	mr, nv, vl, ks, tx, ty := 1, 1, 1, 1, 16, 4
 	if m >= 4 && n >= 8 && cfg["ACT"] == "0" && cfg["AFFINE"] == "false" {
 		mr, vl, ks, tx, ty = 4, 8, 2, 4, 4
 	}
-	cfg["MR"], cfg["NV"], cfg["VL"], cfg["KS"] = strconv.Itoa(mr), "1", strconv.Itoa(vl), strconv.Itoa(ks)
+	for _, t := range genericNN {
+		if genericTileEpilogue(cfg) && m >= uint64(t.mr) && n >= uint64(t.nv*t.vl) {
+			mr, nv, vl, ks, tx, ty = t.mr, t.nv, t.vl, t.ks, t.tx, t.ty
+			break
+		}
+	}
+	cfg["MR"], cfg["NV"], cfg["VL"], cfg["KS"] = strconv.Itoa(mr), strconv.Itoa(nv), strconv.Itoa(vl), strconv.Itoa(ks)
 	cfg["TX"], cfg["TY"], cfg["PACKA"] = strconv.Itoa(tx), strconv.Itoa(ty), "false"
 	delete(cfg, "FOLD") // fitPlan sets it again when the device needs it
 	return i, true

@@ -1,8 +1,12 @@
 package kernelops
 
 import (
+	"math"
+	"strconv"
+
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // The shape-generic convolution (see kernel_generic.go): the conv kernels specialize on the
@@ -10,7 +14,9 @@ import (
 // did not record runs as kernels that specialize on none of them: the input zero-padded
 // (movement.loom pad), its receptive fields copied out as columns (strided_copy: one rank-6
 // strided view [N, C, KH, KW, OH, OW] of the padded input) and one matrix product per image
-// and group (gemm_nn, in its generic tile).
+// and group (gemm_nn, in its generic tile). Depthwise convolutions (one input and one output
+// channel per group), whose products would be one row each, run as generic.loom's conv_dw
+// instead, over the padded input of conv_pad_any when padding or a column stride needs it.
 
 func init() {
 	genericPlanners["Conv"] = genericConvPlanner(false)
@@ -38,6 +44,11 @@ func genericConvPlan(nd *graph.Node, in []ops.ValueInfo, fused bool) (*ops.Kerne
 		return p, "", nil
 	}
 	cg, mg := c/groups, m/groups
+	if cg == 1 && mg == 1 {
+		genericDepthwise(p, cs)
+		p.Reason = reasonFloat32 + ", depthwise convolution with run-time taps"
+		return p, "", nil
+	}
 	kd, px := cg*kern[0]*kern[1], oh*ow
 	if kd == 0 {
 		return nil, "host: a convolution over no input channels", nil
@@ -87,3 +98,56 @@ func genericConvPlan(nd *graph.Node, in []ops.ValueInfo, fused bool) (*ops.Kerne
 	g.emit(p, ops.OutputOperand(0)) // genericPlan gives the product its generic tile
 	return p, "", nil
 }
+
+// Generic depthwise tiles (kernels/aot/manifest.txt ships conv_dw with these): vectors of
+// genericDWVL columns, genericDWNV of them a tile along wide rows, genericDWNY rows a tile of
+// narrower ones.
+const (
+	genericDWVL = 16
+	genericDWNV = 4
+	genericDWNY = 4
+)
+
+// genericDepthwise appends to p the launches of a depthwise convolution (groups = c = m):
+// conv_pad_any when padding, a column stride or the end of the kernel's reach needs the padded,
+// column-phase-split input, then conv_dw in bands of rows of about targetBlockMACs
+// multiply-adds, at least genericDWNY rows each where the image has them (conv_dw's tiles of
+// narrow rows take that many). A missing bias is a constant of zeros.
+func genericDepthwise(p *ops.KernelPlan, cs *convShape) {
+	kern, str, dil, pad := cs.kern, cs.str, cs.dil, cs.pad
+	nb, c, h, wd := cs.nb, cs.c, cs.h, cs.wd
+	oh, ow := cs.out[0], cs.out[1]
+	hp := (oh-1)*str[0] + (kern[0]-1)*dil[0] + 1
+	wq := ow + (kern[1]-1)*dil[1]/str[1]
+	xp, sw := ops.InputOperand(0), str[1]
+	if pad != [2]int{} || str[1] > 1 || hp > h || wq > wd {
+		// Planes per block: about 16384 elements of xp each.
+		per := min(max(16384/(str[1]*hp*wq), 1), nb*c)
+		args := []uint64{U(nb * c), U(per), U(hp), U(h), U(wd), U(wq), U(pad[0]), U(pad[1]), U(str[1])}
+		p.Scratch = append(p.Scratch, int64(4*nb*c*str[1]*hp*wq))
+		xp = ops.ScratchOperand(len(p.Scratch) - 1)
+		p.Calls = append(p.Calls, ops.KernelCall{File: genericFile, Symbol: "conv_pad_any",
+			Config: map[string]string{"VL": strconv.Itoa(genericDWVL)}, Args: args, Workload: args[:2],
+			Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.WriteOf(xp)}})
+	} else {
+		hp, wq, sw = h, wd, 1
+	}
+	bias := ops.InputOperand(2)
+	if !cs.hasBias {
+		p.Consts = append(p.Consts, tensor.MustTensor([]int64{int64(c)}, make([]float32, c)))
+		bias = ops.ConstOperand(len(p.Consts) - 1)
+	}
+	rowMACs := ow * kern[0] * kern[1]
+	rows := min(max(targetBlockMACs/rowMACs, genericDWNY), oh)
+	bands := oh / rows // ceil(oh / bands) >= rows rows a band
+	f := func(v float32) uint64 { return uint64(math.Float32bits(v)) }
+	args := []uint64{U(nb * c), U(bands), U(c), U(oh), U(ow), U(hp), U(wq), U(kern[0]), U(kern[1]),
+		U(str[0]), U(sw), U(dil[0]), U(dil[1]), f(cs.p0), f(cs.p1), f(cs.scale), f(cs.shift)}
+	cfg := map[string]string{"VL": strconv.Itoa(genericDWVL), "NV": strconv.Itoa(genericDWNV), "NY": strconv.Itoa(genericDWNY),
+		"ACT": cs.act, "AFFINE": strconv.FormatBool(cs.affine)}
+	p.Calls = append(p.Calls, ops.KernelCall{File: genericFile, Symbol: "conv_dw", Config: cfg, Args: args, Workload: args[:2],
+		Bind: []ops.KernelBinding{ops.ReadOf(xp), ops.ReadOf(ops.InputOperand(1)), ops.ReadOf(bias), ops.WriteOf(ops.OutputOperand(0))}})
+}
+
+// genericFile is the op library's file of shape-generic kernels.
+const genericFile = "generic.loom"

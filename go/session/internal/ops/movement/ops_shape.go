@@ -49,7 +49,8 @@ func init() {
 		return []tensor.Tensor{ops.I64Tensor([]int64{int64(len(v))}, v)}, nil
 	}
 	ops.HostOps["Size"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-		return []tensor.Tensor{ops.I64Tensor(nil, []int64{int64(in[0].Len())})}, nil
+		// From the shape, not the elements: a plan's shape-only trace passes a data-free input.
+		return []tensor.Tensor{ops.I64Tensor(nil, []int64{int64(ops.Numel(in[0].Dims()))})}, nil
 	}
 	ops.HostOps["Reshape"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		var want []int64
