@@ -158,6 +158,14 @@ func (c *KernelCache) servable(ctx *device.ModelContext, calls []ops.KernelCall)
 	return why
 }
 
+// loaded says whether call's kernel is loaded in the cache already.
+func (c *KernelCache) loaded(call ops.KernelCall) bool {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	_, ok := c.Kernels[ops.KernelKey(call.File, call.Symbol, call.Config)]
+	return ok
+}
+
 // unservable is servable without counting the fallback (CacheStats.NotShipped).
 func (c *KernelCache) unservable(ctx *device.ModelContext, calls []ops.KernelCall) string {
 	c.Mu.Lock()
@@ -167,10 +175,7 @@ func (c *KernelCache) unservable(ctx *device.ModelContext, calls []ops.KernelCal
 		return ""
 	}
 	for _, call := range calls {
-		c.Mu.Lock()
-		_, loaded := c.Kernels[ops.KernelKey(call.File, call.Symbol, call.Config)]
-		c.Mu.Unlock()
-		if loaded {
+		if c.loaded(call) {
 			continue
 		}
 		comp, err := ctx.Compiler()

@@ -203,10 +203,7 @@ func (c *KernelCache) missing(ctx *device.ModelContext, calls []ops.KernelCall) 
 	var out []ops.KernelCall
 	var comp device.Compiler
 	for _, call := range calls {
-		c.Mu.Lock()
-		_, loaded := c.Kernels[ops.KernelKey(call.File, call.Symbol, call.Config)]
-		c.Mu.Unlock()
-		if loaded {
+		if c.loaded(call) {
 			continue
 		}
 		if comp.Loom == nil {
