@@ -243,7 +243,10 @@ func (s *InferenceSession) tracePlan(rc *exec.RunCtx, key string, fed map[string
 		}
 		trace = append(trace, plan.TracedNode{Graph: g, Node: n, Out: kept})
 	}
-	defer func() { rc.Observe = nil }()
+	// An If whose condition depends on the data runs its other branch too, so that the plan
+	// holds both and picks one per run.
+	rc.TraceUntaken = func(n *graph.Node) bool { return len(n.Inputs) > 0 && dyn[n.Inputs[0]] }
+	defer func() { rc.Observe, rc.TraceUntaken = nil, nil }()
 	outs, err := s.eng.Interpret(rc, fed)
 	if err != nil {
 		return nil, true, err
@@ -271,8 +274,10 @@ type PlanReport struct {
 	FromShapes bool
 	// Folded counts nodes computed once when the plan was built (their values do not depend
 	// on the inputs' data); Aliases the nodes that only view their input in another shape;
-	// Inlined the If nodes replaced by the branch their fixed condition takes.
-	Folded, Aliases, Inlined int
+	// Inlined the If nodes replaced by the branch their fixed condition takes; Branched the If
+	// nodes whose condition is computed at run time and both of whose branches the plan holds
+	// as steps, running one per run (their branch tests are listed with the host steps).
+	Folded, Aliases, Inlined, Branched int
 	// Specialized names the inputs whose values the plan takes as fixed: small integer
 	// inputs that decide shapes or control flow (each value seen gets its own plan).
 	Specialized []string
@@ -295,7 +300,7 @@ type PlanReport struct {
 	// steps' seams (PlanHostStep.Downloads and Uploads).
 	DeviceArena bool
 	// Nodes lists every node the plan took, in order (an inlined If after its branch's
-	// nodes): where its placement, decided once when the session was built, puts it, and
+	// nodes, a branched If before both of its branches'): where its placement, decided once when the session was built, puts it, and
 	// what the plan made of it.
 	Nodes []PlanNode
 }
@@ -319,7 +324,7 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 		e := s.plans.Entries[key]
 		r := PlanReport{Signature: s.describeKey(key), Planned: e.Template != nil, Reason: e.Reason}
 		if t := e.Template; t != nil {
-			r.Folded, r.Aliases, r.Inlined, r.ArenaBytes = t.Folded, t.Aliases, t.Inlined, t.ArenaBytes
+			r.Folded, r.Aliases, r.Inlined, r.Branched, r.ArenaBytes = t.Folded, t.Aliases, t.Inlined, t.Branched, t.ArenaBytes
 			r.FromShapes = t.FromShapes
 			r.Specialized = append([]string{}, t.Specialized...)
 			r.Nodes = append([]PlanNode{}, t.Nodes...)
@@ -341,12 +346,11 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 						threads = t.Tuners[it.Segment].Chosen()
 					}
 					r.SegmentThreads = append(r.SegmentThreads, threads)
-					continue
 				}
-				st := t.Steps[it.Step]
-				seam := st.Seam
-				r.HostSteps = append(r.HostSteps, PlanHostStep{Node: st.Node.Name, OpType: st.Node.OpType, Reason: st.Reason,
-					Downloads: seam.Downloads, Uploads: seam.Uploads})
+			}
+			for _, h := range t.HostSteps() {
+				r.HostSteps = append(r.HostSteps, PlanHostStep{Node: h.Node.Name, OpType: h.Node.OpType, Reason: h.Reason,
+					Downloads: h.Seam.Downloads, Uploads: h.Seam.Uploads})
 			}
 		}
 		out = append(out, r)

@@ -29,6 +29,7 @@ bounds=()
 cases=(
   "add|200000|$repo/tools/cmd/loom/testdata/add.onnx a=shape:1024 b=shape:1024"
   "mlp|5000|$repo/tools/cmd/loom/testdata/mlp.onnx x=shape:1x64"
+  "mlp_if|5000|$repo/go/session/testdata/models/mlp_if.onnx x=shape:1x64"
   "mnist|2000|$repo/tools/cmd/loom/demodata/mnist.onnx Input3=$repo/tools/cmd/loom/demodata/digit2.npy"
   "tiny_encoder|1000|$repo/go/session/testdata/models/tiny_encoder.onnx x=shape:1x16x64"
   "silero_vad_v5|1000|$models/silero_vad_v5.onnx input=shape:1x512 state=shape:2x1x128 sr=value:16000"

@@ -21,6 +21,8 @@ import (
 	_ "github.com/loomrt/loom/kernels/aot/gen/gemm_gpu_v4"
 	_ "github.com/loomrt/loom/kernels/aot/gen/generic_v3"
 	_ "github.com/loomrt/loom/kernels/aot/gen/generic_v4"
+	_ "github.com/loomrt/loom/kernels/aot/gen/gqa_v3"
+	_ "github.com/loomrt/loom/kernels/aot/gen/gqa_v4"
 	_ "github.com/loomrt/loom/kernels/aot/gen/linalg_v3"
 	_ "github.com/loomrt/loom/kernels/aot/gen/linalg_v4"
 	_ "github.com/loomrt/loom/kernels/aot/gen/movement_v3"

@@ -412,6 +412,9 @@ func printPlans(w io.Writer, plans []session.PlanReport) {
 		}
 		fmt.Fprintf(w, "  %d kernel steps in %d recorded segments, %d host steps, %d nodes folded, %d aliases, %d If inlined, arena %d bytes\n",
 			p.KernelSteps, len(p.Segments), len(p.HostSteps), p.Folded, p.Aliases, p.Inlined, p.ArenaBytes)
+		if p.Branched > 0 {
+			fmt.Fprintf(w, "  %d If with both branches in the plan (each run reads its condition and runs one)\n", p.Branched)
+		}
 		if len(p.Specialized) > 0 {
 			fmt.Fprintf(w, "  specialized on the values of: %s\n", strings.Join(p.Specialized, ", "))
 		}

@@ -30,7 +30,11 @@ func (rc *RunCtx) ControlFlow(n *graph.Node, in []tensor.Tensor, sc *Scope) ([]t
 		if a == nil || a.Graph == nil {
 			return nil, fmt.Errorf("If has no %s", branch)
 		}
-		return rc.evalBody(n.OpType, a.Graph, &Scope{Vals: map[string]tensor.Tensor{}, parent: sc})
+		outs, err := rc.evalBody(n.OpType, a.Graph, &Scope{Vals: map[string]tensor.Tensor{}, parent: sc})
+		if err == nil && sc != nil && sc.parent == nil && rc.TraceUntaken != nil && rc.TraceUntaken(n) {
+			rc.traceUntaken(n, branch, sc)
+		}
+		return outs, err
 	case "Loop":
 		body := n.Attr("body")
 		if body == nil || body.Graph == nil {
@@ -429,4 +433,24 @@ func valuesBytes(ts []tensor.Tensor) uint64 {
 		n += valueBytes(t)
 	}
 	return n
+}
+
+// traceUntaken evaluates the branch of If n that its condition did not take, for the trace a
+// compiled run plan is built from (RunCtx.TraceUntaken): a plan holds both branches and picks
+// one per run. Its values are dropped with its scope, its spans are not traced, and its
+// failure is not the run's: the trace then lacks the branch's nodes, and the plan runs the If
+// as a host step.
+func (rc *RunCtx) traceUntaken(n *graph.Node, taken string, sc *Scope) {
+	other := "then_branch"
+	if taken == other {
+		other = "else_branch"
+	}
+	a := n.Attr(other)
+	if a == nil || a.Graph == nil {
+		return
+	}
+	saved := rc.Trace
+	rc.Trace = nil
+	defer func() { rc.Trace = saved }()
+	_, _ = rc.evalBody(n.OpType, a.Graph, &Scope{Vals: map[string]tensor.Tensor{}, parent: sc})
 }

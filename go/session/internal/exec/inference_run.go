@@ -182,6 +182,10 @@ type RunCtx struct {
 	// Observe, when set, sees every node the run evaluates (subgraphs' too, before the node
 	// that ran them), with its inputs and outputs: the trace a compiled run plan is built from.
 	Observe func(g *graph.Graph, n *graph.Node, in, out []tensor.Tensor)
+	// TraceUntaken, when set, says of an If of the main graph whether the run also evaluates
+	// the branch its condition did not take, for Observe (traceUntaken): a plan built from
+	// the trace holds both branches when the condition depends on the inputs' data.
+	TraceUntaken func(n *graph.Node) bool
 	// Trace is the run's tracing state, nil when tracing is off (see inference_trace.go).
 	Trace *runTrace
 	// mem is what the run holds of the session's memory budget (budget.go).

@@ -204,6 +204,12 @@ var KernelGeometry = map[string]launchFormula{
 	"quant.loom:matmul_nbits": func(w []int64, spec func(string, int64) int64) launchShape {
 		return launchShape{Grid: [3]int64{cdiv(w[1], spec("NC", 4)) * cdiv(w[0], spec("MR", 1)), 1, 1}, Block: [3]int64{1, 1, 1}}
 	},
+	"gqa.loom:gqa_kv": func(w []int64, spec func(string, int64) int64) launchShape {
+		return launchShape{Grid: [3]int64{cdiv(w[0], spec("BLOCK", 64)), w[1], w[2]}, Block: [3]int64{spec("BLOCK", 64), 1, 1}}
+	},
+	"gqa.loom:gqa_attn": func(w []int64, spec func(string, int64) int64) launchShape {
+		return launchShape{Grid: [3]int64{cdiv(w[0], spec("BLOCK", 1)), w[1], w[2]}, Block: [3]int64{spec("BLOCK", 1), 1, 1}}
+	},
 	"quant.loom:gather_bq": func(w []int64, spec func(string, int64) int64) launchShape {
 		bx := spec("BX", 64)
 		return launchShape{Grid: [3]int64{cdiv(w[1], bx) * w[0], 1, 1}, Block: [3]int64{bx, 1, 1}}

@@ -38,8 +38,10 @@ func (t *Template) Views() uint64 {
 	return n
 }
 
-// HostStep is a node of a plan that runs as its Go host function between recorded segments:
-// its reason (the one its trace span carries) and, on a device arena, its crossings.
+// HostStep is a step of a plan that runs on the host between recorded segments (a node's Go
+// host function, the test of an If whose branches are plan steps, the copy of a branch's
+// output into the If's): its node, its reason (the one its trace span carries) and, on a
+// device arena, its crossings.
 type HostStep struct {
 	Node   *graph.Node
 	Reason string
@@ -54,6 +56,9 @@ func (t *Template) HostSteps() []HostStep {
 			continue
 		}
 		st := &t.Steps[it.Step]
+		if st.Kind == jumpStep {
+			continue
+		}
 		out = append(out, HostStep{Node: st.Node, Reason: st.Reason, Seam: st.Seam})
 	}
 	return out
@@ -64,6 +69,9 @@ func (t *Template) HostSteps() []HostStep {
 func (t *Template) StepShapes() map[string][][]int64 {
 	m := make(map[string][][]int64, len(t.Steps))
 	for _, st := range t.Steps {
+		if st.Kind != KernelStep && st.Kind != hostStep {
+			continue // an If's branch, jump and copy steps
+		}
 		shapes := make([][]int64, len(st.out))
 		for j, r := range st.out {
 			if r.Slot >= 0 {

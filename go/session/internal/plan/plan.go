@@ -58,6 +58,10 @@ const (
 	PlanAlias PlanStepKind = "alias"
 	// PlanInlined: an If replaced by the nodes of the branch its fixed condition takes.
 	PlanInlined PlanStepKind = "inlined"
+	// PlanBranched: an If whose condition is computed at run time, both of whose branches the
+	// plan holds as steps: each run reads the condition and runs one branch's steps
+	// (branches.go).
+	PlanBranched PlanStepKind = "branched"
 )
 
 // PlanNode is one node of a compiled run plan: its placement, decided once when the session
@@ -105,6 +109,12 @@ type stepKind uint8
 const (
 	KernelStep stepKind = iota
 	hostStep
+	// branchStep reads an If's condition (in[0]): true goes on to the then-branch's steps,
+	// false to target; jumpStep, the then-branch's end, goes to target; copyStep copies in[0]
+	// into out[0] (a branch's output into the If's). See branches.go.
+	branchStep
+	jumpStep
+	copyStep
 )
 
 // planStep is one node of the plan.
@@ -123,12 +133,15 @@ type planStep struct {
 	// On a device arena, a host step's crossings, and its span's reason naming them.
 	Seam       Seam
 	seamReason string
+	// Branch and jump steps: the step they go to (branchStep when the condition is false).
+	target int
 }
 
 // planItem is a segment (a recorded graph of kernel steps) or a host step.
 type planItem struct {
 	Segment int // >= 0: segments[segment]
 	Step    int // host step index when segment < 0
+	Jump    int // a branch or jump step's target, as an item index
 }
 
 // planInput is a fed input's slot.
@@ -160,6 +173,8 @@ type Template struct {
 	OutputBytes uint64
 	Folded      int // nodes folded into static values
 	Inlined     int // If nodes replaced by the branch their fixed condition takes
+	// Branched are the If nodes whose branches both run as plan steps, one per run.
+	Branched int
 	// Specialized are the inputs whose values the plan takes as fixed (part of its key).
 	Specialized []string
 	Aliases     int // nodes that only view their input
@@ -291,14 +306,16 @@ var controlPositions = map[string][]int{
 }
 
 // ControlInputs are the graph inputs whose values reach a control position of the main
-// graph, through any chain of ops (Shape and Size read only their input's shape).
+// graph, through any chain of ops (Shape and Size read only their input's shape; of the other
+// domains' ops, only those of msControlPositions are followed).
 func (p *Env) ControlInputs() map[string]bool {
 	p.controlOnce.Do(func() {
 		g := p.Eng.Model.Graph
 		needed := map[string]bool{}
 		for i := len(g.Nodes) - 1; i >= 0; i-- {
 			n := g.Nodes[i]
-			if !onnxDomain(n) || readsShapesOnly(n) {
+			positions, followed := controlPositionsOf(n)
+			if !followed || readsShapesOnly(n) {
 				continue
 			}
 			all := false
@@ -306,7 +323,7 @@ func (p *Env) ControlInputs() map[string]bool {
 				all = all || (out != "" && needed[out])
 			}
 			for j, in := range n.Inputs {
-				if all || slices.Contains(controlPositions[n.OpType], j) {
+				if all || slices.Contains(positions, j) {
 					needed[in] = true
 				}
 			}
@@ -374,6 +391,7 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 	pending := map[*graph.Graph][]TracedNode{}
 	var addNode func(tn TracedNode) string
 	var inlineIf func(n *graph.Node, cond tensor.Tensor, tn TracedNode) string
+	var planBranches func(n *graph.Node, cond planRef, tn TracedNode) string
 	planFailure := "" // set when an inlined branch cannot be planned
 	addNode = func(tn TracedNode) string {
 		n := tn.Node
@@ -418,6 +436,12 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 				return ""
 			}
 		}
+		branchesWhy := ""
+		if n.OpType == "If" && onnxDomain(n) && len(step.in) == 1 && !step.in[0].fixed {
+			if branchesWhy = planBranches(n, step.in[0], tn); branchesWhy == "" {
+				return ""
+			}
+		}
 		index := len(t.Steps)
 		for _, r := range step.in {
 			use(r, index)
@@ -452,6 +476,9 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 		// The node's placement (internal/ep) says whether a kernel planner may run it.
 		pl := pe.Eng.Placements.Of(n)
 		step.Kind, step.Reason = hostStep, pl.HostReason()
+		if branchesWhy != "" {
+			step.Reason += " (its branches are not plan steps: " + branchesWhy + ")"
+		}
 		if planner, ok := ops.PlannerFor(pe.Eng.PlanTarget(), ops.PlannerKey(n)); ok && pl.Kernel {
 			infos := make([]ops.ValueInfo, len(step.in))
 			for j, r := range step.in {
@@ -573,6 +600,149 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 		t.Inlined++
 		return ""
 	}
+	// planBranches adds both traced branches of an If whose condition is computed at run
+	// time as steps (branches.go); "" when it did, else why not, with nothing added (the If
+	// then runs as a host step).
+	planBranches = func(n *graph.Node, cond planRef, tn TracedNode) string {
+		if c := ops.Numel(cond.shape); c != 1 || cond.dtype == graph.String {
+			return "the condition is not a single value"
+		}
+		var bgs [2]*graph.Graph
+		for b, name := range branchNames {
+			a := n.Attr(name)
+			if a == nil || a.Graph == nil {
+				return "the If has no " + name
+			}
+			bgs[b] = a.Graph
+		}
+		var entries [2][]TracedNode
+		for b, bg := range bgs {
+			entries[b] = pending[bg]
+			delete(pending, bg)
+			if len(entries[b]) != len(bg.Nodes) {
+				return fmt.Sprintf("the trace of its %s has %d of its %d nodes (it failed on the traced run's data)", branchNames[b], len(entries[b]), len(bg.Nodes))
+			}
+			if len(bg.Outputs) != len(n.Outputs) || len(tn.Out) < len(n.Outputs) {
+				return fmt.Sprintf("its %s has %d outputs for the If's %d", branchNames[b], len(bg.Outputs), len(n.Outputs))
+			}
+		}
+		mark := t.mark()
+		var added []string // names the branch being added defines, dropped from refs once it is done
+		fail := func(why string) string {
+			t.rollback(mark)
+			for _, name := range added {
+				delete(refs, name)
+			}
+			planFailure = ""
+			return why
+		}
+		bi := len(t.Steps)
+		use(cond, bi)
+		t.Steps = append(t.Steps, planStep{Kind: branchStep, Node: n, in: []planRef{cond}, Reason: "reads the If's condition to pick the branch"})
+		t.Nodes = append(t.Nodes, pe.planNodeOf(n, PlanBranched, ""))
+		outs := make([]planRef, len(n.Outputs))
+		jump := -1
+		for b, bg := range bgs {
+			if b == 1 {
+				jump = len(t.Steps)
+				t.Steps = append(t.Steps, planStep{Kind: jumpStep, Node: n, Reason: "the then_branch's end"})
+				t.Steps[bi].target = len(t.Steps)
+			}
+			firstSlot, firstStep := len(t.Slots), len(t.Steps)
+			names := branchValueNames(bg)
+			for _, name := range names {
+				if _, clash := refs[name]; clash {
+					return fail(fmt.Sprintf("the %s's value %q shadows another", branchNames[b], name))
+				}
+			}
+			added = names
+			for name, gt := range bg.Initializers {
+				v, err := tensor.FromGraphTensor(gt)
+				if err != nil {
+					return fail(err.Error())
+				}
+				refs[name] = planRef{fixed: true, static: v, dtype: v.DType(), shape: v.Dims()}
+			}
+			for _, e := range entries[b] {
+				if why := addNode(e); why != "" || planFailure != "" {
+					if why == "" {
+						why = planFailure
+					}
+					return fail(why)
+				}
+			}
+			// The If's outputs: the slot a step of the then-branch writes for it alone, else a
+			// slot of their own; the else-branch's step writes the same slot where it can.
+			// Other values (constants, outer values, one value for two outputs) are copied.
+			direct := make([]bool, len(n.Outputs))
+			taken := map[int]bool{} // this branch's slots that are the If's outputs already
+			for i, out := range n.Outputs {
+				r, ok := refs[bg.Outputs[i].Name]
+				if !ok {
+					return fail(fmt.Sprintf("the %s's output %q was not computed", branchNames[b], bg.Outputs[i].Name))
+				}
+				want := tn.Out[i]
+				if r.fixed && (tensor.Box(r.static) != nil || r.dtype == graph.String) || r.dtype != want.DType() || !slices.Equal(r.shape, want.Dims()) {
+					return fail(fmt.Sprintf("the %s's output %d is %s where the traced run's is %s", branchNames[b], i,
+						describeType(r.dtype, r.shape), describeType(want.DType(), want.Dims())))
+				}
+				if out == "" {
+					continue
+				}
+				own := !r.fixed && r.Slot >= firstSlot && !taken[r.Slot]
+				if b == 0 {
+					if own {
+						taken[r.Slot] = true
+						outs[i], direct[i] = planRef{Slot: r.Slot, dtype: want.DType(), shape: slices.Clone(want.Dims())}, true
+						continue
+					}
+					o, why := newSlot(want, len(t.Steps))
+					if why != "" {
+						return fail(fmt.Sprintf("the If's output %q is %s", out, why))
+					}
+					outs[i] = o
+					continue
+				}
+				if own && t.Slots[r.Slot].Bytes <= t.Slots[outs[i].Slot].Bytes {
+					// The else-branch's values in r's slot move to the output's.
+					from, to := r.Slot, outs[i].Slot
+					t.moveSlot(from, to, firstStep)
+					for _, name := range names {
+						if v, ok := refs[name]; ok && !v.fixed && v.Slot == from {
+							v.Slot = to
+							refs[name] = v
+						}
+					}
+					taken[to], direct[i] = true, true
+				}
+			}
+			for i, out := range n.Outputs {
+				if out == "" || direct[i] {
+					continue
+				}
+				r := refs[bg.Outputs[i].Name]
+				at := len(t.Steps)
+				use(r, at)
+				o := &t.Slots[outs[i].Slot]
+				o.First, o.Last = min(o.First, at), max(o.Last, at)
+				t.Steps = append(t.Steps, planStep{Kind: copyStep, Node: copyNode(n, branchNames[b], bg.Outputs[i].Name, i), in: []planRef{r}, out: []planRef{outs[i]},
+					Reason: fmt.Sprintf("copies the %s's output %q into the If's output %q", branchNames[b], bg.Outputs[i].Name, out)})
+			}
+			// The branch's values are its own: the other branch may use the same names.
+			for _, name := range names {
+				delete(refs, name)
+			}
+			added = nil
+		}
+		t.Steps[jump].target = len(t.Steps)
+		for i, out := range n.Outputs {
+			if out != "" {
+				refs[out] = outs[i]
+			}
+		}
+		t.Branched++
+		return ""
+	}
 	mainNodes := 0
 	for _, tn := range trace {
 		if tn.Graph != g {
@@ -609,7 +779,7 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 	// Segments: maximal runs of kernel steps with at least one launch.
 	seg := -1
 	for i, st := range t.Steps {
-		if st.Kind == hostStep {
+		if st.Kind != KernelStep {
 			t.Items = append(t.Items, planItem{Segment: -1, Step: i})
 			seg = -1
 			continue
@@ -625,6 +795,7 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 		}
 		t.Segments[seg] = append(t.Segments[seg], i)
 	}
+	t.linkJumps()
 	t.PlaceSlots()
 	for seg, steps := range t.Segments {
 		t.Tuners[seg].preset(t.segmentWork(steps))
@@ -662,8 +833,8 @@ func (t *Template) planBindings() {
 			if r.fixed || r.Slot < 0 {
 				continue
 			}
-			if st.Kind == hostStep {
-				host[r.Slot] = true
+			if st.Kind != KernelStep {
+				host[r.Slot] = true // host steps, branch conditions and copies
 			}
 		}
 		if st.Kind == KernelStep {
@@ -1184,7 +1355,8 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 		return nil, err
 	}
 	threads := rc.Eng.Threads
-	for _, it := range t.Items {
+	for ix := 0; ix < len(t.Items); ix++ {
+		it := t.Items[ix]
 		// Between items, the run stops once its context is done: a nil test for a context
 		// that is never done, else a non-blocking receive.
 		if rc.Done != nil && IsDone(rc.Done) {
@@ -1218,8 +1390,25 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 			}
 			continue
 		}
-		if err := t.runHostStep(rc, inst, &t.Steps[it.Step]); err != nil {
-			return nil, err
+		switch st := &t.Steps[it.Step]; st.Kind {
+		case branchStep:
+			then, err := t.runBranch(rc, inst, st)
+			if err != nil {
+				return nil, err
+			}
+			if !then {
+				ix = it.Jump - 1
+			}
+		case jumpStep:
+			ix = it.Jump - 1
+		case copyStep:
+			if err := t.runCopy(inst, st); err != nil {
+				return nil, err
+			}
+		default:
+			if err := t.runHostStep(rc, inst, st); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if inst.dev != nil {

@@ -219,7 +219,7 @@ func (t *Template) seams() map[int]Seam {
 	read, written := t.kernelSlots()
 	seams := map[int]Seam{}
 	for i, st := range t.Steps {
-		if st.Kind != hostStep {
+		if st.Kind == KernelStep || st.Kind == jumpStep {
 			continue
 		}
 		var s Seam

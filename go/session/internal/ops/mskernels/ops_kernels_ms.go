@@ -1,4 +1,4 @@
-package kernelops
+package mskernels
 
 import (
 	"math"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 	"github.com/loomrt/loom/kernels"
 )
@@ -22,11 +23,15 @@ import (
 //     activation, GELU's tanh approximation or its erf form.
 //   - MultiHeadAttention without key_padding_mask and past KV: bmm_nt, attn_softmax and bmm per
 //     (batch, head), reading the operands by strides, then a transpose (planMultiHeadAttention).
-//
 //   - RotaryEmbedding: gather, strided copies, binary and concatenation (planMSRotary).
+//   - GroupQueryAttention: gqa.loom's gqa_kv (present KV: each sequence's past, then its new
+//     keys, rotated, and values; the rotated query) and gqa_attn (the attention of each query
+//     row over the keys its position sees), reading seqlens_k and total_sequence_length from
+//     their buffers when they run and checking them (planGroupQueryAttention,
+//     ops_kernels_gqa.go). A compiled plan specializes on total_sequence_length, which sets the
+//     present outputs' length; seqlens_k stays a run-time value.
 //
-// GroupQueryAttention (whose cache offsets and masks come from seqlens_k and
-// total_sequence_length, values a compiled plan does not know) runs as its host function.
+// The block-quantized ops (MatMulNBits, GatherBlockQuantized) are ops_kernels_msquant.go's.
 //
 // Inputs these shapes do not cover (or that are invalid) make the planners decline, and the
 // host functions (go/session/internal/ops/nn/ops_ms.go) run, refusing bad inputs with their
@@ -34,21 +39,33 @@ import (
 
 func init() {
 	ms := graph.MSDomain + ":"
-	ops.RegisterKernelOp(ms+"SkipLayerNormalization", skipNormPlanner(false), hostFallback(ms+"SkipLayerNormalization"))
-	ops.RegisterKernelOp(ms+"SkipSimplifiedLayerNormalization", skipNormPlanner(true), hostFallback(ms+"SkipSimplifiedLayerNormalization"))
-	ops.RegisterKernelOp("SimplifiedLayerNormalization", planSimplifiedLayerNorm, hostFallback("SimplifiedLayerNormalization"))
-	ops.RegisterKernelOp(ms+"FastGelu", biasGeluPlanner(kernels.ActivationGeluTanh), hostFallback(ms+"FastGelu"))
-	ops.RegisterKernelOp(ms+"BiasGelu", biasGeluPlanner(kernels.ActivationGeluErf), hostFallback(ms+"BiasGelu"))
-	ops.RegisterKernelOp(ms+"MultiHeadAttention", planMultiHeadAttention, hostFallback(ms+"MultiHeadAttention"))
-	ops.RegisterKernelOp(ms+"RotaryEmbedding", planMSRotary, hostFallback(ms+"RotaryEmbedding"))
+	ops.RegisterKernelOp(ms+"SkipLayerNormalization", skipNormPlanner(false), kernelops.HostFallback(ms+"SkipLayerNormalization"))
+	ops.RegisterKernelOp(ms+"SkipSimplifiedLayerNormalization", skipNormPlanner(true), kernelops.HostFallback(ms+"SkipSimplifiedLayerNormalization"))
+	ops.RegisterKernelOp("SimplifiedLayerNormalization", planSimplifiedLayerNorm, kernelops.HostFallback("SimplifiedLayerNormalization"))
+	ops.RegisterKernelOp(ms+"FastGelu", biasGeluPlanner(kernels.ActivationGeluTanh), kernelops.HostFallback(ms+"FastGelu"))
+	ops.RegisterKernelOp(ms+"BiasGelu", biasGeluPlanner(kernels.ActivationGeluErf), kernelops.HostFallback(ms+"BiasGelu"))
+	ops.RegisterKernelOp(ms+"MultiHeadAttention", planMultiHeadAttention, kernelops.HostFallback(ms+"MultiHeadAttention"))
+	ops.RegisterKernelOp(ms+"RotaryEmbedding", planMSRotary, kernelops.HostFallback(ms+"RotaryEmbedding"))
 }
+
+// The op library's files the planners here launch kernels of.
+const (
+	normFile   = "norm.loom"
+	reduceFile = "reduce.loom"
+)
+
+// bits64 is an integer scalar argument of a launch, as its bits.
+func bits64(v int64) uint64 { return uint64(v) }
+
+// f32bits is a float32 scalar argument of a launch, as its bits.
+func f32bits(v float32) uint64 { return uint64(math.Float32bits(v)) }
 
 // named reports whether node n names output j.
 func named(n *graph.Node, j int) bool { return j < len(n.Outputs) && n.Outputs[j] != "" }
 
 // isVector reports whether input i is given as a float32 vector of h elements.
 func isVector(in []ops.ValueInfo, i int, h int64) bool {
-	return needInput(in, i) && in[i].Dtype == graph.Float && len(in[i].Shape) == 1 && in[i].Shape[0] == h
+	return kernelops.NeedInput(in, i) && in[i].Dtype == graph.Float && len(in[i].Shape) == 1 && in[i].Shape[0] == h
 }
 
 // plannerScratch adds a scratch buffer of count float32s to p and returns its operand.
@@ -59,7 +76,7 @@ func plannerScratch(p *ops.KernelPlan, count int) ops.Operand {
 
 // binaryInto is binaryCall writing into dst instead of output 0.
 func binaryInto(code string, out, a, b []int64, acc, scaled bool, scale float32, opA, opB, dst ops.Operand) (ops.KernelCall, bool) {
-	c, ok := binaryCall(code, out, a, b, acc, scaled, scale, opA, opB)
+	c, ok := kernelops.BinaryCall(code, out, a, b, acc, scaled, scale, opA, opB)
 	if ok {
 		c.Bind[2] = ops.ReadWriteOf(dst)
 	}
@@ -72,7 +89,7 @@ func rmsCalls(p *ops.KernelPlan, rows, cols int, eps float32, src, gamma, invOp,
 	rc := []int64{int64(rows), int64(cols)}
 	r1 := []int64{int64(rows), 1}
 	ss := plannerScratch(p, rows)
-	f, ok := reduceFormOf(rc, []bool{false, true})
+	f, ok := kernelops.ReduceFormOf(rc, []bool{false, true})
 	if !ok || f[4] > 1 {
 		return false
 	}
@@ -84,7 +101,7 @@ func rmsCalls(p *ops.KernelPlan, rows, cols int, eps float32, src, gamma, invOp,
 	ms := plannerScratch(p, rows)
 	c1, ok1 := binaryInto(kernels.BinaryAdd, r1, r1, []int64{}, false, true, float32(1/float64(cols)), ss, epsOp, ms)
 	c2 := ops.KernelCall{File: normFile, Symbol: "activation", Config: map[string]string{"OP": kernels.ActivationPow},
-		Args: []uint64{f32bits(-0.5), 0, U(rows)}, Workload: []uint64{U(rows)},
+		Args: []uint64{f32bits(-0.5), 0, kernelops.U(rows)}, Workload: []uint64{kernelops.U(rows)},
 		Bind: []ops.KernelBinding{ops.ReadOf(ms), ops.WriteOf(invOp)}}
 	// (Two launches through scratch: the binary kernel ships ACC chaining for Add, Max and Min
 	// only.)
@@ -101,8 +118,8 @@ func rmsCalls(p *ops.KernelPlan, rows, cols int, eps float32, src, gamma, invOp,
 // skipNormPlanner plans SkipLayerNormalization (rms false) or SkipSimplifiedLayerNormalization.
 func skipNormPlanner(rms bool) ops.KernelPlanner {
 	return func(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
-		if !allFloat32(in, 0, 1, 2) {
-			return nil, declineType(in), nil
+		if !kernelops.AllFloat32(in, 0, 1, 2) {
+			return nil, kernelops.DeclineType(in), nil
 		}
 		x := in[0].Shape
 		if len(x) != 2 && len(x) != 3 {
@@ -115,20 +132,20 @@ func skipNormPlanner(rms bool) ops.KernelPlanner {
 		beta, bias := -1, 4
 		if rms {
 			bias = 3
-		} else if needInput(in, 3) {
+		} else if kernelops.NeedInput(in, 3) {
 			beta = 3
 		}
 		if beta >= 0 && !isVector(in, beta, h) {
 			return nil, "host: beta does not fit the input", nil
 		}
-		hasBias := needInput(in, bias)
+		hasBias := kernelops.NeedInput(in, bias)
 		if hasBias && !isVector(in, bias, h) {
 			return nil, "host: bias does not fit the input", nil
 		}
 		rows, cols := ops.Numel(x[:len(x)-1]), int(h)
 		stat := append([]int64{}, x...)
 		stat[len(stat)-1] = 1
-		p := &ops.KernelPlan{Reason: reasonFloat32 + ", skip and bias added, then normalized by rows"}
+		p := &ops.KernelPlan{Reason: kernelops.ReasonFloat32 + ", skip and bias added, then normalized by rows"}
 		for j, shape := range [][]int64{x, stat, stat, x} {
 			if j == 0 || named(n, j) {
 				p.Outputs = append(p.Outputs, ops.ValueType{Dtype: graph.Float, Shape: append([]int64{}, shape...)})
@@ -173,7 +190,7 @@ func skipNormPlanner(rms bool) ops.KernelPlanner {
 		if beta >= 0 {
 			betaMode, betaOp = "1", ops.InputOperand(beta)
 		}
-		args := []uint64{U(rows), U(cols), 1, 1, f32bits(eps)}
+		args := []uint64{kernelops.U(rows), kernelops.U(cols), 1, 1, f32bits(eps)}
 		p.Calls = append(p.Calls, ops.KernelCall{File: normFile, Symbol: "norm_rows",
 			Config: map[string]string{"SCOL": "true", "BIAS": betaMode}, Args: args, Workload: args[:1],
 			Bind: []ops.KernelBinding{ops.ReadOf(sum), ops.ReadOf(ops.InputOperand(2)), ops.ReadOf(betaOp), ops.WriteOf(ops.OutputOperand(0)),
@@ -185,8 +202,8 @@ func skipNormPlanner(rms bool) ops.KernelPlanner {
 // planSimplifiedLayerNorm plans SimplifiedLayerNormalization: the RMS norm over the axes from
 // axis on, scale one value per normalized element.
 func planSimplifiedLayerNorm(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
-	if !allFloat32(in, 0, 1) {
-		return nil, declineType(in), nil
+	if !kernelops.AllFloat32(in, 0, 1) {
+		return nil, kernelops.DeclineType(in), nil
 	}
 	x := in[0].Shape
 	ax, err := ops.NormAxis(n.AttrInt("axis", -1), len(x))
@@ -201,7 +218,7 @@ func planSimplifiedLayerNorm(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.K
 	for k := ax; k < len(stat); k++ {
 		stat[k] = 1
 	}
-	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: append([]int64{}, x...)}}, Reason: reasonFloat32 + ", normalized by rows"}
+	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: append([]int64{}, x...)}}, Reason: kernelops.ReasonFloat32 + ", normalized by rows"}
 	invOp := ops.OutputOperand(1)
 	if named(n, 1) {
 		p.Outputs = append(p.Outputs, ops.ValueType{Dtype: graph.Float, Shape: stat})
@@ -221,18 +238,18 @@ func planSimplifiedLayerNorm(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.K
 // biasGeluPlanner plans GELU (activation code) of X plus an optional bias over X's last axis.
 func biasGeluPlanner(code string) ops.KernelPlanner {
 	return func(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
-		if !allFloat32(in, 0) {
-			return nil, declineType(in), nil
+		if !kernelops.AllFloat32(in, 0) {
+			return nil, kernelops.DeclineType(in), nil
 		}
 		x := in[0].Shape
-		hasBias := needInput(in, 1)
+		hasBias := kernelops.NeedInput(in, 1)
 		if hasBias && (len(x) == 0 || !isVector(in, 1, x[len(x)-1])) {
 			return nil, "host: the bias does not fit the input", nil
 		}
 		if !hasBias && n.OpType == "BiasGelu" {
 			return nil, "host: BiasGelu without a bias", nil
 		}
-		p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: append([]int64{}, x...)}}, Reason: reasonFloat32}
+		p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: append([]int64{}, x...)}}, Reason: kernelops.ReasonFloat32}
 		count := ops.Numel(x)
 		if count == 0 {
 			return p, "", nil
@@ -247,7 +264,7 @@ func biasGeluPlanner(code string) ops.KernelPlanner {
 			p.Calls = append(p.Calls, c)
 			p.Reason += ", bias added, then GELU"
 		}
-		c := activationCall(code, 0, 0, count)
+		c := kernelops.ActivationCall(code, 0, 0, count)
 		c.Bind[0] = ops.ReadOf(src)
 		p.Calls = append(p.Calls, c)
 		return p, "", nil
@@ -286,11 +303,11 @@ func embedPlan(p, sub *ops.KernelPlan, ins, outs []ops.Operand) {
 // heads·v_size). A bias known before the run (a weight) is added first (binary). Without
 // key_padding_mask and past KV; the host function serves those.
 func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
-	if !allFloat32(in, 0, 1, 2) {
-		return nil, declineType(in), nil
+	if !kernelops.AllFloat32(in, 0, 1, 2) {
+		return nil, kernelops.DeclineType(in), nil
 	}
 	for i := 4; i < len(in); i++ {
-		if i != 5 && needInput(in, i) {
+		if i != 5 && kernelops.NeedInput(in, i) {
 			return nil, "host: key_padding_mask and past KV", nil
 		}
 	}
@@ -312,7 +329,7 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 		return nil, "host: key and value do not fit the query", nil
 	}
 	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: []int64{int64(B), int64(S), int64(nh * Hv)}}},
-		Reason: reasonFloat32 + ", bmm + masked softmax + bmm per head, read by strides"}
+		Reason: kernelops.ReasonFloat32 + ", bmm + masked softmax + bmm per head, read by strides"}
 	if B*S*nh*Hv == 0 {
 		return p, "", nil
 	}
@@ -320,7 +337,7 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 		return nil, "host: no keys", nil
 	}
 	qOp, kOp, vOp := ops.InputOperand(0), ops.InputOperand(1), ops.InputOperand(2)
-	if needInput(in, 3) {
+	if kernelops.NeedInput(in, 3) {
 		b := in[3]
 		if split || !b.Static.IsValid() || b.Dtype != graph.Float || len(b.Shape) != 1 || int(b.Shape[0]) != 2*D+nh*Hv {
 			return nil, "host: a bias not known before the run, or with split key and value", nil
@@ -349,12 +366,12 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 		kBatch, kRow = []int{nh * T * H, T * H}, H
 		vBatch, vRow = []int{nh * T * Hv, T * Hv}, Hv
 	}
-	dims, st, ok := foldBatch(heads, []int{S * D, H}, kBatch, []int{nh * S * T, S * T})
+	dims, st, ok := kernelops.FoldBatch(heads, []int{S * D, H}, kBatch, []int{nh * S * T, S * T})
 	if !ok {
 		return nil, "host: the batch axes do not fold into three", nil
 	}
-	p.Calls = append(p.Calls, bmmSpec{m: S, n: T, k: H, dims: dims, as0: D, as1: 1, bs0: kRow,
-		aBatch: st[0], bBatch: st[1], cBatch: st[2], a: qOp, b: kOp, c: scores}.callNT())
+	p.Calls = append(p.Calls, kernelops.BMMSpec{M: S, N: T, K: H, Dims: dims, AS0: D, AS1: 1, BS0: kRow,
+		ABatch: st[0], BBatch: st[1], CBatch: st[2], A: qOp, B: kOp, C: scores}.CallNT())
 	// The additive mask: attention_bias, the causal constant, or their sum.
 	scoreShape := []int64{int64(B), int64(nh), int64(S), int64(T)}
 	mode, maskOp := "0", ops.InputOperand(0)
@@ -373,7 +390,7 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 		causalOp = ops.ConstOperand(len(p.Consts) - 1)
 		mode, maskOp, maskShape = "1", causalOp, []int64{int64(S), int64(T)}
 	}
-	if needInput(in, 5) {
+	if kernelops.NeedInput(in, 5) {
 		ab := in[5]
 		if ab.Dtype != graph.Float || len(ab.Shape) != 4 {
 			return nil, "host: attention_bias is not a float32 tensor of rank 4", nil
@@ -404,7 +421,7 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 		copy(ms, mst[:2])
 		msq, msk = mst[2], mst[3]
 	}
-	sdims, sst, ok := foldBatch(heads, ops.StridesOf([]int64{int64(B), int64(nh)}), ms)
+	sdims, sst, ok := kernelops.FoldBatch(heads, ops.StridesOf([]int64{int64(B), int64(nh)}), ms)
 	if !ok {
 		return nil, "host: the batch axes do not fold into three", nil
 	}
@@ -412,21 +429,21 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 	if scale == 0 {
 		scale = float32(1 / math.Sqrt(float64(H)))
 	}
-	args := []uint64{U(S), U(sdims[2]), U(sdims[0] * sdims[1]), U(sdims[1]), U(T), U(sst[1][0]), U(sst[1][1]), U(sst[1][2]),
-		U(msq), U(msk), uint64(math.Float32bits(scale)), 0}
+	args := []uint64{kernelops.U(S), kernelops.U(sdims[2]), kernelops.U(sdims[0] * sdims[1]), kernelops.U(sdims[1]), kernelops.U(T), kernelops.U(sst[1][0]), kernelops.U(sst[1][1]), kernelops.U(sst[1][2]),
+		kernelops.U(msq), kernelops.U(msk), uint64(math.Float32bits(scale)), 0}
 	p.Calls = append(p.Calls, ops.KernelCall{File: "attention.loom", Symbol: "attn_softmax", Config: map[string]string{"MASK": mode},
 		Args: args, Workload: args[:3], Bind: []ops.KernelBinding{ops.ReadWriteOf(scores), ops.ReadOf(maskOp), ops.ReadOf(ops.InputOperand(0))}})
 	// O = P·V per (batch, head), then (batch, heads, seq, v) -> (batch, seq, heads, v).
 	o := plannerScratch(p, B*nh*S*Hv)
-	dims, st, ok = foldBatch(heads, []int{nh * S * T, S * T}, vBatch, []int{nh * S * Hv, S * Hv})
+	dims, st, ok = kernelops.FoldBatch(heads, []int{nh * S * T, S * T}, vBatch, []int{nh * S * Hv, S * Hv})
 	if !ok {
 		return nil, "host: the batch axes do not fold into three", nil
 	}
-	p.Calls = append(p.Calls, bmmSpec{m: S, n: Hv, k: T, dims: dims, as0: T, as1: 1, bs0: vRow,
-		aBatch: st[0], bBatch: st[1], cBatch: st[2], a: scores, b: vOp, c: o}.call())
+	p.Calls = append(p.Calls, kernelops.BMMSpec{M: S, N: Hv, K: T, Dims: dims, AS0: T, AS1: 1, BS0: vRow,
+		ABatch: st[0], BBatch: st[1], CBatch: st[2], A: scores, B: vOp, C: o}.Call())
 	tn := graph.NewNode("", "Transpose", nil, nil)
 	tn.Attrs = []*graph.Attribute{graph.IntsAttr("perm", 0, 2, 1, 3)}
-	sub, reason, err := PlanTranspose(tn, opset, []ops.ValueInfo{{ValueType: ops.ValueType{Dtype: graph.Float, Shape: []int64{int64(B), int64(nh), int64(S), int64(Hv)}}, Present: true}})
+	sub, reason, err := kernelops.PlanTranspose(tn, opset, []ops.ValueInfo{{ValueType: ops.ValueType{Dtype: graph.Float, Shape: []int64{int64(B), int64(nh), int64(S), int64(Hv)}}, Present: true}})
 	if err != nil || sub == nil {
 		return nil, "host: the transpose of the heads: " + reason, nil
 	}
@@ -469,8 +486,8 @@ func embedPlanner(p *ops.KernelPlan, planner ops.KernelPlanner, n *graph.Node, o
 // check (an error naming the node), and a negative one counts from the end, as Gather's
 // indices do.
 func planMSRotary(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
-	if !allFloat32(in, 0, 2, 3) || !needInput(in, 1) {
-		return nil, declineType(in), nil
+	if !kernelops.AllFloat32(in, 0, 2, 3) || !kernelops.NeedInput(in, 1) {
+		return nil, kernelops.DeclineType(in), nil
 	}
 	if n.AttrInt("is_packed_batching", 0) != 0 || n.AttrFloat("scale", 1) != 1 {
 		return nil, "host: is_packed_batching or scale", nil
@@ -508,7 +525,7 @@ func planMSRotary(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPl
 		return nil, "host: position_ids' type", nil
 	}
 	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: append([]int64{}, x...)}},
-		Reason: reasonFloat32 + ", cache rows gathered, rotated parts sliced, multiplied and concatenated back"}
+		Reason: kernelops.ReasonFloat32 + ", cache rows gathered, rotated parts sliced, multiplied and concatenated back"}
 	if B*S*N*H == 0 {
 		return p, "", nil
 	}
@@ -542,7 +559,7 @@ func planMSRotary(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPl
 	rows := B * S * half
 	cg, sg := plannerScratch(p, int(rows)), plannerScratch(p, int(rows))
 	for i, dst := range []ops.Operand{cg, sg} {
-		if reason, ok := embedPlanner(p, PlanGather, gather, 21, []ops.ValueInfo{in[2+i], posInfo}, []ops.Operand{ops.InputOperand(2 + i), posOp}, []ops.Operand{dst}); !ok {
+		if reason, ok := embedPlanner(p, kernelops.PlanGather, gather, 21, []ops.ValueInfo{in[2+i], posInfo}, []ops.Operand{ops.InputOperand(2 + i), posOp}, []ops.Operand{dst}); !ok {
 			return nil, "host: gathering the caches: " + reason, nil
 		}
 	}
@@ -563,7 +580,7 @@ func planMSRotary(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPl
 			start, end, step = int64(i), rd, 2
 		}
 		in := []ops.ValueInfo{f32Info(xh...), staticI64(start), staticI64(end), staticI64(3), staticI64(step)}
-		if reason, ok := embedPlanner(p, PlanSlice, slice, 21, in, []ops.Operand{ops.InputOperand(0)}, []ops.Operand{xp[i]}); !ok {
+		if reason, ok := embedPlanner(p, kernelops.PlanSlice, slice, 21, in, []ops.Operand{ops.InputOperand(0)}, []ops.Operand{xp[i]}); !ok {
 			return nil, "host: slicing the rotated parts: " + reason, nil
 		}
 	}
@@ -598,17 +615,17 @@ func planMSRotary(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPl
 		pair := append(append([]int64{}, part...), 1)
 		pieces = []ops.ValueInfo{f32Info(pair...), f32Info(pair...)}
 	}
-	if reason, ok := embedPlanner(p, PlanConcat, concat, 21, pieces, y[:], []ops.Operand{rotOp}); !ok {
+	if reason, ok := embedPlanner(p, kernelops.PlanConcat, concat, 21, pieces, y[:], []ops.Operand{rotOp}); !ok {
 		return nil, "host: concatenating the parts: " + reason, nil
 	}
 	if rd < H {
 		tail := append(append([]int64{}, part[:3]...), H-rd)
 		tailOp := plannerScratch(p, int(ops.Numel(tail)))
 		in := []ops.ValueInfo{f32Info(xh...), staticI64(rd), staticI64(H), staticI64(3), staticI64(1)}
-		if reason, ok := embedPlanner(p, PlanSlice, slice, 21, in, []ops.Operand{ops.InputOperand(0)}, []ops.Operand{tailOp}); !ok {
+		if reason, ok := embedPlanner(p, kernelops.PlanSlice, slice, 21, in, []ops.Operand{ops.InputOperand(0)}, []ops.Operand{tailOp}); !ok {
 			return nil, "host: slicing the unrotated features: " + reason, nil
 		}
-		if reason, ok := embedPlanner(p, PlanConcat, concat, 21, []ops.ValueInfo{f32Info(rot...), f32Info(tail...)}, []ops.Operand{rotOp, tailOp}, []ops.Operand{ops.OutputOperand(0)}); !ok {
+		if reason, ok := embedPlanner(p, kernelops.PlanConcat, concat, 21, []ops.ValueInfo{f32Info(rot...), f32Info(tail...)}, []ops.Operand{rotOp, tailOp}, []ops.Operand{ops.OutputOperand(0)}); !ok {
 			return nil, "host: concatenating the unrotated features: " + reason, nil
 		}
 	}

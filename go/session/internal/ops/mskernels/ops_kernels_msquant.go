@@ -1,4 +1,4 @@
-package kernelops
+package mskernels
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/ops/kernelops"
 	"github.com/loomrt/loom/go/session/internal/ops/nn"
 )
 
@@ -120,7 +121,7 @@ func PlanGatherBlockQuantized(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.
 		return nil, "host: gather_bq takes float32 scales, got " + g.OutType.String(), nil
 	}
 	dim := g.Logical[0]
-	if ids, ok := staticInts(in, 1); ok {
+	if ids, ok := kernelops.StaticInts(in, 1); ok {
 		for _, v := range ids {
 			if v < -dim || v >= dim {
 				return nil, "", ops.OpErr("input indices holds %d, outside [%d, %d)", v, -dim, dim)
