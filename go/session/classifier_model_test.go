@@ -65,16 +65,21 @@ func classifierModel(t *testing.T) *graph.Model {
 
 // TestWriteClassifierModel rewrites classifierPath when LOOM_WRITE_TESTDATA=1; otherwise it
 // checks that the committed file is what classifierModel builds.
-func TestWriteClassifierModel(t *testing.T) {
-	b, err := classifierModel(t).Marshal()
+func TestWriteClassifierModel(t *testing.T) { requireCommittedModel(t, classifierPath, classifierModel(t)) }
+
+// requireCommittedModel writes m to path when LOOM_WRITE_TESTDATA=1; otherwise it requires
+// the committed file at path to be m, byte for byte.
+func requireCommittedModel(t *testing.T, path string, m *graph.Model) {
+	t.Helper()
+	b, err := m.Marshal()
 	require.NoError(t, err)
 	if os.Getenv("LOOM_WRITE_TESTDATA") == "1" {
-		require.NoError(t, os.WriteFile(classifierPath, b, 0o644))
+		require.NoError(t, os.WriteFile(path, b, 0o644))
 		return
 	}
-	committed, err := os.ReadFile(classifierPath)
+	committed, err := os.ReadFile(path)
 	require.NoError(t, err, "run with LOOM_WRITE_TESTDATA=1 to write it")
-	require.True(t, bytes.Equal(b, committed), "%s is not what classifierModel builds: run with LOOM_WRITE_TESTDATA=1", classifierPath)
+	require.True(t, bytes.Equal(b, committed), "%s is not what the test builds: run with LOOM_WRITE_TESTDATA=1", path)
 }
 
 // TestClassifierBatchSweepMatchesInterpreter runs the committed classifier over new batch

@@ -1,11 +1,9 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -94,17 +92,7 @@ func mlpIfModel(t *testing.T) *graph.Model {
 
 // TestWriteMLPIfModel rewrites mlpIfPath when LOOM_WRITE_TESTDATA=1; otherwise it checks that
 // the committed file is what mlpIfModel builds.
-func TestWriteMLPIfModel(t *testing.T) {
-	b, err := mlpIfModel(t).Marshal()
-	require.NoError(t, err)
-	if os.Getenv("LOOM_WRITE_TESTDATA") == "1" {
-		require.NoError(t, os.WriteFile(mlpIfPath, b, 0o644))
-		return
-	}
-	committed, err := os.ReadFile(mlpIfPath)
-	require.NoError(t, err, "run with LOOM_WRITE_TESTDATA=1 to write it")
-	require.True(t, bytes.Equal(b, committed), "%s is not what mlpIfModel builds: run with LOOM_WRITE_TESTDATA=1", mlpIfPath)
-}
+func TestWriteMLPIfModel(t *testing.T) { requireCommittedModel(t, mlpIfPath, mlpIfModel(t)) }
 
 // thenTaken says which branch of mlp_if made y: the then-branch's Softmax rows sum to 1.
 func thenTaken(y []float64, rows int) bool {
