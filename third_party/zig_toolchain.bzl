@@ -16,12 +16,22 @@ ZIG_WHEEL_SHA256 = "ea6cc5d87b033cf0aedfbc8f9549a908cae6c50ac31f1698188fa48a7452
 # zig; a binary built here runs on glibc 2.36 or newer.
 ZIG_TARGET = "x86_64-linux-gnu.2.36"
 
+# Part of the default zig cache directory's name. zig keys its cache entries on their inputs but
+# not on the environment: bump it when a change to the driver changes what zig builds into its
+# cache (as PWD did, revision 2), so that no entry built the old way is linked.
+ZIG_CACHE_REVISION = "2"
+
 # The driver: `zig <tool>` for the target, with
 #  - ZIG_LIB_DIR relative to the execution root (zig's headers, libc++ and glibc sources are the
 #    declared input directory `lib`, so include paths in .d files and debug info stay relative);
 #  - zig's cache (glibc stubs, compiler-rt and libc++ built once per zig version and flags) in
-#    LOOM_ZIG_CACHE, default /tmp/loom-zig-cache-<version>: content-addressed by zig, never the
-#    user's ~/.cache;
+#    LOOM_ZIG_CACHE, default /tmp/loom-zig-cache-<version>-r<ZIG_CACHE_REVISION>: content-addressed
+#    by zig, never the user's ~/.cache;
+#  - PWD=/proc/self/cwd for zig and the clang it runs: LLVM takes the working directory from $PWD
+#    when $PWD names the same directory as ".", so the DW_AT_comp_dir of what zig compiles on its
+#    own (crt1, libc++, libc++abi, libunwind, compiler-rt, built into its cache at the first link
+#    that needs them, with none of our flags) is the fixed string /proc/self/cwd instead of the
+#    action's sandbox directory: binaries are byte-identical whichever directory built them;
 #  - -march=x86-64-vN spelled zig's way (x86_64_vN): zig parses -march itself;
 #  - -Wl,--unresolved-symbols=ignore-all (rules_go's cgo) as -shared: zig rejects the flag;
 #  - the execution root mapped to "." in debug info and __FILE__ (reproducible objects).
@@ -30,7 +40,7 @@ _DRIVER = """#!/bin/bash
 set -euo pipefail
 here="${{BASH_SOURCE[0]%/*}}"
 export ZIG_LIB_DIR="$here/lib"
-export ZIG_GLOBAL_CACHE_DIR="${{LOOM_ZIG_CACHE:-/tmp/loom-zig-cache-{version}}}"
+export ZIG_GLOBAL_CACHE_DIR="${{LOOM_ZIG_CACHE:-/tmp/loom-zig-cache-{version}-r{cache_revision}}}"
 export ZIG_LOCAL_CACHE_DIR="$ZIG_GLOBAL_CACHE_DIR"
 {body}
 """
@@ -52,8 +62,11 @@ for arg in "$@"; do
     *.cc | *.cpp | *.cxx | *.c++ | *.C) tool=c++ ;;
   esac
 done
+execroot=$PWD
+export PWD=/proc/self/cwd
 exec "$here/zig" "$tool" -target {target} -fno-sanitize=undefined \\
-  "-ffile-prefix-map=$here=external/{name}" "-ffile-prefix-map=$PWD=." ${{args[@]+"${{args[@]}}"}}"""
+  "-ffile-prefix-map=$here=external/{name}" "-ffile-prefix-map=$execroot=." \\
+  "-ffile-prefix-map=/proc/self/cwd=." ${{args[@]+"${{args[@]}}"}}"""
 
 _TOOL_BODY = """exec "$here/zig" {tool} "$@\""""
 
@@ -65,6 +78,7 @@ def _driver(ctx, name, body, tool):
         tool = tool,
         target = ZIG_TARGET,
         version = ZIG_VERSION,
+        cache_revision = ZIG_CACHE_REVISION,
         body = body.format(tool = tool, target = ZIG_TARGET, name = ctx.name),
     ), executable = True)
 

@@ -50,6 +50,12 @@ _LOOM_HOST_MARCH = {
     "host-aarch64-v8": "-march=armv8-a",
 }
 
+# Further ISA flags of a host target (loom.StaticCFlags has them too): clang (zig cc) tunes
+# x86-64-v4 for 256-bit vectors and would split the kernels' 16-lane vectors in halves.
+_LOOM_HOST_ISA_FLAGS = {
+    "host-x86_64-v4": ["-mprefer-vector-width=512"],
+}
+
 def _loom_kernel_source_impl(ctx):
     args = ctx.actions.args()
     args.add("--src", ctx.file.src)
@@ -162,7 +168,8 @@ def loom_kernel(
     _cc_library(
         name = name,
         srcs = srcs,
-        copts = _LOOM_HOST_COPTS + ["-w", "-Wno-psabi"] + [_LOOM_HOST_MARCH[t] for t in host],
+        copts = _LOOM_HOST_COPTS + ["-w", "-Wno-psabi"] + [_LOOM_HOST_MARCH[t] for t in host] +
+                [f for t in host for f in _LOOM_HOST_ISA_FLAGS.get(t, [])],
         data = data,
         alwayslink = True,
         linkstatic = True,
@@ -218,6 +225,16 @@ def filegroup(**kwargs):
 NVRTC_DATA = ["@nvrtc//:libnvrtc"]
 
 NVRTC_ENV = {"LOOM_NVRTC_LIBRARY": "$(rootpath @nvrtc//:libnvrtc)"}
+
+# The pinned C compiler (zig cc, @loom_zig: third_party/zig_toolchain.bzl) as the JIT compiler
+# of a test that compiles host kernels at run time: add ZIG_CC_DATA to its data and ZIG_CC_ENV
+# to its env, and Loom's compiler (Config.CC empty: $CC) runs the driver from the runfiles, so
+# the test needs no C compiler on the machine. CC is relative to the workspace's runfiles
+# directory, the test's working directory. Only a workspace that calls loom_toolchains() has
+# @loom_zig.
+ZIG_CC_DATA = ["@loom_zig//:zig-cc", "@loom_zig//:all_files"]
+
+ZIG_CC_ENV = {"CC": "$(rootpath @loom_zig//:zig-cc)"}
 
 # The ONNX node tests as a declared input (@onnx_node_tests, third_party/repositories.bzl): add
 # NODE_TESTS_DATA to a test's data and NODE_TESTS_ENV to its env; LOOM_NODE_TESTS is relative

@@ -4,6 +4,8 @@
 #
 #   tools/hermetic_check.sh path DIR       makes DIR a PATH without gcc, cc, c++, clang, ld, as
 #                                          and go (links to the rest of /usr/bin) and prints it
+#   tools/hermetic_check.sh sandbox-flags  prints, one a line, the --sandbox_block_path flags
+#                                          of the cold builds below (tools/bazelconsumer uses them)
 #   tools/hermetic_check.sh [--full | --subset] [WORKDIR]
 #
 # The check, each step a PASS or FAIL line:
@@ -16,8 +18,8 @@
 #      links with the pinned toolchains);
 #   3. those outputs are byte-identical to the same targets built in this clone (its output
 #      base, its disk cache); with --full, to a second copy built like the first instead (two
-#      cold builds: twice the time). The Go binary is required to be identical but for its
-#      DWARF (a known difference, printed as a NOTE: docs/bazel.md);
+#      cold builds: twice the time). The Go binary is compared whole, DWARF included (its
+#      runtime libraries are built by zig at its first link: docs/bazel.md);
 #   4. the Go binary needs only glibc (ldd: libc, libm, libresolv, the loader);
 #   5. `bazel aquery` over the test targets' actions shows no absolute path outside the
 #      execution root in any command line.
@@ -25,7 +27,9 @@
 # of the loom binary takes 15-35 minutes on two cores) builds the same three kinds of output,
 # fewer of them: the shim library, one kernel package's objects (attention, both x86-64
 # levels) and a smaller Go binary linking the shim through cgo (go/native's nativedemo), so the
-# Go standard library and the cgo link still go through the pinned toolchains cold.
+# Go standard library and the cgo link still go through the pinned toolchains cold, and the
+# binary links the same runtime libraries zig builds for the loom binary (crt1, libc++,
+# libc++abi, libunwind, compiler-rt), each cold build with a zig cache of its own.
 # Ends with `hermetic: N passed, M failed` (tools/test counts it). WORKDIR (default: a new
 # temporary directory, removed afterwards) holds the copies and their output bases.
 set -uo pipefail
@@ -45,6 +49,23 @@ make_path() {
   done
   echo "$dir"
 }
+
+# block_flags: --sandbox_block_path flags that keep the machine's compilers, assembler, linker,
+# headers, /usr/local (the machine's Go) and the Go and zig caches out of every sandbox.
+block_flags() {
+  local block=(/usr/local /usr/include /usr/lib/gcc "$HOME/go" "$HOME/.cache/go-build" "$HOME/.cache/zig") f p
+  for f in /usr/bin/gcc* /usr/bin/g++* /usr/bin/cc /usr/bin/c++ /usr/bin/cpp* /usr/bin/x86_64-linux-gnu-g* /usr/bin/ld /usr/bin/ld.bfd /usr/bin/ld.gold /usr/bin/as; do
+    [ -e "$f" ] && block+=("$(readlink -f "$f")")
+  done
+  for p in "${block[@]}"; do
+    [ -e "$p" ] && echo "--sandbox_block_path=$p"
+  done
+}
+
+if [ "${1:-}" = sandbox-flags ]; then
+  block_flags | sort -u
+  exit 0
+fi
 
 if [ "${1:-}" = path ]; then
   [ -n "${2:-}" ] || { echo "usage: tools/hermetic_check.sh path DIR" >&2; exit 2; }
@@ -100,14 +121,8 @@ result "the restricted PATH has no gcc, cc, c++, cpp, clang, ld, as or go" $stat
 
 # Flags of the cold builds: nothing read from the machine's compilers, headers, /usr/local or Go
 # caches; zig's cache of its own (LOOM_ZIG_CACHE) so that nothing is shared with other builds.
-block=(/usr/local /usr/include /usr/lib/gcc "$HOME/go" "$HOME/.cache/go-build" "$HOME/.cache/zig")
-for f in /usr/bin/gcc* /usr/bin/g++* /usr/bin/cc /usr/bin/c++ /usr/bin/cpp* /usr/bin/x86_64-linux-gnu-g* /usr/bin/ld /usr/bin/ld.bfd /usr/bin/ld.gold /usr/bin/as; do
-  [ -e "$f" ] && block+=("$(readlink -f "$f")")
-done
 cold_flags=(--disk_cache= --color=no --curses=no --noshow_progress)
-for p in "${block[@]}"; do
-  [ -e "$p" ] && cold_flags+=("--sandbox_block_path=$p")
-done
+mapfile -t -O ${#cold_flags[@]} cold_flags < <(block_flags | sort -u)
 
 # cold_build NAME: copies this clone's files to $work/NAME and builds the targets there.
 cold_build() {
@@ -160,25 +175,20 @@ same() {
 same "shim library" shim/libshim.a shim/libshim.so
 mapfile -t kernel_objects < <(cd "${bin_dirs[0]}" && find kernels/aot/gen -path '*/_objs/*' -name '*.o' | sort)
 same "kernel objects" "${kernel_objects[@]}"
-# The loom binary: byte-identical but for its DWARF is required; byte-identical as a whole is
-# reported. Known difference (docs/bazel.md, "The reproducibility check"): the DWARF of the
-# runtime libraries zig builds into its cache at the first link (crt1, libc++, libc++abi)
-# records that action's absolute sandbox directory as DW_AT_comp_dir.
-loom=$gobin
-if cmp -s "${bin_dirs[0]}/$loom" "${bin_dirs[1]}/$loom"; then
-  result "$loom: byte-identical in both builds" 0
+# The Go binary, DWARF included. Its runtime libraries (crt1, libc++, libc++abi, libunwind,
+# compiler-rt) are built by zig into its cache at the first link, with a DW_AT_comp_dir that the
+# driver fixes (PWD=/proc/self/cwd: docs/bazel.md, "The reproducibility check"); when the
+# binaries differ, the debug strings that differ are printed, the usual place of a directory.
+if cmp -s "${bin_dirs[0]}/$gobin" "${bin_dirs[1]}/$gobin"; then
+  result "$gobin (DWARF included): byte-identical in both builds" 0
 else
-  status=0
+  echo "hermetic: $gobin differs between ${bin_dirs[0]} and ${bin_dirs[1]}; debug strings only in one of them:"
   for i in 0 1; do
-    objcopy --strip-debug "${bin_dirs[$i]}/$loom" "$work/loom.nodebug.$i" || status=1
+    objcopy --decompress-debug-sections "${bin_dirs[$i]}/$gobin" "$work/gobin.dwarf.$i" 2>/dev/null
   done
-  [ "$status" = 0 ] && cmp -s "$work/loom.nodebug.0" "$work/loom.nodebug.1" || status=1
-  echo "hermetic: NOTE: $loom differs in its DWARF sections between ${bin_dirs[0]} and ${bin_dirs[1]}:"
-  objcopy --decompress-debug-sections "${bin_dirs[0]}/$loom" "$work/loom.dwarf.0" 2>/dev/null
-  objcopy --decompress-debug-sections "${bin_dirs[1]}/$loom" "$work/loom.dwarf.1" 2>/dev/null
-  diff <(readelf -p .debug_str "$work/loom.dwarf.0" 2>/dev/null | sed -E 's/^ *\[ *[0-9a-f]+\] *//' | sort -u) \
-    <(readelf -p .debug_str "$work/loom.dwarf.1" 2>/dev/null | sed -E 's/^ *\[ *[0-9a-f]+\] *//' | sort -u) | grep '^[<>]' | head -10
-  result "$loom: byte-identical but for its DWARF (objcopy --strip-debug) in both builds" $status
+  diff <(readelf -p .debug_str "$work/gobin.dwarf.0" 2>/dev/null | sed -E 's/^ *\[ *[0-9a-f]+\] *//' | sort -u) \
+    <(readelf -p .debug_str "$work/gobin.dwarf.1" 2>/dev/null | sed -E 's/^ *\[ *[0-9a-f]+\] *//' | sort -u) | grep '^[<>]' | head -10
+  result "$gobin (DWARF included): byte-identical in both builds" 1
 fi
 
 libs=$(ldd "${bin_dirs[0]}/$gobin" 2>&1 | awk '{print $1}' | grep -vE '^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|libresolv\.so\.2|/lib64/ld-linux-x86-64\.so\.2)$')

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,6 +73,7 @@ type Compiler struct {
 	private  string // NoCache: private directory removed by Close
 	cc       string
 	ccID     string
+	ccGCC    bool // the C compiler is GCC (its --version names the Free Software Foundation)
 	// vecMath is the libmvec level each host target links (see vectorMath), probed once.
 	vecMath map[Target]int
 
@@ -177,8 +179,37 @@ func (c *Compiler) ccIdentity(ctx context.Context) (string, error) {
 	id = strings.SplitN(string(out), "\n", 2)[0]
 	c.mu.Lock()
 	c.ccID = id
+	c.ccGCC = !strings.Contains(string(out), "clang") && strings.Contains(string(out), "Free Software Foundation")
 	c.mu.Unlock()
 	return id, nil
+}
+
+// gccOnlyFlags are code-generation flags for host kernels that GCC takes and clang rejects.
+// -fira-region=all has GCC's register allocator treat every loop as a region of its own:
+// without it, values live around a kernel's innermost loop (an epilogue's constants hoisted
+// out of the loop nest) left gemm_nn's 8 x 3 tile of accumulators short of registers in its k
+// loop, which then stored and reloaded them on every iteration (BERT-base's 128 x 768 x 768
+// product with its weight constant: 94 -> 146 GFLOP/s on one Xeon core, docs/performance.md).
+var gccOnlyFlags = []string{"-fira-region=all"}
+
+// GCCOnlyFlags returns the code-generation flags the JIT adds to cflags when its C compiler is
+// GCC. Ahead-of-time C gives them to GCC in a #pragma GCC optimize, which clang ignores.
+func GCCOnlyFlags() []string { return slices.Clone(gccOnlyFlags) }
+
+// hostFlags returns the flags that compile host kernels of target with c's C compiler:
+// cflags, gccOnlyFlags when that is GCC, and the libmvec level (vectorMathFlags).
+func (c *Compiler) hostFlags(ctx context.Context, target Target) ([]string, error) {
+	if _, err := c.ccIdentity(ctx); err != nil {
+		return nil, err
+	}
+	f := cflags(target)
+	c.mu.Lock()
+	gcc := c.ccGCC
+	c.mu.Unlock()
+	if gcc {
+		f = append(f, gccOnlyFlags...)
+	}
+	return append(f, c.vectorMathFlags(ctx, target)...), nil
 }
 
 // vectorMathFlags defines LOOM_LIBMVEC for host kernels of target when libmvec links (see
@@ -354,7 +385,11 @@ func (c *Compiler) key(ctx context.Context, src KernelSource, target Target) (st
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "cc=%s\nflags=%s\n", id, strings.Join(append(cflags(target), c.vectorMathFlags(ctx, target)...), " "))
+		flags, err := c.hostFlags(ctx, target)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "cc=%s\nflags=%s\n", id, strings.Join(flags, " "))
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -376,7 +411,10 @@ func (c *Compiler) buildSharedObject(ctx context.Context, source string, target 
 	if err := os.WriteFile(cfile, []byte(source), 0o644); err != nil {
 		return nil, fmt.Errorf("loom: %w", err)
 	}
-	args := append(cflags(target), c.vectorMathFlags(ctx, target)...)
+	args, err := c.hostFlags(ctx, target)
+	if err != nil {
+		return nil, err
+	}
 	args = append(args, "-o", sofile, cfile)
 	if c.vectorMath(ctx, target) > 0 {
 		args = append(args, "-lmvec")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,11 @@ func TestMain(m *testing.M) {
 	// runfiles directory, which rules_go's test runner has left for the package's directory.
 	if lib := os.Getenv("LOOM_NVRTC_LIBRARY"); lib != "" && !filepath.IsAbs(lib) && os.Getenv("TEST_SRCDIR") != "" {
 		os.Setenv("LOOM_NVRTC_LIBRARY", filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), lib))
+	}
+	// So is CC, the pinned zig cc's driver (tools/defs.bzl's ZIG_CC_ENV), the C compiler of the
+	// JIT; a CC without a slash is a name for PATH and stays as it is.
+	if cc := os.Getenv("CC"); strings.Contains(cc, "/") && !filepath.IsAbs(cc) && os.Getenv("TEST_SRCDIR") != "" {
+		os.Setenv("CC", filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), cc))
 	}
 	native.SetLeakHook(func(kind string) {
 		leakMu.Lock()

@@ -278,11 +278,16 @@ func TestModuleErrors(t *testing.T) {
 	assert.Same(t, m, k1.Module())
 }
 
-// TestHostSharedObject builds a host module as a shared object with the system C compiler
-// and loads it through dlopen.
+// TestHostSharedObject builds a host module as a shared object with the C compiler ($CC, as
+// Loom's JIT takes it: the pinned zig cc under Bazel; else the system's cc) and loads it through
+// dlopen.
 func TestHostSharedObject(t *testing.T) {
 	cc, err := exec.LookPath("cc")
-	if err != nil {
+	if env := os.Getenv("CC"); env != "" {
+		// A compiler that was asked for must be there: no skip.
+		cc, err = exec.LookPath(env)
+		require.NoError(t, err, "$CC")
+	} else if err != nil {
 		t.Skip("no C compiler to build a shared object with")
 	}
 	include := abiIncludeDir()

@@ -30,6 +30,9 @@ type planBench struct {
 	node   *graph.Node
 	shapes [][]int64
 	macs   float64
+	// static lists the inputs the planner sees as constants (a model's weights: packed as
+	// the session packs them).
+	static []int
 }
 
 // convMACs is N·M·OH·OW·(C/group)·KH·KW for x [N, C, H, W], w [M, C/group, KH, KW] and the
@@ -70,6 +73,13 @@ func convGemmBenches() []planBench {
 		m, k, n := a[len(a)-2], a[len(a)-1], b[len(b)-1]
 		return planBench{name: name, node: graph.NewNode("n", "MatMul", nil, []string{"y"}), shapes: [][]int64{a, b}, macs: float64(batch * m * k * n)}
 	}
+	weights := func(p planBench) planBench {
+		p.static = []int{1}
+		if len(p.shapes) > 2 {
+			p.static = append(p.static, 2)
+		}
+		return p
+	}
 	matMulAdd := func(name string, a, b []int64) planBench {
 		p := matmul(name, a, b)
 		p.node = graph.NewNode("n", "MatMulAdd", nil, []string{"y"})
@@ -103,6 +113,13 @@ func convGemmBenches() []planBench {
 		matMulAdd("encoder_matmuladd_2x7x128x64", []int64{2, 7, 128}, []int64{128, 64}),
 		matMulAdd("encoder_matmuladd_2x3x64x192", []int64{2, 3, 64}, []int64{64, 192}),
 		matmul("matmul_256x256x256", []int64{256, 256}, []int64{256, 256}),
+		// Transformer projections over 128 tokens (BERT-base: QKV, attention output, MLP up and
+		// down) and 1024³, with the weight constant as in a model.
+		weights(matMulAdd("bert_matmuladd_128x768x2304", []int64{128, 768}, []int64{768, 2304})),
+		weights(matMulAdd("bert_matmuladd_128x768x768", []int64{128, 768}, []int64{768, 768})),
+		weights(matMulAdd("bert_matmuladd_128x768x3072", []int64{128, 768}, []int64{768, 3072})),
+		weights(matMulAdd("bert_matmuladd_128x3072x768", []int64{128, 3072}, []int64{3072, 768})),
+		weights(matmul("matmul_1024x1024x1024_weights", []int64{1024, 1024}, []int64{1024, 1024})),
 	}
 }
 
@@ -116,10 +133,11 @@ func benchSession(b *testing.B) *device.ModelSession {
 }
 
 // placePlan plans node for float32 inputs of the given shapes (fresh random values; the
-// planner sees no values, as for a model's dynamic inputs), places its operands in ms and
+// planner sees no values, as for a model's dynamic inputs, except those of the inputs static
+// lists, which it sees as a model's weights), places its operands in ms and
 // returns the plan's launches as commands, with the region of output 0. A valid x replaces
 // input 0 by a region of x (its leading bytes), so that consecutive ops form a chain.
-func placePlan(b *testing.B, ms *device.ModelSession, node *graph.Node, shapes [][]int64, x device.Region) ([]device.Command, device.Region, *ops.KernelPlan) {
+func placePlan(b *testing.B, ms *device.ModelSession, node *graph.Node, shapes [][]int64, x device.Region, static ...int) ([]device.Command, device.Region, *ops.KernelPlan) {
 	b.Helper()
 	rnd := inferRand()
 	in := make([]tensor.Tensor, len(shapes))
@@ -128,7 +146,11 @@ func placePlan(b *testing.B, ms *device.ModelSession, node *graph.Node, shapes [
 	}
 	planner, ok := ops.KernelPlanners[ops.PlannerKey(node)]
 	require.True(b, ok, "no planner for %s", ops.PlannerKey(node))
-	p, reason, err := planner(node, 18, ops.InfosOf(in))
+	infos := ops.InfosOf(in)
+	for _, i := range static { // constants, with a cache of what is derived from them (packed)
+		infos[i].Static, infos[i].Derived = in[i], &ops.DerivedConsts{}
+	}
+	p, reason, err := planner(node, 18, infos)
 	require.NoError(b, err)
 	if p == nil {
 		b.Skipf("the planner declined: %s", reason)
@@ -249,7 +271,7 @@ func runPlanBenches(b *testing.B, cases []planBench) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			ms := benchSession(b)
-			cmds, _, p := placePlan(b, ms, c.node, c.shapes, device.Region{})
+			cmds, _, p := placePlan(b, ms, c.node, c.shapes, device.Region{}, c.static...)
 			b.Logf("%s", ops.Variant(p))
 			recordRepeated(b, ms, cmds)
 			replayTimes(b, ms, c.macs)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 
 // Main runs m's tests with LOOM_CACHE_DIR pointing at a fresh temporary directory (removed
 // afterwards) and exits with their status; a native handle the garbage collector finds
-// unclosed fails the run.
+// unclosed fails the run. Under Bazel it first makes LOOM_NVRTC_LIBRARY and CC, given relative
+// to the workspace's runfiles directory, absolute.
 func Main(m *testing.M) {
 	cache, err := os.MkdirTemp("", "loom-session-test-cache-")
 	if err != nil {
@@ -32,6 +34,11 @@ func Main(m *testing.M) {
 	// runfiles directory, which rules_go's test runner has left for the package's directory.
 	if lib := os.Getenv("LOOM_NVRTC_LIBRARY"); lib != "" && !filepath.IsAbs(lib) && os.Getenv("TEST_SRCDIR") != "" {
 		os.Setenv("LOOM_NVRTC_LIBRARY", filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), lib))
+	}
+	// So is CC, the pinned zig cc's driver (tools/defs.bzl's ZIG_CC_ENV), the C compiler of the
+	// JIT; a CC without a slash is a name for PATH and stays as it is.
+	if cc := os.Getenv("CC"); strings.Contains(cc, "/") && !filepath.IsAbs(cc) && os.Getenv("TEST_SRCDIR") != "" {
+		os.Setenv("CC", filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), cc))
 	}
 	var (
 		leakMu    sync.Mutex

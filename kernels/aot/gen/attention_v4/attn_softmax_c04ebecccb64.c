@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel attn_softmax [MASK=2] for host-x86_64-v4 (module "loom.aot.v4.attention.attn_softmax.c04ebecccb64"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ec04ebecccb64_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/attention/attn_softmax_506e961cea9e.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel attn_softmax_rows [LOG2=5,MASK=3] for host-x86_64-v4 (module "loom.aot.v4.attention.attn_softmax_rows.31a5dbdd29d6"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e31a5dbdd29d6_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/attention/attn_softmax_rows_ca14bf258a66.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel attn_softmax_rows [LOG2=6,MASK=2] for host-x86_64-v4 (module "loom.aot.v4.attention.attn_softmax_rows.8e25cd9a6ca4"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e8e25cd9a6ca4_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/attention/attn_softmax_rows_77848a1393d6.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel bmm [MR=1,TM=4] for host-x86_64-v4 (module "loom.aot.v4.bmm.bmm.24a336cda3fd"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e24a336cda3fd_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/bmm/bmm_8b225495b5a7.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel bmm [MR=4,TM=2] for host-x86_64-v4 (module "loom.aot.v4.bmm.bmm.9897b0512918"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e9897b0512918_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/bmm/bmm_044306c73706.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel bmm_nt [MR=4,NC=4,TM=2] for host-x86_64-v4 (module "loom.aot.v4.bmm.bmm_nt.83044bb35ecb"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e83044bb35ecb_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/bmm/bmm_nt_49a5a8c9faa3.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

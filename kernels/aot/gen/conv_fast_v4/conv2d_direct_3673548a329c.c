@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel conv2d_direct [ACT=0,AFFINE=false,BIAS=true,DEPTHWISE=true,DH=1,DW=1,KH=3,KU=3,KV=3,KW=3,MR=1,NVX=2,NVY=4,SH=1,SW=2,TX=4,TY=4,TZ=2,VL=16] for host-x86_64-v4 (module "loom.aot.v4.conv_fast.conv2d_direct.3673548a329c"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3673548a329c_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/conv_fast/conv2d_direct_7af452fbe244.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

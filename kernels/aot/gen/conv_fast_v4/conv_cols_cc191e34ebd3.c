@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel conv_cols [DH=1,DW=1,KH=1,KW=3,ROWS=2,SH=1,SW=1] for host-x86_64-v4 (module "loom.aot.v4.conv_fast.conv_cols.cc191e34ebd3"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecc191e34ebd3_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/conv_fast/conv_cols_dfc7e789d1ce.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

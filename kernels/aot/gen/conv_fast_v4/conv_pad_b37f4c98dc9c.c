@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel conv_pad [PLANES=1,SW=2,VL=16] for host-x86_64-v4 (module "loom.aot.v4.conv_fast.conv_pad.b37f4c98dc9c"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eb37f4c98dc9c_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/conv_fast/conv_pad_af1ed82de8a8.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel conv_wt [VL=4] for host-x86_64-v4 (module "loom.aot.v4.conv_fast.conv_wt.20d1d8c900a5"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e20d1d8c900a5_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/conv_fast/conv_wt_700b604eb0fa.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel col2im [BIAS=true,DIL1=true] for host-x86_64-v4 (module "loom.aot.v4.convtranspose.col2im.052dc19b2f95"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e052dc19b2f95_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/convtranspose/col2im_7e7921cb3c54.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

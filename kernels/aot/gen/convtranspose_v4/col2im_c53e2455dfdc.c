@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel col2im [BIAS=false,DIL1=true] for host-x86_64-v4 (module "loom.aot.v4.convtranspose.col2im.c53e2455dfdc"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ec53e2455dfdc_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/convtranspose/col2im_40e98067f86c.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

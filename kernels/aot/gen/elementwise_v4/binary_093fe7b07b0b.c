@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel binary [ACC=false,BX=256,BY=1,OP=0,SCALE=true] for host-x86_64-v4 (module "loom.aot.v4.elementwise.binary.093fe7b07b0b"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e093fe7b07b0b_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/elementwise/binary_72faeee34d4c.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

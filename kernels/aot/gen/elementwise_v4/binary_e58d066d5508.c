@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel binary [ACC=false,BX=32,BY=8,OP=4,SCALE=false] for host-x86_64-v4 (module "loom.aot.v4.elementwise.binary.e58d066d5508"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee58d066d5508_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/elementwise/binary_b73d6df37325.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel binary_flat [BLOCK=256,EPT=4,OP=1,XS=0,YS=1] for host-x86_64-v4 (module "loom.aot.v4.elementwise.binary_flat.2240b11d2683"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2240b11d2683_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/elementwise/binary_flat_1b3c9d443df8.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

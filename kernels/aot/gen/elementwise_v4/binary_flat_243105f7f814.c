@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel binary_flat [BLOCK=256,EPT=4,OP=3,XS=1,YS=1] for host-x86_64-v4 (module "loom.aot.v4.elementwise.binary_flat.243105f7f814"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e243105f7f814_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/elementwise/binary_flat_1f176dd4e529.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

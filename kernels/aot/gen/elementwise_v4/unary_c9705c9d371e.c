@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel unary [OP=12] for host-x86_64-v4 (module "loom.aot.v4.elementwise.unary.c9705c9d371e"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec9705c9d371e_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/elementwise/unary_85b2b803ea6e.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_nn [ACT=6,AFFINE=true,CMODE=2,KS=1,MR=8,NV=1,PACKA=false,TX=1,TY=4,VL=1] for host-x86_64-v4 (module "loom.aot.v4.gemm_fast.gemm_nn.093c209be253"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e093c209be253_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/gemm_fast/gemm_nn_8d39d120fba6.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

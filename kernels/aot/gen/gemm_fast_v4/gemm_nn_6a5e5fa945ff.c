@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_nn [ACT=0,AFFINE=false,CMODE=0,KS=1,MR=5,NV=1,PACKA=false,TX=1,TY=1,VL=16] for host-x86_64-v4 (module "loom.aot.v4.gemm_fast.gemm_nn.6a5e5fa945ff"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a5e5fa945ff_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/gemm_fast/gemm_nn_2b8a96e612dd.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_nn [ACT=7,AFFINE=true,CMODE=2,KS=1,MR=8,NV=3,PACKA=true,TX=1,TY=1,VL=16] for host-x86_64-v4 (module "loom.aot.v4.gemm_fast.gemm_nn.a73806c52e47"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea73806c52e47_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/gemm_fast/gemm_nn_b397ae49e567.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_nt [ACT=0,AFFINE=false,CMODE=1,MR=4,NC=4,TX=8,TY=8,VL=16] for host-x86_64-v4 (module "loom.aot.v4.gemm_fast.gemm_nt.9327eb218048"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9327eb218048_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/gemm_fast/gemm_nt_aedac818166c.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pack_a [MR=7] for host-x86_64-v4 (module "loom.aot.v4.gemm_fast.pack_a.ff4379530571"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2eff4379530571_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/gemm_fast/pack_a_be28410ca9b8.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel transpose2d [] for host-x86_64-v4 (module "loom.aot.v4.gemm_fast.transpose2d.d41093d5b5c0"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2ed41093d5b5c0_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/gemm_fast/transpose2d_6e23988302e2.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_tiled [ACT=0,AFFINE=false,BK=16,BM=64,BN=64,CMODE=2,TM=4,TN=4] for host-x86_64-v4 (module "loom.aot.v4.gemm_gpu.gemm_tiled.e41300593022"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee41300593022_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/gemm_gpu/gemm_tiled_8b103f72bd99.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel conv_dw [ACT=2,AFFINE=true,NV=4,NY=4,VL=16] for host-x86_64-v4 (module "loom.aot.v4.generic.conv_dw.7616223415a3"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e7616223415a3_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/generic/conv_dw_682ec2a7c862.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

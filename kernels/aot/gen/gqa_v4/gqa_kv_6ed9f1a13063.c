@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gqa_kv [INTER=true,IT=i64,ROT=true] for host-x86_64-v4 (module "loom.aot.v4.gqa.gqa_kv.6ed9f1a13063"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2e6ed9f1a13063_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/gqa/gqa_kv_ab2e208d29a0.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

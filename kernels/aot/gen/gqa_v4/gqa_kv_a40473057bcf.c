@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gqa_kv [INTER=false,IT=i64,ROT=false] for host-x86_64-v4 (module "loom.aot.v4.gqa.gqa_kv.a40473057bcf"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ea40473057bcf_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/gqa/gqa_kv_b132fa76b9cb.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel softmax [BLOCK=8,LOG=false] for host-x86_64-v3 (module "loom.aot.v3.linalg.softmax.b0c2c7421c11"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

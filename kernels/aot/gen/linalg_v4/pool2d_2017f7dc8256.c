@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pool2d [COUNT_PAD=true,MAX=false] for host-x86_64-v4 (module "loom.aot.v4.linalg.pool2d.2017f7dc8256"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e2017f7dc8256_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/linalg/pool2d_6591093925f5.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pool2d [COUNT_PAD=true,MAX=true] for host-x86_64-v4 (module "loom.aot.v4.linalg.pool2d.230949c54022"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e230949c54022_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/linalg/pool2d_18cbed3f216f.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pool2d_rows [CH=8,KH=2,KW=2,MAX=true,SH=2,SW=2,VL=8] for host-x86_64-v4 (module "loom.aot.v4.linalg.pool2d_rows.36f31d6ba893"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e36f31d6ba893_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/linalg/pool2d_rows_1ed80e9daf82.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pool2d_rows [CH=16,KH=3,KW=3,MAX=true,SH=3,SW=3,VL=4] for host-x86_64-v4 (module "loom.aot.v4.linalg.pool2d_rows.8100c1e1ef7b"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e8100c1e1ef7b_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/linalg/pool2d_rows_f3961dedc75d.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel softmax [BLOCK=4,LOG=true] for host-x86_64-v4 (module "loom.aot.v4.linalg.softmax.361d5394f523"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e361d5394f523_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/linalg/softmax_7b773fc24350.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

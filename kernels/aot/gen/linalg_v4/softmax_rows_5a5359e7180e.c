@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel softmax_rows [LOG=true,LOG2=6] for host-x86_64-v4 (module "loom.aot.v4.linalg.softmax_rows.5a5359e7180e"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e5a5359e7180e_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/linalg/softmax_rows_5bc69237e90c.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel softmax_rows [LOG=false,LOG2=8] for host-x86_64-v4 (module "loom.aot.v4.linalg.softmax_rows.7e7b79372c15"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7e7b79372c15_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/linalg/softmax_rows_7ef83f2263f5.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

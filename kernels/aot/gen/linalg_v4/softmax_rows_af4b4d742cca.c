@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel softmax_rows [LOG=true,LOG2=7] for host-x86_64-v4 (module "loom.aot.v4.linalg.softmax_rows.af4b4d742cca"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eaf4b4d742cca_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/linalg/softmax_rows_e134480cb8b7.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gather [BX=32,BY=8,IT=i64,T=u64] for host-x86_64-v3 (module "loom.aot.v3.movement.gather.9a8177427fae"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

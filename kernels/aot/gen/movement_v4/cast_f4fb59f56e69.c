@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel cast [D=f32,S=i32] for host-x86_64-v4 (module "loom.aot.v4.movement.cast.f4fb59f56e69"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef4fb59f56e69_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/movement/cast_8f92b74ab0d6.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel cast_from_bool [D=i64] for host-x86_64-v4 (module "loom.aot.v4.movement.cast_from_bool.3410c48381e5"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3410c48381e5_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/movement/cast_from_bool_4a5f23f49acf.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

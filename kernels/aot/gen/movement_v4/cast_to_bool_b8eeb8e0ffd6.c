@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel cast_to_bool [S=f64] for host-x86_64-v4 (module "loom.aot.v4.movement.cast_to_bool.b8eeb8e0ffd6"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eb8eeb8e0ffd6_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/movement/cast_to_bool_3faffae4427b.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

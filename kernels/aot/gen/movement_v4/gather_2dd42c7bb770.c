@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gather [BX=16,BY=16,IT=i64,T=u8] for host-x86_64-v4 (module "loom.aot.v4.movement.gather.2dd42c7bb770"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2dd42c7bb770_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/movement/gather_8e1e5b12d3e8.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gather [BX=256,BY=1,IT=i32,T=u32] for host-x86_64-v4 (module "loom.aot.v4.movement.gather.8df4df7d5e3a"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8df4df7d5e3a_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/movement/gather_f2d2437c5963.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pad [BX=1,BY=256,HASV=true,MODE=0,T=u64] for host-x86_64-v4 (module "loom.aot.v4.movement.pad.c935fcc82a8d"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec935fcc82a8d_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/movement/pad_46599994210c.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

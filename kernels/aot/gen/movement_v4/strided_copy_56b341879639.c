@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel strided_copy [BX=256,BY=1,REV4=false,REV5=false,T=u32,UNIT=false] for host-x86_64-v4 (module "loom.aot.v4.movement.strided_copy.56b341879639"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e56b341879639_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/movement/strided_copy_f2a0a7059804.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

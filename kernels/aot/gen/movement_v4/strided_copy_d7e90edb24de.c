@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel strided_copy [BX=1024,BY=1,REV4=true,REV5=true,T=u32,UNIT=true] for host-x86_64-v4 (module "loom.aot.v4.movement.strided_copy.d7e90edb24de"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed7e90edb24de_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/movement/strided_copy_f9b16a1a1ef4.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel where [BX=32,BY=8,T=u32] for host-x86_64-v4 (module "loom.aot.v4.movement.where.7bb4f037a322"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7bb4f037a322_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/movement/where_8d0bd12ea681.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel compare [BX=256,BY=1,OP=1,T=i64] for host-x86_64-v3 (module "loom.aot.v3.norm.compare.80817498de3e"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

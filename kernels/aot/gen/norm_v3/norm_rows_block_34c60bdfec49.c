@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel norm_rows_block [BIAS=1,LOG2=6,SCOL=false] for host-x86_64-v3 (module "loom.aot.v3.norm.norm_rows_block.34c60bdfec49"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

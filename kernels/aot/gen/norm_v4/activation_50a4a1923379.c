@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel activation [OP=4] for host-x86_64-v4 (module "loom.aot.v4.norm.activation.50a4a1923379"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e50a4a1923379_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/norm/activation_f5e175657c42.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel compare [BX=1,BY=256,OP=1,T=f64] for host-x86_64-v4 (module "loom.aot.v4.norm.compare.05ded8bd8a6c"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e05ded8bd8a6c_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/norm/compare_1af0d5808b24.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

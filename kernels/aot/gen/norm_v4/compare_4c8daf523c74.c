@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel compare [BX=16,BY=16,OP=3,T=f64] for host-x86_64-v4 (module "loom.aot.v4.norm.compare.4c8daf523c74"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c8daf523c74_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/norm/compare_5c4488cef97d.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel compare [BX=256,BY=1,OP=4,T=i64] for host-x86_64-v4 (module "loom.aot.v4.norm.compare.aa0ee6ac5440"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa0ee6ac5440_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/norm/compare_3a08775c3676.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

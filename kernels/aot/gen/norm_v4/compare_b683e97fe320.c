@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel compare [BX=1,BY=256,OP=3,T=i32] for host-x86_64-v4 (module "loom.aot.v4.norm.compare.b683e97fe320"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb683e97fe320_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/norm/compare_0113d1063e12.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel norm_rows_block [BIAS=2,LOG2=6,SCOL=true] for host-x86_64-v4 (module "loom.aot.v4.norm.norm_rows_block.450f41ca549b"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e450f41ca549b_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/norm/norm_rows_block_6560f9264adf.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel norm_rows [BIAS=1,SCOL=true] for host-x86_64-v4 (module "loom.aot.v4.norm.norm_rows.cfc4bf080f51"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecfc4bf080f51_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/norm/norm_rows_9be0865d7dc5.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

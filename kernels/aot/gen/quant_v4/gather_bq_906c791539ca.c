@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gather_bq [BITS=8,BX=64,HASZP=true,IT=i32] for host-x86_64-v4 (module "loom.aot.v4.quant.gather_bq.906c791539ca"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e906c791539ca_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/quant/gather_bq_3467f0d248f1.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gather_bq [BITS=8,BX=64,HASZP=false,IT=i64] for host-x86_64-v4 (module "loom.aot.v4.quant.gather_bq.ea2c1e8008f5"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2eea2c1e8008f5_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/quant/gather_bq_e861b376eed8.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel matmul_nbits [BIAS=false,BITS=4,BS=64,HASZP=false,MR=1,NC=4,VW=8] for host-x86_64-v4 (module "loom.aot.v4.quant.matmul_nbits.0a6b8930dece"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0a6b8930dece_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/quant/matmul_nbits_8f10a97cffdf.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

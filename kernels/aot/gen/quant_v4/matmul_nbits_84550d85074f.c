@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel matmul_nbits [BIAS=false,BITS=4,BS=16,HASZP=false,MR=4,NC=2,VW=2] for host-x86_64-v4 (module "loom.aot.v4.quant.matmul_nbits.84550d85074f"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e84550d85074f_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/quant/matmul_nbits_29fcd3bc0bba.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

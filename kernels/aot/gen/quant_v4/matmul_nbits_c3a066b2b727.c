@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel matmul_nbits [BIAS=true,BITS=8,BS=32,HASZP=true,MR=1,NC=4,VW=8] for host-x86_64-v4 (module "loom.aot.v4.quant.matmul_nbits.c3a066b2b727"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec3a066b2b727_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/quant/matmul_nbits_ee7fb50d2080.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

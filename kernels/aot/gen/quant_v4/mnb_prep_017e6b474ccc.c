@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel mnb_prep [BITS=4,VW=4] for host-x86_64-v4 (module "loom.aot.v4.quant.mnb_prep.017e6b474ccc"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e017e6b474ccc_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/quant/mnb_prep_234b686e9336.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

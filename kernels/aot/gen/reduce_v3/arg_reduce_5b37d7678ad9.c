@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel arg_reduce [LAST=false,MAX=false] for host-x86_64-v3 (module "loom.aot.v3.reduce.arg_reduce.5b37d7678ad9"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel arg_reduce [LAST=true,MAX=true] for host-x86_64-v4 (module "loom.aot.v4.reduce.arg_reduce.ec15adac32cf"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eec15adac32cf_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/reduce/arg_reduce_d7e6467d090b.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel reduce_rows_block [LOG2=7,OP=6] for host-x86_64-v4 (module "loom.aot.v4.reduce.reduce_rows_block.4b9a3490b6d3"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4b9a3490b6d3_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/reduce/reduce_rows_block_5fbec8faa42a.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

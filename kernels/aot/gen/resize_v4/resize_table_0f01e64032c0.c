@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel resize_table [COORD=2,MODE=1,NEAREST=2] for host-x86_64-v4 (module "loom.aot.v4.resize.resize_table.0f01e64032c0"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0f01e64032c0_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/resize/resize_table_ef6f4d2755d4.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

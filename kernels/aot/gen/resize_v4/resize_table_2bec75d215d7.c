@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel resize_table [COORD=4,MODE=1,NEAREST=0] for host-x86_64-v4 (module "loom.aot.v4.resize.resize_table.2bec75d215d7"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2bec75d215d7_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/resize/resize_table_cbd50c692d83.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel rnn_bias [HAS_B=true] for host-x86_64-v4 (module "loom.aot.v4.rnn.rnn_bias.c53e636a35e1"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2ec53e636a35e1_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/rnn/rnn_bias_0493d2c22817.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries

@@ -3,10 +3,16 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel rnn_step [CELL=1,CLIP=false,G0=0,GATES=4,HAS_Y=true,LENS=false,NG=4,PEEP=false] for host-x86_64-v4 (module "loom.aot.v4.rnn.rnn_step.72063803bb25"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast")
+#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2e72063803bb25_entries
+#if defined(__clang__)
+#pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
+#endif
 #include "../src/rnn/rnn_step_1b0c53608233.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #undef loom_host_module_entries
