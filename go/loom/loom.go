@@ -196,9 +196,14 @@ var gccOnlyFlags = []string{"-fira-region=all"}
 // GCC. Ahead-of-time C gives them to GCC in a #pragma GCC optimize, which clang ignores.
 func GCCOnlyFlags() []string { return slices.Clone(gccOnlyFlags) }
 
-// hostFlags returns the flags that compile host kernels of target with c's C compiler:
-// cflags, gccOnlyFlags when that is GCC, and the libmvec level (vectorMathFlags).
-func (c *Compiler) hostFlags(ctx context.Context, target Target) ([]string, error) {
+// HostFlags returns the flags c's C compiler builds host kernels of target with (before the
+// output and source files): optimization and code-generation flags, the target's ISA flags,
+// GCCOnlyFlags when that compiler is GCC, and the libmvec level found by a probe. They are part
+// of the kernels' cache keys.
+func (c *Compiler) HostFlags(ctx context.Context, target Target) ([]string, error) {
+	if err := c.init(); err != nil {
+		return nil, err
+	}
 	if _, err := c.ccIdentity(ctx); err != nil {
 		return nil, err
 	}
@@ -385,7 +390,7 @@ func (c *Compiler) key(ctx context.Context, src KernelSource, target Target) (st
 		if err != nil {
 			return "", err
 		}
-		flags, err := c.hostFlags(ctx, target)
+		flags, err := c.HostFlags(ctx, target)
 		if err != nil {
 			return "", err
 		}
@@ -411,7 +416,7 @@ func (c *Compiler) buildSharedObject(ctx context.Context, source string, target 
 	if err := os.WriteFile(cfile, []byte(source), 0o644); err != nil {
 		return nil, fmt.Errorf("loom: %w", err)
 	}
-	args, err := c.hostFlags(ctx, target)
+	args, err := c.HostFlags(ctx, target)
 	if err != nil {
 		return nil, err
 	}
