@@ -65,7 +65,9 @@ func classifierModel(t *testing.T) *graph.Model {
 
 // TestWriteClassifierModel rewrites classifierPath when LOOM_WRITE_TESTDATA=1; otherwise it
 // checks that the committed file is what classifierModel builds.
-func TestWriteClassifierModel(t *testing.T) { requireCommittedModel(t, classifierPath, classifierModel(t)) }
+func TestWriteClassifierModel(t *testing.T) {
+	requireCommittedModel(t, classifierPath, classifierModel(t))
+}
 
 // requireCommittedModel writes m to path when LOOM_WRITE_TESTDATA=1; otherwise it requires
 // the committed file at path to be m, byte for byte.
