@@ -172,13 +172,18 @@ func TestCacheHitsMissesAndCorruption(t *testing.T) {
 	dir := t.TempDir()
 	c := loom.NewCompiler(loom.Config{CacheDir: dir})
 	defer c.Close()
+	require.False(t, c.Cached(context.Background(), fillSource(t, nil), loom.HostTarget()), "an empty cache")
 	a1, err := c.Compile(fillSource(t, nil), loom.HostTarget())
 	require.NoError(t, err)
 	require.Equal(t, loom.CacheStats{Misses: 1}, c.Stats())
 
-	// A second compiler on the same directory hits.
+	// A second compiler on the same directory hits (Cached says so without compiling).
 	c2 := loom.NewCompiler(loom.Config{CacheDir: dir})
 	defer c2.Close()
+	require.True(t, c2.Cached(context.Background(), fillSource(t, nil), loom.HostTarget()))
+	require.False(t, c2.Cached(context.Background(), fillSource(t, map[string]string{"BLOCK": "64"}), loom.HostTarget()), "another specialization")
+	require.False(t, c2.Cached(context.Background(), fillSource(t, nil), sm90), "another target")
+	require.Equal(t, loom.CacheStats{}, c2.Stats(), "Cached compiles nothing")
 	a2, err := c2.Compile(fillSource(t, nil), loom.HostTarget())
 	require.NoError(t, err)
 	require.Equal(t, loom.CacheStats{Hits: 1}, c2.Stats())

@@ -1,6 +1,7 @@
 package loom
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -30,6 +31,38 @@ type cacheEntry struct {
 func (c *Compiler) entryPaths(key string) (meta, so string) {
 	dir := filepath.Join(c.cacheDir, key[:2])
 	return filepath.Join(dir, key+".json"), filepath.Join(dir, key+".so")
+}
+
+// Cached reports whether the disk cache holds src compiled for target, so that Compile would
+// read it rather than run a compiler. It compiles nothing and reads no entry (Compile verifies
+// the entry it reads, and compiles again when that fails). A closed Compiler, a source that
+// names no kernel and a host C compiler that cannot be identified report false.
+func (c *Compiler) Cached(ctx context.Context, src KernelSource, target Target) bool {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed || c.init() != nil {
+		return false
+	}
+	symbol, err := resolveSymbol(src)
+	if err != nil {
+		return false
+	}
+	src.Specialization.Symbol = symbol
+	key, err := c.key(ctx, src, target)
+	if err != nil {
+		return false
+	}
+	meta, so := c.entryPaths(key)
+	if _, err := os.Stat(meta); err != nil {
+		return false
+	}
+	if target.Kind == TargetHost {
+		if _, err := os.Stat(so); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // lookup returns a verified cached artifact.

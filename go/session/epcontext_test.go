@@ -138,7 +138,9 @@ func TestEPContextRoundTrip(t *testing.T) {
 				x := randomF32(rnd, 12) // the warmup shape: N=1
 				want := runF32(t, src, "x", []int64{1, 12}, x)
 				got := runF32(t, s, "x", []int64{1, 12}, x)
-				assert.Equal(t, want, got, "the context model computes what the source model does")
+				// Within rounding, not bit for bit: the source session may run a kernel the
+				// shared disk cache holds where the loaded one runs a shape-generic stand-in.
+				assert.InDeltaSlice(t, want, got, 1e-5, "the context model computes what the source model does")
 			}
 			st := s.CacheStats()
 			assert.Zero(t, st.Run.Compiles)
@@ -152,7 +154,7 @@ func TestEPContextRoundTrip(t *testing.T) {
 			// Other shapes still run (compiling lazily whatever they need beyond the context).
 			rows := 2 + rnd.IntN(4)
 			x := randomF32(rnd, rows*12)
-			assert.Equal(t, runF32(t, src, "x", []int64{int64(rows), 12}, x), runF32(t, s, "x", []int64{int64(rows), 12}, x))
+			assert.InDeltaSlice(t, runF32(t, src, "x", []int64{int64(rows), 12}, x), runF32(t, s, "x", []int64{int64(rows), 12}, x), 1e-5)
 		})
 	}
 }

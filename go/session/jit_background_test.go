@@ -88,7 +88,8 @@ func (m *jitMLP) deferredRows(t *testing.T, rnd *rand.Rand) int {
 // A signature whose exact kernels are not shipped runs its first run with the shape-generic
 // shipped kernels and no compile on the run path; the exact kernels compile in the
 // background, and once they are loaded the signature's next run plans it again with them,
-// still without compiling on the run path. Outputs match the reference throughout.
+// still without compiling on the run path; a later session over the same disk cache plans
+// with them from its first run. Outputs match the reference throughout.
 func TestBackgroundJITFirstRunDoesNotCompile(t *testing.T) {
 	t.Setenv("LOOM_CACHE_DIR", t.TempDir()) // cold: every kernel not shipped needs the C compiler
 	rnd := inferRand()
@@ -119,6 +120,22 @@ func TestBackgroundJITFirstRunDoesNotCompile(t *testing.T) {
 	r := m.planOf(t, rows)
 	require.True(t, r.Planned, r.Reason)
 	require.False(t, generic(r), "the plan still runs shape-generic kernels: %+v", r.Nodes)
+
+	// A later session (a process restarted over the same disk cache) finds the exact kernels
+	// there: its first run loads them, with no stand-in, no compile and nothing queued.
+	s2, err := FromGraph(mlpModel(t, m.w, m.b, m.in, m.out), WithIntraOpThreads(1))
+	require.NoError(t, err)
+	defer s2.Close()
+	later := &jitMLP{in: m.in, out: m.out, w: m.w, b: m.b, s: s2}
+	later.run(t, rnd, rows)
+	later.run(t, rnd, rows)
+	st2 := s2.CacheStats()
+	require.Zero(t, st2.Run.Compiles)
+	require.Zero(t, st2.Background.Queued, "%+v", st2.Background)
+	require.Zero(t, st2.ProvisionalPlans)
+	r = later.planOf(t, rows)
+	require.True(t, r.Planned, r.Reason)
+	require.False(t, generic(r), "the kernels in the disk cache were not used: %+v", r.Nodes)
 }
 
 // The sync policy compiles on the run path (today's behaviour), off never compiles (only shipped

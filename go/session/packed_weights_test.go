@@ -55,13 +55,15 @@ func TestPackedWeightsMatchAndAreSharedAcrossShapes(t *testing.T) {
 		gemm   bool
 		rank   int
 		ms     [][]int64 // x's leading dimensions, one plan each
-		packed int       // packed copies: rows 4 KiB apart, or long panels; none for 768 x 768
+		packed int       // packed copies: rows 4 KiB apart, long panels, or k >= 256 in at most 32 MiB
 	}{
 		{k: 768, n: 1024, rank: 2, ms: [][]int64{{1}, {5}, {128}}, packed: 1},
 		{k: 300, n: 2048, rank: 3, ms: [][]int64{{1, 1}, {2, 37}}, packed: 1},
 		{k: 9000, n: 100, rank: 2, ms: [][]int64{{3}, {64}}, packed: 1},
 		{k: 3000, n: 520, gemm: true, rank: 2, ms: [][]int64{{1}, {17}}, packed: 1},
-		{k: 768, n: 768, rank: 2, ms: [][]int64{{1}, {40}}, packed: 0},
+		{k: 768, n: 768, rank: 2, ms: [][]int64{{1}, {40}}, packed: 1},
+		{k: 200, n: 300, rank: 2, ms: [][]int64{{1}, {64}}, packed: 0},  // short k, small B
+		{k: 256, n: 33000, rank: 2, ms: [][]int64{{1}, {9}}, packed: 0}, // over 32 MiB
 		// Gemm's transposed B, packed whatever its size (gemm_nt's dot products are slower).
 		{k: 64, n: 64, gemm: true, rank: 2, ms: [][]int64{{1}, {512}}, packed: 1},
 		{k: 768, n: 768, gemm: true, rank: 2, ms: [][]int64{{3}}, packed: 1},
@@ -196,7 +198,7 @@ func TestMatMulAddGeluEpilogue(t *testing.T) {
 }
 
 // BenchmarkWeightProducts times y = x·W + b for GPT-2-small's and BERT-base's weight shapes
-// (one decode token, m = 1, and 128 tokens), and 1024³ (compare with BenchmarkGEMM1024's FMA
+// (one decode token, m = 1, and 128 tokens; GPT-2's vocabulary projection for one), and 1024³ (compare with BenchmarkGEMM1024's FMA
 // peak in go/loom), on one thread, with the weights packed
 // (OptionPackWeights, the default) and as stored, with the exact kernels compiled before the
 // first run (OptionJIT sync: without it, the runs timed were those of the shape-generic kernels
@@ -205,7 +207,7 @@ func TestMatMulAddGeluEpilogue(t *testing.T) {
 // bandwidth). `go test -run '^$' -bench WeightProducts ./go/session`
 func BenchmarkWeightProducts(b *testing.B) {
 	rnd := inferRand()
-	for _, c := range []struct{ m, k, n int }{{1, 768, 2304}, {1, 768, 3072}, {1, 3072, 768}, {128, 768, 768}, {128, 768, 3072}, {128, 3072, 768}, {1024, 1024, 1024}} {
+	for _, c := range []struct{ m, k, n int }{{1, 768, 768}, {1, 768, 2304}, {1, 768, 3072}, {1, 3072, 768}, {1, 768, 50257}, {128, 768, 768}, {128, 768, 2304}, {128, 768, 3072}, {128, 3072, 768}, {1024, 1024, 1024}} {
 		w, bias := randomF32(rnd, c.k*c.n), randomF32(rnd, c.n)
 		for _, pack := range []string{"1", "0"} {
 			b.Run(fmt.Sprintf("m%d_k%d_n%d/pack%s", c.m, c.k, c.n, pack), func(b *testing.B) {

@@ -197,8 +197,8 @@ func (c *KernelCache) deferPlan(ctx *device.ModelContext, key string, n *graph.N
 	return g
 }
 
-// missing returns the calls whose kernels are neither loaded nor shipped for the exact target
-// (KernelCache.Get would compile them).
+// missing returns the calls whose kernels are neither loaded, nor shipped for the exact
+// target, nor in the compiler's disk cache (KernelCache.Get would compile them).
 func (c *KernelCache) missing(ctx *device.ModelContext, calls []ops.KernelCall) []ops.KernelCall {
 	var out []ops.KernelCall
 	var comp device.Compiler
@@ -216,7 +216,10 @@ func (c *KernelCache) missing(ctx *device.ModelContext, calls []ops.KernelCall) 
 		if err != nil {
 			return nil
 		}
-		if LookupShipped(src, comp.Target) == nil {
+		// A kernel in the disk cache (compiled by an earlier process) loads on the run path
+		// in about a millisecond: no stand-in for it (a stand-in may hold a weight
+		// unpacked, a second copy, until the plan is replaced).
+		if LookupShipped(src, comp.Target) == nil && !comp.Loom.Cached(context.Background(), src, comp.Target) {
 			out = append(out, call)
 		}
 	}

@@ -242,14 +242,28 @@ const packBMinBytes = 256 << 10
 // prefetcher follows one contiguous stream where it loses NR-wide pieces of rows.
 const packBPanelBytes = 512 << 10
 
+// packBLongK and packBLongMaxBytes: a B of k >= packBLongK rows in at most packBLongMaxBytes
+// is packed whatever its row stride. Each of a tile's k steps then loads its vectors of B
+// from one contiguous panel rather than from rows 4n bytes apart: on the AVX-512 Xeon of
+// 2026-12-05 (BenchmarkWeightProducts, one thread, quiet, three runs) 768 x 2304 ran
+// 1.23-1.29x faster packed for 128 rows and 1.11-1.17x for one row, 768 x 768 1.02-1.10x and
+// 1.06-1.10x; BERT-base over 128 tokens 170-177 -> 154-163 ms (docs/performance.md). A larger B
+// (a vocabulary projection, 768 x 50257: 154 MB) streams from memory for one row, where
+// one panel at a time, three vectors wide, kept fewer loads in flight than B's rows:
+// 10.7-11.2 GB/s packed against 14.4-16.0 as stored.
+const (
+	packBLongK        = 256
+	packBLongMaxBytes = 32 << 20
+)
+
 // packsB says whether gemm_nn reads B packed into column panels (PACKB), and if so the panels'
 // width in vectors: for a constant B (one for every batch) of at least packBMinBytes whose
 // layout costs: rows a multiple of 4 KiB apart (n = 1024, 3072, 4096...), whose loads of
 // successive rows alias in the caches and defeat the prefetcher (a 768 x 3072 weight: 1.6x
-// faster packed for one row of A, 1.2x for 128, measured by BenchmarkWeightProducts), or
-// panels of at least packBPanelBytes (a 3072 x 768 weight, 128 rows: 1.2x). Elsewhere (768 x
-// 768, 768 x 2304, 768 x 50257) packing measured no faster, and it holds a second copy of the
-// weight. B's layout in memory does not matter then (Gemm's transB too).
+// faster packed for one row of A, 1.2x for 128, measured by BenchmarkWeightProducts), panels
+// of at least packBPanelBytes (a 3072 x 768 weight, 128 rows: 1.2x), or a k of at least
+// packBLongK in a B of at most packBLongMaxBytes (768 x 768 and 768 x 2304, see
+// packBLongK). B's layout in memory does not matter then (Gemm's transB too).
 //
 // A B the session already holds packed (tensor.Relaid, see Relayer) is read packed whenever
 // its layout is the one this product wants, without a DerivedConsts.
@@ -277,7 +291,8 @@ func (g gemmSpec) packPays() (nv int, ok bool) {
 	if nr > g.n {
 		return 0, false
 	}
-	return nv, columns || (4*g.n)%4096 == 0 || 4*g.k*nr >= packBPanelBytes
+	long := g.k >= packBLongK && 4*g.k*g.n <= packBLongMaxBytes
+	return nv, columns || (4*g.n)%4096 == 0 || 4*g.k*nr >= packBPanelBytes || long
 }
 
 // packedNV is the tile width (vectors) that a packed B's panels are cut for: the one gemm_nn
