@@ -88,8 +88,7 @@ func (m *jitMLP) deferredRows(t *testing.T, rnd *rand.Rand) int {
 // A signature whose exact kernels are not shipped runs its first run with the shape-generic
 // shipped kernels and no compile on the run path; the exact kernels compile in the
 // background, and once they are loaded the signature's next run plans it again with them,
-// still without compiling on the run path; a later session over the same disk cache plans
-// with them from its first run. Outputs match the reference throughout.
+// still without compiling on the run path. Outputs match the reference throughout.
 func TestBackgroundJITFirstRunDoesNotCompile(t *testing.T) {
 	t.Setenv("LOOM_CACHE_DIR", t.TempDir()) // cold: every kernel not shipped needs the C compiler
 	rnd := inferRand()
@@ -120,22 +119,48 @@ func TestBackgroundJITFirstRunDoesNotCompile(t *testing.T) {
 	r := m.planOf(t, rows)
 	require.True(t, r.Planned, r.Reason)
 	require.False(t, generic(r), "the plan still runs shape-generic kernels: %+v", r.Nodes)
+}
 
-	// A later session (a process restarted over the same disk cache) finds the exact kernels
-	// there: its first run loads them, with no stand-in, no compile and nothing queued.
-	s2, err := FromGraph(mlpModel(t, m.w, m.b, m.in, m.out), WithIntraOpThreads(1))
+// A stand-in for a product whose weight the session holds packed reads that weight unpacked,
+// a second copy until the plan is replaced. When the exact kernels are in the disk cache (a
+// process restarted over it), the first run loads them instead: no stand-in, nothing queued,
+// no compile. The first session's stand-ins and the second's exact kernels agree.
+func TestDiskCachedKernelsServePackedWeightsFirstRun(t *testing.T) {
+	t.Setenv("LOOM_CACHE_DIR", t.TempDir())
+	rnd := inferRand()
+	const k, n, rows = 768, 768, 40
+	w, bias := randomF32(rnd, k*n), randomF32(rnd, n)
+	model := weightProductModel(t, w, bias, k, n, false, 2)
+	feeds := []NamedTensor{{Name: "x", Tensor: MustTensor([]int64{rows, k}, randomF32(rnd, rows*k))}}
+
+	first, err := FromGraph(model, WithIntraOpThreads(1))
 	require.NoError(t, err)
-	defer s2.Close()
-	later := &jitMLP{in: m.in, out: m.out, w: m.w, b: m.b, s: s2}
-	later.run(t, rnd, rows)
-	later.run(t, rnd, rows)
-	st2 := s2.CacheStats()
-	require.Zero(t, st2.Run.Compiles)
-	require.Zero(t, st2.Background.Queued, "%+v", st2.Background)
-	require.Zero(t, st2.ProvisionalPlans)
-	r = later.planOf(t, rows)
-	require.True(t, r.Planned, r.Reason)
-	require.False(t, generic(r), "the kernels in the disk cache were not used: %+v", r.Nodes)
+	defer first.Close()
+	want, err := first.Run(context.Background(), feeds)
+	require.NoError(t, err)
+	require.Positive(t, first.CacheStats().Background.Queued, "the exact kernels compile in the background")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, first.waitBackground(ctx))
+
+	later, err := FromGraph(model, WithIntraOpThreads(1))
+	require.NoError(t, err)
+	defer later.Close()
+	got, err := later.Run(context.Background(), feeds)
+	require.NoError(t, err)
+	st := later.CacheStats()
+	require.Zero(t, st.Background.Queued, "%+v", st.Background)
+	require.Zero(t, st.Run.Compiles, "loaded from the disk cache, not compiled")
+	require.Zero(t, st.ProvisionalPlans)
+	for _, r := range later.ExecutionPlans() {
+		require.True(t, r.Planned, r.Reason)
+		require.False(t, generic(r), "a stand-in served the packed weight: %+v", r.Nodes)
+	}
+	wv, gv := want[0].Data().([]float32), got[0].Data().([]float32)
+	require.Len(t, gv, len(wv))
+	for i := range wv {
+		require.InDelta(t, wv[i], gv[i], 1e-4*math.Max(1, math.Abs(float64(wv[i]))), "element %d", i)
+	}
 }
 
 // The sync policy compiles on the run path (today's behaviour), off never compiles (only shipped

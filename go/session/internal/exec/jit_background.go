@@ -181,6 +181,14 @@ func (c *KernelCache) deferPlan(ctx *device.ModelContext, key string, n *graph.N
 	if len(missing) == 0 {
 		return p
 	}
+	// A plan with large constants of its own (a weight the session holds packed) has
+	// stand-ins that read them unpacked, a second copy until the plan is replaced (and made
+	// by GenericPlan even when unused): when the exact kernels are in the disk cache
+	// (compiled by an earlier process), the run path loads them instead, about a
+	// millisecond each.
+	if constBytes(p) >= standInCopyBytes && c.cached(ctx, missing) {
+		return p
+	}
 	g := kernelops.GenericPlan(key, n, opset, in, p)
 	if g == nil || len(c.missing(ctx, g.Calls)) > 0 {
 		return p
@@ -197,8 +205,38 @@ func (c *KernelCache) deferPlan(ctx *device.ModelContext, key string, n *graph.N
 	return g
 }
 
-// missing returns the calls whose kernels are neither loaded, nor shipped for the exact
-// target, nor in the compiler's disk cache (KernelCache.Get would compile them).
+// standInCopyBytes is the size of a plan's own constants from which deferPlan prefers the
+// exact kernels the disk cache holds to stand-ins: a transformer projection's packed weight
+// (768 x 768 floats: 2.25 MiB) is over it, a convolution's packed filters (PP-OCRv4's, whose
+// first runs would load dozens of kernels) are under it.
+const standInCopyBytes = 1 << 20
+
+// constBytes is the size of p's constants.
+func constBytes(p *ops.KernelPlan) int64 {
+	var n int64
+	for _, t := range p.Consts {
+		n += t.DType().ByteSize(int64(t.Len()))
+	}
+	return n
+}
+
+// cached says whether the compiler's disk cache holds every call's kernel.
+func (c *KernelCache) cached(ctx *device.ModelContext, calls []ops.KernelCall) bool {
+	comp, err := ctx.Compiler()
+	if err != nil {
+		return false
+	}
+	for _, call := range calls {
+		src, err := SourceOf(call.File, call.Symbol, call.Config)
+		if err != nil || !comp.Loom.Cached(context.Background(), src, comp.Target) {
+			return false
+		}
+	}
+	return true
+}
+
+// missing returns the calls whose kernels are neither loaded nor shipped for the exact target
+// (KernelCache.Get would compile them).
 func (c *KernelCache) missing(ctx *device.ModelContext, calls []ops.KernelCall) []ops.KernelCall {
 	var out []ops.KernelCall
 	var comp device.Compiler
@@ -216,10 +254,7 @@ func (c *KernelCache) missing(ctx *device.ModelContext, calls []ops.KernelCall) 
 		if err != nil {
 			return nil
 		}
-		// A kernel in the disk cache (compiled by an earlier process) loads on the run path
-		// in about a millisecond: no stand-in for it (a stand-in may hold a weight
-		// unpacked, a second copy, until the plan is replaced).
-		if LookupShipped(src, comp.Target) == nil && !comp.Loom.Cached(context.Background(), src, comp.Target) {
+		if LookupShipped(src, comp.Target) == nil {
 			out = append(out, call)
 		}
 	}
