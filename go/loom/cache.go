@@ -35,21 +35,11 @@ func (c *Compiler) entryPaths(key string) (meta, so string) {
 
 // Cached reports whether the disk cache holds src compiled for target, so that Compile would
 // read it rather than run a compiler. It compiles nothing and reads no entry (Compile verifies
-// the entry it reads, and compiles again when that fails). A closed Compiler, a source that
-// names no kernel and a host C compiler that cannot be identified report false.
+// the entry it reads, and compiles again when that fails). Whatever Compile would refuse
+// before compiling (a closed Compiler, an invalid target, a source that names no kernel, a
+// host C compiler that cannot be identified) reports false.
 func (c *Compiler) Cached(ctx context.Context, src KernelSource, target Target) bool {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed || c.init() != nil {
-		return false
-	}
-	symbol, err := resolveSymbol(src)
-	if err != nil {
-		return false
-	}
-	src.Specialization.Symbol = symbol
-	key, err := c.key(ctx, src, target)
+	_, key, err := c.prepare(ctx, src, target)
 	if err != nil {
 		return false
 	}

@@ -293,27 +293,7 @@ func (c *Compiler) Compile(src KernelSource, target Target) (*Artifact, error) {
 
 // CompileContext is Compile with a context that bounds the C compiler's run.
 func (c *Compiler) CompileContext(ctx context.Context, src KernelSource, target Target) (*Artifact, error) {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
-	}
-	if err := c.init(); err != nil {
-		return nil, err
-	}
-	if target.Kind != TargetHost && target.Kind != TargetCUDA {
-		return nil, fmt.Errorf("loom: invalid target %v", target)
-	}
-	if _, err := ParseTarget(target.String()); err != nil {
-		return nil, fmt.Errorf("loom: %w", err)
-	}
-	symbol, err := resolveSymbol(src)
-	if err != nil {
-		return nil, err
-	}
-	src.Specialization.Symbol = symbol
-	key, err := c.key(ctx, src, target)
+	src, key, err := c.prepare(ctx, src, target)
 	if err != nil {
 		return nil, err
 	}
@@ -340,6 +320,33 @@ func (c *Compiler) CompileContext(ctx context.Context, src KernelSource, target 
 	c.mu.Unlock()
 	close(f.done)
 	return f.art, f.err
+}
+
+// prepare checks that c can compile for target and returns src with its kernel's symbol
+// resolved and the compilation's cache key (see key).
+func (c *Compiler) prepare(ctx context.Context, src KernelSource, target Target) (KernelSource, string, error) {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return src, "", ErrClosed
+	}
+	if err := c.init(); err != nil {
+		return src, "", err
+	}
+	if target.Kind != TargetHost && target.Kind != TargetCUDA {
+		return src, "", fmt.Errorf("loom: invalid target %v", target)
+	}
+	if _, err := ParseTarget(target.String()); err != nil {
+		return src, "", fmt.Errorf("loom: %w", err)
+	}
+	symbol, err := resolveSymbol(src)
+	if err != nil {
+		return src, "", err
+	}
+	src.Specialization.Symbol = symbol
+	key, err := c.key(ctx, src, target)
+	return src, key, err
 }
 
 func (c *Compiler) compileKey(ctx context.Context, src KernelSource, target Target, key string) (*Artifact, error) {

@@ -27,15 +27,14 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// Under Bazel, LOOM_NVRTC_LIBRARY is @nvrtc's $(rootpath): relative to the workspace's
-	// runfiles directory, which rules_go's test runner has left for the package's directory.
-	if lib := os.Getenv("LOOM_NVRTC_LIBRARY"); lib != "" && !filepath.IsAbs(lib) && os.Getenv("TEST_SRCDIR") != "" {
-		os.Setenv("LOOM_NVRTC_LIBRARY", filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), lib))
-	}
-	// So is CC, the pinned zig cc's driver (tools/defs.bzl's ZIG_CC_ENV), the C compiler of the
-	// JIT; a CC without a slash is a name for PATH and stays as it is.
-	if cc := os.Getenv("CC"); strings.Contains(cc, "/") && !filepath.IsAbs(cc) && os.Getenv("TEST_SRCDIR") != "" {
-		os.Setenv("CC", filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), cc))
+	// Under Bazel, LOOM_NVRTC_LIBRARY (@nvrtc's $(rootpath)) and CC (the pinned zig cc's
+	// driver, tools/defs.bzl's ZIG_CC_ENV: the JIT's C compiler) are relative to the
+	// workspace's runfiles directory, which rules_go's test runner has left for the package's
+	// directory. A value without a slash is a name for PATH and stays as it is.
+	for _, name := range []string{"LOOM_NVRTC_LIBRARY", "CC"} {
+		if v := os.Getenv(name); strings.Contains(v, "/") && !filepath.IsAbs(v) && os.Getenv("TEST_SRCDIR") != "" {
+			os.Setenv(name, filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), v))
+		}
 	}
 	native.SetLeakHook(func(kind string) {
 		leakMu.Lock()
