@@ -9,7 +9,7 @@ against its sha256.
 load("@bazel_tools//tools/build_defs/repo:http.bzl", "http_archive")
 load("@bazel_tools//tools/build_defs/repo:utils.bzl", "maybe")
 load(":debian_archive.bzl", "debian_archive")
-load(":go_module.bzl", "go_module")
+load(":go_module.bzl", "go_module", "go_toolchain_module")
 load(":local_repositories.bzl", "DEBIAN_BAZEL", "coverage_tools_stub", "debian_rules_cc")
 
 # Every label below is a Label(), so that it names a file of Loom's repository also when these
@@ -24,12 +24,15 @@ def loom_repositories():
     loom_dependencies()
 
 def loom_rules():
-    """Declares the rule sets: rules_cc, rules_java, rules_proto, bazel_skylib from Debian's
+    """Declares the pinned Go toolchain that fetches every Go module (@loom_go), and the rule
+    sets: rules_cc, rules_java, rules_proto, bazel_skylib from Debian's
     bazel-* packages, a remote_coverage_tools stub, and rules_go v0.34.0 patched for Go 1.26.
 
     A workspace that owns these (its own rules_go, say) declares them before calling
     loom_repositories(), or calls loom_dependencies() alone.
     """
+    # The pinned Go toolchain first: every go_module below is downloaded by its go command.
+    maybe(go_toolchain_module, name = "loom_go")
     maybe(debian_rules_cc, name = "rules_cc")
     maybe(native.local_repository, name = "rules_java", path = DEBIAN_BAZEL + "/rules/java")
     maybe(native.local_repository, name = "rules_proto", path = DEBIAN_BAZEL + "/rules/proto")

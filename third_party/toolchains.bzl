@@ -12,13 +12,10 @@
 experiments with another Go.
 """
 
+load("@bazel_tools//tools/build_defs/repo:utils.bzl", "maybe")
 load("@io_bazel_rules_go//go:deps.bzl", "go_wrap_sdk")
-load(":go_module.bzl", "download_module")
+load(":go_module.bzl", "go_toolchain_module")
 load(":zig_toolchain.bzl", "zig_toolchain")
-
-GO_TOOLCHAIN_MODULE = "golang.org/toolchain"
-
-GO_TOOLCHAIN_VERSION = "v0.0.1-go1.26.8.linux-amd64"
 
 def _host_goroot(ctx):
     goroot = ctx.os.environ.get("GOROOT", "")
@@ -41,7 +38,8 @@ def _run(ctx, args, what):
 def _loom_go_sdk_root_impl(ctx):
     mode = ctx.os.environ.get("LOOM_GO_SDK", "pinned")
     if mode == "pinned":
-        source = download_module(ctx, ctx.attr.module, ctx.attr.version)
+        # @loom_go: the toolchain module, fetched and verified by go_toolchain_module.
+        source = str(ctx.path(ctx.attr.pinned).dirname)
     elif mode == "host":
         source = _host_goroot(ctx)
     else:
@@ -64,10 +62,9 @@ def _loom_go_sdk_root_impl(ctx):
 loom_go_sdk_root = repository_rule(
     implementation = _loom_go_sdk_root_impl,
     attrs = {
-        "module": attr.string(default = GO_TOOLCHAIN_MODULE),
-        "version": attr.string(default = GO_TOOLCHAIN_VERSION),
+        "pinned": attr.label(default = Label("@loom_go//:goroot/VERSION"), doc = "A file at the root of the pinned GOROOT."),
     },
-    environ = ["LOOM_GO_SDK", "GOROOT", "GOPROXY", "GOMODCACHE"],
+    environ = ["LOOM_GO_SDK", "GOROOT"],
     doc = "A Go SDK's GOROOT (under goroot/): the pinned toolchain module, or the host's Go.",
 )
 
@@ -78,6 +75,7 @@ def loom_toolchains():
     chosen by toolchain resolution, which Bazel 4 uses for C++ only with
     --incompatible_enable_cc_toolchain_resolution (Loom's .bazelrc sets it).
     """
+    maybe(go_toolchain_module, name = "loom_go")  # declared by loom_rules() already
     loom_go_sdk_root(name = "loom_go_sdk_root")
     go_wrap_sdk(name = "go_sdk", root_file = "@loom_go_sdk_root//:goroot/VERSION")
     zig_toolchain(name = "loom_zig")

@@ -25,9 +25,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# The Go SDK and the C/C++ toolchain are pinned (third_party/toolchains.bzl): the build needs
-# neither the machine's Go nor its gcc. Repository rules download Go modules with the machine's
-# go command ($GOROOT/bin/go, go on PATH, else /usr/local/go/bin/go: third_party/go_module.bzl).
+# The Go SDK and the C/C++ toolchain are pinned (third_party/toolchains.bzl): neither the build
+# nor the repository rules need the machine's Go or its gcc. Go modules are downloaded by the
+# pinned Go (@loom_go, third_party/go_module.bzl).
 
 targets=()
 flags=()

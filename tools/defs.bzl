@@ -226,15 +226,19 @@ NVRTC_DATA = ["@nvrtc//:libnvrtc"]
 
 NVRTC_ENV = {"LOOM_NVRTC_LIBRARY": "$(rootpath @nvrtc//:libnvrtc)"}
 
-# The pinned C compiler (zig cc, @loom_zig: third_party/zig_toolchain.bzl) as the JIT compiler
-# of a test that compiles host kernels at run time: add ZIG_CC_DATA to its data and ZIG_CC_ENV
-# to its env, and Loom's compiler (Config.CC empty: $CC) runs the driver from the runfiles, so
-# the test needs no C compiler on the machine. CC is relative to the workspace's runfiles
-# directory, the test's working directory. Only a workspace that calls loom_toolchains() has
-# @loom_zig.
+# The pinned C and C++ compiler (zig cc, @loom_zig: third_party/zig_toolchain.bzl; its driver
+# runs `zig c++` for C++ sources, .cc and the like) as the compiler of a test that compiles C or
+# C++ at run time: add ZIG_CC_DATA to its data and ZIG_CC_ENV to its env, and Loom's compiler
+# (Config.CC empty: $CC) and the tests' own compiles ($CC, $CXX) run the driver from the
+# runfiles, so the test needs no C compiler on the machine. CC and CXX are relative to the
+# workspace's runfiles directory; the test's main makes them absolute. Only a workspace that
+# calls loom_toolchains() has @loom_zig.
 ZIG_CC_DATA = ["@loom_zig//:zig-cc", "@loom_zig//:all_files"]
 
-ZIG_CC_ENV = {"CC": "$(rootpath @loom_zig//:zig-cc)"}
+ZIG_CC_ENV = {
+    "CC": "$(rootpath @loom_zig//:zig-cc)",
+    "CXX": "$(rootpath @loom_zig//:zig-cc)",
+}
 
 # The ONNX node tests as a declared input (@onnx_node_tests, third_party/repositories.bzl): add
 # NODE_TESTS_DATA to a test's data and NODE_TESTS_ENV to its env; LOOM_NODE_TESTS is relative

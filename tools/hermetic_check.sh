@@ -15,7 +15,8 @@
 #      that cannot read gcc's files (/usr/lib/gcc, /usr/include, the compilers), /usr/local or
 #      the Go caches (~/go, ~/.cache/go-build): the shim library, every kernel of the op library
 #      and the loom binary (whose build compiles the Go standard library and every package it
-#      links with the pinned toolchains);
+#      links with the pinned toolchains). Its repository rules fetch every Go module with the
+#      pinned Go (@loom_go), as no go is on PATH and GOROOT is unset;
 #   3. those outputs are byte-identical to the same targets built in this clone (its output
 #      base, its disk cache); with --full, to a second copy built like the first instead (two
 #      cold builds: twice the time). The Go binary is compared whole, DWARF included (its

@@ -321,6 +321,25 @@ func TestGEMM(t *testing.T) {
 	}
 }
 
+// TestMain runs the tests. Under Bazel the compilers ZIG_CC_ENV names (tools/defs.bzl: the
+// pinned zig cc as $CC, zig c++ as $CXX) are paths relative to the workspace's runfiles, and the
+// test runs in its package's directory: they are made absolute first.
 func TestMain(m *testing.M) {
+	if runfiles := os.Getenv("TEST_SRCDIR"); runfiles != "" {
+		workspace := filepath.Join(runfiles, os.Getenv("TEST_WORKSPACE"))
+		for _, v := range []string{"CC", "CXX"} {
+			if p := os.Getenv(v); strings.Contains(p, "/") && !filepath.IsAbs(p) {
+				os.Setenv(v, filepath.Join(workspace, p))
+			}
+		}
+	}
 	os.Exit(m.Run())
+}
+
+// cxx returns the C++ compiler the tests' own C++ checks run: $CXX, else g++.
+func cxx() string {
+	if c := os.Getenv("CXX"); c != "" {
+		return c
+	}
+	return "g++"
 }

@@ -27,11 +27,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// Under Bazel, LOOM_NVRTC_LIBRARY (@nvrtc's $(rootpath)) and CC (the pinned zig cc's
-	// driver, tools/defs.bzl's ZIG_CC_ENV: the JIT's C compiler) are relative to the
+	// Under Bazel, LOOM_NVRTC_LIBRARY (@nvrtc's $(rootpath)) and CC and CXX (the pinned
+	// zig cc's driver, tools/defs.bzl's ZIG_CC_ENV: the JIT's C compiler) are relative to the
 	// workspace's runfiles directory, which rules_go's test runner has left for the package's
 	// directory. A value without a slash is a name for PATH and stays as it is.
-	for _, name := range []string{"LOOM_NVRTC_LIBRARY", "CC"} {
+	for _, name := range []string{"LOOM_NVRTC_LIBRARY", "CC", "CXX"} {
 		if v := os.Getenv(name); strings.Contains(v, "/") && !filepath.IsAbs(v) && os.Getenv("TEST_SRCDIR") != "" {
 			os.Setenv(name, filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), v))
 		}

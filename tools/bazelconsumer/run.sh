@@ -79,10 +79,10 @@ result "bazel test //:graph_test //:abi_test" $?
 # The pinned toolchains, not the machine's: @go_sdk wraps @loom_go_sdk_root's Go 1.26.8, and the
 # C++ binary's .comment section names zig's clang and LLD (a gcc build names "GCC:").
 sdk="$work/output_base/external/loom_go_sdk_root/goroot/VERSION"
-want=$(sed -n 's/^GO_TOOLCHAIN_VERSION = "v0.0.1-\(go[0-9.]*\)\..*/\1/p' "$loom/third_party/toolchains.bzl")
+want=$(sed -n 's/^GO_TOOLCHAIN_VERSION = "v0.0.1-\(go[0-9.]*\)\..*/\1/p' "$loom/third_party/go_module.bzl")
 status=0
 if [ -z "$want" ] || [ "$(head -n 1 "$sdk" 2>/dev/null)" != "$want" ]; then
-  echo "tools/bazelconsumer: $sdk: got '$(head -n 1 "$sdk" 2>/dev/null)', want '$want' (third_party/toolchains.bzl)"
+  echo "tools/bazelconsumer: $sdk: got '$(head -n 1 "$sdk" 2>/dev/null)', want '$want' (third_party/go_module.bzl)"
   status=1
 fi
 comment=$(readelf -p .comment "$(bazel "${flags[@]}" info bazel-bin 2>/dev/null)/abi_test" 2>&1)

@@ -8,12 +8,19 @@ import (
 	"testing"
 )
 
-// TestCUDASpanMatchesHostSpan compiles the host's and CUDA's loom_span side by side with g++
-// (the CUDA one with __umul64hi written with 128-bit integers) and compares them on the edges
+// TestCUDASpanMatchesHostSpan compiles the host's and CUDA's loom_span side by side as C++ ($CXX,
+// else g++; the CUDA one with __umul64hi written with 128-bit integers) and compares them on the edges
 // of their arguments: negative, zero, one, around 2^31, 2^32, 2^62 and 2^63 - 1, where the
 // sum and the product overflow.
 func TestCUDASpanMatchesHostSpan(t *testing.T) {
-	if _, err := exec.LookPath("g++"); err != nil {
+	cxx := os.Getenv("CXX")
+	if cxx == "" {
+		cxx = "g++"
+	}
+	if _, err := exec.LookPath(cxx); err != nil {
+		if os.Getenv("CXX") != "" {
+			t.Fatalf("$CXX %q: %v", cxx, err)
+		}
 		t.Skip("g++ not installed")
 	}
 	rename := func(src, name string) string { return strings.Replace(src, "loom_span(", name+"(", 1) }
@@ -48,8 +55,8 @@ int main() {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "span")
-	if out, err := exec.Command("g++", "-O1", "-fwrapv", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
+	if out, err := exec.Command(cxx, "-O1", "-fwrapv", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cxx, err, out)
 	}
 	out, err := exec.Command(bin).CombinedOutput()
 	t.Logf("%s", out)

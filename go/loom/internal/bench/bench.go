@@ -16,13 +16,17 @@ import (
 //go:embed csrc/peak.c csrc/blas.c
 var sources embed.FS
 
-// build compiles csrc/name.c with extra flags into a cached binary.
+// build compiles csrc/name.c with $CC (else gcc) and extra flags into a cached binary.
 func build(name string, flags ...string) (string, error) {
 	src, err := sources.ReadFile("csrc/" + name + ".c")
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(append(src, strings.Join(flags, " ")...))
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	sum := sha256.Sum256(append(src, strings.Join(append([]string{cc}, flags...), " ")...))
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("loom-bench-%x", sum[:8]))
 	bin := filepath.Join(dir, name)
 	if _, err := os.Stat(bin); err == nil {
@@ -38,8 +42,8 @@ func build(name string, flags ...string) (string, error) {
 	defer os.Remove(cfile)
 	tmp := bin + fmt.Sprintf(".%d.tmp", os.Getpid())
 	args := append([]string{"-O2", "-o", tmp, cfile}, flags...)
-	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("gcc %s: %v\n%s", name, err, out)
+	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s %s: %v\n%s", cc, name, err, out)
 	}
 	return bin, os.Rename(tmp, bin)
 }

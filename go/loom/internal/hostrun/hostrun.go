@@ -25,11 +25,15 @@ var (
 	buildErr  error
 )
 
-// Driver returns the path of the compiled driver, building it once per process (reused across
-// processes: it is keyed by its source digest).
+// Driver returns the path of the compiled driver, building it with $CC (else gcc) once per
+// process (reused across processes: it is keyed by its source digest and the compiler).
 func Driver() (string, error) {
 	buildOnce.Do(func() {
-		sum := sha256.Sum256(driverSource)
+		cc := os.Getenv("CC")
+		if cc == "" {
+			cc = "gcc"
+		}
+		sum := sha256.Sum256(append(append([]byte(nil), driverSource...), cc...))
 		dir := filepath.Join(os.TempDir(), fmt.Sprintf("loomrun-%x", sum[:8]))
 		bin := filepath.Join(dir, "loomrun")
 		if _, err := os.Stat(bin); err == nil {
@@ -47,7 +51,7 @@ func Driver() (string, error) {
 		}
 		defer os.Remove(src)
 		tmp := filepath.Join(dir, fmt.Sprintf("loomrun-%d.tmp", os.Getpid()))
-		out, err := exec.Command("gcc", "-O2", "-pthread", "-o", tmp, src, "-ldl").CombinedOutput()
+		out, err := exec.Command(cc, "-O2", "-pthread", "-o", tmp, src, "-ldl").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("building loomrun: %v\n%s", err, out)
 			return

@@ -21,8 +21,8 @@ import (
 
 // Main runs m's tests with LOOM_CACHE_DIR pointing at a fresh temporary directory (removed
 // afterwards) and exits with their status; a native handle the garbage collector finds
-// unclosed fails the run. Under Bazel it first makes LOOM_NVRTC_LIBRARY and CC, given relative
-// to the workspace's runfiles directory, absolute.
+// unclosed fails the run. Under Bazel it first makes LOOM_NVRTC_LIBRARY, CC and CXX, given
+// relative to the workspace's runfiles directory, absolute.
 func Main(m *testing.M) {
 	cache, err := os.MkdirTemp("", "loom-session-test-cache-")
 	if err != nil {
@@ -30,11 +30,11 @@ func Main(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("LOOM_CACHE_DIR", cache)
-	// Under Bazel, LOOM_NVRTC_LIBRARY (@nvrtc's $(rootpath)) and CC (the pinned zig cc's
-	// driver, tools/defs.bzl's ZIG_CC_ENV: the JIT's C compiler) are relative to the
+	// Under Bazel, LOOM_NVRTC_LIBRARY (@nvrtc's $(rootpath)) and CC and CXX (the pinned
+	// zig cc's driver, tools/defs.bzl's ZIG_CC_ENV: the JIT's C compiler) are relative to the
 	// workspace's runfiles directory, which rules_go's test runner has left for the package's
 	// directory. A value without a slash is a name for PATH and stays as it is.
-	for _, name := range []string{"LOOM_NVRTC_LIBRARY", "CC"} {
+	for _, name := range []string{"LOOM_NVRTC_LIBRARY", "CC", "CXX"} {
 		if v := os.Getenv(name); strings.Contains(v, "/") && !filepath.IsAbs(v) && os.Getenv("TEST_SRCDIR") != "" {
 			os.Setenv(name, filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), v))
 		}
