@@ -169,6 +169,17 @@ func TestMSOpsKernelsMatchHost(t *testing.T) {
 			[]tensor.Tensor{randT(r, 3, 6, 16), randT(r, 3, 6, 16), randT(r, 3, 6, 16), randT(r, 48), {}, randT(r, 3, 1, 6, 6)}},
 		{msOpNode("mha_split_kv", "MultiHeadAttention", []string{"y"}, graph.IntAttr("num_heads", 2)),
 			[]tensor.Tensor{randT(r, 1, 1, 16), randT(r, 1, 2, 9, 8), randT(r, 1, 2, 9, 5), {}, {}, randT(r, 1, 2, 1, 9)}},
+		// Past KV, present outputs, key_padding_mask: the present buffers written by strided
+		// copies, the masks summed.
+		{msOpNode("mha_past_causal_present", "MultiHeadAttention", []string{"y", "pk", "pv"}, graph.IntAttr("num_heads", 2), graph.IntAttr("unidirectional", 1)),
+			[]tensor.Tensor{randT(r, 2, 3, 16), randT(r, 2, 3, 16), randT(r, 2, 3, 16), randT(r, 48), {}, {}, randT(r, 2, 2, 4, 8), randT(r, 2, 2, 4, 8)}},
+		{msOpNode("mha_decode_kpm_bias_past", "MultiHeadAttention", []string{"y"}, graph.IntAttr("num_heads", 3), graph.FloatAttr("mask_filter_value", -3000)),
+			[]tensor.Tensor{randT(r, 2, 1, 24), randT(r, 2, 1, 24), randT(r, 2, 1, 12), {},
+				tensor.MustTensor([]int64{2, 6}, []int32{1, 1, 0, 1, 2, 1, 0, -1, 1, 1, 0, 1}), randT(r, 2, 1, 1, 6), randT(r, 2, 3, 5, 8), randT(r, 2, 3, 5, 4)}},
+		{msOpNode("mha_split_present_value", "MultiHeadAttention", []string{"y", "", "pv"}, graph.IntAttr("num_heads", 2)),
+			[]tensor.Tensor{randT(r, 1, 2, 16), randT(r, 1, 2, 9, 8), randT(r, 1, 2, 9, 5)}},
+		{msOpNode("mha_causal_kpm64", "MultiHeadAttention", []string{"y", "pk"}, graph.IntAttr("num_heads", 2), graph.IntAttr("unidirectional", 1)),
+			[]tensor.Tensor{randT(r, 1, 4, 16), randT(r, 1, 4, 16), randT(r, 1, 4, 16), {}, tensor.MustTensor([]int64{1, 4}, []int64{1, 0, 1, 1})}},
 	}
 	for _, c := range cases {
 		t.Run(c.node.Name, func(t *testing.T) {
@@ -195,6 +206,15 @@ func TestMSOpsKernelsMatchHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ones32 is an int32 tensor of ones of the given shape.
+func ones32(shape ...int64) tensor.Tensor {
+	v := make([]int32, ops.Numel(shape))
+	for i := range v {
+		v[i] = 1
+	}
+	return tensor.MustTensor(shape, v)
 }
 
 // BenchmarkMSOps times the com.microsoft ops with kernel planners at transformer sizes: the
@@ -224,6 +244,10 @@ func BenchmarkMSOps(b *testing.B) {
 			[]tensor.Tensor{randT(r, 1, 128, 2048), pos(1, 128), randT(r, 256, 32), randT(r, 256, 32)}},
 		{"mha_causal_1x128x12x64", msOpNode("mha", "MultiHeadAttention", []string{"y"}, graph.IntAttr("num_heads", 12), graph.IntAttr("unidirectional", 1)),
 			[]tensor.Tensor{randT(r, 1, 128, 768), randT(r, 1, 128, 768), randT(r, 1, 128, 768)}},
+		// A decode step: one new token after 255, its (1, 256) key_padding_mask, the present
+		// KV written.
+		{"mha_decode_past255_kpm_1x1x12x64", msOpNode("mha", "MultiHeadAttention", []string{"y", "pk", "pv"}, graph.IntAttr("num_heads", 12), graph.IntAttr("unidirectional", 1)),
+			[]tensor.Tensor{randT(r, 1, 1, 768), randT(r, 1, 1, 768), randT(r, 1, 1, 768), {}, ones32(1, 256), {}, randT(r, 1, 12, 255, 64), randT(r, 1, 12, 255, 64)}},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -231,6 +255,9 @@ func BenchmarkMSOps(b *testing.B) {
 			node := *c.node
 			node.Inputs = make([]string, len(c.in))
 			for i, v := range c.in {
+				if !v.IsValid() { // an omitted optional input
+					continue
+				}
 				node.Inputs[i] = fmt.Sprintf("in%d", i)
 				g.Inputs = append(g.Inputs, graph.Input(node.Inputs[i], graph.TensorType(v.DType(), graph.ShapeOf(v.Dims()...))))
 			}

@@ -2,6 +2,7 @@ package kernelops
 
 import (
 	"github.com/loomrt/loom/go/session/internal/ops"
+	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
 // The helpers this package's planners share with the planners of the packages above it
@@ -77,4 +78,20 @@ func (s BMMSpec) CallNT() ops.KernelCall { return s.spec().callNT() }
 // ok is false when more axes remain.
 func FoldBatch(dims []int, strides ...[]int) ([bmmBatchAxes]int, [][bmmBatchAxes]int, bool) {
 	return foldBatch(dims, strides...)
+}
+
+// StridedCopyCall is one launch of movement.loom's strided_copy: over the axes of sizes n
+// (outermost first), dst[yoff + Σ i·ys] = src[xoff + Σ i·xs] (element strides and offsets) for
+// elements of type dt; ok is false for a type the movement kernels do not copy, or when more
+// than six axes remain after merging.
+func StridedCopyCall(dt tensor.DType, n, xs, ys []int64, xoff, yoff int64, src, dst ops.Operand) (ops.KernelCall, bool) {
+	width, ok := widthType(dt)
+	if !ok || len(xs) != len(n) || len(ys) != len(n) {
+		return ops.KernelCall{}, false
+	}
+	axes := make([]copyAxis, len(n))
+	for k := range n {
+		axes[k] = copyAxis{n: n[k], xs: xs[k], ys: ys[k]}
+	}
+	return stridedCopyCall(width, axes, xoff, yoff, src, dst)
 }

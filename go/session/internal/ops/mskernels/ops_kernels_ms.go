@@ -21,8 +21,10 @@ import (
 //     activation x^-0.5 (the inv_std_var output or scratch), binary x · inv and · gamma.
 //   - FastGelu and BiasGelu: binary add of the bias (when given) into scratch, then norm.loom's
 //     activation, GELU's tanh approximation or its erf form.
-//   - MultiHeadAttention without key_padding_mask and past KV: bmm_nt, attn_softmax and bmm per
-//     (batch, head), reading the operands by strides, then a transpose (planMultiHeadAttention).
+//   - MultiHeadAttention: bmm_nt, attn_softmax and bmm per (batch, head), reading the operands
+//     by strides, then a transpose; with past KV or present outputs, the present buffers first
+//     written by strided copies; the masks summed by binary adds, a (batch, total)
+//     key_padding_mask made additive by cast and where (planMultiHeadAttention).
 //   - RotaryEmbedding: gather, strided copies, binary and concatenation (planMSRotary).
 //   - GroupQueryAttention: gqa.loom's gqa_kv (present KV: each sequence's past, then its new
 //     keys, rotated, and values; the rotated query) and gqa_attn (the attention of each query
@@ -296,19 +298,28 @@ func embedPlan(p, sub *ops.KernelPlan, ins, outs []ops.Operand) {
 }
 
 // planMultiHeadAttention plans com.microsoft MultiHeadAttention as bmm.loom and
-// attention.loom's kernels, reading Q, K and V in their (batch, seq, heads, size) layout by
-// strides: S = Q·Kᵀ per (batch, head) (bmm_nt), softmax(S·scale + mask) in place
-// (attn_softmax; the mask is attention_bias, the causal mask of unidirectional as a constant of
-// mask_filter_value, or their sum), O = P·V (bmm), then O transposed to (batch, seq,
-// heads·v_size). A bias known before the run (a weight) is added first (binary). Without
-// key_padding_mask and past KV; the host function serves those.
+// attention.loom's kernels: S = Q·Kᵀ per (batch, head) (bmm_nt), softmax(S·scale + mask) in
+// place (attn_softmax), O = P·V (bmm), then O transposed to (batch, seq, heads·v_size). Q is
+// read in its (batch, seq, heads, size) layout by strides. The bias is added first (binary),
+// its parts constants when it is known before the run (a weight), else copied out of it.
+//
+// K and V are read where they are, by strides, unless the node has past_key and past_value or
+// names the present outputs: then present_key and present_value (the outputs, or scratch) get
+// the past rows and then the new keys and values of each (batch, head), transposed to (batch,
+// heads, total, size) by strided copies, and the products read them there.
+//
+// The additive mask is the sum (binary adds) of what the node has of: attention_bias; the
+// causal mask of unidirectional (query i sees keys 0..past+i), a constant of
+// mask_filter_value; and a (batch, total) key_padding_mask, made mask_filter_value where it is
+// 0 by a cast to bool and a where. A key_padding_mask of lengths (batch), past_sequence_length
+// and cache_indirection run as the host function.
 func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
 	if !kernelops.AllFloat32(in, 0, 1, 2) {
 		return nil, kernelops.DeclineType(in), nil
 	}
-	for i := 4; i < len(in); i++ {
-		if i != 5 && kernelops.NeedInput(in, i) {
-			return nil, "host: key_padding_mask and past KV", nil
+	for i := 8; i < len(in); i++ {
+		if kernelops.NeedInput(in, i) {
+			return nil, "host: past_sequence_length and cache_indirection", nil
 		}
 	}
 	nh := int(n.AttrInt("num_heads", 0))
@@ -328,29 +339,69 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 	default:
 		return nil, "host: key and value do not fit the query", nil
 	}
+	// The past: (batch, heads, past, size) each, before the new keys and values.
+	past := 0
+	hasPast := kernelops.NeedInput(in, 6) || kernelops.NeedInput(in, 7)
+	if hasPast {
+		if !kernelops.NeedInput(in, 6) || !kernelops.NeedInput(in, 7) || split {
+			return nil, "host: past_key and past_value not both given, or with key and value split into heads (the host function reports it)", nil
+		}
+		if !kernelops.AllFloat32(in, 6, 7) {
+			return nil, kernelops.DeclineType(in), nil
+		}
+		pk, pv := in[6].Shape, in[7].Shape
+		if len(pk) != 4 || len(pv) != 4 || int(pk[0]) != B || int(pk[1]) != nh || int(pk[3]) != H ||
+			int(pv[0]) != B || int(pv[1]) != nh || pv[2] != pk[2] || int(pv[3]) != Hv {
+			return nil, "host: past_key and past_value do not fit the key and value (the host function reports it)", nil
+		}
+		past = int(pk[2])
+	}
+	total := past + T
+	presentNamed := named(n, 1) || named(n, 2)
 	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: []int64{int64(B), int64(S), int64(nh * Hv)}}},
 		Reason: kernelops.ReasonFloat32 + ", bmm + masked softmax + bmm per head, read by strides"}
-	if B*S*nh*Hv == 0 {
-		return p, "", nil
+	presShape := [2][]int64{{int64(B), int64(nh), int64(total), int64(H)}, {int64(B), int64(nh), int64(total), int64(Hv)}}
+	for j := 1; j <= 2 && j < len(n.Outputs); j++ {
+		if named(n, j) {
+			p.Outputs = append(p.Outputs, ops.ValueType{Dtype: graph.Float, Shape: presShape[j-1]})
+		} else {
+			p.Outputs = append(p.Outputs, ops.ValueType{Dtype: graph.Float, Shape: []int64{0}})
+		}
 	}
-	if T == 0 {
-		return nil, "host: no keys", nil
+	if B*S*nh*Hv == 0 || total == 0 {
+		if B*S*nh*Hv == 0 && !presentNamed {
+			return p, "", nil
+		}
+		return nil, "host: an empty query, or no keys", nil
 	}
 	qOp, kOp, vOp := ops.InputOperand(0), ops.InputOperand(1), ops.InputOperand(2)
 	if kernelops.NeedInput(in, 3) {
+		// The bias's query, key and value parts: constants when it is known before the run (a
+		// weight), else copied out of it when it runs.
 		b := in[3]
-		if split || !b.Static.IsValid() || b.Dtype != graph.Float || len(b.Shape) != 1 || int(b.Shape[0]) != 2*D+nh*Hv {
-			return nil, "host: a bias not known before the run, or with split key and value", nil
+		if split || b.Dtype != graph.Float || len(b.Shape) != 1 || int(b.Shape[0]) != 2*D+nh*Hv {
+			return nil, "host: a bias with split key and value, or not of 2·hidden + the value's hidden floats", nil
 		}
-		bv := b.Static.Data().([]float32)
 		for i, part := range []struct {
 			op         *ops.Operand
 			off, width int
 			shape      []int64
 		}{{&qOp, 0, D, q}, {&kOp, D, D, k}, {&vOp, 2 * D, nh * Hv, v}} {
-			p.Consts = append(p.Consts, tensor.MustTensor([]int64{int64(part.width)}, append([]float32{}, bv[part.off:part.off+part.width]...)))
+			var biasOp ops.Operand
+			if b.Static.IsValid() {
+				bv := b.Static.Data().([]float32)
+				p.Consts = append(p.Consts, tensor.MustTensor([]int64{int64(part.width)}, append([]float32{}, bv[part.off:part.off+part.width]...)))
+				biasOp = ops.ConstOperand(len(p.Consts) - 1)
+			} else {
+				biasOp = plannerScratch(p, part.width)
+				c, ok := kernelops.StridedCopyCall(graph.Float, []int64{int64(part.width)}, []int64{1}, []int64{1}, int64(part.off), 0, ops.InputOperand(3), biasOp)
+				if !ok {
+					return nil, "host: the copy of the bias", nil
+				}
+				p.Calls = append(p.Calls, c)
+			}
 			dst := plannerScratch(p, ops.Numel(part.shape))
-			c, ok := binaryInto(kernels.BinaryAdd, part.shape, part.shape, []int64{int64(part.width)}, false, false, 1, ops.InputOperand(i), ops.ConstOperand(len(p.Consts)-1), dst)
+			c, ok := binaryInto(kernels.BinaryAdd, part.shape, part.shape, []int64{int64(part.width)}, false, false, 1, ops.InputOperand(i), biasOp, dst)
 			if !ok {
 				return nil, "host: the binary kernel covers 6 axes after merging", nil
 			}
@@ -358,68 +409,80 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 			*part.op = dst
 		}
 	}
-	scores := plannerScratch(p, B*nh*S*T)
-	heads := []int{B, nh}
+	// Where the products read K and V: (batch, kv_seq, heads, size) as given, (batch, heads,
+	// kv_seq, size) when split or when they are the present buffers.
+	keys := T
 	kBatch, kRow := []int{T * D, H}, D
 	vBatch, vRow := []int{T * nh * Hv, Hv}, nh*Hv
 	if split {
 		kBatch, kRow = []int{nh * T * H, T * H}, H
 		vBatch, vRow = []int{nh * T * Hv, T * Hv}, Hv
 	}
-	dims, st, ok := kernelops.FoldBatch(heads, []int{S * D, H}, kBatch, []int{nh * S * T, S * T})
+	if hasPast || presentNamed {
+		var present [2]ops.Operand
+		for j := 1; j <= 2; j++ {
+			present[j-1] = ops.OutputOperand(j)
+			if !named(n, j) {
+				present[j-1] = plannerScratch(p, ops.Numel(presShape[j-1]))
+			}
+		}
+		for j, part := range []struct {
+			src, past ops.Operand
+			size      int
+			batch     []int
+			row       int
+		}{{kOp, ops.InputOperand(6), H, kBatch, kRow}, {vOp, ops.InputOperand(7), Hv, vBatch, vRow}} {
+			dims := []int64{int64(B), int64(nh), int64(T), int64(part.size)}
+			ys := []int64{int64(nh * total * part.size), int64(total * part.size), int64(part.size), 1}
+			if past > 0 {
+				c, ok := kernelops.StridedCopyCall(graph.Float, []int64{int64(B), int64(nh), int64(past), int64(part.size)},
+					[]int64{int64(nh * past * part.size), int64(past * part.size), int64(part.size), 1}, ys, 0, 0, part.past, present[j])
+				if !ok {
+					return nil, "host: the copy of the past covers 6 axes after merging", nil
+				}
+				p.Calls = append(p.Calls, c)
+			}
+			if T > 0 {
+				c, ok := kernelops.StridedCopyCall(graph.Float, dims,
+					[]int64{int64(part.batch[0]), int64(part.batch[1]), int64(part.row), 1}, ys, 0, int64(past*part.size), part.src, present[j])
+				if !ok {
+					return nil, "host: the copy of the new keys and values covers 6 axes after merging", nil
+				}
+				p.Calls = append(p.Calls, c)
+			}
+		}
+		keys = total
+		kOp, vOp = present[0], present[1]
+		kBatch, kRow = []int{nh * total * H, total * H}, H
+		vBatch, vRow = []int{nh * total * Hv, total * Hv}, Hv
+		p.Reason += ", present KV written by strided copies"
+	}
+	scores := plannerScratch(p, B*nh*S*keys)
+	heads := []int{B, nh}
+	dims, st, ok := kernelops.FoldBatch(heads, []int{S * D, H}, kBatch, []int{nh * S * keys, S * keys})
 	if !ok {
 		return nil, "host: the batch axes do not fold into three", nil
 	}
-	p.Calls = append(p.Calls, kernelops.BMMSpec{M: S, N: T, K: H, Dims: dims, AS0: D, AS1: 1, BS0: kRow,
+	p.Calls = append(p.Calls, kernelops.BMMSpec{M: S, N: keys, K: H, Dims: dims, AS0: D, AS1: 1, BS0: kRow,
 		ABatch: st[0], BBatch: st[1], CBatch: st[2], A: qOp, B: kOp, C: scores}.CallNT())
-	// The additive mask: attention_bias, the causal constant, or their sum.
-	scoreShape := []int64{int64(B), int64(nh), int64(S), int64(T)}
-	mode, maskOp := "0", ops.InputOperand(0)
-	var maskShape []int64
-	var causalOp ops.Operand
-	causal := n.AttrInt("unidirectional", 0) != 0
-	if causal {
-		filter := n.AttrFloat("mask_filter_value", -10000)
-		m := make([]float32, S*T)
-		for i := 0; i < S; i++ {
-			for j := i + 1; j < T; j++ { // query i sees keys 0..i (no past here)
-				m[i*T+j] = filter
-			}
-		}
-		p.Consts = append(p.Consts, tensor.MustTensor([]int64{int64(S), int64(T)}, m))
-		causalOp = ops.ConstOperand(len(p.Consts) - 1)
-		mode, maskOp, maskShape = "1", causalOp, []int64{int64(S), int64(T)}
+	maskOp, maskShape, reason := mhaMask(p, n, opset, in, B, nh, S, past, keys)
+	if reason != "" {
+		return nil, reason, nil
 	}
-	if kernelops.NeedInput(in, 5) {
-		ab := in[5]
-		if ab.Dtype != graph.Float || len(ab.Shape) != 4 {
-			return nil, "host: attention_bias is not a float32 tensor of rank 4", nil
-		}
-		if full, err := ops.BroadcastShapes(scoreShape, ab.Shape); err != nil || !slices.Equal(full, scoreShape) {
-			return nil, "host: attention_bias does not broadcast to the scores", nil
-		}
-		mode, maskOp, maskShape = "1", ops.InputOperand(5), ab.Shape
-		if causal {
-			sum, _ := ops.BroadcastShapes(ab.Shape, []int64{int64(S), int64(T)})
-			dst := plannerScratch(p, ops.Numel(sum))
-			c, ok := binaryInto(kernels.BinaryAdd, sum, ab.Shape, []int64{int64(S), int64(T)}, false, false, 1, ops.InputOperand(5), causalOp, dst)
-			if !ok {
-				return nil, "host: the binary kernel covers 6 axes after merging", nil
-			}
-			// The sum must be ready before the softmax reads it: put it first.
-			p.Calls = append([]ops.KernelCall{c}, p.Calls...)
-			maskOp, maskShape = dst, sum
-		}
-	}
+	scoreShape := []int64{int64(B), int64(nh), int64(S), int64(keys)}
+	mode := "0"
 	ms := make([]int, 2)
 	msq, msk := 0, 0
-	if mode == "1" {
+	if maskShape != nil {
+		mode = "1"
 		mst, err := ops.BroadcastStrides(maskShape, scoreShape)
 		if err != nil {
 			return nil, "host: the mask does not broadcast to the scores", nil
 		}
 		copy(ms, mst[:2])
 		msq, msk = mst[2], mst[3]
+	} else {
+		maskOp = ops.InputOperand(0)
 	}
 	sdims, sst, ok := kernelops.FoldBatch(heads, ops.StridesOf([]int64{int64(B), int64(nh)}), ms)
 	if !ok {
@@ -429,17 +492,17 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 	if scale == 0 {
 		scale = float32(1 / math.Sqrt(float64(H)))
 	}
-	args := []uint64{kernelops.U(S), kernelops.U(sdims[2]), kernelops.U(sdims[0] * sdims[1]), kernelops.U(sdims[1]), kernelops.U(T), kernelops.U(sst[1][0]), kernelops.U(sst[1][1]), kernelops.U(sst[1][2]),
+	args := []uint64{kernelops.U(S), kernelops.U(sdims[2]), kernelops.U(sdims[0] * sdims[1]), kernelops.U(sdims[1]), kernelops.U(keys), kernelops.U(sst[1][0]), kernelops.U(sst[1][1]), kernelops.U(sst[1][2]),
 		kernelops.U(msq), kernelops.U(msk), uint64(math.Float32bits(scale)), 0}
 	p.Calls = append(p.Calls, ops.KernelCall{File: "attention.loom", Symbol: "attn_softmax", Config: map[string]string{"MASK": mode},
 		Args: args, Workload: args[:3], Bind: []ops.KernelBinding{ops.ReadWriteOf(scores), ops.ReadOf(maskOp), ops.ReadOf(ops.InputOperand(0))}})
 	// O = P·V per (batch, head), then (batch, heads, seq, v) -> (batch, seq, heads, v).
 	o := plannerScratch(p, B*nh*S*Hv)
-	dims, st, ok = kernelops.FoldBatch(heads, []int{nh * S * T, S * T}, vBatch, []int{nh * S * Hv, S * Hv})
+	dims, st, ok = kernelops.FoldBatch(heads, []int{nh * S * keys, S * keys}, vBatch, []int{nh * S * Hv, S * Hv})
 	if !ok {
 		return nil, "host: the batch axes do not fold into three", nil
 	}
-	p.Calls = append(p.Calls, kernelops.BMMSpec{M: S, N: Hv, K: T, Dims: dims, AS0: T, AS1: 1, BS0: vRow,
+	p.Calls = append(p.Calls, kernelops.BMMSpec{M: S, N: Hv, K: keys, Dims: dims, AS0: keys, AS1: 1, BS0: vRow,
 		ABatch: st[0], BBatch: st[1], CBatch: st[2], A: scores, B: vOp, C: o}.Call())
 	tn := graph.NewNode("", "Transpose", nil, nil)
 	tn.Attrs = []*graph.Attribute{graph.IntsAttr("perm", 0, 2, 1, 3)}
@@ -449,6 +512,86 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 	}
 	embedPlan(p, sub, []ops.Operand{o}, []ops.Operand{ops.OutputOperand(0)})
 	return p, "", nil
+}
+
+// mhaMask appends to p the launches that make MultiHeadAttention's additive mask over its
+// (batch, heads, seq, total) scores, and returns its operand and shape (rank 4, broadcast to
+// the scores; nil: no mask): the sum of attention_bias, the causal mask of unidirectional
+// (keys after past+i masked for query i) and the key_padding_mask's (batch, total) mask, the
+// last two mask_filter_value where masked. reason is a decline's.
+func mhaMask(p *ops.KernelPlan, n *graph.Node, opset int64, in []ops.ValueInfo, B, nh, S, past, total int) (ops.Operand, []int64, string) {
+	filter := n.AttrFloat("mask_filter_value", -10000)
+	type term struct {
+		op    ops.Operand
+		shape []int64
+	}
+	var terms []term
+	if kernelops.NeedInput(in, 5) {
+		ab := in[5]
+		scoreShape := []int64{int64(B), int64(nh), int64(S), int64(total)}
+		if ab.Dtype != graph.Float || len(ab.Shape) != 4 {
+			return ops.Operand{}, nil, "host: attention_bias is not a float32 tensor of rank 4"
+		}
+		if full, err := ops.BroadcastShapes(scoreShape, ab.Shape); err != nil || !slices.Equal(full, scoreShape) {
+			return ops.Operand{}, nil, "host: attention_bias does not broadcast to the scores"
+		}
+		terms = append(terms, term{ops.InputOperand(5), ab.Shape})
+	}
+	if n.AttrInt("unidirectional", 0) != 0 {
+		m := make([]float32, S*total)
+		for i := 0; i < S; i++ {
+			for j := past + i + 1; j < total; j++ {
+				m[i*total+j] = filter
+			}
+		}
+		p.Consts = append(p.Consts, tensor.MustTensor([]int64{1, 1, int64(S), int64(total)}, m))
+		terms = append(terms, term{ops.ConstOperand(len(p.Consts) - 1), []int64{1, 1, int64(S), int64(total)}})
+	}
+	if kernelops.NeedInput(in, 4) {
+		kpm := in[4]
+		if len(kpm.Shape) != 2 || int(kpm.Shape[0]) != B || int(kpm.Shape[1]) != total || (kpm.Dtype != graph.Int32 && kpm.Dtype != graph.Int64) {
+			return ops.Operand{}, nil, "host: a key_padding_mask other than (batch, total) int32 or int64 (lengths run on the host)"
+		}
+		// keep = mask != 0 (Cast to bool), then where(keep, 0, mask_filter_value).
+		keep := plannerScratch(p, (B*total+3)/4)
+		cast := graph.NewNode("", "Cast", nil, nil)
+		cast.Attrs = []*graph.Attribute{graph.IntAttr("to", int64(graph.Bool))}
+		if reason, ok := embedPlanner(p, kernelops.PlanCast, cast, opset, []ops.ValueInfo{kpm}, []ops.Operand{ops.InputOperand(4)}, []ops.Operand{keep}); !ok {
+			return ops.Operand{}, nil, "host: the key_padding_mask's cast: " + reason
+		}
+		p.Consts = append(p.Consts, tensor.MustTensor([]int64{}, []float32{0}), tensor.MustTensor([]int64{}, []float32{filter}))
+		zero, masked := ops.ConstOperand(len(p.Consts)-2), ops.ConstOperand(len(p.Consts)-1)
+		padShape := []int64{int64(B), 1, 1, int64(total)}
+		pad := plannerScratch(p, B*total)
+		where := graph.NewNode("", "Where", nil, nil)
+		whereIn := []ops.ValueInfo{
+			{ValueType: ops.ValueType{Dtype: graph.Bool, Shape: padShape}, Present: true},
+			{ValueType: ops.ValueType{Dtype: graph.Float, Shape: []int64{}}, Present: true},
+			{ValueType: ops.ValueType{Dtype: graph.Float, Shape: []int64{}}, Present: true},
+		}
+		if reason, ok := embedPlanner(p, kernelops.PlanWhere, where, opset, whereIn, []ops.Operand{keep, zero, masked}, []ops.Operand{pad}); !ok {
+			return ops.Operand{}, nil, "host: the key_padding_mask's where: " + reason
+		}
+		terms = append(terms, term{pad, padShape})
+	}
+	if len(terms) == 0 {
+		return ops.Operand{}, nil, ""
+	}
+	sum := terms[0]
+	for _, t := range terms[1:] {
+		shape, err := ops.BroadcastShapes(sum.shape, t.shape)
+		if err != nil {
+			return ops.Operand{}, nil, "host: the masks do not broadcast together"
+		}
+		dst := plannerScratch(p, ops.Numel(shape))
+		c, ok := binaryInto(kernels.BinaryAdd, shape, sum.shape, t.shape, false, false, 1, sum.op, t.op, dst)
+		if !ok {
+			return ops.Operand{}, nil, "host: the binary kernel covers 6 axes after merging"
+		}
+		p.Calls = append(p.Calls, c)
+		sum = term{dst, shape}
+	}
+	return sum.op, sum.shape, ""
 }
 
 // staticI64 describes a small int64 vector known before the run.
