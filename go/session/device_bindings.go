@@ -23,7 +23,11 @@ import (
 // place. A binding that an output aliases holds two such buffers: a step reads one and the
 // compiled run plan's kernel writes the output into the other in place, after which they swap
 // (no step copies the cache, none allocates); an output binding is double-buffered the same
-// way, so that a step that fails leaves every binding's value as it was. On the host provider kernels read and write
+// way, so that a step that fails leaves every binding's value as it was. The buffers are
+// charged to the session's memory budget (WithMemoryBudget) before they are allocated, and
+// credited back when the binding is reallocated or destroyed or the session closes: an
+// allocation over the budget fails with ErrOverBudget and allocates nothing, and a physical
+// shape beyond any memory is refused. On the host provider kernels read and write
 // the bindings' memory itself; on the cuda provider (and its stand-in) the plan's arena is
 // device memory and a binding's value crosses at the plan's input and output seams, as a fed
 // input does (see docs/execution.md).
@@ -42,6 +46,7 @@ type DeviceBinding struct {
 	physical       []int64
 	logical        []int64
 	capacity       int64     // bytes of each buffer
+	charged        uint64    // bytes charged to the session's memory budget for bufs
 	bufs           [2][]byte // the value is in bufs[front]; an aliased binding's output lands in the other
 	front          int
 	gen            uint64 // bumped by Reallocate and Destroy: a captured graph refuses a binding of another generation
@@ -84,8 +89,8 @@ func (s *InferenceSession) bindings() *bindingState {
 // writes the output into it (the output must then fit the capacity) and the binding holds
 // that value, of the output's shape, as the input of the next step. The element type and the
 // rank must be the input's (and the output's); a physical dimension the model fixes must be
-// that size. Errors are *Error of kind ErrInvalidArgument naming the input or output, or
-// ErrClosed.
+// that size. Errors are *Error of kind ErrInvalidArgument naming the input or output,
+// ErrOverBudget when the buffers do not fit the session's memory budget, or ErrClosed.
 func (s *InferenceSession) AllocateDeviceBinding(inputName, outputName string, dtype DType, physicalShape, logicalShape []int64) (*DeviceBinding, error) {
 	const op = "AllocateDeviceBinding"
 	in := s.inputIndex(inputName)
@@ -137,17 +142,66 @@ func (s *InferenceSession) allocateBinding(op string, in, out int, dtype DType, 
 	if err := b.fits(logical); err != nil {
 		return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "%s: %v", name, err)
 	}
-	n := ops.Numel(physical)
-	b.capacity = dtype.ByteSize(int64(n))
+	capacity, err := b.bytesFor(physical)
+	if err != nil {
+		return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "%s: %v", name, err)
+	}
+	b.capacity = capacity
 	st := s.bindings()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if err := s.checkOpen(op); err != nil {
 		return nil, err
 	}
+	if err := b.charge(op, capacity); err != nil {
+		return nil, err
+	}
 	b.allocate()
 	st.live[b] = true
 	return b, nil
+}
+
+// maxBindingBytes bounds one buffer of a binding (64 PiB) and its element count, so that the
+// bytes of its buffers (a count times up to 64 bits, two buffers, their alignment) cannot
+// overflow; the memory budget bounds them long before.
+const maxBindingBytes = int64(1) << 56
+
+// bytesFor is the bytes of one buffer of b's element type with capacity physical, or an error
+// for a negative dimension or a size beyond any memory.
+func (b *DeviceBinding) bytesFor(physical []int64) (int64, error) {
+	n := int64(1)
+	for i, d := range physical {
+		if d < 0 {
+			return 0, fmt.Errorf("the physical shape %v has the negative dimension %d", physical, i)
+		}
+		if d != 0 && n > maxBindingBytes/d {
+			return 0, fmt.Errorf("the physical shape %v is too large to allocate", physical)
+		}
+		n *= d
+	}
+	bytes := b.dtype.ByteSize(n)
+	if bytes < 0 || bytes > maxBindingBytes {
+		return 0, fmt.Errorf("the physical shape %v is too large to allocate (%d elements of %s)", physical, n, b.dtype)
+	}
+	return bytes, nil
+}
+
+// charge charges the buffers of capacity bytes each that b is about to allocate (one, or two
+// when an output is written to it) to the session's memory budget, and credits what b's old
+// buffers held: an *Error of kind ErrOverBudget naming the binding when they do not fit, which
+// changes nothing. The old buffers count until the new ones are charged (Reallocate copies
+// from them).
+func (b *DeviceBinding) charge(op string, capacity int64) error {
+	bytes := uint64(capacity)
+	if b.output != "" {
+		bytes *= 2
+	}
+	if err := b.s.eng.Mem.Charge(op, b.describe()+"'s buffers", bytes); err != nil {
+		return err
+	}
+	b.s.eng.Mem.Credit(b.charged)
+	b.charged = bytes
+	return nil
 }
 
 // allocate gives b fresh zeroed buffers of its capacity: two when an output is written to it
@@ -300,9 +354,16 @@ func (b *DeviceBinding) Reallocate(physicalShape []int64) error {
 			return tensor.NewError(op, tensor.ErrInvalidArgument, "%s: the physical shape %v: %v", b.describe(), physicalShape, err)
 		}
 	}
+	capacity, err := b.bytesFor(physicalShape)
+	if err != nil {
+		return tensor.NewError(op, tensor.ErrInvalidArgument, "%s: %v", b.describe(), err)
+	}
+	if err := b.charge(op, capacity); err != nil {
+		return err
+	}
 	old := b.view()
 	b.physical = slices.Clone(physicalShape)
-	b.capacity = b.dtype.ByteSize(int64(ops.Numel(physicalShape)))
+	b.capacity = capacity
 	keep := b.fits(b.logical) == nil
 	if !keep {
 		clipped := make([]int64, len(b.logical))
@@ -337,6 +398,8 @@ func (b *DeviceBinding) release() {
 	}
 	b.destroyed = true
 	b.bufs = [2][]byte{}
+	b.s.eng.Mem.Credit(b.charged)
+	b.charged = 0
 	b.gen++
 }
 

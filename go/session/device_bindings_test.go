@@ -412,3 +412,73 @@ func TestDeviceBindingsConcurrentWithRunAndClose(t *testing.T) {
 	requireKind(t, err, ErrClosed, "")
 	assert.Equal(t, 0, s.CapturedGraphSegmentCount())
 }
+
+// Device bindings' buffers are charged to the session's memory budget: an allocation or a
+// reallocation over it fails with ErrOverBudget and changes nothing, a physical shape beyond
+// any memory is refused, and Destroy, Reallocate and Close give the bytes back.
+func TestDeviceBindingsAreChargedToTheMemoryBudget(t *testing.T) {
+	forBindingProviders(t, func(t *testing.T, opts []LoadOption) {
+		g := &graph.Graph{Name: "relu_rows"}
+		g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.Shape{graph.SymDim("n"), graph.Dim{Value: 4}}))}
+		g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
+		g.Nodes = []*graph.Node{graph.NewNode("relu", "Relu", []string{"x"}, []string{"y"})}
+		m, err := graph.FromGraph(g.Name, g, map[string]int64{"": 21})
+		require.NoError(t, err)
+		const budget = 1 << 20
+		s, err := FromGraph(m, append(opts[:len(opts):len(opts)], WithMemoryBudget(budget))...)
+		require.NoError(t, err)
+		defer s.Close()
+		held := func() uint64 { _, h := s.MemoryBudget(); return h }
+		base := held()
+
+		x, err := s.AllocateDeviceBinding("x", "", graph.Float, []int64{16, 4}, []int64{2, 4})
+		require.NoError(t, err)
+		require.Equal(t, base+16*4*4, held(), "one buffer of 16 x 4 floats")
+		y, err := s.AllocateDeviceOutputBinding("y", graph.Float, []int64{16, 4}, []int64{2, 4})
+		require.NoError(t, err)
+		require.Equal(t, base+3*16*4*4, held(), "an output binding holds two buffers")
+
+		// Over the budget: refused, nothing charged, nothing allocated.
+		_, err = s.AllocateDeviceBinding("x", "", graph.Float, []int64{1 << 20, 4}, []int64{1, 4})
+		requireKind(t, err, ErrOverBudget, `the binding of input "x"'s buffers would take 16.0 MiB`)
+		require.Equal(t, base+3*16*4*4, held())
+		// Beyond any memory (the element count or the bytes overflow): refused as invalid.
+		_, err = s.AllocateDeviceBinding("x", "", graph.Float, []int64{1 << 62, 4}, []int64{1, 4})
+		requireKind(t, err, ErrInvalidArgument, "too large to allocate")
+		_, err = s.AllocateDeviceBinding("x", "", graph.Float, []int64{1 << 58, 4}, []int64{1, 4})
+		requireKind(t, err, ErrInvalidArgument, "too large to allocate")
+		require.Equal(t, base+3*16*4*4, held())
+
+		// A reallocation over the budget keeps the binding as it was.
+		r := inferRand()
+		v := tensor.MustTensor([]int64{2, 4}, randomF32(r, 8))
+		require.NoError(t, x.Upload(v))
+		requireKind(t, x.Reallocate([]int64{1 << 20, 4}), ErrOverBudget, "would take 16.0 MiB")
+		requireKind(t, x.Reallocate([]int64{1 << 61, 4}), ErrInvalidArgument, "too large to allocate")
+		require.Equal(t, []int64{16, 4}, x.PhysicalShape())
+		got, err := x.Download()
+		require.NoError(t, err)
+		require.Equal(t, tensor.Float64s(v), tensor.Float64s(got))
+		require.Equal(t, base+3*16*4*4, held())
+		// One that fits moves the charge to the new size.
+		require.NoError(t, x.Reallocate([]int64{64, 4}))
+		require.Equal(t, base+64*4*4+2*16*4*4, held())
+		out, err := s.RunWithDeviceBindings(context.Background(), nil, []*DeviceBinding{x, y})
+		require.NoError(t, err)
+		require.Len(t, out, 1)
+		require.False(t, out[0].IsValid(), "y is in its binding")
+		relu, err := y.Download()
+		require.NoError(t, err)
+		for i, e := range tensor.Float64s(v) {
+			require.Equal(t, max(e, 0), tensor.Float64s(relu)[i])
+		}
+		// Destroy gives a binding's bytes back (once), Close the rest (the run's plan holds
+		// its arena in the budget meanwhile).
+		ran := held()
+		require.NoError(t, x.Destroy())
+		require.NoError(t, x.Destroy())
+		require.Equal(t, ran-64*4*4, held())
+		require.NoError(t, s.Close())
+		require.Equal(t, base, held(), "a closed session holds nothing of its budget")
+	})
+}

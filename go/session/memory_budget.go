@@ -20,8 +20,8 @@ const DefaultMaxLoopIterations = exec.DefaultMaxLoopIterations
 
 // WithMemoryBudget bounds the memory a session's runs hold at once, all runs together, in
 // bytes: every tensor a run makes (intermediate values, outputs, Loop's and Scan's
-// accumulated outputs, sequences), the compiled plans' arenas and the kernels' buffers on
-// the host. Where a size comes from the inputs (ConstantOfShape, Expand, Tile, Range,
+// accumulated outputs, sequences), the compiled plans' arenas, the kernels' buffers on the
+// host, and the buffers of device bindings (AllocateDeviceBinding, held until destroyed). Where a size comes from the inputs (ConstantOfShape, Expand, Tile, Range,
 // OneHot, Loop, every kernel's outputs, a plan's steps) it is checked before the memory is
 // allocated; every other node's outputs are checked as the node returns. A run that would
 // exceed it fails with an *Error matching ErrOverBudget that names the node, the tensor, the
