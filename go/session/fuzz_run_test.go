@@ -65,7 +65,7 @@ var fuzzOps = []string{
 	// Added after the corpus was made.
 	"CumProd", "Swish", "RotaryEmbedding", "RMSNormalization", "BitCast", "LpNormalization", "Attention",
 	"GroupNormalization", "StringConcat", "StringSplit", "RegexFullMatch",
-	"TensorScatter", "CenterCropPad", "Col2Im", "AffineGrid", "DeformConv",
+	"TensorScatter", "CenterCropPad", "Col2Im", "AffineGrid", "DeformConv", "LinearAttention", "CausalConvWithState",
 	// Ops of another domain, by their registry key "domain:Op" (see fuzzOpDomain).
 	"ai.onnx.ml:Binarizer", "ai.onnx.ml:ArrayFeatureExtractor", "ai.onnx.ml:LabelEncoder", "ai.onnx.ml:TreeEnsemble",
 	// ONNX Runtime's contrib ops: no ONNX schema, so the fuzzers cannot make them (addNode skips

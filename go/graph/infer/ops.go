@@ -74,6 +74,7 @@ func init() {
 		"MaxUnpool": inferMaxUnpool, "MaxRoiPool": inferRoiPool, "RoiAlign": inferRoiPool,
 		"LSTM": inferRNN, "GRU": inferRNN, "RNN": inferRNN, "DFT": inferDFT, "STFT": inferSTFT,
 		"GridSample": inferGridSample, "Col2Im": inferCol2Im, "CenterCropPad": inferCenterCropPad,
+		"LinearAttention": inferLinearAttention, "CausalConvWithState": inferCausalConvWithState,
 		"AffineGrid": inferAffineGrid, "Attention": inferAttention,
 		"ReduceL1": inferReduce, "ReduceL2": inferReduce, "ReduceLogSum": inferReduce, "ReduceLogSumExp": inferReduce,
 		"ReduceMax": inferReduce, "ReduceMean": inferReduce, "ReduceMin": inferReduce, "ReduceProd": inferReduce,

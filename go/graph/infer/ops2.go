@@ -772,3 +772,50 @@ func inferSequenceMap(c *inferNode) error {
 	}
 	return nil
 }
+
+// inferLinearAttention (opset 27): output (batch, sequence, q_num_heads·value head size) of
+// query's type; present_state (batch, kv_num_heads, key head size, value head size) of
+// past_state's type (query's without one).
+func inferLinearAttention(c *inferNode) error {
+	hq, hkv := c.n.AttrInt("q_num_heads", 0), c.n.AttrInt("kv_num_heads", 0)
+	if hq <= 0 || hkv <= 0 || hq%hkv != 0 {
+		return fmt.Errorf("q_num_heads %d must be a positive multiple of kv_num_heads %d", hq, hkv)
+	}
+	stateElem := c.elem(0)
+	if c.has(3) {
+		stateElem = c.elem(3)
+	}
+	q, okq := c.shape(0)
+	v, okv := c.shape(2)
+	if !okq || !okv || len(q) != 3 || len(v) != 3 {
+		if err := c.out(0, graph.UnrankedTensor(c.elem(0))); err != nil {
+			return err
+		}
+		return c.out(1, graph.UnrankedTensor(stateElem))
+	}
+	dk, dv := dimDiv(q[2], hq, false), dimDiv(v[2], hkv, false)
+	if err := c.out(0, graph.TensorType(c.elem(0), graph.Shape{q[0], q[1], dimMul(dv, graph.DimOf(hq))})); err != nil {
+		return err
+	}
+	return c.out(1, graph.TensorType(stateElem, graph.Shape{q[0], graph.DimOf(hkv), dk, dv}))
+}
+
+// inferCausalConvWithState (opset 27): output the input's type and shape; present_state
+// (batch, channels, kernel size - 1).
+func inferCausalConvWithState(c *inferNode) error {
+	x, ok := c.shape(0)
+	if !ok || len(x) != 3 {
+		if err := c.out(0, graph.UnrankedTensor(c.elem(0))); err != nil {
+			return err
+		}
+		return c.out(1, graph.UnrankedTensor(c.elem(0)))
+	}
+	if err := c.out(0, graph.TensorType(c.elem(0), x.Clone())); err != nil {
+		return err
+	}
+	state := graph.UnknownDim()
+	if w, ok := c.shape(1); ok && len(w) == 3 && w[2].Known() && w[2].Value >= 1 {
+		state = graph.DimOf(w[2].Value - 1)
+	}
+	return c.out(1, graph.TensorType(c.elem(0), graph.Shape{x[0], x[1], state}))
+}
