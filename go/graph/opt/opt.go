@@ -61,6 +61,8 @@ type Pass struct {
 // Passes lists every pass in the order Optimize runs them.
 func Passes() []Pass {
 	return []Pass{
+		// A lowering, at every level: FlexAttention (ai.onnx.preview) to ai.onnx operators.
+		{"flex_attention_expansion", LevelDisabled, ExpandFlexAttention},
 		{"constant_to_initializer", LevelBasic, ConstantsToInitializers},
 		{"identity_elimination", LevelBasic, EliminateIdentity},
 		{"constant_folding", LevelBasic, FoldConstants},
