@@ -180,6 +180,11 @@ func TestMSOpsKernelsMatchHost(t *testing.T) {
 			[]tensor.Tensor{randT(r, 1, 2, 16), randT(r, 1, 2, 9, 8), randT(r, 1, 2, 9, 5)}},
 		{msOpNode("mha_causal_kpm64", "MultiHeadAttention", []string{"y", "pk"}, graph.IntAttr("num_heads", 2), graph.IntAttr("unidirectional", 1)),
 			[]tensor.Tensor{randT(r, 1, 4, 16), randT(r, 1, 4, 16), randT(r, 1, 4, 16), {}, tensor.MustTensor([]int64{1, 4}, []int64{1, 0, 1, 1})}},
+		// key_padding_mask as lengths (batch), int32 and int64, with a past.
+		{msOpNode("mha_lengths_past", "MultiHeadAttention", []string{"y", "pk", "pv"}, graph.IntAttr("num_heads", 2)),
+			[]tensor.Tensor{randT(r, 3, 2, 16), randT(r, 3, 2, 16), randT(r, 3, 2, 16), {}, tensor.MustTensor([]int64{3}, []int32{7, 2, 5}), {}, randT(r, 3, 2, 5, 8), randT(r, 3, 2, 5, 8)}},
+		{msOpNode("mha_lengths64_causal", "MultiHeadAttention", []string{"y"}, graph.IntAttr("num_heads", 2), graph.IntAttr("unidirectional", 1)),
+			[]tensor.Tensor{randT(r, 2, 5, 16), randT(r, 2, 5, 16), randT(r, 2, 5, 16), {}, tensor.MustTensor([]int64{2}, []int64{3, 5})}},
 	}
 	for _, c := range cases {
 		t.Run(c.node.Name, func(t *testing.T) {

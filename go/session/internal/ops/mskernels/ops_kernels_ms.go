@@ -310,9 +310,10 @@ func embedPlan(p, sub *ops.KernelPlan, ins, outs []ops.Operand) {
 //
 // The additive mask is the sum (binary adds) of what the node has of: attention_bias; the
 // causal mask of unidirectional (query i sees keys 0..past+i), a constant of
-// mask_filter_value; and a (batch, total) key_padding_mask, made mask_filter_value where it is
-// 0 by a cast to bool and a where. A key_padding_mask of lengths (batch), past_sequence_length
-// and cache_indirection run as the host function.
+// mask_filter_value; and a key_padding_mask, made mask_filter_value where it masks by a where
+// over which keys it keeps: a (batch, total) mask's nonzero elements (a cast to bool), or the
+// first length[b] keys for lengths (batch) (a Less of the positions against the lengths).
+// past_sequence_length and cache_indirection run as the host function.
 func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
 	if !kernelops.AllFloat32(in, 0, 1, 2) {
 		return nil, kernelops.DeclineType(in), nil
@@ -517,8 +518,8 @@ func planMultiHeadAttention(n *graph.Node, opset int64, in []ops.ValueInfo) (*op
 // mhaMask appends to p the launches that make MultiHeadAttention's additive mask over its
 // (batch, heads, seq, total) scores, and returns its operand and shape (rank 4, broadcast to
 // the scores; nil: no mask): the sum of attention_bias, the causal mask of unidirectional
-// (keys after past+i masked for query i) and the key_padding_mask's (batch, total) mask, the
-// last two mask_filter_value where masked. reason is a decline's.
+// (keys after past+i masked for query i) and the key_padding_mask's ((batch, total), or
+// lengths (batch)), the last two mask_filter_value where masked. reason is a decline's.
 func mhaMask(p *ops.KernelPlan, n *graph.Node, opset int64, in []ops.ValueInfo, B, nh, S, past, total int) (ops.Operand, []int64, string) {
 	filter := n.AttrFloat("mask_filter_value", -10000)
 	type term struct {
@@ -549,15 +550,40 @@ func mhaMask(p *ops.KernelPlan, n *graph.Node, opset int64, in []ops.ValueInfo, 
 	}
 	if kernelops.NeedInput(in, 4) {
 		kpm := in[4]
-		if len(kpm.Shape) != 2 || int(kpm.Shape[0]) != B || int(kpm.Shape[1]) != total || (kpm.Dtype != graph.Int32 && kpm.Dtype != graph.Int64) {
-			return ops.Operand{}, nil, "host: a key_padding_mask other than (batch, total) int32 or int64 (lengths run on the host)"
+		if kpm.Dtype != graph.Int32 && kpm.Dtype != graph.Int64 {
+			return ops.Operand{}, nil, "host: a key_padding_mask that is not int32 or int64"
 		}
-		// keep = mask != 0 (Cast to bool), then where(keep, 0, mask_filter_value).
 		keep := plannerScratch(p, (B*total+3)/4)
-		cast := graph.NewNode("", "Cast", nil, nil)
-		cast.Attrs = []*graph.Attribute{graph.IntAttr("to", int64(graph.Bool))}
-		if reason, ok := embedPlanner(p, kernelops.PlanCast, cast, opset, []ops.ValueInfo{kpm}, []ops.Operand{ops.InputOperand(4)}, []ops.Operand{keep}); !ok {
-			return ops.Operand{}, nil, "host: the key_padding_mask's cast: " + reason
+		switch {
+		case len(kpm.Shape) == 2 && int(kpm.Shape[0]) == B && int(kpm.Shape[1]) == total:
+			// keep = mask != 0 (Cast to bool).
+			cast := graph.NewNode("", "Cast", nil, nil)
+			cast.Attrs = []*graph.Attribute{graph.IntAttr("to", int64(graph.Bool))}
+			if reason, ok := embedPlanner(p, kernelops.PlanCast, cast, opset, []ops.ValueInfo{kpm}, []ops.Operand{ops.InputOperand(4)}, []ops.Operand{keep}); !ok {
+				return ops.Operand{}, nil, "host: the key_padding_mask's cast: " + reason
+			}
+		case len(kpm.Shape) == 1 && int(kpm.Shape[0]) == B:
+			// Lengths: keep = j < length[b], the positions 0..total-1 (a constant of the
+			// lengths' type) against the lengths as a column (Less).
+			pos := make([]float64, total)
+			for j := range pos {
+				pos[j] = float64(j)
+			}
+			t, err := tensor.FromFloat64s(kpm.Dtype, []int64{1, int64(total)}, pos)
+			if err != nil {
+				return ops.Operand{}, nil, "host: " + err.Error()
+			}
+			p.Consts = append(p.Consts, t)
+			less := graph.NewNode("", "Less", nil, nil)
+			lessIn := []ops.ValueInfo{
+				{ValueType: ops.ValueType{Dtype: kpm.Dtype, Shape: []int64{1, int64(total)}}, Present: true},
+				{ValueType: ops.ValueType{Dtype: kpm.Dtype, Shape: []int64{int64(B), 1}}, Present: true},
+			}
+			if reason, ok := embedPlanner(p, ops.KernelPlanners["Less"], less, opset, lessIn, []ops.Operand{ops.ConstOperand(len(p.Consts) - 1), ops.InputOperand(4)}, []ops.Operand{keep}); !ok {
+				return ops.Operand{}, nil, "host: the key_padding_mask's comparison: " + reason
+			}
+		default:
+			return ops.Operand{}, nil, "host: a key_padding_mask other than (batch, total) or (batch) (the host function reports it)"
 		}
 		p.Consts = append(p.Consts, tensor.MustTensor([]int64{}, []float32{0}), tensor.MustTensor([]int64{}, []float32{filter}))
 		zero, masked := ops.ConstOperand(len(p.Consts)-2), ops.ConstOperand(len(p.Consts)-1)
