@@ -6,50 +6,50 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e5218ff88688c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e8961111aa5d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ea053fe9057b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ec212ae78da10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e01b21cc0713d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e0399357313a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e20c35a4658ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e37f90cc2b029_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e51d43e25cb3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66317943fe12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e673cb4393509_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e721246ce88bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e75db2211784b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e92064d8b3bc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9463a82fb7f1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec7d2ea69b06d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ede5b5d4c6dcd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ee2b4c16b227f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2efbc62a07cb57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eff983ece7487_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e31ba6f5c7e7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e5247b61486d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e900f16a56e0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e92e5e308c26d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e13c993b4cbb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3c7f91f8244d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3e773d5acc9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e400b31e34c8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e43e20b2fcbb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66525efc1761_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66894f678f28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7b27d050aee0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7fe69a88ce25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e8bb8f91f3975_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9c1493975263_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9c1fe3ce07a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eabae558e5192_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2edfe1e7e01167_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eeb4092e8ad39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef450b3e90813_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e5218ff88688c_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e8961111aa5d0_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ea053fe9057b0_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ec212ae78da10_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e01b21cc0713d_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e0399357313a1_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e20c35a4658ad_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e37f90cc2b029_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e51d43e25cb3c_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66317943fe12_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e673cb4393509_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e721246ce88bf_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e75db2211784b_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e92064d8b3bc2_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9463a82fb7f1_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec7d2ea69b06d_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ede5b5d4c6dcd_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ee2b4c16b227f_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2efbc62a07cb57_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eff983ece7487_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e31ba6f5c7e7e_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e5247b61486d9_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e900f16a56e0a_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e92e5e308c26d_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e13c993b4cbb1_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3c7f91f8244d_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3e773d5acc9b_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e400b31e34c8d_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e43e20b2fcbb2_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66525efc1761_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66894f678f28_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7b27d050aee0_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7fe69a88ce25_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e8bb8f91f3975_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9c1493975263_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9c1fe3ce07a6_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eabae558e5192_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2edfe1e7e01167_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eeb4092e8ad39_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef450b3e90813_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_attention_v3_entries(int i, uint32_t* count) {

@@ -6,50 +6,50 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e06404fbc3473_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2eb09c80e2937b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ec04ebecccb64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ecfb07a1758ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e24f01e85c805_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e31a5dbdd29d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e55e02fb673f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e5f22595a1d08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e633bfd9c1d2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e6b38efccd906_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e74a2de2a6f02_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e79ab01abae52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e8e25cd9a6ca4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea2b9efc22637_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea82ce6e77389_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ebe61a7792823_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ec84cb27e507f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2edd83ea2e9ecc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eed47d7285c15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2efc8eec0de599_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e13db32126950_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e7a72f9b56dd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e7b713268808e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ead9505197a07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0d81f5648127_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e228d12af7f25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3d08635f18c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e4b9f51fce4a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e50f31b4cee39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e84daf0b60de1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e962edf5fd08b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9c6faeaaf8d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9fd0b2400cf6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb36dc20d4f65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ec386bdd48b52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eccc12a8e77e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed5ad6430412a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed8266f98fd34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ee4b0f36ffe4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2effd73c4537ba_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e06404fbc3473_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2eb09c80e2937b_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ec04ebecccb64_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ecfb07a1758ae_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e24f01e85c805_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e31a5dbdd29d6_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e55e02fb673f3_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e5f22595a1d08_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e633bfd9c1d2c_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e6b38efccd906_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e74a2de2a6f02_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e79ab01abae52_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e8e25cd9a6ca4_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea2b9efc22637_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea82ce6e77389_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ebe61a7792823_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ec84cb27e507f_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2edd83ea2e9ecc_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eed47d7285c15_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2efc8eec0de599_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e13db32126950_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e7a72f9b56dd2_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e7b713268808e_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ead9505197a07_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0d81f5648127_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e228d12af7f25_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3d08635f18c6_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e4b9f51fce4a3_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e50f31b4cee39_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e84daf0b60de1_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e962edf5fd08b_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9c6faeaaf8d4_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9fd0b2400cf6_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb36dc20d4f65_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ec386bdd48b52_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eccc12a8e77e3_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed5ad6430412a_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed8266f98fd34_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ee4b0f36ffe4b_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2effd73c4537ba_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_attention_v4_entries(int i, uint32_t* count) {
