@@ -59,27 +59,7 @@ func ExpandFlexAttention(m *graph.Model) (bool, error) {
 // namer makes value, node and initializer names unused anywhere in the model.
 type namer struct{ taken map[string]bool }
 
-func newNamer(m *graph.Model) *namer {
-	taken := map[string]bool{}
-	m.Graph.Walk(func(g *graph.Graph) {
-		for name := range g.Values {
-			taken[name] = true
-		}
-		for name := range g.Initializers {
-			taken[name] = true
-		}
-		for _, v := range g.Inputs {
-			taken[v.Name] = true
-		}
-		for _, n := range g.Nodes {
-			taken[n.Name] = true
-			for _, o := range n.Outputs {
-				taken[o] = true
-			}
-		}
-	})
-	return &namer{taken: taken}
-}
+func newNamer(m *graph.Model) *namer { return &namer{taken: takenNames(m)} }
 
 func (nm *namer) fresh(base string) string {
 	name := base

@@ -145,8 +145,9 @@ func removeNodes(g *graph.Graph, dead map[*graph.Node]bool) {
 	g.Nodes = kept
 }
 
-// uniqueName returns base, or base with a numeric suffix, unused anywhere in the model.
-func uniqueName(m *graph.Model, base string) string {
+// takenNames collects every name in use anywhere in the model: values, initializers, graph
+// inputs, nodes and their outputs.
+func takenNames(m *graph.Model) map[string]bool {
 	taken := map[string]bool{}
 	m.Graph.Walk(func(g *graph.Graph) {
 		for name := range g.Values {
@@ -155,12 +156,22 @@ func uniqueName(m *graph.Model, base string) string {
 		for name := range g.Initializers {
 			taken[name] = true
 		}
+		for _, v := range g.Inputs {
+			taken[v.Name] = true
+		}
 		for _, n := range g.Nodes {
+			taken[n.Name] = true
 			for _, o := range n.Outputs {
 				taken[o] = true
 			}
 		}
 	})
+	return taken
+}
+
+// uniqueName returns base, or base with a numeric suffix, unused anywhere in the model.
+func uniqueName(m *graph.Model, base string) string {
+	taken := takenNames(m)
 	if !taken[base] {
 		return base
 	}
