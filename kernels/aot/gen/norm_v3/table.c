@@ -6,274 +6,274 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e10867ad4c820_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e16f4ed2c361c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e18b23b755e31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1a0a3be9ac67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e20ad0f3ecb5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4d657114a4e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e614404f83447_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e827dfdfd76ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e87827d153065_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eaecec5afa67d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb2331f0ea5a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb3c2bdad3d7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee3a9a7193327_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef20a10e0ea93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e0d5140381e1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e68ea7e05a458_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e84b271ac37a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eaa4f3bb24d0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e0e0019868b6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e41d3e026f7ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eeba59bfc69ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2efedb5bfd797b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e011288897ccc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e05a32fda18ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0c71042c4608_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0e39fca12f81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12ae62d31dcb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e13c918e43042_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1654835bb26c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19a227d605b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1a1916db2431_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2018748ecbfc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2a8849724f71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2b41eee28f0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ced06bdd5b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e87a1dc3247_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e312a3553e3a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3706147aac76_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37ab2728fbee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37ff2f0444c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c07e6453222_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4057e3ea1872_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e484060922fbc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4919f9616608_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c0a0e8003e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c33e57d7589_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4e2fdf987a42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5085ba25deaf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e510cf77103cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e52166721df8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54ae10e59e1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5871a214e4a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e59969b75d6e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5b32c31ade04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6186a14b907d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e67d185fe7751_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68ae0b15ab10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6b0afdb171e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c8888049c99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e71dc536203f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75b772e46b60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e77b9b4ef1f5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7cf9e218e5fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7d13450d3284_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7e350d1d4987_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f6affff2647_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e80817498de3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e815b95d880a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e825e141ccc2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e853a124bf3b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e90d685e64d57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e93b1336050b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e946a4120b478_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e949308610a47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e953093e903d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e96ae6d0258c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9b1a82d84807_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0c4a909d9ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea1716bb2199b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eacce9ba06517_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3d8cb1530ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb467ae478d7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb4a9d9929836_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6d7682207e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb89f4a31298e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec28aaf9525a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec39070c8b400_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec3fd988c7fa5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec565c6055d07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc0722e8e2c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecffc4b1f6f43_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed11ad9391e12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed5525bae4fee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edd374ea0c9a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edd592f17564e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6c3dd49325d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee862e1e0df34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef839161f32a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef910d9e29d2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efa328f561b76_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efb6286372a52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efec01904c83b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e0c0dd946be64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e2e7bc2dd1064_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e39be30812a67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e6ba5d728c2be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e91e1b2583c29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2efcf2883ea341_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2379b5d75ce6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e28abaf4b636d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2b2b16cdf741_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2c68866ad67e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e30cf45ecf81e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e34c60bdfec49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4d4e7d676a38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5a9c6272d6db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e73bfec779e03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e87c908eb550c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e927eb5e86a29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e933427a9011a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e95d5b264cc0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9f5949770f4d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea22fb846fe75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea30d75dad66c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec836fe46ee73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed2df375328b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed3530e764daa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee0eb76e8c51f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee1e964abb173_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eea9b6eeee997_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eeadeb81ba29b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef9279d0b8331_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e06909e7f98c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e2da01224f659_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e46fb3d16a197_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e58a94b141b4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7adade45a83c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e81415a521ad4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8850e7f159d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e91b213eebb80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ecea5c2d5cb99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed2ba8127ab1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edf3a652bdfd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eed3093937302_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eefab024ca16d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2efadbabe1592e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2b0c98471ca9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e328d8baf45ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e6dc649da0e83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e9424e1c035aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e12d639a83680_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ecc71cddab07c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ef46a0336ae27_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eff3013c29611_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e026f59ca6a1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e074ded13ed87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0ee54779a864_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1300569d0028_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e144efe75f0a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e14db51142527_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1df0f8d533d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1f181f1da3a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e21745443061f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22e5feb3d377_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e28327ef9d26c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d3dd35564ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d71f2142c46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e421501a331ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e475f3a7c3d20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e476666d6275e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4de5cced494d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f58dee1086b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54438e327331_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e57c9682166b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58fa2f207200_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5ba862487bc3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c61ba525935_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e61539bb7ee26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e69ec3d30593d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6aa6d86322b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c2bb1ba8e30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6df6c9581eb3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fe31b8e7985_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e70b076cd6caf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e748b455ae0de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7737cb9b7a60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7762f36f9c10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7893d82633f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e78c47462fb72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a9a5055c26c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7eee77565c69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e80572c88f6d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8379ba89ff44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e85f8b2cfacd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8be418a69545_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d823076cc66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8f712da6a69e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92a3ac625681_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e93e56e655e11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e95fe57f74a8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9624e1d312f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9d7abe2da397_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9db245e5d960_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea235b47b1458_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea2b26704988e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea85b6ea044c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaf1594f0bc83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaff238395fd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3aa912461aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb4c9c683e6b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6b05eb0c6d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb7df09d28d10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebbec52c1afa8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebe1ac8f1dda4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec152f3887cfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec293b53ffd87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec3ae45ce60d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eca22e962e0b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eca3b88d2fe17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed07123dabeb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed4e3abdd6941_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed906ba927290_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ede9a08fe4737_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee19858ececca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee597d5627d39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee91291816201_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef194d1a3862_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef03de60a7875_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4fe2a81e54a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef5457bfcfb16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef6744858aef6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef884cdc79f21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efcd9dfcb420d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2effabe8647ed8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e0cec71bafc7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e703e42d2a8fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e87512e2e0706_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e92fe307c4425_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb87e97501db1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ed36ebf554526_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0f09de8f23fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0fcf8255126d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e19e660c34db6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1a5a0a797713_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e24667ff88a31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e36af3d082795_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4c558d06ad41_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5a5befcc1bc3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5b1b784a45db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e628a70859cec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e79505c00a549_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7a627e75567e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8e2eadfdf053_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e991d86f3d78d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea2506bb3e2ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb8187988665f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb8c581a097cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebc00fbea0753_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebc14c35f48a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebef6afb7e194_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee8578ca40b5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef1088c305317_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef6052948b002_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efcd9d6001d31_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e10867ad4c820_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e16f4ed2c361c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e18b23b755e31_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1a0a3be9ac67_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e20ad0f3ecb5f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4d657114a4e5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e614404f83447_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e827dfdfd76ec_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e87827d153065_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eaecec5afa67d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb2331f0ea5a5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eb3c2bdad3d7a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee3a9a7193327_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef20a10e0ea93_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e0d5140381e1e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e68ea7e05a458_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e84b271ac37a0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2eaa4f3bb24d0b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e0e0019868b6f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e41d3e026f7ea_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eeba59bfc69ad_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2efedb5bfd797b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e011288897ccc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e05a32fda18ea_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0c71042c4608_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0e39fca12f81_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12ae62d31dcb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e13c918e43042_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1654835bb26c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19a227d605b0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1a1916db2431_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2018748ecbfc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2a8849724f71_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2b41eee28f0f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ced06bdd5b6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e87a1dc3247_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e312a3553e3a3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3706147aac76_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37ab2728fbee_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e37ff2f0444c1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c07e6453222_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4057e3ea1872_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e484060922fbc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4919f9616608_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c0a0e8003e2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c33e57d7589_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4e2fdf987a42_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5085ba25deaf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e510cf77103cb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e52166721df8b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54ae10e59e1b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5871a214e4a8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e59969b75d6e8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5b32c31ade04_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6186a14b907d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e67d185fe7751_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68ae0b15ab10_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6b0afdb171e8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c8888049c99_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e71dc536203f0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75b772e46b60_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e77b9b4ef1f5d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7cf9e218e5fa_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7d13450d3284_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7e350d1d4987_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f6affff2647_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e80817498de3e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e815b95d880a7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e825e141ccc2d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e853a124bf3b5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e90d685e64d57_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e93b1336050b9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e946a4120b478_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e949308610a47_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e953093e903d8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e96ae6d0258c9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9b1a82d84807_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea0c4a909d9ff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea1716bb2199b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eacce9ba06517_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3d8cb1530ff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb467ae478d7e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb4a9d9929836_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6d7682207e6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb89f4a31298e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec28aaf9525a8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec39070c8b400_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec3fd988c7fa5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec565c6055d07_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecc0722e8e2c9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecffc4b1f6f43_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed11ad9391e12_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed5525bae4fee_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edd374ea0c9a7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edd592f17564e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6c3dd49325d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee862e1e0df34_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef839161f32a5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef910d9e29d2f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efa328f561b76_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efb6286372a52_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efec01904c83b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e0c0dd946be64_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e2e7bc2dd1064_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e39be30812a67_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e6ba5d728c2be_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e91e1b2583c29_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2efcf2883ea341_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2379b5d75ce6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e28abaf4b636d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2b2b16cdf741_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2c68866ad67e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e30cf45ecf81e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e34c60bdfec49_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4d4e7d676a38_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5a9c6272d6db_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e73bfec779e03_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e87c908eb550c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e927eb5e86a29_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e933427a9011a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e95d5b264cc0f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9f5949770f4d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea22fb846fe75_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea30d75dad66c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec836fe46ee73_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed2df375328b5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed3530e764daa_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee0eb76e8c51f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee1e964abb173_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eea9b6eeee997_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eeadeb81ba29b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef9279d0b8331_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e06909e7f98c0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e2da01224f659_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e46fb3d16a197_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e58a94b141b4e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7adade45a83c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e81415a521ad4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8850e7f159d4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e91b213eebb80_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ecea5c2d5cb99_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed2ba8127ab1b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edf3a652bdfd3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eed3093937302_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eefab024ca16d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2efadbabe1592e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2b0c98471ca9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e328d8baf45ce_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e6dc649da0e83_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e9424e1c035aa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e12d639a83680_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ecc71cddab07c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ef46a0336ae27_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eff3013c29611_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e026f59ca6a1d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e074ded13ed87_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0ee54779a864_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1300569d0028_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e144efe75f0a8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e14db51142527_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1df0f8d533d0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1f181f1da3a0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e21745443061f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22e5feb3d377_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e28327ef9d26c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d3dd35564ee_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d71f2142c46_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e421501a331ea_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e475f3a7c3d20_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e476666d6275e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4de5cced494d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f58dee1086b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54438e327331_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e57c9682166b8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58fa2f207200_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5ba862487bc3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c61ba525935_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e61539bb7ee26_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e69ec3d30593d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6aa6d86322b8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c2bb1ba8e30_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6df6c9581eb3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fe31b8e7985_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e70b076cd6caf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e748b455ae0de_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7737cb9b7a60_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7762f36f9c10_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7893d82633f7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e78c47462fb72_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a9a5055c26c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7eee77565c69_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e80572c88f6d1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8379ba89ff44_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e85f8b2cfacd3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8be418a69545_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d823076cc66_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8f712da6a69e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92a3ac625681_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e93e56e655e11_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e95fe57f74a8e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9624e1d312f2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9d7abe2da397_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9db245e5d960_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea235b47b1458_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea2b26704988e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea85b6ea044c5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaf1594f0bc83_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaff238395fd4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3aa912461aa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb4c9c683e6b7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6b05eb0c6d9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb7df09d28d10_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebbec52c1afa8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebe1ac8f1dda4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec152f3887cfe_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec293b53ffd87_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec3ae45ce60d8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eca22e962e0b1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eca3b88d2fe17_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed07123dabeb7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed4e3abdd6941_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed906ba927290_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ede9a08fe4737_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee19858ececca_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee597d5627d39_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee91291816201_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef194d1a3862_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef03de60a7875_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4fe2a81e54a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef5457bfcfb16_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef6744858aef6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef884cdc79f21_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efcd9dfcb420d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2effabe8647ed8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e0cec71bafc7e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e703e42d2a8fc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e87512e2e0706_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e92fe307c4425_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb87e97501db1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ed36ebf554526_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0f09de8f23fb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0fcf8255126d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e19e660c34db6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1a5a0a797713_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e24667ff88a31_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e36af3d082795_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4c558d06ad41_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5a5befcc1bc3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5b1b784a45db_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e628a70859cec_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e79505c00a549_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7a627e75567e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8e2eadfdf053_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e991d86f3d78d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea2506bb3e2ec_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb8187988665f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb8c581a097cc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebc00fbea0753_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebc14c35f48a6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebef6afb7e194_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee8578ca40b5f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef1088c305317_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef6052948b002_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efcd9d6001d31_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v3_entries(int i, uint32_t* count) {

@@ -6,274 +6,274 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e00453c75849d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e04b7cac243c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e17a774e0be77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1c269734da6a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e50a4a1923379_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e52fc3cf898a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5695f71f1101_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e57636706233b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eae3e65f1b94c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ecbaba3e5dcb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee87ebace48c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eef903c338689_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef17baf4a7879_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef55d7d4115f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0ff6bca6dd5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e704c20145679_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e8d6810480f16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e9e3cc7c8d21f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e359a29a17180_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e45d6bff58a5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e65ee1005a430_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eea13eaaee895_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00df15759406_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e014f5bd7a6d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e04190ce613fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e05ded8bd8a6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e082bd2e765b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e08fa04578a1c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e09e66f4461ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0a40f1af590f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0d7441fc4f87_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0e4c7772b487_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e13b452f1eef2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e15faafae39c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1814afc4a64b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1833416296cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1bdb3e741511_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1f9191cdac20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e21a83144175c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e26625b5f026d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2be857d28efe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e311e6be1caf7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e385de48aec42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e38bce1900781_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4017db8d8a0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43ea1c484469_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e44b6549cb571_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4520f665d6db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e452aefcd53a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4547f261db20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4839a1829e58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b49c193dde0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c8daf523c74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4cdaff882ead_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5090af7bb56f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5987365ef124_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a35b6b0ab45_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5e3ef1369f8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e669f31d5e3c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e676e1fa38ce7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b80b73160d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6c15e1dcd544_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6ee76794b00c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f3364bd85fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7495248eb0ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7b4b9aa8adeb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7ba1aee37f82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d67fe27fa2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e824bbc574994_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e95c3a111022b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9606ab165d32_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98309315cccf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a46ed1aa800_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a9dd057f203_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9f6d2ef54586_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1117e9899ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1273280cb1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea62192c53354_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9bb6d7b6893_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa0ee6ac5440_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb375e8695841_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb683e97fe320_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb9e27cfa6877_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebd3a4033327a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec1025158cd6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec82ebab82a6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec95764d6a544_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecccad30cb52d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecd9354d791b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed4f3c6993ad8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eddcc64bf2840_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edec34b1dc14e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edfa26710b53d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee1f8757df9c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee36e483e8042_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee8255d089474_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eee95c24d5cc6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef2c32dfa819_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef00a79e08c19_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef3edbbe7b7e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef5ad8ad8adcb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc0c7c1c650e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e03f14c1d6086_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e72b2d820baa6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7ff3eb7d0968_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecfc4bf080f51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eddefc0502586_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2efe89a72fdf24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0a53ccded12f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e277f01a0d5a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e30a3af5b5388_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3e01581d2cf3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e450f41ca549b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e45875a5193f1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e463840df75df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e5f8cf71be115_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6280e75bee27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e654b5c8b0ebe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6d4cfac14539_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e78f5598dd73e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e88931611d148_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e923bb16a730f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9c43815afddf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb87044c01b60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb9987f8af83d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebf2f0132ba8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ecd4b3f801bfc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed1f8aa79d9d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed6af71dd1acf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef40cd271f346_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef87c15986bc3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eff8b4ee93202_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0963aa886208_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1be871918e20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e240689b467df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e27026bb90eb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e29bb9a432536_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e38eb241d3712_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5709000a2b9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e57944fcf32be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5b6660f8bb61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea2e02bb83208_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea9be9338b99e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb18dee2b8556_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ecfb706eae2a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eed71368e6197_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e307c3390cfa2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e73f771b94b08_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e906bbb7c9c54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2efac856ce5ce1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e27c4c22408c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e33398e0e8cef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e443aa2e58bef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ed67aab92435d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e023d7242cba5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e035bc7be91bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e035fd8c19a2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0511aab76437_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e06e207384d42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f3b0df90ad7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e13259a12a061_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e19a6e25c462f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1a2d4b58321d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1fd99c7322eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e22e7b8312a9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e232ccda1cd41_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e278f1435f881_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2c108553cb73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e98150344f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e302cbfd6d3fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3067edcc08e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e30c1ee387225_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e31e58a6da6d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3382018c7e80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3a432a3f2fc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e403634cbbb06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4150bb23bafa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41ff70a2e2a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e424f16dbe3d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e429b1a7c6092_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e42cde3696488_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43667fbc2645_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e471095f41320_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e482ea83c442f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49870c039a06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4a399a5d4690_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b77e321a9ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4dd5730f30c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e58808ad30350_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a57753eca32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a597d24acb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c3df1689b7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5dc83933d356_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e627b1fb8c4f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e632e698f7ca4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e66837d819caf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b06b6a84b50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f01ddacee6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7144e7c16ecc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e74debe505b8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78728deaed78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78e758f039a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d6a1e2b3cff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83213e9a6926_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e854ed22e7146_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e882f08d8eb8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89a21db9089a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8a83a10ae82d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e93071bfc6a8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9db04b1cf94f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea188f5ab6fb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3ab6c4103e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8600f24b8fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa11788038dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb7261df92d89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdf99342821b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0bc34414da2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec8c319a387ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf309093aff7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed41c4641d462_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee35e5b8fa28e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3c07604f064_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5a732a95750_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee62ee579094d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee7355e91ce6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebc532454e05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eed24b95aaed2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef09d40d77be4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef793b8341c92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7ee09a13833_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc159cf8353f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efd3a784c3bbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efefa7872a7c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2effaa0705f136_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e2c15fc4315dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e32220ff5101a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e55d25fb48c14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e841b05babc3d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e96e870040357_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eb3554c49dd29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0ab8bae208ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0fe98294b530_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e28583e1d5df3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e34ac1dbfe0c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3d7e770eb6df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e40c18147b8ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e412eab722f75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e72653f2b973b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e752f9f44f710_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e761c0eefb911_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e87dcadb61cba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e965605a51d68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea3ad855b7820_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea43b6af42b70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebb2918d771c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebe4e8db4023e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2edac961d4d020_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee64198b474d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eec0a60915939_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eef947d3db7d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef00198ac20aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef8040653d965_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef8551a8be297_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2efe93d2ec64c6_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e00453c75849d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e04b7cac243c8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e17a774e0be77_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1c269734da6a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e50a4a1923379_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e52fc3cf898a9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5695f71f1101_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e57636706233b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eae3e65f1b94c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ecbaba3e5dcb6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee87ebace48c1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eef903c338689_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef17baf4a7879_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef55d7d4115f6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0ff6bca6dd5d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e704c20145679_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e8d6810480f16_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e9e3cc7c8d21f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e359a29a17180_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e45d6bff58a5e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e65ee1005a430_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2eea13eaaee895_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e00df15759406_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e014f5bd7a6d2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e04190ce613fe_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e05ded8bd8a6c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e082bd2e765b2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e08fa04578a1c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e09e66f4461ce_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0a40f1af590f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0d7441fc4f87_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0e4c7772b487_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e13b452f1eef2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e15faafae39c0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1814afc4a64b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1833416296cf_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1bdb3e741511_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1f9191cdac20_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e21a83144175c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e26625b5f026d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2be857d28efe_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e311e6be1caf7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e385de48aec42_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e38bce1900781_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4017db8d8a0f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43ea1c484469_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e44b6549cb571_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4520f665d6db_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e452aefcd53a1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4547f261db20_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4839a1829e58_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b49c193dde0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c8daf523c74_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4cdaff882ead_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5090af7bb56f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5987365ef124_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a35b6b0ab45_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5e3ef1369f8f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e669f31d5e3c8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e676e1fa38ce7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b80b73160d7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6c15e1dcd544_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6ee76794b00c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f3364bd85fa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7495248eb0ec_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7b4b9aa8adeb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7ba1aee37f82_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d67fe27fa2a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e824bbc574994_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e95c3a111022b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9606ab165d32_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98309315cccf_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a46ed1aa800_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a9dd057f203_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9f6d2ef54586_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1117e9899ae_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1273280cb1b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea62192c53354_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9bb6d7b6893_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa0ee6ac5440_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb375e8695841_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb683e97fe320_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb9e27cfa6877_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebd3a4033327a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec1025158cd6f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec82ebab82a6f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec95764d6a544_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecccad30cb52d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecd9354d791b8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed4f3c6993ad8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eddcc64bf2840_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edec34b1dc14e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edfa26710b53d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee1f8757df9c3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee36e483e8042_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee8255d089474_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eee95c24d5cc6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef2c32dfa819_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef00a79e08c19_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef3edbbe7b7e6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef5ad8ad8adcb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc0c7c1c650e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e03f14c1d6086_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e72b2d820baa6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e7ff3eb7d0968_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ecfc4bf080f51_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eddefc0502586_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2efe89a72fdf24_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0a53ccded12f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e277f01a0d5a0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e30a3af5b5388_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3e01581d2cf3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e450f41ca549b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e45875a5193f1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e463840df75df_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e5f8cf71be115_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6280e75bee27_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e654b5c8b0ebe_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6d4cfac14539_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e78f5598dd73e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e88931611d148_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e923bb16a730f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9c43815afddf_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb87044c01b60_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb9987f8af83d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebf2f0132ba8d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ecd4b3f801bfc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed1f8aa79d9d7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed6af71dd1acf_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef40cd271f346_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef87c15986bc3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eff8b4ee93202_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0963aa886208_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1be871918e20_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e240689b467df_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e27026bb90eb6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e29bb9a432536_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e38eb241d3712_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5709000a2b9b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e57944fcf32be_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5b6660f8bb61_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea2e02bb83208_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea9be9338b99e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb18dee2b8556_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ecfb706eae2a0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eed71368e6197_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e307c3390cfa2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e73f771b94b08_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e906bbb7c9c54_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2efac856ce5ce1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e27c4c22408c5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e33398e0e8cef_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e443aa2e58bef_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ed67aab92435d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e023d7242cba5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e035bc7be91bf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e035fd8c19a2d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0511aab76437_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e06e207384d42_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f3b0df90ad7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e13259a12a061_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e19a6e25c462f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1a2d4b58321d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1fd99c7322eb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e22e7b8312a9b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e232ccda1cd41_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e278f1435f881_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2c108553cb73_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e98150344f8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e302cbfd6d3fe_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3067edcc08e0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e30c1ee387225_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e31e58a6da6d2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3382018c7e80_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3a432a3f2fc8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e403634cbbb06_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4150bb23bafa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41ff70a2e2a1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e424f16dbe3d1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e429b1a7c6092_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e42cde3696488_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43667fbc2645_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e471095f41320_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e482ea83c442f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49870c039a06_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4a399a5d4690_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b77e321a9ca_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4dd5730f30c4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e58808ad30350_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a57753eca32_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a597d24acb8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c3df1689b7a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5dc83933d356_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e627b1fb8c4f2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e632e698f7ca4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e66837d819caf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b06b6a84b50_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f01ddacee6e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7144e7c16ecc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e74debe505b8f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78728deaed78_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78e758f039a2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d6a1e2b3cff_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83213e9a6926_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e854ed22e7146_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e882f08d8eb8f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89a21db9089a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8a83a10ae82d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e93071bfc6a8f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9db04b1cf94f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea188f5ab6fb9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3ab6c4103e4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8600f24b8fe_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa11788038dc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb7261df92d89_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdf99342821b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0bc34414da2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec8c319a387ef_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf309093aff7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed41c4641d462_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee35e5b8fa28e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3c07604f064_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5a732a95750_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee62ee579094d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee7355e91ce6f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebc532454e05_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eed24b95aaed2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef09d40d77be4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef793b8341c92_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7ee09a13833_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc159cf8353f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efd3a784c3bbe_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efefa7872a7c4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2effaa0705f136_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e2c15fc4315dd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e32220ff5101a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e55d25fb48c14_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e841b05babc3d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e96e870040357_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eb3554c49dd29_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0ab8bae208ef_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0fe98294b530_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e28583e1d5df3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e34ac1dbfe0c4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3d7e770eb6df_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e40c18147b8ea_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e412eab722f75_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e72653f2b973b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e752f9f44f710_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e761c0eefb911_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e87dcadb61cba_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e965605a51d68_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea3ad855b7820_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea43b6af42b70_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebb2918d771c3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebe4e8db4023e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2edac961d4d020_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee64198b474d0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eec0a60915939_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eef947d3db7d6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef00198ac20aa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef8040653d965_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef8551a8be297_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2efe93d2ec64c6_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v4_entries(int i, uint32_t* count) {
