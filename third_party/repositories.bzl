@@ -65,6 +65,9 @@ def loom_dependencies():
     _module("org_golang_x_sys", "golang.org/x/sys", "v0.50.0")
     _module("org_golang_google_protobuf", "google.golang.org/protobuf", "v1.36.12")
 
+    # go/session's DFT and STFT: gonum's FFT (dsp/fourier and its fftpack only).
+    _module("org_gonum_v1_gonum", "gonum.org/v1/gonum", "v0.17.0")
+
     # The loom command's progress bar and its dependencies.
     _module("com_github_schollz_progressbar_v3", "github.com/schollz/progressbar/v3", "v3.19.1")
     _module("com_github_mitchellh_colorstring", "github.com/mitchellh/colorstring", "v0.0.0-20190213212951-d06e56a500db")

@@ -179,7 +179,7 @@ func (b *DeviceBinding) bytesFor(physical []int64) (int64, error) {
 		}
 		n *= d
 	}
-	bytes := b.dtype.ByteSize(n)
+	bytes := tensor.StorageBytes(b.dtype, n)
 	if bytes < 0 || bytes > maxBindingBytes {
 		return 0, fmt.Errorf("the physical shape %v is too large to allocate (%d elements of %s)", physical, n, b.dtype)
 	}
@@ -406,7 +406,7 @@ func (b *DeviceBinding) release() {
 // view is the binding's value as a tensor over its front buffer (not copied). Its shape is
 // b.logical itself, which is replaced, never modified, when it changes.
 func (b *DeviceBinding) view() Tensor {
-	n := b.dtype.ByteSize(int64(ops.Numel(b.logical)))
+	n := tensor.StorageBytes(b.dtype, int64(ops.Numel(b.logical)))
 	return tensor.ViewBytes(b.dtype, b.logical, b.bufs[b.front][:n])
 }
 
@@ -662,7 +662,7 @@ func (s *InferenceSession) bindingOutputs(step *boundStep) []tensor.Tensor {
 		if into == nil {
 			into = make([]tensor.Tensor, len(s.outputs))
 		}
-		into[j] = tensor.ViewBytes(dt, shape, b.back()[:dt.ByteSize(int64(ops.Numel(shape)))])
+		into[j] = tensor.ViewBytes(dt, shape, b.back()[:tensor.StorageBytes(dt, int64(ops.Numel(shape)))])
 	}
 	return into
 }

@@ -435,13 +435,13 @@ func (s *InferenceSession) replay(st *bindingState, g *deviceGraph) error {
 	const op = "ReplayDeviceGraph"
 	for i, b := range g.bindings {
 		if b.inPos >= 0 {
-			n := b.dtype.ByteSize(int64(numel(g.logical[i])))
+			n := tensor.StorageBytes(b.dtype, int64(numel(g.logical[i])))
 			g.ins[b.inPos] = tensor.ViewBytes(b.dtype, g.logical[i], b.bufs[b.front][:n])
 		}
 	}
 	for j, b := range g.byOutput {
 		if b != nil {
-			n := b.dtype.ByteSize(int64(numel(g.outShape[j])))
+			n := tensor.StorageBytes(b.dtype, int64(numel(g.outShape[j])))
 			g.into[j] = tensor.ViewBytes(b.dtype, g.outShape[j], b.back()[:n])
 		}
 	}

@@ -153,3 +153,81 @@ const ValueTensor = tensor.ValueTensor
 func Zeros(dtype tensor.DType, shape []int64) (tensor.Tensor, error) {
 	return tensor.Zeros(dtype, shape)
 }
+
+// Float8E4M3FN is a float8 with 4 exponent bits and 3 mantissa bits, no infinities and one
+// NaN pattern per sign (ONNX FLOAT8E4M3FN), stored as its bits.
+type Float8E4M3FN = tensor.Float8E4M3FN
+
+// Float8E4M3FNUZ is FLOAT8E4M3FNUZ: exponent bias 8, no infinities, no negative zero, NaN
+// as 0x80; stored as its bits.
+type Float8E4M3FNUZ = tensor.Float8E4M3FNUZ
+
+// Float8E5M2 is a float8 with 5 exponent bits and 2 mantissa bits (ONNX FLOAT8E5M2, with
+// infinities), stored as its bits.
+type Float8E5M2 = tensor.Float8E5M2
+
+// Float8E5M2FNUZ is FLOAT8E5M2FNUZ: exponent bias 16, no infinities, no negative zero, NaN
+// as 0x80; stored as its bits.
+type Float8E5M2FNUZ = tensor.Float8E5M2FNUZ
+
+// Float8E8M0 is FLOAT8E8M0, the exponent-only scale type of the microscaling (MX) formats:
+// 2^(bits-127), 0xFF is NaN; stored as its bits.
+type Float8E8M0 = tensor.Float8E8M0
+
+// Float4E2M1 is FLOAT4E2M1 (±0, 0.5, 1, 1.5, 2, 3, 4, 6), stored as its 4 bits in the low
+// half of a byte: a tensor of them holds one element per byte in memory.
+type Float4E2M1 = tensor.Float4E2M1
+
+// Int4 is a signed 4-bit integer (-8..7), stored as its two's-complement bits in the low
+// half of a byte (one element per byte in memory); see ToInt4 and Int4.Int.
+type Int4 = tensor.Int4
+
+// Uint4 is an unsigned 4-bit integer (0..15), one per byte in memory.
+type Uint4 = tensor.Uint4
+
+// Int2 is a signed 2-bit integer (-2..1), stored as its two's-complement bits in the low two
+// bits of a byte (one element per byte in memory).
+type Int2 = tensor.Int2
+
+// Uint2 is an unsigned 2-bit integer (0..3), one per byte in memory.
+type Uint2 = tensor.Uint2
+
+// ToInt4 keeps the low 4 bits of v's two's complement (8 becomes -8), as Cast does.
+func ToInt4(v int) Int4 { return tensor.ToInt4(v) }
+
+// ToUint4 keeps the low 4 bits of v.
+func ToUint4(v int) Uint4 { return tensor.ToUint4(v) }
+
+// ToInt2 keeps the low 2 bits of v's two's complement (2 becomes -2), as Cast does.
+func ToInt2(v int) Int2 { return tensor.ToInt2(v) }
+
+// ToUint2 keeps the low 2 bits of v.
+func ToUint2(v int) Uint2 { return tensor.ToUint2(v) }
+
+// ToFloat8E4M3FN rounds f to the nearest FLOAT8E4M3FN (ties to even), saturating values
+// beyond ±448 and infinities to ±448, as Cast does by default.
+func ToFloat8E4M3FN(f float32) Float8E4M3FN { return tensor.ToFloat8E4M3FN(f) }
+
+// ToFloat8E5M2 rounds f to the nearest FLOAT8E5M2 (ties to even), saturating to ±57344.
+func ToFloat8E5M2(f float32) Float8E5M2 { return tensor.ToFloat8E5M2(f) }
+
+// ToFloat4E2M1 rounds f to the nearest FLOAT4E2M1 (ties to even), saturating to ±6.
+func ToFloat4E2M1(f float32) Float4E2M1 { return tensor.ToFloat4E2M1(f) }
+
+// ToGraphTensor encodes t (a numeric or bool tensor) as a model constant named name: raw
+// little-endian data, the 4-bit and 2-bit types packed as TensorProto stores them. It is
+// FromGraphTensor's inverse.
+func ToGraphTensor(name string, t Tensor) (*graph.Tensor, error) { return tensor.ToGraphTensor(name, t) }
+
+// IsNarrow reports whether dt is one of the float8, float4, 4-bit or 2-bit types, which a
+// Tensor holds one element per byte (see Int4).
+func IsNarrow(dt DType) bool { return tensor.IsNarrow(dt) }
+
+// NarrowCast says how a value converts to a float8 type when it is out of range (Cast's
+// saturate attribute) and how float8e8m0 rounds (its round_mode).
+type NarrowCast = tensor.NarrowCast
+
+// EncodeNarrow converts v to the bit pattern of dt, a narrow type (IsNarrow), as ONNX's Cast
+// does: float types round to nearest, ties to even, with Cast's rules for NaN, infinities
+// and values out of range; the integer types truncate and keep the low bits.
+func EncodeNarrow(dt DType, v float64, c NarrowCast) byte { return tensor.EncodeNarrow(dt, v, c) }

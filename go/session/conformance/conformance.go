@@ -425,6 +425,9 @@ func Compare(got, want session.Tensor, rtol, atol float64) string {
 }
 
 func values(t session.Tensor) []float64 {
+	if session.IsNarrow(t.DType()) {
+		return t.Float64s()
+	}
 	out := make([]float64, t.Len())
 	switch v := t.Data().(type) {
 	case []float32:

@@ -215,7 +215,7 @@ const standInCopyBytes = 1 << 20
 func constBytes(p *ops.KernelPlan) int64 {
 	var n int64
 	for _, t := range p.Consts {
-		n += t.DType().ByteSize(int64(t.Len()))
+		n += tensor.StorageBytes(t.DType(), int64(t.Len()))
 	}
 	return n
 }

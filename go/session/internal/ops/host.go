@@ -256,6 +256,11 @@ func ConcatFlat(ts ...tensor.Tensor) (tensor.Tensor, error) {
 }
 
 func copyInto(dst any, off int, src any) {
+	if d, _, ok := tensor.NarrowBytes(dst); ok {
+		sb, _, _ := tensor.NarrowBytes(src)
+		copy(d[off:], sb)
+		return
+	}
 	switch d := dst.(type) {
 	case []float32:
 		copy(d[off:], src.([]float32))
@@ -301,8 +306,16 @@ func QuantRange(dt tensor.DType) (lo, hi float64, err error) {
 		return -32768, 32767, nil
 	case graph.Int32:
 		return math.MinInt32, math.MaxInt32, nil
+	case graph.Uint4:
+		return 0, 15, nil
+	case graph.Int4:
+		return -8, 7, nil
+	case graph.Uint2:
+		return 0, 3, nil
+	case graph.Int2:
+		return -2, 1, nil
 	}
-	return 0, 0, fmt.Errorf("quantized type %s is not supported (want uint8, int8, uint16, int16 or int32)", dt)
+	return 0, 0, fmt.Errorf("quantized type %s is not supported (want uint8, int8, uint16, int16, int32, uint4, int4, uint2 or int2)", dt)
 }
 
 // SameShape reports whether the shapes a and b are equal.

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"unsafe"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/device"
@@ -107,7 +106,7 @@ type ValueType struct {
 
 func (v ValueType) elements() int64 { return int64(Numel(v.Shape)) }
 
-func Bytes(v ValueType) int64 { return v.Dtype.ByteSize(v.elements()) }
+func Bytes(v ValueType) int64 { return tensor.StorageBytes(v.Dtype, v.elements()) }
 
 // kernelPlan is how an op runs as Loom kernels for one set of input types and shapes. Calls
 // run in order; each output must be written completely by them (an output with no elements
@@ -273,46 +272,8 @@ func InfosOfStatic(in []tensor.Tensor) []ValueInfo {
 	return out
 }
 
-// rawBytes views a numeric tensor's elements as bytes (not copied); strings have none.
-func RawBytes(t tensor.Tensor) ([]byte, bool) {
-	switch d := t.Data().(type) {
-	case []float32:
-		return sliceBytes(d), true
-	case []float64:
-		return sliceBytes(d), true
-	case []tensor.Float16:
-		return sliceBytes(d), true
-	case []tensor.BFloat16:
-		return sliceBytes(d), true
-	case []int8:
-		return sliceBytes(d), true
-	case []int16:
-		return sliceBytes(d), true
-	case []int32:
-		return sliceBytes(d), true
-	case []int64:
-		return sliceBytes(d), true
-	case []uint8:
-		return d, true
-	case []uint16:
-		return sliceBytes(d), true
-	case []uint32:
-		return sliceBytes(d), true
-	case []uint64:
-		return sliceBytes(d), true
-	case []bool:
-		return sliceBytes(d), true
-	}
-	return nil, false
-}
-
-func sliceBytes[T any](s []T) []byte {
-	if len(s) == 0 {
-		return []byte{}
-	}
-	var zero T
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(zero)))
-}
+// RawBytes views a numeric tensor's elements as bytes (not copied); strings have none.
+func RawBytes(t tensor.Tensor) ([]byte, bool) { return tensor.RawBytes(t.Data()) }
 
 // clone copies p deeply enough for rewrites: its slices and the calls' configurations.
 func Clone(p *KernelPlan) *KernelPlan {

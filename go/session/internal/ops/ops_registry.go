@@ -150,7 +150,7 @@ func reserveElems(rc OpRun, what string, dtype tensor.DType, n int64, perElem in
 	if rc == nil || n == 0 {
 		return nil
 	}
-	size := dtype.ByteSize(n)
+	size := tensor.StorageBytes(dtype, n)
 	if dtype == graph.String {
 		size = n * 16
 	}

@@ -958,7 +958,7 @@ func (t *Template) PlaceSlots() {
 			t.OutputBytes += uint64(r.static.Len()) * 16
 			continue
 		}
-		t.OutputBytes += uint64(r.dtype.ByteSize(int64(ops.Numel(r.shape))))
+		t.OutputBytes += uint64(tensor.StorageBytes(r.dtype, int64(ops.Numel(r.shape))))
 	}
 }
 

@@ -33,7 +33,9 @@ func ToBFloat16(f float32) BFloat16 { return BFloat16(graph.Float32ToBFloat16(f)
 // Element is the set of Go types a Tensor can hold, one per ONNX element type.
 type Element interface {
 	float32 | float64 | Float16 | BFloat16 | int8 | int16 | int32 | int64 |
-		uint8 | uint16 | uint32 | uint64 | bool | string
+		uint8 | uint16 | uint32 | uint64 | bool | string |
+		Float8E4M3FN | Float8E4M3FNUZ | Float8E5M2 | Float8E5M2FNUZ | Float8E8M0 | Float4E2M1 |
+		Int4 | Uint4 | Int2 | Uint2
 }
 
 // Tensor is a dense, row-major tensor: an element type, a shape and a Go slice of elements.
@@ -64,6 +66,9 @@ func DTypeOf[T Element]() DType {
 }
 
 func dtypeOfSlice(s any) DType {
+	if _, dt, ok := NarrowBytes(s); ok {
+		return dt
+	}
 	switch s.(type) {
 	case []float32:
 		return graph.Float
@@ -175,6 +180,15 @@ func (t Tensor) Len() int {
 // weight the session holds in a layout of its own, unpacked into a new slice: see Relaid).
 func (t Tensor) Data() any { return t.elems() }
 
+// Float64s returns a copy of t's elements widened to float64 (bool as 0 and 1, the narrow
+// types decoded from their bits); nil for strings, sequences, optionals and the zero Tensor.
+func (t Tensor) Float64s() []float64 {
+	if !t.IsValid() || t.box != nil || t.dtype == graph.String {
+		return nil
+	}
+	return Float64s(t)
+}
+
 // IsValid reports whether t holds elements (the zero Tensor does not).
 func (t Tensor) IsValid() bool { return t.data != nil || t.box != nil || t.relaid != nil }
 
@@ -201,6 +215,9 @@ func ElementCount(shape []int64) (int64, error) {
 }
 
 func MakeSlice(dtype DType, n int) (any, error) {
+	if IsNarrow(dtype) {
+		return narrowSlice(dtype, make([]byte, n)), nil
+	}
 	switch dtype {
 	case graph.Float:
 		return make([]float32, n), nil
@@ -235,6 +252,9 @@ func MakeSlice(dtype DType, n int) (any, error) {
 }
 
 func sliceLen(s any) int {
+	if b, _, ok := NarrowBytes(s); ok {
+		return len(b)
+	}
 	switch v := s.(type) {
 	case []float32:
 		return len(v)
@@ -314,6 +334,12 @@ func FromGraphTensor(gt *graph.Tensor) (Tensor, error) {
 		}
 		return Tensor{dtype: graph.String, shape: shape, data: s}, nil
 	}
+	if IsNarrow(gt.DType) {
+		if int64(len(gt.Raw)) != gt.DType.ByteSize(n) {
+			return Tensor{}, NewError("FromGraphTensor", ErrInvalidArgument, "constant %q: %d bytes for %d elements of %s", gt.Name, len(gt.Raw), n, gt.DType)
+		}
+		return Tensor{dtype: gt.DType, shape: shape, data: narrowSlice(gt.DType, unpackNarrow(gt.DType, gt.Raw, int(n)))}, nil
+	}
 	data, err := MakeSlice(gt.DType, int(n))
 	if err != nil {
 		return Tensor{}, WrapError("FromGraphTensor", ErrInvalidArgument, err, "constant %q", gt.Name)
@@ -381,6 +407,13 @@ func FromGraphTensor(gt *graph.Tensor) (Tensor, error) {
 // float64s widens every element to float64 (bool as 0/1); strings are refused by callers.
 func Float64s(t Tensor) []float64 {
 	out := make([]float64, t.Len())
+	if b, dt, ok := NarrowBytes(t.elems()); ok {
+		tab := narrowTables[dt]
+		for i, x := range b {
+			out[i] = tab[x]
+		}
+		return out
+	}
 	switch v := t.elems().(type) {
 	case []float32:
 		for i, x := range v {
@@ -468,6 +501,9 @@ func FromFloat64s(dtype DType, shape []int64, vals []float64) (Tensor, error) {
 	if n, err := ElementCount(shape); err != nil || n != int64(len(vals)) {
 		return Tensor{}, NewError("FromFloat64s", ErrInvalidArgument, "tensor(%s) of shape %v needs %d elements, got %d", dtype, shape, n, len(vals))
 	}
+	if IsNarrow(dtype) {
+		return FromFloat64sNarrow(dtype, shape, vals, NarrowCast{Saturate: true})
+	}
 	data, err := MakeSlice(dtype, len(vals))
 	if err != nil {
 		return Tensor{}, err
@@ -549,6 +585,10 @@ func toInt(x float64) int64 {
 // take builds a tensor of t's type whose i-th element is t's element idx[i].
 func Take(t Tensor, shape []int64, idx []int) Tensor {
 	out := Tensor{dtype: t.dtype, shape: append([]int64{}, shape...)}
+	if b, dt, ok := NarrowBytes(t.elems()); ok {
+		out.data = narrowSlice(dt, takeSlice(b, idx))
+		return out
+	}
 	switch v := t.elems().(type) {
 	case []float32:
 		out.data = takeSlice(v, idx)

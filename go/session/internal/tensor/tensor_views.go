@@ -22,6 +22,10 @@ func ViewBytes(dtype DType, shape []int64, b []byte) Tensor {
 	if n > 0 {
 		count = len(b) / n
 	}
+	if IsNarrow(dtype) {
+		t.data = narrowSlice(dtype, unsafe.Slice((*byte)(p), count))
+		return t
+	}
 	switch dtype {
 	case graph.Float:
 		t.data = unsafe.Slice((*float32)(p), count)
@@ -65,6 +69,10 @@ func CopyOut(v Tensor) (Tensor, error) {
 	out := Tensor{dtype: v.dtype, shape: append([]int64{}, v.shape...)}
 	if v.relaid != nil {
 		out.data = v.relaid.Unpacked()
+		return out, nil
+	}
+	if b, dt, ok := NarrowBytes(v.data); ok {
+		out.data = narrowSlice(dt, slices.Clone(b))
 		return out, nil
 	}
 	switch d := v.data.(type) {
@@ -115,3 +123,52 @@ func (t Tensor) Dims() []int64 { return t.shape }
 
 // Box is t's sequence or optional contents (nil for a plain tensor).
 func Box(t Tensor) *composite { return t.box }
+
+// RawBytes views the elements of a numeric or bool slice (one of Element's slice types but
+// []string) as bytes, not copied; ok is false for strings and anything else.
+func RawBytes(data any) (b []byte, ok bool) {
+	if b, _, ok := NarrowBytes(data); ok {
+		return b, true
+	}
+	return rawBytes(data)
+}
+
+func rawBytes(data any) ([]byte, bool) {
+	switch d := data.(type) {
+	case []float32:
+		return sliceBytes(d), true
+	case []float64:
+		return sliceBytes(d), true
+	case []Float16:
+		return sliceBytes(d), true
+	case []BFloat16:
+		return sliceBytes(d), true
+	case []int8:
+		return sliceBytes(d), true
+	case []int16:
+		return sliceBytes(d), true
+	case []int32:
+		return sliceBytes(d), true
+	case []int64:
+		return sliceBytes(d), true
+	case []uint8:
+		return d, true
+	case []uint16:
+		return sliceBytes(d), true
+	case []uint32:
+		return sliceBytes(d), true
+	case []uint64:
+		return sliceBytes(d), true
+	case []bool:
+		return sliceBytes(d), true
+	}
+	return nil, false
+}
+
+func sliceBytes[T any](s []T) []byte {
+	if len(s) == 0 {
+		return []byte{}
+	}
+	var zero T
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(zero)))
+}

@@ -92,11 +92,17 @@ func quantParam(n *graph.Node, p tensor.Tensor, shape []int64, axis int64, what 
 	return perAxis(p, shape, axis, what)
 }
 
-// divIn divides in the precision of dt (float32 for float types narrower than double), so
-// that values on a rounding tie quantize as the spec's float32 reference does.
+// divIn divides in the precision of dt (float32 for float types narrower than double, the
+// quotient then rounded to float16 or bfloat16 when dt is one), so that values on a rounding
+// tie quantize as the spec's reference does.
 func divIn(dt tensor.DType, a, b float64) float64 {
-	if dt == graph.Double {
+	switch dt {
+	case graph.Double:
 		return a / b
+	case graph.Float16:
+		return float64(tensor.ToFloat16(tensor.ToFloat16(float32(a)).Float32() / tensor.ToFloat16(float32(b)).Float32()).Float32())
+	case graph.BFloat16:
+		return float64(tensor.ToBFloat16(tensor.ToBFloat16(float32(a)).Float32() / tensor.ToBFloat16(float32(b)).Float32()).Float32())
 	}
 	return float64(float32(a) / float32(b))
 }
@@ -184,9 +190,28 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
+		prec := x.DType() // float32 division but for double
+		if prec != graph.Double {
+			prec = graph.Float
+		}
+		if p := n.AttrInt("precision", 0); p != 0 {
+			prec = tensor.DType(p)
+		}
 		v, s, z := tensor.Float64s(x), tensor.Float64s(scale), zeroPoints(zp)
+		if dt.IsFloat() {
+			// float8 and float4e2m1: y = x / scale + zero point, rounded to the type (ties to
+			// even) and saturated unless saturate = 0 (float8 only).
+			for i := range v {
+				v[i] = divIn(prec, v[i], s[si(i)]) + at(z, zi(i))
+			}
+			if !tensor.IsNarrow(dt) {
+				return nil, fmt.Errorf("quantized type %s is not supported", dt)
+			}
+			out, err := tensor.FromFloat64sNarrow(dt, x.Dims(), v, tensor.NarrowCast{Saturate: n.AttrInt("saturate", 1) != 0})
+			return []tensor.Tensor{out}, err
+		}
 		for i := range v {
-			v[i] = math.RoundToEven(divIn(x.DType(), v[i], s[si(i)])) + at(z, zi(i))
+			v[i] = math.RoundToEven(divIn(prec, v[i], s[si(i)])) + at(z, zi(i))
 		}
 		out, err := quantizeTo(dt, x.Dims(), v)
 		return []tensor.Tensor{out}, err
@@ -206,7 +231,20 @@ func init() {
 		for i := range v {
 			v[i] = (v[i] - at(z, zi(i))) * s[si(i)]
 		}
-		return ops.FloatResult(scale.DType(), x.Dims(), v)
+		// The output type: output_dtype (opset 25), else the scale's; a float8e8m0 (MX) scale
+		// gives float.
+		out := scale.DType()
+		if o := n.AttrInt("output_dtype", 0); o != 0 {
+			out = tensor.DType(o)
+		} else if out == graph.Float8E8M0 {
+			out = graph.Float
+		}
+		switch out {
+		case graph.Float, graph.Float16, graph.BFloat16, graph.Double:
+		default:
+			return nil, fmt.Errorf("output element type %s is not float, float16 or bfloat16", out)
+		}
+		return ops.FloatResult(out, x.Dims(), v)
 	}
 	ops.HostOps["DynamicQuantizeLinear"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		x := in[0]

@@ -37,6 +37,11 @@ func init() {
 			return nil, fmt.Errorf("BitCast to %s: %v", to, err)
 		}
 		out := append([]byte(nil), raw...)
+		if w := to.BitSize(); w < 8 { // a sub-byte type: one element per byte, its low bits
+			for i := range out {
+				out[i] &= byte(1<<w - 1)
+			}
+		}
 		return []tensor.Tensor{tensor.ViewBytes(to, x.Dims(), out)}, nil
 	}
 }

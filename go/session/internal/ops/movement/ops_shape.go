@@ -407,11 +407,19 @@ func init() {
 		return []tensor.Tensor{out}, err
 	}
 	ops.HostOps["Cast"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-		out, err := castTo(in[0], tensor.DType(n.AttrInt("to", 0)))
+		c, err := narrowCastOf(n)
+		if err != nil {
+			return nil, err
+		}
+		out, err := castTo(in[0], tensor.DType(n.AttrInt("to", 0)), c)
 		return []tensor.Tensor{out}, err
 	}
 	ops.HostOps["CastLike"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-		out, err := castTo(in[0], in[1].DType())
+		c, err := narrowCastOf(n)
+		if err != nil {
+			return nil, err
+		}
+		out, err := castTo(in[0], in[1].DType(), c)
 		return []tensor.Tensor{out}, err
 	}
 	ops.HostOps["NonZero"] = func(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
@@ -447,10 +455,28 @@ func fillWithFirst(dst, src any) {
 	}
 }
 
-// castTo converts elements, including to and from strings.
-func castTo(x tensor.Tensor, to tensor.DType) (tensor.Tensor, error) {
+// narrowCastOf reads Cast's (and CastLike's) saturate and round_mode attributes, which
+// apply to the float8 types.
+func narrowCastOf(n *graph.Node) (tensor.NarrowCast, error) {
+	c := tensor.NarrowCast{Saturate: n.AttrInt("saturate", 1) != 0, RoundMode: n.AttrString("round_mode", "up")}
+	return c, tensor.CheckRoundMode(c.RoundMode)
+}
+
+// castTo converts elements, including to and from strings; c says how values out of a
+// float8 type's range convert.
+func castTo(x tensor.Tensor, to tensor.DType, c tensor.NarrowCast) (tensor.Tensor, error) {
 	if x.DType() == to {
 		return x, nil
+	}
+	if tensor.IsNarrow(to) && x.DType() != graph.String {
+		v := tensor.Float64s(x)
+		if to.IsInteger() && x.DType().IsInteger() {
+			// Exactly, from the integers' low bits (float64 holds 53 of them).
+			for i, e := range tensor.Int64s(x) {
+				v[i] = float64(e & 0xF)
+			}
+		}
+		return tensor.FromFloat64sNarrow(to, x.Dims(), v, c)
 	}
 	if to == graph.String {
 		out := make([]string, x.Len())
@@ -476,6 +502,9 @@ func castTo(x tensor.Tensor, to tensor.DType) (tensor.Tensor, error) {
 				return tensor.Tensor{}, fmt.Errorf("cannot cast %q to %s", e, to)
 			}
 			v[i] = f
+		}
+		if tensor.IsNarrow(to) {
+			return tensor.FromFloat64sNarrow(to, x.Dims(), v, c)
 		}
 		return tensor.FromFloat64s(to, x.Dims(), v)
 	}
