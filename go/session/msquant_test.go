@@ -183,6 +183,24 @@ func TestMSQuantHostileInputs(t *testing.T) {
 		return bad
 	}
 	mnb := matMulNBitsNode(100, 8, 4, 32)
+	// Act-order weights: float zero points (one a block) and g_idx (the block of each of K's
+	// columns; top, when given, puts one column past the last block).
+	gidx := func(top int32) []int32 {
+		g := make([]int32, 100)
+		for e := range g {
+			g[e] = int32(rnd.IntN(4))
+		}
+		g[rnd.IntN(100)] = top
+		return g
+	}
+	gidxGood := append([]tensor.Tensor{}, good...)
+	gidxGood[3] = tensor.MustTensor([]int64{32}, positiveF32(rnd, 32))
+	gidxGood[4] = tensor.MustTensor([]int64{100}, gidx(3))
+	withG := func(i int, v tensor.Tensor) []tensor.Tensor {
+		bad := append([]tensor.Tensor{}, gidxGood...)
+		bad[i] = v
+		return bad
+	}
 	gbqGood := []tensor.Tensor{tensor.MustTensor([]int64{10, 32}, randomBytes(rnd, 320)), tensor.MustTensor([]int64{3}, []int64{0, -1, 9}),
 		tensor.MustTensor([]int64{10, 2}, positiveF32(rnd, 20))}
 	gbq := msNode("gbq", "GatherBlockQuantized", graph.IntAttr("bits", 4), graph.IntAttr("block_size", 32))
@@ -195,6 +213,10 @@ func TestMSQuantHostileInputs(t *testing.T) {
 			want: tensor.ErrInvalidArgument, says: []string{"input zero_points"}},
 		{name: "A_not_K", node: mnb, good: good, bad: with(0, tensor.MustTensor([]int64{2, 99}, randomF32(rnd, 198))),
 			want: tensor.ErrInvalidArgument, says: []string{"whose last axis is not K = 100"}},
+		{name: "g_idx_out_of_range", node: mnb, good: gidxGood, bad: withG(4, tensor.MustTensor([]int64{100}, gidx(4))),
+			want: tensor.ErrInvalidArgument, says: []string{"input g_idx[", "= 4, outside [0, 4)"}},
+		{name: "float_zero_points_size", node: mnb, good: gidxGood, bad: withG(3, tensor.MustTensor([]int64{31}, positiveF32(rnd, 31))),
+			want: tensor.ErrInvalidArgument, says: []string{"input zero_points is float[31]", "one a block, N·⌈K/block_size⌉ = 32"}},
 		{name: "gather_index", node: gbq, good: gbqGood,
 			bad:  []tensor.Tensor{gbqGood[0], tensor.MustTensor([]int64{2}, []int64{3, 10}), gbqGood[2]},
 			want: tensor.ErrInvalidArgument, says: []string{"indices", "10"}},
@@ -231,6 +253,29 @@ func TestMatMulNBitsBadAttributes(t *testing.T) {
 		assert.Equal(t, "mnb", e.Node, "%v", err)
 		assert.Contains(t, err.Error(), c.says)
 	}
+}
+
+// g_idx with packed uint8 zero points is refused, naming the node (ONNX Runtime 1.30 reads that
+// pair in a way matching no layout of them: tools/onnx/msquant_models.py keeps to float zero
+// points or none with g_idx).
+func TestMatMulNBitsGIdxWithPackedZeroPointsRefused(t *testing.T) {
+	rnd := inferRand()
+	in := matMulNBitsInputs(rnd, 1, 64, 8, 4, 32, true, false)
+	g := make([]int32, 64)
+	for e := range g {
+		g[e] = int32(e % 2)
+	}
+	in[4] = tensor.MustTensor([]int64{64}, g)
+	s, err := nodeSessionWith(t, exec.ExecutorPlan, matMulNBitsNode(64, 8, 4, 32), map[string]int64{"": 17, graph.MSDomain: 1}, in,
+		func(v tensor.Tensor) graph.Type { return graph.TensorType(v.DType(), graph.ShapeOf(v.Dims()...)) })
+	if err == nil {
+		_, err = s.Run(context.Background(), feedsOf(in))
+	}
+	require.Error(t, err)
+	var e *tensor.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, "mnb", e.Node, "%v", err)
+	assert.Contains(t, err.Error(), "g_idx with packed uint8 zero_points is not supported")
 }
 
 // A 4-bit MatMulNBits session holds its weights as stored: the weights its plans read on the

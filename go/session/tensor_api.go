@@ -217,7 +217,9 @@ func ToFloat4E2M1(f float32) Float4E2M1 { return tensor.ToFloat4E2M1(f) }
 // ToGraphTensor encodes t (a numeric or bool tensor) as a model constant named name: raw
 // little-endian data, the 4-bit and 2-bit types packed as TensorProto stores them. It is
 // FromGraphTensor's inverse.
-func ToGraphTensor(name string, t Tensor) (*graph.Tensor, error) { return tensor.ToGraphTensor(name, t) }
+func ToGraphTensor(name string, t Tensor) (*graph.Tensor, error) {
+	return tensor.ToGraphTensor(name, t)
+}
 
 // IsNarrow reports whether dt is one of the float8, float4, 4-bit or 2-bit types, which a
 // Tensor holds one element per byte (see Int4).

@@ -93,31 +93,6 @@ def gather_bq(name, table, idx, bits, block, rng, inits, zero_points=True, out=N
     inits += [numpy_helper.from_array(np.ascontiguousarray(data), name + ".data"),
               numpy_helper.from_array(s.reshape(rows, kb), name + ".scales")]
     if zero_points:
-        zpk = zp.reshape(rows, -1)  # packed as MatMulNBits packs them: [rows, ceil(kb·bits/8)]
-        ins.append(name + ".zp")
-        inits.append(numpy_helper.from_array(zp, name + ".zp"))
-    if bias is not None:
-        if zp is None:
-            ins.append("")
-        ins += ["", name + ".bias"]  # g_idx omitted
-        inits.append(numpy_helper.from_array(bias.astype(np.float32), name + ".bias"))
-    out = out or name + ".y"
-    node = helper.make_node("MatMulNBits", ins, [out], name=name, domain=MS,
-                            K=k, N=n, bits=bits, block_size=block, accuracy_level=0)
-    return node, out
-
-
-def gather_bq(name, table, idx, bits, block, rng, inits, zero_points=True, out=None):
-    """A GatherBlockQuantized node over table [rows, cols] (uint8 data, quantized along cols)."""
-    rows, cols = table.shape
-    b, s, zp = quantize_blockwise(table.T.copy(), bits, block, rng, zero_points)
-    # quantize_blockwise works along K = cols for each of N = rows.
-    kb = (cols + block - 1) // block
-    data = b.reshape(rows, -1)[:, : (cols * bits + 7) // 8]
-    ins = [name + ".data", idx, name + ".scales"]
-    inits += [numpy_helper.from_array(np.ascontiguousarray(data), name + ".data"),
-              numpy_helper.from_array(s.reshape(rows, kb), name + ".scales")]
-    if zero_points:
         if bits == 4:
             zfull = np.zeros((rows, kb + (kb & 1)), np.uint8)
             lo, hi = zp.reshape(rows, -1) & 15, zp.reshape(rows, -1) >> 4
@@ -140,7 +115,7 @@ def gather_bq(name, table, idx, bits, block, rng, inits, zero_points=True, out=N
 def save(case_dir, graph, feeds, opset=17):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(MS, 1)],
                               producer_name="tools/onnx/msquant_models.py")
-    model.ir_version = 9
+    model.ir_version = 9 if opset < 21 else 10
     onnx.checker.check_model(model)
     if os.path.isdir(case_dir):
         shutil.rmtree(case_dir)
@@ -194,6 +169,59 @@ def gather_cases(root, rng):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ishape + [cols])], inits)
         idx = rng.integers(-rows, rows, size=ishape).astype(np.int64)
         save(os.path.join(root, name), g, {"idx": idx})
+
+
+def narrow_cases(root, rng):
+    """MatMulNBits with float zero points and with g_idx (act-order); GatherBlockQuantized over
+    int4 and uint4 data (one code an element, any quantize_axis). Generated apart from the
+    cases above (their own random stream), so that adding them changed none of those."""
+    k, n, block = 96, 24, 32
+    kb = (k + block - 1) // block
+    for name, gidx, fzp, bias in [("mm_float_zp", False, True, False), ("mm_g_idx_float_zp", True, True, True),
+                                  ("mm_g_idx_nozp", True, False, False)]:
+        w = rng.standard_normal((k, n)).astype(np.float32) * 0.5
+        b, s, zp = quantize_blockwise(w, 4, block, rng, zero_points=True)
+        inits = [numpy_helper.from_array(b, "B"), numpy_helper.from_array(s, "s")]
+        ins = ["a", "B", "s", ""]
+        if fzp:
+            inits.append(numpy_helper.from_array((rng.random(n * kb) * 15).astype(np.float32), "zp"))
+            ins[3] = "zp"
+        if gidx:
+            # Act-order: each column of K belongs to a block, the columns in a permuted order.
+            inits.append(numpy_helper.from_array((np.arange(k) // block)[rng.permutation(k)].astype(np.int32), "g_idx"))
+            ins.append("g_idx")
+        if bias:
+            if len(ins) == 4:
+                ins.append("")
+            inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "bias"))
+            ins.append("bias")
+        node = helper.make_node("MatMulNBits", ins, ["y"], name="mm", domain=MS, K=k, N=n, bits=4, block_size=block)
+        g = helper.make_graph([node], name, [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, n])], inits)
+        save(os.path.join(root, name), g, {"a": rng.standard_normal((3, k)).astype(np.float32)})
+    # (name, data type, data shape, quantize_axis, gather_axis, indices shape, zero points)
+    for name, dt, shape, qa, ga, ishape, zp in [
+        ("gbq_int4_axis1_zp", TensorProto.INT4, [10, 48], 1, 0, [3], True),
+        ("gbq_uint4_axis0_nozp", TensorProto.UINT4, [40, 8], 0, 0, [2, 2], False),
+        ("gbq_uint4_rank3_gather1_zp", TensorProto.UINT4, [2, 9, 32], 2, 1, [4], True),
+    ]:
+        lo, hi = (-8, 8) if dt == TensorProto.INT4 else (0, 16)
+        block = 16
+        sshape = list(shape)
+        sshape[qa] = (shape[qa] + block - 1) // block
+        inits = [helper.make_tensor("data", dt, shape, rng.integers(lo, hi, shape).flatten().tolist()),
+                 numpy_helper.from_array((rng.random(sshape) + 0.5).astype(np.float32), "s")]
+        ins = ["data", "idx", "s"]
+        if zp:
+            inits.append(helper.make_tensor("zp", dt, sshape, rng.integers(lo, hi, sshape).flatten().tolist()))
+            ins.append("zp")
+        node = helper.make_node("GatherBlockQuantized", ins, ["y"], name="g", domain=MS,
+                                gather_axis=ga, quantize_axis=qa, block_size=block)
+        out = shape[:ga] + ishape + shape[ga + 1:]
+        g = helper.make_graph([node], name, [helper.make_tensor_value_info("idx", TensorProto.INT64, ishape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], inits)
+        idx = rng.integers(-shape[ga], shape[ga], size=ishape).astype(np.int64)
+        save(os.path.join(root, name), g, {"idx": idx}, opset=21)
 
 
 def gpt(root, name, rng, d, layers, heads, vocab, ffn, past, seq, block=32, max_pos=64):
@@ -298,6 +326,7 @@ def main():
     gather_cases(args.out, rng)
     gpt(args.out, "gpt_4bit_step", rng, d=128, layers=2, heads=4, vocab=256, ffn=256, past=7, seq=1)
     gpt(args.out, "gpt_4bit_prefill", rng, d=64, layers=2, heads=2, vocab=128, ffn=128, past=3, seq=4, block=16)
+    narrow_cases(args.out, np.random.default_rng(args.seed + 1))
 
 
 if __name__ == "__main__":

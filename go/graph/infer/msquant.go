@@ -33,8 +33,9 @@ func inferMatMulNBits(c *inferNode) error {
 	return c.out(0, graph.TensorType(c.elem(0), out))
 }
 
-// inferGatherBlockQuantized: uint8 data holds 8/bits codes a byte along its last axis; the
-// output is Gather's shape over those codes, of the scales' type.
+// inferGatherBlockQuantized: uint8 data holds 8/bits codes a byte along its last axis (int4
+// and uint4 data one an element); the output is Gather's shape over those codes, of the
+// scales' type.
 func inferGatherBlockQuantized(c *inferNode) error {
 	data, ok := c.shape(0)
 	idx, ok2 := c.shape(1)
@@ -49,10 +50,13 @@ func inferGatherBlockQuantized(c *inferNode) error {
 		return fmt.Errorf("bits %d is not supported (4 or 8)", bits)
 	}
 	logical := append(graph.Shape{}, data...)
-	if last := logical[len(logical)-1]; last.Known() {
-		logical[len(logical)-1] = graph.DimOf(last.Value * (8 / bits))
-	} else {
-		logical[len(logical)-1] = graph.UnknownDim()
+	// int4 and uint4 data hold one code an element: the shape is the codes' shape.
+	if e := c.elem(0); e != graph.Int4 && e != graph.Uint4 {
+		if last := logical[len(logical)-1]; last.Known() {
+			logical[len(logical)-1] = graph.DimOf(last.Value * (8 / bits))
+		} else {
+			logical[len(logical)-1] = graph.UnknownDim()
+		}
 	}
 	ax, err := graph.NormAxis(c.n.AttrInt("gather_axis", 0), len(logical))
 	if err != nil {

@@ -281,12 +281,12 @@ func EncodeNarrow(dt DType, v float64, c NarrowCast) byte {
 	a := math.Abs(v)
 	emin := 1 - f.bias
 	_, e := math.Frexp(a) // a = frac * 2^e, frac in [0.5, 1)
-	e-- // a = 1.x * 2^e
+	e--                   // a = 1.x * 2^e
 	if a == 0 || e < emin {
 		e = emin
 	}
 	q := math.Ldexp(1, e-mantBits) // the spacing of representable values at a's exponent
-	r := math.RoundToEven(a / q) * q
+	r := math.RoundToEven(a/q) * q
 	if r > f.max {
 		return over()
 	}

@@ -61,6 +61,12 @@ func PlanMatMulNBits(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPla
 	if in[0].Dtype != graph.Float {
 		return nil, "host: the matmul_nbits kernel takes float32 A and scales, got " + in[0].Dtype.String(), nil
 	}
+	if g.FloatZP {
+		return nil, "host: the matmul_nbits kernel takes packed uint8 zero points, not float ones", nil
+	}
+	if g.GIdx {
+		return nil, "host: the matmul_nbits kernel reads blocks in K's order; g_idx (act-order) runs on the host", nil
+	}
 	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: graph.Float, Shape: g.Out}},
 		Reason: fmt.Sprintf("Loom kernel: matmul_nbits (%d-bit codes dequantized in the kernel, blocks of %d)", g.Bits, g.BlockSize)}
 	if g.M == 0 {
@@ -113,6 +119,9 @@ func PlanGatherBlockQuantized(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.
 	g, err := nn.CheckGatherBlockQuantized(n, operandsOfInfos(in))
 	if err != nil {
 		return nil, "", err
+	}
+	if g.Narrow {
+		return nil, "host: gather_bq reads packed uint8 codes, not " + in[0].Dtype.String() + " data", nil
 	}
 	if g.GatherAxis != 0 {
 		return nil, fmt.Sprintf("host: gather_bq gathers along axis 0, not %d", g.GatherAxis), nil

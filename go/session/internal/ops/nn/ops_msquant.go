@@ -56,7 +56,10 @@ type MatMulNBits struct {
 	K, N, M, Bits, BlockSize int64
 	KBlocks, Blob, ZPBytes   int64 // ⌈K/block⌉, bytes of a block's codes, zero-point bytes per row
 	HasZP, HasBias           bool
-	Out                      []int64
+	// FloatZP: the zero points are floats of A's type, one per block ([N·⌈K/block⌉]), not packed
+	// codes. GIdx: g_idx (int32 [K], act-order weights) gives the block of each of K's columns.
+	FloatZP, GIdx bool
+	Out           []int64
 }
 
 // CheckMatMulNBits checks a MatMulNBits node and its inputs (A, B, scales, zero_points,
@@ -102,17 +105,33 @@ func CheckMatMulNBits(n *graph.Node, in []Operand) (MatMulNBits, error) {
 	}
 	g.ZPBytes = (g.KBlocks*g.Bits + 7) / 8
 	if zp.Present {
-		if zp.Dtype != graph.Uint8 {
-			return g, fmt.Errorf("input zero_points is %s; only packed uint8 zero points are supported", zp.Dtype)
-		}
-		if numel(zp.Shape) != g.N*g.ZPBytes {
-			return g, fmt.Errorf("input zero_points has the shape %v (%d elements); packed %d-bit zero points need N·%d = %d bytes",
-				zp.Shape, numel(zp.Shape), g.Bits, g.ZPBytes, g.N*g.ZPBytes)
+		switch zp.Dtype {
+		case graph.Uint8:
+			if numel(zp.Shape) != g.N*g.ZPBytes {
+				return g, fmt.Errorf("input zero_points has the shape %v (%d elements); packed %d-bit zero points need N·%d = %d bytes",
+					zp.Shape, numel(zp.Shape), g.Bits, g.ZPBytes, g.N*g.ZPBytes)
+			}
+		case a.Dtype:
+			if numel(zp.Shape) != g.N*g.KBlocks {
+				return g, fmt.Errorf("input zero_points is %s%v (%d elements); float zero points need one a block, N·⌈K/block_size⌉ = %d",
+					zp.Dtype, zp.Shape, numel(zp.Shape), g.N*g.KBlocks)
+			}
+			g.FloatZP = true
+		default:
+			return g, fmt.Errorf("input zero_points is %s; it must be packed uint8 or %s (A's type)", zp.Dtype, a.Dtype)
 		}
 		g.HasZP = true
 	}
 	if gidx.Present {
-		return g, fmt.Errorf("input g_idx is not supported (act-order weights)")
+		if gidx.Dtype != graph.Int32 || len(gidx.Shape) != 1 || gidx.Shape[0] != g.K {
+			return g, fmt.Errorf("input g_idx is %s%v; it must be int32[%d] (K)", gidx.Dtype, gidx.Shape, g.K)
+		}
+		if g.HasZP && !g.FloatZP {
+			// ONNX Runtime 1.30 reads packed zero points with g_idx in a way that matches no
+			// layout of them we could find (tools/onnx/msquant_models.py): refused, not guessed.
+			return g, fmt.Errorf("input g_idx with packed uint8 zero_points is not supported (float zero points or none are)")
+		}
+		g.GIdx = true
 	}
 	if bias.Present {
 		if bias.Dtype != a.Dtype || numel(bias.Shape) != g.N || len(bias.Shape) != 1 {
@@ -147,8 +166,22 @@ func MatMulNBitsHost(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.
 	bq := in[1].Data().([]uint8)
 	sc := tensor.Float64s(in[2])
 	var zp []uint8
+	var zpf []float64
 	if z := ops.Optional(in, 3); z.IsValid() {
-		zp = z.Data().([]uint8)
+		if g.FloatZP {
+			zpf = tensor.Float64s(z)
+		} else {
+			zp = z.Data().([]uint8)
+		}
+	}
+	var gidx []int64
+	if gi := ops.Optional(in, 4); g.GIdx {
+		gidx = tensor.Int64s(gi)
+		for e, q := range gidx {
+			if q < 0 || q >= g.KBlocks {
+				return nil, tensor.NewError("Run", tensor.ErrInvalidArgument, "input g_idx[%d] = %d, outside [0, %d) (the blocks of K)", e, q, g.KBlocks)
+			}
+		}
 	}
 	var bias []float64
 	if b := ops.Optional(in, 5); b.IsValid() {
@@ -163,8 +196,14 @@ func MatMulNBitsHost(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.
 		codes := bq[j*rowBytes : (j+1)*rowBytes]
 		for e := int64(0); e < g.K; e++ {
 			q := e / g.BlockSize
+			if gidx != nil {
+				q = gidx[e]
+			}
 			z := mid
-			if zp != nil {
+			switch {
+			case zpf != nil:
+				z = zpf[j*g.KBlocks+q]
+			case zp != nil:
 				z = code(zp[j*g.ZPBytes:(j+1)*g.ZPBytes], q, g.Bits)
 			}
 			w[e] = (code(codes, e, g.Bits) - z) * sc[j*g.KBlocks+q]
@@ -195,6 +234,10 @@ type GatherBQ struct {
 	HasZP                       bool
 	Out                         []int64
 	OutType                     tensor.DType
+	// Narrow: int4 or uint4 data (one code an element, quantized along QuantAxis, zero points
+	// of data's type, 0 by default) rather than packed uint8 codes along the last axis.
+	Narrow    bool
+	QuantAxis int64
 }
 
 // CheckGatherBlockQuantized checks a GatherBlockQuantized node and its inputs (data,
@@ -206,8 +249,11 @@ func CheckGatherBlockQuantized(n *graph.Node, in []Operand) (GatherBQ, error) {
 	if !data.Present || !idx.Present || !s.Present {
 		return g, fmt.Errorf("inputs data, indices and scales are required")
 	}
+	if data.Dtype == graph.Int4 || data.Dtype == graph.Uint4 {
+		return checkGatherBQNarrow(n, data, idx, s, zp)
+	}
 	if data.Dtype != graph.Uint8 {
-		return g, fmt.Errorf("input data is %s; only uint8 (packed codes) is supported", data.Dtype)
+		return g, fmt.Errorf("input data is %s; it must be uint8 (packed codes), int4 or uint4", data.Dtype)
 	}
 	if g.Bits != 4 && g.Bits != 8 {
 		return g, fmt.Errorf("bits %d is not supported (4 or 8)", g.Bits)
@@ -260,8 +306,54 @@ func CheckGatherBlockQuantized(n *graph.Node, in []Operand) (GatherBQ, error) {
 	return g, nil
 }
 
-// GatherBlockQuantizedHost is com.microsoft GatherBlockQuantized for uint8 data quantized
-// along its last axis: Gather along gather_axis, then (code - zero point)·scale per block.
+// checkGatherBQNarrow checks GatherBlockQuantized over int4 or uint4 data: scales (and zero
+// points, of data's type) of data's shape but along quantize_axis, where they have one element
+// a block.
+func checkGatherBQNarrow(n *graph.Node, data, idx, s, zp Operand) (GatherBQ, error) {
+	g := GatherBQ{Bits: 4, BlockSize: n.AttrInt("block_size", 128), Narrow: true}
+	if g.BlockSize < 16 || g.BlockSize&(g.BlockSize-1) != 0 {
+		return g, fmt.Errorf("block_size %d must be a power of two, at least 16", g.BlockSize)
+	}
+	r := len(data.Shape)
+	if r < 1 {
+		return g, fmt.Errorf("input data is a scalar")
+	}
+	qa, err := ops.NormAxis(n.AttrInt("quantize_axis", 1), r)
+	if err != nil {
+		return g, fmt.Errorf("quantize_axis: %v", err)
+	}
+	ga, err := ops.NormAxis(n.AttrInt("gather_axis", 0), r)
+	if err != nil {
+		return g, fmt.Errorf("gather_axis: %v", err)
+	}
+	g.QuantAxis, g.GatherAxis = int64(qa), int64(ga)
+	g.Logical = append([]int64{}, data.Shape...)
+	g.KBlocks = (g.Logical[qa] + g.BlockSize - 1) / g.BlockSize
+	want := append([]int64{}, g.Logical...)
+	want[qa] = g.KBlocks
+	if s.Dtype != graph.Float && s.Dtype != graph.Float16 {
+		return g, fmt.Errorf("input scales is %s; float and float16 are supported", s.Dtype)
+	}
+	if !ops.SameShape(s.Shape, want) {
+		return g, fmt.Errorf("input scales has the shape %v; data of %v quantized along axis %d in blocks of %d needs %v", s.Shape, g.Logical, qa, g.BlockSize, want)
+	}
+	if zp.Present {
+		if zp.Dtype != data.Dtype || !ops.SameShape(zp.Shape, want) {
+			return g, fmt.Errorf("input zero_points is %s%v; it must be %s%v (data's type, the scales' shape)", zp.Dtype, zp.Shape, data.Dtype, want)
+		}
+		g.HasZP = true
+	}
+	if idx.Dtype != graph.Int64 && idx.Dtype != graph.Int32 {
+		return g, fmt.Errorf("input indices is %s; it must be int32 or int64", idx.Dtype)
+	}
+	g.Out = append(append(append([]int64{}, g.Logical[:ga]...), idx.Shape...), g.Logical[ga+1:]...)
+	g.OutType = s.Dtype
+	return g, nil
+}
+
+// GatherBlockQuantizedHost is com.microsoft GatherBlockQuantized: Gather along gather_axis,
+// then (code - zero point)·scale per block; uint8 data holds packed codes quantized along its
+// last axis, int4 and uint4 data one code an element, quantized along quantize_axis.
 func GatherBlockQuantizedHost(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	g, err := CheckGatherBlockQuantized(n, OperandsOf(in))
 	if err != nil {
@@ -269,6 +361,9 @@ func GatherBlockQuantizedHost(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) (
 	}
 	if err := ops.ReserveShape(rc, "the output", g.OutType, g.Out, 0); err != nil {
 		return nil, err
+	}
+	if g.Narrow {
+		return gatherBQNarrow(g, in)
 	}
 	ga := int(g.GatherAxis)
 	dim := g.Logical[ga]
@@ -304,6 +399,44 @@ func GatherBlockQuantizedHost(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) (
 				}
 				c := code(data[row*rowBytes:(row+1)*rowBytes], col, g.Bits)
 				y = append(y, (c-z)*sc[row*g.KBlocks+q])
+			}
+		}
+	}
+	return ops.FloatResult(g.OutType, g.Out, y)
+}
+
+// gatherBQNarrow is GatherBlockQuantizedHost for int4 and uint4 data.
+func gatherBQNarrow(g GatherBQ, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	ga, qa := int(g.GatherAxis), int(g.QuantAxis)
+	dim := g.Logical[ga]
+	inner, outer := numel(g.Logical[ga+1:]), numel(g.Logical[:ga])
+	ids := tensor.Int64s(in[1])
+	for _, v := range ids {
+		if v < -dim || v >= dim {
+			return nil, tensor.NewError("Run", tensor.ErrInvalidArgument, "input indices holds %d, outside [%d, %d) (data's axis %d)", v, -dim, dim, ga)
+		}
+	}
+	data, sc := tensor.Float64s(in[0]), tensor.Float64s(in[2])
+	var zp []float64
+	if z := ops.Optional(in, 3); z.IsValid() {
+		zp = tensor.Float64s(z)
+	}
+	qInner, qDim := numel(g.Logical[qa+1:]), g.Logical[qa]
+	y := make([]float64, 0, numel(g.Out))
+	for o := int64(0); o < outer; o++ {
+		for _, v := range ids {
+			if v < 0 {
+				v += dim
+			}
+			for t := int64(0); t < inner; t++ {
+				flat := (o*dim+v)*inner + t
+				pos := (flat / qInner) % qDim
+				p := (flat/(qInner*qDim)*g.KBlocks+pos/g.BlockSize)*qInner + flat%qInner
+				z := 0.0
+				if zp != nil {
+					z = zp[p]
+				}
+				y = append(y, (data[flat]-z)*sc[p])
 			}
 		}
 	}
