@@ -74,6 +74,8 @@ var fuzzOps = []string{
 	"SimplifiedLayerNormalization", "com.microsoft:SkipLayerNormalization", "com.microsoft:SkipSimplifiedLayerNormalization",
 	"com.microsoft:FastGelu", "com.microsoft:BiasGelu", "com.microsoft:RotaryEmbedding", "com.microsoft:MultiHeadAttention",
 	"com.microsoft:GroupQueryAttention", "com.microsoft:MatMulNBits", "com.microsoft:GatherBlockQuantized",
+	// Added 2026-12-05.
+	"DFT", "STFT", "ai.onnx.preview.training:Adagrad", "ai.onnx.preview.training:Adam", "ai.onnx.preview.training:Momentum",
 }
 
 // fuzzOpDomain splits an entry of fuzzOps into its domain ("" for ai.onnx) and op type.

@@ -172,14 +172,14 @@ func TestInferenceSessionInputErrors(t *testing.T) {
 
 func TestInferenceSessionUnsupportedOp(t *testing.T) {
 	g := &graph.Graph{Name: "g"}
-	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.ShapeOf(1, 8, 1)))}
+	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Uint8, graph.ShapeOf(8)))}
 	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
-	g.Nodes = []*graph.Node{graph.NewNode("odd_node", "DFT", []string{"x"}, []string{"y"})}
-	m, err := graph.FromGraph("g", g, map[string]int64{"": 17})
+	g.Nodes = []*graph.Node{graph.NewNode("odd_node", "ImageDecoder", []string{"x"}, []string{"y"})}
+	m, err := graph.FromGraph("g", g, map[string]int64{"": 20})
 	require.NoError(t, err)
 	_, err = FromGraph(m)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `node "odd_node": operator DFT`)
+	assert.Contains(t, err.Error(), `node "odd_node": operator ImageDecoder`)
 }
 
 func TestInferenceSessionOptions(t *testing.T) {
