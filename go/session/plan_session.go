@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/exec"
@@ -57,18 +58,36 @@ func (s *InferenceSession) runPlanned(rc *exec.RunCtx, fed map[string]tensor.Ten
 		return nil, false, nil
 	}
 	e := s.plans.LookupBytes(key)
-	if e == nil && rc.Phase != exec.PhaseWarmup && !s.tiering.planNow(string(key)) {
-		return nil, false, nil // interpreted; the signature's next run builds its plan
+	mode := tierCache
+	if e == nil && rc.Phase != exec.PhaseWarmup {
+		mode = s.tiering.decide(string(key))
 	}
-	if e == nil && s.shapePlans {
-		if outs, ok, err := s.runShapePlan(rc, string(key), fed, ins, into); ok {
+	start := time.Now()
+	if e == nil && s.shapePlans && mode != tierSecondSight {
+		if outs, ok, err := s.runShapePlan(rc, string(key), fed, ins, into, mode == tierOnce); ok {
+			if err == nil {
+				s.tiering.ranPlanned(time.Since(start))
+			}
 			return outs, true, err
 		}
+	}
+	if e == nil && mode != tierCache {
+		// Interpreted (not traced): the signature's next run builds its plan. Timed, for
+		// planTiering to weigh against planning once.
+		outs, err := s.eng.Interpret(rc, fed)
+		if err == nil {
+			s.tiering.ranInterpreted(time.Since(start))
+		}
+		return outs, true, err
 	}
 	if e == nil {
 		// The signature's first run is interpreted, and traced to build its plan; the plan
 		// runs from the next run on.
-		return s.tracePlan(rc, string(key), fed)
+		outs, ok, err := s.tracePlan(rc, string(key), fed)
+		if ok && err == nil {
+			s.tiering.ranPlanned(time.Since(start))
+		}
+		return outs, ok, err
 	}
 	// The template is read under the cache's lock: a failed guard may drop it meanwhile.
 	t, inst, build := s.plans.Take(e)
@@ -177,7 +196,7 @@ func (s *InferenceSession) runPlannedFast(ctx context.Context, inputs []tensor.N
 // planned. ok is false, with nothing run, when that trace, the plan or its first instance
 // cannot be made (a data-dependent shape, control flow, a value over the memory budget): the
 // interpreter then traces the run as before, and says precisely what is wrong, if anything.
-func (s *InferenceSession) runShapePlan(rc *exec.RunCtx, key string, fed map[string]tensor.Tensor, ins, into []tensor.Tensor) ([]tensor.Tensor, bool, error) {
+func (s *InferenceSession) runShapePlan(rc *exec.RunCtx, key string, fed map[string]tensor.Tensor, ins, into []tensor.Tensor, once bool) ([]tensor.Tensor, bool, error) {
 	trace, why := s.pe.ShapeTrace(rc, fed)
 	if why != "" {
 		return nil, false, nil
@@ -210,7 +229,12 @@ func (s *InferenceSession) runShapePlan(rc *exec.RunCtx, key string, fed map[str
 	rc.RunStart(exec.ExecutorPlan, fed)
 	outs, err := execute(t, s.pe, rc, inst, ins, into)
 	rc.RunEnd(outs, err)
-	return s.endPlanRun(e, inst, fresh, outs, err)
+	outs, ok, err := s.endPlanRun(e, inst, fresh, outs, err)
+	if once {
+		// No run will use the plan again (planTiering): its arena goes now.
+		s.plans.Remove(key, e, "planned once: the session's signatures do not recur")
+	}
+	return outs, ok, err
 }
 
 // tracePlan is the interpreted run of fed that records each node, from which it builds

@@ -6,11 +6,13 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/exec"
+	"github.com/loomrt/loom/go/session/internal/plan"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -244,6 +246,13 @@ func TestPlanTieringInterpretsChurn(t *testing.T) {
 	for rows := 1; rows <= tieringWindow+1; rows++ {
 		require.Equal(t, exec.ExecutorPlan, runRows(rows), "rows %d: planned on first sight", rows)
 	}
+	// Planning once is made to look dearer than any interpreted run (on this tiny model it
+	// may well be cheaper: TestPlanTieringPlansOnceWhenThatPays covers that mode).
+	s.tiering.mu.Lock()
+	for range 4 {
+		s.tiering.planned.add(time.Hour)
+	}
+	s.tiering.mu.Unlock()
 	require.Len(t, s.ExecutionPlans(), tieringWindow+1)
 	for rows := tieringWindow + 2; rows <= tieringWindow+6; rows++ {
 		require.Equal(t, exec.ExecutorInterpreter, runRows(rows), "rows %d: churn, interpreted", rows)
@@ -254,6 +263,108 @@ func TestPlanTieringInterpretsChurn(t *testing.T) {
 	require.Equal(t, exec.ExecutorPlan, runRows(tieringWindow+3))
 	require.Equal(t, exec.ExecutorPlan, runRows(100), "planned on first sight again")
 	require.Len(t, s.ExecutionPlans(), tieringWindow+3)
+}
+
+// TestPlanTieringPlansOnceWhenThatPays: under churn, where building a plan and running it once
+// costs less than interpreting (made so here: the interpreted runs look an hour long), new
+// signatures run planned and their plans are dropped after the run (the cache does not grow);
+// a signature that comes back is cached again. Outputs match the reference throughout.
+func TestPlanTieringPlansOnceWhenThatPays(t *testing.T) {
+	rnd := inferRand()
+	const in, out = 6, 3
+	w, b := randomF32(rnd, in*out), randomF32(rnd, out)
+	tp, rec := recordingProvider(t)
+	s, err := FromGraph(mlpModel(t, w, b, in, out), WithExecutionProvider(ProviderHost), WithTracerProvider(tp))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx, _ := parentContext(t, tp)
+	runRows := func(rows int) string {
+		t.Helper()
+		x := randomF32(rnd, rows*in)
+		outs, err := s.Run(ctx, []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{int64(rows), in}, x)}})
+		require.NoError(t, err)
+		want := mlpReference(x, w, b, rows, in, out)
+		got := tensor.Float64s(outs[0])
+		for j := range want {
+			require.InDelta(t, float64(want[j]), got[j], 1e-5)
+		}
+		runs := spansNamed(rec.Ended(), "loom.Run")
+		return attrOf(runs[len(runs)-1], exec.AttrExecutor).AsString()
+	}
+	mode := func() tierMode {
+		s.tiering.mu.Lock()
+		defer s.tiering.mu.Unlock()
+		return s.tiering.mode
+	}
+	for rows := 1; rows <= tieringWindow+1; rows++ {
+		require.Equal(t, exec.ExecutorPlan, runRows(rows), "rows %d: planned on first sight", rows)
+	}
+	require.Equal(t, tierSecondSight, mode())
+	// Two interpreted runs measure the interpreter; they look an hour long.
+	s.tiering.mu.Lock()
+	s.tiering.interpreted.add(time.Hour)
+	s.tiering.interpreted.add(time.Hour)
+	s.tiering.mu.Unlock()
+	require.Equal(t, exec.ExecutorInterpreter, runRows(tieringWindow+2))
+	require.Equal(t, tierOnce, mode(), "planning once costs less than interpreting")
+	plans := len(s.ExecutionPlans())
+	for rows := tieringWindow + 3; rows <= tieringWindow+8; rows++ {
+		require.Equal(t, exec.ExecutorPlan, runRows(rows), "rows %d: planned once", rows)
+	}
+	require.Len(t, s.ExecutionPlans(), plans, "plans run once are not kept")
+	// A signature comes back: plans are cached again.
+	require.Equal(t, exec.ExecutorPlan, runRows(tieringWindow+5))
+	require.Equal(t, tierCache, mode())
+	require.Equal(t, exec.ExecutorPlan, runRows(tieringWindow+5))
+	require.Len(t, s.ExecutionPlans(), plans+1)
+}
+
+// The tiering's decisions from synthetic costs: churn sends new signatures to the interpreter,
+// planning once takes over when it costs less, and goes back to the interpreter when it
+// costs more; a signature coming back restores the plan cache.
+func TestPlanTieringModes(t *testing.T) {
+	var pt planTiering
+	used := func(runs int64) *plan.Template {
+		t := &plan.Template{}
+		t.Runs.Store(runs)
+		return t
+	}
+	for i := range tieringWindow + 1 {
+		require.Equal(t, tierCache, pt.decide(fmt.Sprint("k", i)))
+		pt.ranPlanned(10 * time.Millisecond)
+		pt.built(used(1))
+	}
+	require.Equal(t, tierSecondSight, pt.mode, "a window of plans run once")
+	require.Equal(t, tierSecondSight, pt.decide("a"))
+	pt.ranInterpreted(12 * time.Millisecond)
+	require.Equal(t, tierSecondSight, pt.mode, "one interpreted run is not enough to judge")
+	require.Equal(t, tierSecondSight, pt.decide("b"))
+	pt.ranInterpreted(13 * time.Millisecond)
+	require.Equal(t, tierOnce, pt.mode, "10 ms planned against 12.5 ms interpreted")
+	require.Equal(t, tierOnce, pt.decide("c"))
+	for range 3 {
+		pt.ranPlanned(20 * time.Millisecond)
+	}
+	require.Equal(t, tierSecondSight, pt.mode, "planning once now costs more than interpreting")
+	require.Zero(t, pt.interpreted.n, "the interpreter is timed anew")
+	require.Equal(t, tierCache, pt.decide("b"), "a signature came back")
+	require.Nil(t, pt.seen)
+	// Plans that are used again keep the cache on.
+	var pc planTiering
+	for i := range 3 * tieringWindow {
+		pc.decide(fmt.Sprint("k", i))
+		pc.built(used(int64(1 + i%2)))
+	}
+	require.Equal(t, tierCache, pc.mode)
+	// Equal costs (within 5%) keep the interpreter.
+	var pe planTiering
+	for range tieringWindow + 1 {
+		pe.ranPlanned(10 * time.Millisecond)
+		pe.built(used(1))
+	}
+	pe.ranInterpreted(10 * time.Millisecond)
+	pe.ranInterpreted(10400 * time.Microsecond)
+	require.Equal(t, tierSecondSight, pe.mode)
 }
 
 // TestShapePlanConcurrentFirstRuns: several goroutines bring the same new signatures at once;

@@ -52,7 +52,7 @@ type benchResult struct {
 // leave them to the garbage collector instead). showProgress allows a progress bar (on a
 // terminal only).
 func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
-	c := newCommand("bench", "bench MODEL [INPUT...] [--threads N] [--runs N] [--warmup N] [--ep host|cuda|auto] [--strict] [-v] [--seed S] [--keep-outputs] [--decode N [--capture]] [--sweep DIM=SIZES] [--json] [--option KEY=VALUE]...",
+	c := newCommand("bench", "bench MODEL [INPUT...] [--threads N] [--runs N] [--warmup N] [--ep host|cuda|auto] [--strict] [-v] [--seed S] [--keep-outputs] [--decode N [--capture | --grow]] [--sweep DIM=SIZES] [--json] [--option KEY=VALUE]...",
 		"Times --runs runs of the model after --warmup untimed ones: median, p95 and min latency, load time,\npeak RSS. "+
 			"Inputs not given get random values of their declared shape (symbolic dimensions count as 1).\n"+inputForms, stdout, stderr)
 	threads := c.Int("threads", 1, "host worker threads (0: one per core)")
@@ -66,6 +66,7 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 	keep := c.Bool("keep-outputs", false, "do not hand each run's outputs back (session.Recycle) after its clock stops")
 	decode := c.Int("decode", 0, "time N decode steps with every input and output in a persistent binding (eager), instead of --runs runs")
 	capture := c.Bool("capture", false, "with --decode: also capture the step and time N replays of the captured device graph")
+	grow := c.Bool("grow", false, "with --decode: a decode loop through Run, each step's present outputs fed back as the next step's past inputs (the KV cache one token longer each step)")
 	sweep := c.String("sweep", "", "time the first run at each size of a symbolic dimension against the fastest of --runs warm runs there: DIM=LO..HI[:STEP] or DIM=A,B,...")
 	var options sessionOptions
 	c.Var(&options, "option", optionUsage)
@@ -86,6 +87,10 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		return c.badArgument("--decode %d: want 1 or more steps", *decode)
 	case *capture && *decode == 0:
 		return c.badArgument("--capture needs --decode N")
+	case *grow && *decode == 0:
+		return c.badArgument("--grow needs --decode N")
+	case *grow && *capture:
+		return c.badArgument("--grow and --capture are separate benchmarks: a captured step has fixed shapes")
 	case *sweep != "" && *decode > 0:
 		return c.badArgument("--sweep and --decode are separate benchmarks: give one")
 	}
@@ -128,7 +133,13 @@ func benchMain(args []string, stdout, stderr io.Writer, showProgress bool) int {
 		if n == 0 {
 			n = runtime.NumCPU()
 		}
-		r, err := benchDecode(ctx, s, pos[0], n, feeds, *decode, *warmup, *capture)
+		var r decodeResult
+		var err error
+		if *grow {
+			r, err = benchDecodeGrow(ctx, s, pos[0], n, feeds, *decode, *warmup)
+		} else {
+			r, err = benchDecode(ctx, s, pos[0], n, feeds, *decode, *warmup, *capture)
+		}
 		if err != nil {
 			return c.fail("%v", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/loomrt/loom/go/session"
@@ -27,6 +28,87 @@ type decodeResult struct {
 	ReplayMedianMs float64 `json:"replay_median_ms,omitempty"`
 	ReplayP95Ms    float64 `json:"replay_p95_ms,omitempty"`
 	Reason         string  `json:"reason,omitempty"`
+	// Grow: the steps ran through Run, each feeding its present outputs back as the next
+	// step's past inputs; PastFirst and PastLast are the past length of the first and the last
+	// timed step (the eager fields then time those steps).
+	Grow      bool  `json:"grow,omitempty"`
+	PastFirst int64 `json:"past_first,omitempty"`
+	PastLast  int64 `json:"past_last,omitempty"`
+}
+
+// pastPresentPairs pairs each input whose name holds "past" with the output named the same
+// with "present" in its place (past_key_0 / present_key_0, past_k0 / present_k0): the KV
+// cache a decode loop feeds back.
+func pastPresentPairs(s *session.InferenceSession) (map[string]string, error) {
+	outputs := map[string]bool{}
+	for _, m := range s.Outputs() {
+		outputs[m.Name] = true
+	}
+	pairs := map[string]string{}
+	for _, m := range s.Inputs() {
+		if !strings.Contains(m.Name, "past") {
+			continue
+		}
+		present := strings.Replace(m.Name, "past", "present", 1)
+		if !outputs[present] {
+			return nil, fmt.Errorf("--grow: input %q has no output %q to take its next value from", m.Name, present)
+		}
+		pairs[m.Name] = present
+	}
+	if len(pairs) == 0 {
+		return nil, fmt.Errorf("--grow: the model has no past inputs (inputs named past..., fed back from outputs named present...)")
+	}
+	return pairs, nil
+}
+
+// benchDecodeGrow times steps decode steps of a loop through Run in which each step's
+// present outputs are the next step's past inputs, so the KV cache grows by the step's tokens
+// each step and every step brings new input shapes, as a generation loop does; the other
+// inputs keep their values. --warmup steps of the loop run first, untimed.
+func benchDecodeGrow(ctx context.Context, s *session.InferenceSession, model string, threads int, feeds []session.NamedTensor, steps, warmup int) (decodeResult, error) {
+	r := decodeResult{Runtime: "loom " + string(s.Provider()), Model: filepath.Base(model), Provider: string(s.Provider()), Threads: threads, Steps: steps, Grow: true}
+	pairs, err := pastPresentPairs(s)
+	if err != nil {
+		return r, err
+	}
+	index := map[string]int{}
+	for i, m := range s.Outputs() {
+		index[m.Name] = i
+	}
+	feeds = slices.Clone(feeds)
+	pastLen := func() int64 {
+		for _, f := range feeds {
+			if _, ok := pairs[f.Name]; ok {
+				if d := f.Tensor.Shape(); len(d) >= 2 {
+					return d[len(d)-2]
+				}
+			}
+		}
+		return -1
+	}
+	times := make([]float64, steps)
+	for i := range warmup + steps {
+		if i == warmup {
+			r.PastFirst = pastLen()
+		}
+		r.PastLast = pastLen()
+		t0 := time.Now()
+		outs, err := s.Run(ctx, feeds)
+		if i >= warmup {
+			times[i-warmup] = msSince(t0)
+		}
+		if err != nil {
+			return r, fmt.Errorf("step %d (past length %d): %w", i, pastLen(), err)
+		}
+		for j := range feeds {
+			if present, ok := pairs[feeds[j].Name]; ok {
+				feeds[j].Tensor = outs[index[present]]
+			}
+		}
+	}
+	slices.Sort(times)
+	r.EagerMedianMs, r.EagerP95Ms = round(percentile(times, 50), 4), round(percentile(times, 95), 4)
+	return r, nil
 }
 
 // benchDecode times steps decode steps of s with every input and every output in a persistent
@@ -116,6 +198,12 @@ func printDecode(w io.Writer, r decodeResult, asJSON bool) {
 	if asJSON {
 		b, _ := json.Marshal(r)
 		fmt.Fprintln(w, string(b))
+		return
+	}
+	if r.Grow {
+		fmt.Fprintf(w, "%s on %s, %d decode steps through Run, the KV cache growing (past length %d to %d), %d thread(s):\n",
+			r.Model, r.Provider, r.Steps, r.PastFirst, r.PastLast, r.Threads)
+		fmt.Fprintf(w, "  run     median %v ms, p95 %v ms\n", r.EagerMedianMs, r.EagerP95Ms)
 		return
 	}
 	fmt.Fprintf(w, "%s on %s, %d decode steps with bindings, %d thread(s):\n", r.Model, r.Provider, r.Steps, r.Threads)

@@ -2014,6 +2014,16 @@ func (c *Cache) Drop(e *Entry, reason string) {
 	e.Idle = nil
 }
 
+// Remove takes key's entry e out of the cache, if it is still there: its idle instances close
+// now, the others when they are given back.
+func (c *Cache) Remove(key string, e *Entry, reason string) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	if c.Entries[key] == e {
+		c.removeLocked(key, e, reason)
+	}
+}
+
 // Add records key's plan (or the reason it has none), evicting the least recently used idle
 // entry when the cache holds maxPlans; false when the cache is closed, another run added key
 // first, or no entry could be evicted. A plan holding shape-generic stand-ins for kernels
