@@ -242,17 +242,24 @@ func TestMatMulNBitsBadAttributes(t *testing.T) {
 		says     string
 	}{{3, 32, "bits 3 is not supported"}, {4, 24, "block_size 24 must be a power of two"}, {4, 8, "block_size 8"}} {
 		in := matMulNBitsInputs(rnd, 1, 64, 8, 4, 32, false, false)
-		s, err := nodeSessionWith(t, exec.ExecutorPlan, matMulNBitsNode(64, 8, c.bits, c.bs), map[string]int64{"": 17, graph.MSDomain: 1}, in,
-			func(v tensor.Tensor) graph.Type { return graph.TensorType(v.DType(), graph.ShapeOf(v.Dims()...)) })
-		if err == nil {
-			_, err = s.Run(context.Background(), feedsOf(in))
-		}
-		require.Error(t, err)
-		var e *tensor.Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, "mnb", e.Node, "%v", err)
-		assert.Contains(t, err.Error(), c.says)
+		requireMNBRefused(t, matMulNBitsNode(64, 8, c.bits, c.bs), in, c.says)
 	}
+}
+
+// requireMNBRefused loads node (MatMulNBits "mnb") over inputs in and runs them: the load or the
+// run must fail with an *Error naming the node and saying says.
+func requireMNBRefused(t *testing.T, node *graph.Node, in []tensor.Tensor, says string) {
+	t.Helper()
+	s, err := nodeSessionWith(t, exec.ExecutorPlan, node, map[string]int64{"": 17, graph.MSDomain: 1}, in,
+		func(v tensor.Tensor) graph.Type { return graph.TensorType(v.DType(), graph.ShapeOf(v.Dims()...)) })
+	if err == nil {
+		_, err = s.Run(context.Background(), feedsOf(in))
+	}
+	require.Error(t, err)
+	var e *tensor.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, "mnb", e.Node, "%v", err)
+	assert.Contains(t, err.Error(), says)
 }
 
 // g_idx with packed uint8 zero points is refused, naming the node (ONNX Runtime 1.30 reads that
@@ -266,16 +273,7 @@ func TestMatMulNBitsGIdxWithPackedZeroPointsRefused(t *testing.T) {
 		g[e] = int32(e % 2)
 	}
 	in[4] = tensor.MustTensor([]int64{64}, g)
-	s, err := nodeSessionWith(t, exec.ExecutorPlan, matMulNBitsNode(64, 8, 4, 32), map[string]int64{"": 17, graph.MSDomain: 1}, in,
-		func(v tensor.Tensor) graph.Type { return graph.TensorType(v.DType(), graph.ShapeOf(v.Dims()...)) })
-	if err == nil {
-		_, err = s.Run(context.Background(), feedsOf(in))
-	}
-	require.Error(t, err)
-	var e *tensor.Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, "mnb", e.Node, "%v", err)
-	assert.Contains(t, err.Error(), "g_idx with packed uint8 zero_points is not supported")
+	requireMNBRefused(t, matMulNBitsNode(64, 8, 4, 32), in, "g_idx with packed uint8 zero_points is not supported")
 }
 
 // A 4-bit MatMulNBits session holds its weights as stored: the weights its plans read on the

@@ -216,18 +216,16 @@ func TestShapePlanSweepMatchesInterpreter(t *testing.T) {
 	}
 }
 
-// TestPlanTieringInterpretsChurn: a session whose every run brings a new signature (a decode
-// loop over a growing cache) stops building plans once tieringWindow plans in a row ran only
-// once, and interprets new signatures; a signature that comes back gets its plan, and from then
-// on plans are built on first sight again. Outputs match the reference throughout.
-func TestPlanTieringInterpretsChurn(t *testing.T) {
+// churnSession is an MLP session over x (rows, 6) and runRows, which runs rows fresh random
+// rows, checks the outputs against the reference and returns the executor that ran them.
+func churnSession(t *testing.T) (*InferenceSession, func(rows int) string) {
 	rnd := inferRand()
 	const in, out = 6, 3
 	w, b := randomF32(rnd, in*out), randomF32(rnd, out)
 	tp, rec := recordingProvider(t)
 	s, err := FromGraph(mlpModel(t, w, b, in, out), WithExecutionProvider(ProviderHost), WithTracerProvider(tp))
 	require.NoError(t, err)
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	ctx, _ := parentContext(t, tp)
 	runRows := func(rows int) string {
 		t.Helper()
@@ -242,6 +240,15 @@ func TestPlanTieringInterpretsChurn(t *testing.T) {
 		runs := spansNamed(rec.Ended(), "loom.Run")
 		return attrOf(runs[len(runs)-1], exec.AttrExecutor).AsString()
 	}
+	return s, runRows
+}
+
+// TestPlanTieringInterpretsChurn: a session whose every run brings a new signature (a decode
+// loop over a growing cache) stops building plans once tieringWindow plans in a row ran only
+// once, and interprets new signatures; a signature that comes back gets its plan, and from then
+// on plans are built on first sight again. Outputs match the reference throughout.
+func TestPlanTieringInterpretsChurn(t *testing.T) {
+	s, runRows := churnSession(t)
 	// Churn: every run a new signature.
 	for rows := 1; rows <= tieringWindow+1; rows++ {
 		require.Equal(t, exec.ExecutorPlan, runRows(rows), "rows %d: planned on first sight", rows)
@@ -270,27 +277,7 @@ func TestPlanTieringInterpretsChurn(t *testing.T) {
 // signatures run planned and their plans are dropped after the run (the cache does not grow);
 // a signature that comes back is cached again. Outputs match the reference throughout.
 func TestPlanTieringPlansOnceWhenThatPays(t *testing.T) {
-	rnd := inferRand()
-	const in, out = 6, 3
-	w, b := randomF32(rnd, in*out), randomF32(rnd, out)
-	tp, rec := recordingProvider(t)
-	s, err := FromGraph(mlpModel(t, w, b, in, out), WithExecutionProvider(ProviderHost), WithTracerProvider(tp))
-	require.NoError(t, err)
-	defer s.Close()
-	ctx, _ := parentContext(t, tp)
-	runRows := func(rows int) string {
-		t.Helper()
-		x := randomF32(rnd, rows*in)
-		outs, err := s.Run(ctx, []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{int64(rows), in}, x)}})
-		require.NoError(t, err)
-		want := mlpReference(x, w, b, rows, in, out)
-		got := tensor.Float64s(outs[0])
-		for j := range want {
-			require.InDelta(t, float64(want[j]), got[j], 1e-5)
-		}
-		runs := spansNamed(rec.Ended(), "loom.Run")
-		return attrOf(runs[len(runs)-1], exec.AttrExecutor).AsString()
-	}
+	s, runRows := churnSession(t)
 	mode := func() tierMode {
 		s.tiering.mu.Lock()
 		defer s.tiering.mu.Unlock()

@@ -369,11 +369,9 @@ func GatherBlockQuantizedHost(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) (
 	dim := g.Logical[ga]
 	inner := numel(g.Logical[ga+1:])
 	outer := numel(g.Logical[:ga])
-	ids := tensor.Int64s(in[1])
-	for _, v := range ids {
-		if v < -dim || v >= dim {
-			return nil, tensor.NewError("Run", tensor.ErrInvalidArgument, "input indices holds %d, outside [%d, %d) (data's axis %d)", v, -dim, dim, ga)
-		}
+	ids, err := gatherIndices(in[1], dim, ga)
+	if err != nil {
+		return nil, err
 	}
 	data := in[0].Data().([]uint8)
 	sc := tensor.Float64s(in[2])
@@ -410,11 +408,9 @@ func gatherBQNarrow(g GatherBQ, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	ga, qa := int(g.GatherAxis), int(g.QuantAxis)
 	dim := g.Logical[ga]
 	inner, outer := numel(g.Logical[ga+1:]), numel(g.Logical[:ga])
-	ids := tensor.Int64s(in[1])
-	for _, v := range ids {
-		if v < -dim || v >= dim {
-			return nil, tensor.NewError("Run", tensor.ErrInvalidArgument, "input indices holds %d, outside [%d, %d) (data's axis %d)", v, -dim, dim, ga)
-		}
+	ids, err := gatherIndices(in[1], dim, ga)
+	if err != nil {
+		return nil, err
 	}
 	data, sc := tensor.Float64s(in[0]), tensor.Float64s(in[2])
 	var zp []float64
@@ -441,4 +437,15 @@ func gatherBQNarrow(g GatherBQ, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		}
 	}
 	return ops.FloatResult(g.OutType, g.Out, y)
+}
+
+// gatherIndices reads GatherBlockQuantized's indices, each in [-dim, dim) (data's axis ga).
+func gatherIndices(t tensor.Tensor, dim int64, ga int) ([]int64, error) {
+	ids := tensor.Int64s(t)
+	for _, v := range ids {
+		if v < -dim || v >= dim {
+			return nil, tensor.NewError("Run", tensor.ErrInvalidArgument, "input indices holds %d, outside [%d, %d) (data's axis %d)", v, -dim, dim, ga)
+		}
+	}
+	return ids, nil
 }
