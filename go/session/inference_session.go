@@ -320,8 +320,8 @@ type InferenceSession struct {
 	// shapePlans: a new signature's plan is built from shape inference before its first run
 	// (OptionShapePlans), not from an interpreted trace of it.
 	shapePlans bool
-	tiering    planTiering // plans on first or second sight (plan_tiering.go)
-	tensorIO   bool        // whether every graph input and output is a tensor (not a sequence or optional)
+	tiering    plan.Tiering // plans on first or second sight, or once (internal/plan/tiering.go)
+	tensorIO   bool         // whether every graph input and output is a tensor (not a sequence or optional)
 
 	epContextPath string // the EP context model this session wrote, if any
 	// epKernels are the kernels recorded for the session's EP context partitions

@@ -1,11 +1,6 @@
 package session
 
 import (
-	"bufio"
-	"bytes"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/loomrt/loom/go/session/internal/device"
@@ -65,10 +60,7 @@ func (s *InferenceSession) MemoryBudget() (limit, held uint64) {
 // and the memory limit of its cgroup (a container's), or Unlimited where neither is known.
 func DefaultMemoryBudget() uint64 {
 	defaultBudgetOnce.Do(func() {
-		limit := physicalMemory()
-		if c := cgroupMemoryLimit(); c > 0 && (limit == 0 || c < limit) {
-			limit = c
-		}
+		limit := device.MachineMemoryLimit()
 		defaultBudget = device.Unlimited
 		if limit > 0 {
 			defaultBudget = limit / 4 * 3
@@ -81,44 +73,6 @@ var (
 	defaultBudgetOnce sync.Once
 	defaultBudget     uint64
 )
-
-// physicalMemory is MemTotal of /proc/meminfo in bytes, 0 where there is none.
-func physicalMemory() uint64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-			fields := strings.Fields(rest)
-			if len(fields) == 2 && fields[1] == "kB" {
-				if kb, err := strconv.ParseUint(fields[0], 10, 64); err == nil {
-					return kb * 1024
-				}
-			}
-		}
-	}
-	return 0
-}
-
-// cgroupMemoryLimit is the memory limit of this process's cgroup (v2 memory.max, else v1
-// memory.limit_in_bytes), 0 where there is none.
-func cgroupMemoryLimit() uint64 {
-	for _, path := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		v, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
-		if err != nil || v == 0 || v >= 1<<62 { // "max", or v1's "no limit" (a page-rounded 2^63)
-			continue
-		}
-		return v
-	}
-	return 0
-}
 
 // memoryBudget is the budget a session with these options charges its runs to.
 func (b *loadOptions) memoryBudget() *device.Budget {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/device"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -257,7 +258,7 @@ func TestMemoryBudgetOptions(t *testing.T) {
 	limit, _ := s.MemoryBudget()
 	assert.Equal(t, DefaultMemoryBudget(), limit)
 	if runtime.GOOS == "linux" {
-		phys := physicalMemory()
+		phys := device.PhysicalMemory()
 		require.NotZero(t, phys)
 		assert.LessOrEqual(t, limit, phys/4*3)
 		assert.Greater(t, limit, uint64(64<<20))

@@ -58,25 +58,25 @@ func (s *InferenceSession) runPlanned(rc *exec.RunCtx, fed map[string]tensor.Ten
 		return nil, false, nil
 	}
 	e := s.plans.LookupBytes(key)
-	mode := tierCache
+	mode := plan.TierCache
 	if e == nil && rc.Phase != exec.PhaseWarmup {
-		mode = s.tiering.decide(string(key))
+		mode = s.tiering.Decide(string(key))
 	}
 	start := time.Now()
-	if e == nil && s.shapePlans && mode != tierSecondSight {
-		if outs, ok, err := s.runShapePlan(rc, string(key), fed, ins, into, mode == tierOnce); ok {
+	if e == nil && s.shapePlans && mode != plan.TierSecondSight {
+		if outs, ok, err := s.runShapePlan(rc, string(key), fed, ins, into, mode == plan.TierOnce); ok {
 			if err == nil {
-				s.tiering.ranPlanned(time.Since(start))
+				s.tiering.RanPlanned(time.Since(start))
 			}
 			return outs, true, err
 		}
 	}
-	if e == nil && mode != tierCache {
+	if e == nil && mode != plan.TierCache {
 		// Interpreted (not traced): the signature's next run builds its plan. Timed, for
-		// planTiering to weigh against planning once.
+		// plan.Tiering to weigh against planning once.
 		outs, err := s.eng.Interpret(rc, fed)
 		if err == nil {
-			s.tiering.ranInterpreted(time.Since(start))
+			s.tiering.RanInterpreted(time.Since(start))
 		}
 		return outs, true, err
 	}
@@ -85,7 +85,7 @@ func (s *InferenceSession) runPlanned(rc *exec.RunCtx, fed map[string]tensor.Ten
 		// runs from the next run on.
 		outs, ok, err := s.tracePlan(rc, string(key), fed)
 		if ok && err == nil {
-			s.tiering.ranPlanned(time.Since(start))
+			s.tiering.RanPlanned(time.Since(start))
 		}
 		return outs, ok, err
 	}
@@ -210,7 +210,7 @@ func (s *InferenceSession) runShapePlan(rc *exec.RunCtx, key string, fed map[str
 	if err != nil {
 		return nil, false, nil
 	}
-	s.tiering.built(t)
+	s.tiering.Built(t)
 	e := &plan.Entry{Template: t}
 	if !s.plans.Add(key, e) {
 		inst.MS.Close()
@@ -231,7 +231,7 @@ func (s *InferenceSession) runShapePlan(rc *exec.RunCtx, key string, fed map[str
 	rc.RunEnd(outs, err)
 	outs, ok, err := s.endPlanRun(e, inst, fresh, outs, err)
 	if once {
-		// No run will use the plan again (planTiering): its arena goes now.
+		// No run will use the plan again (plan.Tiering): its arena goes now.
 		s.plans.Remove(key, e, "planned once: the session's signatures do not recur")
 	}
 	return outs, ok, err
@@ -278,7 +278,7 @@ func (s *InferenceSession) tracePlan(rc *exec.RunCtx, key string, fed map[string
 	t, reason := s.pe.BuildTemplate(key, fed, trace)
 	if t != nil {
 		t.Runs.Store(1) // the traced run was the signature's first
-		s.tiering.built(t)
+		s.tiering.Built(t)
 	}
 	s.plans.Add(key, &plan.Entry{Template: t, Reason: reason})
 	return outs, true, nil

@@ -244,32 +244,30 @@ func churnSession(t *testing.T) (*InferenceSession, func(rows int) string) {
 }
 
 // TestPlanTieringInterpretsChurn: a session whose every run brings a new signature (a decode
-// loop over a growing cache) stops building plans once tieringWindow plans in a row ran only
+// loop over a growing cache) stops building plans once plan.TieringWindow plans in a row ran only
 // once, and interprets new signatures; a signature that comes back gets its plan, and from then
 // on plans are built on first sight again. Outputs match the reference throughout.
 func TestPlanTieringInterpretsChurn(t *testing.T) {
 	s, runRows := churnSession(t)
 	// Churn: every run a new signature.
-	for rows := 1; rows <= tieringWindow+1; rows++ {
+	for rows := 1; rows <= plan.TieringWindow+1; rows++ {
 		require.Equal(t, exec.ExecutorPlan, runRows(rows), "rows %d: planned on first sight", rows)
 	}
 	// Planning once is made to look dearer than any interpreted run (on this tiny model it
 	// may well be cheaper: TestPlanTieringPlansOnceWhenThatPays covers that mode).
-	s.tiering.mu.Lock()
 	for range 4 {
-		s.tiering.planned.add(time.Hour)
+		s.tiering.RanPlanned(time.Hour) // in plan.TierSecondSight: noted, no change of mode
 	}
-	s.tiering.mu.Unlock()
-	require.Len(t, s.ExecutionPlans(), tieringWindow+1)
-	for rows := tieringWindow + 2; rows <= tieringWindow+6; rows++ {
+	require.Len(t, s.ExecutionPlans(), plan.TieringWindow+1)
+	for rows := plan.TieringWindow + 2; rows <= plan.TieringWindow+6; rows++ {
 		require.Equal(t, exec.ExecutorInterpreter, runRows(rows), "rows %d: churn, interpreted", rows)
 	}
-	require.Len(t, s.ExecutionPlans(), tieringWindow+1, "no plan built while no plan is used twice")
+	require.Len(t, s.ExecutionPlans(), plan.TieringWindow+1, "no plan built while no plan is used twice")
 	// A signature comes back: its plan is built now, and plans are built on first sight again.
-	require.Equal(t, exec.ExecutorPlan, runRows(tieringWindow+3))
-	require.Equal(t, exec.ExecutorPlan, runRows(tieringWindow+3))
+	require.Equal(t, exec.ExecutorPlan, runRows(plan.TieringWindow+3))
+	require.Equal(t, exec.ExecutorPlan, runRows(plan.TieringWindow+3))
 	require.Equal(t, exec.ExecutorPlan, runRows(100), "planned on first sight again")
-	require.Len(t, s.ExecutionPlans(), tieringWindow+3)
+	require.Len(t, s.ExecutionPlans(), plan.TieringWindow+3)
 }
 
 // TestPlanTieringPlansOnceWhenThatPays: under churn, where building a plan and running it once
@@ -278,31 +276,25 @@ func TestPlanTieringInterpretsChurn(t *testing.T) {
 // a signature that comes back is cached again. Outputs match the reference throughout.
 func TestPlanTieringPlansOnceWhenThatPays(t *testing.T) {
 	s, runRows := churnSession(t)
-	mode := func() tierMode {
-		s.tiering.mu.Lock()
-		defer s.tiering.mu.Unlock()
-		return s.tiering.mode
-	}
-	for rows := 1; rows <= tieringWindow+1; rows++ {
+	mode := s.tiering.Mode
+	for rows := 1; rows <= plan.TieringWindow+1; rows++ {
 		require.Equal(t, exec.ExecutorPlan, runRows(rows), "rows %d: planned on first sight", rows)
 	}
-	require.Equal(t, tierSecondSight, mode())
-	// Two interpreted runs measure the interpreter; they look an hour long.
-	s.tiering.mu.Lock()
-	s.tiering.interpreted.add(time.Hour)
-	s.tiering.interpreted.add(time.Hour)
-	s.tiering.mu.Unlock()
-	require.Equal(t, exec.ExecutorInterpreter, runRows(tieringWindow+2))
-	require.Equal(t, tierOnce, mode(), "planning once costs less than interpreting")
+	require.Equal(t, plan.TierSecondSight, mode())
+	require.Equal(t, exec.ExecutorInterpreter, runRows(plan.TieringWindow+2))
+	// Two interpreted runs measure the interpreter; they are made to look an hour long.
+	s.tiering.RanInterpreted(time.Hour)
+	s.tiering.RanInterpreted(time.Hour)
+	require.Equal(t, plan.TierOnce, mode(), "planning once costs less than interpreting")
 	plans := len(s.ExecutionPlans())
-	for rows := tieringWindow + 3; rows <= tieringWindow+8; rows++ {
+	for rows := plan.TieringWindow + 3; rows <= plan.TieringWindow+8; rows++ {
 		require.Equal(t, exec.ExecutorPlan, runRows(rows), "rows %d: planned once", rows)
 	}
 	require.Len(t, s.ExecutionPlans(), plans, "plans run once are not kept")
 	// A signature comes back: plans are cached again.
-	require.Equal(t, exec.ExecutorPlan, runRows(tieringWindow+5))
-	require.Equal(t, tierCache, mode())
-	require.Equal(t, exec.ExecutorPlan, runRows(tieringWindow+5))
+	require.Equal(t, exec.ExecutorPlan, runRows(plan.TieringWindow+5))
+	require.Equal(t, plan.TierCache, mode())
+	require.Equal(t, exec.ExecutorPlan, runRows(plan.TieringWindow+5))
 	require.Len(t, s.ExecutionPlans(), plans+1)
 }
 
@@ -310,48 +302,48 @@ func TestPlanTieringPlansOnceWhenThatPays(t *testing.T) {
 // planning once takes over when it costs less, and goes back to the interpreter when it
 // costs more; a signature coming back restores the plan cache.
 func TestPlanTieringModes(t *testing.T) {
-	var pt planTiering
+	var pt plan.Tiering
 	used := func(runs int64) *plan.Template {
 		t := &plan.Template{}
 		t.Runs.Store(runs)
 		return t
 	}
-	for i := range tieringWindow + 1 {
-		require.Equal(t, tierCache, pt.decide(fmt.Sprint("k", i)))
-		pt.ranPlanned(10 * time.Millisecond)
-		pt.built(used(1))
+	for i := range plan.TieringWindow + 1 {
+		require.Equal(t, plan.TierCache, pt.Decide(fmt.Sprint("k", i)))
+		pt.RanPlanned(10 * time.Millisecond)
+		pt.Built(used(1))
 	}
-	require.Equal(t, tierSecondSight, pt.mode, "a window of plans run once")
-	require.Equal(t, tierSecondSight, pt.decide("a"))
-	pt.ranInterpreted(12 * time.Millisecond)
-	require.Equal(t, tierSecondSight, pt.mode, "one interpreted run is not enough to judge")
-	require.Equal(t, tierSecondSight, pt.decide("b"))
-	pt.ranInterpreted(13 * time.Millisecond)
-	require.Equal(t, tierOnce, pt.mode, "10 ms planned against 12.5 ms interpreted")
-	require.Equal(t, tierOnce, pt.decide("c"))
+	require.Equal(t, plan.TierSecondSight, pt.Mode(), "a window of plans run once")
+	require.Equal(t, plan.TierSecondSight, pt.Decide("a"))
+	pt.RanInterpreted(12 * time.Millisecond)
+	require.Equal(t, plan.TierSecondSight, pt.Mode(), "one interpreted run is not enough to judge")
+	require.Equal(t, plan.TierSecondSight, pt.Decide("b"))
+	pt.RanInterpreted(13 * time.Millisecond)
+	require.Equal(t, plan.TierOnce, pt.Mode(), "10 ms planned against 12.5 ms interpreted")
+	require.Equal(t, plan.TierOnce, pt.Decide("c"))
 	for range 3 {
-		pt.ranPlanned(20 * time.Millisecond)
+		pt.RanPlanned(20 * time.Millisecond)
 	}
-	require.Equal(t, tierSecondSight, pt.mode, "planning once now costs more than interpreting")
-	require.Zero(t, pt.interpreted.n, "the interpreter is timed anew")
-	require.Equal(t, tierCache, pt.decide("b"), "a signature came back")
-	require.Nil(t, pt.seen)
+	require.Equal(t, plan.TierSecondSight, pt.Mode(), "planning once now costs more than interpreting")
+	require.Zero(t, pt.InterpretedRuns(), "the interpreter is timed anew")
+	require.Equal(t, plan.TierCache, pt.Decide("b"), "a signature came back")
+	require.Equal(t, plan.TierCache, pt.Decide("a"), "nothing is remembered in the cache mode")
 	// Plans that are used again keep the cache on.
-	var pc planTiering
-	for i := range 3 * tieringWindow {
-		pc.decide(fmt.Sprint("k", i))
-		pc.built(used(int64(1 + i%2)))
+	var pc plan.Tiering
+	for i := range 3 * plan.TieringWindow {
+		pc.Decide(fmt.Sprint("k", i))
+		pc.Built(used(int64(1 + i%2)))
 	}
-	require.Equal(t, tierCache, pc.mode)
+	require.Equal(t, plan.TierCache, pc.Mode())
 	// Equal costs (within 5%) keep the interpreter.
-	var pe planTiering
-	for range tieringWindow + 1 {
-		pe.ranPlanned(10 * time.Millisecond)
-		pe.built(used(1))
+	var pe plan.Tiering
+	for range plan.TieringWindow + 1 {
+		pe.RanPlanned(10 * time.Millisecond)
+		pe.Built(used(1))
 	}
-	pe.ranInterpreted(10 * time.Millisecond)
-	pe.ranInterpreted(10400 * time.Microsecond)
-	require.Equal(t, tierSecondSight, pe.mode)
+	pe.RanInterpreted(10 * time.Millisecond)
+	pe.RanInterpreted(10400 * time.Microsecond)
+	require.Equal(t, plan.TierSecondSight, pe.Mode())
 }
 
 // TestShapePlanConcurrentFirstRuns: several goroutines bring the same new signatures at once;
