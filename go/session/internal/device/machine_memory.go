@@ -55,4 +55,3 @@ func CgroupMemoryLimit() uint64 {
 	}
 	return 0
 }
-
