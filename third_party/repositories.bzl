@@ -68,6 +68,10 @@ def loom_dependencies():
     # go/session's DFT and STFT: gonum's FFT (dsp/fourier and its fftpack only).
     _module("org_gonum_v1_gonum", "gonum.org/v1/gonum", "v0.17.0")
 
+    # go/session's ImageDecoder: x/image's BMP, TIFF and WebP decoders (and what they import).
+    # v0.46.0: the newest whose go.mod keeps x/text at the v0.42.0 pinned for go/serve.
+    _module("org_golang_x_image", "golang.org/x/image", "v0.46.0")
+
     # The loom command's progress bar and its dependencies.
     _module("com_github_schollz_progressbar_v3", "github.com/schollz/progressbar/v3", "v3.19.1")
     _module("com_github_mitchellh_colorstring", "github.com/mitchellh/colorstring", "v0.0.0-20190213212951-d06e56a500db")

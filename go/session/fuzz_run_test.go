@@ -76,6 +76,7 @@ var fuzzOps = []string{
 	"com.microsoft:GroupQueryAttention", "com.microsoft:MatMulNBits", "com.microsoft:GatherBlockQuantized",
 	// Added 2026-12-05.
 	"DFT", "STFT", "ai.onnx.preview.training:Adagrad", "ai.onnx.preview.training:Adam", "ai.onnx.preview.training:Momentum",
+	"ImageDecoder",
 }
 
 // fuzzOpDomain splits an entry of fuzzOps into its domain ("" for ai.onnx) and op type.

@@ -9,6 +9,7 @@ require (
 	go.opentelemetry.io/otel v1.45.0
 	go.opentelemetry.io/otel/sdk v1.45.0
 	go.opentelemetry.io/otel/trace v1.45.0
+	golang.org/x/image v0.46.0
 	gonum.org/v1/gonum v0.17.0
 )
 

@@ -172,14 +172,15 @@ func TestInferenceSessionInputErrors(t *testing.T) {
 
 func TestInferenceSessionUnsupportedOp(t *testing.T) {
 	g := &graph.Graph{Name: "g"}
-	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Uint8, graph.ShapeOf(8)))}
+	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.ShapeOf(1, 1, 4, 4))),
+		graph.Input("rois", graph.TensorType(graph.Float, graph.ShapeOf(1, 5)))}
 	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
-	g.Nodes = []*graph.Node{graph.NewNode("odd_node", "ImageDecoder", []string{"x"}, []string{"y"})}
-	m, err := graph.FromGraph("g", g, map[string]int64{"": 20})
+	g.Nodes = []*graph.Node{graph.NewNode("odd_node", "MaxRoiPool", []string{"x", "rois"}, []string{"y"}, graph.IntsAttr("pooled_shape", 2, 2))}
+	m, err := graph.FromGraph("g", g, map[string]int64{"": 17})
 	require.NoError(t, err)
 	_, err = FromGraph(m)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `node "odd_node": operator ImageDecoder`)
+	assert.Contains(t, err.Error(), `node "odd_node": operator MaxRoiPool`)
 }
 
 func TestInferenceSessionOptions(t *testing.T) {
