@@ -258,23 +258,13 @@ func CheckGatherBlockQuantized(n *graph.Node, in []Operand) (GatherBQ, error) {
 	if g.Bits != 4 && g.Bits != 8 {
 		return g, fmt.Errorf("bits %d is not supported (4 or 8)", g.Bits)
 	}
-	if g.BlockSize < 16 || g.BlockSize&(g.BlockSize-1) != 0 {
-		return g, fmt.Errorf("block_size %d must be a power of two, at least 16", g.BlockSize)
-	}
 	r := len(data.Shape)
-	if r < 1 {
-		return g, fmt.Errorf("input data is a scalar")
-	}
-	qa, err := ops.NormAxis(n.AttrInt("quantize_axis", 1), r)
+	qa, ga, err := gatherBQAxes(n, g.BlockSize, r)
 	if err != nil {
-		return g, fmt.Errorf("quantize_axis: %v", err)
+		return g, err
 	}
 	if qa != r-1 {
 		return g, fmt.Errorf("quantize_axis %d is not data's last axis: uint8 data is quantized along its last axis", qa)
-	}
-	ga, err := ops.NormAxis(n.AttrInt("gather_axis", 0), r)
-	if err != nil {
-		return g, fmt.Errorf("gather_axis: %v", err)
 	}
 	g.GatherAxis = int64(ga)
 	g.Logical = append([]int64{}, data.Shape...)
@@ -311,20 +301,9 @@ func CheckGatherBlockQuantized(n *graph.Node, in []Operand) (GatherBQ, error) {
 // a block.
 func checkGatherBQNarrow(n *graph.Node, data, idx, s, zp Operand) (GatherBQ, error) {
 	g := GatherBQ{Bits: 4, BlockSize: n.AttrInt("block_size", 128), Narrow: true}
-	if g.BlockSize < 16 || g.BlockSize&(g.BlockSize-1) != 0 {
-		return g, fmt.Errorf("block_size %d must be a power of two, at least 16", g.BlockSize)
-	}
-	r := len(data.Shape)
-	if r < 1 {
-		return g, fmt.Errorf("input data is a scalar")
-	}
-	qa, err := ops.NormAxis(n.AttrInt("quantize_axis", 1), r)
+	qa, ga, err := gatherBQAxes(n, g.BlockSize, len(data.Shape))
 	if err != nil {
-		return g, fmt.Errorf("quantize_axis: %v", err)
-	}
-	ga, err := ops.NormAxis(n.AttrInt("gather_axis", 0), r)
-	if err != nil {
-		return g, fmt.Errorf("gather_axis: %v", err)
+		return g, err
 	}
 	g.QuantAxis, g.GatherAxis = int64(qa), int64(ga)
 	g.Logical = append([]int64{}, data.Shape...)
@@ -448,4 +427,22 @@ func gatherIndices(t tensor.Tensor, dim int64, ga int) ([]int64, error) {
 		}
 	}
 	return ids, nil
+}
+
+// gatherBQAxes checks GatherBlockQuantized's block_size and data's rank r, and returns its
+// quantize_axis and gather_axis, made non-negative.
+func gatherBQAxes(n *graph.Node, block int64, r int) (qa, ga int, err error) {
+	if block < 16 || block&(block-1) != 0 {
+		return 0, 0, fmt.Errorf("block_size %d must be a power of two, at least 16", block)
+	}
+	if r < 1 {
+		return 0, 0, fmt.Errorf("input data is a scalar")
+	}
+	if qa, err = ops.NormAxis(n.AttrInt("quantize_axis", 1), r); err != nil {
+		return 0, 0, fmt.Errorf("quantize_axis: %v", err)
+	}
+	if ga, err = ops.NormAxis(n.AttrInt("gather_axis", 0), r); err != nil {
+		return 0, 0, fmt.Errorf("gather_axis: %v", err)
+	}
+	return qa, ga, nil
 }
