@@ -58,36 +58,8 @@ func (s *InferenceSession) runPlanned(rc *exec.RunCtx, fed map[string]tensor.Ten
 		return nil, false, nil
 	}
 	e := s.plans.LookupBytes(key)
-	mode := plan.TierCache
-	if e == nil && rc.Phase != exec.PhaseWarmup {
-		mode = s.tiering.Decide(string(key))
-	}
-	start := time.Now()
-	if e == nil && s.shapePlans && mode != plan.TierSecondSight {
-		if outs, ok, err := s.runShapePlan(rc, string(key), fed, ins, into, mode == plan.TierOnce); ok {
-			if err == nil {
-				s.tiering.RanPlanned(time.Since(start))
-			}
-			return outs, true, err
-		}
-	}
-	if e == nil && mode != plan.TierCache {
-		// Interpreted (not traced): the signature's next run builds its plan. Timed, for
-		// plan.Tiering to weigh against planning once.
-		outs, err := s.eng.Interpret(rc, fed)
-		if err == nil {
-			s.tiering.RanInterpreted(time.Since(start))
-		}
-		return outs, true, err
-	}
 	if e == nil {
-		// The signature's first run is interpreted, and traced to build its plan; the plan
-		// runs from the next run on.
-		outs, ok, err := s.tracePlan(rc, string(key), fed)
-		if ok && err == nil {
-			s.tiering.RanPlanned(time.Since(start))
-		}
-		return outs, ok, err
+		return s.runFirstSight(rc, string(key), fed, ins, into)
 	}
 	// The template is read under the cache's lock: a failed guard may drop it meanwhile.
 	t, inst, build := s.plans.Take(e)
@@ -106,6 +78,40 @@ func (s *InferenceSession) runPlanned(rc *exec.RunCtx, fed map[string]tensor.Ten
 	outs, err = execute(t, s.pe, rc, inst, ins, into)
 	rc.RunEnd(outs, err)
 	return s.endPlanRun(e, inst, fresh, outs, err)
+}
+
+// runFirstSight runs the first run of signature key, which has no plan yet, as plan.Tiering
+// decides (warmup always plans): planned from shapes (kept, or dropped after the run when
+// planned once), interpreted untraced, or interpreted and traced to build the plan. The runs
+// that build a plan and the untraced interpreted ones are timed for the tiering.
+func (s *InferenceSession) runFirstSight(rc *exec.RunCtx, key string, fed map[string]tensor.Tensor, ins, into []tensor.Tensor) ([]tensor.Tensor, bool, error) {
+	mode := plan.TierCache
+	if rc.Phase != exec.PhaseWarmup {
+		mode = s.tiering.Decide(key)
+	}
+	start := time.Now()
+	if s.shapePlans && mode != plan.TierSecondSight {
+		if outs, ok, err := s.runShapePlan(rc, key, fed, ins, into, mode == plan.TierOnce); ok {
+			if err == nil {
+				s.tiering.RanPlanned(time.Since(start))
+			}
+			return outs, true, err
+		}
+	}
+	if mode != plan.TierCache {
+		// Interpreted (not traced): the signature's next run builds its plan.
+		outs, err := s.eng.Interpret(rc, fed)
+		if err == nil {
+			s.tiering.RanInterpreted(time.Since(start))
+		}
+		return outs, true, err
+	}
+	// Interpreted and traced to build the plan, which runs from the next run on.
+	outs, ok, err := s.tracePlan(rc, key, fed)
+	if ok && err == nil {
+		s.tiering.RanPlanned(time.Since(start))
+	}
+	return outs, ok, err
 }
 
 // endPlanRun gives inst back after a run of e's plan; a failed host-step guard unplans the

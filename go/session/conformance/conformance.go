@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -424,45 +423,8 @@ func Compare(got, want session.Tensor, rtol, atol float64) string {
 	return ""
 }
 
-func values(t session.Tensor) []float64 {
-	if session.IsNarrow(t.DType()) {
-		return t.Float64s()
-	}
-	out := make([]float64, t.Len())
-	switch v := t.Data().(type) {
-	case []float32:
-		for i, x := range v {
-			out[i] = float64(x)
-		}
-	case []float64:
-		copy(out, v)
-	case []session.Float16:
-		for i, x := range v {
-			out[i] = float64(x.Float32())
-		}
-	case []session.BFloat16:
-		for i, x := range v {
-			out[i] = float64(x.Float32())
-		}
-	case []int64:
-		for i, x := range v {
-			out[i] = float64(x)
-		}
-	case []bool:
-		for i, x := range v {
-			if x {
-				out[i] = 1
-			}
-		}
-	default:
-		s := fmt.Sprint(v)
-		s = strings.Trim(s, "[]")
-		for i, f := range strings.Fields(s) {
-			fmt.Sscan(f, &out[i])
-		}
-	}
-	return out
-}
+// values widens a numeric or bool tensor's elements to float64 (Tensor.Float64s).
+func values(t session.Tensor) []float64 { return t.Float64s() }
 
 // bfloat16Quirk reinterprets a uint16 tensor as bfloat16 where bfloat16 is wanted: the ONNX
 // 1.12 test generator stored bfloat16 data as uint16 TensorProtos.

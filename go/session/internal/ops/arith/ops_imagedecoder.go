@@ -36,10 +36,11 @@ func init() {
 const maxImagePixels = 1 << 28
 
 func opImageDecoder(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Tensor, error) {
-	x := in[0]
-	if x.DType() != graph.Uint8 || len(x.Dims()) != 1 {
-		return nil, fmt.Errorf("the encoded stream is %s; want a 1-D uint8 tensor", x)
+	enc := in[0]
+	if enc.DType() != graph.Uint8 || len(enc.Dims()) != 1 {
+		return nil, fmt.Errorf("the encoded stream is %s; want a 1-D uint8 tensor", enc)
 	}
+	data := enc.Data().([]uint8)
 	format := n.AttrString("pixel_format", "RGB")
 	channels := int64(3)
 	switch format {
@@ -49,7 +50,7 @@ func opImageDecoder(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.T
 	default:
 		return nil, fmt.Errorf("pixel_format %q is not RGB, BGR or Grayscale", format)
 	}
-	img := decodeImage(x.Data().([]uint8))
+	img := decodeImage(data)
 	if img == nil {
 		return []tensor.Tensor{tensor.Raw(graph.Uint8, []int64{0, 0, channels}, []uint8{})}, nil
 	}
@@ -62,7 +63,7 @@ func opImageDecoder(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.T
 	out := make([]uint8, h*w*int(channels))
 	var rgb func(x, y int) (r, g, b uint8)
 	if yc, ok := img.(*image.YCbCr); ok {
-		rgb = fancyRGB(yc, isWebP(x.Data().([]uint8)))
+		rgb = fancyRGB(yc, isWebP(data))
 	} else {
 		rgb = func(x, y int) (uint8, uint8, uint8) {
 			c := color.NRGBAModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
