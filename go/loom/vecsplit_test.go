@@ -115,3 +115,105 @@ func TestVectorsWiderThanRegisters(t *testing.T) {
 		}
 	}
 }
+
+// minMaxSrc takes max and min of two W-lane float vectors of type T lane by lane.
+const minMaxSrc = `
+kernel minmax {
+	launch(n index) {
+		grid = (ceil_div(n, 8), 1, 1)
+		block = (8, 1, 1)
+	}
+	device(x buffer[T] read, y buffer[T] read, hi buffer[T] write, lo buffer[T] write, n index) {
+		assume len(x) >= n * W && len(y) >= n * W && len(hi) >= n * W && len(lo) >= n * W
+		i := (block_id.x * 8 + thread_id.x) * W
+		if i < n * W {
+			hi[i : i + W] = max(x[i : i + W], y[i : i + W])
+			lo[i : i + W] = min(x[i : i + W], y[i : i + W])
+		}
+	}
+}
+`
+
+// TestFloatVectorMinMaxKeepTheScalarRule checks vector max and min of f32 and f64 lanes, as
+// wide as a level's registers and wider, on every host level this machine runs, against
+// Loom's scalar rule lane by lane, bit for bit: max(x, y) is y where y > x and x elsewhere
+// (so a NaN in either lane gives x, and of +0 and -0 the first), min likewise with <. The
+// host renders them as a compare and a blend.
+func TestFloatVectorMinMaxKeepTheScalarRule(t *testing.T) {
+	c := newCompiler(t)
+	r := newRand(t)
+	host := loom.HostTarget()
+	targets := []loom.Target{host}
+	if host.Arch == "x86_64" {
+		targets = nil
+		for _, lv := range []string{"v2", "v3", "v4"} {
+			targets = append(targets, loom.MustParseTarget("host-x86_64-"+lv))
+			if lv == host.Level {
+				break
+			}
+		}
+	}
+	specials := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, math.Copysign(0, -1), 1, -1}
+	pick := func() float64 {
+		if r.IntN(3) == 0 {
+			return specials[r.IntN(len(specials))]
+		}
+		return r.NormFloat64() * 10
+	}
+	for _, elem := range []string{"f32", "f64"} {
+		size := map[string]int{"f32": 4, "f64": 8}[elem]
+		for _, w := range []int{4, 16} {
+			n := 29
+			x, y := make([]float64, w*n), make([]float64, w*n)
+			for i := range x {
+				x[i], y[i] = pick(), pick()
+			}
+			enc := func(v []float64) []byte {
+				b := make([]byte, size*len(v))
+				for i, f := range v {
+					if size == 4 {
+						binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(f)))
+					} else {
+						binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(f))
+					}
+				}
+				return b
+			}
+			bitsAt := func(b []byte, i int) uint64 {
+				if size == 4 {
+					return uint64(binary.LittleEndian.Uint32(b[4*i:]))
+				}
+				return binary.LittleEndian.Uint64(b[8*i:])
+			}
+			src := strings.NewReplacer("W", strconv.Itoa(w), "T", elem).Replace(minMaxSrc)
+			for _, tg := range targets {
+				t.Run(elem+"x"+strconv.Itoa(w)+"/"+tg.String(), func(t *testing.T) {
+					a, err := c.Compile(loom.KernelSource{Name: "inline.loom", Source: []byte(src),
+						Specialization: loom.Specialization{Symbol: "minmax"}}, tg)
+					require.NoError(t, err)
+					xb, yb := enc(x), enc(y)
+					res := launch(t, a, [][]byte{xb, yb, make([]byte, size*w*n), make([]byte, size*w*n)}, 1, int64(n))
+					require.Zero(t, res.Violation)
+					for i := range x {
+						// The rule on the values as stored (f32 rounds the random ones).
+						xs := bitsAt(xb, i)
+						ys := bitsAt(yb, i)
+						xv, yv := math.Float64frombits(xs), math.Float64frombits(ys)
+						if size == 4 {
+							xv, yv = float64(math.Float32frombits(uint32(xs))), float64(math.Float32frombits(uint32(ys)))
+						}
+						wantHi, wantLo := xs, xs
+						if yv > xv {
+							wantHi = ys
+						}
+						if yv < xv {
+							wantLo = ys
+						}
+						require.Equal(t, wantHi, bitsAt(res.Buffers[2], i), "max lane %d: x %v y %v", i, xv, yv)
+						require.Equal(t, wantLo, bitsAt(res.Buffers[3], i), "min lane %d: x %v y %v", i, xv, yv)
+					}
+				})
+			}
+		}
+	}
+}

@@ -32,6 +32,8 @@ cases=(
   "mlp_if|5000|$repo/go/session/testdata/models/mlp_if.onnx x=shape:1x64"
   "mnist|2000|$repo/tools/cmd/loom/demodata/mnist.onnx Input3=$repo/tools/cmd/loom/demodata/digit2.npy"
   "tiny_encoder|1000|$repo/go/session/testdata/models/tiny_encoder.onnx x=shape:1x16x64"
+  "tiny_encoder_t128|300|$repo/go/session/testdata/models/tiny_encoder.onnx x=shape:1x128x64"
+  "tiny_encoder_b32t128|20|$repo/go/session/testdata/models/tiny_encoder.onnx x=shape:32x128x64|3"
   "silero_vad_v5|1000|$models/silero_vad_v5.onnx input=shape:1x512 state=shape:2x1x128 sr=value:16000"
   "ppocr_v4_rec|60|$models/ch_PP-OCRv4_rec_infer.onnx x=shape:1x3x48x320"
   # NAME|RUNS|MODEL INPUT...|WARMUP (default 20)|bw (a decode step: also its bandwidth bound); @DIR

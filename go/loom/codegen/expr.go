@@ -406,6 +406,9 @@ func (e *emitter) vexprWith(op *ir.Op, vt *types.Vector, args []string, native, 
 			}
 			return "(" + x + " " + cOps[s] + " " + y + ")"
 		}
+		if native && el.IsFloat() && (s == ir.BinMax || s == ir.BinMin) {
+			return e.vminmax(s, vt, args)
+		}
 		lane := e.scalarBinary(s, a(0), a(1), el, op.Args[1])
 		return lanes(ir.SubName(s), []string{vn, vn}, lane)
 	case ir.OpUnary:
@@ -463,4 +466,23 @@ func (e *emitter) vexprWith(op *ir.Op, vt *types.Vector, args []string, native, 
 	}
 	e.err = fmt.Errorf("codegen: cannot render vector op %s", op.Name())
 	return "0"
+}
+
+// vminmax renders a float vector max or min with GCC vector operators: the lanes' comparison
+// (a vector of all-ones or zero lanes) selects, through the lanes' integer view, the operand
+// the scalar form picks, lane by lane: max(x, y) is y where y > x and x elsewhere (a NaN y
+// keeps x), min likewise with <. A loop over the lanes, as the other helpers are, was left
+// lane by lane by GCC 12 (a masked move a lane); this is one compare and one blend (or
+// vmaxps) a register.
+func (e *emitter) vminmax(sub int, vt *types.Vector, args []string) string {
+	vn := e.vecType(vt)
+	bits, size := "int", 4
+	if cType(vt.Elem) == "double" {
+		bits, size = "long long", 8
+	}
+	cmp := map[int]string{ir.BinMax: ">", ir.BinMin: "<"}[sub]
+	name := fmt.Sprintf("loom_v%s_%s", ir.SubName(sub), vn)
+	e.helper(name, fmt.Sprintf("static LOOM_INLINE %s %s(%s a0, %s a1) { typedef %s loom_bits __attribute__((vector_size(%d))); loom_bits m = (loom_bits)(a1 %s a0); return (%s)(((loom_bits)a1 & m) | ((loom_bits)a0 & ~m)); }\n",
+		vn, name, vn, vn, bits, vt.Len*size, cmp, vn))
+	return name + "(" + args[0] + ", " + args[1] + ")"
 }

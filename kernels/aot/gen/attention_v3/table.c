@@ -6,50 +6,50 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e31ba6f5c7e7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e5247b61486d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e900f16a56e0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e92e5e308c26d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e13c993b4cbb1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3c7f91f8244d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3e773d5acc9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e400b31e34c8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e43e20b2fcbb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66525efc1761_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66894f678f28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7b27d050aee0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7fe69a88ce25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e8bb8f91f3975_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9c1493975263_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9c1fe3ce07a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eabae558e5192_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2edfe1e7e01167_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eeb4092e8ad39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef450b3e90813_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e3d070e8a64b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e55c9c2908faa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e903436fb12a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e9358962386f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e1820e94b6f12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e254e6343466f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3937080b514e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e4e1506d2a7dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e6252c1931f3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66ba8b89a18c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7c415dec685f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7ea7fcae9b92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e870cae3ebc15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eb1fe893c5817_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec436e89bc8e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec72039f4c8ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed283d3783a80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ee1f0df8e8b8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef0677150da63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef6b2f9ec254f_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e31ba6f5c7e7e_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e5247b61486d9_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e900f16a56e0a_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e92e5e308c26d_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e13c993b4cbb1_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3c7f91f8244d_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3e773d5acc9b_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e400b31e34c8d_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e43e20b2fcbb2_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66525efc1761_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66894f678f28_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7b27d050aee0_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7fe69a88ce25_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e8bb8f91f3975_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9c1493975263_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9c1fe3ce07a6_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eabae558e5192_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2edfe1e7e01167_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eeb4092e8ad39_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef450b3e90813_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e3d070e8a64b6_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e55c9c2908faa_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e903436fb12a9_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e9358962386f0_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e1820e94b6f12_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e254e6343466f_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3937080b514e_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e4e1506d2a7dc_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e6252c1931f3e_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66ba8b89a18c_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7c415dec685f_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7ea7fcae9b92_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e870cae3ebc15_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eb1fe893c5817_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec436e89bc8e2_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec72039f4c8ea_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed283d3783a80_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ee1f0df8e8b8d_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef0677150da63_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef6b2f9ec254f_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_attention_v3_entries(int i, uint32_t* count) {

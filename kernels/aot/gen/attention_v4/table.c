@@ -6,50 +6,50 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e13db32126950_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e7a72f9b56dd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e7b713268808e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ead9505197a07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0d81f5648127_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e228d12af7f25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3d08635f18c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e4b9f51fce4a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e50f31b4cee39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e84daf0b60de1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e962edf5fd08b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9c6faeaaf8d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9fd0b2400cf6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb36dc20d4f65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ec386bdd48b52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eccc12a8e77e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed5ad6430412a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed8266f98fd34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ee4b0f36ffe4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2effd73c4537ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e3c641ec3ebdd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e46b76046490e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ea73ddc608ced_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ee4c0a9ef0d45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e1f7a253a8f4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e207e6480ed77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e26a9cbc15e1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3b8dc622d7de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3d67b601f678_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e59093db12d93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e63bcf06cb13f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7823960b94ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e8f78ad4a8edb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e91fb57cb9125_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea24d44daccd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eaf0db56cb2db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb1c24fcc7bff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb9bb177486b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eba5f681a2ac5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eda6f473da1f6_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e13db32126950_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e7a72f9b56dd2_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e7b713268808e_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ead9505197a07_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0d81f5648127_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e228d12af7f25_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3d08635f18c6_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e4b9f51fce4a3_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e50f31b4cee39_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e84daf0b60de1_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e962edf5fd08b_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9c6faeaaf8d4_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9fd0b2400cf6_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb36dc20d4f65_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ec386bdd48b52_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eccc12a8e77e3_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed5ad6430412a_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed8266f98fd34_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ee4b0f36ffe4b_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2effd73c4537ba_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e3c641ec3ebdd_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e46b76046490e_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ea73ddc608ced_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ee4c0a9ef0d45_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e1f7a253a8f4f_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e207e6480ed77_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e26a9cbc15e1b_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3b8dc622d7de_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3d67b601f678_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e59093db12d93_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e63bcf06cb13f_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7823960b94ad_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e8f78ad4a8edb_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e91fb57cb9125_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea24d44daccd0_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eaf0db56cb2db_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb1c24fcc7bff_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb9bb177486b3_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eba5f681a2ac5_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eda6f473da1f6_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_attention_v4_entries(int i, uint32_t* count) {

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e05b1a23f7ea0_entries
-#include "../src/gqa/gqa_attn_3e4eef9fab9a.h"
+#include "../src/gqa/gqa_attn_9bbc96bf4ec6.h"
 #undef loom_host_module_entries

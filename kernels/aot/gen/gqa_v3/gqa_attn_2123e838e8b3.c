@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e2123e838e8b3_entries
-#include "../src/gqa/gqa_attn_509256f56e7f.h"
+#include "../src/gqa/gqa_attn_b69709e6fc7a.h"
 #undef loom_host_module_entries

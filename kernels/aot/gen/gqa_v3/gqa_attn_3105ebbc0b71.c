@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e3105ebbc0b71_entries
-#include "../src/gqa/gqa_attn_4841c22f4663.h"
+#include "../src/gqa/gqa_attn_d1c21b200aa5.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e8cde0dc99fe8_entries
-#include "../src/gqa/gqa_attn_61b5c01761b2.h"
+#include "../src/gqa/gqa_attn_92e39c6f57f0.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e9ff262a643dd_entries
-#include "../src/gqa/gqa_attn_939935735304.h"
+#include "../src/gqa/gqa_attn_c5c926096d57.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2eb0bc92feb286_entries
-#include "../src/gqa/gqa_attn_2c75c480e2e2.h"
+#include "../src/gqa/gqa_attn_9ac2dc6fc029.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2eb6de9d4417e4_entries
-#include "../src/gqa/gqa_attn_7a61591c10da.h"
+#include "../src/gqa/gqa_attn_3f3654e0d738.h"
 #undef loom_host_module_entries

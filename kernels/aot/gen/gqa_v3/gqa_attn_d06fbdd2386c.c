@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2ed06fbdd2386c_entries
-#include "../src/gqa/gqa_attn_df7a55a41c99.h"
+#include "../src/gqa/gqa_attn_baabcfbd4f4d.h"
 #undef loom_host_module_entries

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gqa/gqa_attn_19fd18a4c387.h"
+#include "../src/gqa/gqa_attn_bfc1e832ee1c.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

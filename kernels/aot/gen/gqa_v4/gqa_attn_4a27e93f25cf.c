@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gqa/gqa_attn_aa3cec2530db.h"
+#include "../src/gqa/gqa_attn_1c724bed81b8.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

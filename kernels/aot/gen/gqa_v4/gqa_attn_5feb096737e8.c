@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gqa/gqa_attn_5967db44378e.h"
+#include "../src/gqa/gqa_attn_02cf002a0bb5.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gqa/gqa_attn_28eca5d34012.h"
+#include "../src/gqa/gqa_attn_1de8032648a8.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

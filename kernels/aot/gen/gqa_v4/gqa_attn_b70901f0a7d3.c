@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gqa/gqa_attn_258a92ec8397.h"
+#include "../src/gqa/gqa_attn_de1fa96ed5ac.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gqa/gqa_attn_cc5b42eb0365.h"
+#include "../src/gqa/gqa_attn_2aa6e2d86857.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

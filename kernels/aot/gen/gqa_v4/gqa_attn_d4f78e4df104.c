@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gqa/gqa_attn_549c9506f070.h"
+#include "../src/gqa/gqa_attn_a75b6bd72e13.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

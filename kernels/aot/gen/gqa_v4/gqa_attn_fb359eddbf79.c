@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gqa/gqa_attn_61746d2b9936.h"
+#include "../src/gqa/gqa_attn_21feae4e82da.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -6,68 +6,68 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e3e811d64032d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e5f4b93a43ab9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2edea91b410ae0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ef80990355331_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e59a8c2ef5319_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2efd5f129eef9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e8d11a228d13f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e1a60a798fb74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e314f77f3e732_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e39a5aee25bcd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4ccae4234b4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4e1319b38ad0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4fd42575dd88_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e69d4855eedea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e736774cfb92f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e764d469d28fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eacd09ae0bbee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb0c2c7421c11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb45ff52fa08f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed150607a6a45_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ee4f2342bdc7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e0614e9fb8172_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e1eafbc059dea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e2079d49dac53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e4d9268221523_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e97395a2b8a9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9b28743bb8fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ea93d076c1882_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ee3d8e29b04d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e08d780f9f200_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e11dd028ffb5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e4a7dc2cd85ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ec63506fa2bc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e10ed5bcd6228_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e947e820a605f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ee734e92585c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e04e0f61281e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e25f76616cfd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e266a4f090750_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e42ab97435fb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4929a6a04405_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e683dbf322974_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e9565c5498783_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea0a34ddbd2de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ead333cdef8d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb2d4b4ce913e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ec157ad21f323_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed2082a968041_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef42966892e02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2efddb490f3662_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e00facf0ccd0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e2cecd4ac87d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e7d9448ebdb25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9b86c433775a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2eaac7b42e2c0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2eab55cf533802_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ebd3b4a2166c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ece609aa07f77_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e3e811d64032d_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e5f4b93a43ab9_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2edea91b410ae0_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ef80990355331_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e59a8c2ef5319_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2efd5f129eef9b_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e8d11a228d13f_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e1a60a798fb74_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e314f77f3e732_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e39a5aee25bcd_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4ccae4234b4e_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4e1319b38ad0_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4fd42575dd88_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e69d4855eedea_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e736774cfb92f_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e764d469d28fb_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eacd09ae0bbee_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb0c2c7421c11_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb45ff52fa08f_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed150607a6a45_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ee4f2342bdc7b_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e0614e9fb8172_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e1eafbc059dea_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e2079d49dac53_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e4d9268221523_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e97395a2b8a9f_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9b28743bb8fb_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ea93d076c1882_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ee3d8e29b04d4_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e08d780f9f200_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e11dd028ffb5f_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e4a7dc2cd85ca_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ec63506fa2bc9_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e10ed5bcd6228_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e947e820a605f_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ee734e92585c7_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e04e0f61281e4_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e25f76616cfd2_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e266a4f090750_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e42ab97435fb4_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4929a6a04405_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e683dbf322974_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e9565c5498783_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea0a34ddbd2de_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ead333cdef8d4_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb2d4b4ce913e_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ec157ad21f323_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed2082a968041_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef42966892e02_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2efddb490f3662_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e00facf0ccd0a_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e2cecd4ac87d2_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e7d9448ebdb25_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9b86c433775a_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2eaac7b42e2c0b_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2eab55cf533802_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ebd3b4a2166c7_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ece609aa07f77_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v3_entries(int i, uint32_t* count) {

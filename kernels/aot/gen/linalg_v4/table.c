@@ -6,68 +6,68 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e2017f7dc8256_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e230949c54022_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eaee14a75c916_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ee671b71f5c04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e36f31d6ba893_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e8100c1e1ef7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e0ff1f8839c10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0188707ec2b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2c2e1a0c1e42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2d72881570ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e361d5394f523_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e44e8298e2bb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e528d83e2cef9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7d598c880051_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e842ab1c5f626_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9091a675a34e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eba08a4eeb891_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebc8c0da956b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec3bc7423a78c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ed7c694883aa3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2efd2d227b26b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e306c3f58829a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e5a5359e7180e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7025653a900e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7e7b79372c15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eaf4b4d742cca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ec09751291412_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ec6500b3d3a2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ed6f77cfcda38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e575912efefdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e74259caf6e37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eb4f794460f79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2edf82c9bcd142_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e32fd2416ecd7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2ef70c01c73f18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2eef3fba516eb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e003807427300_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0910234d7b8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e1debf88bf073_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e4af2572f97ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5c8b8fc23ec2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e68124a998535_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e724e303abcbc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7da8395abbdb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e8b3959681ba6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb5f889556a00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec380ed0483a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ede2e6d46cdf1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee238badec99a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef2a0afa1b050_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e034f32b7ca89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e0678b5e164e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e1cbda90ea187_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e1d42b68d3945_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eb3967d179622_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ecd952e7115a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2edede24c30c50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ee767d7e38177_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e2017f7dc8256_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e230949c54022_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eaee14a75c916_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ee671b71f5c04_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e36f31d6ba893_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e8100c1e1ef7b_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2e0ff1f8839c10_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0188707ec2b2_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2c2e1a0c1e42_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e2d72881570ab_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e361d5394f523_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e44e8298e2bb9_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e528d83e2cef9_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7d598c880051_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e842ab1c5f626_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9091a675a34e_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eba08a4eeb891_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebc8c0da956b4_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec3bc7423a78c_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ed7c694883aa3_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2efd2d227b26b0_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e306c3f58829a_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e5a5359e7180e_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7025653a900e_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7e7b79372c15_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eaf4b4d742cca_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ec09751291412_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ec6500b3d3a2d_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ed6f77cfcda38_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e575912efefdc_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e74259caf6e37_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eb4f794460f79_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2edf82c9bcd142_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e32fd2416ecd7_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2ef70c01c73f18_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2eef3fba516eb6_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e003807427300_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0910234d7b8e_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e1debf88bf073_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e4af2572f97ea_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5c8b8fc23ec2_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e68124a998535_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e724e303abcbc_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7da8395abbdb_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e8b3959681ba6_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb5f889556a00_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec380ed0483a6_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ede2e6d46cdf1_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee238badec99a_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef2a0afa1b050_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e034f32b7ca89_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e0678b5e164e4_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e1cbda90ea187_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e1d42b68d3945_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eb3967d179622_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ecd952e7115a8_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2edede24c30c50_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ee767d7e38177_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v4_entries(int i, uint32_t* count) {

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e02fc19194e02_entries
-#include "../src/reduce/reduce_inner_6c30d0a60646.h"
+#include "../src/reduce/reduce_inner_274daf6cd72e.h"
 #undef loom_host_module_entries

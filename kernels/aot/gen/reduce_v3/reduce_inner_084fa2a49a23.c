@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e084fa2a49a23_entries
-#include "../src/reduce/reduce_inner_608e4e3b4c8d.h"
+#include "../src/reduce/reduce_inner_cb2ec03a798a.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e1037f3afd878_entries
-#include "../src/reduce/reduce_inner_80b8821b5c1b.h"
+#include "../src/reduce/reduce_inner_e8dd62a40dde.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eba238bd324ee_entries
-#include "../src/reduce/reduce_inner_486ec3a9b31c.h"
+#include "../src/reduce/reduce_inner_839698e225dc.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5d633297fda8_entries
-#include "../src/reduce/reduce_rows_6816ffc1eb12.h"
+#include "../src/reduce/reduce_rows_590ed92f41af.h"
 #undef loom_host_module_entries

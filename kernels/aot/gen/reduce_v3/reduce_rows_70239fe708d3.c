@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e70239fe708d3_entries
-#include "../src/reduce/reduce_rows_902d92d790c9.h"
+#include "../src/reduce/reduce_rows_def4fbde9fe2.h"
 #undef loom_host_module_entries

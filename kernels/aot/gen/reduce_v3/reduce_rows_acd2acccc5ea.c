@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eacd2acccc5ea_entries
-#include "../src/reduce/reduce_rows_a611309ed613.h"
+#include "../src/reduce/reduce_rows_d14ab52f167d.h"
 #undef loom_host_module_entries

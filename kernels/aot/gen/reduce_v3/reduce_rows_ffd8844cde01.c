@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2effd8844cde01_entries
-#include "../src/reduce/reduce_rows_4bd26fbb242a.h"
+#include "../src/reduce/reduce_rows_46e5ae2a874c.h"
 #undef loom_host_module_entries

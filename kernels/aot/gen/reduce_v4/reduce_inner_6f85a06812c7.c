@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/reduce/reduce_inner_d560f4304378.h"
+#include "../src/reduce/reduce_inner_fae59647488c.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/reduce/reduce_inner_ef49c4387b81.h"
+#include "../src/reduce/reduce_inner_613300da9715.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/reduce/reduce_inner_5a3b48240d12.h"
+#include "../src/reduce/reduce_inner_dc430938c91f.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

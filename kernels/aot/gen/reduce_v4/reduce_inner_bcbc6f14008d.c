@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/reduce/reduce_inner_d2a03ddf8980.h"
+#include "../src/reduce/reduce_inner_321e87e461c2.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/reduce/reduce_rows_4956ba7084af.h"
+#include "../src/reduce/reduce_rows_26065b3a5ca4.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/reduce/reduce_rows_aef781bb80b5.h"
+#include "../src/reduce/reduce_rows_ab65c1fd39ee.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/reduce/reduce_rows_58b4498a524e.h"
+#include "../src/reduce/reduce_rows_4ba4011e2188.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/reduce/reduce_rows_57c3a5d9e036.h"
+#include "../src/reduce/reduce_rows_a0781d20a3b7.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
