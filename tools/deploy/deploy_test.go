@@ -654,25 +654,17 @@ func TestServeFlags(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "model.onnx"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var args []string
-	for _, a := range append(slices.Clone(ep[2:]), c.Args...) {
-		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		switch name {
-		case "model-dir", "model-repository":
-			a = "--" + name + "=" + dir
-		case "model-name":
-			a = "--model-name=mnist" // {{.Name}}
-		case "http-port", "grpc-port":
-			a = "--" + name + "=0"
-		case "host":
-			a = "--host=127.0.0.1"
-		}
-		args = append(args, a)
-	}
-	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--host=") }) {
-		args = append(args, "--host=127.0.0.1")
-	}
+	args := podArgs(append(slices.Clone(ep[2:]), c.Args...), dir)
 	httpAddr, stop := startServe(t, bin, args)
+	checkPodEndpoints(t, httpAddr, c, rt)
+	stop()
+}
+
+// checkPodEndpoints gets, from a `loom serve` at httpAddr serving mnist, what the manifests
+// name: the runtime container c's readiness and liveness probes, the model's readiness, and the
+// Prometheus path of rt's annotations (with Triton's metrics).
+func checkPodEndpoints(t *testing.T, httpAddr string, c container, rt clusterServingRuntime) {
+	t.Helper()
 	get := func(path string) (int, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -694,7 +686,31 @@ func TestServeFlags(t *testing.T) {
 	if code, body := get(string(rt.Spec.Annotations["prometheus.kserve.io/path"])); code != http.StatusOK || !strings.Contains(body, "nv_inference_request_success") {
 		t.Errorf("GET %s (prometheus.kserve.io/path): %d, want 200 with Triton's metrics:\n%.500s", rt.Spec.Annotations["prometheus.kserve.io/path"], code, body)
 	}
-	stop()
+}
+
+// podArgs is args (the image's entrypoint flags and the serving runtime's) as a pod would run
+// them, for a test: the model from modelDir, the InferenceService's name mnist ({{.Name}}),
+// free ports (the ready line names them) on loopback.
+func podArgs(args []string, modelDir string) []string {
+	var out []string
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		switch name {
+		case "model-dir", "model-repository":
+			a = "--" + name + "=" + modelDir
+		case "model-name":
+			a = "--model-name=mnist" // {{.Name}}
+		case "http-port", "grpc-port":
+			a = "--" + name + "=0"
+		case "host":
+			a = "--host=127.0.0.1"
+		}
+		out = append(out, a)
+	}
+	if !slices.ContainsFunc(out, func(a string) bool { return strings.HasPrefix(a, "--host=") }) {
+		out = append(out, "--host=127.0.0.1")
+	}
+	return out
 }
 
 // startServe starts `loom ARGS...`, waits for its ready line and returns the HTTP address and
@@ -702,6 +718,15 @@ func TestServeFlags(t *testing.T) {
 func startServe(t *testing.T, bin string, args []string) (string, func()) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	return startReady(t, cmd, "loom serve "+strings.Join(args, " "), func() error { return cmd.Process.Signal(syscall.SIGTERM) })
+}
+
+// startReady starts cmd (a `loom serve`, perhaps inside a container), waits for its ready line
+// and returns the HTTP address and a function that calls term (which should deliver SIGTERM to
+// the server) and checks that cmd exits with status 0 (also run at cleanup). what names the
+// command in failures.
+func startReady(t *testing.T, cmd *exec.Cmd, what string, term func() error) (string, func()) {
+	t.Helper()
 	var stderr strings.Builder
 	var mu sync.Mutex
 	cmd.Stderr = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return stderr.Write(p) })
@@ -732,16 +757,18 @@ func startServe(t *testing.T, bin string, args []string) (string, func()) {
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
-			cmd.Process.Signal(syscall.SIGTERM)
+			if err := term(); err != nil {
+				t.Errorf("%s: SIGTERM: %v", what, err)
+			}
 			select {
 			case err := <-done:
 				if err != nil {
-					t.Errorf("loom serve %s exited with %v after SIGTERM, want 0\n%s", strings.Join(args, " "), err, logs())
+					t.Errorf("%s exited with %v after SIGTERM, want 0\n%s", what, err, logs())
 				}
 			case <-time.After(60 * time.Second):
 				cmd.Process.Kill()
 				<-done
-				t.Errorf("loom serve did not exit within 60 s of SIGTERM\n%s", logs())
+				t.Errorf("%s did not exit within 60 s of SIGTERM\n%s", what, logs())
 			}
 		})
 	}
@@ -751,9 +778,9 @@ func startServe(t *testing.T, bin string, args []string) (string, func()) {
 		return addr, stop
 	case err := <-done:
 		once.Do(func() {})
-		t.Fatalf("loom serve %s exited before it was ready: %v\n%s", strings.Join(args, " "), err, logs())
+		t.Fatalf("%s exited before it was ready: %v\n%s", what, err, logs())
 	case <-time.After(3 * time.Minute):
-		t.Fatalf("loom serve %s printed no ready line in 3 minutes\n%s", strings.Join(args, " "), logs())
+		t.Fatalf("%s printed no ready line in 3 minutes\n%s", what, logs())
 	}
 	return "", stop
 }
