@@ -6,50 +6,50 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e3d070e8a64b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e55c9c2908faa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e903436fb12a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e9358962386f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e1820e94b6f12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e254e6343466f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3937080b514e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e4e1506d2a7dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e6252c1931f3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66ba8b89a18c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7c415dec685f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7ea7fcae9b92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e870cae3ebc15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eb1fe893c5817_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec436e89bc8e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec72039f4c8ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed283d3783a80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ee1f0df8e8b8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef0677150da63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef6b2f9ec254f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e2eda1487a396_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e32144eb10f38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ea2a402e05519_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ef7921c126243_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e00effff4aecd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e152b872ecb32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e24be33b1cdfd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e2e3376d7b20e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3270a03b696f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e4c6e787aa59c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e83b0e1d129aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9683db107179_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e99a8507eee02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea1949b258c77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea87aba9861e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ecf57bcafbb09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed40b1b82c7d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed74f7a6e499a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eeca2974921f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2efc2a94c763b3_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e3d070e8a64b6_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e55c9c2908faa_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e903436fb12a9_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e9358962386f0_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e1820e94b6f12_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e254e6343466f_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3937080b514e_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e4e1506d2a7dc_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e6252c1931f3e_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e66ba8b89a18c_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7c415dec685f_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e7ea7fcae9b92_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e870cae3ebc15_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eb1fe893c5817_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec436e89bc8e2_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec72039f4c8ea_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed283d3783a80_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ee1f0df8e8b8d_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef0677150da63_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef6b2f9ec254f_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e2eda1487a396_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e32144eb10f38_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ea2a402e05519_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ef7921c126243_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e00effff4aecd_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e152b872ecb32_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e24be33b1cdfd_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e2e3376d7b20e_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3270a03b696f_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e4c6e787aa59c_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e83b0e1d129aa_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9683db107179_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e99a8507eee02_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea1949b258c77_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea87aba9861e8_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ecf57bcafbb09_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed40b1b82c7d4_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed74f7a6e499a_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eeca2974921f3_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2efc2a94c763b3_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_attention_v3_entries(int i, uint32_t* count) {

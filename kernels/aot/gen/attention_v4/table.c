@@ -6,50 +6,50 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e3c641ec3ebdd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e46b76046490e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ea73ddc608ced_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ee4c0a9ef0d45_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e1f7a253a8f4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e207e6480ed77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e26a9cbc15e1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3b8dc622d7de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3d67b601f678_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e59093db12d93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e63bcf06cb13f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7823960b94ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e8f78ad4a8edb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e91fb57cb9125_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea24d44daccd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eaf0db56cb2db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb1c24fcc7bff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb9bb177486b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eba5f681a2ac5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eda6f473da1f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e212a4cb8445c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e7548ed509818_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2eb9383a446d47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ebe442e852360_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e015de7c63941_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0ed5c2c8c227_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e19de1d06ecdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e288942e4f826_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e2b2ae5f92e13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3d7e7c342ebc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e45c563fe84e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7d53a5ac3dba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7ffc28409136_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea37c70aadcd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eac541b2a7b16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb6b287e2bcf6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eba6a79a0a043_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ec01549c8d3ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed67643759c10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2efd8d0cb03b13_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e3c641ec3ebdd_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e46b76046490e_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ea73ddc608ced_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ee4c0a9ef0d45_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e1f7a253a8f4f_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e207e6480ed77_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e26a9cbc15e1b_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3b8dc622d7de_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3d67b601f678_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e59093db12d93_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e63bcf06cb13f_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7823960b94ad_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e8f78ad4a8edb_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e91fb57cb9125_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea24d44daccd0_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eaf0db56cb2db_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb1c24fcc7bff_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb9bb177486b3_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eba5f681a2ac5_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eda6f473da1f6_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e212a4cb8445c_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e7548ed509818_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2eb9383a446d47_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ebe442e852360_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e015de7c63941_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0ed5c2c8c227_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e19de1d06ecdf_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e288942e4f826_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e2b2ae5f92e13_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3d7e7c342ebc_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e45c563fe84e7_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7d53a5ac3dba_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7ffc28409136_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea37c70aadcd8_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eac541b2a7b16_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb6b287e2bcf6_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eba6a79a0a043_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ec01549c8d3ad_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed67643759c10_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2efd8d0cb03b13_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_attention_v4_entries(int i, uint32_t* count) {
