@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -242,4 +243,65 @@ func TestPlanFastPathFollowsShapeChanges(t *testing.T) {
 			requireSameOutputs(t, planned, interpreted, feeds, 1e-6)
 		}
 	}
+}
+
+// A decode-style loop through Run (each step's output, one row longer, fed back as the next
+// step's input) that recycles each step's input, the output of the step before: planned
+// outputs of 64 KiB or more are allocated an eighth larger, so a recycled one takes the next,
+// longer output in place, until it has grown past that; every step's values stay right.
+func TestRecycledOutputsTakeGrowingOutputs(t *testing.T) {
+	rnd := inferRand()
+	const cols = 1024 // 4 KiB a row: 64 KiB from 16 rows
+	g := &graph.Graph{Name: "grow"}
+	g.Inputs = append(g.Inputs, graph.Input("past", graph.TensorType(graph.Float, graph.Shape{graph.SymDim("L"), graph.DimOf(cols)})),
+		graph.Input("x", graph.TensorType(graph.Float, graph.ShapeOf(1, cols))))
+	g.Outputs = append(g.Outputs, graph.Output("present", graph.Type{}))
+	g.Nodes = []*graph.Node{graph.NewNode("cat", "Concat", []string{"past", "x"}, []string{"present"}, graph.IntAttr("axis", 0))}
+	model, err := graph.FromGraph("grow", g, map[string]int64{"": 13})
+	require.NoError(t, err)
+	s, err := FromGraph(model, WithExecutionProvider(ProviderHost), WithIntraOpThreads(1))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+
+	rows := 32
+	want := randomF32(rnd, rows*cols)
+	past := tensor.MustTensor([]int64{int64(rows), cols}, slices.Clone(want))
+	reused, fresh := 0, 0
+	var recycled []*float32
+	for step := range 40 {
+		// Every step is a new signature: keep them planned (planned once, as a decode loop
+		// whose interpreted steps cost more runs), since interpreted runs allocate outputs
+		// of their own.
+		if s.tiering.Mode() == plan.TierSecondSight {
+			s.tiering.RanInterpreted(time.Hour)
+			s.tiering.RanInterpreted(time.Hour)
+		}
+		x := randomF32(rnd, cols)
+		outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "past", Tensor: past}, {Name: "x", Tensor: tensor.MustTensor([]int64{1, cols}, x)}})
+		require.NoError(t, err)
+		want = append(want, x...)
+		rows++
+		require.Equal(t, []int64{int64(rows), cols}, outs[0].Dims())
+		got := outs[0].Data().([]float32)
+		require.Equal(t, len(want), len(got))
+		for i := range want {
+			if got[i] != want[i] {
+				require.Equal(t, want[i], got[i], "step %d element %d", step, i)
+			}
+		}
+		require.Equal(t, len(got), cap(got), "an output's room to grow is out of the caller's reach")
+		if slices.Contains(recycled, &got[0]) {
+			reused++
+		} else {
+			fresh++
+		}
+		if step > 0 {
+			s.Recycle(past) // the output of the step before
+			recycled = append(recycled, &past.Data().([]float32)[0])
+		}
+		past = outs[0]
+	}
+	// Rows 33 to 72: each allocation holds an eighth more, so most steps reuse one.
+	require.Greater(t, reused, 25, "outputs written into recycled, smaller outputs' memory (%d fresh)", fresh)
+	require.Greater(t, fresh, 1, "an output past a recycled buffer's room is allocated anew")
 }

@@ -22,13 +22,16 @@ import (
 // writes later runs' outputs of the same byte size into it instead of allocating: the
 // counterpart of ONNX Runtime's OrtReleaseValue for a caller that runs a model at a high rate
 // and is done with each run's outputs before the next (loom bench does, after its clock
-// stops, as ONNX Runtime's benchmark releases its outputs). The caller must not use the
-// tensors, or any slice taken from them, afterwards: a later run overwrites them. Recycling
-// is optional (outputs not handed back are garbage collected as usual); tensors without
-// numeric data (strings, sequences, empty ones) are ignored, and the session keeps a few
-// buffers at most. Recycling a tensor the session already holds (the same output twice, or
-// one sharing memory with an output handed back before) is a no-op: no two later outputs
-// share memory.
+// stops, as ONNX Runtime's benchmark releases its outputs). Outputs of 64 KiB or more are
+// allocated with room to grow, so their memory also takes later outputs up to an eighth
+// larger: a decode loop that recycles each step's past KV inputs (the outputs of the step
+// before) gets the next step's KV outputs, one position longer, written there. The caller
+// must not use the tensors, or any slice taken from them, afterwards: a later run overwrites
+// them. Recycling is optional (outputs not handed back are garbage collected as usual);
+// tensors without numeric data (strings, sequences, empty ones) are ignored, and the session
+// keeps a few buffers at most. Recycling a tensor the session already holds (the same output
+// twice, or one sharing memory with an output handed back before) is a no-op: no two later
+// outputs share memory.
 func (s *InferenceSession) Recycle(tensors ...tensor.Tensor) {
 	for _, t := range tensors {
 		if tensor.Box(t) != nil || t.DType() == graph.String {
@@ -38,7 +41,7 @@ func (s *InferenceSession) Recycle(tensors ...tensor.Tensor) {
 		if !ok || len(b) == 0 || !plan.ElementAligned(b, graph.Double) {
 			continue
 		}
-		s.pe.Recycled.Put(b[:len(b):len(b)])
+		s.pe.Recycled.Put(s.pe.Recycled.Full(b[:len(b):len(b)]))
 	}
 }
 

@@ -64,7 +64,9 @@ func pastPresentPairs(s *session.InferenceSession) (map[string]string, error) {
 // benchDecodeGrow times steps decode steps of a loop through Run in which each step's
 // present outputs are the next step's past inputs, so the KV cache grows by the step's tokens
 // each step and every step brings new input shapes, as a generation loop does; the other
-// inputs keep their values. --warmup steps of the loop run first, untimed.
+// inputs keep their values. After each step the pasts it read, outputs of the step before,
+// are handed back (session.Recycle), as a loop done with them should. --warmup steps of the
+// loop run first, untimed.
 func benchDecodeGrow(ctx context.Context, s *session.InferenceSession, model string, threads int, feeds []session.NamedTensor, steps, warmup int) (decodeResult, error) {
 	r := decodeResult{Runtime: "loom " + string(s.Provider()), Model: filepath.Base(model), Provider: string(s.Provider()), Threads: threads, Steps: steps, Grow: true}
 	pairs, err := pastPresentPairs(s)
@@ -100,11 +102,19 @@ func benchDecodeGrow(ctx context.Context, s *session.InferenceSession, model str
 		if err != nil {
 			return r, fmt.Errorf("step %d (past length %d): %w", i, pastLen(), err)
 		}
+		// The pasts this step read were the step before's outputs (after the first step): hand
+		// them back, as a generation loop that is done with them should, so that the next
+		// step's presents, one position longer, are written into their memory.
+		var done []session.Tensor
 		for j := range feeds {
 			if present, ok := pairs[feeds[j].Name]; ok {
+				if i > 0 {
+					done = append(done, feeds[j].Tensor)
+				}
 				feeds[j].Tensor = outs[index[present]]
 			}
 		}
+		s.Recycle(done...)
 	}
 	slices.Sort(times)
 	r.EagerMedianMs, r.EagerP95Ms = round(percentile(times, 50), 4), round(percentile(times, 95), 4)

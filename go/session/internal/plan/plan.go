@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+	"weak"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/native"
@@ -1535,7 +1536,8 @@ type outputBlocks struct {
 }
 
 // alloc returns n bytes of output memory: recycled (see InferenceSession.Recycle), carved
-// for sizes that share blocks, or allocated alone.
+// for sizes that share blocks, or allocated alone; one of slackMin bytes or more is allocated
+// with room to grow (see recycledOutputs.capacityOf).
 func (o *outputBlocks) alloc(r *recycledOutputs, n int) []byte {
 	if b := r.Take(n); b != nil {
 		return b
@@ -1543,7 +1545,27 @@ func (o *outputBlocks) alloc(r *recycledOutputs, n int) []byte {
 	if n >= smallOutputMin && n <= smallOutputMax {
 		return o.carve(n)
 	}
+	if n >= slackMin {
+		return r.allocSlack(n)
+	}
 	return make([]byte, n)
+}
+
+// Outputs of slackMin bytes or more are allocated an eighth larger than they are, the excess
+// out of the caller's reach (the slice's capacity ends at its length), so that once handed
+// back with Recycle the memory can hold a later output a little larger than it: a decode
+// loop's KV outputs, one position longer every step, then reuse the memory of the step before
+// instead of allocating (and the garbage collector zeroing) megabytes each step.
+const (
+	slackMin      = 64 << 10
+	slackFraction = 8
+)
+
+// slackBuf is the memory of an output allocated with room to grow: weak, so that the registry
+// neither keeps it alive nor mistakes another allocation at its address for it.
+type slackBuf struct {
+	first weak.Pointer[byte]
+	cap   int
 }
 
 // minRecycled is the fewest output buffers a session keeps for reuse; a model with more
@@ -1552,11 +1574,54 @@ func (o *outputBlocks) alloc(r *recycledOutputs, n int) []byte {
 // the garbage collector.
 const minRecycled = 16
 
-// recycledOutputs is the memory of outputs handed back with Recycle, newest last.
+// recycledOutputs is the memory of outputs handed back with Recycle, newest last, and the
+// registry of outputs allocated with room to grow (allocSlack), by address.
 type recycledOutputs struct {
 	mu    sync.Mutex
 	bufs  [][]byte
 	limit int // the most kept (minRecycled when 0)
+	slack map[uintptr]slackBuf
+	swept int // the registry's size after its last sweep of dead entries
+}
+
+// allocSlack allocates n bytes with an eighth more behind them and registers the memory, so
+// that Recycle of the output hands all of it back.
+func (r *recycledOutputs) allocSlack(n int) []byte {
+	c := (n + n/slackFraction + 63) &^ 63
+	b := make([]byte, c)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.slack == nil {
+		r.slack = map[uintptr]slackBuf{}
+	}
+	// Entries of memory the garbage collector has freed are swept when the registry has
+	// doubled since the last sweep, so it stays proportional to the live outputs.
+	if len(r.slack) >= 2*max(r.swept, 64) {
+		for k, e := range r.slack {
+			if e.first.Value() == nil {
+				delete(r.slack, k)
+			}
+		}
+		r.swept = len(r.slack)
+	}
+	r.slack[uintptr(unsafe.Pointer(&b[0]))] = slackBuf{first: weak.Make(&b[0]), cap: c}
+	return b[:n:n]
+}
+
+// Full returns the memory of b, an output's bytes handed back: all of its allocation when
+// allocSlack made it (the same live allocation, not another one now at its address), else b.
+func (r *recycledOutputs) Full(b []byte) []byte {
+	if len(b) < slackMin {
+		return b
+	}
+	first := &b[0]
+	r.mu.Lock()
+	e, ok := r.slack[uintptr(unsafe.Pointer(first))]
+	r.mu.Unlock()
+	if !ok || e.first.Value() != first || e.cap <= len(b) {
+		return b
+	}
+	return unsafe.Slice(first, e.cap)
 }
 
 // SetOutputs sizes the kept buffers for a model of n outputs: two runs' worth, at least
@@ -1590,7 +1655,8 @@ func overlap(a, b []byte) bool {
 	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }
 
-// Take returns a kept buffer of n bytes, or nil.
+// Take returns a kept buffer of n bytes (or, for n of slackMin or more, of a little more, cut
+// to n), or nil.
 func (r *recycledOutputs) Take(n int) []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -1600,7 +1666,23 @@ func (r *recycledOutputs) Take(n int) []byte {
 			return b
 		}
 	}
-	return nil
+	if n < slackMin {
+		return nil
+	}
+	// A larger buffer, at most an eighth larger (the smallest such): an output allocated
+	// with room to grow, handed back, for a later one a little larger than the first.
+	best := -1
+	for i, b := range r.bufs {
+		if len(b) > n && len(b) <= (n+n/slackFraction+63)&^63 && (best < 0 || len(b) < len(r.bufs[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	b := r.bufs[best]
+	r.bufs = slices.Delete(r.bufs, best, best+1)
+	return b[:n:n]
 }
 
 // carve returns n bytes no other output shares, 64-byte aligned.
