@@ -66,7 +66,14 @@ for p in "${pkgs[@]}"; do
   v=$(dpkg-query -W -f='${Version}' "$p:amd64" 2>/dev/null || dpkg-query -W -f='${Version}' "$p")
   specs+=("$p=$v")
 done
-fetch() { (cd "$work/debs" && apt-get download -q "${specs[@]}" 2>&1 | grep -v "unsandboxed" >&2); }
+# apt-get as root warns that it downloads unsandboxed (to a directory _apt cannot write): that
+# line is dropped; apt-get's own status decides.
+fetch() {
+  local log rc=0
+  log=$(cd "$work/debs" && apt-get download -q "${specs[@]}" 2>&1) || rc=$?
+  printf '%s\n' "$log" | grep -v "unsandboxed" >&2 || true
+  return $rc
+}
 if ! fetch || [ "$(ls "$work/debs"/*.deb 2>/dev/null | wc -l)" -ne ${#pkgs[@]} ]; then
   echo "tools/deploy/image.sh: apt-get download failed; updating the package lists once" >&2
   sudo_cmd=""

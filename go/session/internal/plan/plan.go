@@ -1551,14 +1551,15 @@ func (o *outputBlocks) alloc(r *recycledOutputs, n int) []byte {
 	return make([]byte, n)
 }
 
-// Outputs of slackMin bytes or more are allocated an eighth larger than they are, the excess
-// out of the caller's reach (the slice's capacity ends at its length), so that once handed
+// Outputs of slackMin bytes or more are allocated an eighth larger than they are (at most
+// slackMax more), the excess out of the caller's reach (the slice's capacity ends at its length), so that once handed
 // back with Recycle the memory can hold a later output a little larger than it: a decode
 // loop's KV outputs, one position longer every step, then reuse the memory of the step before
 // instead of allocating (and the garbage collector zeroing) megabytes each step.
 const (
 	slackMin      = 64 << 10
 	slackFraction = 8
+	slackMax      = 32 << 20 // the most room an output gets
 )
 
 // slackBuf is the memory of an output allocated with room to grow: weak, so that the registry
@@ -1587,7 +1588,7 @@ type recycledOutputs struct {
 // allocSlack allocates n bytes with an eighth more behind them and registers the memory, so
 // that Recycle of the output hands all of it back.
 func (r *recycledOutputs) allocSlack(n int) []byte {
-	c := (n + n/slackFraction + 63) &^ 63
+	c := (n + min(n/slackFraction, slackMax) + 63) &^ 63
 	b := make([]byte, c)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -1673,7 +1674,7 @@ func (r *recycledOutputs) Take(n int) []byte {
 	// with room to grow, handed back, for a later one a little larger than the first.
 	best := -1
 	for i, b := range r.bufs {
-		if len(b) > n && len(b) <= (n+n/slackFraction+63)&^63 && (best < 0 || len(b) < len(r.bufs[best])) {
+		if len(b) > n && len(b) <= (n+min(n/slackFraction, slackMax)+63)&^63 && (best < 0 || len(b) < len(r.bufs[best])) {
 			best = i
 		}
 	}
