@@ -44,6 +44,14 @@ if [ -n "$archive" ] && ! command -v skopeo >/dev/null; then
   echo "tools/deploy/image.sh: --docker-archive needs skopeo (apt-get install skopeo)" >&2
   exit 1
 fi
+# The output is replaced only when it is an OCI layout (an earlier build) or empty: a mistyped
+# --out never deletes anything else.
+if [ -e "$out" ]; then
+  if [ ! -d "$out" ] || { [ ! -f "$out/oci-layout" ] && [ -n "$(ls -A "$out")" ]; }; then
+    echo "tools/deploy/image.sh: $out exists and is not an OCI image layout; not replacing it" >&2
+    exit 1
+  fi
+fi
 epoch=${SOURCE_DATE_EPOCH:-0}
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 

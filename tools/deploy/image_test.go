@@ -146,6 +146,20 @@ func TestImage(t *testing.T) {
 	tmp := t.TempDir()
 	layout := filepath.Join(tmp, "oci")
 	digest := buildImage(t, bin, layout, "test")
+	// A mistyped --out is refused, and what is there is kept.
+	keep := filepath.Join(tmp, "notalayout")
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(keep, "precious"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("bash", "image.sh", "--out", keep, "--loom", bin).CombinedOutput(); err == nil || !strings.Contains(string(out), "not an OCI image layout") {
+		t.Errorf("image.sh --out over a directory that is not an image layout: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(keep, "precious")); err != nil {
+		t.Errorf("image.sh removed what --out held: %v", err)
+	}
 	archive := filepath.Join(tmp, "loom-serve.tar")
 	if again := buildImage(t, bin, filepath.Join(tmp, "oci2"), "test", "--docker-archive", archive); again != digest {
 		t.Errorf("two builds of the same binary and packages gave %s and %s; want one digest", digest, again)
