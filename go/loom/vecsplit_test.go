@@ -42,6 +42,23 @@ kernel widevec {
 }
 `
 
+// hostLevels are the host targets this machine runs: on x86-64 every level up to its own
+// (v2, v3, v4), elsewhere the host target.
+func hostLevels() []loom.Target {
+	host := loom.HostTarget()
+	if host.Arch != "x86_64" {
+		return []loom.Target{host}
+	}
+	var targets []loom.Target
+	for _, lv := range []string{"v2", "v3", "v4"} {
+		targets = append(targets, loom.MustParseTarget("host-x86_64-"+lv))
+		if lv == host.Level {
+			break
+		}
+	}
+	return targets
+}
+
 // TestVectorsWiderThanRegisters runs vector code on every host level this machine runs, with
 // vectors as wide as the level's registers and wider (a vec[16]f32 is four SSE registers, two
 // AVX2 ones, one AVX-512 one; a vec[16]f64 eight, four, two): the emitter renders a vector
@@ -50,17 +67,7 @@ kernel widevec {
 func TestVectorsWiderThanRegisters(t *testing.T) {
 	c := newCompiler(t)
 	r := newRand(t)
-	host := loom.HostTarget()
-	targets := []loom.Target{host}
-	if host.Arch == "x86_64" {
-		targets = nil
-		for _, lv := range []string{"v2", "v3", "v4"} {
-			targets = append(targets, loom.MustParseTarget("host-x86_64-"+lv))
-			if lv == host.Level {
-				break
-			}
-		}
-	}
+	targets := hostLevels()
 	for _, w := range []int{4, 16} {
 		src := strings.ReplaceAll(wideVecSrc, "W", strconv.Itoa(w))
 		n := 37
@@ -142,17 +149,7 @@ kernel minmax {
 func TestFloatVectorMinMaxKeepTheScalarRule(t *testing.T) {
 	c := newCompiler(t)
 	r := newRand(t)
-	host := loom.HostTarget()
-	targets := []loom.Target{host}
-	if host.Arch == "x86_64" {
-		targets = nil
-		for _, lv := range []string{"v2", "v3", "v4"} {
-			targets = append(targets, loom.MustParseTarget("host-x86_64-"+lv))
-			if lv == host.Level {
-				break
-			}
-		}
-	}
+	targets := hostLevels()
 	specials := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, math.Copysign(0, -1), 1, -1}
 	pick := func() float64 {
 		if r.IntN(3) == 0 {
