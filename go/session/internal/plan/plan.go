@@ -1537,7 +1537,7 @@ type outputBlocks struct {
 
 // alloc returns n bytes of output memory: recycled (see InferenceSession.Recycle), carved
 // for sizes that share blocks, or allocated alone; one of slackMin bytes or more is allocated
-// with room to grow (see recycledOutputs.capacityOf).
+// with room to grow (recycledOutputs.allocSlack).
 func (o *outputBlocks) alloc(r *recycledOutputs, n int) []byte {
 	if b := r.Take(n); b != nil {
 		return b
@@ -1552,10 +1552,11 @@ func (o *outputBlocks) alloc(r *recycledOutputs, n int) []byte {
 }
 
 // Outputs of slackMin bytes or more are allocated an eighth larger than they are (at most
-// slackMax more), the excess out of the caller's reach (the slice's capacity ends at its length), so that once handed
-// back with Recycle the memory can hold a later output a little larger than it: a decode
-// loop's KV outputs, one position longer every step, then reuse the memory of the step before
-// instead of allocating (and the garbage collector zeroing) megabytes each step.
+// slackMax more), the excess out of the caller's reach (the slice's capacity ends at its
+// length), so that once handed back with Recycle the memory can hold a later output a little
+// larger than it: a decode loop's KV outputs, one position longer every step, then reuse the
+// memory of the step before instead of allocating (and the garbage collector zeroing)
+// megabytes each step.
 const (
 	slackMin      = 64 << 10
 	slackFraction = 8
