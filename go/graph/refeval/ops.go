@@ -201,7 +201,9 @@ func Eval(n *graph.Node, opset int64, args []*Value) (outs []*Value, err error) 
 		if err != nil {
 			return nil, err
 		}
-		return one(elementwise(x.DType, []*Value{x, {DType: x.DType, Dims: dims, Data: make([]float64, numel(dims))}}, func(v []float64) float64 { return v[0] }))
+		// The broadcast shape through newValue, which refuses one over maxElements before
+		// allocating (a hostile shape input asked for terabytes here).
+		return one(elementwise(x.DType, []*Value{x, newValue(x.DType, dims)}, func(v []float64) float64 { return v[0] }))
 	case "ConstantOfShape":
 		dims := ints(x)
 		out := newValue(graph.Float, dims)

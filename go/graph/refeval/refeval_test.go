@@ -76,6 +76,12 @@ func TestHugeResultsAreRefused(t *testing.T) {
 	_, err := Eval(graph.NewNode("c", "ConstantOfShape", nil, nil), 17, []*Value{shape})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "too large")
+	// Expand to a hostile shape is refused before its broadcast is allocated (it asked for
+	// 2 TB once: a fuzzed model's constant folding ran out of memory).
+	huge := &Value{DType: graph.Int64, Dims: []int64{3}, Data: []float64{1 << 20, 1 << 20, 1 << 10}}
+	_, err = Eval(graph.NewNode("e", "Expand", nil, nil), 17, []*Value{val([]int64{1}, 1), huge})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "too large")
 }
 
 func TestPoolsByHand(t *testing.T) {
