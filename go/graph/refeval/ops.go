@@ -880,6 +880,11 @@ func trilu(n *graph.Node, args []*Value) (*Value, error) {
 }
 
 func batchNorm(n *graph.Node, args []*Value) (*Value, error) {
+	// Training mode normalizes by the batch's own statistics (and has more outputs): this
+	// evaluator covers the inference form only, so constant folding leaves such a node alone.
+	if n.AttrInt("training_mode", 0) != 0 {
+		return nil, fmt.Errorf("BatchNormalization with training_mode %d is not supported, only inference", n.AttrInt("training_mode", 0))
+	}
 	x, scale, bias, mean, variance := args[0], args[1], args[2], args[3], args[4]
 	eps := float64(n.AttrFloat("epsilon", 1e-5))
 	out := newValue(x.DType, append([]int64{}, x.Dims...))

@@ -60,6 +60,16 @@ func TestSliceTransposeGather(t *testing.T) {
 	assert.Equal(t, []float64{2, 0, 5, 3}, got.Data)
 }
 
+// BatchNormalization in training mode uses the batch's statistics: the inference formula
+// would be wrong there, so the evaluator refuses it (constant folding then keeps the node).
+func TestBatchNormTrainingModeIsRefused(t *testing.T) {
+	one := val([]int64{1, 1, 1}, -3)
+	_, err := Eval(graph.NewNode("bn", "BatchNormalization", nil, nil, graph.IntAttr("training_mode", 5)), 14,
+		[]*Value{val([]int64{1, 1, 1}, 0), one, one, one, one})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "training_mode")
+}
+
 func TestUnsupportedOpIsAnError(t *testing.T) {
 	_, err := Eval(graph.NewNode("x", "NonMaxSuppression", nil, nil), 17, []*Value{val([]int64{1}, 1)})
 	require.Error(t, err)

@@ -38,10 +38,9 @@ func MatmulHost(a, b tensor.Tensor) (tensor.Tensor, error) {
 		ao, bo, oo := ia[bi]*mm*kk, ib[bi]*kk*nn, bi*mm*nn
 		for i := 0; i < mm; i++ {
 			for p := 0; p < kk; p++ {
+				// No skipping of a zero x: 0 times an infinite or NaN element of b is NaN, and
+				// the product must say so (as the kernels and ONNX Runtime do).
 				x := av[ao+i*kk+p]
-				if x == 0 {
-					continue
-				}
 				for j := 0; j < nn; j++ {
 					out[oo+i*nn+j] += x * bv[bo+p*nn+j]
 				}

@@ -125,10 +125,8 @@ func OpConvTranspose(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.
 		}
 		for bn := 0; bn < nb; bn++ {
 			for ic := 0; ic < c; ic++ {
+				// A zero input is not skipped: 0 times an infinite or NaN weight is NaN.
 				xval := xv[(bn*c+ic)*isz+ifl]
-				if xval == 0 {
-					continue
-				}
 				g := ic / cg
 				for om := 0; om < mg; om++ {
 					oc := g*mg + om
