@@ -323,6 +323,21 @@ func TestRandomNormalDistributionAndTypes(t *testing.T) {
 	assert.ErrorContains(t, err, "int32 (attribute dtype) is not supported")
 }
 
+// The random generators reserve their output from the run's memory budget before allocating
+// it: a shape attribute of 2^40 elements is an error, not an out-of-memory crash (the fuzzer
+// found RandomNormal allocating terabytes).
+func TestRandomGeneratorsRefuseHostileShapes(t *testing.T) {
+	rc := testRunCtx(nil, 22)
+	huge := graph.IntsAttr("shape", 1<<20, 1<<20)
+	_, err := arith.OpRandomNormal(rc, graph.NewNode("n", "RandomNormal", nil, []string{"y"}, huge), nil)
+	require.Error(t, err)
+	_, err = arith.OpRandomUniform(rc, graph.NewNode("u", "RandomUniform", nil, []string{"y"}, huge), nil)
+	require.Error(t, err)
+	x := tensor.MustTensor([]int64{1, 2}, []float32{0.5, 0.5})
+	_, err = arith.OpMultinomial(rc, graph.NewNode("m", "Multinomial", []string{"x"}, []string{"y"}, graph.IntAttr("sample_size", 1<<40)), []tensor.Tensor{x})
+	require.Error(t, err)
+}
+
 func TestBernoulliFrequenciesAndTypes(t *testing.T) {
 	rnd := inferRand()
 	rc := testRunCtx(nil, 22)

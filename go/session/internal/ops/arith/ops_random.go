@@ -135,6 +135,11 @@ func OpRandomUniform(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.
 	if !(low <= high) || math.IsInf(low, 0) || math.IsInf(high, 0) {
 		return nil, fmt.Errorf("%s: low %g and high %g must be finite with low <= high", n.OpType, low, high)
 	}
+	// The output and its float64 staging, reserved from the run's memory budget before
+	// either is allocated: a hostile shape attribute is refused, not allocated.
+	if err := ops.ReserveShape(rc, "the output", dt, shape, 8); err != nil {
+		return nil, err
+	}
 	r := randomSource(n)
 	out := make([]float64, ops.Numel(shape))
 	for i := range out {
@@ -171,6 +176,9 @@ func OpRandomNormal(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.T
 	mean, scale := float64(n.AttrFloat("mean", 0)), float64(n.AttrFloat("scale", 1))
 	if math.IsNaN(mean) || math.IsInf(mean, 0) || !(scale >= 0) || math.IsInf(scale, 0) {
 		return nil, fmt.Errorf("%s: mean %g must be finite and scale %g finite and not negative", n.OpType, mean, scale)
+	}
+	if err := ops.ReserveShape(rc, "the output", dt, shape, 8); err != nil {
+		return nil, err
 	}
 	r := randomSource(n)
 	out := make([]float64, ops.Numel(shape))
@@ -226,6 +234,9 @@ func OpMultinomial(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tensor.Te
 	}
 	if classes == 0 && samples > 0 && batch > 0 {
 		return nil, fmt.Errorf("Multinomial: input %v has no classes to draw from", x.Dims())
+	}
+	if err := ops.ReserveShape(rc, "the output", dt, shape, 8); err != nil {
+		return nil, err
 	}
 	logits := tensor.Float64s(x)
 	r := randomSource(n)
