@@ -429,7 +429,9 @@ func inferSqueeze(c *inferNode) error {
 		return c.out(0, graph.UnrankedTensor(c.elem(0)))
 	}
 	drop := map[int]bool{}
-	if given {
+	// An empty axes list squeezes every dimension of size 1, as no list does: the session's
+	// Squeeze (and ONNX Runtime's) reads it so, and inference must agree with the run.
+	if given && len(axes) > 0 {
 		for _, a := range axes {
 			ax, err := graph.NormAxis(a, len(in))
 			if err != nil {

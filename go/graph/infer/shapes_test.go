@@ -65,3 +65,23 @@ func TestRoundTripShapes(t *testing.T) {
 	require.NoError(t, Shapes(back))
 	assert.Equal(t, "tensor(float)[N,3]", back.Graph.Outputs[0].Type.String())
 }
+
+// An empty axes list of Squeeze (the opset-11 attribute, or an empty opset-13 axes input)
+// squeezes every dimension of size 1, as the session's Squeeze does: a plan built from these
+// shapes once disagreed with the interpreter (FuzzRunOneOp).
+func TestSqueezeEmptyAxesSqueezesAllOnes(t *testing.T) {
+	for _, tc := range []struct {
+		opset int64
+		node  *graph.Node
+		inits []*graph.Tensor
+	}{
+		{11, graph.NewNode("sq", "Squeeze", []string{"x"}, []string{"y"}, graph.IntsAttr("axes")), nil},
+		{13, graph.NewNode("sq", "Squeeze", []string{"x", "axes"}, []string{"y"}), []*graph.Tensor{graph.TensorFromInt64("axes", []int64{0}, nil)}},
+		{11, graph.NewNode("sq", "Squeeze", []string{"x"}, []string{"y"}), nil},
+	} {
+		m := buildModel(t, []*graph.Value{graph.Input("x", f32(0, 1, 3, 1))}, []*graph.Value{graph.Output("y", graph.Type{})},
+			[]*graph.Node{tc.node}, tc.inits, tc.opset)
+		require.NoError(t, Shapes(m))
+		assert.Equal(t, "tensor(float)[0,3]", m.Graph.Outputs[0].Type.String(), "opset %d, inputs %v", tc.opset, tc.node.Inputs)
+	}
+}
