@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -238,4 +239,38 @@ func TestFuzzFoundWrongResults(t *testing.T) {
 	}
 	_, err := tensor.FromFloat64s(graph.Float, []int64{1, 1}, nil)
 	assert.ErrorIs(t, err, tensor.ErrInvalidArgument, "values that do not fill the shape are refused")
+}
+
+// TfIdfVectorizer's loops stop at the pool's longest gram and at the row, whatever
+// max_gram_length and max_skip_count say (2^31 - 1 once ran for minutes, matching nothing),
+// and a negative ngram_indexes entry is refused (it indexed outside the output row).
+func TestTfIdfVectorizerBoundsItsLoops(t *testing.T) {
+	attrs := func(indexes ...int64) *graph.Node {
+		return graph.NewNode("tfidf", "TfIdfVectorizer", []string{"x"}, []string{"y"},
+			graph.IntAttr("min_gram_length", 1), graph.IntAttr("max_gram_length", 1<<31-1), graph.IntAttr("max_skip_count", 1<<31-1),
+			graph.StringAttr("mode", "TF"), graph.IntsAttr("ngram_counts", 0, 2), graph.IntsAttr("ngram_indexes", indexes...),
+			graph.IntsAttr("pool_int64s", 2, 3, 5, 4))
+	}
+	x := i64s([]int64{5}, 2, 3, 5, 4, 2)
+	for _, executor := range traceExecutors {
+		s := dynamicSession(t, executor, attrs(0, 1, 2), 18, []tensor.Tensor{x})
+		done := make(chan struct{})
+		var outs []tensor.Tensor
+		var err error
+		go func() {
+			defer close(done)
+			outs, err = s.Run(context.Background(), feedsOf([]tensor.Tensor{x}))
+		}()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: TfIdfVectorizer with max_gram_length 2^31-1 still runs after 30 s", executor)
+		}
+		require.NoError(t, err, executor)
+		// Unigrams 2 (twice) and 3; the bigram (5, 4) once (at skip 0; the skips pair other
+		// tokens).
+		assert.Equal(t, []float32{2, 1, 1}, outs[0].Data(), executor)
+	}
+	runDynamicCases(t, []hostileCase{{"tfidf_negative_index", attrs(0, -1, 2), 18, nil, []tensor.Tensor{x}, tensor.ErrInvalidArgument,
+		[]string{"ngram_indexes holds -1"}, nil}})
 }

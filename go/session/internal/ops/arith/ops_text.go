@@ -98,7 +98,10 @@ func opTfIdfVectorizer(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tenso
 	gi := 0
 	outLen := 0
 	for _, ix := range indexes {
-		outLen = max(outLen, int(ix)+1)
+		if ix < 0 {
+			return nil, fmt.Errorf("ngram_indexes holds %d: output columns are not negative", ix)
+		}
+		outLen = max(outLen, int(min(ix, 1<<40))+1)
 	}
 	for k := range counts {
 		start, end := int(counts[k]), len(pool)
@@ -126,7 +129,17 @@ func opTfIdfVectorizer(rc ops.OpRun, n *graph.Node, in []tensor.Tensor) ([]tenso
 	default:
 		return nil, fmt.Errorf("input must be [C] or [N, C], got shape %v", x.Dims())
 	}
+	// The output (one column per ngram index) reserved from the run's memory budget before it
+	// is allocated: a hostile index is refused, not allocated.
+	if err := ops.ReserveShape(rc, "the output", graph.Float, []int64{int64(rows), int64(outLen)}, 8); err != nil {
+		return nil, err
+	}
 	out := make([]float64, rows*outLen)
+	// No gram is longer than the pool's longest (len(counts)) or than a row, and no skip
+	// wider than a row: the loops stop there whatever the attributes say (max_gram_length
+	// 2^31 - 1 once looped for minutes over lengths that match nothing).
+	maxN = min(maxN, len(counts), cols)
+	maxSkip = min(maxSkip, cols)
 	for r := 0; r < rows; r++ {
 		row := tokens[r*cols : (r+1)*cols]
 		for g := minN; g <= maxN; g++ {
