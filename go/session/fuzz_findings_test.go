@@ -274,3 +274,14 @@ func TestTfIdfVectorizerBoundsItsLoops(t *testing.T) {
 	runDynamicCases(t, []hostileCase{{"tfidf_negative_index", attrs(0, -1, 2), 18, nil, []tensor.Tensor{x}, tensor.ErrInvalidArgument,
 		[]string{"ngram_indexes holds -1"}, nil}})
 }
+
+// Gather with an empty output still checks the indices the run gives: a compiled plan has no
+// kernel to run then (nothing to copy), and let an out-of-range index through where the
+// interpreter refused it.
+func TestGatherEmptyOutputChecksIndices(t *testing.T) {
+	g := withAttrs(graph.NewNode("g", "Gather", nil, []string{"y"}), graph.IntAttr("axis", 1))
+	empty := f32s([]int64{0, 1})
+	runDynamicCases(t, []hostileCase{{"gather_empty_output_bad_index", g, 11,
+		[]tensor.Tensor{empty, i64s([]int64{1}, 0)}, []tensor.Tensor{empty, i64s([]int64{1}, -2)},
+		tensor.ErrInvalidArgument, []string{"index -2 out of range"}, nil}})
+}

@@ -498,6 +498,12 @@ func PlanGather(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, st
 	p := &ops.KernelPlan{Outputs: []ops.ValueType{{Dtype: x.Dtype, Shape: out}},
 		Reason: "Loom kernel: gather (indices outside the axis are skipped by the guarded read and flagged)"}
 	if ops.Numel(out) == 0 {
+		// No element to copy, but indices the run gives must still be in range (ONNX: an
+		// index out of bounds is an error), and no kernel runs to flag one: the host checks
+		// them.
+		if ops.Numel(ind.Shape) > 0 && !ind.Static.IsValid() {
+			return nil, "host: the output is empty, and the host checks the indices", nil
+		}
 		return p, "", nil
 	}
 	outer, nidx, inner := int64(ops.Numel(x.Shape[:ax])), int64(ops.Numel(ind.Shape)), int64(ops.Numel(x.Shape[ax+1:]))
