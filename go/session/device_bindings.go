@@ -745,7 +745,8 @@ type AllocationCount struct {
 
 // DeviceAllocations is the memory a session holds on its device, by kind: Weights, the device
 // copies of the weights its compiled run plans read (shared by all their instances);
-// Scratch, the plans' arenas (one an instance); Bindings, the persistent bindings' buffers;
+// Scratch, the plans' arenas (one an instance, or for plans on shared arenas, see
+// OptionSharedArenas, the slabs their runs share); Bindings, the persistent bindings' buffers;
 // Graphs, the recorded segments of the plans' instances (their memory is the backend's own:
 // Bytes is 0); Staging, the host-visible memory the plans' kernels report bounds violations in
 // and, on a device arena, the buffers downloads land in.
@@ -762,6 +763,11 @@ func (s *InferenceSession) DeviceAllocationCounts() DeviceAllocations {
 	d.Weights.Count, d.Weights.Bytes = s.pe.WeightAllocations()
 	a := s.plans.Allocations()
 	d.Scratch = AllocationCount{a.Arenas, a.ArenaBytes}
+	if s.pe.Arenas != nil {
+		n, bytes := s.pe.Arenas.Held()
+		d.Scratch.Count += n
+		d.Scratch.Bytes += bytes
+	}
 	d.Graphs = AllocationCount{Count: a.Graphs}
 	d.Staging = AllocationCount{a.Staging, a.StagingBytes}
 	st := s.bindings()

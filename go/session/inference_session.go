@@ -74,6 +74,11 @@ const (
 	// never compiles at run time (only shipped kernels run, as without a C compiler). Warmup
 	// compiles on its own path under every policy but off.
 	OptionJIT = "loom.jit"
+	// OptionSharedArenas "1" (the default) runs host plans whose arena is 128 KiB or more on
+	// arena memory the session's runs share (one arena of the largest size per concurrent
+	// run, reused by every signature's plan); "0" gives each plan instance an arena of its own,
+	// resident for as long as the plan is cached (for comparison: the results are the same).
+	OptionSharedArenas = "loom.shared_arenas"
 )
 
 // LoadOption configures the InferenceSession that Load, LoadBytes or FromGraph makes: the
@@ -176,7 +181,7 @@ func WithLimits(l graph.Limits) LoadOption {
 func WithOption(key, value string) LoadOption {
 	return func(o *loadOptions) {
 		switch key {
-		case OptionEPContextEnable, OptionEPContextEmbedMode, OptionRunPlan, OptionCUDAStandIn, OptionPackWeights, OptionShapePlans:
+		case OptionEPContextEnable, OptionEPContextEmbedMode, OptionRunPlan, OptionCUDAStandIn, OptionPackWeights, OptionShapePlans, OptionSharedArenas:
 			if value != "0" && value != "1" {
 				o.fail("session option %s must be 0 or 1, got %q", key, value)
 				return
@@ -450,6 +455,9 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	s.pe.KeepDerived = s.options[OptionPackWeights] != "0"
 	s.shapePlans = s.options[OptionShapePlans] != "0"
 	s.pe.DeviceArenas = runsOn.Memory() == ep.DeviceMemory
+	if !s.pe.DeviceArenas && s.options[OptionSharedArenas] != "0" {
+		s.pe.Arenas = &plan.ArenaPool{}
+	}
 	s.eng.Threads = b.threads
 	s.setupJIT()
 	s.relayWeights()
@@ -558,6 +566,9 @@ func (s *InferenceSession) Close() error {
 	// then the context and the device they live on.
 	errs = append(errs, s.eng.RunSessions.Close()...)
 	errs = append(errs, s.plans.Close()...)
+	if s.pe.Arenas != nil {
+		s.pe.Arenas.Close()
+	}
 	// Every plan instance is closed by now (Close waited for the runs): nothing reads the
 	// shared weights any more.
 	errs = append(errs, device.CloseWeights(&s.pe.PlanWeights, s.eng.Ctx)...)

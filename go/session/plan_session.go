@@ -332,6 +332,10 @@ type PlanReport struct {
 	// device between kernel steps and cross only at the inputs, the outputs and the host
 	// steps' seams (PlanHostStep.Downloads and Uploads).
 	DeviceArena bool
+	// SharedArena says the runs take their arena from memory the session's runs share (one
+	// arena of the largest size per concurrent run, OptionSharedArenas) rather than from one
+	// the plan holds: ArenaBytes is then what a run uses of it.
+	SharedArena bool
 	// Nodes lists every node the plan took, in order (an inlined If after its branch's
 	// nodes, a branched If before both of its branches'): where its placement, decided once when the session was built, puts it, and
 	// what the plan made of it.
@@ -361,7 +365,7 @@ func (s *InferenceSession) ExecutionPlans() []PlanReport {
 			r.FromShapes = t.FromShapes
 			r.Specialized = append([]string{}, t.Specialized...)
 			r.Nodes = append([]PlanNode{}, t.Nodes...)
-			r.DeviceArena = t.DeviceArena
+			r.DeviceArena, r.SharedArena = t.DeviceArena, t.SharedArena
 			for _, st := range t.Steps {
 				if st.Kind == plan.KernelStep {
 					r.KernelSteps++

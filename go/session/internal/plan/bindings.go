@@ -101,8 +101,10 @@ func (c *Cache) Allocations() Allocations {
 			continue
 		}
 		for _, inst := range e.All {
-			a.Arenas++
-			a.ArenaBytes += max(e.Template.ArenaBytes, 4)
+			if inst.recorded == nil { // on a shared arena, address space only (ArenaPool.Held)
+				a.Arenas++
+				a.ArenaBytes += max(e.Template.ArenaBytes, 4)
+			}
 			a.Graphs += len(inst.segKeys)
 			a.Staging++
 			a.StagingBytes += int64(len(inst.words))

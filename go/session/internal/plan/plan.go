@@ -188,6 +188,10 @@ type Template struct {
 	memories        int // how many run memories BindIn and BindOut use
 	// DeviceArena: the instances' arenas are device memory (Env.DeviceArenas; see seams.go).
 	DeviceArena bool
+	// SharedArena: the runs take their arena from the session's ArenaPool (arenas.go), run
+	// memory arenaArg, rather than using the instance's own.
+	SharedArena bool
+	arenaArg    int
 }
 
 // Instance is the memory and recordings one run at a time uses.
@@ -195,7 +199,9 @@ type Instance struct {
 	outputs outputBlocks // small outputs' memory
 	RC      exec.RunCtx  // the fast path's run context (runs of an instance do not overlap)
 	MS      *device.ModelSession
-	Mem     []byte // the arena, host-visible (nil for a device arena: see dev)
+	// Mem is the arena, host-visible (nil for a device arena: see dev); on a shared arena,
+	// the run's slab while a run is under way, else nil.
+	Mem     []byte
 	dev     *deviceState
 	segKeys []string // recording keys by segment
 	// words are the launches' violation words (host-visible, 4 bytes each, in launch order);
@@ -205,9 +211,11 @@ type Instance struct {
 	wordCalls  []int // the call of its step's kernel plan that owns word i
 	segWords   []int
 	// segBindings[s] are segment s's kernel bindings of bound inputs and outputs (by node,
-	// then binding), rebound to the run's memory each run.
+	// then binding), rebound to the run's memory each run; on a shared arena also those of
+	// every other arena slot, rebound to the run's slab.
 	segBindings [][]native.RunBinding
 	mem         [][]byte // the run's memories, when more than Execute keeps on its stack
+	recorded    []byte   // on a shared arena: the arena the segments were recorded over
 	latched     uint32   // violation bits seen since TakeLatched (bindings.go)
 }
 
@@ -802,6 +810,9 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 		t.Tuners[seg].preset(t.segmentWork(steps))
 	}
 	t.planBindings()
+	if pe.Arenas != nil && !pe.DeviceArenas && t.ArenaBytes >= SharedArenaMin {
+		t.SharedArena, t.arenaArg = true, t.memories
+	}
 	if pe.DeviceArenas {
 		t.DeviceArena = true
 		for i, seam := range t.seams() {
@@ -997,6 +1008,10 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 		if inst.Mem == nil {
 			return nil, tensor.NewError("Run", tensor.ErrDevice, "the device's shared memory is not host-visible")
 		}
+		if t.SharedArena {
+			// The runs' slabs serve; the recorded arena is never touched.
+			inst.recorded, inst.Mem = inst.Mem, nil
+		}
 	}
 	// Weights and constant operands: one device copy for all of the session's plan
 	// instances (sharedWeights), bound once per instance.
@@ -1099,10 +1114,18 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 						return nil, tensor.NodeError(st.Node, err)
 					}
 					d.Bindings = append(d.Bindings, device.Binding{Region: r, Access: b.Access})
-					if slot := st.operandSlot(b.Operand); slot >= 0 {
+					slot := st.operandSlot(b.Operand)
+					if slot >= 0 {
 						if a, ok := bound[slot]; ok {
 							sites = append(sites, native.RunBinding{Node: uint32(len(cmds)), Index: uint32(bi), Arg: uint32(a), Bytes: uint64(t.Slots[slot].Bytes)})
+							continue
 						}
+					} else if b.Operand.Kind == ops.OperandScratch {
+						slot = st.scratch[b.Operand.Index]
+					}
+					if slot >= 0 && t.SharedArena {
+						sl := t.Slots[slot]
+						sites = append(sites, native.RunBinding{Node: uint32(len(cmds)), Index: uint32(bi), Arg: uint32(t.arenaArg), Offset: uint64(sl.Offset), Bytes: uint64(max(sl.Bytes, 4))})
 					}
 				}
 				cmds = append(cmds, d)
@@ -1308,14 +1331,30 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 	bind := rc.Trace == nil && inst.dev == nil
 	// The run's memories: on the stack for the usual few, else the instance's list (runs of an
 	// instance do not overlap), cleared after the run so that it keeps no caller's memory.
+	memories := t.memories
+	if t.SharedArena {
+		memories++ // the slab
+	}
 	var local [8][]byte
-	mem := local[:min(t.memories, len(local))]
-	if t.memories > len(local) {
-		if len(inst.mem) != t.memories {
-			inst.mem = make([][]byte, t.memories)
+	mem := local[:min(memories, len(local))]
+	if memories > len(local) {
+		if len(inst.mem) != memories {
+			inst.mem = make([][]byte, memories)
 		}
 		mem = inst.mem
 		defer clear(mem)
+	}
+	if t.SharedArena {
+		slab, err := p.Arenas.Take(t.ArenaBytes)
+		if err != nil {
+			return nil, err
+		}
+		inst.Mem = slab[:t.ArenaBytes]
+		mem[t.arenaArg] = inst.Mem
+		defer func() {
+			inst.Mem = nil
+			p.Arenas.Give(slab)
+		}()
 	}
 	if inst.dev != nil {
 		if err := t.feedDevice(inst, ins); err != nil {
@@ -1333,6 +1372,18 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 			continue
 		}
 		copy(inst.Mem[s.Offset:s.Offset+s.Bytes], src)
+		if a := t.BindIn[i]; t.SharedArena && a >= 0 {
+			mem[a] = inst.Mem[s.Offset : s.Offset+s.Bytes] // its slot in the slab
+		}
+	}
+	if t.SharedArena && !bind {
+		// Traced: the bound outputs are written in the slab, as any other slot.
+		for j, a := range t.BindOut {
+			if a >= 0 {
+				s := t.Slots[t.Outputs[j].Slot]
+				mem[a] = inst.Mem[s.Offset : s.Offset+s.Bytes]
+			}
+		}
 	}
 	if bind {
 		for j, a := range t.BindOut {
@@ -1365,7 +1416,7 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 		}
 		if it.Segment >= 0 {
 			if rc.Trace != nil {
-				if err := t.runSegmentTraced(rc, inst, ins, it.Segment, threads); err != nil {
+				if err := t.runSegmentTraced(rc, inst, ins, it.Segment, threads, mem); err != nil {
 					return nil, err
 				}
 				continue
@@ -1377,7 +1428,7 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 				start = time.Now()
 			}
 			var sites []native.RunBinding
-			if bind {
+			if bind || t.SharedArena {
 				sites = inst.segBindings[it.Segment]
 			}
 			if err := device.RunRecorded(inst.MS, inst.segKeys[it.Segment], n, sites, mem); err != nil {
@@ -1700,7 +1751,7 @@ func (o *outputBlocks) carve(n int) []byte {
 
 // runSegmentTraced runs a segment with one span per kernel step: the spans share the
 // segment's time, since its steps run as one recorded graph.
-func (t *Template) runSegmentTraced(rc *exec.RunCtx, inst *Instance, ins []tensor.Tensor, seg, threads int) error {
+func (t *Template) runSegmentTraced(rc *exec.RunCtx, inst *Instance, ins []tensor.Tensor, seg, threads int, mem [][]byte) error {
 	steps := t.Segments[seg]
 	spans := make([]exec.OpSpan, len(steps))
 	for i, si := range steps {
@@ -1712,7 +1763,13 @@ func (t *Template) runSegmentTraced(rc *exec.RunCtx, inst *Instance, ins []tenso
 		spans[i] = rc.OpStart(st.Node, in)
 	}
 	n, _ := t.Tuners[seg].Threads(threads) // no timing: the spans' work would count too
-	err := device.RunRecorded(inst.MS, inst.segKeys[seg], n, nil, nil)
+	var sites []native.RunBinding
+	if t.SharedArena {
+		sites = inst.segBindings[seg] // every bound slot's memory is in the slab (Execute)
+	} else {
+		mem = nil
+	}
+	err := device.RunRecorded(inst.MS, inst.segKeys[seg], n, sites, mem)
 	if err == nil {
 		var step int
 		if err, step = t.checkViolations(inst, seg); err != nil {

@@ -33,6 +33,9 @@ type Env struct {
 	// and data crosses only at the seams, the fed inputs kernels read, the values host steps
 	// read from kernels or hand to them, and the outputs kernels write (see seams.go).
 	DeviceArenas bool
+	// Arenas are the host arenas the runs of plans with large arenas share (arenas.go); nil:
+	// every instance's runs use its own.
+	Arenas *ArenaPool
 	// constFolds are the outputs of the folded nodes that read only weights (directly or
 	// through other such nodes), by node: the same for every signature, so ShapeTrace runs
 	// each once a session. Close drops them with the session's other references.
