@@ -28,7 +28,7 @@ require (
 	github.com/loomrt/loom/go/graph v0.0.0
 	github.com/loomrt/loom/kernels v0.0.0
 	github.com/pmezard/go-difflib v1.0.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/sys v0.50.0
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 

@@ -2,7 +2,8 @@ package plan
 
 import (
 	"sync"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -41,8 +42,8 @@ type ArenaPool struct {
 	free   [][]byte
 	size   int
 	closed bool
-	// Counts: slabs mapped, unmapped, and takes served by an idle slab.
-	Mapped, Unmapped, Reused int64
+	// Counts: slabs mapped, grown in place, unmapped, and takes served by an idle slab.
+	Mapped, Grown, Unmapped, Reused int64
 	// Live, LiveBytes: slabs mapped now (idle or in a run) and their bytes.
 	Live      int
 	LiveBytes int64
@@ -60,26 +61,45 @@ func (p *ArenaPool) Take(n int64) ([]byte, error) {
 			return b, nil
 		}
 	}
+	var grow []byte
 	if n > int64(p.size) {
 		grown := int64(p.size) + int64(p.size)/arenaGrowthDiv
 		p.size = int(roundUp(max(n, grown), 64<<10))
-		// Idle slabs are smaller now: unmap them (each run will make one of the new size).
+		// Idle slabs are smaller now: the largest grows to the new size (in place where the
+		// kernel can: its resident pages stay, only the added part faults in), the others are
+		// unmapped.
 		for _, b := range p.free {
-			p.unmapLocked(b)
+			if grow == nil || len(b) > len(grow) {
+				grow, b = b, grow
+			}
+			if b != nil {
+				p.unmapLocked(b)
+			}
 		}
 		p.free = p.free[:0]
+		if grow != nil {
+			p.Live--
+			p.LiveBytes -= int64(len(grow))
+		}
 	}
 	size := p.size
 	p.mu.Unlock()
-	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	b, grew, err := mapSlab(grow, size)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if grow != nil && !grew {
+		p.Unmapped++ // mapSlab unmapped it
+	}
 	if err != nil {
 		return nil, tensor.NewError("Run", tensor.ErrDevice, "cannot map a %d-byte arena for the run: %v", size, err)
 	}
-	p.mu.Lock()
-	p.Mapped++
+	if grew {
+		p.Grown++
+	} else {
+		p.Mapped++
+	}
 	p.Live++
 	p.LiveBytes += int64(size)
-	p.mu.Unlock()
 	return b, nil
 }
 
@@ -121,7 +141,7 @@ func (p *ArenaPool) Idle() int {
 
 func (p *ArenaPool) unmapLocked(b []byte) {
 	// Munmap fails only for an address range that was never mapped: not one of ours.
-	if err := syscall.Munmap(b); err != nil {
+	if err := unix.Munmap(b); err != nil {
 		panic("plan: unmapping an arena slab: " + err.Error())
 	}
 	p.Unmapped++
@@ -135,3 +155,18 @@ func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
 // its segments were recorded over and its runs never touch (nil otherwise): tests check that
 // its pages stay out of memory.
 func (inst *Instance) RecordedArena() []byte { return inst.recorded }
+
+// mapSlab maps a slab of size bytes: old (when not nil) grown to it, in place or moved with
+// its pages (grew), else a fresh mapping (old, if any, unmapped).
+func mapSlab(old []byte, size int) (b []byte, grew bool, err error) {
+	if old != nil {
+		if b, err := remapSlab(old, size); err == nil {
+			return b, true, nil
+		}
+		if err := unix.Munmap(old); err != nil {
+			panic("plan: unmapping an arena slab: " + err.Error())
+		}
+	}
+	b, err = unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	return b, false, err
+}
