@@ -719,8 +719,9 @@ func (s *InferenceSession) DecodeMemoCounts() DecodeMemoCounts {
 	return st.memo
 }
 
-// DecodeViewPlanCounts counts the pure view nodes (Reshape, Squeeze, Unsqueeze, Flatten) of
-// replayed steps with bindings: ViewsReused, the zero-copy views of the plan's arena (or of a
+// DecodeViewPlanCounts counts the pure view nodes (Reshape, Squeeze, Unsqueeze, Flatten, and
+// a Slice, Split or Transpose whose outputs are contiguous ranges of its input) of replayed
+// steps with bindings: ViewsReused, the zero-copy views of the plan's arena (or of a
 // binding) a replay used as they were made when the plan was built; DispatchElided, the view
 // nodes a replay did not dispatch. A plan makes every view node a view, so the two agree; a
 // view node that is not pure (a Reshape whose shape input is data) is a step and counts in

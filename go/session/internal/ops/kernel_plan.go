@@ -118,6 +118,11 @@ type KernelPlan struct {
 	Calls   []KernelCall
 	// reason says why these kernels serve the op (for traces and reports).
 	Reason string
+	// Views, when set (one per output), says that output i is input 0's elements from
+	// Views[i] on, in order and of input 0's type: a contiguous range (a Slice of leading
+	// indices, a Split's part, a copy that changes nothing). A compiled run plan may then view
+	// that range instead of running Calls.
+	Views []int64
 }
 
 // variant names the kernels of the plan, as "kernels/a.loom:x[...] + ...".

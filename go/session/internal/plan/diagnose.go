@@ -45,7 +45,7 @@ func (t *Template) diagnose(rc *exec.RunCtx, ins []tensor.Tensor, step int, fail
 // inputValue is the value r refers to when it is a graph input of the run (or a view of one
 // in another shape), read from the run's inputs themselves.
 func (t *Template) inputValue(ins []tensor.Tensor, r planRef) (tensor.Tensor, bool) {
-	if r.Slot < 0 {
+	if r.Slot < 0 || r.Off != 0 {
 		return tensor.Tensor{}, false
 	}
 	for _, pi := range t.Inputs {

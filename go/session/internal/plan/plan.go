@@ -88,13 +88,28 @@ func (pe *Env) planNodeOf(n *graph.Node, step PlanStepKind, reason string) PlanN
 }
 
 // planRef is where a value of the plan lives: a static tensor, or a slot of the arena viewed
-// with a type and shape (aliases view one slot with different shapes).
+// with a type and shape (aliases view one slot with different shapes), from byte Off of the
+// slot (views of part of a value: a Slice or Split part that is a contiguous range).
 type planRef struct {
 	fixed  bool
 	static tensor.Tensor
 	Slot   int
+	Off    int64
 	dtype  tensor.DType
 	shape  []int64
+}
+
+// bytes is the size of r's value.
+func (r planRef) bytes() int64 { return ops.Bytes(ops.ValueType{Dtype: r.dtype, Shape: r.shape}) }
+
+// whole reports whether r is the whole of its slot (not a view of part of it).
+func (t *Template) whole(r planRef) bool {
+	return r.Off == 0 && r.bytes() == t.Slots[r.Slot].Bytes
+}
+
+// span is the byte range of the arena that r's value takes.
+func (t *Template) span(r planRef) (offset, bytes int64) {
+	return t.Slots[r.Slot].Offset + r.Off, r.bytes()
 }
 
 // PlanSlot is a byte range of the arena. Steps are numbered from 0; inputs are written at
@@ -461,11 +476,12 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 		if n.Traits().View && len(tn.Out) == 1 && tensor.Box(tn.Out[0]) == nil &&
 			!step.in[0].fixed && allFixedAfter(step.in, 1) {
 			o := tn.Out[0]
-			refs[n.Outputs[0]] = planRef{Slot: step.in[0].Slot, dtype: o.DType(), shape: append([]int64{}, o.Dims()...)}
+			refs[n.Outputs[0]] = planRef{Slot: step.in[0].Slot, Off: step.in[0].Off, dtype: o.DType(), shape: append([]int64{}, o.Dims()...)}
 			t.Aliases++
 			t.Nodes = append(t.Nodes, pe.planNodeOf(n, PlanAlias, ""))
 			return ""
 		}
+		slotsBefore := len(t.Slots)
 		step.out = make([]planRef, len(n.Outputs))
 		for j, name := range n.Outputs {
 			step.out[j] = planRef{Slot: -1}
@@ -516,6 +532,21 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 				}
 				if why := ops.AgreesWith(p, tn.Out); why != "" {
 					return fmt.Sprintf("node %q (%s): %s", n.Name, n.OpType, why)
+				}
+				if pe.viewable(p, step.in, tn.Out) {
+					// Its outputs are ranges of its input: views of the input's slot, no step.
+					t.Slots = t.Slots[:slotsBefore]
+					in := step.in[0]
+					for j, name := range n.Outputs {
+						if name != "" {
+							o := tn.Out[j]
+							refs[name] = planRef{Slot: in.Slot, Off: in.Off + ops.Bytes(ops.ValueType{Dtype: in.dtype, Shape: []int64{p.Views[j]}}),
+								dtype: o.DType(), shape: append([]int64{}, o.Dims()...)}
+						}
+					}
+					t.Aliases++
+					t.Nodes = append(t.Nodes, pe.planNodeOf(n, PlanAlias, ""))
+					return ""
 				}
 				step.Kind, step.kernel, step.Reason = KernelStep, p, p.Reason
 				// Outputs the node leaves unnamed still get memory for the kernels to write
@@ -698,7 +729,7 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 				if out == "" {
 					continue
 				}
-				own := !r.fixed && r.Slot >= firstSlot && !taken[r.Slot]
+				own := !r.fixed && r.Slot >= firstSlot && !taken[r.Slot] && t.whole(r)
 				if b == 0 {
 					if own {
 						taken[r.Slot] = true
@@ -887,7 +918,7 @@ func (t *Template) planBindings() {
 			continue
 		}
 		s := r.Slot
-		if t.Slots[s].Bytes >= 4 && produced[s] && !host[s] && !inputSlots[s] && outputs[s] == 1 {
+		if t.Slots[s].Bytes >= 4 && produced[s] && !host[s] && !inputSlots[s] && outputs[s] == 1 && t.whole(r) {
 			t.BindOut[j] = arg
 			arg++
 		}
@@ -978,6 +1009,16 @@ func (t *Template) PlaceSlots() {
 func (t *Template) region(arena device.Region, i int) (device.Region, error) {
 	s := t.Slots[i]
 	return arena.Slice(uint64(s.Offset), uint64(max(s.Bytes, 4)))
+}
+
+// refRegion is r's value in the instance's arena as a Region: its slot, or the part of it a
+// view takes.
+func (t *Template) refRegion(arena device.Region, r planRef) (device.Region, error) {
+	if r.Off == 0 && r.bytes() == t.Slots[r.Slot].Bytes {
+		return t.region(arena, r.Slot)
+	}
+	off, bytes := t.span(r)
+	return arena.Slice(uint64(off), uint64(max(bytes, 4)))
 }
 
 // NewInstance allocates an instance's arena and records its segments.
@@ -1087,7 +1128,7 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 					}
 					return weight(st.kernel.Consts[o.Index])
 				}
-				return t.region(arena, r.Slot)
+				return t.refRegion(arena, r)
 			}
 			for ci, c := range st.kernel.Calls {
 				k, err := p.Eng.Kernels.Get(p.Eng.Ctx, phase, c.File, c.Symbol, c.Config)
@@ -1114,18 +1155,28 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 						return nil, tensor.NodeError(st.Node, err)
 					}
 					d.Bindings = append(d.Bindings, device.Binding{Region: r, Access: b.Access})
-					slot := st.operandSlot(b.Operand)
-					if slot >= 0 {
-						if a, ok := bound[slot]; ok {
-							sites = append(sites, native.RunBinding{Node: uint32(len(cmds)), Index: uint32(bi), Arg: uint32(a), Bytes: uint64(t.Slots[slot].Bytes)})
-							continue
-						}
-					} else if b.Operand.Kind == ops.OperandScratch {
-						slot = st.scratch[b.Operand.Index]
+					ref, ok := st.operandRef(b.Operand)
+					if !ok && b.Operand.Kind == ops.OperandScratch {
+						ref, ok = planRef{Slot: st.scratch[b.Operand.Index]}, true
 					}
-					if slot >= 0 && t.SharedArena {
-						sl := t.Slots[slot]
-						sites = append(sites, native.RunBinding{Node: uint32(len(cmds)), Index: uint32(bi), Arg: uint32(t.arenaArg), Offset: uint64(sl.Offset), Bytes: uint64(max(sl.Bytes, 4))})
+					if !ok {
+						continue
+					}
+					if a, ok := bound[ref.Slot]; ok {
+						// The run's memory for the slot; a view binds its part of it.
+						bytes := t.Slots[ref.Slot].Bytes
+						if ref.Off != 0 || ref.bytes() != bytes {
+							bytes = ref.bytes()
+						}
+						sites = append(sites, native.RunBinding{Node: uint32(len(cmds)), Index: uint32(bi), Arg: uint32(a), Offset: uint64(ref.Off), Bytes: uint64(bytes)})
+						continue
+					}
+					if t.SharedArena {
+						off, bytes := t.span(ref)
+						if b.Operand.Kind == ops.OperandScratch {
+							off, bytes = t.Slots[ref.Slot].Offset, t.Slots[ref.Slot].Bytes
+						}
+						sites = append(sites, native.RunBinding{Node: uint32(len(cmds)), Index: uint32(bi), Arg: uint32(t.arenaArg), Offset: uint64(off), Bytes: uint64(max(bytes, 4))})
 					}
 				}
 				cmds = append(cmds, d)
@@ -1147,9 +1198,9 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 	return inst, nil
 }
 
-// operandSlot is the arena slot a kernel operand of st binds, or -1 (weights, constants,
-// scratch).
-func (st *planStep) operandSlot(o ops.Operand) int {
+// operandRef is the value in the arena a kernel operand of st binds; false for weights,
+// constants and scratch.
+func (st *planStep) operandRef(o ops.Operand) (planRef, bool) {
 	var r planRef
 	switch {
 	case o.Kind == ops.OperandInput && o.Index < len(st.in):
@@ -1157,12 +1208,9 @@ func (st *planStep) operandSlot(o ops.Operand) int {
 	case o.Kind == ops.OperandOutput && o.Index < len(st.out):
 		r = st.out[o.Index]
 	default:
-		return -1
+		return planRef{}, false
 	}
-	if r.fixed {
-		return -1
-	}
-	return r.Slot
+	return r, !r.fixed && r.Slot >= 0
 }
 
 // view is r as a tensor over the instance's arena (static values as they are).
@@ -1173,8 +1221,8 @@ func (t *Template) view(inst *Instance, r planRef) tensor.Tensor {
 	if inst.dev != nil {
 		return tensor.ViewBytes(r.dtype, r.shape, inst.dev.host[r.Slot])
 	}
-	s := t.Slots[r.Slot]
-	return tensor.ViewBytes(r.dtype, r.shape, inst.Mem[s.Offset:s.Offset+s.Bytes])
+	off, bytes := t.span(r)
+	return tensor.ViewBytes(r.dtype, r.shape, inst.Mem[off:off+bytes])
 }
 
 // ThreadTuner chooses how many threads run a segment when the session has several: a small
@@ -1505,7 +1553,7 @@ func (t *Template) Execute(p *Env, rc *exec.RunCtx, inst *Instance, ins, into []
 // tensors).
 func (t *Template) outputCopy(p *Env, inst *Instance, r planRef, shape []int64) (tensor.Tensor, error) {
 	if !r.fixed && r.dtype != graph.String {
-		if src := t.hostBytes(inst, r.Slot); len(src) > 0 {
+		if src := t.hostBytes(inst, r); len(src) > 0 {
 			b := inst.outputs.alloc(&p.Recycled, len(src))
 			copy(b, src)
 			return tensor.ViewBytes(r.dtype, shape, b), nil
@@ -1514,14 +1562,15 @@ func (t *Template) outputCopy(p *Env, inst *Instance, r planRef, shape []int64) 
 	return tensor.CopyOut(t.view(inst, r))
 }
 
-// hostBytes is slot's value as the host sees it: the arena's bytes, or on a device arena the
-// run's host copy (nil until produced there or downloaded).
-func (t *Template) hostBytes(inst *Instance, slot int) []byte {
+// hostBytes is r's value as the host sees it: the arena's bytes, or on a device arena (whose
+// plans have no views) the run's host copy of its slot (nil until produced there or
+// downloaded).
+func (t *Template) hostBytes(inst *Instance, r planRef) []byte {
 	if inst.dev != nil {
-		return inst.dev.host[slot]
+		return inst.dev.host[r.Slot]
 	}
-	sl := t.Slots[slot]
-	return inst.Mem[sl.Offset : sl.Offset+sl.Bytes]
+	off, bytes := t.span(r)
+	return inst.Mem[off : off+bytes]
 }
 
 // checkBound refuses a bound output whose type or shape is not the plan's, naming it.
@@ -2241,6 +2290,24 @@ func tracedValues(outs []tensor.Tensor) bool {
 	for _, o := range outs {
 		if o.Data() == nil && tensor.Box(o) == nil {
 			return false
+		}
+	}
+	return true
+}
+
+// viewable reports whether a kernel plan's outputs may be views of its input 0's value
+// (KernelPlan.Views) rather than a step: on a host arena, with the input in the arena, every
+// output of its type and at least 4 bytes (a region's least size).
+func (pe *Env) viewable(p *ops.KernelPlan, in []planRef, outs []tensor.Tensor) bool {
+	if pe.DeviceArenas || len(p.Views) == 0 || len(p.Views) != len(p.Outputs) || len(in) == 0 || in[0].fixed || in[0].Slot < 0 {
+		return false
+	}
+	for j, o := range p.Outputs {
+		if o.Dtype != in[0].dtype || ops.Bytes(o) < 4 || j >= len(outs) || tensor.Box(outs[j]) != nil {
+			return false
+		}
+		if end := ops.Bytes(ops.ValueType{Dtype: o.Dtype, Shape: []int64{p.Views[j] + int64(ops.Numel(o.Shape))}}); p.Views[j] < 0 || end > in[0].bytes() {
+			return false // not within the input (a planner's mistake)
 		}
 	}
 	return true

@@ -205,7 +205,22 @@ func copyPlan(x ops.ValueInfo, out []int64, axes []copyAxis, xoff int64, reason 
 		return nil, "host: the copy needs more than 6 axes after merging contiguous ones"
 	}
 	p.Calls = []ops.KernelCall{call}
+	if contiguousCopy(axes) {
+		p.Views = []int64{xoff}
+	}
 	return p, ""
+}
+
+// contiguousCopy reports whether a copy of these axes reads its source in the order it writes
+// the output, element after element (every axis it steps through strides the source as the
+// output does): the output is then the source's range from the copy's offset.
+func contiguousCopy(axes []copyAxis) bool {
+	for _, a := range axes {
+		if a.n > 1 && a.xs != a.ys {
+			return false
+		}
+	}
+	return true
 }
 
 // identityCopyPlan copies input 0 unchanged (no-op reductions and casts to the same type).
@@ -372,6 +387,15 @@ func PlanSplit(n *graph.Node, opset int64, in []ops.ValueInfo) (*ops.KernelPlan,
 			p.Calls = append(p.Calls, call)
 		}
 		base += chunk
+	}
+	// With nothing before the split axis longer than one, each part is a contiguous range of
+	// the input.
+	if outer == 1 && inner > 0 && !slices.Contains(parts, 0) {
+		base = 0
+		for _, s := range parts {
+			p.Views = append(p.Views, base)
+			base += s * inner
+		}
 	}
 	return p, "", nil
 }
