@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session"
+	"github.com/loomrt/loom/go/session/internal/plan"
 )
 
 // nodeTests is the node suite (NodeTests: $LOOM_NODE_TESTS, else libonnx-testdata's).
@@ -39,6 +40,18 @@ func TestNodeConformanceONNX122(t *testing.T) {
 	_, err := os.Stat(dir)
 	require.NoError(t, err, "LOOM_NODE_TESTS_ONNX122")
 	runSuite(t, dir, "conformance_threshold_onnx122.txt")
+}
+
+// TestNodeConformanceSharedArenas runs the node tests with every compiled plan on the
+// session's shared arenas (plan.SetSharedArenaMin(0); by default only arenas of 128 KiB or
+// more are): the kernels' arena bindings, rebound to the run's slab each run, and the host
+// steps' views of it must give the same results as an arena of the plan's own.
+func TestNodeConformanceSharedArenas(t *testing.T) {
+	if _, err := os.Stat(nodeTests); err != nil {
+		t.Skipf("%s is absent (apt-get install -y libonnx-testdata): %v", nodeTests, err)
+	}
+	defer plan.SetSharedArenaMin(0)()
+	runSuite(t, nodeTests, "conformance_threshold.txt")
 }
 
 // runSuite runs the node tests under dir and fails when fewer pass than testdata/threshold

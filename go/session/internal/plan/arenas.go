@@ -2,6 +2,7 @@ package plan
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -25,6 +26,19 @@ import (
 // costs more there than the memory is worth (a small arena comes from malloc's free lists,
 // resident and reused anyway).
 const SharedArenaMin = 128 << 10
+
+// sharedArenaMin is the threshold BuildTemplate applies (SetSharedArenaMin).
+var sharedArenaMin atomic.Int64
+
+func init() { sharedArenaMin.Store(SharedArenaMin) }
+
+// SetSharedArenaMin makes plans built from now on use shared arenas from n bytes of arena (0:
+// every host plan), and returns what restores the threshold before. For tests: the node suite
+// runs with every plan on shared arenas.
+func SetSharedArenaMin(n int64) (restore func()) {
+	old := sharedArenaMin.Swap(n)
+	return func() { sharedArenaMin.Store(old) }
+}
 
 // arenaGrowth: a slab made for a request larger than the pool's size is made this much larger
 // again (a quarter), so that a sweep of growing shapes remaps its arena a logarithmic number

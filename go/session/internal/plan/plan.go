@@ -841,7 +841,7 @@ func (pe *Env) BuildTemplate(key string, fed map[string]tensor.Tensor, trace []T
 		t.Tuners[seg].preset(t.segmentWork(steps))
 	}
 	t.planBindings()
-	if pe.Arenas != nil && !pe.DeviceArenas && t.ArenaBytes >= SharedArenaMin {
+	if pe.Arenas != nil && !pe.DeviceArenas && t.ArenaBytes >= sharedArenaMin.Load() {
 		t.SharedArena, t.arenaArg = true, t.memories
 	}
 	if pe.DeviceArenas {
