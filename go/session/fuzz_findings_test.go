@@ -285,3 +285,37 @@ func TestGatherEmptyOutputChecksIndices(t *testing.T) {
 		[]tensor.Tensor{empty, i64s([]int64{1}, 0)}, []tensor.Tensor{empty, i64s([]int64{1}, -2)},
 		tensor.ErrInvalidArgument, []string{"index -2 out of range"}, nil}})
 }
+
+// A value the model leaves untyped gets its type from shape inference, and the operator that
+// reads it is checked against that type as against a declared one: an int8 Div feeding a
+// GlobalAveragePool (whose schema allows floating types only) is refused when the model
+// loads, naming the node and the type, where it used to run (and give the interpreter's
+// integer mean, not any defined result).
+func TestInferredTypesMeetTheSchemas(t *testing.T) {
+	model := func(dtype graph.DataType) *graph.Model {
+		g := &graph.Graph{Name: "pool"}
+		g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(dtype, graph.Shape{graph.DimOf(1), graph.DimOf(2), graph.DimOf(3)}))}
+		g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
+		g.Nodes = []*graph.Node{
+			graph.NewNode("div", "Div", []string{"x", "x"}, []string{"q"}),
+			graph.NewNode("gap", "GlobalAveragePool", []string{"q"}, []string{"y"}),
+		}
+		m, err := graph.FromGraph("pool", g, map[string]int64{"": 21})
+		require.NoError(t, err)
+		return m
+	}
+	m := model(graph.Int8)
+	require.NoError(t, m.Check(), "as written, q's type is not known")
+	_, err := FromGraph(m, WithExecutionProvider(ProviderHost))
+	require.ErrorIs(t, err, tensor.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "inferred types")
+	assert.Contains(t, err.Error(), `node "gap" (GlobalAveragePool) value "q": input "X" has type tensor(int8), not allowed`)
+
+	// The same with float: it loads and runs.
+	s, err := FromGraph(model(graph.Float), WithExecutionProvider(ProviderHost))
+	require.NoError(t, err)
+	defer s.Close()
+	outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: f32s([]int64{1, 2, 3}, 1, 2, 3, 4, 5, 6)}})
+	require.NoError(t, err)
+	assert.Equal(t, []float64{1, 1}, tensor.Float64s(outs[0]))
+}

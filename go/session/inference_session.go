@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/graph/infer"
 	"github.com/loomrt/loom/go/graph/opt"
 	"github.com/loomrt/loom/go/native"
 	"github.com/loomrt/loom/go/session/internal/device"
@@ -364,6 +365,15 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 	} else {
 		if err := m.Check(); err != nil {
 			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "the model does not check")
+		}
+		// Again with the types shape inference gives the values the model leaves untyped:
+		// an operator fed a type its schema does not allow (an int8 GlobalAveragePool after
+		// an int8 Div) is refused here, not run.
+		if err := infer.Shapes(m); err != nil {
+			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "shape inference failed")
+		}
+		if err := m.Check(); err != nil {
+			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "the model does not check with its inferred types")
 		}
 		if err := opt.Optimize(m, b.level); err != nil {
 			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "graph optimization (level %s) failed", b.level)

@@ -263,10 +263,13 @@ func Eval(n *graph.Node, opset int64, args []*Value) (outs []*Value, err error) 
 			}
 			for _, v := range x.Data[c*inner : (c+1)*inner] {
 				if n.OpType == "GlobalAveragePool" {
-					acc += v / float64(inner)
+					acc += v
 				} else {
 					acc = math.Max(acc, v)
 				}
+			}
+			if n.OpType == "GlobalAveragePool" && inner > 0 {
+				acc /= float64(inner) // the sum, then one division (a mean of 1s is 1)
 			}
 			out.Data[c] = acc
 		}

@@ -70,6 +70,16 @@ func TestBatchNormTrainingModeIsRefused(t *testing.T) {
 	assert.Contains(t, err.Error(), "training_mode")
 }
 
+// GlobalAveragePool is the sum over the spatial elements divided once by their count: the
+// mean of six ones is 1 exactly (adding six sixths gave 0.9999999999999999, which an integer
+// or a float64 output kept).
+func TestGlobalAveragePoolDividesTheSum(t *testing.T) {
+	x := &Value{DType: graph.Double, Dims: []int64{1, 2, 6}, Data: []float64{1, 1, 1, 1, 1, 1, 0, 1, 2, 3, 4, 5}}
+	got := eval(t, graph.NewNode("p", "GlobalAveragePool", nil, nil), x)
+	assert.Equal(t, []int64{1, 2, 1}, got.Dims)
+	assert.Equal(t, []float64{1, 2.5}, got.Data)
+}
+
 func TestUnsupportedOpIsAnError(t *testing.T) {
 	_, err := Eval(graph.NewNode("x", "NonMaxSuppression", nil, nil), 17, []*Value{val([]int64{1}, 1)})
 	require.Error(t, err)
