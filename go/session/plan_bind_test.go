@@ -55,6 +55,9 @@ func floatGraph(t *testing.T, name string, inputs map[string][]int64, outputs []
 // arena's slots for them are never touched, the inputs stay as they were, and the outputs
 // match the interpreter's on fresh inputs every run.
 func TestPlanBindsInputsAndOutputsInPlace(t *testing.T) {
+	// It looks into the instance's own arena: small plans keep one (LOOM_TEST_SHARED_ARENA_MIN
+	// may have moved every plan onto shared arenas).
+	defer plan.SetSharedArenaMin(plan.SharedArenaMin)()
 	rnd := inferRand()
 	model := floatGraph(t, "bind", map[string][]int64{"a": {300}, "b": {300}}, []string{"y", "z"},
 		graph.NewNode("add", "Add", []string{"a", "b"}, []string{"y"}),
@@ -102,6 +105,7 @@ func TestPlanBindsInputsAndOutputsInPlace(t *testing.T) {
 // 12 Concats of a past and a new slice: 24 inputs and 12 outputs read and written in place,
 // matching the interpreter on fresh inputs every run.
 func TestPlanBindsManyInputsAndOutputsInPlace(t *testing.T) {
+	defer plan.SetSharedArenaMin(plan.SharedArenaMin)() // it looks into the instance's own arena
 	rnd := inferRand()
 	const pairs = 12
 	inputs := map[string][]int64{}
