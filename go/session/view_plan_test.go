@@ -55,7 +55,8 @@ func viewModel(t testing.TB, l int64) *graph.Model {
 // A Split's parts and a Slice of leading indices are views of their input's memory in a
 // compiled plan (no step, PlanAlias), read by kernels, host steps, an alias and the outputs;
 // the results are the interpreter's, bit for bit, on fresh random inputs, with the input in
-// place and copied, small and on a shared arena, traced and not.
+// place and copied, small and on a shared arena, traced and not, on a host arena and on a
+// device arena.
 func TestViewPlansForContiguousSlices(t *testing.T) {
 	rnd := inferRand()
 	for _, l := range []int64{8, 3, 1 << 15} {
@@ -71,6 +72,9 @@ func TestViewPlansForContiguousSlices(t *testing.T) {
 			traced, err := FromGraph(m, WithExecutionProvider(ProviderHost), WithTracerProvider(tp), WithOptimizationLevel(opt.LevelDisabled))
 			require.NoError(t, err)
 			defer traced.Close()
+			standIn, err := FromGraph(m, WithExecutionProvider(ProviderCUDA), WithOption(OptionCUDAStandIn, "1"), WithOptimizationLevel(opt.LevelDisabled))
+			require.NoError(t, err)
+			defer standIn.Close()
 			ctx, _ := parentContext(t, tp)
 			for run := range 3 {
 				x := tensor.MustTensor([]int64{2, l}, randomF32(rnd, int(2*l)))
@@ -81,7 +85,10 @@ func TestViewPlansForContiguousSlices(t *testing.T) {
 				require.NoError(t, err)
 				gotTraced, err := traced.Run(ctx, feeds)
 				require.NoError(t, err)
+				gotDevice, err := standIn.Run(context.Background(), feeds)
+				require.NoError(t, err)
 				for i := range want {
+					require.Equal(t, want[i].Data(), gotDevice[i].Data(), "device arena: run %d output %s", run, planned.Outputs()[i].Name)
 					require.Equal(t, want[i].Dims(), got[i].Dims(), "run %d output %d", run, i)
 					require.Equal(t, want[i].Data(), got[i].Data(), "run %d output %s", run, planned.Outputs()[i].Name)
 					require.Equal(t, want[i].Data(), gotTraced[i].Data(), "traced: run %d output %s", run, planned.Outputs()[i].Name)
@@ -104,6 +111,12 @@ func TestViewPlansForContiguousSlices(t *testing.T) {
 			require.Equal(t, PlanKernel, steps["strided"], "a strided Slice copies")
 			require.Equal(t, PlanHost, steps["cumsum"])
 			require.Equal(t, 3, p.Aliases)
+			// On a device arena (the cuda provider's stand-in) too: the views are parts of
+			// the slots' host copies where a host step or an output reads them.
+			dp := standIn.ExecutionPlans()
+			require.Len(t, dp, 1)
+			require.True(t, dp[0].DeviceArena)
+			require.Equal(t, 3, dp[0].Aliases)
 		})
 	}
 }

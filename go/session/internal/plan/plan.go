@@ -1219,10 +1219,19 @@ func (t *Template) view(inst *Instance, r planRef) tensor.Tensor {
 		return r.static
 	}
 	if inst.dev != nil {
-		return tensor.ViewBytes(r.dtype, r.shape, inst.dev.host[r.Slot])
+		return tensor.ViewBytes(r.dtype, r.shape, devicePart(inst.dev.host[r.Slot], r))
 	}
 	off, bytes := t.span(r)
 	return tensor.ViewBytes(r.dtype, r.shape, inst.Mem[off:off+bytes])
+}
+
+// devicePart is r's part of its slot's host copy on a device arena (a view's range; the
+// copy itself while there is none, nil).
+func devicePart(host []byte, r planRef) []byte {
+	if host == nil || (r.Off == 0 && int64(len(host)) == r.bytes()) {
+		return host
+	}
+	return host[r.Off : r.Off+r.bytes()]
 }
 
 // ThreadTuner chooses how many threads run a segment when the session has several: a small
@@ -1562,12 +1571,11 @@ func (t *Template) outputCopy(p *Env, inst *Instance, r planRef, shape []int64) 
 	return tensor.CopyOut(t.view(inst, r))
 }
 
-// hostBytes is r's value as the host sees it: the arena's bytes, or on a device arena (whose
-// plans have no views) the run's host copy of its slot (nil until produced there or
-// downloaded).
+// hostBytes is r's value as the host sees it: the arena's bytes, or on a device arena its
+// part of the run's host copy of its slot (nil until produced there or downloaded).
 func (t *Template) hostBytes(inst *Instance, r planRef) []byte {
 	if inst.dev != nil {
-		return inst.dev.host[r.Slot]
+		return devicePart(inst.dev.host[r.Slot], r)
 	}
 	off, bytes := t.span(r)
 	return inst.Mem[off : off+bytes]
@@ -2296,10 +2304,10 @@ func tracedValues(outs []tensor.Tensor) bool {
 }
 
 // viewable reports whether a kernel plan's outputs may be views of its input 0's value
-// (KernelPlan.Views) rather than a step: on a host arena, with the input in the arena, every
-// output of its type and at least 4 bytes (a region's least size).
+// (KernelPlan.Views) rather than a step: with the input in the arena, every output of its type
+// and at least 4 bytes (a region's least size).
 func (pe *Env) viewable(p *ops.KernelPlan, in []planRef, outs []tensor.Tensor) bool {
-	if pe.DeviceArenas || len(p.Views) == 0 || len(p.Views) != len(p.Outputs) || len(in) == 0 || in[0].fixed || in[0].Slot < 0 {
+	if len(p.Views) == 0 || len(p.Views) != len(p.Outputs) || len(in) == 0 || in[0].fixed || in[0].Slot < 0 {
 		return false
 	}
 	for j, o := range p.Outputs {
