@@ -762,13 +762,8 @@ func (s *InferenceSession) DeviceAllocationCounts() DeviceAllocations {
 		return d
 	}
 	d.Weights.Count, d.Weights.Bytes = s.pe.WeightAllocations()
-	a := s.plans.Allocations()
+	a := s.plans.Allocations(s.pe.Arenas)
 	d.Scratch = AllocationCount{a.Arenas, a.ArenaBytes}
-	if s.pe.Arenas != nil {
-		n, bytes := s.pe.Arenas.Held()
-		d.Scratch.Count += n
-		d.Scratch.Bytes += bytes
-	}
 	d.Graphs = AllocationCount{Count: a.Graphs}
 	d.Staging = AllocationCount{a.Staging, a.StagingBytes}
 	st := s.bindings()

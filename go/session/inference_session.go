@@ -75,10 +75,8 @@ const (
 	// never compiles at run time (only shipped kernels run, as without a C compiler). Warmup
 	// compiles on its own path under every policy but off.
 	OptionJIT = "loom.jit"
-	// OptionSharedArenas "1" (the default) runs host plans whose arena is 128 KiB or more on
-	// arena memory the session's runs share (one arena of the largest size per concurrent
-	// run, reused by every signature's plan); "0" gives each plan instance an arena of its own,
-	// resident for as long as the plan is cached (for comparison: the results are the same).
+	// OptionSharedArenas "1" (the default) runs host plans with arenas of 128 KiB or more on
+	// slabs every signature's plans share, one per concurrent run; "0": an arena per instance.
 	OptionSharedArenas = "loom.shared_arenas"
 )
 
@@ -363,17 +361,8 @@ func (b *loadOptions) build(m *graph.Model, ownModel bool, modelPath string) (_ 
 		}()
 		m, ownModel = epc.model, true
 	} else {
-		if err := m.Check(); err != nil {
+		if err := infer.Check(m); err != nil { // also with the types inference gives untyped values
 			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "the model does not check")
-		}
-		// Again with the types shape inference gives the values the model leaves untyped:
-		// an operator fed a type its schema does not allow (an int8 GlobalAveragePool after
-		// an int8 Div) is refused here, not run.
-		if err := infer.Shapes(m); err != nil {
-			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "shape inference failed")
-		}
-		if err := m.Check(); err != nil {
-			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "the model does not check with its inferred types")
 		}
 		if err := opt.Optimize(m, b.level); err != nil {
 			return nil, tensor.WrapError(op, tensor.ErrInvalidArgument, err, "graph optimization (level %s) failed", b.level)

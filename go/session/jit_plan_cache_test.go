@@ -101,7 +101,7 @@ func TestPlanCacheHoldsAWidthSweep(t *testing.T) {
 	require.Equal(t, widths, all)
 	require.Equal(t, widths, planned)
 	require.Zero(t, s.CacheStats().EvictedPlans)
-	a := s.plans.Allocations()
+	a := s.plans.Allocations(nil)
 	require.GreaterOrEqual(t, a.Arenas, widths, "every signature made an instance")
 	require.NoError(t, s.Close())
 	_, held := s.MemoryBudget()
@@ -152,7 +152,7 @@ func TestPlanCacheEvictsLeastRecentlyUsed(t *testing.T) {
 			for _, w := range widths {
 				require.NoError(t, runSweep(s, rnd, w))
 				require.NoError(t, runSweep(s, rnd, w))
-				a := s.plans.Allocations()
+				a := s.plans.Allocations(nil)
 				live := int64(0)
 				for _, r := range s.ExecutionPlans() {
 					live += r.ArenaBytes

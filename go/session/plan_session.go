@@ -332,9 +332,8 @@ type PlanReport struct {
 	// device between kernel steps and cross only at the inputs, the outputs and the host
 	// steps' seams (PlanHostStep.Downloads and Uploads).
 	DeviceArena bool
-	// SharedArena says the runs take their arena from memory the session's runs share (one
-	// arena of the largest size per concurrent run, OptionSharedArenas) rather than from one
-	// the plan holds: ArenaBytes is then what a run uses of it.
+	// SharedArena: the runs use ArenaBytes of a slab the session's runs share
+	// (OptionSharedArenas), not an arena of the plan's own.
 	SharedArena bool
 	// Nodes lists every node the plan took, in order (an inlined If after its branch's
 	// nodes, a branched If before both of its branches'): where its placement, decided once when the session was built, puts it, and

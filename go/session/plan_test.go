@@ -44,6 +44,13 @@ func requireSameOutputs(t *testing.T, planned, interpreted *InferenceSession, fe
 	require.NoError(t, err)
 	got, err := planned.Run(context.Background(), feeds)
 	require.NoError(t, err)
+	requireOutputsMatch(t, want, got, tol)
+}
+
+// requireOutputsMatch requires got to have want's types and shapes and its values within tol
+// (relative, with an absolute floor of tol).
+func requireOutputsMatch(t *testing.T, want, got []tensor.Tensor, tol float64) {
+	t.Helper()
 	require.Len(t, got, len(want))
 	for i := range want {
 		require.Equal(t, want[i].DType(), got[i].DType(), "output %d", i)

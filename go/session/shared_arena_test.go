@@ -126,26 +126,6 @@ func requireRecordedArenasUntouched(t *testing.T, s *InferenceSession) {
 	require.Positive(t, checked, "no instance on a shared arena")
 }
 
-func requireOutputsMatch(t *testing.T, want, got []tensor.Tensor, tol float64) {
-	t.Helper()
-	require.Len(t, got, len(want))
-	for i := range want {
-		require.Equal(t, want[i].DType(), got[i].DType(), "output %d", i)
-		require.Equal(t, want[i].Dims(), got[i].Dims(), "output %d", i)
-		w, g := tensor.Float64s(want[i]), tensor.Float64s(got[i])
-		for j := range w {
-			require.InDelta(t, w[j], g[j], tol*(1+abs(w[j])), "output %d element %d", i, j)
-		}
-	}
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
-}
-
 // Traced runs (spans view every step's operands) and RunInto (outputs written into the
 // caller's tensors) on a shared arena give the per-instance arena's results.
 func TestSharedArenasTracedAndInto(t *testing.T) {

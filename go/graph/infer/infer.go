@@ -17,6 +17,23 @@ import (
 // dimension) is an error naming the node and value.
 func Shapes(m *graph.Model) error { return ShapesFor(m, Signature{}) }
 
+// Check checks m (graph.Model.Check), infers its shapes and types, and checks it again with
+// them: the values the model leaves untyped get their inferred types, and an operator fed a
+// type its schema does not allow (an int8 GlobalAveragePool after an int8 Div) is an error
+// naming it.
+func Check(m *graph.Model) error {
+	if err := m.Check(); err != nil {
+		return err
+	}
+	if err := Shapes(m); err != nil {
+		return fmt.Errorf("shape inference failed: %w", err)
+	}
+	if err := m.Check(); err != nil {
+		return fmt.Errorf("with its inferred types: %w", err)
+	}
+	return nil
+}
+
 // Signature binds graph inputs for inference: concrete shapes, and values for small inputs
 // that steer control flow or shapes (a sample rate choosing an If branch, say).
 type Signature struct {

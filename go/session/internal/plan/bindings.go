@@ -91,11 +91,16 @@ type Allocations struct {
 	ArenaBytes, StagingBytes int64
 }
 
-// Allocations counts the memory of the cache's live instances.
-func (c *Cache) Allocations() Allocations {
+// Allocations counts the memory of the cache's live instances and, when pool is not nil,
+// the shared arenas' slabs (with the arenas).
+func (c *Cache) Allocations(pool *ArenaPool) Allocations {
+	var a Allocations
+	if pool != nil {
+		n, bytes := pool.Held()
+		a.Arenas, a.ArenaBytes = n, bytes
+	}
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
-	var a Allocations
 	for _, e := range c.Entries {
 		if e.Template == nil {
 			continue
