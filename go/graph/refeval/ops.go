@@ -366,6 +366,11 @@ func binary(op string, args []*Value) (*Value, error) {
 		case "Max", "Min": // variadic from opset 8: every input counts
 			m := a
 			for _, x := range v[1:] {
+				if math.IsNaN(x) || math.IsNaN(m) {
+					// NaN wins, as numpy's maximum and minimum (ONNX's reference) and ONNX
+					// Runtime have it; math.Min(NaN, -Inf) is -Inf.
+					return math.NaN()
+				}
 				if op == "Max" {
 					m = math.Max(m, x)
 				} else {

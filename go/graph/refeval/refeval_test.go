@@ -142,6 +142,11 @@ func TestFuzzFindings(t *testing.T) {
 	assert.Equal(t, []float64{-3}, got.Data)
 	got = eval(t, graph.NewNode("m", "Max", nil, nil), one(-2), one(0), one(7), one(5))
 	assert.Equal(t, []float64{7}, got.Data)
+	// NaN wins over an infinity too (math.Min(NaN, -Inf) is -Inf; numpy's minimum is NaN).
+	for _, op := range []string{"Min", "Max"} {
+		got = eval(t, graph.NewNode("m", op, nil, nil), one(1), one(math.NaN()), one(math.Inf(-1)), one(math.Inf(1)))
+		assert.True(t, math.IsNaN(got.Data[0]), "%s: %v", op, got.Data)
+	}
 
 	_, err = Eval(graph.NewNode("c", "Cast", nil, nil, graph.IntAttr("to", int64(graph.String))), 17, []*Value{one(-3)})
 	assert.Error(t, err, "a cast to string is not covered")
