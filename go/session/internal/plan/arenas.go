@@ -40,14 +40,14 @@ func SetSharedArenaMin(n int64) (restore func()) {
 	return func() { sharedArenaMin.Store(old) }
 }
 
-// arenaGrowth: a slab made for a request larger than the pool's size is made this much larger
-// again (a quarter), so that a sweep of growing shapes remaps its arena a logarithmic number
-// of times, at a quarter more memory at most.
+// arenaGrowthDiv: a slab made for a request larger than the pool's size is made larger again
+// by the old size over arenaGrowthDiv (a quarter), so that a sweep of growing shapes grows its
+// slab a logarithmic number of times, at a quarter more memory at most.
 const arenaGrowthDiv = 4
 
 // ArenaPool hands the runs of a session's host plans arena memory: slabs mapped from the
 // kernel, taken by a run and given back after it. Slabs are all made at the pool's current
-// size, which only grows (to the largest arena asked for, plus arenaGrowthDiv of it): a slab
+// size, which only grows (to the largest arena asked for, or a quarter more than before): a slab
 // given back smaller than that is unmapped, so the pool holds as many slabs as runs have
 // overlapped, each of the largest size. The zero ArenaPool is ready; Close unmaps the idle
 // slabs and makes the pool unmap the others when they come back.
@@ -56,7 +56,8 @@ type ArenaPool struct {
 	free   [][]byte
 	size   int
 	closed bool
-	// Counts: slabs mapped, grown in place, unmapped, and takes served by an idle slab.
+	// Counts (read them under no run): slabs mapped, grown in place, unmapped, and takes
+	// served by an idle slab.
 	Mapped, Grown, Unmapped, Reused int64
 	// Live, LiveBytes: slabs mapped now (idle or in a run) and their bytes.
 	Live      int
