@@ -1014,7 +1014,7 @@ func (t *Template) region(arena device.Region, i int) (device.Region, error) {
 // refRegion is r's value in the instance's arena as a Region: its slot, or the part of it a
 // view takes.
 func (t *Template) refRegion(arena device.Region, r planRef) (device.Region, error) {
-	if r.Off == 0 && r.bytes() == t.Slots[r.Slot].Bytes {
+	if t.whole(r) {
 		return t.region(arena, r.Slot)
 	}
 	off, bytes := t.span(r)
@@ -1155,28 +1155,18 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 						return nil, tensor.NodeError(st.Node, err)
 					}
 					d.Bindings = append(d.Bindings, device.Binding{Region: r, Access: b.Access})
-					ref, ok := st.operandRef(b.Operand)
-					if !ok && b.Operand.Kind == ops.OperandScratch {
-						ref, ok = planRef{Slot: st.scratch[b.Operand.Index]}, true
-					}
-					if !ok {
+					slot := st.operandSlot(b.Operand)
+					if slot < 0 {
 						continue
 					}
-					if a, ok := bound[ref.Slot]; ok {
-						// The run's memory for the slot; a view binds its part of it.
-						bytes := t.Slots[ref.Slot].Bytes
-						if ref.Off != 0 || ref.bytes() != bytes {
-							bytes = ref.bytes()
-						}
-						sites = append(sites, native.RunBinding{Node: uint32(len(cmds)), Index: uint32(bi), Arg: uint32(a), Offset: uint64(ref.Off), Bytes: uint64(bytes)})
-						continue
-					}
-					if t.SharedArena {
-						off, bytes := t.span(ref)
-						if b.Operand.Kind == ops.OperandScratch {
-							off, bytes = t.Slots[ref.Slot].Offset, t.Slots[ref.Slot].Bytes
-						}
-						sites = append(sites, native.RunBinding{Node: uint32(len(cmds)), Index: uint32(bi), Arg: uint32(t.arenaArg), Offset: uint64(off), Bytes: uint64(max(bytes, 4))})
+					// The binding's range of the arena, as recorded, moves for the run: onto
+					// the run's memory of a bound slot (a view onto its part of it), or onto
+					// the slab at the same offset.
+					at := r.Offset() - arena.Offset()
+					if a, ok := bound[slot]; ok {
+						sites = append(sites, native.RunBinding{Node: uint32(len(cmds)), Index: uint32(bi), Arg: uint32(a), Offset: at - uint64(t.Slots[slot].Offset), Bytes: r.Bytes()})
+					} else if t.SharedArena {
+						sites = append(sites, native.RunBinding{Node: uint32(len(cmds)), Index: uint32(bi), Arg: uint32(t.arenaArg), Offset: at, Bytes: r.Bytes()})
 					}
 				}
 				cmds = append(cmds, d)
@@ -1198,19 +1188,24 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 	return inst, nil
 }
 
-// operandRef is the value in the arena a kernel operand of st binds; false for weights,
-// constants and scratch.
-func (st *planStep) operandRef(o ops.Operand) (planRef, bool) {
+// operandSlot is the arena slot a kernel operand of st binds (a value's, or scratch), or -1
+// (weights, constants).
+func (st *planStep) operandSlot(o ops.Operand) int {
 	var r planRef
 	switch {
 	case o.Kind == ops.OperandInput && o.Index < len(st.in):
 		r = st.in[o.Index]
 	case o.Kind == ops.OperandOutput && o.Index < len(st.out):
 		r = st.out[o.Index]
+	case o.Kind == ops.OperandScratch && o.Index < len(st.scratch):
+		return st.scratch[o.Index]
 	default:
-		return planRef{}, false
+		return -1
 	}
-	return r, !r.fixed && r.Slot >= 0
+	if r.fixed {
+		return -1
+	}
+	return r.Slot
 }
 
 // view is r as a tensor over the instance's arena (static values as they are).
