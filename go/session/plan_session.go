@@ -222,14 +222,14 @@ func (s *InferenceSession) runShapePlan(rc *exec.RunCtx, key string, fed map[str
 	s.tiering.Built(t)
 	e := &plan.Entry{Template: t}
 	if !s.plans.Add(key, e) {
-		inst.MS.Close()
+		inst.Close()
 		return nil, false, nil
 	}
 	fresh := true
 	if _, other, build := s.plans.Take(e); other != nil || !build {
 		// A concurrent run of the signature gave an instance back first (use it), or the
 		// entry is full or dropped already.
-		inst.MS.Close()
+		inst.Close()
 		if other == nil {
 			return nil, false, nil
 		}

@@ -198,26 +198,27 @@ func ReleaseRegions(s *ModelSession, regions []Region) error {
 	return tensor.JoinErrors(op, errs)
 }
 
-// sharedWeight binds raw, held by store, as a weight of this session: uploaded once for all
-// the sessions that bind it, and never freed by this one.
-func SharedWeight(s *ModelSession, store *SharedWeights, raw []byte) (Region, error) {
+// SharedWeight binds the weight key names (WeightKey, UnpackedKey), held by store, as a
+// weight of this session: uploaded once for all the sessions that bind it, and never freed by
+// this one; raw gives its bytes (key's length of them) the first time. Each call takes a
+// reference to the buffer that ReleaseWeights gives back; keep says the buffer stays once no
+// reference is left (the model's own weights: a plan built later binds them again), else it
+// is freed then (a constant one plan made: a mask, a weight unpacked for a stand-in kernel).
+func SharedWeight(s *ModelSession, store *SharedWeights, key SharedWeightKey, raw func() []byte, keep bool) (Region, error) {
 	const op = "ModelSession.Weight"
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.usable(op); err != nil {
 		return Region{}, err
 	}
-	if len(raw) == 0 {
-		raw = EmptyWeight
-	}
-	buf, streamFailed, err := store.get(op, s.ctx, s.stream, raw)
+	buf, streamFailed, err := store.get(op, s.ctx, s.stream, key, raw, keep)
 	if streamFailed {
 		return Region{}, s.latch(op, err)
 	}
 	if err != nil {
 		return Region{}, err
 	}
-	a := &allocation{index: len(s.allocs), buf: buf, bytes: uint64(len(raw)), kind: native.DeviceMemory, weight: true, borrowed: true}
+	a := &allocation{index: len(s.allocs), buf: buf, bytes: uint64(key.bytes), kind: native.DeviceMemory, weight: true, borrowed: true}
 	s.allocs = append(s.allocs, a)
 	return Region{owner: s.owner, alloc: a.index, bytes: a.bytes}, nil
 }
@@ -228,26 +229,57 @@ func SharedWeight(s *ModelSession, store *SharedWeights, raw []byte) (Region, er
 // own). On the host backend a buffer wraps the tensor's own memory (no copy at all; on
 // PP-OCRv4 recognition 10.7 MB less), elsewhere it is a device copy. It owns the buffers; the
 // instances' ModelSessions borrow them (sharedWeight).
+//
+// Buffers are counted by the references SharedWeight takes (one per plan instance) and those
+// not kept are freed when the last is given back, so that the constants of plans no longer
+// cached do not pile up over the input shapes a session sees.
 type SharedWeights struct {
 	Mu   sync.Mutex
 	Bufs map[SharedWeightKey]*native.Buffer
+	refs map[SharedWeightKey]int
+	kept map[SharedWeightKey]bool
+	// held keeps the memory wrapped buffers read when the key does not (UnpackedKey).
+	held map[SharedWeightKey][]byte
 }
 
-// sharedWeightKey is a weight's memory: its first byte and length.
+// SharedWeightKey is a weight's memory: its first byte and length; with unpacked, the
+// elements (that many bytes) unpacked from the packed memory there by the unpacking named
+// (tensor.Relaid's layout).
 type SharedWeightKey struct {
-	first *byte
-	bytes int
+	first    *byte
+	bytes    int
+	unpacked string
+}
+
+// UnpackedKey names the n bytes that unpacking (a tensor.Relaid's layout, not empty) makes
+// of the elements held packed in packed.
+func UnpackedKey(packed []byte, n int, unpacking string) SharedWeightKey {
+	return SharedWeightKey{&packed[0], n, unpacking}
 }
 
 // get returns raw's buffer, allocated in ctx and uploaded through stream (and waited for,
 // since other sessions' streams may read it next) the first time. streamFailed says the
 // upload failed on the stream (which is then failed for good), not the allocation.
-func (w *SharedWeights) get(op string, ctx *ModelContext, stream *native.Stream, raw []byte) (buf *native.Buffer, streamFailed bool, err error) {
-	key := SharedWeightKey{&raw[0], len(raw)}
+func (w *SharedWeights) get(op string, ctx *ModelContext, stream *native.Stream, key SharedWeightKey, rawOf func() []byte, keep bool) (buf *native.Buffer, streamFailed bool, err error) {
 	w.Mu.Lock()
 	defer w.Mu.Unlock()
+	defer func() {
+		if err == nil {
+			w.refs[key]++
+			if keep {
+				w.kept[key] = true
+			}
+		}
+	}()
 	if buf := w.Bufs[key]; buf != nil {
 		return buf, false, nil
+	}
+	raw := rawOf()
+	if len(raw) != key.bytes {
+		return nil, false, tensor.NewError(op, tensor.ErrInternal, "a weight of %d bytes named as %d", len(raw), key.bytes)
+	}
+	if len(raw) == 0 {
+		raw = EmptyWeight
 	}
 	if ctx.dev.Backend() == native.BackendHost && !ctx.dev.Discrete() {
 		// The host's kernels read the weight where the session holds it: no second copy.
@@ -258,6 +290,9 @@ func (w *SharedWeights) get(op string, ctx *ModelContext, stream *native.Stream,
 			return nil, false, tensor.WrapError(op, tensor.ErrDevice, err, "cannot bind %d bytes of weights", len(raw))
 		}
 		w.put(key, buf)
+		if key.unpacked != "" {
+			w.held[key] = raw
+		}
 		return buf, false, nil
 	}
 	buf, err = ctx.alloc(op, native.DeviceMemory, uint64(len(raw)))
@@ -277,8 +312,43 @@ func (w *SharedWeights) get(op string, ctx *ModelContext, stream *native.Stream,
 func (w *SharedWeights) put(key SharedWeightKey, buf *native.Buffer) {
 	if w.Bufs == nil {
 		w.Bufs = map[SharedWeightKey]*native.Buffer{}
+		w.refs = map[SharedWeightKey]int{}
+		w.kept = map[SharedWeightKey]bool{}
+		w.held = map[SharedWeightKey][]byte{}
 	}
 	w.Bufs[key] = buf
+}
+
+// ReleaseWeights gives back one reference to each of keys (taken by SharedWeight) and frees
+// the buffers no reference is left to and that are not kept. The sessions that bound them
+// must be closed first.
+func ReleaseWeights(w *SharedWeights, ctx *ModelContext, keys []SharedWeightKey) error {
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	var errs []error
+	for _, key := range keys {
+		buf := w.Bufs[key]
+		if buf == nil || w.refs[key] <= 0 {
+			continue // freed by CloseWeights already
+		}
+		if w.refs[key]--; w.refs[key] > 0 || w.kept[key] {
+			continue
+		}
+		errs = append(errs, freeWeight(ctx, buf))
+		delete(w.Bufs, key)
+		delete(w.refs, key)
+		delete(w.kept, key)
+		delete(w.held, key)
+	}
+	return errors.Join(errs...)
+}
+
+// freeWeight frees a buffer of SharedWeights: a wrapped one is charged nothing.
+func freeWeight(ctx *ModelContext, buf *native.Buffer) error {
+	if buf.Kind() == native.SharedMemory {
+		return buf.Close()
+	}
+	return ctx.free(buf)
 }
 
 // close frees the buffers, once no plan instance is left to read them. Idempotent.
@@ -287,13 +357,12 @@ func CloseWeights(w *SharedWeights, ctx *ModelContext) []error {
 	defer w.Mu.Unlock()
 	var errs []error
 	for key, buf := range w.Bufs {
-		if buf.Kind() == native.SharedMemory { // wrapped: charged nothing
-			errs = append(errs, buf.Close())
-		} else {
-			errs = append(errs, ctx.free(buf))
-		}
+		errs = append(errs, freeWeight(ctx, buf))
 		delete(w.Bufs, key)
 	}
+	clear(w.refs)
+	clear(w.kept)
+	clear(w.held)
 	return errs
 }
 
@@ -334,4 +403,4 @@ func ContextUsers(c *ModelContext) int {
 }
 
 // weightKey is the key of raw's bytes in a weight store (raw is not empty).
-func WeightKey(raw []byte) SharedWeightKey { return SharedWeightKey{&raw[0], len(raw)} }
+func WeightKey(raw []byte) SharedWeightKey { return SharedWeightKey{first: &raw[0], bytes: len(raw)} }

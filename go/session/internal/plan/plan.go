@@ -7,6 +7,7 @@
 package plan
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -232,6 +233,22 @@ type Instance struct {
 	mem         [][]byte // the run's memories, when more than Execute keeps on its stack
 	recorded    []byte   // on a shared arena: the arena the segments were recorded over
 	latched     uint32   // violation bits seen since TakeLatched (bindings.go)
+	// weightKeys are the shared weights the instance took a reference to (given back by
+	// Close), in weightStore of weightCtx.
+	weightKeys  []device.SharedWeightKey
+	weightStore *device.SharedWeights
+	weightCtx   *device.ModelContext
+}
+
+// Close closes the instance's ModelSession and gives back its references to the shared
+// weights, freeing the plan's own constants when no other instance binds them.
+func (inst *Instance) Close() error {
+	err := inst.MS.Close()
+	if inst.weightStore != nil {
+		err = errors.Join(err, device.ReleaseWeights(inst.weightStore, inst.weightCtx, inst.weightKeys))
+		inst.weightKeys = nil
+	}
+	return err
 }
 
 // ErrPlanGuard says a host step produced another type or shape than the plan traced.
@@ -1027,10 +1044,10 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 	if err != nil {
 		return nil, err
 	}
-	inst := &Instance{MS: ms}
+	inst := &Instance{MS: ms, weightStore: &p.PlanWeights, weightCtx: p.Eng.Ctx}
 	defer func() {
 		if err != nil {
-			ms.Close()
+			inst.Close()
 		}
 	}()
 	var arena device.Region
@@ -1057,7 +1074,27 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 	// Weights and constant operands: one device copy for all of the session's plan
 	// instances (sharedWeights), bound once per instance.
 	weights := map[device.SharedWeightKey]device.Region{}
+	bind := func(key device.SharedWeightKey, raw func() []byte, keep bool) (device.Region, error) {
+		if r, ok := weights[key]; ok {
+			return r, nil
+		}
+		r, err := device.SharedWeight(ms, &p.PlanWeights, key, raw, keep)
+		if err != nil {
+			return device.Region{}, err
+		}
+		weights[key] = r
+		inst.weightKeys = append(inst.weightKeys, key)
+		return r, nil
+	}
 	weight := func(v tensor.Tensor) (device.Region, error) {
+		// A constant held packed (tensor.Relaid: a weight the session packed, or a packed
+		// weight a shape-generic stand-in reads unpacked) is bound unpacked: one unpacked
+		// copy for the instances of every plan that bind it, freed with the last of them.
+		if r := tensor.RelaidOf(v); r != nil && len(r.Packed) > 0 && v.Len() > 0 {
+			packed, _ := tensor.RawBytes(r.Packed)
+			key := device.UnpackedKey(packed, 4*v.Len(), r.Layout)
+			return bind(key, func() []byte { raw, _ := ops.RawBytes(v); return raw }, false)
+		}
 		raw, ok := ops.RawBytes(v)
 		if !ok {
 			return device.Region{}, ops.OpErr("a %s tensor cannot be bound to a kernel", v.DType())
@@ -1065,16 +1102,7 @@ func (p *Env) NewInstance(t *Template, phase exec.RunPhase) (_ *Instance, err er
 		if len(raw) == 0 {
 			raw = device.EmptyWeight
 		}
-		key := device.WeightKey(raw)
-		if r, ok := weights[key]; ok {
-			return r, nil
-		}
-		r, err := device.SharedWeight(ms, &p.PlanWeights, raw)
-		if err != nil {
-			return device.Region{}, err
-		}
-		weights[key] = r
-		return r, nil
+		return bind(device.WeightKey(raw), func() []byte { return raw }, p.sessionHeld(raw))
 	}
 	kernelIDs := map[*device.LoadedKernel]device.KernelID{}
 	calls := 0
@@ -1983,7 +2011,10 @@ type Cache struct {
 	// MaxArenaBytes bounds the arenas the cached instances hold together (0: only maxPlans
 	// bounds them); set before the first run.
 	MaxArenaBytes int64
-	tick          uint64
+	// MaxEntries bounds the entries in place of maxPlans when positive (tests); set before
+	// the first run.
+	MaxEntries int
+	tick       uint64
 	// Counts: entries evicted for room, plans added provisional, and provisional plans
 	// dropped to be planned again with their exact kernels.
 	Evicted, Provisional, Replanned int64
@@ -2108,7 +2139,7 @@ func (c *Cache) removeLocked(key string, e *Entry, reason string) {
 		c.Order = slices.Delete(c.Order, i, i+1)
 	}
 	for _, inst := range e.Idle {
-		inst.MS.Close()
+		inst.Close()
 	}
 	e.Template, e.Reason, e.Idle = nil, reason, nil
 }
@@ -2123,7 +2154,7 @@ func (c *Cache) Give(e *Entry, inst *Instance, fresh bool) {
 	}
 	e.out--
 	if c.closed || e.Template == nil {
-		inst.MS.Close()
+		inst.Close()
 		return
 	}
 	e.Idle = append(e.Idle, inst)
@@ -2202,7 +2233,7 @@ func (c *Cache) Drop(e *Entry, reason string) {
 	defer c.Mu.Unlock()
 	e.Template, e.Reason = nil, reason
 	for _, inst := range e.Idle {
-		inst.MS.Close()
+		inst.Close()
 	}
 	e.Idle = nil
 }
@@ -2227,7 +2258,7 @@ func (c *Cache) Add(key string, e *Entry) bool {
 	if c.closed || c.Entries[key] != nil {
 		return false
 	}
-	if len(c.Entries) >= maxPlans && !c.evictLocked(nil) {
+	if limit := cmp.Or(c.MaxEntries, maxPlans); len(c.Entries) >= limit && !c.evictLocked(nil) {
 		return false
 	}
 	if c.Entries == nil {
@@ -2263,7 +2294,7 @@ func (c *Cache) Close() []error {
 	var errs []error
 	for _, e := range c.Entries {
 		for _, inst := range e.Idle {
-			errs = append(errs, inst.MS.Close())
+			errs = append(errs, inst.Close())
 		}
 		e.Idle = nil
 	}

@@ -136,6 +136,7 @@ func (pe *Env) ShapeTrace(rc *exec.RunCtx, fed map[string]tensor.Tensor) ([]Trac
 				}
 				if fromWeights {
 					pe.constFolds.Store(n, outs)
+					pe.holdFolds(outs)
 				}
 			}
 			for i, name := range n.Outputs {

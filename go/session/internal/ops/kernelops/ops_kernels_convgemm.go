@@ -725,7 +725,12 @@ func convPlan(nd *graph.Node, in []ops.ValueInfo, fused, gpu bool) (*ops.KernelP
 		kd := cg * kern[0] * kern[1]
 		var wt ops.Operand
 		if w32, ok := w.Static.Data().([]float32); ok && len(w32) == m*kd {
-			p.Consts = append(p.Consts, tensor.MustTensor([]int64{int64(m * kd)}, CoutWeights(w32, groups, mg, kd)))
+			// Once a session (w.Derived), not once a plan: every input shape's plan reads
+			// the same transpose.
+			layout := fmt.Sprintf("conv_wt/g%d/mg%d/kd%d", groups, mg, kd)
+			p.Consts = append(p.Consts, w.Derived.Get(w.Static, layout, func() tensor.Tensor {
+				return tensor.MustTensor([]int64{int64(m * kd)}, CoutWeights(w32, groups, mg, kd))
+			}))
 			wt = ops.ConstOperand(len(p.Consts) - 1)
 		} else {
 			p.Scratch = append(p.Scratch, int64(4*m*kd))

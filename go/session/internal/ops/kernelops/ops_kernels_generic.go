@@ -1,6 +1,7 @@
 package kernelops
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/loomrt/loom/go/graph"
@@ -156,16 +157,21 @@ func unpackA(p *ops.KernelPlan, i int) (int, bool) {
 		if !ok || m < mr || len(packed) != ceilDiv(m, mr)*k*mr {
 			return i, false
 		}
-		un := make([]float32, m*k)
-		for tile := range ceilDiv(m, mr) {
-			i0 := min(tile*mr, m-mr)
-			for q := range k {
-				for r := range mr {
-					un[(i0+r)*k+q] = packed[(tile*k+q)*mr+r]
+		// Unpacked when a plan instance binds it (see unpackedConst).
+		un, err := unpackedConst(packed, m*k, fmt.Sprintf("gemm_nn.A unpacked m=%d k=%d mr=%d", m, k, mr), func(packed, un []float32) {
+			for tile := range ceilDiv(m, mr) {
+				i0 := min(tile*mr, m-mr)
+				for q := range k {
+					for r := range mr {
+						un[(i0+r)*k+q] = packed[(tile*k+q)*mr+r]
+					}
 				}
 			}
+		})
+		if err != nil {
+			return i, false
 		}
-		p.Consts[a.Index] = tensor.MustTensor([]int64{int64(len(un))}, un)
+		p.Consts[a.Index] = un
 		c.Args[7], c.Args[8] = U(k), 1
 	case ops.OperandScratch:
 		j := -1
@@ -195,6 +201,15 @@ func unpackA(p *ops.KernelPlan, i int) (int, bool) {
 	return i, true
 }
 
+// unpackedConst is the constant of n elements that unpack makes of packed, held as packed
+// (tensor.Relaid, layout naming the unpacking): a plan instance binds it unpacked, one copy
+// for all the plans of the session's input shapes whose stand-ins read it, made when the
+// first binds it and freed with the last (plan.Instance.Close). A copy per plan, made here,
+// held the weights once more for every shape planned before its exact kernels arrived.
+func unpackedConst(packed []float32, n int, layout string, unpack func(packed, un []float32)) (tensor.Tensor, error) {
+	return tensor.NewRelaid([]int64{int64(n)}, layout, packed, unpack)
+}
+
 // unpackB makes gemm_nn call i (PACKB) read B unpacked: the packed constant unpacked into
 // [k, n] (the strides the call carries already describe that layout). It is false when B is
 // not such a constant.
@@ -212,9 +227,13 @@ func unpackB(p *ops.KernelPlan, i int) bool {
 	if !ok || len(packed) != ceilDiv(n, nr)*k*nr {
 		return false
 	}
-	un := make([]float32, k*n)
-	unpackPanels(packed, un, k, n, nr)
-	p.Consts[b.Index] = tensor.MustTensor([]int64{int64(len(un))}, un)
+	un, err := unpackedConst(packed, k*n, fmt.Sprintf("gemm_nn.B unpacked k=%d n=%d nr=%d", k, n, nr), func(packed, un []float32) {
+		unpackPanels(packed, un, k, n, nr)
+	})
+	if err != nil {
+		return false
+	}
+	p.Consts[b.Index] = un
 	c.Args[9], c.Args[10], c.Args[11] = 0, 0, U(n)
 	delete(c.Config, "PACKB")
 	return true
