@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/loomrt/loom/go/graph"
@@ -338,13 +339,31 @@ func (rc *RunCtx) evalGraphWith(g *graph.Graph, sc *Scope, p *preparedBody) ([]t
 }
 
 // SourceOf returns the op library's source of file (package kernels) specialized for symbol
-// with config.
+// with config. The source is read once a process and shared: it must not be changed.
 func SourceOf(file, symbol string, config map[string]string) (device.KernelSource, error) {
-	src, err := kernels.Source(file)
-	if err != nil {
-		return device.KernelSource{}, err
+	src, ok := librarySources.Load(file)
+	if !ok {
+		text, err := kernels.Source(file) // a copy each call
+		if err != nil {
+			return device.KernelSource{}, err
+		}
+		src, _ = librarySources.LoadOrStore(file, text)
 	}
-	return device.KernelSource{Name: file, Source: src, Specialization: loom.Specialization{Symbol: symbol, Config: config}}, nil
+	return device.KernelSource{Name: file, Source: src.([]byte), Specialization: loom.Specialization{Symbol: symbol, Config: config}}, nil
+}
+
+// librarySources are the op library's files as SourceOf read them, by name: a few dozen, read
+// once.
+var librarySources sync.Map // string -> []byte
+
+// librarySource reports whether src's text is SourceOf's (the op library's, never changed).
+func librarySource(src device.KernelSource) bool {
+	v, ok := librarySources.Load(src.Name)
+	if !ok || len(src.Source) == 0 {
+		return false
+	}
+	text := v.([]byte)
+	return len(text) == len(src.Source) && &text[0] == &src.Source[0]
 }
 
 // device returns the run's ModelSession, taking or opening it on first use.

@@ -45,11 +45,12 @@ func LookupShipped(src device.KernelSource, target loom.Target) *aot.Variant {
 		return nil
 	}
 	// The static key hashes the whole source: a new input shape's plan asks for every kernel
-	// of the model, so the answers are kept by the source's identity (the op library's
-	// sources are the binary's own, never changed), the specialization and the target.
-	memo := ""
-	if len(src.Source) > 0 {
-		memo = fmt.Sprintf("%s|%p|%d|%s|%v|%s", src.Name, &src.Source[0], len(src.Source), src.Specialization.Symbol, src.Specialization.Config, target)
+	// of the model, so the answers for the op library's sources (SourceOf's, read once and
+	// never changed) are kept by file, specialization and target. (They were kept by the
+	// source's address, which a copy of the source made anew for each lookup: nothing was
+	// ever found, and the memo grew by an entry a lookup.)
+	memo, kept := shippedMemoKey(src, target)
+	if kept {
 		if v, ok := shippedLookups.Load(memo); ok {
 			return v.(*aot.Variant)
 		}
@@ -58,14 +59,23 @@ func LookupShipped(src device.KernelSource, target loom.Target) *aot.Variant {
 	if key, err := loom.StaticKey(src, target); err == nil {
 		v, _ = aot.Lookup(key)
 	}
-	if memo != "" {
+	if kept {
 		shippedLookups.Store(memo, v)
 	}
 	return v
 }
 
-// shippedLookups memoizes LookupShipped (see there); it grows with the distinct kernels a
-// process asks for, a few thousand at most (the op library's variants and the JIT's).
+// shippedMemoKey is LookupShipped's memo key for src and target, and whether it keeps the
+// answer (for the op library's own sources).
+func shippedMemoKey(src device.KernelSource, target loom.Target) (string, bool) {
+	if !librarySource(src) {
+		return "", false
+	}
+	return fmt.Sprintf("%s|%s|%v|%s", src.Name, src.Specialization.Symbol, src.Specialization.Config, target), true
+}
+
+// shippedLookups memoizes LookupShipped (see there); it grows with the distinct kernels of
+// the op library a process asks for (the shipped variants and the JIT's specializations).
 var shippedLookups sync.Map // string -> *aot.Variant (nil: not shipped)
 
 // LookupShippedBelow returns a shipped variant of src for a lower x86-64 level than target's
