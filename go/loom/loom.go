@@ -22,7 +22,7 @@ import (
 
 // CompilerVersion identifies the code this compiler generates; it is part of every cache key
 // and changes whenever generated code may change.
-const CompilerVersion = "loom-0.3.4"
+const CompilerVersion = "loom-0.3.5"
 
 // Config configures a Compiler. The zero Config works: it caches under LOOM_CACHE_DIR (or the
 // user cache directory's loom/), uses $CC (or gcc) and compiles up to GOMAXPROCS kernels at once.

@@ -214,3 +214,57 @@ func TestFloatVectorMinMaxKeepTheScalarRule(t *testing.T) {
 		}
 	}
 }
+
+// stride2Src loads W-lane vectors of type T from a view whose last stride is 2 (the even
+// elements of each row) and stores them contiguous; the rows end exactly where the last
+// vector's last element lies, so that a load past it would leave the buffer.
+const stride2Src = `
+kernel evens {
+	launch(n index) {
+		grid = (n, 1, 1)
+		block = (1, 1, 1)
+	}
+	device(x buffer[T] read, y buffer[T] write, n index) {
+		X := view(x, [n, W], [2 * W - 1, 2])
+		Y := view(y, [n, W])
+		r := block_id.x
+		Y[r, 0 : W] = X[r, 0 : W]
+	}
+}
+`
+
+// TestStride2VectorLoads checks vector loads from a view whose last stride is 2 (a pooling's
+// or a convolution's taps along a row with column stride 2), which the host renders as two
+// loads and a shuffle where the vector is one register: f32, f64 and i32 lanes, 4 to 16 wide,
+// on every host level this machine runs, bit for bit; the buffer ends at the last element
+// read (no load past it), rows of 2W - 1 elements.
+func TestStride2VectorLoads(t *testing.T) {
+	c := newCompiler(t)
+	r := newRand(t)
+	for _, elem := range []string{"f32", "f64", "i32"} {
+		size := map[string]int{"f32": 4, "f64": 8, "i32": 4}[elem]
+		for _, w := range []int{4, 8, 16} {
+			const n = 5
+			x := make([]byte, size*(n*(2*w-1)))
+			for i := range x {
+				x[i] = byte(r.IntN(256))
+			}
+			src := strings.NewReplacer("W", strconv.Itoa(w), "T", elem).Replace(stride2Src)
+			for _, tg := range hostLevels() {
+				t.Run(elem+"x"+strconv.Itoa(w)+"/"+tg.String(), func(t *testing.T) {
+					a, err := c.Compile(loom.KernelSource{Name: "inline.loom", Source: []byte(src),
+						Specialization: loom.Specialization{Symbol: "evens"}}, tg)
+					require.NoError(t, err)
+					res := launch(t, a, [][]byte{x, make([]byte, size*n*w)}, 1, int64(n))
+					require.Zero(t, res.Violation)
+					for row := range n {
+						for j := range w {
+							at := size * (row*(2*w-1) + 2*j)
+							require.Equal(t, x[at:at+size], res.Buffers[1][size*(row*w+j):size*(row*w+j+1)], "row %d lane %d", row, j)
+						}
+					}
+				})
+			}
+		}
+	}
+}

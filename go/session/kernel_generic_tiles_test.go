@@ -87,7 +87,8 @@ func genericTileMatMulAddRef(gelu, tanhForm bool) ops.OpFunc {
 // (8x32, one row in partial sums, 8x8, 8x1) with every kind of epilogue (GELU and C rows;
 // FusedConv's activations with output_scale and output_shift), depthwise convolutions
 // (generic.loom's conv_dw over conv_pad_any, every row-width path, strides, dilations and
-// padding, every FusedConv epilogue) and pooling windows inside the image (pool2d). Each
+// padding, every FusedConv epilogue) and pooling windows inside the image and leaving it
+// (pool2d_pad, pool2d). Each
 // runs as Loom kernels in the interpreter and the compiled run plan and matches a Go
 // reference on fresh random inputs (runWithoutACompiler).
 func TestShapeGenericTilesWithoutACompiler(t *testing.T) {
@@ -168,6 +169,32 @@ func TestShapeGenericTilesWithoutACompiler(t *testing.T) {
 			cases = append(cases, genericCase{fmt.Sprintf("%s_3x2_s3x2_w%d", op, w), node, 17, []tensor.Tensor{f32(dim(1, 2), dim(1, 9), dim(3, 12), w)},
 				nil, ops.HostOps[op]})
 		}
+	}
+
+	// Windows that leave the image: padding (count_include_pad either way), ceil_mode's
+	// overhang, column strides 1 and 2 (pool2d_pad with the window at run time) and 3 (pool2d).
+	padded := []struct {
+		op             string
+		k, s, pads     []int64
+		ceil, countPad int64
+		h, w           int64
+	}{
+		{"MaxPool", []int64{3, 3}, []int64{2, 2}, []int64{1, 1, 1, 1}, 0, 0, dim(8, 20), dim(30, 90)},
+		{"AveragePool", []int64{3, 3}, []int64{1, 1}, []int64{1, 1, 1, 1}, 0, 0, dim(3, 12), dim(9, 40)},
+		{"AveragePool", []int64{3, 2}, []int64{1, 2}, []int64{1, 0, 2, 1}, 1, 1, dim(3, 12), dim(9, 40)},
+		{"MaxPool", []int64{2, 2}, []int64{2, 2}, []int64{0, 0, 0, 0}, 1, 0, dim(3, 12), dim(17, 41)},
+		{"MaxPool", []int64{5, 5}, []int64{1, 1}, []int64{2, 2, 2, 2}, 0, 0, dim(5, 12), dim(5, 30)},
+		{"MaxPool", []int64{3, 3}, []int64{3, 3}, []int64{1, 1, 1, 1}, 0, 0, dim(5, 12), dim(5, 30)},
+	}
+	for _, c := range padded {
+		attrs := []*graph.Attribute{graph.IntsAttr("kernel_shape", c.k...), graph.IntsAttr("strides", c.s...),
+			graph.IntsAttr("pads", c.pads...), graph.IntAttr("ceil_mode", c.ceil)}
+		if c.op == "AveragePool" {
+			attrs = append(attrs, graph.IntAttr("count_include_pad", c.countPad))
+		}
+		node := graph.NewNode("n", c.op, nil, []string{"y"}, attrs...)
+		cases = append(cases, genericCase{fmt.Sprintf("%s_%v_s%v_p%v_ceil%d_cp%d_%dx%d", c.op, c.k, c.s, c.pads, c.ceil, c.countPad, c.h, c.w), node, 17,
+			[]tensor.Tensor{f32(dim(1, 2), dim(1, 9), c.h, c.w)}, nil, ops.HostOps[c.op]})
 	}
 
 	unshipped := runWithoutACompiler(t, rnd, cases)

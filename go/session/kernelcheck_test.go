@@ -137,7 +137,8 @@ func TestKernelOpsAgainstHost(t *testing.T) {
 }
 
 // The pool planner takes pool2d_window (pool2d_rows for rows narrower than 32 outputs) only
-// when every window lies inside the image.
+// when every window lies inside the image, pool2d_pad for the others; the GPU planner
+// pool2d_window or pool2d (a thread an output).
 func TestPoolPlannerChoosesWindowKernel(t *testing.T) {
 	plan := func(n *graph.Node, shape ...int64) string {
 		p, reason, err := ops.KernelPlanners[ops.PlannerKey(n)](n, 18, []ops.ValueInfo{{ValueType: ops.ValueType{Dtype: graph.Float, Shape: shape}, Present: true}})
@@ -150,9 +151,18 @@ func TestPoolPlannerChoosesWindowKernel(t *testing.T) {
 	}
 	require.Equal(t, "pool2d_rows", plan(pool(graph.IntsAttr("strides", 2, 2)), 1, 8, 28, 28))
 	require.Equal(t, "pool2d_window", plan(pool(graph.IntsAttr("strides", 2, 2)), 1, 8, 28, 64))
-	require.Equal(t, "pool2d", plan(pool(graph.IntsAttr("strides", 2, 2), graph.IntAttr("ceil_mode", 1)), 1, 8, 7, 7))
-	require.Equal(t, "pool2d", plan(pool(graph.IntsAttr("pads", 1, 1, 1, 1)), 1, 8, 7, 7))
-	require.Equal(t, "pool2d", plan(pool(graph.IntsAttr("dilations", 2, 2)), 1, 8, 7, 7))
+	require.Equal(t, "pool2d_pad", plan(pool(graph.IntsAttr("strides", 2, 2), graph.IntAttr("ceil_mode", 1)), 1, 8, 7, 7))
+	require.Equal(t, "pool2d_pad", plan(pool(graph.IntsAttr("pads", 1, 1, 1, 1)), 1, 8, 7, 7))
+	require.Equal(t, "pool2d_pad", plan(pool(graph.IntsAttr("dilations", 2, 2)), 1, 8, 7, 7))
+
+	gpu := func(n *graph.Node, shape ...int64) string {
+		p, reason, err := ops.GPUKernelPlanners[ops.PlannerKey(n)](n, 18, []ops.ValueInfo{{ValueType: ops.ValueType{Dtype: graph.Float, Shape: shape}, Present: true}})
+		require.NoError(t, err)
+		require.NotNil(t, p, reason)
+		return p.Calls[0].Symbol
+	}
+	require.Equal(t, "pool2d_window", gpu(pool(graph.IntsAttr("strides", 2, 2)), 1, 8, 28, 28))
+	require.Equal(t, "pool2d", gpu(pool(graph.IntsAttr("pads", 1, 1, 1, 1)), 1, 8, 7, 7))
 }
 
 // Tall gemm_nn tiles over a long k read A packed by pack_a; the result is checked above

@@ -861,9 +861,47 @@ func (e *emitter) vload(vt *types.Vector, mem *ir.Value, ptr string, op *ir.Op) 
 			name, name, st, name, vt.Len))
 		return fmt.Sprintf("%s(%s)", h, ptr)
 	}
+	if c, ok := ir.ConstInt(s); ok && c == 2 {
+		if h := e.gather2(vt, name, st); h != "" {
+			return fmt.Sprintf("%s(%s)", h, ptr)
+		}
+	}
 	h := e.helper("loom_gather_"+name, fmt.Sprintf("static LOOM_INLINE %s loom_gather_%s(const %s* p, loom_i64 s) { %s r; for (int i = 0; i < %d; i++) %s = p[i * s]; return r; }\n",
 		name, name, st, name, vt.Len, e.lane(vt, "r", "i")))
 	return fmt.Sprintf("%s(%s, %s)", h, ptr, e.val(s))
+}
+
+// gather2 returns the helper that loads the even elements p[0], p[2], ..., p[2(W-1)] as a
+// vector of type vt (W lanes): two loads of W elements, p[0..W-1] and p[W-1..2W-2] (none past
+// the last element the view covers), and one shuffle, where the lane-by-lane loop became a
+// masked broadcast a lane (a stride-2 pooling's taps: 2.4x the time). It returns "" where
+// the vector is not one native register-wide vector of 1-, 2-, 4- or 8-byte lanes.
+func (e *emitter) gather2(vt *types.Vector, name, st string) string {
+	mask := map[int]string{1: "signed char", 2: "short", 4: "int", 8: "long long"}[vt.Elem.Size()]
+	if k, _ := e.split(vt); !e.lang.NativeVectors || k != 1 || vt.Len < 2 || mask == "" {
+		return ""
+	}
+	// Lane j is element 2j: lane 2j of a for j < W/2, else lane 2j - (W-1) of b, which is
+	// index 2j + 1 of a and b concatenated.
+	idx := make([]string, vt.Len)
+	for j := range idx {
+		if j < vt.Len/2 {
+			idx[j] = strconv.Itoa(2 * j)
+		} else {
+			idx[j] = strconv.Itoa(2*j + 1)
+		}
+	}
+	list := strings.Join(idx, ", ")
+	return e.helper("loom_gather2_"+name, fmt.Sprintf(`static LOOM_INLINE %[1]s loom_gather2_%[1]s(const %[2]s* p) {
+  %[1]s a = *(const %[1]s_u*)p, b = *(const %[1]s_u*)(p + %[3]d);
+#if defined(__clang__)
+  return __builtin_shufflevector(a, b, %[4]s);
+#else
+  typedef %[5]s m __attribute__((vector_size(%[6]d)));
+  return __builtin_shuffle(a, b, (m){%[4]s});
+#endif
+}
+`, name, st, vt.Len-1, list, mask, vt.Len*vt.Elem.Size()))
 }
 
 func (e *emitter) vstore(vt *types.Vector, mem *ir.Value, ptr, v string, op *ir.Op) string {

@@ -162,6 +162,9 @@ var KernelGeometry = map[string]launchFormula{
 		return launchShape{Grid: [3]int64{cdiv(w[2], b), cdiv(w[1], rows), w[0]}, Block: [3]int64{b, rows, 1}, Foldable: true}
 	},
 	"linalg.loom:pool2d_rows":    serial1D("CH", 1),
+	"linalg.loom:pool2d_pad": func(w []int64, _ func(string, int64) int64) launchShape {
+		return launchShape{Grid: [3]int64{cdiv(w[0], max(w[3], 1)), 1, 1}, Block: [3]int64{1, 1, 1}}
+	},
 	"linalg.loom:softmax":        flat1D(64),
 	"movement.loom:strided_copy": tiled6D,
 	"movement.loom:where":        tiled6D,

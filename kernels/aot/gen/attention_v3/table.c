@@ -6,50 +6,50 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e2eda1487a396_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e32144eb10f38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ea2a402e05519_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ef7921c126243_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e00effff4aecd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e152b872ecb32_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e24be33b1cdfd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e2e3376d7b20e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3270a03b696f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e4c6e787aa59c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e83b0e1d129aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9683db107179_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e99a8507eee02_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea1949b258c77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea87aba9861e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ecf57bcafbb09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed40b1b82c7d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed74f7a6e499a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eeca2974921f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2efc2a94c763b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e806366a9e21c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2eb2b280f49bb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2eb5d7b7607719_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ed681f50e878a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e0f6bf6630571_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e27bc5fa759fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e293f69531742_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3d0dd718f357_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3d97dd969881_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e538fe0343f7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e6e5f6c29c58a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e720840d2bfce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eb998a1865653_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eb9c7103a2978_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ebf4035ce116e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec927606645fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ecd7bfbff5443_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ecffc18cb44bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed363cf99e7cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef4bcd011839f_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e2eda1487a396_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e32144eb10f38_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ea2a402e05519_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ef7921c126243_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e00effff4aecd_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e152b872ecb32_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e24be33b1cdfd_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e2e3376d7b20e_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3270a03b696f_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e4c6e787aa59c_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e83b0e1d129aa_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e9683db107179_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e99a8507eee02_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea1949b258c77_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ea87aba9861e8_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ecf57bcafbb09_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed40b1b82c7d4_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed74f7a6e499a_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eeca2974921f3_entries,
-    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2efc2a94c763b3_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2e806366a9e21c_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2eb2b280f49bb9_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2eb5d7b7607719_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_2ed681f50e878a_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e0f6bf6630571_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e27bc5fa759fc_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e293f69531742_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3d0dd718f357_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e3d97dd969881_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e538fe0343f7c_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e6e5f6c29c58a_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2e720840d2bfce_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eb998a1865653_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2eb9c7103a2978_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ebf4035ce116e_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ec927606645fa_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ecd7bfbff5443_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ecffc18cb44bb_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ed363cf99e7cb_entries,
+    loom_aot_loom_2eaot_2ev3_2eattention_2eattn_5fsoftmax_5frows_2ef4bcd011839f_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_attention_v3_entries(int i, uint32_t* count) {

@@ -6,50 +6,50 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e212a4cb8445c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e7548ed509818_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2eb9383a446d47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ebe442e852360_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e015de7c63941_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0ed5c2c8c227_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e19de1d06ecdf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e288942e4f826_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e2b2ae5f92e13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3d7e7c342ebc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e45c563fe84e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7d53a5ac3dba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7ffc28409136_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea37c70aadcd8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eac541b2a7b16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb6b287e2bcf6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eba6a79a0a043_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ec01549c8d3ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed67643759c10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2efd8d0cb03b13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e4ac6088e859a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e50ad4e63d174_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ec0b97fd31fdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ee059ba17542e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e07e60bba0297_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e1dca1303e84b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e1dd0ddc51c29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3916f8960c83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e52e6f332a044_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e5632d0f3fa1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e5c32783038ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e5f3c1eba0ae7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e5fe12c95065d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e8a1c5dbdf38c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9f523b642364_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9f9d217b4987_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea5dd530b43da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb5a0c0af61a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ec3113aa8767a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed9fc009742d6_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e212a4cb8445c_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e7548ed509818_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2eb9383a446d47_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ebe442e852360_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e015de7c63941_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e0ed5c2c8c227_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e19de1d06ecdf_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e288942e4f826_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e2b2ae5f92e13_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3d7e7c342ebc_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e45c563fe84e7_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7d53a5ac3dba_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e7ffc28409136_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea37c70aadcd8_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eac541b2a7b16_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb6b287e2bcf6_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eba6a79a0a043_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ec01549c8d3ad_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed67643759c10_entries,
-    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2efd8d0cb03b13_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e4ac6088e859a_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2e50ad4e63d174_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ec0b97fd31fdf_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_2ee059ba17542e_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e07e60bba0297_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e1dca1303e84b_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e1dd0ddc51c29_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e3916f8960c83_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e52e6f332a044_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e5632d0f3fa1a_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e5c32783038ab_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e5f3c1eba0ae7_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e5fe12c95065d_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e8a1c5dbdf38c_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9f523b642364_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2e9f9d217b4987_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ea5dd530b43da_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2eb5a0c0af61a0_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ec3113aa8767a_entries,
+    loom_aot_loom_2eaot_2ev4_2eattention_2eattn_5fsoftmax_5frows_2ed9fc009742d6_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_attention_v4_entries(int i, uint32_t* count) {

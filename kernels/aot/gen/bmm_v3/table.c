@@ -6,24 +6,24 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e49230621e744_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e684e89c9315d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2eecd10f336dde_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2efbb519313e4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e6810f6f85dcf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2ec627bd4fbccf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2eebc0dc03e875_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e4c3437eb5ec3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e64af919ff991_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6c35aa3f2e36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e92dd7d826e4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e435f9ce5dbd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e7021b628b2c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e847ae8632230_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e49230621e744_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e684e89c9315d_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2eecd10f336dde_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2efbb519313e4c_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e6810f6f85dcf_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2ec627bd4fbccf_entries,
-    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2eebc0dc03e875_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e4c3437eb5ec3_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e64af919ff991_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6c35aa3f2e36_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e92dd7d826e4d_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e435f9ce5dbd3_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e7021b628b2c9_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e847ae8632230_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_bmm_v3_entries(int i, uint32_t* count) {

@@ -6,24 +6,24 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e24a336cda3fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e8a0f60236537_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e9897b0512918_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ee0774d77c003_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e83044bb35ecb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2eb31dd8e1a134_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec6202e878f0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e08aa48e0f6ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e33d8dcc075a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e4574bedd9c73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e68b5c0ede1b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e1a02e41f1e48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e39c87b7aa57a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec2c09dc4c23b_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e24a336cda3fd_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e8a0f60236537_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e9897b0512918_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ee0774d77c003_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e83044bb35ecb_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2eb31dd8e1a134_entries,
-    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec6202e878f0a_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e08aa48e0f6ad_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e33d8dcc075a1_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e4574bedd9c73_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e68b5c0ede1b6_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e1a02e41f1e48_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e39c87b7aa57a_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec2c09dc4c23b_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_bmm_v4_entries(int i, uint32_t* count) {

@@ -6,150 +6,150 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e2057c6b7846e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e45ee58c43e38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2ec42a3109c1f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eeeb2f3fdee6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e01d28527997b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e03407358bf9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0c6a360b565e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1a49294ec8b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1a8f401ed789_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2901a20c8f13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2f268b5e6524_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e366b130fa029_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3fbdc5ccd7a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3febac9d0574_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e4a1855542700_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e514d201378bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e53e0f7caf98b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e56e8f82e8fcb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5832249fe5c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5b1cd70aa05e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5c237c4d9f48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e61a6c108c19b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6780bdafd6a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6d4ae7c59901_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6d7758a6043d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6dc6dd3f2b02_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e85d302a3655c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8a847a0ed01e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8c79ae393999_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e934fb9548511_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e96617d51d816_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e96fd97dbd4fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e99aa6084048f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea15a460ada8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea56e17fa363f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eaa4406562000_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb1d22d419983_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb8dec4bc91b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec33f904608bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eca0fbf1db75e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ecc4c03e5528a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed01720b95ef4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed26fc9410de0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed47fcc4f2ac2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee02ff06c20ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef14586a09e58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef1d3ecb845c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef35c5dba46f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef8df6cbaa63a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef94eee8fa257_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2efc2590cfb443_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2efd38a90ff0c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e400ccb5e9992_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e511bdc506c53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eac75c195a46d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ebf7981a5dbec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0bebb0f24ef5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0e81a8ebd4d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e5842eb81dfd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e59f6edf36ef7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2eb610fbc84acb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ec2c0c34ddb2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2eee9f08d2c394_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef36df86dce44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef407ff07095b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e42d15bca1f58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e669263e5964e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ec3bdb72941b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ee0fff6ed3141_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2efe7b730e7e2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e2e04c2184b38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e35f05597d978_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e96131e1fa77b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2ec17892a02725_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e053f76201d7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e06eb10ce7f09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e07c6765c888f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0adbf5516f37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e12658a4b92f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e13983f14eb0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e14da9993d10a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e17ca317381db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e20807b230820_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e29997a462fbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3b3518cd7dcf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3cf193deea8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3e40a956e7eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3e955a04d799_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e462ab65d796f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e4e3cfac2cc6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e53b5108526c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5731eba6275a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e636de714fbf8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e63c6ee49aee4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e73147197cd88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7d87216542e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e807964c8ac5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e885fd6f32294_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8ba50608d29b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8ee57eb82948_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9341955db59f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9f80c3f41d15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea9e633f3ea7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ead544503e179_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eaf836aa55916_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb4cb053d1838_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb78cf28afc9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ebd96511ce12a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec14a6b06b1a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec1eb2fc1a8b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec5576fb9afe0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec957c4a73059_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ecbbd4f4ea8fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed3066ba83311_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed74150887a62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee011f9eb72ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee74beba950fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef5e8da3bd33f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef772ab1c5847_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef829f5cc84d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef87c8471dac6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2efff8abd2bc0d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e3237b04f737e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e78babbcb582a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb8d40c63531f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eefe3b0fc29fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4323730a4fb3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e43f7074db11a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e6c819d0ef124_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea6e8ee83272f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea84f61d78950_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2eeb53bff18834_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef0205e8f6940_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef0ca08e3f7f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2efc910da70b7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e6d219cf8e254_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e8a6645c6d6c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ea2d676f1e5f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2eb8e5a1a3565c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ebf36c03e6b78_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e2057c6b7846e_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e45ee58c43e38_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2ec42a3109c1f7_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2eeeb2f3fdee6e_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e01d28527997b_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e03407358bf9f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0c6a360b565e_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1a49294ec8b5_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e1a8f401ed789_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2901a20c8f13_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e2f268b5e6524_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e366b130fa029_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3fbdc5ccd7a3_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3febac9d0574_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e4a1855542700_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e514d201378bb_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e53e0f7caf98b_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e56e8f82e8fcb_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5832249fe5c6_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5b1cd70aa05e_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5c237c4d9f48_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e61a6c108c19b_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6780bdafd6a7_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6d4ae7c59901_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6d7758a6043d_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e6dc6dd3f2b02_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e85d302a3655c_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8a847a0ed01e_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8c79ae393999_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e934fb9548511_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e96617d51d816_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e96fd97dbd4fe_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e99aa6084048f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea15a460ada8f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea56e17fa363f_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eaa4406562000_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb1d22d419983_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb8dec4bc91b6_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec33f904608bd_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eca0fbf1db75e_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ecc4c03e5528a_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed01720b95ef4_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed26fc9410de0_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed47fcc4f2ac2_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee02ff06c20ff_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef14586a09e58_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef1d3ecb845c6_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef35c5dba46f8_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef8df6cbaa63a_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef94eee8fa257_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2efc2590cfb443_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2efd38a90ff0c1_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e400ccb5e9992_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e511bdc506c53_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eac75c195a46d_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2ebf7981a5dbec_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0bebb0f24ef5_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e0e81a8ebd4d2_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e5842eb81dfd0_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e59f6edf36ef7_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2eb610fbc84acb_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ec2c0c34ddb2b_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2eee9f08d2c394_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef36df86dce44_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef407ff07095b_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e42d15bca1f58_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e669263e5964e_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ec3bdb72941b9_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ee0fff6ed3141_entries,
-    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2efe7b730e7e2d_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e2e04c2184b38_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e35f05597d978_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2e96131e1fa77b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fcout_2ec17892a02725_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e053f76201d7d_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e06eb10ce7f09_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e07c6765c888f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e0adbf5516f37_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e12658a4b92f2_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e13983f14eb0f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e14da9993d10a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e17ca317381db_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e20807b230820_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e29997a462fbf_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3b3518cd7dcf_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3cf193deea8b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3e40a956e7eb_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e3e955a04d799_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e462ab65d796f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e4e3cfac2cc6c_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e53b5108526c1_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e5731eba6275a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e636de714fbf8_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e63c6ee49aee4_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e73147197cd88_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e7d87216542e0_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e807964c8ac5e_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e885fd6f32294_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8ba50608d29b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e8ee57eb82948_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9341955db59f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2e9f80c3f41d15_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ea9e633f3ea7f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ead544503e179_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eaf836aa55916_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb4cb053d1838_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2eb78cf28afc9f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ebd96511ce12a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec14a6b06b1a5_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec1eb2fc1a8b3_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec5576fb9afe0_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ec957c4a73059_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ecbbd4f4ea8fd_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed3066ba83311_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ed74150887a62_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee011f9eb72ec_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ee74beba950fd_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef5e8da3bd33f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef772ab1c5847_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef829f5cc84d7_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2ef87c8471dac6_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv2d_5fdirect_2efff8abd2bc0d_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e3237b04f737e_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2e78babbcb582a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eb8d40c63531f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fcols_2eefe3b0fc29fd_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e4323730a4fb3_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e43f7074db11a_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2e6c819d0ef124_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea6e8ee83272f_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ea84f61d78950_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2eeb53bff18834_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef0205e8f6940_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2ef0ca08e3f7f0_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fpad_2efc910da70b7b_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e6d219cf8e254_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2e8a6645c6d6c4_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ea2d676f1e5f7_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2eb8e5a1a3565c_entries,
+    loom_aot_loom_2eaot_2ev3_2econv_5ffast_2econv_5fwt_2ebf36c03e6b78_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_conv_fast_v3_entries(int i, uint32_t* count) {

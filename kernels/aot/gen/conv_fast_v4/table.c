@@ -6,150 +6,150 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e58af1b36702f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e8943289aae09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e954d583764e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2ec82c4b0f4fc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e03f98b83f485_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e057de5cb6742_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e11156d33a563_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e12d1dbb707e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e13ad86f8514c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e153fd5cea6b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e19c1729e30ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2d0613edb61b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e30fa42992d9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e32da08d93115_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e35340d821707_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3673548a329c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e374846facc1c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3bd80a3c9090_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3f58b6a672bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e44faa84752f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e45d490bb3cbb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e51e05c1facb5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e55380b31b9fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5622bf9486af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5cb42fc89481_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5dc850143668_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5ed15094bd89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e6e891761d9b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7e879facfa1f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e84da70d84802_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e918b24506d3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9248292fe16b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e984574ae2195_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea300aab5c450_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eaf5b7c3a8c12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb57d9077248a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb60a97173d15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe61678d6295_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec07b7c91f6a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec36154babcf8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec3e2305d54c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec6343fcad07d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ecd8a715c50c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed6e238ae4173_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eda9c7688ec45_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edf053ab0118c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee363497991ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eed0070d9a6e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eeec333ba58e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef4ce301394e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efd336e43b5e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efd53e52fca99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eb876d0e9e4f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ebe5b18966248_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecc191e34ebd3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecf2f208a1fad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e0e5a8c5eda92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e32a6e65b1056_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e4af5466dbb97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eaf1b8d6413b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eb37f4c98dc9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec2b751c27db3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ecaa39f2ef65e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ecd3f0aaf875f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ef900a1bf0c1f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e04aaa626ec29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e20d1d8c900a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e3c8a81e98e0d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e98440ce1cfdc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2efc7d34fb8511_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e3eebe75ea6f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e4aca5517f43b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e698750d3b87f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e956fc3ddf299_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e03f626d84812_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e083a33d15917_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0e7efec87dc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0fba62469321_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1d9a993198d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1e81d4622b6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1f2f018befb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e34f224ac88ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e356a666b26be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e386f6d2598b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e398bad4fcb26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e418bc38df737_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e42c4ea9bbd50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4437f7b376d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e44e63e75dc7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e48f5d299e871_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e492e0d703a86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4c261174d34d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5552c9702bd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5cec7f27a22f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5d66948753d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5d94bd74f5c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e663b9e54b89a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e68a832014882_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7de70e8b4cdd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8104ccb6bbde_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e82c813c59b60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e85fd40bfb89b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e88aa653295d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8cb3bd3d4458_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e905e9c0f2ccd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e931bd805dfda_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e98320baaee6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9e00b9ace784_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea032a20f3478_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea093febe91f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea3c01715b687_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea68dfe6f110d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eab0da8164400_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb35a847d970f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebff0e700445d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec18cde8de4d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec6be352167c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ecf72fb8f824b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed37450330ac2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee1d58e5e16ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee2092482d503_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee44db0eba61b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e136ec8122662_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e3b19e8db251b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e694772e22bad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eed13b042f8d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e2cc02c0251aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e9ee277d34073_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eb286b4d2d992_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec7fdcd55584b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec9760e56b511_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eca64a5611942_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ede5d53a47f12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ee5ea6ccb5e1c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ef1b572107461_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e11dc509e08c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e8a7216e0aed6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ea848e7179cf2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ee0cf4fc08213_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ef2a6b6ac6684_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e58af1b36702f_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e8943289aae09_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e954d583764e1_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2ec82c4b0f4fc8_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e03f98b83f485_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e057de5cb6742_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e11156d33a563_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e12d1dbb707e1_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e13ad86f8514c_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e153fd5cea6b0_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e19c1729e30ea_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e2d0613edb61b_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e30fa42992d9f_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e32da08d93115_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e35340d821707_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3673548a329c_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e374846facc1c_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3bd80a3c9090_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e3f58b6a672bc_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e44faa84752f6_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e45d490bb3cbb_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e51e05c1facb5_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e55380b31b9fb_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5622bf9486af_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5cb42fc89481_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5dc850143668_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5ed15094bd89_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e6e891761d9b6_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7e879facfa1f_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e84da70d84802_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e918b24506d3e_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9248292fe16b_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e984574ae2195_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea300aab5c450_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eaf5b7c3a8c12_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb57d9077248a_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb60a97173d15_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebe61678d6295_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec07b7c91f6a4_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec36154babcf8_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec3e2305d54c5_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec6343fcad07d_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ecd8a715c50c2_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed6e238ae4173_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eda9c7688ec45_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2edf053ab0118c_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee363497991ac_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eed0070d9a6e6_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eeec333ba58e2_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ef4ce301394e3_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efd336e43b5e6_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2efd53e52fca99_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eb876d0e9e4f5_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ebe5b18966248_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecc191e34ebd3_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2ecf2f208a1fad_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e0e5a8c5eda92_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e32a6e65b1056_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e4af5466dbb97_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eaf1b8d6413b2_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eb37f4c98dc9c_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec2b751c27db3_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ecaa39f2ef65e_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ecd3f0aaf875f_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ef900a1bf0c1f_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e04aaa626ec29_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e20d1d8c900a5_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e3c8a81e98e0d_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e98440ce1cfdc_entries,
-    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2efc7d34fb8511_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e3eebe75ea6f6_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e4aca5517f43b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e698750d3b87f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fcout_2e956fc3ddf299_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e03f626d84812_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e083a33d15917_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0e7efec87dc8_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e0fba62469321_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1d9a993198d8_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1e81d4622b6d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e1f2f018befb6_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e34f224ac88ac_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e356a666b26be_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e386f6d2598b5_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e398bad4fcb26_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e418bc38df737_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e42c4ea9bbd50_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4437f7b376d8_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e44e63e75dc7b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e48f5d299e871_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e492e0d703a86_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e4c261174d34d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5552c9702bd9_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5cec7f27a22f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5d66948753d5_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e5d94bd74f5c1_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e663b9e54b89a_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e68a832014882_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e7de70e8b4cdd_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8104ccb6bbde_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e82c813c59b60_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e85fd40bfb89b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e88aa653295d3_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e8cb3bd3d4458_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e905e9c0f2ccd_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e931bd805dfda_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e98320baaee6d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2e9e00b9ace784_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea032a20f3478_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea093febe91f0_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea3c01715b687_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ea68dfe6f110d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eab0da8164400_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2eb35a847d970f_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ebff0e700445d_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec18cde8de4d5_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ec6be352167c0_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ecf72fb8f824b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ed37450330ac2_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee1d58e5e16ae_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee2092482d503_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv2d_5fdirect_2ee44db0eba61b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e136ec8122662_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e3b19e8db251b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2e694772e22bad_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fcols_2eed13b042f8d5_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e2cc02c0251aa_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2e9ee277d34073_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eb286b4d2d992_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec7fdcd55584b_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ec9760e56b511_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2eca64a5611942_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ede5d53a47f12_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ee5ea6ccb5e1c_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fpad_2ef1b572107461_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e11dc509e08c4_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2e8a7216e0aed6_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ea848e7179cf2_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ee0cf4fc08213_entries,
+    loom_aot_loom_2eaot_2ev4_2econv_5ffast_2econv_5fwt_2ef2a6b6ac6684_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_conv_fast_v4_entries(int i, uint32_t* count) {

@@ -6,18 +6,18 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2e18eed1afda49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2e224a2f881c4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2e5498f2b2dc93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2ea5f20ba3e1dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2e1ef6e98ae326_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2e6236ce169e8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2eb4200394bf46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2ece0ccac55a97_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2e18eed1afda49_entries,
-    loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2e224a2f881c4b_entries,
-    loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2e5498f2b2dc93_entries,
-    loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2ea5f20ba3e1dc_entries,
+    loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2e1ef6e98ae326_entries,
+    loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2e6236ce169e8e_entries,
+    loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2eb4200394bf46_entries,
+    loom_aot_loom_2eaot_2ev3_2econvtranspose_2ecol2im_2ece0ccac55a97_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_convtranspose_v3_entries(int i, uint32_t* count) {

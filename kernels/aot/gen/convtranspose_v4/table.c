@@ -6,18 +6,18 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e052dc19b2f95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2eb6ca1f339d69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ec53e2455dfdc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ed2e0823775a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e5ce281b4958b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e62bd7cc3ca92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ebcfb9aa06dc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2edec326a6ded8_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e052dc19b2f95_entries,
-    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2eb6ca1f339d69_entries,
-    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ec53e2455dfdc_entries,
-    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ed2e0823775a2_entries,
+    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e5ce281b4958b_entries,
+    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2e62bd7cc3ca92_entries,
+    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2ebcfb9aa06dc2_entries,
+    loom_aot_loom_2eaot_2ev4_2econvtranspose_2ecol2im_2edec326a6ded8_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_convtranspose_v4_entries(int i, uint32_t* count) {

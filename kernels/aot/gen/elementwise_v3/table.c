@@ -6,198 +6,198 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0086789eeec1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e018c4644c177_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e02b3df90419e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0470346adffb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0947ebc1f5c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13e671a82122_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13ee309ec6b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1f11cc2743b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e20492b8a125e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e22db97883f53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24dba9f346c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24f24ae88ed5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e26a2d08d368f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2a0be8aad922_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e311a888590ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3aa8f397f182_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e40cd0cfb31f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4e44b075ece9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e57894c4bafbe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6255373b0712_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e702037b56b7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e72f449dade43_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e855e42a4f10e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e86523b697604_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9020463cba1d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e914935c2dc9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e94f21bb16b83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e98313fa150ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e98a9eb3d28cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9b03f07219cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9bc787dcff62_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea4c6270016d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea500124b17f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea97311c50ed0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebc1243f7b8c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebee68e489829_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec14bd497bdea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec2755cf4fe12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec555b6c2d704_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecf6a7532ad0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed0848529e479_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edf3eae8893c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee2d60194e20c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eec272ba3e369_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eecaccad26603_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef1038238fe55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef3c4587b30c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef4d4a0107e9a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0f47cbbb3282_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e140ae02d00c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1935bf303cc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e198232a8309b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1a6a2ff09df1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1bd908adee55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e29c15463cd55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2f779d62199c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e38b9254952e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e41d2d3de0b7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4df175ba7692_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e514e73ad6601_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e51c0ac33a670_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e61e447ca0d90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e62b9fb445fa4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7e753d25f52c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e8d4636c35f59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eaa397c002ae3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eac57de432212_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb32004454942_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec588c0cb747f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec7274444fa1a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed27ca987048e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed40ee34e7778_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edcf5022a768d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edfb63882aaa1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee8631097f0ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eeb7789d026d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eedf5aa30e1aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef2edc5a250f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef75813d40ecd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efee7aa8052ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e101a56ab3064_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e37bd446302c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e615484245f15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7d598249b269_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7d8a18b580c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea98e889f8a97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb0665dacacbf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb11647b01196_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec970e5d6afcc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed6e53020df16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed9c459ab91a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edbec20f17d9a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eed3b47a41f37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef10b52caa924_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0332fd28cd8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0370e5337098_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e064dca656183_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0767d8f68985_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e084666e8556d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0aa21e08f881_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0ada3c9403c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0b1d57477a65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e132ba93e954b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13fa70a97dc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1641648283ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1b1332f12e6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24a971198258_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2711958977f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b30bc87a2d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2d513b37d944_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e30bbc8800418_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e325610f75dcf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e377cfac0b3c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e382e37ed1691_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3c743ce57ecd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5496330406e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5b03a7294a4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5cce39af565c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5d2b001bebe4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5d85086639aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6475e6ed90cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e72ac4388e132_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7d613dfa8470_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e84f4f88587f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8584b1911a27_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e85f0281f2ba9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8b558afa1f30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9a6c8cc7adb3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eab2306073ec1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eadaddd3cbe4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb126a1836c5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb49ef22f968a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec1a41ea328bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec48f7264bc74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec9ccf78c418c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecb0e3233c952_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed048fb2ed04e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed63ffa2a136e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed734a1ffbe11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edcc0a03ca1e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef1b8d2a922a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efbbd23e3118c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e053649ca064a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0617ea0bcf8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e099b69299621_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0a90423203fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0f0c4e74478c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2827f6f63c13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2ece442f14d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e34dee5b9e963_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e376f61fcea5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4e6ac9b05d30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5ae7f4afdda1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e695c6e78bb40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6a74895a44df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6aa1eeb6f875_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7a602ebc57ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7cbb060c1734_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e80d641e09cd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e89aa9f974e76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e9829a4efd99e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e9ad74108c158_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ea418688a747a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb7fcd830a0f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb99227695987_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec54f4152a4d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec57e2440b251_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec670ac619c9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec93559484fe8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed24d05eab0cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed2d01fe2b75d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee7b9c1f8161f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee845d17dcc20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efb7df6d3a8cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e29256846ff59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e465907f05b51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5548ab6473af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e57bce6cc0edf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7324fa889559_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7c9327bef8f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea22aabf81d93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec77d9d294be4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edbfab8ad5e54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edf4eb8cc269a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ee34336d8b1fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ee9683e9e2009_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eee07ea2eb640_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2efba0031951a3_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0086789eeec1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e018c4644c177_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e02b3df90419e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0470346adffb_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0947ebc1f5c6_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13e671a82122_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13ee309ec6b0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1f11cc2743b7_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e20492b8a125e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e22db97883f53_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24dba9f346c9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24f24ae88ed5_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e26a2d08d368f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2a0be8aad922_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e311a888590ab_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3aa8f397f182_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e40cd0cfb31f4_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4e44b075ece9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e57894c4bafbe_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6255373b0712_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e702037b56b7e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e72f449dade43_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e855e42a4f10e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e86523b697604_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9020463cba1d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e914935c2dc9e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e94f21bb16b83_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e98313fa150ec_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e98a9eb3d28cf_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9b03f07219cf_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9bc787dcff62_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea4c6270016d0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea500124b17f9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea97311c50ed0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebc1243f7b8c7_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebee68e489829_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec14bd497bdea_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec2755cf4fe12_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec555b6c2d704_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecf6a7532ad0f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed0848529e479_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edf3eae8893c3_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee2d60194e20c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eec272ba3e369_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eecaccad26603_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef1038238fe55_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef3c4587b30c0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef4d4a0107e9a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0f47cbbb3282_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e140ae02d00c6_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1935bf303cc2_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e198232a8309b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1a6a2ff09df1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e1bd908adee55_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e29c15463cd55_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2f779d62199c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e38b9254952e5_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e41d2d3de0b7f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4df175ba7692_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e514e73ad6601_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e51c0ac33a670_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e61e447ca0d90_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e62b9fb445fa4_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7e753d25f52c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e8d4636c35f59_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eaa397c002ae3_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eac57de432212_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb32004454942_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec588c0cb747f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec7274444fa1a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed27ca987048e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed40ee34e7778_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edcf5022a768d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2edfb63882aaa1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee8631097f0ac_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eeb7789d026d0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eedf5aa30e1aa_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef2edc5a250f7_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef75813d40ecd_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efee7aa8052ca_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e101a56ab3064_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e37bd446302c4_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e615484245f15_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7d598249b269_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7d8a18b580c2_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea98e889f8a97_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb0665dacacbf_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb11647b01196_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec970e5d6afcc_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed6e53020df16_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ed9c459ab91a9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edbec20f17d9a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eed3b47a41f37_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ef10b52caa924_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0332fd28cd8b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0370e5337098_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e064dca656183_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0767d8f68985_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e084666e8556d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0aa21e08f881_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0ada3c9403c3_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0b1d57477a65_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e132ba93e954b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13fa70a97dc6_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1641648283ec_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1b1332f12e6f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24a971198258_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2711958977f7_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b30bc87a2d5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2d513b37d944_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e30bbc8800418_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e325610f75dcf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e377cfac0b3c5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e382e37ed1691_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3c743ce57ecd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5496330406e1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5b03a7294a4d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5cce39af565c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5d2b001bebe4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5d85086639aa_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6475e6ed90cd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e72ac4388e132_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7d613dfa8470_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e84f4f88587f9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8584b1911a27_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e85f0281f2ba9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8b558afa1f30_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9a6c8cc7adb3_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eab2306073ec1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eadaddd3cbe4b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb126a1836c5a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb49ef22f968a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec1a41ea328bc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec48f7264bc74_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec9ccf78c418c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecb0e3233c952_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed048fb2ed04e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed63ffa2a136e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed734a1ffbe11_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edcc0a03ca1e2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef1b8d2a922a5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efbbd23e3118c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e053649ca064a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0617ea0bcf8b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e099b69299621_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0a90423203fe_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0f0c4e74478c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2827f6f63c13_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2ece442f14d8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e34dee5b9e963_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e376f61fcea5e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4e6ac9b05d30_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5ae7f4afdda1_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e695c6e78bb40_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6a74895a44df_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6aa1eeb6f875_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7a602ebc57ae_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7cbb060c1734_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e80d641e09cd9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e89aa9f974e76_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e9829a4efd99e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e9ad74108c158_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ea418688a747a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb7fcd830a0f0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb99227695987_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec54f4152a4d0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec57e2440b251_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec670ac619c9a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec93559484fe8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed24d05eab0cd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed2d01fe2b75d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee7b9c1f8161f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee845d17dcc20_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efb7df6d3a8cd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e29256846ff59_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e465907f05b51_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5548ab6473af_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e57bce6cc0edf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7324fa889559_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7c9327bef8f9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea22aabf81d93_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec77d9d294be4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edbfab8ad5e54_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edf4eb8cc269a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ee34336d8b1fa_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ee9683e9e2009_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eee07ea2eb640_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2efba0031951a3_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v3_entries(int i, uint32_t* count) {

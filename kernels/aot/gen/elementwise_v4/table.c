@@ -6,198 +6,198 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e02572e523ec9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e05cf7c61e563_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e093fe7b07b0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e099a96dca569_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e15bd4bb4e7e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1ca0eda8edb4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1d6f07907ba1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1eaa8db3740a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e24ade7378f55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e27b9ac6c73e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2f24d4e6aeaa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e318bbf3e2fcb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e335bd04dea03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e34390542586a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e37306b7c2ec4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3e695eb46bff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e41b10688de25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e42231ee919ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e52f42aa5ff39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7a9ea5da516e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e83771be00184_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8898bf6b4117_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8add1d892c0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8c530e8ae1c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8cd5ef2385b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91df5b23343c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e92fc96b4b026_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9d70b47acd2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9f901ea305ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea513e8ddb08e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb2272e593f54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb3cd2557c0e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb56914735205_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebcdac1448c5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebdd8ff8567a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec5dba7e739fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecbc4978502eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecf714a598188_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2edf462b155f4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee401d322935a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee58d066d5508_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee803dad2afbe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea415dae8d2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeb962254881d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eec38ffc7a107_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef02d4f5cb40b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef64f312be7a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef90fa50f7411_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0ae4784c44cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1037ec7a46c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e17e941f1f2f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2240b11d2683_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e243105f7f814_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e261e77feabe7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2942b5fbda1f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e325b7c05bd90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e433d50e1027d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e451d40f9c864_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e498c2ac6cfbf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4ea3eb8f03c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e51fd0d071fa7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5a3a133fc3b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e77bb992096b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e78bd3d49bb15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e825eec9fe555_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9d3e93e500bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea1a4453563ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea80df79ea862_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb52213173a6d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd83ebe085eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebe112b6aec3d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebec1d750df82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebf6ab856f8e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec118ce1fcf1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ecbfa82979ab0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2edea7d79952af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee545c92cd51b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee6688c52abc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eea70002f2700_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eef6f1324ebb8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e1449d5485be7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2683432069ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3e1677aabf53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e400931291d99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5837b8246593_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5cad87b33f99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5cff3ff5fd2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e9d0436bea6c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb06b67dd55b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb163933c7434_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb499c075c7e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec00194e53285_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec9705c9d371e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eed371c030b2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e050db75343bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e10d6c77c68a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e130330cf8b4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1e6d2048026e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e218df9dc13de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e22ca85155c48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e25a36c3333f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e262296e33125_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2921934198d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2ed156b8c007_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e304cf8311315_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e305881ffd409_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e37c1ae039407_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3b6b4d60727c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3ed54fbc0136_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e435f4b0748ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e47cbf5359255_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e487655fced7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4ec60dcb25d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e56fcfedab8b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5c1e294d303d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5caa8df43a57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e696a2cba25e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e69ec5f4d8768_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c421a2f227b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e779079101136_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e799cf8d35e6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7b4d3c697570_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e81c55ab51169_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e835f2381c107_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8745db544d6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8fa55f164147_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e939ada4970a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea5472718960e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea8e090be23a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb67d5174c5b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb811c878dcba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebec2fe0a083a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec53eb7d97f26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec66dd4189b7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed21326acf1c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eded262e47480_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2edf8535a45d5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee10c3499c67b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee392ddd0f51c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea1e97796406_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeb969734a079_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef13e4a7c29ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e102dada227f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e131ba828cac1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1d8ed0214d32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2782decda2a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e32e175427b4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e3949a59711fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e43355f91e189_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e51d702975c0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e6626fe6518e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e70d7536d0762_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e794ddd1470b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e79e75f2a29f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8327ef387c68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e87e484f3d105_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8de46fbcde77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e96b841e3e458_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9771e710f6bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e981a7f33b946_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea5003779db60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea6e59dd51326_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea8951000ce89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb0eb6b1edd5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb5a4014794dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb9d8b1a06819_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebbc3453baa6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd3f79b327cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec529af233b8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec7a9ce790a7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eca34054d248e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed672fb668ef9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee2cfc66ab437_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee6cbceaed0e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4e8994b8efd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e68217fed7bd1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e6d64b7d24954_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8e7596cbb0e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e903dc15e6533_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e928976997be7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea6c8cfb6e43f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eae1fbd20f8db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec2e8eb6efe16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eceb801a33714_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2edbfbabc17c38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2edffa6e2b61ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee0a4b78e719c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef5d09f928609_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e02572e523ec9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e05cf7c61e563_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e093fe7b07b0b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e099a96dca569_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e15bd4bb4e7e0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1ca0eda8edb4_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1d6f07907ba1_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1eaa8db3740a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e24ade7378f55_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e27b9ac6c73e4_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2f24d4e6aeaa_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e318bbf3e2fcb_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e335bd04dea03_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e34390542586a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e37306b7c2ec4_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3e695eb46bff_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e41b10688de25_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e42231ee919ba_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e52f42aa5ff39_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7a9ea5da516e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e83771be00184_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8898bf6b4117_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8add1d892c0e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8c530e8ae1c2_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8cd5ef2385b4_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91df5b23343c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e92fc96b4b026_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9d70b47acd2a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e9f901ea305ca_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea513e8ddb08e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb2272e593f54_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb3cd2557c0e1_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb56914735205_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebcdac1448c5f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebdd8ff8567a1_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec5dba7e739fb_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecbc4978502eb_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecf714a598188_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2edf462b155f4f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee401d322935a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee58d066d5508_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee803dad2afbe_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea415dae8d2c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeb962254881d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eec38ffc7a107_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef02d4f5cb40b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef64f312be7a5_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef90fa50f7411_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0ae4784c44cc_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1037ec7a46c7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e17e941f1f2f7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2240b11d2683_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e243105f7f814_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e261e77feabe7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2942b5fbda1f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e325b7c05bd90_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e433d50e1027d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e451d40f9c864_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e498c2ac6cfbf_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4ea3eb8f03c3_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e51fd0d071fa7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5a3a133fc3b6_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e77bb992096b5_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e78bd3d49bb15_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e825eec9fe555_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9d3e93e500bf_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea1a4453563ea_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea80df79ea862_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb52213173a6d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd83ebe085eb_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebe112b6aec3d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebec1d750df82_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebf6ab856f8e0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec118ce1fcf1b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ecbfa82979ab0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2edea7d79952af_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee545c92cd51b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee6688c52abc2_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eea70002f2700_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eef6f1324ebb8_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e1449d5485be7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e2683432069ea_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3e1677aabf53_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e400931291d99_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5837b8246593_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5cad87b33f99_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e5cff3ff5fd2a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e9d0436bea6c6_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb06b67dd55b9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb163933c7434_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eb499c075c7e6_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec00194e53285_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec9705c9d371e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eed371c030b2d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e050db75343bf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e10d6c77c68a5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e130330cf8b4c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1e6d2048026e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e218df9dc13de_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e22ca85155c48_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e25a36c3333f7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e262296e33125_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2921934198d3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2ed156b8c007_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e304cf8311315_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e305881ffd409_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e37c1ae039407_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3b6b4d60727c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3ed54fbc0136_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e435f4b0748ce_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e47cbf5359255_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e487655fced7d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4ec60dcb25d1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e56fcfedab8b7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5c1e294d303d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5caa8df43a57_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e696a2cba25e6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e69ec5f4d8768_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c421a2f227b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e779079101136_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e799cf8d35e6e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7b4d3c697570_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e81c55ab51169_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e835f2381c107_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8745db544d6d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8fa55f164147_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e939ada4970a7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea5472718960e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea8e090be23a8_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb67d5174c5b9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb811c878dcba_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebec2fe0a083a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec53eb7d97f26_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec66dd4189b7d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed21326acf1c7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eded262e47480_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2edf8535a45d5e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee10c3499c67b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee392ddd0f51c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea1e97796406_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeb969734a079_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef13e4a7c29ac_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e102dada227f0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e131ba828cac1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1d8ed0214d32_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2782decda2a6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e32e175427b4a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e3949a59711fc_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e43355f91e189_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e51d702975c0b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e6626fe6518e6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e70d7536d0762_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e794ddd1470b6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e79e75f2a29f0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8327ef387c68_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e87e484f3d105_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8de46fbcde77_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e96b841e3e458_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9771e710f6bd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e981a7f33b946_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea5003779db60_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea6e59dd51326_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea8951000ce89_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb0eb6b1edd5f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb5a4014794dd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb9d8b1a06819_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebbc3453baa6c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd3f79b327cc_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec529af233b8a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec7a9ce790a7c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eca34054d248e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed672fb668ef9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee2cfc66ab437_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee6cbceaed0e2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4e8994b8efd2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e68217fed7bd1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e6d64b7d24954_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8e7596cbb0e3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e903dc15e6533_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e928976997be7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea6c8cfb6e43f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eae1fbd20f8db_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec2e8eb6efe16_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eceb801a33714_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2edbfbabc17c38_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2edffa6e2b61ec_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee0a4b78e719c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef5d09f928609_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v4_entries(int i, uint32_t* count) {

@@ -6,1212 +6,1212 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00c9a2ec130e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e010eb4e439aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0149cecb6e9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e016e6c97610f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e01ac39c75041_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e02372da7fe2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0471a18a82ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05527a2d252b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05f10d782710_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e08076ac70b27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e08397688c533_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e08757774f5b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0919250f808e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e091c631795e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e09347b68ba58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e098c1b0258c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e09f8ca2f5470_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a45452d1ea6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a7f2106037b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a8fd3a13925_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ad8d710a258_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ca8c5a79057_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0cc0b539b006_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d0b5e246983_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d5284275df1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d7bcf44f9b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0e1084807c9d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ea6c04c90da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0f1aecccc166_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0f42280ac548_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0f5db14de980_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0fbf2f6a097c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1161ec3bfe91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e118108b2797b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1190943885ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1202c507456a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e12d8192cf667_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e14981910fa5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e155f84e582f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e15fc5608d78d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e164002528818_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e17a076f0cf59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e17e83569506f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e183bc7d484a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1856e0b50e65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19659a08fc96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e196631cf3e35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1afdb0a07ab0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1b12507c452f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1b8774c40925_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bb5c2d97d5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1be258cd7707_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c3ffd5bcca6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cbdccb531fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cea792699c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cebf55a6671_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cf5b204dd08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d31382e4306_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1da48b7f8835_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1e99a5d21e9d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ef8c00c5d3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1f5e759039d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fa8ecb3a0b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e20cd49ff2c6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e219e3aecac79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e235e1b2b62c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2366c231495a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e244c1fdd4cdd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24cb53ed772b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24ea45c1b968_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24fba39efa8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2633089d62c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e268289c639aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2688b76bdc12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26bf3553f8a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26c957f96bc9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e27772fee0283_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2790b8da66a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e285d24be7b43_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2860d5506d80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e289eb4c26f3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2940c9aeed18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a0cc974779b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a5760314128_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a8a764e92bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a9a7d1ee02f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2aae27613691_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ab99551f7b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2af1d31b7ecd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2b4830e24088_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d196d814b1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d4e3711c650_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f58aee5826f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e302b146c205b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3053e306a768_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e30b993e15952_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3226159d7b3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e326f46474f2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3277cf95c9e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e339ed833f167_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34bfbeb88498_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34c136e09cd5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e35164ecbf903_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e356fa079670c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e35e0a2054f92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e35fe908643a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e360a64a3ec68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e36cec4ef3ad0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3746e1e8af0d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e377c51386cfe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e385c9f9d21d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38b1ffaaf1d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e39393c135b37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e396b53ae1c49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e399751f43384_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e39b961869bb8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3a9d93b2742b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b1ce344386f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b1d02004198_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b2e621fa78d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b36a90788d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3bef9afc474a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3bf97724af91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c253973c881_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ce74d34faf3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d40de228443_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3dd104e85fda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3eb9509bb297_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ecfebe8dbb4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3edf76be0dd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ee2b7ff918a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3f2d66ac3822_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e402e78879a18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e404032237f16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e40ff4575272d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e410a2db11dd4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e415939818ddf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e415e36c85f45_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42aa2424a7e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42c9fc3fe898_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42e012e43a30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e432eccde42f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e43485670d570_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4447b898f52b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4636707c0d28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e464bbd6bbc3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e478938808c0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e47e773c95f9d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e486684d61678_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4870b9ba2dc7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e490f3769dbec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b3602d17c35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4c67c940a578_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d4dbc7e510a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d6454e66d70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4dd19976cd09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e630447b333_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e96e22eb6f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f3025f9610d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f88644697d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50cd578667a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50d3a24e1d7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e51b24b45cfea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e51c16978e85b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5272bf6a21d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e52b1bdc63878_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e53db2a9778dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5484c41b53e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e54df44c34e7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5540df5bc529_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e559a9af9cffb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e57fd91337790_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58cc7b62add0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59016ed49318_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59ae2f18fb2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5bddc9351192_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5be1751e7451_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d677c627030_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d786e9138a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e306844bbba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e4733184ec5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e66f99c7678_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5eeea1a6e1dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5fb3bc16c44e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5fc8b7542e18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5ffcee9278b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6099df0c6598_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e61467045b884_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63c190e7bae3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63d927c2128a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63dd897b4d48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e655197eb4135_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e65bceee396e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6640aeb7dae5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67a2b0d11f3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68239dc0c790_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68bfb115e8c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68cf212f0fb3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e69403c20f659_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e69be31ec6a84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a2031c8066e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a23391cb23a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a70d4f486b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ab253f776be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ac763bc923b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6b307a38b39e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c552f18c8f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c8b6db9c524_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6cc2883be7c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6dbc572a95cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e2f0ac9c2c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e342db210a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e5e0c58ef57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e9b8aae324e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6f55741bcee1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6f5852d65cf4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71c5517ac8a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71e1e1023c40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e728dc98d5ef6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e733d6ab51ba5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e73ac3135771a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e748ac71d6cda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e74b70c1b52a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e754d885ecadb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e76349cbd88bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e767d8fc02044_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7688199c965e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e768fa30972a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e770468f06a2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e77526fecd265_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e779185c94cca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e77f154b4326e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e786578b28df5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78ca7da3feb3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78d115a63673_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e795a64da543d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7972d5c83c78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e79db65b706d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e79f109cda973_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a7fe3990a31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7b1587dbb654_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7c15f613b83b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d3cfaa3f7ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d47c3d8d6a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7f461f2874d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7fe3ded7ba53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80bfe98c6fcd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e81d38ec7d7d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8292d9364fee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e82d2f137e1fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8492d2faba1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84b156348937_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84cbe66490df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85898a72c959_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85946e68f334_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85cd286436d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85fc260aced1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86764700dfd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86ff01f33672_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e87996d95be2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e879c73f19ddd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88454956ce84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e888e12d57405_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88b121d6533f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e89266c860783_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e896578fcf7fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b135911c73b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b69ccc5994f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b8abbde4087_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8bbe6e1cb23d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8bda60b70480_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c370a48495b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c47434acf33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c8ae7b34e8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8d69f617a71c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ea49a3298af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ef6e21ecf58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8f022de39232_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e906654d38056_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e90680b0371f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e90fb4f7247c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9204ca0e9312_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e927c67abac81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e928c2ce615c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e929e50d1fa69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92afe0a2a3aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92d37468b06b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e932867566fa3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9366de3d36f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e93865608318f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e939fc96fa3a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9525ca52ca31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e959a97df0d29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e95a2887fed90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e968127475c2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e96ab632fe1d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e96df3a84ba03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e97d405847108_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e984596c30015_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99fe24b78e32_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a528de8eded_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b24c3c10b0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b4ff0083218_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9bb402fdd096_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9c509778c05a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9d9108688e71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9de1a21d4e40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e3f5989ce69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ecd0bb37966_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ed3b4835149_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9eebbea8ed7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9feba090b043_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea0005430e35f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea1e1c37ae076_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea236424033c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea247048ca756_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2808b2c8754_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2d32623655e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2fbaab6bc54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea31f8ff86272_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3a1d958ac2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3a2f68ac9bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5330d1b38cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea57df46545ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea595911653d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea7068f16b872_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea72dff32b03e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea8c0215440a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaaa8172eac68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab27ce1f10a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab74a30f61ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eac525f694e6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacaf7a89d5e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd07db14ab2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd4f6ac66a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacfe94bd82db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead40fe74be1f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead5c803f055d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead63f7924e97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead6e1536de6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eadc0dbf71b86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eade9b0bffbac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaed109c495d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaf1f493828f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb04eb16b1fbf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb0c1a5725e0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb12981aee0b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb1566fbf477b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb17766938124_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb2f6fcfb4b04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb33954b05fc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3425bd3bef3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb36281a208c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb36e4edd06d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb38020d5748b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3e519cf0429_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3f95fb91c7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb43f9e76aa85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5eac1000f8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb69872574c50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6c800e67d43_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb76ddd217c47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb77678bf9bed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb7b8087b05c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb81891204680_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb8ef06496cef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb9084cb4699d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba1345e66a93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba7a38114660_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb15b1025611_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb571b93de07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb6c4dc26bce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb9642cb1387_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebc5f0e41a77a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd5060a85665_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebe24e9c5bc4d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebe5b9a6a5e57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf235a04eebb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf245f11dcc3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf9c42f691e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec02cb96f9ffb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0387e41cdc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0c1d7f50321_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec26ddf3a11ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec27cf2b245e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec2bcbb9a3d6d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec35c04e2e9bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec3e2ce5e6733_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec456c1587f4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4b17f849de2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4c79d3e204b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4c888a09f71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5b8f6cbfda0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec6ec4b845274_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7989554bf2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec824b75ed879_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec8adeda7acfc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec9233303b8e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec95d75e7f881_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca211e561adf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca35dc8622bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca4e735de12e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecaad265bfe1a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecaadc9bd89ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccef7a3cb653_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd12727b96e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecdcefc09b1f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece69fd219870_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece8f063c991b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecf6435fb1aac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0333cef16bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0a3a3f4b3a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed147a6b2ccd6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed2c415a5aa83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed2e7932dc18c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed32593973372_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed38315f19ab3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed3a5de6fb311_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed3aa2f95fc52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed52ba50c89c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed5de23a432d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8617c771d98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8c54f214433_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8e87b2cbabc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8f3577df2a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda4542168123_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb8713a5f337_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edc50e84d12b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edcfa3d62eace_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edda39361e110_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ede9694c7c9de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf263070199e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfc90d4e6212_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee02276b3131b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee25c74208d98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee363fefd1e96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee37e39490ec5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee39ba177464a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee3ab6af10e38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4cff0807644_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5259247220f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6695243c3d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee673523378bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6a53756e3c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6ee08554b9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee79646067df1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee7d0cd094d22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee8dc82e1acc3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee94b83f2f9c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee9ee17043aa1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eea9574a05269_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb2f3990f300_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb7630726290_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb7eaa01f441_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb829e6b68af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eebe477e49386_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed63b69baf8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeeb7784a3443_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef9fce0a2799_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef0059210f023_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef05ec0e9d240_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef08f6e09949d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef0a987157676_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef0e4983e5929_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef229afb92a3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef248208d6262_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef3cc2f2e200d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4c75caf9b98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4de76d74753_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef6626d8dc8fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef694b294859e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef6ae95433b20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef710b52dd54a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef74b52d883b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef88ebda94b00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef89f1f88d43f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa32a9203cf6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efab5c32afb15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb4e8eed6a5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efbcd7b9b08a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc230a075a15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc459c95464e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc65ebe5afa9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efce422365d42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efcf7812d9b31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe8ed7b97c8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe9e3e0aaa28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efed590bd49db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff1c0daad8b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff4705f7dc6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2effda93761a81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e04b36a21d541_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0612b423e96a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e07e69e137103_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e081897febd74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0aa652c10f0d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0efe007dea27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0fc9e0f93b24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e12445a067f8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1cf423df4b5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1d1441b8b8fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1f9a68d8a3df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e20e5c9c39ae3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e23424ed7f9f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e24229d32cf20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e258e95896a74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e28add4f53c13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2bdf09baf17c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2cc12f8b7b24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2e7d77a37943_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2f7d9fb1261b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e32331a39ac49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e342e1290a857_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e37d178fb3828_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e383213521cea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3ca71d395678_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3d128bfc7a40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e42d375972a35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e457a8ce8ddf1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e45b3edc64b71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4907f02c0b06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4b7a31be5288_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4c6eec6c319b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4e5632e41c42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4fee82825a4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5217df4b4f2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5451d5813e25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5a964a3b4b18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5d5a447d2d27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5d5b72e05c66_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5d99d38b6bec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5e334dc7e603_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6539fea8974e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6575938ba9fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e69c263dcaa6a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6b393a865af7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6b4bb306c557_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e761016f22305_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e764293f8843c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7c5cb6a9c3fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7ebfa380db1d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e826ddc532aa3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8ac2becc1645_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8b8011d1de8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8b8eedbc9bc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8c770fc8b74a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e91195c7cf3f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e976e4add242d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e997b7283d3ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e997c2c4a8bf3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9a3567001ea9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9d419f9009ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9e035c6f79b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9ff8a8b6c225_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea45b30c56c2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea511c21d9a5b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea538f077bbb0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea9221c7132fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eaa2c71085b55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eab9defe2e33c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eada947c40a07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eadc12cbbf7b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eafc83fbf92c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb2cbb47b249b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb5a8cfdc263f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd7e9ecb06ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebe835d1fe36b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec24133a33632_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec4f56cb7bd4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec8353c601cf5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec9d9eb590b37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecd3a5d63adde_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecd779acafbff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecdc2aefb1ef3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed15cc75966c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed33ea4387a7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed6e124ca3f7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edfe93d8eb195_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee0d612af8ec9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee6deb9d764d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee903d0c5d663_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee9191bf270a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eeb5dcb1919bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eebadcfa058e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eed15d8012cf3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eedb1af74c10e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eedbf9b417945_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef2b32e428a51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef2cdcce97fd7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef331b417260e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef41bed5671da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef41f277cf54c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef9c94385a5ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efa4bcd6d9f13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efd80aef125f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efe5b95e2ba45_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efffa30c87be1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e0298d401cbd7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e99b5c4ee5440_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2eada00fd9e17d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2eb723efb63474_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00617d740b26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00d148663140_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e021c4770cf42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03134496a2be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e031be1271640_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e033c35f4ab64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0356c9c91ec2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03cd32e8f769_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05b1288f2bfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0741f256e166_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e077116274cc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e082bc91e6add_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e094e6c44ed9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e099974045840_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a7779188f33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b23f30093cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b6edf1778cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ba7c27463d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0c0253617324_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0c2a74f62910_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0dd793c6aac1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0e159d16a59a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ee0aa4aae63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e128ee6f2e596_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e142daa2d9dbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e145d172e61e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e159837c3a7a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e15c47e6754df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e166d7df3d48e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e16975a43fab9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e16f8ad0b886b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e17431a8323fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e17dc334d259c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e185926d22b8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e18877efc338f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19128cd6970f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19210397ac06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19e28beb2909_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c144298609a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c3c102ea83d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ca04231b12a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cbb071bf8b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cbd16aedfaf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d056065a642_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d3ad3c25292_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d404b092471_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d5e1723e416_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d9d61aef4f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1dd909253c64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1e50f9887a77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ed205fcbfdd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1f9122acd932_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fb08c8aaed8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fd21e82d4a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e206424484762_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2064ff8784a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e214113f76bc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21a8e9f82c4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2280b9890786_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e22e9e0c384d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2396a0609aef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2498cf52a3af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24ba840cf21c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24e8b17ee11b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e253d600de0c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26ee263e9ba1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2799b3dca636_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e279cb924afe0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e27bd7266f5df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e28847f4d3964_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e291c2f9f5247_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e294084acbdca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e294c1f6d6e16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e29e457288b3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a152a052262_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2bb4d34c117a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2bbe2b1a8f0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2cb605414d4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ce6fc544aec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d001bdb5f47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2dd72ff4f2ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f585b2a6400_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f8bb6a05ab1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2fa54ebc9541_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3047ae1abade_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3131e92adac6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e318d790433d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34ab35813b20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34edea4ab5d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e367522f7e593_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e36c4683f8649_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e36e6e8ea93a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e37c85f1ea2ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38192117de16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38621eed5060_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38896743680c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38bc00c1855c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38cc6e74e051_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3982b170ad12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3a1514158c3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3a75310b9b2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3afdf8c1abba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b03e308353d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c2f9f63281e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c7d7eb3f481_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d0d25a5b790_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d1f025eb70e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d448eddbe38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3dee8ad9f6f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3dfb2ae11127_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3e156b239d2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3e5ae554165a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ef835bb6cce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e406b0a77b55a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e40fdd1970f18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e411085efc2e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e41b5eb6b5b0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e427310c428a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4309e142da0d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e43a83cf9f987_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4456220470ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e446d17547116_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e45bd073f5cbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e460d16a287ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e464ec6160c48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e46d645ed554a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e470ee53a362f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e473678d9a48a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e475eef3b2e06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e47c2277078ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e48b8b960df61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4998da13540d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b795fe9393b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b8de57657b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4bace198a886_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4c7a35e16544_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4cc7095340aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d176e4444d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d8e8a383b52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d983aeb7051_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e18b06ab3c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e22cbec10a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e483568d1ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4ed694274c4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f2259e92132_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50c0a2dda5b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e523e0c4b5d86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e532fdac6e62a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5342a88e9eea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e53c7205fcbc0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e548b2e01d3af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e54e68653168a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e54f3a80ebd88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5539a5d13e8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e556d9bd91d35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e55d6253bd878_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56a5aff59be7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56b49989c982_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56f364b9fef7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5708887fe672_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58917a9f6c4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58d35c06fdcd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5986afc6eb17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59aeef0b491a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59c5f35cb743_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59fe68eaacfd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5acbd1a36886_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c38b017ffc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c79809fb545_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5cdd31ad42b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5ce258fbb98a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d6cb43e91f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d6f634eb0b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d93c540d079_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e13911020c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e1f9e639044_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e8318d4c534_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e95f086216c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5ed3fb37e72f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5fada3e6e199_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e608c0e621369_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6160f0cca8b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e623a6396b46a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e639ceb487699_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63a9b0063efa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63bd6a51bcab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e642ceaaeec89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6496c12e8c8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67044cf6d728_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67b154314b1c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6825313c9f66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6868ecacfb42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6baafd265825_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c18a45e0495_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c27ce8755ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c408dda2def_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c9ee0fe8bf8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6d14c1845b94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e842bf1056f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ee9246d5495_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6f3ef497e44a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6fbd681fe710_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ff4e6f63a22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e70ad91e47892_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e712d3e0a5f54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71f22331f793_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e737c112d27bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e73c40b8debb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e747238d71e06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e749f309c6619_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7526f88720e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75cf6db187dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75efc09cbc44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7606031d5726_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e76e121d11787_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78033c408a76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7845ace43323_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78aa8da5146b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78d0a33074f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7976dff4b6e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e79dbbe3cea12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a5fe744caf7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7aae08785a07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7b01746a037e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7ba33f4d0697_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7c5ec1d3a362_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7c7f4d2b6826_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cd5460e3bd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d4152631153_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d5f4d50195a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d72c67cf142_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7e82b2a079f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7f117668dc27_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7f33c464031b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7f4aa40c7ea9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7f96cf4cd7ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7fdd18947695_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e800076d516db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8026594206f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80a8b5dcc927_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e81b9b0165f61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e81f30811344a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84a1b9ce49ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86880bf82672_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86d617a7980f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e883d8190977e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e885674111728_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e885c8fa86ea4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88e7f5fabd5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e894d3057d754_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e895109213dfd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e896814d83dc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e898137c03b83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a11f2673251_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a984554214b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8aba1eaee39c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8af217e8f15e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b6b2dcd395d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b83163f9d0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ba57641e9f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c011adf9295_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c3e658b5f3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ce6f57bc9fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8e8b837a71ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e901ce5d7bd67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e907c92b8d2aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e919ab177fcd5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e91d685d63f47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e932f5976a8f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9384ecdab594_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e93bc84eb133e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9432821fb977_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e943f0e9f752c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e94433653bd7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9452004bcde1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e948d4d5554bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e94d0146bb024_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e95196aa87e4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e95e6d3e92674_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e964b6da56b2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9693e02c1db6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e972a8a0c3407_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e978c6dbf71f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e97f20518120b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e987d84ec2788_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9909324622d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99d9cfd431d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a1f3dd0e781_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b70584d07b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b8cfa28fe57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b9549aa6282_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9c3022ad8e24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9c75fd969a4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ce384c15cd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9d4567c94873_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e39a6db624a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e9bf0ca5a22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ea8ffe5846b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9fa7257caf1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea03c9514032f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea09aacdae966_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea0e493bc4a04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea11afd516ab2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea123bc83af95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea16623587a53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea18a1be0915e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea1903b4cc740_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea194ac140f19_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea265ebbbd7ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea29ce00443e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2f98fdb6707_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3197b9482d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3d8dad39373_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea41532868109_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea4322edde822_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5a6acd1f431_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea73062b47f97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea7e2654f3fce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea8782c334288_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea882cb9fe1a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea910d41219f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea990a8b45938_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea9cb91f0cbb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea9f4901e0db3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaa4022ecda7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaa941658f245_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab057f5c7964_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab209a176759_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab9d8daff5a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacf6ef3265a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead185cd3d17f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead7ddd41761b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaf00ffd1b4ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaf1f9257e5fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb0b883359e2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb0fd66e239d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb15c4c6bfe22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb1db3aca33a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb28a024f5c30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb2c508faa3a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb2e9dd826d2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb39a5268e65f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3c9a0539335_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb499c6c465b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb4aa469ed732_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb520bda295e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb54d3b73ba8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5beb89d6568_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5f3b394e647_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb7fd9c00f6b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb86fe2ee29ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb95847537e7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb9924fd843a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba90fc0a0d13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb99588ac378_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebbcbca673dc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebc11fc9b8a9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd1954b9db81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd3189c4e56d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd3c6728fde4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf87f497ca17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec19953f8c576_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec26ab35ffbd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec27015bc6390_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec28933c82e50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec3ba0d2a4223_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4217d7a87d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4b6166c8235_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4cd9173a911_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4dd94690a44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4ea66897a2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec530841d9bdd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec53d85e920e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec58203e863c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec59a3299879c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5f167c46ddb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec620581787e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec6b5e883c60d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec70ecd8c57eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec71128b7e253_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7b784fa933e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec81ffebebcfd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec91ea4ed31aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec98cea11b618_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca4c3ac5ee32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecab001c77f52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecb2d77975a12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecbbde346c1f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecbd123bf46aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccb9df350c8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecce4cba19784_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccf05d5f4465_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece13ef246f9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece40c01a2e22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece80af5c68d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece8ccf33c92f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecf04d70d6dbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecf4715502f64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecfcec16e1b40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecfd803f25fcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed05f77efd5a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1ad5549a2f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1e7738affac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1f5a818f8b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed23127c3aeff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed2ce8326f14e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed32c15c8460d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed3470eb36a6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed38eb32d195a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed405e9ef2ea4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed419aa3a2fd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed429888a4758_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed42c5aca6752_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed4947f322802_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed53f6cf369bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed54976636a9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed58908a38f93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed5bf69f1def4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed625b07f9745_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed6ab7c56e408_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed7404c9aea83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed75720e089d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8a330374b57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edad45cc7ab5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb0f49d2bcb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb5ace8b7726_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb764aa43201_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf16329fa57c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf2d25fc5fbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfccca7ee868_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfd9aadb3534_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfe0143afacb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee00e0755a06b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee1b9aa465554_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee1d7ad740244_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee1f1473d442e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee21d18661f90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee23313ea72ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee34947f5c002_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee34cb5f105d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4b64e17a780_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4f1bd658ac1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee613afa29893_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee672b4c62025_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee69d8f2e467e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6ba3e9a4dd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee779affacfb5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee7b2ce2533e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee966c83ee965_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee9a647e80a1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee9bae84d3eb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee9cb8703c554_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb3ee22b0b86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb9c76068ef1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eecfe0165a181_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed4c63776fb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eee8aba74b4f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeeca90518a87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef4e7fe28f9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef7743be7888_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef161b581de69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef1aa35693155_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef1f98dfd0277_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef23e89835509_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef28b0b5da000_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef2a32600235b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef2bb859c764b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4a403b47133_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4ac759d6088_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef580947e9641_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef75730fab41b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef76ac02d6c4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef778ba4f3c17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef829b4edfd45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef861cdfe2663_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8bd259ba827_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8e640d70250_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8f8612325ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef92b04a88d4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef933c03a2ecc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef94f67a6015a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef96e8c98c29a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef9bc3f10808b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa01666089c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa4eb564b26e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa5fc2ac866e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa6bbae24b07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efbf5307096a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc723403046b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efd1fccded324_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff726635631b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e091cdae45bb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e094d59d4bb0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0953a29e581f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0b5cefdf9df8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0ca771b27fcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0f396410a0bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0fa6b9362777_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e11057a1d9650_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1608100f2019_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1646b9673874_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e16698f91fa78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e19318dc69206_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e19b9a0a47901_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1ab42b93e123_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1b910720ab19_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1caaa72b094b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1f029d0ab93d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2142da1e6235_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e239f5c51e758_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e272da1790379_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2a3d5477cbb5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2b1fabd3c785_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e315a9b231052_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e32a7c4aaf4d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e33c4d2c04c2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3589d3db6405_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3649ad0c0931_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3a52c73cc604_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e40788963522b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e43ce0bcb89f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e453279722b94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e46a820986456_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e49562ec7a0d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4b184f70d217_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4efdbaada30f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e53380cd9f671_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e573bb6009b18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e57a821a2cc58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e59ea1943dea9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5bbbe81b53c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5e68c6c853ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6410122ab985_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e696660fe54f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6f02a0d485d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e702eb698722d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e708aa49074b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e746bc9c64a10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e74ae6b98234c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e750e1b16b260_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e751164730793_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e766f1af47a99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e78e4763495cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e806468506306_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8269c2a26179_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8403688d42f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9132caddf065_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e945b19d39c26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e970ba0360c39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b1b44c80011_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b9f52407943_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9c7fe02ebbdb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea1fe1afd5797_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea4a0ea1c5324_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea69df8f207d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eab3c45c6eb66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eabf224f4319f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eacf27f77bbc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eafc2d5a3ad89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb4256adc1335_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb4879f54975e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb4d8c42cc4a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb75973e13fcf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb8b7c765e205_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb90e7a5f41bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebc44aadbce3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebdf6f49756b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebf1978ebcc6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec071321d3f70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec0fd5a4e3280_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec5b1eec06720_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec5d6f9659409_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec6e03ce13843_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec7c65ed2c5f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec93a969856b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec9e64ad122c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec9f924c2d76d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eca5b5cd64a04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecc76efffb744_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed24c2d19694b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed7ce7517b437_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edc3f482e915c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edd3312a39f9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee0e8e1a1ee77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee52c8704fe79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee747b9b4bfb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7b57536113d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee8cf74e313f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eebb8a17f2914_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eedc7e8a12fd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef0385a050818_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef054de281307_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef2dd82901a2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef7ba0f9231d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef95826ac9b96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efa92815790d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efe6b0d773a12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e585692a7ae01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2eabc21e64079c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2eac727717ecca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2eaef4dc7c6845_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00c9a2ec130e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e010eb4e439aa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0149cecb6e9f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e016e6c97610f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e01ac39c75041_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e02372da7fe2c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0471a18a82ec_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05527a2d252b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05f10d782710_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e08076ac70b27_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e08397688c533_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e08757774f5b3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0919250f808e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e091c631795e9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e09347b68ba58_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e098c1b0258c3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e09f8ca2f5470_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a45452d1ea6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a7f2106037b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a8fd3a13925_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ad8d710a258_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ca8c5a79057_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0cc0b539b006_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d0b5e246983_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d5284275df1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0d7bcf44f9b9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0e1084807c9d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ea6c04c90da_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0f1aecccc166_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0f42280ac548_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0f5db14de980_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0fbf2f6a097c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1161ec3bfe91_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e118108b2797b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1190943885ce_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1202c507456a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e12d8192cf667_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e14981910fa5a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e155f84e582f2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e15fc5608d78d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e164002528818_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e17a076f0cf59_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e17e83569506f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e183bc7d484a4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1856e0b50e65_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19659a08fc96_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e196631cf3e35_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1afdb0a07ab0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1b12507c452f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1b8774c40925_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1bb5c2d97d5f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1be258cd7707_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c3ffd5bcca6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cbdccb531fd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cea792699c9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cebf55a6671_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cf5b204dd08_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d31382e4306_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1da48b7f8835_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1e99a5d21e9d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ef8c00c5d3e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1f5e759039d2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fa8ecb3a0b4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e20cd49ff2c6f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e219e3aecac79_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e235e1b2b62c6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2366c231495a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e244c1fdd4cdd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24cb53ed772b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24ea45c1b968_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24fba39efa8f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2633089d62c3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e268289c639aa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2688b76bdc12_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26bf3553f8a0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26c957f96bc9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e27772fee0283_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2790b8da66a6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e285d24be7b43_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2860d5506d80_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e289eb4c26f3a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2940c9aeed18_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a0cc974779b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a5760314128_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a8a764e92bf_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a9a7d1ee02f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2aae27613691_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ab99551f7b4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2af1d31b7ecd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2b4830e24088_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d196d814b1b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d4e3711c650_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f58aee5826f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e302b146c205b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3053e306a768_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e30b993e15952_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3226159d7b3c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e326f46474f2d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3277cf95c9e1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e339ed833f167_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34bfbeb88498_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34c136e09cd5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e35164ecbf903_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e356fa079670c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e35e0a2054f92_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e35fe908643a7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e360a64a3ec68_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e36cec4ef3ad0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3746e1e8af0d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e377c51386cfe_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e385c9f9d21d1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38b1ffaaf1d9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e39393c135b37_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e396b53ae1c49_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e399751f43384_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e39b961869bb8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3a9d93b2742b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b1ce344386f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b1d02004198_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b2e621fa78d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b36a90788d0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3bef9afc474a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3bf97724af91_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c253973c881_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ce74d34faf3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d40de228443_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3dd104e85fda_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3eb9509bb297_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ecfebe8dbb4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3edf76be0dd0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ee2b7ff918a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3f2d66ac3822_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e402e78879a18_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e404032237f16_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e40ff4575272d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e410a2db11dd4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e415939818ddf_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e415e36c85f45_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42aa2424a7e2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42c9fc3fe898_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42e012e43a30_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e432eccde42f0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e43485670d570_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4447b898f52b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4636707c0d28_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e464bbd6bbc3b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e478938808c0f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e47e773c95f9d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e486684d61678_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4870b9ba2dc7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e490f3769dbec_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b3602d17c35_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4c67c940a578_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d4dbc7e510a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d6454e66d70_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4dd19976cd09_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e630447b333_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e96e22eb6f3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f3025f9610d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f88644697d9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50cd578667a6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50d3a24e1d7d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e51b24b45cfea_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e51c16978e85b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5272bf6a21d5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e52b1bdc63878_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e53db2a9778dd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5484c41b53e9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e54df44c34e7d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5540df5bc529_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e559a9af9cffb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e57fd91337790_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58cc7b62add0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59016ed49318_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59ae2f18fb2e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5bddc9351192_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5be1751e7451_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d677c627030_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d786e9138a4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e306844bbba_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e4733184ec5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e66f99c7678_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5eeea1a6e1dc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5fb3bc16c44e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5fc8b7542e18_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5ffcee9278b7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6099df0c6598_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e61467045b884_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63c190e7bae3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63d927c2128a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63dd897b4d48_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e655197eb4135_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e65bceee396e6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6640aeb7dae5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67a2b0d11f3c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68239dc0c790_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68bfb115e8c5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e68cf212f0fb3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e69403c20f659_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e69be31ec6a84_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a2031c8066e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a23391cb23a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6a70d4f486b5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ab253f776be_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ac763bc923b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6b307a38b39e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c552f18c8f9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c8b6db9c524_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6cc2883be7c3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6dbc572a95cf_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e2f0ac9c2c8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e342db210a7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e5e0c58ef57_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e9b8aae324e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6f55741bcee1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6f5852d65cf4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71c5517ac8a2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71e1e1023c40_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e728dc98d5ef6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e733d6ab51ba5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e73ac3135771a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e748ac71d6cda_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e74b70c1b52a9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e754d885ecadb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e76349cbd88bb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e767d8fc02044_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7688199c965e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e768fa30972a7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e770468f06a2e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e77526fecd265_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e779185c94cca_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e77f154b4326e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e786578b28df5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78ca7da3feb3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78d115a63673_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e795a64da543d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7972d5c83c78_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e79db65b706d9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e79f109cda973_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a7fe3990a31_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7b1587dbb654_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7c15f613b83b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d3cfaa3f7ab_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d47c3d8d6a0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7f461f2874d1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7fe3ded7ba53_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80bfe98c6fcd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e81d38ec7d7d2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8292d9364fee_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e82d2f137e1fc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8492d2faba1e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84b156348937_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84cbe66490df_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85898a72c959_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85946e68f334_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85cd286436d4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e85fc260aced1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86764700dfd2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86ff01f33672_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e87996d95be2a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e879c73f19ddd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88454956ce84_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e888e12d57405_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88b121d6533f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e89266c860783_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e896578fcf7fc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b135911c73b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b69ccc5994f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b8abbde4087_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8bbe6e1cb23d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8bda60b70480_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c370a48495b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c47434acf33_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c8ae7b34e8d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8d69f617a71c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ea49a3298af_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ef6e21ecf58_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8f022de39232_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e906654d38056_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e90680b0371f5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e90fb4f7247c1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9204ca0e9312_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e927c67abac81_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e928c2ce615c6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e929e50d1fa69_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92afe0a2a3aa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92d37468b06b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e932867566fa3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9366de3d36f9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e93865608318f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e939fc96fa3a1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9525ca52ca31_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e959a97df0d29_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e95a2887fed90_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e968127475c2c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e96ab632fe1d3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e96df3a84ba03_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e97d405847108_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e984596c30015_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99fe24b78e32_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a528de8eded_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b24c3c10b0a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b4ff0083218_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9bb402fdd096_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9c509778c05a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9d9108688e71_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9de1a21d4e40_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e3f5989ce69_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ecd0bb37966_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ed3b4835149_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9eebbea8ed7b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9feba090b043_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea0005430e35f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea1e1c37ae076_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea236424033c3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea247048ca756_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2808b2c8754_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2d32623655e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2fbaab6bc54_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea31f8ff86272_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3a1d958ac2c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3a2f68ac9bd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5330d1b38cb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea57df46545ec_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea595911653d6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea7068f16b872_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea72dff32b03e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea8c0215440a2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaaa8172eac68_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab27ce1f10a4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab74a30f61ec_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eac525f694e6e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacaf7a89d5e0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd07db14ab2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacd4f6ac66a6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacfe94bd82db_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead40fe74be1f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead5c803f055d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead63f7924e97_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead6e1536de6b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eadc0dbf71b86_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eade9b0bffbac_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaed109c495d0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaf1f493828f6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb04eb16b1fbf_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb0c1a5725e0b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb12981aee0b1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb1566fbf477b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb17766938124_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb2f6fcfb4b04_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb33954b05fc5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3425bd3bef3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb36281a208c7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb36e4edd06d1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb38020d5748b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3e519cf0429_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3f95fb91c7f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb43f9e76aa85_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5eac1000f8c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb69872574c50_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb6c800e67d43_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb76ddd217c47_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb77678bf9bed_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb7b8087b05c9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb81891204680_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb8ef06496cef_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb9084cb4699d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba1345e66a93_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba7a38114660_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb15b1025611_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb571b93de07_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb6c4dc26bce_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb9642cb1387_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebc5f0e41a77a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd5060a85665_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebe24e9c5bc4d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebe5b9a6a5e57_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf235a04eebb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf245f11dcc3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf9c42f691e1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec02cb96f9ffb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0387e41cdc4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec0c1d7f50321_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec26ddf3a11ff_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec27cf2b245e3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec2bcbb9a3d6d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec35c04e2e9bc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec3e2ce5e6733_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec456c1587f4c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4b17f849de2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4c79d3e204b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4c888a09f71_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5b8f6cbfda0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec6ec4b845274_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7989554bf2d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec824b75ed879_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec8adeda7acfc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec9233303b8e6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec95d75e7f881_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca211e561adf_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca35dc8622bb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca4e735de12e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecaad265bfe1a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecaadc9bd89ad_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccef7a3cb653_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd12727b96e3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecdcefc09b1f2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece69fd219870_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece8f063c991b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecf6435fb1aac_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0333cef16bc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed0a3a3f4b3a3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed147a6b2ccd6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed2c415a5aa83_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed2e7932dc18c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed32593973372_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed38315f19ab3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed3a5de6fb311_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed3aa2f95fc52_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed52ba50c89c9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed5de23a432d6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8617c771d98_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8c54f214433_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8e87b2cbabc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8f3577df2a9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eda4542168123_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb8713a5f337_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edc50e84d12b6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edcfa3d62eace_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edda39361e110_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ede9694c7c9de_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf263070199e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfc90d4e6212_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee02276b3131b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee25c74208d98_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee363fefd1e96_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee37e39490ec5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee39ba177464a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee3ab6af10e38_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4cff0807644_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5259247220f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6695243c3d7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee673523378bc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6a53756e3c7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6ee08554b9e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee79646067df1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee7d0cd094d22_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee8dc82e1acc3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee94b83f2f9c8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee9ee17043aa1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eea9574a05269_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb2f3990f300_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb7630726290_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb7eaa01f441_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb829e6b68af_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eebe477e49386_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed63b69baf8b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeeb7784a3443_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef9fce0a2799_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef0059210f023_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef05ec0e9d240_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef08f6e09949d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef0a987157676_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef0e4983e5929_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef229afb92a3c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef248208d6262_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef3cc2f2e200d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4c75caf9b98_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4de76d74753_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef6626d8dc8fb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef694b294859e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef6ae95433b20_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef710b52dd54a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef74b52d883b1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef88ebda94b00_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef89f1f88d43f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa32a9203cf6_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efab5c32afb15_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efb4e8eed6a5a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efbcd7b9b08a4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc230a075a15_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc459c95464e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc65ebe5afa9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efce422365d42_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efcf7812d9b31_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe8ed7b97c8a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efe9e3e0aaa28_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efed590bd49db_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff1c0daad8b3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff4705f7dc6c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2effda93761a81_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e04b36a21d541_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0612b423e96a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e07e69e137103_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e081897febd74_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0aa652c10f0d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0efe007dea27_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0fc9e0f93b24_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e12445a067f8e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1cf423df4b5d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1d1441b8b8fa_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1f9a68d8a3df_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e20e5c9c39ae3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e23424ed7f9f7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e24229d32cf20_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e258e95896a74_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e28add4f53c13_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2bdf09baf17c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2cc12f8b7b24_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2e7d77a37943_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2f7d9fb1261b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e32331a39ac49_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e342e1290a857_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e37d178fb3828_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e383213521cea_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3ca71d395678_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3d128bfc7a40_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e42d375972a35_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e457a8ce8ddf1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e45b3edc64b71_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4907f02c0b06_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4b7a31be5288_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4c6eec6c319b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4e5632e41c42_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4fee82825a4a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5217df4b4f2c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5451d5813e25_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5a964a3b4b18_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5d5a447d2d27_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5d5b72e05c66_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5d99d38b6bec_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5e334dc7e603_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6539fea8974e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6575938ba9fb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e69c263dcaa6a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6b393a865af7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6b4bb306c557_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e761016f22305_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e764293f8843c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7c5cb6a9c3fc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e7ebfa380db1d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e826ddc532aa3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8ac2becc1645_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8b8011d1de8b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8b8eedbc9bc5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8c770fc8b74a_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e91195c7cf3f4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e976e4add242d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e997b7283d3ee_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e997c2c4a8bf3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9a3567001ea9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9d419f9009ac_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9e035c6f79b1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9ff8a8b6c225_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea45b30c56c2c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea511c21d9a5b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea538f077bbb0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea9221c7132fb_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eaa2c71085b55_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eab9defe2e33c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eada947c40a07_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eadc12cbbf7b9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eafc83fbf92c0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb2cbb47b249b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb5a8cfdc263f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebd7e9ecb06ce_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebe835d1fe36b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec24133a33632_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec4f56cb7bd4e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec8353c601cf5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec9d9eb590b37_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecd3a5d63adde_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecd779acafbff_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecdc2aefb1ef3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed15cc75966c0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed33ea4387a7e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed6e124ca3f7e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edfe93d8eb195_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee0d612af8ec9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee6deb9d764d9_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee903d0c5d663_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee9191bf270a8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eeb5dcb1919bd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eebadcfa058e5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eed15d8012cf3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eedb1af74c10e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eedbf9b417945_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef2b32e428a51_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef2cdcce97fd7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef331b417260e_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef41bed5671da_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef41f277cf54c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef9c94385a5ad_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efa4bcd6d9f13_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efd80aef125f4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efe5b95e2ba45_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efffa30c87be1_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e0298d401cbd7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e99b5c4ee5440_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2eada00fd9e17d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2eb723efb63474_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00617d740b26_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00d148663140_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e021c4770cf42_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03134496a2be_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e031be1271640_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e033c35f4ab64_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0356c9c91ec2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03cd32e8f769_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05b1288f2bfe_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0741f256e166_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e077116274cc4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e082bc91e6add_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e094e6c44ed9e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e099974045840_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a7779188f33_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b23f30093cb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b6edf1778cf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ba7c27463d3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0c0253617324_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0c2a74f62910_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0dd793c6aac1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0e159d16a59a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ee0aa4aae63_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e128ee6f2e596_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e142daa2d9dbf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e145d172e61e3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e159837c3a7a6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e15c47e6754df_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e166d7df3d48e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e16975a43fab9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e16f8ad0b886b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e17431a8323fb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e17dc334d259c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e185926d22b8e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e18877efc338f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19128cd6970f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19210397ac06_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19e28beb2909_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c144298609a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c3c102ea83d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ca04231b12a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cbb071bf8b2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cbd16aedfaf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d056065a642_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d3ad3c25292_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d404b092471_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d5e1723e416_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d9d61aef4f6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1dd909253c64_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1e50f9887a77_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ed205fcbfdd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1f9122acd932_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fb08c8aaed8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fd21e82d4a0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e206424484762_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2064ff8784a3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e214113f76bc2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21a8e9f82c4f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2280b9890786_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e22e9e0c384d7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2396a0609aef_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2498cf52a3af_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24ba840cf21c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24e8b17ee11b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e253d600de0c7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26ee263e9ba1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2799b3dca636_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e279cb924afe0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e27bd7266f5df_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e28847f4d3964_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e291c2f9f5247_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e294084acbdca_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e294c1f6d6e16_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e29e457288b3b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2a152a052262_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2bb4d34c117a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2bbe2b1a8f0c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2cb605414d4c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ce6fc544aec_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d001bdb5f47_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2dd72ff4f2ff_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f585b2a6400_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f8bb6a05ab1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2fa54ebc9541_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3047ae1abade_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3131e92adac6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e318d790433d3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34ab35813b20_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34edea4ab5d3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e367522f7e593_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e36c4683f8649_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e36e6e8ea93a9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e37c85f1ea2ac_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38192117de16_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38621eed5060_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38896743680c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38bc00c1855c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38cc6e74e051_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3982b170ad12_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3a1514158c3b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3a75310b9b2d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3afdf8c1abba_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3b03e308353d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c2f9f63281e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c7d7eb3f481_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d0d25a5b790_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d1f025eb70e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d448eddbe38_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3dee8ad9f6f1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3dfb2ae11127_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3e156b239d2f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3e5ae554165a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3ef835bb6cce_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e406b0a77b55a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e40fdd1970f18_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e411085efc2e9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e41b5eb6b5b0f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e427310c428a3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4309e142da0d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e43a83cf9f987_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4456220470ef_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e446d17547116_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e45bd073f5cbe_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e460d16a287ab_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e464ec6160c48_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e46d645ed554a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e470ee53a362f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e473678d9a48a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e475eef3b2e06_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e47c2277078ae_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e48b8b960df61_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4998da13540d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b795fe9393b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b8de57657b5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4bace198a886_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4c7a35e16544_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4cc7095340aa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d176e4444d7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d8e8a383b52_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4d983aeb7051_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e18b06ab3c5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e22cbec10a6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e483568d1ff_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4ed694274c4e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f2259e92132_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50c0a2dda5b0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e523e0c4b5d86_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e532fdac6e62a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5342a88e9eea_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e53c7205fcbc0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e548b2e01d3af_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e54e68653168a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e54f3a80ebd88_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5539a5d13e8b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e556d9bd91d35_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e55d6253bd878_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56a5aff59be7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56b49989c982_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56f364b9fef7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5708887fe672_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58917a9f6c4f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58d35c06fdcd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5986afc6eb17_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59aeef0b491a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59c5f35cb743_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59fe68eaacfd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5acbd1a36886_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c38b017ffc2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c79809fb545_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5cdd31ad42b1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5ce258fbb98a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d6cb43e91f8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d6f634eb0b1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d93c540d079_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e13911020c5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e1f9e639044_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e8318d4c534_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e95f086216c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5ed3fb37e72f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5fada3e6e199_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e608c0e621369_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6160f0cca8b6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e623a6396b46a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e639ceb487699_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63a9b0063efa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63bd6a51bcab_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e642ceaaeec89_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6496c12e8c8d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67044cf6d728_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67b154314b1c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6825313c9f66_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6868ecacfb42_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6baafd265825_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c18a45e0495_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c27ce8755ef_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c408dda2def_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6c9ee0fe8bf8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6d14c1845b94_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6e842bf1056f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ee9246d5495_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6f3ef497e44a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6fbd681fe710_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ff4e6f63a22_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e70ad91e47892_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e712d3e0a5f54_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71f22331f793_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e737c112d27bf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e73c40b8debb6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e747238d71e06_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e749f309c6619_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7526f88720e6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75cf6db187dd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75efc09cbc44_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7606031d5726_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e76e121d11787_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78033c408a76_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7845ace43323_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78aa8da5146b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78d0a33074f1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7976dff4b6e0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e79dbbe3cea12_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a5fe744caf7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7aae08785a07_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7b01746a037e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7ba33f4d0697_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7c5ec1d3a362_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7c7f4d2b6826_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7cd5460e3bd0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d4152631153_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d5f4d50195a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7d72c67cf142_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7e82b2a079f6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7f117668dc27_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7f33c464031b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7f4aa40c7ea9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7f96cf4cd7ce_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7fdd18947695_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e800076d516db_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8026594206f9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80a8b5dcc927_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e81b9b0165f61_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e81f30811344a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84a1b9ce49ef_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86880bf82672_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86d617a7980f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e883d8190977e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e885674111728_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e885c8fa86ea4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88e7f5fabd5c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e894d3057d754_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e895109213dfd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e896814d83dc5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e898137c03b83_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a11f2673251_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a984554214b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8aba1eaee39c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8af217e8f15e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b6b2dcd395d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b83163f9d0e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ba57641e9f0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c011adf9295_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c3e658b5f3a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ce6f57bc9fa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8e8b837a71ca_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e901ce5d7bd67_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e907c92b8d2aa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e919ab177fcd5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e91d685d63f47_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e932f5976a8f1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9384ecdab594_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e93bc84eb133e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9432821fb977_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e943f0e9f752c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e94433653bd7f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9452004bcde1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e948d4d5554bc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e94d0146bb024_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e95196aa87e4b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e95e6d3e92674_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e964b6da56b2b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9693e02c1db6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e972a8a0c3407_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e978c6dbf71f2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e97f20518120b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e987d84ec2788_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9909324622d8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99d9cfd431d5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9a1f3dd0e781_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b70584d07b7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b8cfa28fe57_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9b9549aa6282_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9c3022ad8e24_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9c75fd969a4c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ce384c15cd0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9d4567c94873_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e39a6db624a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e9bf0ca5a22_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ea8ffe5846b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9fa7257caf1b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea03c9514032f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea09aacdae966_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea0e493bc4a04_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea11afd516ab2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea123bc83af95_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea16623587a53_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea18a1be0915e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea1903b4cc740_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea194ac140f19_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea265ebbbd7ec_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea29ce00443e6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2f98fdb6707_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3197b9482d3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3d8dad39373_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea41532868109_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea4322edde822_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5a6acd1f431_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea73062b47f97_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea7e2654f3fce_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea8782c334288_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea882cb9fe1a6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea910d41219f3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea990a8b45938_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea9cb91f0cbb0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea9f4901e0db3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaa4022ecda7f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaa941658f245_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab057f5c7964_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab209a176759_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab9d8daff5a5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eacf6ef3265a1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead185cd3d17f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ead7ddd41761b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaf00ffd1b4ea_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eaf1f9257e5fa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb0b883359e2b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb0fd66e239d5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb15c4c6bfe22_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb1db3aca33a6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb28a024f5c30_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb2c508faa3a9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb2e9dd826d2b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb39a5268e65f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3c9a0539335_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb499c6c465b0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb4aa469ed732_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb520bda295e7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb54d3b73ba8f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5beb89d6568_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5f3b394e647_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb7fd9c00f6b8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb86fe2ee29ff_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb95847537e7d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb9924fd843a9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba90fc0a0d13_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb99588ac378_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebbcbca673dc9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebc11fc9b8a9b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd1954b9db81_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd3189c4e56d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd3c6728fde4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf87f497ca17_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec19953f8c576_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec26ab35ffbd9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec27015bc6390_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec28933c82e50_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec3ba0d2a4223_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4217d7a87d9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4b6166c8235_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4cd9173a911_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4dd94690a44_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4ea66897a2c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec530841d9bdd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec53d85e920e8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec58203e863c8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec59a3299879c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5f167c46ddb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec620581787e5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec6b5e883c60d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec70ecd8c57eb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec71128b7e253_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7b784fa933e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec81ffebebcfd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec91ea4ed31aa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec98cea11b618_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eca4c3ac5ee32_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecab001c77f52_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecb2d77975a12_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecbbde346c1f1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecbd123bf46aa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccb9df350c8b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecce4cba19784_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccf05d5f4465_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece13ef246f9b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece40c01a2e22_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece80af5c68d9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece8ccf33c92f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecf04d70d6dbe_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecf4715502f64_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecfcec16e1b40_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecfd803f25fcc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed05f77efd5a4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1ad5549a2f6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1e7738affac_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1f5a818f8b2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed23127c3aeff_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed2ce8326f14e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed32c15c8460d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed3470eb36a6e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed38eb32d195a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed405e9ef2ea4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed419aa3a2fd9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed429888a4758_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed42c5aca6752_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed4947f322802_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed53f6cf369bc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed54976636a9e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed58908a38f93_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed5bf69f1def4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed625b07f9745_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed6ab7c56e408_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed7404c9aea83_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed75720e089d6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8a330374b57_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edad45cc7ab5c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb0f49d2bcb9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb5ace8b7726_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb764aa43201_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf16329fa57c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf2d25fc5fbd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfccca7ee868_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfd9aadb3534_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfe0143afacb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee00e0755a06b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee1b9aa465554_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee1d7ad740244_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee1f1473d442e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee21d18661f90_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee23313ea72ac_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee34947f5c002_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee34cb5f105d3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4b64e17a780_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4f1bd658ac1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee613afa29893_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee672b4c62025_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee69d8f2e467e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6ba3e9a4dd9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee779affacfb5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee7b2ce2533e4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee966c83ee965_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee9a647e80a1a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee9bae84d3eb8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee9cb8703c554_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb3ee22b0b86_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb9c76068ef1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eecfe0165a181_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed4c63776fb0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eee8aba74b4f6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeeca90518a87_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef4e7fe28f9e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef7743be7888_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef161b581de69_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef1aa35693155_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef1f98dfd0277_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef23e89835509_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef28b0b5da000_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef2a32600235b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef2bb859c764b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4a403b47133_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4ac759d6088_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef580947e9641_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef75730fab41b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef76ac02d6c4e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef778ba4f3c17_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef829b4edfd45_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef861cdfe2663_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8bd259ba827_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8e640d70250_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8f8612325ab_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef92b04a88d4d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef933c03a2ecc_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef94f67a6015a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef96e8c98c29a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef9bc3f10808b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa01666089c3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa4eb564b26e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa5fc2ac866e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa6bbae24b07_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efbf5307096a2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc723403046b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efd1fccded324_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff726635631b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e091cdae45bb7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e094d59d4bb0a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0953a29e581f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0b5cefdf9df8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0ca771b27fcb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0f396410a0bf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e0fa6b9362777_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e11057a1d9650_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1608100f2019_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1646b9673874_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e16698f91fa78_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e19318dc69206_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e19b9a0a47901_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1ab42b93e123_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1b910720ab19_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1caaa72b094b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e1f029d0ab93d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2142da1e6235_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e239f5c51e758_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e272da1790379_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2a3d5477cbb5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e2b1fabd3c785_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e315a9b231052_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e32a7c4aaf4d5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e33c4d2c04c2d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3589d3db6405_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3649ad0c0931_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e3a52c73cc604_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e40788963522b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e43ce0bcb89f0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e453279722b94_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e46a820986456_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e49562ec7a0d4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4b184f70d217_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e4efdbaada30f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e53380cd9f671_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e573bb6009b18_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e57a821a2cc58_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e59ea1943dea9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5bbbe81b53c3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e5e68c6c853ca_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6410122ab985_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e696660fe54f2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e6f02a0d485d9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e702eb698722d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e708aa49074b5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e746bc9c64a10_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e74ae6b98234c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e750e1b16b260_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e751164730793_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e766f1af47a99_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e78e4763495cf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e806468506306_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8269c2a26179_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e8403688d42f4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9132caddf065_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e945b19d39c26_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e970ba0360c39_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b1b44c80011_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9b9f52407943_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e9c7fe02ebbdb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea1fe1afd5797_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea4a0ea1c5324_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ea69df8f207d1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eab3c45c6eb66_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eabf224f4319f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eacf27f77bbc4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eafc2d5a3ad89_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb4256adc1335_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb4879f54975e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb4d8c42cc4a8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb75973e13fcf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb8b7c765e205_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eb90e7a5f41bb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebc44aadbce3c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebdf6f49756b2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ebf1978ebcc6f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec071321d3f70_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec0fd5a4e3280_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec5b1eec06720_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec5d6f9659409_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec6e03ce13843_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec7c65ed2c5f4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec93a969856b4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec9e64ad122c8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ec9f924c2d76d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eca5b5cd64a04_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ecc76efffb744_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed24c2d19694b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ed7ce7517b437_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edc3f482e915c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2edd3312a39f9f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee0e8e1a1ee77_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee52c8704fe79_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee747b9b4bfb6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee7b57536113d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ee8cf74e313f4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eebb8a17f2914_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2eedc7e8a12fd8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef0385a050818_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef054de281307_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef2dd82901a2b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef7ba0f9231d9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2ef95826ac9b96_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efa92815790d3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2efe6b0d773a12_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2e585692a7ae01_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2eabc21e64079c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2epack_5fa_2eac727717ecca_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2etranspose2d_2eaef4dc7c6845_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_gemm_fast_v3_entries(int i, uint32_t* count) {

@@ -6,1212 +6,1212 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e006ea7c14286_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e00b73347259d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e00ef141a1629_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e013d01c2521c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0297940c6261_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e030bd9446654_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0418a898e25f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04595a15dfc9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04edf7ee5842_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04fd912184ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06ccff083f3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0700d8b71b95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e082a4f1f622c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e082ca09ea263_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e084091e02bed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e093c209be253_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e095cff192386_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b412ede6a2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c79976837fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0ccb4fc216e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d2c050a2a64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d2cbbb737cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d9939a015ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0e692f9f5fc1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0e9596af2fb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0ea4268a29d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0ee519ca7d4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f69c6b146f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1028fc333a0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e10606f4891e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e106eee4306e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e10fa7859478d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e112f557d684f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e116de160b39c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e121bcd96edaa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e12541fa1d71c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e12f6306cc3de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e136a6df8b22a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e138dd161d044_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1392790792e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e144c31e53811_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e14947ce05809_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15807d1bfeac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15a471de81de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15d9e8644e2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16ae39373f14_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17226491cdfb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1750fbe9f50d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e176a810594a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1771d54e9bc6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e18056f2aaca7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e18ba845fa0f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1918de707539_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b581ad43f1f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1bccafef8d86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1fee040998f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e201ea76668f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20478a89a9de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20a7a6524efc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e220f2eae5f2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e22bd0b083d62_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2375f6aeb40e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23997ee4e9fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23d18faea9db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e240d84b69f59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e264115f5b3b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e27f2bb1fc955_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28031b3c680c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28235dee8dcc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e294da09ad9d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e296b9552605f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a24dc1f764e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2b5ff55127b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c8ce96d1c2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d0e7a521dd4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d25e672075a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e18845a60e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f71a998b0c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fd6608b3399_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e30b957c69c76_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e30c43d3a28b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3177245c7ece_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e31d6782b2a7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3228b94a7e35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32bbd00c1b16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32cbc6edb672_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32cdfed73074_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e330811f15970_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33411eb385b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34226daf1ef3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34304539cf71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34380ccab1c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34728cba8b3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34bc2214caf6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34f968bd27df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e359c1e688bc0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e378010108b95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e37b3fe3f5aa7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e38e9f05951df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3910f0476efb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39449a69cd49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a3e2f562e2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a9265742850_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b97e9f16504_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bb823dc25b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3cd32005ed5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3d04c2c0e47d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ded10f2583a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e08f88d356e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f6c87201acd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f965bb24a1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fd65069b226_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fe9b0d8e7ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fec4eae974c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42a3aad5fc61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e433684d5fbdf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e435b76c646c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4381e7b108e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43b2c07767d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43c8cebc5efe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e446cff40a20f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e448f45bf33ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45c6eb7be792_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45d60a5d9867_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45da62efe9ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e467583446d6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e46b6627ee37d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47b21b7a56e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47ca2a6a6c13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e48c617abf330_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e498a2d0e552f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e49cb7f812042_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a2e8c152217_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a3bc8a184de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a5b06ce9bde_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a9477874994_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ac3ef415424_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4adf347d6ea3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b7e1871f8c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b8de2a75e8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4bcce972ffc7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4be585eabce0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4bf28a4dc083_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ca31eacf02f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ca804a63d68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4cc8537b6c7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4cef080bf946_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d7e5b631d96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d8486e18cc9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e1ec86a1c6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ee0abe8d4c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fa03b85254d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5017ef3de318_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e50bbae43dd96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e510c3790e11c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e511c1ce54473_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5149de9720a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e51cbcbccbe86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e521214cd87d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e521a8c36f43c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e52481dc5473f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e539fe31ab5c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55aaaa1514ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55c6fcbf33b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57f8b72b0972_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e59f7166918fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5b38ef9cc314_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5b7c2304848f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5c9aa976e080_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d6da5b0b2b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5e1eaf1dbd7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5e4731107dc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5ec7f2eaa171_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5f4810573f39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5fad7b412027_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60459bf25296_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6081e2a0dba0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6083d499f67f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62274de4687a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e626cf640c865_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62b4ff32ab22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62bbab5a9fde_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62de949c16b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63178cadb066_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e632a1c4643f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63a1912e1731_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63a8d58c42d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e646bc681bb53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6481ac314616_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e64a922916551_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e66c96be2a70e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e677dc2ec9bce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67f47aedf022_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6833a4d55d2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6865963fb030_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e68f8ba659250_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69461c4bcb1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e694b733f22ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e696e53854eb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e699ae1b62046_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69b996cc9bc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a5e5fa945ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6b08bd88c233_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6b5f81443b7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6bf649c5b0bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c2e03f6abfe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ccbfeabc6c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d167f2330b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d1d3a9aac78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d4b0c33608e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d68bd1bd057_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6de89b0507c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e779cc41184_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6edc40dc0a13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f06d014b683_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f318e4aa96e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f3295af9bc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f9ab59dde87_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6fe54991252a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e71791878750b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e71ea4a70c2ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7232953f7104_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72935ce55bce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72abf14445ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73caa3ad22b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73cbf5aeb032_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73f3c873beb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e74f896005159_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75ce1bf4cf6d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75e9be8768bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e760fcf33bb22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7700c4ac14fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e782c43280b67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e789a7a247f27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78d26563fdc0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7914cf09ea64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e792c2f79e628_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e798e53b8d4dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7a3db16ef129_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ac20f272353_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bbbfbc65ee3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ce5ef78dd34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d386990949b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d4d0840ad98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d657dbbd0db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ea9a037dd93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f5452bb3a09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f70fe2794ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fe39b91260e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fefdafa7c6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e80377f8131a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8147c8c341b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e815fccded688_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e816cd8bda777_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8299ee61a52a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e831ecff79613_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8349ca3c725a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8396b3c2a3c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83f5eb629e80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83ff4def3a18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8405268b5b18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e84c1c1cf5cfd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e84c60ea7c7c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8662c7bc4552_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87a35f826491_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e884163d98c77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8871c053302e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e893cdbf6b274_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89785f215dc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a03390ecadf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ac818e39904_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8b1cf31c5bec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8b5962eb9769_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bca745790c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bd010fccdf5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bd05b07c6d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d382c58ac3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e4a0a9e68ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8f2d5cb42acd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e90c93a0aca26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91155a5c390b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e921f8c616890_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92243c988ba6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9272ad84e725_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92964a3c5c23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e93823fa8c88c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e956b2b79b4e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95b5d3f8ca13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95b94c6f8d19_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95d235ce2d2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96b422109132_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97871c5354fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e979cb5fdde1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e98c3016c5542_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e99264a69d935_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e99785f5f9901_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a809fca7699_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9abcc71c7a37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9abd49419859_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b6ca80e0f10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b7d2cd54fed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bccad69dd15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bfb029b4a75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c2ee3b69979_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c76700c61c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9dc82a8af819_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9e2cd4aec409_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9e5d657909f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ea0d6b797d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ea6e6920224_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f6f9521eaf8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9fcfb33e50af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea056a44f878b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1a8203ab5a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2250b67a5cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2c69d180bb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea3764a0618ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea64ce7a55176_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea64f40beb770_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea6c5af71c79c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea6e72bcffe6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea73806c52e47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea88ee647e50f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea8b6fcab2219_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9668d162ed1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9afabe16845_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9ea5cbb6c4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9edb972be26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaac7e54d3bb1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eab24911a0d75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eab5c2717ec5b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacb744f1a1a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacbbc633bbed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ead6cf4ce0879_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ead8574b12b2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae88817e9292_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaf69c8a21480_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafe97c7859fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb0cffaf512b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb1187a6f89f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb16468324ffd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb20d39991460_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb2490382b5c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb29bca514160_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb40b5a3f8b04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb45c00d95fbf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb472125f6e2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb4b7a42a6bba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5334c07b151_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5ee84c5d2b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5fe39700308_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb6c29cafb2e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb6d117301ef4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb74c00384b73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb75798b36ed4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb92e0ea50172_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb94cce473969_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9a5fa18ed79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9efcc3046aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba1f45aa57b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba5683b28f06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebbf54f15166d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc6df3db91c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc95e09ce43c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebcf8c7a8a80b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd1a169176da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebdd576ce2550_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe176a350c6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf1981805bdc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf3cfb6cf694_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf3e90d6be39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec07dd9feb226_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec0f124ca1264_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec16d60f348d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1faf7a42873_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec224834b3798_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec24cf342eb35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec277121b634e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2ba96057a1c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec345fa065c61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec35ed2c1b26e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec3a9d182e73d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec41d106a7ffb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec46700503c5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4e310ce838b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec5047c2561c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec5faf94256a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec67d4645ad34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6ad9ca39d55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6fa646f4ef6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec705121a2f27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec7590a4d0a6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec78f39e1de5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec79eef6f60b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec8d78c71ec40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec94c1a98d44c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca49815bf946_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecacf72bbd890_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecadd2e002b3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecb70a9f379d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc1c1c985318_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc2779a6dc06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eccb1a23bf718_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eccdee36e83da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecdb5f040e4ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece576b31d098_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced25a1e6111_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced4164130b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf5ff9bc0d5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf99d2898165_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed037f859c898_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed05d5e739bf9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed3acd4e1a94a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed484effa9b8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed49d6998cae6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed4a1d82d24cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed53014044ae3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5eb747fe3c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7885ff3bdf7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7cd01f75288_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8a83e9c501b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8d35cb0f9cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8d657ee37dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed98858eec704_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edb6f17be8110_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edbd3f7e6d82a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc04c68921e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd1362cf2209_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd295c2a9387_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede56dbc047c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edeb29a4435c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edef0fd4e79c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf1a907ca297_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf753294b8e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf82a148de94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee06aab6003b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee33a75d89531_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4c06d3ac8de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4e7420d7523_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee53cc381093a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee5641e4a7f7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee56acc5d0a3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee5955aedb43b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee59d7eec99a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6137b8cf8a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee63d99aa0048_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee680ba0b7ccd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6c13c0da20e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee7a994f0a19d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee820b915582f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8dbb66109d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee99247e5f71e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee9f1fd5fe1c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea88cadbad44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea8c46167f74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb53394f6a56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb7bd6423dc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeca69328d6bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed0c6eca9a10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed993465ff9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eedb3a5be2770_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eedd4a0427d73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eee4cd06d045d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eee55f6c86a0d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeec7e1ae1def_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeedfbd310bba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeee6888465f1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef2f93e18013_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef4b5bd824c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eefb733608663_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eefeb39946dc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef1b4dd3e9ad1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef213566e1c97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef295c4533473_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef3484a307795_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef37a97bb9d4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef51c75da3369_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef67afa7b958a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef6ac75062c05_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef6c11ef1e412_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef909035bb379_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef94e996a4f6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efae3563840e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb2b12f480d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb6f5e736da0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efbbdb049e9e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcd8b0afc44a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd67a6ce9b01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efda68690908a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efde3b86e78ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efe9951e16956_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e02687a516143_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e03199df931c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e044804d5bef2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e074351a8420c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e077c9f2fc7bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0a5ba38c843d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0bc10d34b8e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0c5c17f50470_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0d66d9f17ae3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0f948f0144cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e11d0b73c8c55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e12199db9cc59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e15db9f4b139d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1d6c9fdc10cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1fce84ff7d6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e22bb977b761c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e22d3f6438de9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e27805d12c9d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e27e1364aabb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e281f4cc74d39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e285f9bac6563_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e28b7eda7c31f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2a34c25aaebc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2af08d0c0475_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2dbda2e2034f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e30a6f1610a4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3666c0005ad6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e369693820294_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e37cdb5e4b777_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e39b2895d7249_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3d77d3ac6e38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4030f34ea638_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e459cecd04560_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e45fdbded68a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e46017a487936_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4f02a6bb0010_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5290dc2241b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e54eaa1b18bfc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e567cf2e117cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e58e7134422b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e62c638158592_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6470e117f7eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e649a83bb3243_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6911b7898b9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6f4d675f88d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7043dcb6d813_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7285253e277d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e761225f0fd0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e785fa9c1b27c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e79c0de4dc936_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e79e583026fd8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7a05f1456287_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7b02df16f416_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e805aa614451f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8328baa3b347_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e83cb0c81674d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e84ed1460f944_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e86fcc32f7711_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e87cc16a2f34e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a11bfc7fd8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8dd377c41d67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9327eb218048_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e93c2e25e64ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9427ad5f3e51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e99990a49c32d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9bdfe1e297ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9f0249806e3d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea562c03a1549_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea71c026711df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eadfbf5e481fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eae1b3fe2f97a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eaf0097cd7266_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eaf3868e51bb0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb5a149d5a354_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb92c4b2c8ed5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb9c059771c8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebb6d5beab0e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebde2225b8d31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebe477cfe1dc0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebe8c23660ea5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebf547707d48e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec0b961d86f48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec0bad6b1a856_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec3919663d84c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec6e41594c685_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecc45956d43c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd875dd2812e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ece073152ff41_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ece1019a48a60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed0343fb72605_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed03b24ef0c75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed078d0971341_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed2d6ffa943d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed69d9be4421d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed712886cb119_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed7f4d715d10b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edb14f6b028ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee0d4c90a0211_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee1976045f191_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eecd291b40f44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef42dcf046a17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef68c088c77db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef91a83899bff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef9f5bf382fa1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2efa680853f6c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2efaaf68d1da7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e8e9d1a1fce6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2ee5da7640202b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2eff4379530571_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2ed41093d5b5c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e001fd85a3d55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e013253f50dc7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e019c851f77eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e02ea9b830b3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e03535e366c58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04247ecd940e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04604221dbc3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e05031cce8fe4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e054c28c1ea29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e056dd216fa80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0599b9a24c86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06bd2f757af1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06e51a5280a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e07f89c7b5790_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0841bfe1105d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e089346fa65b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e08e83aa4f9e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e08ecd31609f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e098122696483_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0a52aca15a2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0abaf8d188a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c6956f94feb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c9528b19cd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0cdef0c65397_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0eaa60a33772_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f727d1655bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0fadeb00d652_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e101ac13a0f99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e11f566de0a36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e12800fd18357_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1426f63e8a57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1483c039e2fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e149931fe4cf4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e14e079b187cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e155831d0022a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1577b229f778_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15ab987c9a53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16c059e7353d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1705b2ed75fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17472ffd8fe2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17b889bb21ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17d9f3c3e906_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17e4c96a0b23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17f31f988ab0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1807f201d40a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1910ec85aa32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e19a7e74f5168_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1a653c8dc681_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1a8ed8487058_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b28d3714f8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b896b862c28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c234fd96562_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c48ac815268_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c7311ea44ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c7446fc157f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1cc158b409ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1cc208904848_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1cd1bb6425a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1e0cb068eea6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1e11d2454509_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1e4532b697fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1ed6f0a6da13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1edc457e19d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f027a178a5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f8c3a01eee3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1feba2b1baaf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e21297eb71495_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e213164aca201_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23a9acfc1225_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e241056c475df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e242cfc4195e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e247a853fef8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2484c7df007c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24a3bc55dbed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24e5d824a158_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e25c3973c6f5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2609809d229f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2661dce6da4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e26d5a0e85fdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e27c30719e9a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28a51a6e4ee9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e292e98d1fee3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2976d21289c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e29d0032f70e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a099de7078a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a1163ee76ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a7e72b0aa5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a9652bce1e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a991a1c24de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2b8e000c585f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c16bca4359f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c2042a64a7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c4e5241de18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c55445715a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2cf3b926efd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d7d8e8ee41e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2dd79d997615_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e5efbc6f6b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e794e827dcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f238f6cfe9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f915026d302_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fbc87d41e6a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fe8ff0c456e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3070b71db108_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3286adc776ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e328bce7596e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e328ca2d30157_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32c11f94212d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3359e94091d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33acff7bdd7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34da2f9bb175_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3546e41e3507_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3550d7a936b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3572f7bbdf20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3601f8b48bf9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e36101b3a1d94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3641e51ccc62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e365ef791d291_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e36fb60d6c73a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e37674d866b35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e379026d51e19_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e38e1a4ea5b2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e391599d13fdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39c75b2156b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a2e57cd11f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a392126e8ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ac5ffd12e55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b01f48dd641_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bc4d3409239_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bf33ceb6aed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ce9b954d5a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4010eef31989_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e40be5b7fa481_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4129e08f2f55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41c22a2b8a39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41ca34af1c66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41d6ad59b8fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e422c89e9457d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42e0be6889bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43482f7ca418_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43b556a08bea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e443bfb8bc4d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e449b312236c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e44be6f5c202c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45212c32ef59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e456c1ff5a5b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45f3c66b4999_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e46f964354fdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47331e4aac88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47ea2cce15df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47f13a1b65a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a0d266572e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b52d18f4c38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b72a511845b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4c3bcfadae30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4cf94b107a8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d3de07d409b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d68f379dbe1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e233b5c8058_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ea5f621f80c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4f063ef23ea5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fb62951a22b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fba704329f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ff042ddd73e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e502472d7da47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e502b5f4a5c83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5082f87f0fa3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e50896a914372_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e51c4d814c489_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5238f6ad7298_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e526cd85e63fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e529101d0f0c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e533ff92c72be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e53a67aed4a10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e53ff8cbd7fd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e54a9ad3e00a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55ea1be2b9d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e573cd3e15693_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57dbed42df8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e585e5191ee42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e58f0758271f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e590a648a0ab4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e594eef1d6293_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5b1934fd29d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5bddb84653dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5c5373cbeed2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d1fb0d748f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d5ef29401be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5df55f20205e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5e0e882a5720_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60ae1def03b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6159dcaa1c80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6183e194d7d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62127e59549a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6225c70f5335_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63bdda12cf8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e64794e7c2d2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6499d97ab77a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e64d330f7dd4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e64fd0613fb84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e661f23f2ef48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e66710a025574_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67825dcfbbf5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67f74585cfd6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69164928a91c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6927305eef62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6963d6665237_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69c65f08923d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ad2c6f44574_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ada72e6f780_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c131ec460c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c21ea8c4d05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d058d34326d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d0a71dc700c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d966f4768a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e2477f12b5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e54c57a3616_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e660c2762d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e725bb620dc49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e732dbf6e2f4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e743d64dac0dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75556a055b14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e755fd551bc6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75bed9d51fe6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75e5359afe17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e761be26eeded_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e769491cec822_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e76b952d00d03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e77b522c0f374_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e77e8cff4cdc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78843e3247b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78930394115f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78d669247745_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7931507d59d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7a3b39d4b951_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b7781ade62e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b9457be6104_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bad35b2af35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bf4ab68ab50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7c475c46ba67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7cd3f030f220_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7dfc5a7b9abd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7e4bad3b3eaa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ecfdf7abdc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f1d0372e53c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f2ba51f6047_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f712ed2e92a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f8068c2f070_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fa2cc2c4b17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e803311579d87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e811e39e7020d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8165a96bf972_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e818cbfe6b134_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e81e6fe19f093_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8289e0fa8f8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e82a6fb7f0af1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83f7cac80ad9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8623eb241fff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e86aad6b48988_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8721e41591c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87393e4cbaac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8767b21c2898_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87818f08eb37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e878f1ab77e0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e88092e53024f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e88793dbc4087_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e88d7373792a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e88d7c512bf93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8989c77d8f07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a5047567474_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8b3bc9c4a4e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c0e8980ca28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c6710d32c2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ca5e281ccab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d3903f80dd5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e071f6d3cc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e62abb748ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e67937f3b12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e6bab6d207d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ea075310e01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8eb6c8a1ba13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ebc944bc1df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8f03609d7c5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e90a48c4e48c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9193fa489f01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92029c89e0b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e923f48babd11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9355041844dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9371f9547a77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e93743f7088e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9375f4c4e424_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e945a2fb59f3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e955560448f12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e956abe0860d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96b52090abb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96f401d5ca56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e970e07c5ea22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97310938a03a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9743aae95256_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97ee4ad8e83b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97fa2989d2de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9838b8605622_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e994b0fbef372_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e995298ffff5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a29c106b5a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9aa2f063ad59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b8851f4ad72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b9c9e62ead5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bbbf7f575d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c7bef9300fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c9e7c826176_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d1444b9bed9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d2532fc419d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d3c4a25a53c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d66147339b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ec9bd9994f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1b21affe9d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea23595fee1dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2921f75a852_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2a4049253d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2d000017102_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea33ef72fce16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea42e6e351cc7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4c69dadfd90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea662919a5aa8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea70968a449fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea73416aeaf32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea854bd086bdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea94844448a93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea999d8e3478a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9ae176188f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9b3e31d812e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9e48fa4157e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaa1b35f46b56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eab1bcaa9c5c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac62de44e06f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaceb1cbfa90a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae167400f5f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae5a4fd4fcf7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae6c09971ea6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaea4e57245f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaea717a39466_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaef5d6e6f37f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafc9deaed37b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafdd2cf3e2ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb03cb81effaa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb09380850e4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb09e693357df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb0f2385e0617_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb1fd46f8f478_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb2359da057db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb240815a23d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb3c130c693c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb4db048d2eff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb6aec6aaa797_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb6c9c7b811c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb7c352128528_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb7da8f26f6bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb82c73fcd9ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb8db05aaf9b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9251925847d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba1f252a084c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba8ae09c2788_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebaed1e5c2ec8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebaf226218f94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb2556b00827_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb268c461131_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb345c373346_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebbb808ff7660_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc85eafab2bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc91e6fb4fdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebcce7f48fefd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd24ab04e95c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe219917d6b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe88635f6d0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf346c83d532_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf41b0e0b776_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf4b741f5105_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebfaa42b87382_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec109950d5168_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1358412d515_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec18857ab4091_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1cdd79b5fa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1d721ea48af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2afee25e699_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2e0220a0bf0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec3b51783f78c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec43563e904e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec44395f007a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec44ca352082d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec50e573c1127_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec5ff1620974e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec765cd9ea01e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec7c9438425e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec7d7ccfabfe7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec8cea644ccbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec9e5763add1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca34e667263f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecad40c980456_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecb75c841b445_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc4796291aa4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc47bad9c427_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd302d31cd37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd5da4daeb15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece624d68231d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece78505e9b78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecec9a1457b91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf1ec0f97a85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf479f2cbbae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf7af2d70c23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecfbee0526989_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed15d03374ccd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed218d3fc9174_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed24e7d17f244_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed2a86df6feb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed33c206aea65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed480950655b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed491768034db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed57800fa818d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5907df3fbd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5a6cd2be65b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5b1b86c0910_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5eeac37efa1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8062aa31123_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed853d51d369e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed876f217dfc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8f3ac66f88f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eda7c09d9c76a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eda9640863616_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edae74ff22397_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edb53a7076583_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edbbfe1441158_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc579f496255_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edcbfe120ba11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf21a12f82d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee09620a1c4fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee16e559420cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1b75f367a2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee2b7333b7e5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee3096d92540d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee377c770d8e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee37faf2e515e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee38eb82e98aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4358a7b79b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4fe41cb2938_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee583261ad65a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee5cd05c92408_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee62b2e68922c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee70e09a4ebf7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee70efe274450_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee76cd58f3f23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8ddb6753140_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee95d828c44e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea2634738736_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea42760c01d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea9a508907f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea9e7bbcb0ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeaaf670cf6a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eebc5712a0ade_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eecd39bb9c830_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed143422b403_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed2748958e37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed76121555c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eede1564592e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeeaa3271b263_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeeb3d3b78fd1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeef9413c240a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef78a7f05b98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eefc732ca420e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef00cc79018be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0258f0d723b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef17d3d903465_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef1e1551ad1b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef2e904dd1ac8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef301009e5095_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef3d4002cadb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef4e47b2bd625_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef5771b67797e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef65f83027dfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef673b617511c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef716fa73adbb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef7a666b616e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef888519518c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efa46e9982fa0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb7fb9f2f3b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efce40727ed34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcfa443027e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd071e3878f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efdc9937c5cd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eff1b8db5ed5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eff23f1b74562_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e01c1b8f2377c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e034e66d210cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0460d137e987_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e09377a2c7010_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0a14093ea574_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0f295bb1b4a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e10a9f5f27126_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e115af2768bbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e13de1bfa4483_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e14bd6d602ae4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e17adb25e6014_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e18345361800f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1dc2cfb40fdd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1fcd7aebeb2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e20ec3d7c584f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e229a018011a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e273568c7f24c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2d5004af6674_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e30a394896eba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4184aace2c9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e431fd90531ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e441c90838acf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e44b78324d701_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e455541adac8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e47f405bc5807_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4c3efc3371f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4c752f2d634f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4d8ff705a271_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4e3157be139d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e51316655a9b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e525e0fa933be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e52c98bfdc30d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e548bc2b86e93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5539c9dffcf6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e557fd6aeeb3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5837b85da2ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e58aff60cd491_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5a558273805d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5a99c0ffac1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5d00007906c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e68405cc66564_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6876c7132afa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6944b4357b7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6c29b91df463_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6caf2a936684_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6d90efc80f5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6e4a92f6330b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e728ac6058b9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e72da126c289d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e743f0b6ae526_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74b7f5da4b22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74ebdb49a96e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e785c2f14a351_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7a09f931b5dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7cca29af97f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e803134cf398c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e82fbf9fe9bf1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8342e11ce52c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e84af93287f0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e86ce3a5f7d28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a44818de560_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a544ea3dff4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8aae9cd79fac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8c2cee2d2d6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e90a711635c77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9370f4409262_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea235646e578a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea472bf62785d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea6064787e379_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea71a8a87f681_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea9751fb02901_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea9da4d98bdcd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eab6b003e2a38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb303e852ab61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb89156e17f94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebae1b72dde45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebfa7a7076862_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebffe4419d567_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec494229d03a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec5349a853d72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec5d5c885a02c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec92a521bd379_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecc802d4ca9d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecebaf480bfb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed0c4c8785cc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed2b9fa98655e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed34be8a9200c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed50e53621cfa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed63a3ec11d9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed8eeb49be2e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edbf3f9de75a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edcf96023ab95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edd000424a39d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ede51b017132e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee458d82ad153_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee4a4e0bb35ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee5944401574a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee6ef90a77ef0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eeafb4742fa32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eed4d213ad5fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eef5c4fb18bb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eefd9c47397d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef05c067291e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef35a136ad206_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef9d35bd41a71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2efedeefa9b77b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e707070ec2f7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e948c93efb80a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2ea072da490ca5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2eae4b6a9218eb_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e006ea7c14286_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e00b73347259d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e00ef141a1629_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e013d01c2521c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0297940c6261_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e030bd9446654_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0418a898e25f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04595a15dfc9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04edf7ee5842_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04fd912184ca_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06ccff083f3f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0700d8b71b95_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e082a4f1f622c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e082ca09ea263_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e084091e02bed_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e093c209be253_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e095cff192386_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0b412ede6a2b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c79976837fc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0ccb4fc216e8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d2c050a2a64_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d2cbbb737cf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0d9939a015ed_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0e692f9f5fc1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0e9596af2fb9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0ea4268a29d3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0ee519ca7d4c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f69c6b146f9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1028fc333a0a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e10606f4891e6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e106eee4306e0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e10fa7859478d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e112f557d684f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e116de160b39c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e121bcd96edaa_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e12541fa1d71c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e12f6306cc3de_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e136a6df8b22a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e138dd161d044_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1392790792e9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e144c31e53811_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e14947ce05809_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15807d1bfeac_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15a471de81de_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15d9e8644e2e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16ae39373f14_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17226491cdfb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1750fbe9f50d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e176a810594a2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1771d54e9bc6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e18056f2aaca7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e18ba845fa0f3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1918de707539_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b581ad43f1f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1bccafef8d86_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1fee040998f9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e201ea76668f2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20478a89a9de_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20a7a6524efc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e220f2eae5f2c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e22bd0b083d62_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2375f6aeb40e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23997ee4e9fe_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23d18faea9db_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e240d84b69f59_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e264115f5b3b0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e27f2bb1fc955_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28031b3c680c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28235dee8dcc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e294da09ad9d7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e296b9552605f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a24dc1f764e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2b5ff55127b6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c8ce96d1c2f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d0e7a521dd4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d25e672075a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e18845a60e4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f71a998b0c0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fd6608b3399_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e30b957c69c76_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e30c43d3a28b3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3177245c7ece_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e31d6782b2a7b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3228b94a7e35_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32bbd00c1b16_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32cbc6edb672_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32cdfed73074_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e330811f15970_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33411eb385b8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34226daf1ef3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34304539cf71_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34380ccab1c0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34728cba8b3c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34bc2214caf6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34f968bd27df_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e359c1e688bc0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e378010108b95_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e37b3fe3f5aa7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e38e9f05951df_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3910f0476efb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39449a69cd49_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a3e2f562e2e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a9265742850_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b97e9f16504_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bb823dc25b3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3cd32005ed5f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3d04c2c0e47d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ded10f2583a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3e08f88d356e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f6c87201acd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f965bb24a1b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fd65069b226_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fe9b0d8e7ff_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3fec4eae974c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42a3aad5fc61_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e433684d5fbdf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e435b76c646c0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4381e7b108e7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43b2c07767d8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43c8cebc5efe_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e446cff40a20f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e448f45bf33ca_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45c6eb7be792_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45d60a5d9867_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45da62efe9ab_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e467583446d6b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e46b6627ee37d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47b21b7a56e6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47ca2a6a6c13_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e48c617abf330_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e498a2d0e552f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e49cb7f812042_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a2e8c152217_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a3bc8a184de_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a5b06ce9bde_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a9477874994_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ac3ef415424_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4adf347d6ea3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b7e1871f8c7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b8de2a75e8d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4bcce972ffc7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4be585eabce0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4bf28a4dc083_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ca31eacf02f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ca804a63d68_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4cc8537b6c7f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4cef080bf946_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d7e5b631d96_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d8486e18cc9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e1ec86a1c6f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ee0abe8d4c8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fa03b85254d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5017ef3de318_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e50bbae43dd96_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e510c3790e11c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e511c1ce54473_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5149de9720a2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e51cbcbccbe86_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e521214cd87d1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e521a8c36f43c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e52481dc5473f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e539fe31ab5c2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55aaaa1514ef_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55c6fcbf33b1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57f8b72b0972_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e59f7166918fa_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5b38ef9cc314_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5b7c2304848f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5c9aa976e080_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d6da5b0b2b5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5e1eaf1dbd7c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5e4731107dc4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5ec7f2eaa171_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5f4810573f39_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5fad7b412027_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60459bf25296_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6081e2a0dba0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6083d499f67f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62274de4687a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e626cf640c865_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62b4ff32ab22_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62bbab5a9fde_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62de949c16b8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63178cadb066_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e632a1c4643f0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63a1912e1731_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63a8d58c42d8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e646bc681bb53_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6481ac314616_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e64a922916551_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e66c96be2a70e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e677dc2ec9bce_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67f47aedf022_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6833a4d55d2a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6865963fb030_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e68f8ba659250_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69461c4bcb1e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e694b733f22ca_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e696e53854eb2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e699ae1b62046_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69b996cc9bc8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a5e5fa945ff_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6b08bd88c233_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6b5f81443b7e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6bf649c5b0bd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c2e03f6abfe_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ccbfeabc6c9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d167f2330b4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d1d3a9aac78_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d4b0c33608e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d68bd1bd057_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6de89b0507c8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e779cc41184_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6edc40dc0a13_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f06d014b683_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f318e4aa96e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f3295af9bc5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6f9ab59dde87_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6fe54991252a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e71791878750b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e71ea4a70c2ab_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7232953f7104_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72935ce55bce_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e72abf14445ff_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73caa3ad22b1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73cbf5aeb032_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e73f3c873beb9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e74f896005159_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75ce1bf4cf6d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75e9be8768bc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e760fcf33bb22_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7700c4ac14fe_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e782c43280b67_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e789a7a247f27_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78d26563fdc0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7914cf09ea64_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e792c2f79e628_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e798e53b8d4dd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7a3db16ef129_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ac20f272353_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bbbfbc65ee3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ce5ef78dd34_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d386990949b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d4d0840ad98_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7d657dbbd0db_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ea9a037dd93_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f5452bb3a09_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f70fe2794ca_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fe39b91260e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fefdafa7c6c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e80377f8131a5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8147c8c341b6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e815fccded688_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e816cd8bda777_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8299ee61a52a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e831ecff79613_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8349ca3c725a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8396b3c2a3c9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83f5eb629e80_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83ff4def3a18_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8405268b5b18_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e84c1c1cf5cfd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e84c60ea7c7c1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8662c7bc4552_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87a35f826491_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e884163d98c77_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8871c053302e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e893cdbf6b274_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e89785f215dc2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a03390ecadf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ac818e39904_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8b1cf31c5bec_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8b5962eb9769_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bca745790c4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bd010fccdf5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8bd05b07c6d3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d382c58ac3c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e4a0a9e68ed_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8f2d5cb42acd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e90c93a0aca26_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91155a5c390b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e921f8c616890_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92243c988ba6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9272ad84e725_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92964a3c5c23_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e93823fa8c88c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e956b2b79b4e7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95b5d3f8ca13_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95b94c6f8d19_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e95d235ce2d2c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96b422109132_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97871c5354fb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e979cb5fdde1b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e98c3016c5542_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e99264a69d935_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e99785f5f9901_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a809fca7699_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9abcc71c7a37_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9abd49419859_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b6ca80e0f10_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b7d2cd54fed_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bccad69dd15_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bfb029b4a75_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c2ee3b69979_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c76700c61c8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9dc82a8af819_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9e2cd4aec409_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9e5d657909f9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ea0d6b797d1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ea6e6920224_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9f6f9521eaf8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9fcfb33e50af_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea056a44f878b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1a8203ab5a5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2250b67a5cc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2c69d180bb2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea3764a0618ed_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea64ce7a55176_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea64f40beb770_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea6c5af71c79c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea6e72bcffe6c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea73806c52e47_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea88ee647e50f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea8b6fcab2219_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9668d162ed1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9afabe16845_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9ea5cbb6c4c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9edb972be26_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaac7e54d3bb1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eab24911a0d75_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eab5c2717ec5b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacb744f1a1a4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eacbbc633bbed_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ead6cf4ce0879_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ead8574b12b2f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae88817e9292_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaf69c8a21480_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafe97c7859fc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb0cffaf512b2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb1187a6f89f3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb16468324ffd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb20d39991460_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb2490382b5c9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb29bca514160_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb40b5a3f8b04_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb45c00d95fbf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb472125f6e2d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb4b7a42a6bba_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5334c07b151_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5ee84c5d2b0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5fe39700308_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb6c29cafb2e4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb6d117301ef4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb74c00384b73_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb75798b36ed4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb92e0ea50172_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb94cce473969_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9a5fa18ed79_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9efcc3046aa_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba1f45aa57b6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba5683b28f06_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebbf54f15166d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc6df3db91c4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc95e09ce43c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebcf8c7a8a80b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd1a169176da_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebdd576ce2550_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe176a350c6b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf1981805bdc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf3cfb6cf694_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf3e90d6be39_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec07dd9feb226_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec0f124ca1264_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec16d60f348d4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1faf7a42873_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec224834b3798_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec24cf342eb35_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec277121b634e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2ba96057a1c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec345fa065c61_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec35ed2c1b26e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec3a9d182e73d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec41d106a7ffb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec46700503c5c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec4e310ce838b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec5047c2561c8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec5faf94256a4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec67d4645ad34_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6ad9ca39d55_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6fa646f4ef6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec705121a2f27_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec7590a4d0a6f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec78f39e1de5d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec79eef6f60b8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec8d78c71ec40_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec94c1a98d44c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca49815bf946_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecacf72bbd890_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecadd2e002b3a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecb70a9f379d2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc1c1c985318_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc2779a6dc06_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eccb1a23bf718_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eccdee36e83da_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecdb5f040e4ae_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece576b31d098_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced25a1e6111_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced4164130b6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf5ff9bc0d5e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf99d2898165_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed037f859c898_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed05d5e739bf9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed3acd4e1a94a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed484effa9b8e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed49d6998cae6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed4a1d82d24cf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed53014044ae3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5eb747fe3c2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7885ff3bdf7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7cd01f75288_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8a83e9c501b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8d35cb0f9cd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8d657ee37dc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed98858eec704_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edb6f17be8110_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edbd3f7e6d82a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc04c68921e1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd1362cf2209_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edd295c2a9387_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ede56dbc047c9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edeb29a4435c9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edef0fd4e79c1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf1a907ca297_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf753294b8e5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf82a148de94_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee06aab6003b6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee33a75d89531_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4c06d3ac8de_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4e7420d7523_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee53cc381093a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee5641e4a7f7b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee56acc5d0a3f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee5955aedb43b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee59d7eec99a7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6137b8cf8a7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee63d99aa0048_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee680ba0b7ccd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6c13c0da20e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee7a994f0a19d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee820b915582f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8dbb66109d3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee99247e5f71e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee9f1fd5fe1c8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea88cadbad44_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea8c46167f74_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb53394f6a56_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeb7bd6423dc8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeca69328d6bf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed0c6eca9a10_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed993465ff9e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eedb3a5be2770_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eedd4a0427d73_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eee4cd06d045d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eee55f6c86a0d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeec7e1ae1def_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeedfbd310bba_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeee6888465f1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef2f93e18013_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef4b5bd824c5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eefb733608663_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eefeb39946dc8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef1b4dd3e9ad1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef213566e1c97_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef295c4533473_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef3484a307795_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef37a97bb9d4c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef51c75da3369_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef67afa7b958a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef6ac75062c05_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef6c11ef1e412_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef909035bb379_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef94e996a4f6b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efae3563840e9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb2b12f480d5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb6f5e736da0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efbbdb049e9e4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcd8b0afc44a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd67a6ce9b01_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efda68690908a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efde3b86e78ba_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efe9951e16956_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e02687a516143_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e03199df931c1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e044804d5bef2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e074351a8420c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e077c9f2fc7bf_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0a5ba38c843d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0bc10d34b8e1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0c5c17f50470_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0d66d9f17ae3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0f948f0144cb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e11d0b73c8c55_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e12199db9cc59_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e15db9f4b139d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1d6c9fdc10cc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1fce84ff7d6c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e22bb977b761c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e22d3f6438de9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e27805d12c9d8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e27e1364aabb7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e281f4cc74d39_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e285f9bac6563_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e28b7eda7c31f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2a34c25aaebc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2af08d0c0475_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2dbda2e2034f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e30a6f1610a4f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3666c0005ad6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e369693820294_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e37cdb5e4b777_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e39b2895d7249_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e3d77d3ac6e38_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4030f34ea638_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e459cecd04560_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e45fdbded68a8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e46017a487936_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4f02a6bb0010_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5290dc2241b9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e54eaa1b18bfc_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e567cf2e117cd_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e58e7134422b4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e62c638158592_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6470e117f7eb_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e649a83bb3243_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6911b7898b9c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6f4d675f88d6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7043dcb6d813_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7285253e277d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e761225f0fd0b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e785fa9c1b27c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e79c0de4dc936_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e79e583026fd8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7a05f1456287_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7b02df16f416_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e805aa614451f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8328baa3b347_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e83cb0c81674d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e84ed1460f944_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e86fcc32f7711_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e87cc16a2f34e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a11bfc7fd8f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8dd377c41d67_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9327eb218048_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e93c2e25e64ec_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9427ad5f3e51_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e99990a49c32d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9bdfe1e297ce_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9f0249806e3d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea562c03a1549_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea71c026711df_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eadfbf5e481fa_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eae1b3fe2f97a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eaf0097cd7266_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eaf3868e51bb0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb5a149d5a354_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb92c4b2c8ed5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb9c059771c8f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebb6d5beab0e0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebde2225b8d31_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebe477cfe1dc0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebe8c23660ea5_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebf547707d48e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec0b961d86f48_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec0bad6b1a856_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec3919663d84c_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec6e41594c685_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecc45956d43c0_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecd875dd2812e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ece073152ff41_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ece1019a48a60_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed0343fb72605_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed03b24ef0c75_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed078d0971341_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed2d6ffa943d9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed69d9be4421d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed712886cb119_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed7f4d715d10b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edb14f6b028ec_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee0d4c90a0211_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee1976045f191_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eecd291b40f44_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef42dcf046a17_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef68c088c77db_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef91a83899bff_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef9f5bf382fa1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2efa680853f6c7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2efaaf68d1da7a_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e8e9d1a1fce6e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2ee5da7640202b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2eff4379530571_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2ed41093d5b5c0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e001fd85a3d55_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e013253f50dc7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e019c851f77eb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e02ea9b830b3b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e03535e366c58_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04247ecd940e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e04604221dbc3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e05031cce8fe4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e054c28c1ea29_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e056dd216fa80_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0599b9a24c86_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06bd2f757af1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06e51a5280a8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e07f89c7b5790_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0841bfe1105d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e089346fa65b0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e08e83aa4f9e5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e08ecd31609f7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e098122696483_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0a52aca15a2c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0abaf8d188a0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c6956f94feb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c9528b19cd9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0cdef0c65397_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0eaa60a33772_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f727d1655bb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0fadeb00d652_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e101ac13a0f99_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e11f566de0a36_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e12800fd18357_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1426f63e8a57_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1483c039e2fa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e149931fe4cf4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e14e079b187cf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e155831d0022a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1577b229f778_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15ab987c9a53_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16c059e7353d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1705b2ed75fd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17472ffd8fe2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17b889bb21ec_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17d9f3c3e906_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17e4c96a0b23_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17f31f988ab0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1807f201d40a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1910ec85aa32_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e19a7e74f5168_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1a653c8dc681_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1a8ed8487058_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b28d3714f8a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b896b862c28_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c234fd96562_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c48ac815268_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c7311ea44ab_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c7446fc157f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1cc158b409ec_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1cc208904848_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1cd1bb6425a6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1e0cb068eea6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1e11d2454509_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1e4532b697fe_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1ed6f0a6da13_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1edc457e19d7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f027a178a5d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f8c3a01eee3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1feba2b1baaf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e21297eb71495_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e213164aca201_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23a9acfc1225_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e241056c475df_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e242cfc4195e8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e247a853fef8e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2484c7df007c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24a3bc55dbed_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24e5d824a158_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e25c3973c6f5f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2609809d229f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2661dce6da4c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e26d5a0e85fdf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e27c30719e9a6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28a51a6e4ee9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e292e98d1fee3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2976d21289c7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e29d0032f70e9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a099de7078a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a1163ee76ed_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a7e72b0aa5c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a9652bce1e8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a991a1c24de_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2b8e000c585f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c16bca4359f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c2042a64a7f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c4e5241de18_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c55445715a1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2cf3b926efd2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d7d8e8ee41e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2dd79d997615_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e5efbc6f6b2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e794e827dcc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f238f6cfe9d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f915026d302_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fbc87d41e6a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fe8ff0c456e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3070b71db108_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3286adc776ec_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e328bce7596e2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e328ca2d30157_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e32c11f94212d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3359e94091d8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e33acff7bdd7b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e34da2f9bb175_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3546e41e3507_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3550d7a936b6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3572f7bbdf20_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3601f8b48bf9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e36101b3a1d94_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3641e51ccc62_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e365ef791d291_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e36fb60d6c73a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e37674d866b35_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e379026d51e19_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e38e1a4ea5b2d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e391599d13fdc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39c75b2156b8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a2e57cd11f2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a392126e8ec_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ac5ffd12e55_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3b01f48dd641_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bc4d3409239_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bf33ceb6aed_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ce9b954d5a0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4010eef31989_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e40be5b7fa481_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4129e08f2f55_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41c22a2b8a39_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41ca34af1c66_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41d6ad59b8fc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e422c89e9457d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42e0be6889bf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43482f7ca418_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43b556a08bea_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e443bfb8bc4d5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e449b312236c2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e44be6f5c202c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45212c32ef59_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e456c1ff5a5b9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e45f3c66b4999_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e46f964354fdc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47331e4aac88_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47ea2cce15df_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47f13a1b65a4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a0d266572e6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b52d18f4c38_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b72a511845b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4c3bcfadae30_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4cf94b107a8a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d3de07d409b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d68f379dbe1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e233b5c8058_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ea5f621f80c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4f063ef23ea5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fb62951a22b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fba704329f5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ff042ddd73e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e502472d7da47_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e502b5f4a5c83_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5082f87f0fa3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e50896a914372_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e51c4d814c489_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5238f6ad7298_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e526cd85e63fc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e529101d0f0c1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e533ff92c72be_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e53a67aed4a10_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e53ff8cbd7fd2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e54a9ad3e00a9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55ea1be2b9d0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e573cd3e15693_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57dbed42df8d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e585e5191ee42_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e58f0758271f6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e590a648a0ab4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e594eef1d6293_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5b1934fd29d4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5bddb84653dc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5c5373cbeed2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d1fb0d748f3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d5ef29401be_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5df55f20205e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5e0e882a5720_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60ae1def03b0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6159dcaa1c80_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6183e194d7d7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62127e59549a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6225c70f5335_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63bdda12cf8f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e64794e7c2d2c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6499d97ab77a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e64d330f7dd4b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e64fd0613fb84_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e661f23f2ef48_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e66710a025574_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67825dcfbbf5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67f74585cfd6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69164928a91c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6927305eef62_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6963d6665237_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69c65f08923d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ad2c6f44574_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ada72e6f780_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c131ec460c1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c21ea8c4d05_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d058d34326d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d0a71dc700c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6d966f4768a2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e2477f12b5e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e54c57a3616_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e660c2762d0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e725bb620dc49_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e732dbf6e2f4a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e743d64dac0dc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75556a055b14_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e755fd551bc6d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75bed9d51fe6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75e5359afe17_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e761be26eeded_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e769491cec822_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e76b952d00d03_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e77b522c0f374_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e77e8cff4cdc2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78843e3247b4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78930394115f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e78d669247745_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7931507d59d3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7a3b39d4b951_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b7781ade62e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b9457be6104_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bad35b2af35_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bf4ab68ab50_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7c475c46ba67_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7cd3f030f220_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7dfc5a7b9abd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7e4bad3b3eaa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ecfdf7abdc2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f1d0372e53c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f2ba51f6047_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f712ed2e92a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f8068c2f070_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fa2cc2c4b17_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e803311579d87_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e811e39e7020d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8165a96bf972_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e818cbfe6b134_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e81e6fe19f093_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8289e0fa8f8c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e82a6fb7f0af1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83f7cac80ad9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8623eb241fff_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e86aad6b48988_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8721e41591c5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87393e4cbaac_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8767b21c2898_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e87818f08eb37_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e878f1ab77e0e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e88092e53024f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e88793dbc4087_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e88d7373792a0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e88d7c512bf93_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8989c77d8f07_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a5047567474_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8b3bc9c4a4e1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c0e8980ca28_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c6710d32c2c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ca5e281ccab_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d3903f80dd5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e071f6d3cc6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e62abb748ef_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e67937f3b12_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e6bab6d207d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ea075310e01_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8eb6c8a1ba13_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ebc944bc1df_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8f03609d7c5c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e90a48c4e48c6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9193fa489f01_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92029c89e0b9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e923f48babd11_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9355041844dc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9371f9547a77_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e93743f7088e6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9375f4c4e424_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e945a2fb59f3f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e955560448f12_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e956abe0860d5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96b52090abb1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96f401d5ca56_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e970e07c5ea22_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97310938a03a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9743aae95256_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97ee4ad8e83b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97fa2989d2de_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9838b8605622_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e994b0fbef372_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e995298ffff5c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a29c106b5a1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9aa2f063ad59_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b8851f4ad72_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b9c9e62ead5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bbbf7f575d3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c7bef9300fa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c9e7c826176_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d1444b9bed9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d2532fc419d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d3c4a25a53c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d66147339b9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ec9bd9994f1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1b21affe9d2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea23595fee1dc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2921f75a852_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2a4049253d7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2d000017102_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea33ef72fce16_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea42e6e351cc7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4c69dadfd90_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea662919a5aa8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea70968a449fe_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea73416aeaf32_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea854bd086bdf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea94844448a93_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea999d8e3478a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9ae176188f6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9b3e31d812e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9e48fa4157e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaa1b35f46b56_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eab1bcaa9c5c7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac62de44e06f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaceb1cbfa90a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae167400f5f1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae5a4fd4fcf7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae6c09971ea6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaea4e57245f2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaea717a39466_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaef5d6e6f37f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafc9deaed37b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafdd2cf3e2ae_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb03cb81effaa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb09380850e4f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb09e693357df_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb0f2385e0617_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb1fd46f8f478_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb2359da057db_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb240815a23d0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb3c130c693c7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb4db048d2eff_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb6aec6aaa797_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb6c9c7b811c5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb7c352128528_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb7da8f26f6bc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb82c73fcd9ff_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb8db05aaf9b3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb9251925847d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba1f252a084c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eba8ae09c2788_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebaed1e5c2ec8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebaf226218f94_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb2556b00827_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb268c461131_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb345c373346_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebbb808ff7660_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc85eafab2bd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc91e6fb4fdf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebcce7f48fefd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd24ab04e95c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe219917d6b5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe88635f6d0f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf346c83d532_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf41b0e0b776_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf4b741f5105_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebfaa42b87382_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec109950d5168_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1358412d515_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec18857ab4091_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1cdd79b5fa6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1d721ea48af_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2afee25e699_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2e0220a0bf0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec3b51783f78c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec43563e904e1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec44395f007a9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec44ca352082d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec50e573c1127_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec5ff1620974e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec765cd9ea01e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec7c9438425e9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec7d7ccfabfe7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec8cea644ccbf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec9e5763add1a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca34e667263f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecad40c980456_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecb75c841b445_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc4796291aa4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc47bad9c427_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd302d31cd37_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd5da4daeb15_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece624d68231d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece78505e9b78_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecec9a1457b91_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf1ec0f97a85_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf479f2cbbae_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf7af2d70c23_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecfbee0526989_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed15d03374ccd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed218d3fc9174_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed24e7d17f244_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed2a86df6feb2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed33c206aea65_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed480950655b3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed491768034db_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed57800fa818d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5907df3fbd8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5a6cd2be65b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5b1b86c0910_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5eeac37efa1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8062aa31123_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed853d51d369e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed876f217dfc8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8f3ac66f88f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eda7c09d9c76a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eda9640863616_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edae74ff22397_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edb53a7076583_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edbbfe1441158_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc579f496255_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edcbfe120ba11_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf21a12f82d2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee09620a1c4fb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee16e559420cc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1b75f367a2c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee2b7333b7e5a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee3096d92540d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee377c770d8e3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee37faf2e515e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee38eb82e98aa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4358a7b79b4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee4fe41cb2938_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee583261ad65a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee5cd05c92408_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee62b2e68922c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee70e09a4ebf7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee70efe274450_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee76cd58f3f23_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8ddb6753140_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee95d828c44e6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea2634738736_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea42760c01d7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea9a508907f3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea9e7bbcb0ad_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeaaf670cf6a8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eebc5712a0ade_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eecd39bb9c830_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed143422b403_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed2748958e37_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed76121555c4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eede1564592e2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeeaa3271b263_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeeb3d3b78fd1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeef9413c240a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eef78a7f05b98_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eefc732ca420e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef00cc79018be_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef0258f0d723b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef17d3d903465_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef1e1551ad1b4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef2e904dd1ac8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef301009e5095_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef3d4002cadb6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef4e47b2bd625_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef5771b67797e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef65f83027dfe_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef673b617511c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef716fa73adbb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef7a666b616e0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef888519518c0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efa46e9982fa0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb7fb9f2f3b2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efce40727ed34_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcfa443027e8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd071e3878f9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efdc9937c5cd4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eff1b8db5ed5f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eff23f1b74562_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e01c1b8f2377c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e034e66d210cc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0460d137e987_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e09377a2c7010_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0a14093ea574_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e0f295bb1b4a0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e10a9f5f27126_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e115af2768bbe_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e13de1bfa4483_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e14bd6d602ae4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e17adb25e6014_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e18345361800f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1dc2cfb40fdd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e1fcd7aebeb2e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e20ec3d7c584f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e229a018011a6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e273568c7f24c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e2d5004af6674_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e30a394896eba_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4184aace2c9e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e431fd90531ab_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e441c90838acf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e44b78324d701_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e455541adac8b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e47f405bc5807_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4c3efc3371f8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4c752f2d634f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4d8ff705a271_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e4e3157be139d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e51316655a9b3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e525e0fa933be_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e52c98bfdc30d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e548bc2b86e93_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5539c9dffcf6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e557fd6aeeb3a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5837b85da2ad_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e58aff60cd491_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5a558273805d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5a99c0ffac1b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e5d00007906c6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e68405cc66564_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6876c7132afa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6944b4357b7c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6c29b91df463_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6caf2a936684_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6d90efc80f5a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e6e4a92f6330b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e728ac6058b9f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e72da126c289d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e743f0b6ae526_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74b7f5da4b22_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e74ebdb49a96e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e785c2f14a351_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7a09f931b5dd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e7cca29af97f3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e803134cf398c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e82fbf9fe9bf1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8342e11ce52c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e84af93287f0c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e86ce3a5f7d28_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a44818de560_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8a544ea3dff4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8aae9cd79fac_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e8c2cee2d2d6b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e90a711635c77_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2e9370f4409262_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea235646e578a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea472bf62785d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea6064787e379_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea71a8a87f681_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea9751fb02901_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ea9da4d98bdcd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eab6b003e2a38_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb303e852ab61_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eb89156e17f94_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebae1b72dde45_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebfa7a7076862_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ebffe4419d567_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec494229d03a2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec5349a853d72_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec5d5c885a02c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ec92a521bd379_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecc802d4ca9d6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ecebaf480bfb7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed0c4c8785cc4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed2b9fa98655e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed34be8a9200c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed50e53621cfa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed63a3ec11d9a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ed8eeb49be2e1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edbf3f9de75a6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edcf96023ab95_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2edd000424a39d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ede51b017132e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee458d82ad153_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee4a4e0bb35ff_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee5944401574a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ee6ef90a77ef0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eeafb4742fa32_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eed4d213ad5fb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eef5c4fb18bb7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2eefd9c47397d4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef05c067291e0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef35a136ad206_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2ef9d35bd41a71_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnt_2efedeefa9b77b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e707070ec2f7f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2e948c93efb80a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2epack_5fa_2ea072da490ca5_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2etranspose2d_2eae4b6a9218eb_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_gemm_fast_v4_entries(int i, uint32_t* count) {

@@ -6,90 +6,90 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e04cc4c939418_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0733967d878c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0f41dc1719c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e1630ff0a1194_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e18aff9092e41_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e25b3adc250d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e28ec8fea8c1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e31a983ef2abf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e322b8a1d3878_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e3e5f03649d9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e450eb55f3d22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e55e4531ec812_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e581d8c583692_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e5e08a04699af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e624604ab139f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e685ff67c2ae5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e6d6167c8f177_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e75880b54ecb3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e771366f7eeed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e7726b764b0e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e81f6dd2e1fdf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e8c5e1e9b1cae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e92fa128a119d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e9e5a15b9e222_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e9f1cd7ff63b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ea1adf0ed8871_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ea63afe3051b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eaa9182360bd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eab85e6b4fcdc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eb15bfcdd2a21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eb43153c081e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ec4e80d93a4b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed174dcf903bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed2994d8f8fad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed5870cec3a50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2edda9fa2f3174_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ee144ff23bba2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eeb8eb4253d6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef49bbcc8b477_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef801b1714513_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0708035410f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0927ebfd663b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0a770545b5b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0c53e38fad22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e12c54d56d0af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e20966339caa4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e2b9a9b4029f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e435e38d19ca4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e4ee96d91f853_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e5b5276d6d390_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e5d0f6627ea14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e69452c3a3a57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e7025996b7ff2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e716eff145073_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e7e22526072ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e83cb3f94716b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e87d3c878a8b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e8f144c4bffa8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e90913cb27297_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e92e4e55db1dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e98c54c73baa5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e9d4ea8817245_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eb764e0cf185b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ebb1ec7dd99d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ebd43aa34533f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ec34c382e76d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ecddb8f34ebe9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ecdee16a269ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed298b5318296_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed7aad3f119d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ee191216c4a4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eeae302ddc463_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef3000ab84b92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef5d283987173_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef6862ae5698a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef8ee9b0aee76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2efe8fb1b3fbe2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eff8c354851e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2effa4a9bbe07d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2effa4f99052f6_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e04cc4c939418_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0733967d878c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0f41dc1719c0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e1630ff0a1194_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e18aff9092e41_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e25b3adc250d7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e28ec8fea8c1b_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e31a983ef2abf_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e322b8a1d3878_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e3e5f03649d9f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e450eb55f3d22_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e55e4531ec812_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e581d8c583692_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e5e08a04699af_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e624604ab139f_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e685ff67c2ae5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e6d6167c8f177_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e75880b54ecb3_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e771366f7eeed_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e7726b764b0e5_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e81f6dd2e1fdf_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e8c5e1e9b1cae_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e92fa128a119d_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e9e5a15b9e222_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e9f1cd7ff63b4_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ea1adf0ed8871_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ea63afe3051b2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eaa9182360bd0_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eab85e6b4fcdc_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eb15bfcdd2a21_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eb43153c081e8_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ec4e80d93a4b7_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed174dcf903bd_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed2994d8f8fad_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed5870cec3a50_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2edda9fa2f3174_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ee144ff23bba2_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eeb8eb4253d6c_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef49bbcc8b477_entries,
-    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef801b1714513_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0708035410f8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0927ebfd663b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0a770545b5b4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e0c53e38fad22_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e12c54d56d0af_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e20966339caa4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e2b9a9b4029f7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e435e38d19ca4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e4ee96d91f853_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e5b5276d6d390_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e5d0f6627ea14_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e69452c3a3a57_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e7025996b7ff2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e716eff145073_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e7e22526072ff_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e83cb3f94716b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e87d3c878a8b9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e8f144c4bffa8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e90913cb27297_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e92e4e55db1dd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e98c54c73baa5_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2e9d4ea8817245_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eb764e0cf185b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ebb1ec7dd99d4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ebd43aa34533f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ec34c382e76d0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ecddb8f34ebe9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ecdee16a269ab_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed298b5318296_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ed7aad3f119d0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ee191216c4a4d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eeae302ddc463_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef3000ab84b92_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef5d283987173_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef6862ae5698a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2ef8ee9b0aee76_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2efe8fb1b3fbe2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2eff8c354851e9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2effa4a9bbe07d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5fgpu_2egemm_5ftiled_2effa4f99052f6_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_gemm_gpu_v3_entries(int i, uint32_t* count) {

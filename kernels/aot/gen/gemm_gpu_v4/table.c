@@ -6,90 +6,90 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e00e9d5148bb1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1277028b936d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1570759114ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1955bc8324f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1c7ac87d0c9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2748131fbb80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2d4d0c33912f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e39ecc3fb0bc3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e43844f4595e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e457a07736a15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e5f51fbc7308d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6583980fbbc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e68272a790fb3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e69b881bb2f9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6a8769313d37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e7b83ef48a670_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e82163baec31e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e89a21bd1feca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e8dee02d33307_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e8fc5528d7ee4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9e45a59df0a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9eb016e87414_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea532dbcd3a66_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea8031f67102b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea86b07196031_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eb216799db627_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ec375eba7e81d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ec3d5f18f1007_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed12eb6b40e5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed238e7aee128_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed6cc3ba797d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed704e494d2de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed73024fcd68f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2edd25c42dcea2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2edf66e8841449_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee1953c0279a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee398a014d1d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee41300593022_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ef8599f40b5ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eff2ad284dfa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e02c42af966c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e033f1613b3aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e0c98460d6c0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1194cafc5602_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e136680dcd584_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e17ebe9b9f50f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1e02561eca60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e27758e219607_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2a68a7e36c26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2ab40af47bad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e39e4ca8ce7e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e429c2955eaf9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e4783fe713623_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e517dab9b7c68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e52cf74554d8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e5357776216d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e5c617e934134_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6cc6b0ef1e9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e7e91b883e4bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e8588774784b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e88f302b8e609_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e937794d6ea10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e93b51221fdfa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9499cc5c2edc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e98723f5e5c96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9ad1c83e58a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea0a1a05f2660_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea5efe0d89a95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eac57b6b6fee8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eb980ab9fd5e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ebe76eefed5ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ebfedb201aa4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ecb863844ea5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed9a01bbc2fcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2edac30db56c90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2edf3c8b197264_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee0824968df13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee24329465552_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eef6f4575fb73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ef2e5cda23b90_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e00e9d5148bb1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1277028b936d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1570759114ae_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1955bc8324f4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1c7ac87d0c9f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2748131fbb80_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2d4d0c33912f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e39ecc3fb0bc3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e43844f4595e7_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e457a07736a15_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e5f51fbc7308d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6583980fbbc4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e68272a790fb3_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e69b881bb2f9e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6a8769313d37_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e7b83ef48a670_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e82163baec31e_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e89a21bd1feca_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e8dee02d33307_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e8fc5528d7ee4_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9e45a59df0a8_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9eb016e87414_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea532dbcd3a66_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea8031f67102b_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea86b07196031_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eb216799db627_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ec375eba7e81d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ec3d5f18f1007_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed12eb6b40e5d_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed238e7aee128_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed6cc3ba797d6_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed704e494d2de_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed73024fcd68f_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2edd25c42dcea2_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2edf66e8841449_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee1953c0279a1_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee398a014d1d9_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee41300593022_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ef8599f40b5ce_entries,
-    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eff2ad284dfa6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e02c42af966c3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e033f1613b3aa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e0c98460d6c0f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1194cafc5602_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e136680dcd584_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e17ebe9b9f50f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e1e02561eca60_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e27758e219607_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2a68a7e36c26_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e2ab40af47bad_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e39e4ca8ce7e6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e429c2955eaf9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e4783fe713623_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e517dab9b7c68_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e52cf74554d8c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e5357776216d6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e5c617e934134_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e6cc6b0ef1e9a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e7e91b883e4bd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e8588774784b1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e88f302b8e609_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e937794d6ea10_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e93b51221fdfa_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9499cc5c2edc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e98723f5e5c96_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2e9ad1c83e58a9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea0a1a05f2660_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ea5efe0d89a95_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eac57b6b6fee8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eb980ab9fd5e4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ebe76eefed5ac_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ebfedb201aa4a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ecb863844ea5c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ed9a01bbc2fcc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2edac30db56c90_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2edf3c8b197264_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee0824968df13_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ee24329465552_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2eef6f4575fb73_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5fgpu_2egemm_5ftiled_2ef2e5cda23b90_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_gemm_gpu_v4_entries(int i, uint32_t* count) {

@@ -6,48 +6,48 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e22b9137b53d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e4d7d13fdab0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e5fc7eb684f5b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e608d989ffac3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e67c3288a7055_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e757b849a6aa9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e7a4fba7bf087_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e7c3b562fbb9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e8c1fd767eadc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e92eb33da2b9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e9577798a5584_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e9c29e3d31e24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e9c6c60d9c86f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ebc9a2225c368_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ec5f180ea6489_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ee94bc646ab16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ef138d8e61543_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ef9f413efc1d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fpad_5fany_2e5ab44d9fdf88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e3f6abebb27fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e45660d6cc645_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e47293434d0ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e54980d0e09ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e66d957e4c2ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e6afe41ff931f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e6eda49fcff21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e878f03267ed4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e93173bb87e47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ea8c73407f545_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2eaee39789c4a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2eb537b13cc2fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2eb95c80f6fb97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ed19162cef8a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ed6f315e62ce3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2edca0430928c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ef3d6ccbc5468_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2efb1283a374c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fpad_5fany_2ef8c1ee4a636a_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e22b9137b53d4_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e4d7d13fdab0b_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e5fc7eb684f5b_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e608d989ffac3_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e67c3288a7055_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e757b849a6aa9_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e7a4fba7bf087_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e7c3b562fbb9c_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e8c1fd767eadc_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e92eb33da2b9c_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e9577798a5584_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e9c29e3d31e24_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e9c6c60d9c86f_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ebc9a2225c368_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ec5f180ea6489_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ee94bc646ab16_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ef138d8e61543_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ef9f413efc1d1_entries,
-    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fpad_5fany_2e5ab44d9fdf88_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e3f6abebb27fb_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e45660d6cc645_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e47293434d0ef_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e54980d0e09ed_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e66d957e4c2ad_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e6afe41ff931f_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e6eda49fcff21_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e878f03267ed4_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2e93173bb87e47_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ea8c73407f545_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2eaee39789c4a9_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2eb537b13cc2fe_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2eb95c80f6fb97_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ed19162cef8a4_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ed6f315e62ce3_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2edca0430928c1_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2ef3d6ccbc5468_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fdw_2efb1283a374c2_entries,
+    loom_aot_loom_2eaot_2ev3_2egeneric_2econv_5fpad_5fany_2ef8c1ee4a636a_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_generic_v3_entries(int i, uint32_t* count) {

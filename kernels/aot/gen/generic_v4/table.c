@@ -6,48 +6,48 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e056a04e8f6ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e0d210a9b3edb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e4169e306f45d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e4199baf63808_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e58090d5a3643_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e5a3096f167bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e65f3bc371e47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e6613c4a52c9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e66dcf97dee94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e7616223415a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ea57fed1e0545_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2eb725d5923420_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2eb96ba55826e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ebcf71f7156ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ec3898df3491c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ec3fe227d1e37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ee534df16d66f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2eee48ecf6f57d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fpad_5fany_2ec04c92020828_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e01d255e6f0eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e06725291bbb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e311851181bef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e463433603ddd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e4e403b98d251_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e549cfbfa9d45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e5722aaa39203_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e78d0b851b9ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e95f781f97594_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e9f2d3724224d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ea61399fafc1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ea7bf41897b5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2eb45ad316d71c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ec8301b926034_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2edff3bf8e2396_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ee9a3030505a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2eeb4fce27ecbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ef38e3c93b88f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fpad_5fany_2e8cf95a06eb01_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e056a04e8f6ab_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e0d210a9b3edb_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e4169e306f45d_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e4199baf63808_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e58090d5a3643_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e5a3096f167bf_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e65f3bc371e47_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e6613c4a52c9c_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e66dcf97dee94_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e7616223415a3_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ea57fed1e0545_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2eb725d5923420_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2eb96ba55826e4_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ebcf71f7156ae_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ec3898df3491c_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ec3fe227d1e37_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ee534df16d66f_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2eee48ecf6f57d_entries,
-    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fpad_5fany_2ec04c92020828_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e01d255e6f0eb_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e06725291bbb1_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e311851181bef_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e463433603ddd_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e4e403b98d251_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e549cfbfa9d45_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e5722aaa39203_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e78d0b851b9ad_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e95f781f97594_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2e9f2d3724224d_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ea61399fafc1a_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ea7bf41897b5c_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2eb45ad316d71c_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ec8301b926034_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2edff3bf8e2396_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ee9a3030505a1_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2eeb4fce27ecbd_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fdw_2ef38e3c93b88f_entries,
+    loom_aot_loom_2eaot_2ev4_2egeneric_2econv_5fpad_5fany_2e8cf95a06eb01_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_generic_v4_entries(int i, uint32_t* count) {

@@ -6,38 +6,38 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e05b1a23f7ea0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e2123e838e8b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e3105ebbc0b71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e8cde0dc99fe8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e9ff262a643dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2eb0bc92feb286_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2eb6de9d4417e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2ed06fbdd2386c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2e14f9b3b24ffd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2e6871c2879b25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2e8ce24bca70d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2eeb647baab6e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2efa92a758fdfd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2efb8ecccc6438_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e02d53700b628_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e178edf9f1c34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e5ece4625530e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e7dc41cebd228_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e81d607004779_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e87a0a54ebb14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2eb7c42b4c428f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2eec0a5a077706_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2e1bb73e0cb83a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2e63b3000f56f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2ebc0568eaa3e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2ecc2b21f12c42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2ecf731e39aecf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2edbbf3d40deb0_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e05b1a23f7ea0_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e2123e838e8b3_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e3105ebbc0b71_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e8cde0dc99fe8_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e9ff262a643dd_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2eb0bc92feb286_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2eb6de9d4417e4_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2ed06fbdd2386c_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2e14f9b3b24ffd_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2e6871c2879b25_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2e8ce24bca70d1_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2eeb647baab6e9_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2efa92a758fdfd_entries,
-    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2efb8ecccc6438_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e02d53700b628_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e178edf9f1c34_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e5ece4625530e_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e7dc41cebd228_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e81d607004779_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2e87a0a54ebb14_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2eb7c42b4c428f_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fattn_2eec0a5a077706_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2e1bb73e0cb83a_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2e63b3000f56f4_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2ebc0568eaa3e8_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2ecc2b21f12c42_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2ecf731e39aecf_entries,
+    loom_aot_loom_2eaot_2ev3_2egqa_2egqa_5fkv_2edbbf3d40deb0_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_gqa_v3_entries(int i, uint32_t* count) {

@@ -6,38 +6,38 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2e135829e176eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2e4a27e93f25cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2e5feb096737e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2e790663e1d206_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2eb70901f0a7d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ed10fdd20571b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ed4f78e4df104_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2efb359eddbf79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2e64823a25d30f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2e6ed9f1a13063_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ea40473057bcf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ebcf01cefdb26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ed0f0e06c8c4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2efd3e3b5446a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2e4ed1ae83d2b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ea1b3433bff0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ec71f3d4e24ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2eccfb81d02738_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ece5e46bed480_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ed4db04e31a91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ee5d8df2273dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ef8e368ff8d2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2e6d2964f017f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2e97f88fda4127_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ec2ec0577f8d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ec63cd0b7af75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ecfc55a3926d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ef66f612c65f1_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2e135829e176eb_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2e4a27e93f25cf_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2e5feb096737e8_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2e790663e1d206_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2eb70901f0a7d3_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ed10fdd20571b_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ed4f78e4df104_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2efb359eddbf79_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2e64823a25d30f_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2e6ed9f1a13063_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ea40473057bcf_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ebcf01cefdb26_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ed0f0e06c8c4b_entries,
-    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2efd3e3b5446a3_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2e4ed1ae83d2b7_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ea1b3433bff0c_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ec71f3d4e24ab_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2eccfb81d02738_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ece5e46bed480_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ed4db04e31a91_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ee5d8df2273dc_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fattn_2ef8e368ff8d2b_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2e6d2964f017f2_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2e97f88fda4127_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ec2ec0577f8d2_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ec63cd0b7af75_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ecfc55a3926d5_entries,
+    loom_aot_loom_2eaot_2ev4_2egqa_2egqa_5fkv_2ef66f612c65f1_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_gqa_v4_entries(int i, uint32_t* count) {

@@ -6,68 +6,92 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e08d780f9f200_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e11dd028ffb5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e4a7dc2cd85ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ec63506fa2bc9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e10ed5bcd6228_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e947e820a605f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ee734e92585c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e04e0f61281e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e25f76616cfd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e266a4f090750_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e42ab97435fb4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4929a6a04405_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e683dbf322974_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e9565c5498783_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea0a34ddbd2de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ead333cdef8d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb2d4b4ce913e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ec157ad21f323_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed2082a968041_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef42966892e02_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2efddb490f3662_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e00facf0ccd0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e2cecd4ac87d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e7d9448ebdb25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9b86c433775a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2eaac7b42e2c0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2eab55cf533802_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ebd3b4a2166c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ece609aa07f77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ea6ba2098ba84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ede82210638f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2eee574ca4dadf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2eff2907f7db3d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e02a375542dae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e11a9dda06b31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e143319eeea8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e3134843d1fad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e54d84dc976eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e5b25c09de6f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e6acc4123f541_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e79a85e82d3d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e871d78588345_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e91484c77f278_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e91770b6f5532_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2eb71d5100a24c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e657e1cd0eb1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2ec1bee5b69bb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e346556161f13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e196dfbfc66ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e25b8e634d439_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2ac4d1c8b5d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e3afeb254613e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e3c05f845f203_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e43d26a1fe4db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4c474bf3ca2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e53c8c3ec209c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e6dc627c5256b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea2ce4c34cf0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed0f4e02dc1db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed239159b11de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef8279cadb7f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef9b63c02b31b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e01d4b0121a72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e3f0108c13bc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e86fe848bfe77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e8bf30da207c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e97fc630753da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ed01a2e2bc65b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ed8e4d0ac37bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2efff9a5c1dcb3_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e08d780f9f200_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e11dd028ffb5f_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2e4a7dc2cd85ca_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ec63506fa2bc9_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e10ed5bcd6228_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e947e820a605f_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2ee734e92585c7_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e04e0f61281e4_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e25f76616cfd2_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e266a4f090750_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e42ab97435fb4_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4929a6a04405_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e683dbf322974_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e9565c5498783_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea0a34ddbd2de_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ead333cdef8d4_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2eb2d4b4ce913e_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ec157ad21f323_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed2082a968041_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef42966892e02_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2efddb490f3662_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e00facf0ccd0a_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e2cecd4ac87d2_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e7d9448ebdb25_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e9b86c433775a_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2eaac7b42e2c0b_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2eab55cf533802_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ebd3b4a2166c7_entries,
-    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ece609aa07f77_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ea6ba2098ba84_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2ede82210638f1_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2eee574ca4dadf_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_2eff2907f7db3d_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e02a375542dae_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e11a9dda06b31_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e143319eeea8e_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e3134843d1fad_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e54d84dc976eb_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e5b25c09de6f7_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e6acc4123f541_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e79a85e82d3d7_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e871d78588345_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e91484c77f278_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e91770b6f5532_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2eb71d5100a24c_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2e657e1cd0eb1d_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5frows_2ec1bee5b69bb4_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fwindow_2e346556161f13_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e196dfbfc66ff_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e25b8e634d439_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e2ac4d1c8b5d0_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e3afeb254613e_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e3c05f845f203_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e43d26a1fe4db_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e4c474bf3ca2a_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e53c8c3ec209c_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2e6dc627c5256b_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ea2ce4c34cf0b_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed0f4e02dc1db_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ed239159b11de_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef8279cadb7f4_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_2ef9b63c02b31b_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e01d4b0121a72_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e3f0108c13bc8_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e86fe848bfe77_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e8bf30da207c7_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2e97fc630753da_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ed01a2e2bc65b_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2ed8e4d0ac37bb_entries,
+    loom_aot_loom_2eaot_2ev3_2elinalg_2esoftmax_5frows_2efff9a5c1dcb3_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v3_entries(int i, uint32_t* count) {

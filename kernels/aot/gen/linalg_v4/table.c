@@ -6,68 +6,92 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e575912efefdc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e74259caf6e37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eb4f794460f79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2edf82c9bcd142_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e32fd2416ecd7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2ef70c01c73f18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2eef3fba516eb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e003807427300_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0910234d7b8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e1debf88bf073_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e4af2572f97ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5c8b8fc23ec2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e68124a998535_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e724e303abcbc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7da8395abbdb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e8b3959681ba6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb5f889556a00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec380ed0483a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ede2e6d46cdf1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee238badec99a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef2a0afa1b050_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e034f32b7ca89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e0678b5e164e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e1cbda90ea187_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e1d42b68d3945_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eb3967d179622_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ecd952e7115a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2edede24c30c50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ee767d7e38177_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e3c0e10b7bbed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e69e3c57842e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eb24b3baccd8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ef4c5b80d4275_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e0107b54f6328_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e0ca115c7a2e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e1e7bb7df737c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e335832c51428_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e5647288c1427_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e76f428ada0e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e7fa5c94cd47c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e85975a0a8920_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2ee726bfc43b6a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2ee9dec149709d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2ef39fb52e973e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2efe3973d2c3dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e0bd2fd3d618e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2ef9086b019ba0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2eb1abf2592c7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e19af30d316cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e21ec83ba060a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e560352130e7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e69a1d24ecd2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7a2dca1179d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e81e4a7c0756d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9a31a74c8aba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ea1cd061574aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebdefe5af9911_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebe011cca4c86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2edaf8364c9f04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee12f66097dbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef7ff5e69520e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2efa7c752ced3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e0724e23d0f7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e6b481df61596_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e78c7849f6044_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7df7415ac29d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ea75b5e92ee44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eb3197b2fe111_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ee8eb7b86b36d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eecc927267d41_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e575912efefdc_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e74259caf6e37_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eb4f794460f79_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2edf82c9bcd142_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e32fd2416ecd7_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2ef70c01c73f18_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2eef3fba516eb6_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e003807427300_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e0910234d7b8e_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e1debf88bf073_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e4af2572f97ea_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e5c8b8fc23ec2_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e68124a998535_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e724e303abcbc_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7da8395abbdb_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e8b3959681ba6_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2eb5f889556a00_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ec380ed0483a6_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ede2e6d46cdf1_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee238badec99a_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef2a0afa1b050_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e034f32b7ca89_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e0678b5e164e4_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e1cbda90ea187_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e1d42b68d3945_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eb3967d179622_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ecd952e7115a8_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2edede24c30c50_entries,
-    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ee767d7e38177_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e3c0e10b7bbed_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2e69e3c57842e3_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2eb24b3baccd8d_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_2ef4c5b80d4275_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e0107b54f6328_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e0ca115c7a2e8_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e1e7bb7df737c_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e335832c51428_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e5647288c1427_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e76f428ada0e7_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e7fa5c94cd47c_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2e85975a0a8920_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2ee726bfc43b6a_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2ee9dec149709d_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2ef39fb52e973e_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fpad_2efe3973d2c3dc_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2e0bd2fd3d618e_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5frows_2ef9086b019ba0_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2epool2d_5fwindow_2eb1abf2592c7d_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e19af30d316cb_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e21ec83ba060a_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e560352130e7f_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e69a1d24ecd2e_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e7a2dca1179d9_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e81e4a7c0756d_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2e9a31a74c8aba_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ea1cd061574aa_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebdefe5af9911_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ebe011cca4c86_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2edaf8364c9f04_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ee12f66097dbd_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2ef7ff5e69520e_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_2efa7c752ced3f_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e0724e23d0f7a_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e6b481df61596_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e78c7849f6044_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2e7df7415ac29d_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ea75b5e92ee44_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eb3197b2fe111_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2ee8eb7b86b36d_entries,
+    loom_aot_loom_2eaot_2ev4_2elinalg_2esoftmax_5frows_2eecc927267d41_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_linalg_v4_entries(int i, uint32_t* count) {

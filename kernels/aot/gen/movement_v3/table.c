@@ -6,334 +6,334 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e23c295024fc0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e2a0d212d3e6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e333b6ea5e293_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3f333bdb4121_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4664accb6c8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e483963667aa3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e55111687b3a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e6afc207ce45d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e77c17249ecb0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea4875ebd4c1a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea779aed6ee75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea79700a05bc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eb4eb27046fbf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eba86c48b9547_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee888b2f36a38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e1dec2559a611_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ea3bb6c87f1ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2edcf86c8b839c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ee484291541a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e0ade0e8157db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e52d7bd69fea4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e5dea6398a8b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ea8e86ef27ca7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eac7061ef443a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0bb797fc6122_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e14e849509ddc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1806ceab782d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2f0c78e1a819_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e49ac66beb92c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5f241a8e54b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6893594078ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6ed0205fa832_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7404b4b36438_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e772faf311a65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e82023f1e0f1c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e84554c3c3015_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8d045705b096_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8d63a7a4889a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e908738e6fd9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9a8177427fae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9a98f10ddb36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eaa14d4a729ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eaa3a0ccb6b18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec1aac2998546_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec9328f9f86a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecd96d07c4bce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed4b587276a15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eddab96deb976_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0ad2347b5c3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0afadd42ca9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0d71161b3f3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1c2dd81881d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e211b62d566a9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e269519fd1d22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e27b80ee31f74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e32ae4ce52ad0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3927cf9b2a9a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e40bc0bb4b770_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4c7cff9f7b5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4fee35f66b32_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e593a1a11dcf7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7c0b173df7a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7c6c5131e854_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e90081899cdd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e903911e4d994_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e92158fffb7e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea3ca218435e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea4ae914e92b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea6380e548972_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb1feb25df73b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb9159d638b28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebd445ac2a3a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed03a9af9567d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed38bba3c6021_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed700a0f6e180_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed83ad33c7024_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edc858399f84d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef2256360901f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efced70fc001c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efff08e3fe460_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e058af6788c56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0c9cf490811e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0f327b31902c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e10a90cd68685_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1da45e258495_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1efebe62527e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2205a577088d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e25cccf7ae844_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e26af23524572_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2723119fb66f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2ba46c56df12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2d197a2b260d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2eb4888d097f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2f1d46b8ecc9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e30fb3f4ddce2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e32397a45817d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e344fc3fbb83a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e36e08f2f64f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e390d41d2c36a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3942ca2758e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3bc5ac369911_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3d5a46e3ec2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e42425252a64e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4d083192047f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e51e29dd8a49f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5283716551b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e52d351d14948_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e566f4748931a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5ec34178f8bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6143e748bde1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e65ac53629677_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6b01c0a98f0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6d1149d7808e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6ffb648f7063_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e760af11cfd2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7ba8c8e10923_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7bd140cff0f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7cab91a6ecc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7f2b9a331eea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e884c379faf5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8a592a40a8dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8c7dd60754c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8fbeb854ee99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e994ccbab6c7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9a8d000f972c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9f95f820c35f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea5f5202d07e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea7c8e49aff67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eab9ab59fb4aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb14fc2172295_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb1f2b2947db9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec1ae9acd2e5b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec98d527ed340_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecab27a8471e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecbdd5a76a2e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecc16d426b937_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed18caf377141_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed7a5305b8b85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed9724a21b486_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edcec22330d1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edd5ff1b44ac8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee67ec1ac9d52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec4cf50cb86d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eee46113e0e03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eefe00fa25e24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef34286bbc43f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef3a9da6544a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef9ccf841773c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efed526b90bb0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eff3074081b1d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e13b93cc9ff40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e158451d054d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e18bac977231b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2a45b0aab41e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e60463dc0f735_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e61698e01bbcd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e68a589f7bb09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e88c019e22fa8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb094e2c4bc55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ecb28eaa749a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed9eab36bfccd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef6dad4ddd472_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e0784a3fd134c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e14228559d0cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1482f67241c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1963b48b516f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3318697e26c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3828a6e14d68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e46731c40a51c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e494323f24cad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e74190653278e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e76288b459d64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e76819ce36a15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e7b0cb468f696_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebdad1b5be078_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebe22d7943665_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2efd5c77edbcd5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e65fb034954b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ea49b3eba9d7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ebb8b33819b5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ecf1ff133df10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e384395967569_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e5d156c8d22ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7b43e26db8ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ed14752ffbb5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ee6820b87fcb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0939e1acf130_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0bed133f770b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e180a5be3fe30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2012a08f37dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e38ff185bcbec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e39d4317c99ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4b523e0219af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4c2cb90ccfa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5e5719d2ca9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6972b1240a68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e71459708063b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e76e07f0fc597_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e79dc2a7eb664_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8183b90c7dc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8443f3d8ad85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e889388202c5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9080dc0a1885_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb022a8cae13c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb10ec33d7101_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb5a246381637_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb8a8373b3657_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ebd561adfff81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec1bb5865537b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ece78bc410144_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e07203817bf5b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0cf07ab51c51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e110288688da5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e16007cd1471d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1bc7af8f575d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1e1dd0af6601_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2c2a9226d083_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e340e2500519e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4b3cacf71e67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4dbc0b9887ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4f4eb6410e33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e51a6b891dfc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5e5462b3bde3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c9674b2b745_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e79e1d2b3c271_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8564f5539692_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8f729b5f1587_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e920ed9bbe62f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e93fd99ef223a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e985e9f6a35ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9872f6b219d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9991b560c53a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea5e0432a8112_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea71901633eb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea8fd88b9d727_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eacebfd0ad648_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb65c66cbe0d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eba2e495aa12a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec6284606e7a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ee8fb022ff80b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eeb2b9d1f3c2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eef5f80cbc910_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0073b0d50ef0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e05a3ddcc3015_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0988175097f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b4c7e97ab00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0e0367ffb61f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e113aebb054ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e211695b2c835_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e25b90e138732_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e28feae9dba03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2e732e7c4e3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e338724589612_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e36b4c531244c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e38047dac70d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e382523faf59c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e47176d0d24f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e492ee8ef6bae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4ad9dfaf4e83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4f5dde37686e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4f6ac50b7d5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e54c53290e6f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e54c99cfbf22f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e580d8a36ae33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e58a2c4be8a82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5d63cef441b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5ebe3fa30c4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e64d7f3b25e23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e68d81b42e04a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6bd70d81a10a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6dc61958ffa0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6eb05511bf9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6f41e289708b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e719b8ecebabe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7927eac22f07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7bb9891b1856_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e82eba3bfb478_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e886c19d21695_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8897e25a72cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e88d13f0d718a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9229fb9ce848_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e95d01132da69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9a0b4082810f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea0cd2da691b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea17584916347_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea8b378d8ea34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea96facc6ed3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eacc0132db94f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb78b723ca8c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebb9867c1ad35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebcc1a4192a8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebd59536576b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec0a1424a1c72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec54a1d9b80f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec579d8b26266_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecb1ec12309e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ece6dd4c31628_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed30bcecde676_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed9a6ec1f56b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eda96d5a90da7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edabc78239154_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edb1206ea15cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee1dec4ebf59c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee44261f07a49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee9a5b39760d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eee4b49c65d16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eef194de036c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef0bb454beb6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef395fdc23134_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef7bf2b3e3fe3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eff5d7a729d70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2effd28dca2ce0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0097212567ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2807c46a9dfd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e31ca2d150ed5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5538e4df4e38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e589fbec3f5da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5d52e58b4249_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6dd3610911b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e88c568603c99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb025cfb511a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb762e76610d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ebd1452e09191_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec318bf2a7975_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e23c295024fc0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e2a0d212d3e6f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e333b6ea5e293_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3f333bdb4121_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e4664accb6c8b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e483963667aa3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e55111687b3a2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e6afc207ce45d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e77c17249ecb0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea4875ebd4c1a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea779aed6ee75_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea79700a05bc5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eb4eb27046fbf_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eba86c48b9547_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee888b2f36a38_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e1dec2559a611_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ea3bb6c87f1ef_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2edcf86c8b839c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ee484291541a1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e0ade0e8157db_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e52d7bd69fea4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e5dea6398a8b4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ea8e86ef27ca7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eac7061ef443a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0bb797fc6122_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e14e849509ddc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1806ceab782d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2f0c78e1a819_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e49ac66beb92c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5f241a8e54b7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6893594078ca_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6ed0205fa832_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7404b4b36438_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e772faf311a65_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e82023f1e0f1c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e84554c3c3015_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8d045705b096_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8d63a7a4889a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e908738e6fd9e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9a8177427fae_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9a98f10ddb36_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eaa14d4a729ac_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eaa3a0ccb6b18_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec1aac2998546_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec9328f9f86a4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecd96d07c4bce_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed4b587276a15_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eddab96deb976_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0ad2347b5c3e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0afadd42ca9f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0d71161b3f3f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1c2dd81881d8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e211b62d566a9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e269519fd1d22_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e27b80ee31f74_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e32ae4ce52ad0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3927cf9b2a9a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e40bc0bb4b770_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4c7cff9f7b5d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4fee35f66b32_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e593a1a11dcf7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7c0b173df7a3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7c6c5131e854_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e90081899cdd0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e903911e4d994_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e92158fffb7e2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea3ca218435e4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea4ae914e92b8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea6380e548972_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb1feb25df73b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb9159d638b28_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebd445ac2a3a3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed03a9af9567d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed38bba3c6021_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed700a0f6e180_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed83ad33c7024_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edc858399f84d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef2256360901f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efced70fc001c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efff08e3fe460_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e058af6788c56_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0c9cf490811e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0f327b31902c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e10a90cd68685_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1da45e258495_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1efebe62527e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2205a577088d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e25cccf7ae844_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e26af23524572_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2723119fb66f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2ba46c56df12_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2d197a2b260d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2eb4888d097f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2f1d46b8ecc9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e30fb3f4ddce2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e32397a45817d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e344fc3fbb83a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e36e08f2f64f7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e390d41d2c36a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3942ca2758e8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3bc5ac369911_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3d5a46e3ec2e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e42425252a64e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4d083192047f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e51e29dd8a49f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5283716551b7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e52d351d14948_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e566f4748931a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5ec34178f8bc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6143e748bde1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e65ac53629677_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6b01c0a98f0e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6d1149d7808e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6ffb648f7063_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e760af11cfd2c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7ba8c8e10923_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7bd140cff0f5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7cab91a6ecc5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7f2b9a331eea_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e884c379faf5d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8a592a40a8dc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8c7dd60754c1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8fbeb854ee99_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e994ccbab6c7c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9a8d000f972c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9f95f820c35f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea5f5202d07e7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea7c8e49aff67_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eab9ab59fb4aa_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb14fc2172295_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb1f2b2947db9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec1ae9acd2e5b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec98d527ed340_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecab27a8471e9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecbdd5a76a2e7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecc16d426b937_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed18caf377141_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed7a5305b8b85_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed9724a21b486_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edcec22330d1b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edd5ff1b44ac8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee67ec1ac9d52_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec4cf50cb86d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eee46113e0e03_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eefe00fa25e24_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef34286bbc43f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef3a9da6544a7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef9ccf841773c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efed526b90bb0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eff3074081b1d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e13b93cc9ff40_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e158451d054d5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e18bac977231b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2a45b0aab41e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e60463dc0f735_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e61698e01bbcd_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e68a589f7bb09_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e88c019e22fa8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb094e2c4bc55_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ecb28eaa749a5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed9eab36bfccd_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef6dad4ddd472_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e0784a3fd134c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e14228559d0cc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1482f67241c6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1963b48b516f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3318697e26c5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3828a6e14d68_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e46731c40a51c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e494323f24cad_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e74190653278e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e76288b459d64_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e76819ce36a15_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e7b0cb468f696_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebdad1b5be078_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebe22d7943665_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2efd5c77edbcd5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e65fb034954b7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ea49b3eba9d7a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ebb8b33819b5e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ecf1ff133df10_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e384395967569_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e5d156c8d22ac_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7b43e26db8ef_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ed14752ffbb5c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ee6820b87fcb1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0939e1acf130_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0bed133f770b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e180a5be3fe30_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2012a08f37dd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e38ff185bcbec_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e39d4317c99ce_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4b523e0219af_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4c2cb90ccfa6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5e5719d2ca9e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6972b1240a68_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e71459708063b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e76e07f0fc597_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e79dc2a7eb664_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8183b90c7dc2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8443f3d8ad85_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e889388202c5c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9080dc0a1885_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb022a8cae13c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb10ec33d7101_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb5a246381637_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb8a8373b3657_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ebd561adfff81_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec1bb5865537b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ece78bc410144_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e07203817bf5b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0cf07ab51c51_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e110288688da5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e16007cd1471d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1bc7af8f575d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1e1dd0af6601_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2c2a9226d083_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e340e2500519e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4b3cacf71e67_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4dbc0b9887ae_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4f4eb6410e33_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e51a6b891dfc2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5e5462b3bde3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c9674b2b745_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e79e1d2b3c271_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8564f5539692_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8f729b5f1587_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e920ed9bbe62f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e93fd99ef223a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e985e9f6a35ab_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9872f6b219d8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9991b560c53a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea5e0432a8112_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea71901633eb6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea8fd88b9d727_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eacebfd0ad648_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb65c66cbe0d9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eba2e495aa12a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec6284606e7a1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ee8fb022ff80b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eeb2b9d1f3c2b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eef5f80cbc910_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0073b0d50ef0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e05a3ddcc3015_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0988175097f8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b4c7e97ab00_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0e0367ffb61f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e113aebb054ec_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e211695b2c835_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e25b90e138732_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e28feae9dba03_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2e732e7c4e3e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e338724589612_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e36b4c531244c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e38047dac70d4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e382523faf59c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e47176d0d24f5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e492ee8ef6bae_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4ad9dfaf4e83_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4f5dde37686e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4f6ac50b7d5d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e54c53290e6f0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e54c99cfbf22f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e580d8a36ae33_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e58a2c4be8a82_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5d63cef441b4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5ebe3fa30c4f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e64d7f3b25e23_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e68d81b42e04a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6bd70d81a10a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6dc61958ffa0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6eb05511bf9e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6f41e289708b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e719b8ecebabe_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7927eac22f07_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7bb9891b1856_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e82eba3bfb478_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e886c19d21695_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8897e25a72cf_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e88d13f0d718a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9229fb9ce848_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e95d01132da69_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9a0b4082810f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea0cd2da691b2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea17584916347_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea8b378d8ea34_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea96facc6ed3e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eacc0132db94f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb78b723ca8c0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebb9867c1ad35_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebcc1a4192a8a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebd59536576b1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec0a1424a1c72_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec54a1d9b80f7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec579d8b26266_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecb1ec12309e6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ece6dd4c31628_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed30bcecde676_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed9a6ec1f56b4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eda96d5a90da7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edabc78239154_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edb1206ea15cf_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee1dec4ebf59c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee44261f07a49_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee9a5b39760d0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eee4b49c65d16_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eef194de036c8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef0bb454beb6b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef395fdc23134_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef7bf2b3e3fe3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eff5d7a729d70_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2effd28dca2ce0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0097212567ba_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2807c46a9dfd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e31ca2d150ed5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5538e4df4e38_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e589fbec3f5da_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5d52e58b4249_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6dd3610911b1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e88c568603c99_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb025cfb511a8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb762e76610d6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ebd1452e09191_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec318bf2a7975_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v3_entries(int i, uint32_t* count) {

@@ -6,334 +6,334 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e0161bbac8ee4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e08637c74d64f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2ccc392aa616_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e46fb39917a36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e5ddeb58f982c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e61964f018a0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e93c26cc245a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9aa0bcc9cb73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9bac1ffba9cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9fd610852af2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea89d7e336944_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebdb87659f7ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edd7faae14b53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef4fb59f56e69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efc940ce61102_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3410c48381e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3a4bdfb117d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ec0eef65dd926_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2edbe4c61d560e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e05fc01e97355_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e202149215940_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e8780ccb8266b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e96037bfc4fcc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eb8eeb8e0ffd6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e04521f1d0f73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0bf98f575276_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0cb43e7a2fc1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e257c982aed17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2ac848c238dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2bf34d9d2d1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2dd42c7bb770_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e3db5b7062ec6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4d2d0eb54b11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4e02e6e16340_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e572f4f1df672_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6f62c54f9426_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e783e6f673c61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e83c5f31f4fb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e872316d2ccc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8df4df7d5e3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e94be93455e52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9fa4e19221ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ead8598f9549e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb81949ed1917_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb8e4ec61a6c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed23d5ff6581d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eda2faa7e443b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eddb724488a85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e068713e2833b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0fd3643b0b4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e11ca88ce36d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e15e7683e0de8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1812141dc625_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2f5c6a6af656_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e354db7a64499_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e46194e9ca3a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5c29d26b6550_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e709b17a71b9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7af4636cfdbe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7b5bbc8cf312_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e824ca2558873_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e875b3f6fe91a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ba81076d153_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e9ede92e76fe6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea8c4d9f7089e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ead778b34fd37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eafabc4b4a91b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb42cce65525e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb85593224f54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec827c6057f80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec935fcc82a8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed0710be00032_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed3832205a300_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed4fdeaa15e20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eda65c0fad6c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee3b0b74a6d2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee65ca3b0b30f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef5fedd4483c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef64899c1efbf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef880d9a315a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e04e580751646_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e092676b27c8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e09a7a54cc621_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0cb4aeb85b92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0e9a3bcbddae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e10bf5ab40f93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e123b93872d0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e14cf67483000_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e158583653e7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2022300fb63f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e20bcda1cc6c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2142b5b60d81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e28341f50d9b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e30002fcad07a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3a59bfd70d92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3e5c7d8de2b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e411ac9e4cde0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e45baf22190b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4be20d513332_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e504e0bc52ad0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e56b341879639_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5979782a5438_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5ae03e481ea6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e609cf167d15b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e679832f6df82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6e1f0dccb75b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e717e0d38e093_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e75ecafac696c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7673e79b50bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e796da50835fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7beb2dfdc3f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e830b055fa606_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e848d0e6503e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e84bf4f1a007d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8813077a61b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8877daeced0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8ba403f75897_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8cf1bf60c616_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8fb95952b367_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e94714d87c697_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9e8a11fb5ca6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9f60c5d4e309_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea3d07fecc90a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaa2fc3291de6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaa7a2b7c9ac9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb5a63961253a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb9d542f05e93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec18bc4ad862d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec613bd11482e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecad5964715b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecb4aa144d1ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecdfd0e7fcda9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ece756e3368ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed07c1b3d66a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed7e90edb24de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed87a7847af72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edb62f1d2f353_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbdc307b19f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd418cde53d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee22d7bddf310_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee70168293ab4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eef1b17ec56c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef2fb434d14eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef50384809bc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef529c8310275_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef6eef8fe7d86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef98842254da5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efa315f6d6b37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efce446b8d14b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efeae5570358b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e01625114fea8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e036cc6ef16c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5395be956197_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e72207718c82d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e749bef183203_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e78d3359df903_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7bb4f037a322_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8712c615e578_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ebdb820e679c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed6b2c80a3c61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef95067d46ec9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2efabdfd112138_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e08762fe484c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e0a822057e907_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e10d6afa37690_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2e284ae0a3da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e50cb831b4a17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7005ccbab167_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7d1bb3a1a4cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8feaaa4ecbed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9a6c3f553cd5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea21901be193a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb9ef68a023c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebac4ddadc061_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebcc225c14477_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edb9ccee71e36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef1269c4aa5e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e1f589d08203b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ea326534621ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eada7ceb5fd91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eba5693773173_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e14164ee34517_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e94938dd1b6d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ea7eac6a1c47a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ed32ecf3c3f16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eecdd1017f600_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e222854106fe3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2506f3b609ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2f6cbbfac580_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e347e7771063e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e37329309bc1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e39d8267c90f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e3e57d53dacc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4afc815500af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4e59adcc4aee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e515f9cd82b6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5b5b22266a6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5b94643d4173_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5c4d9205cc7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6a7af93f7f33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6d6c4eee7ad0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e84a2ab114896_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e869dd78449fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9d094a0e18f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb45b2b3fac8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eca9f7868607b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ecb4a9cd8cf48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed448938f4215_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed8a2ad5c569d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edcabc07f1c08_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0a47deb34909_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e104c6b9aab24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e12468ba19b36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1a673fe15372_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1af870bd09df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e26b1d6f47a78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2f3b0ca2e74d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e30e2c3b7a76b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e31387d25a555_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e36180bf80237_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e36b4b5fafea5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e43741f9b0aa5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e461b0b0f8e97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e484146f1aae6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4d0745d3447b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5baa2e221f2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e60d989a66012_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6388f917dfe5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e680efbe3b1b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7d43b0eb779a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e855ff1da4f74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8efb8a528493_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea539a41ed8e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ead955c9e09ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb3e9c9f8309b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed60095713ff3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed9eb071af2f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef22b3a3de1c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef61af7834fa9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef76fd726eda2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef9b464a495b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efd940d213eb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e008d1fd8cc30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e031d1444b803_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0323434d1846_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e06c03b71e980_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0a6bee0b2da3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0cde8670ed15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0d0e67d9b9d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0ff3cea3b9fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1121e4e78a09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e12968fd969cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1839bfc5f5af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1a033d6ed1d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1a7149de0aa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1a9ea9e50afd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1f5fde1c3a69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e20041e5b589b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2338d54f5b1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e296fbd0357eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e30e838ea0e7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e35400ab6a190_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e35f15e145a9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e42d4d2472dfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e45c1c1038d4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e48007f42d802_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4b06de60dbc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e503f3f8dad5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5186b7c01f0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e54931be13753_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e55a72102781d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e715eb328b153_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7835fd202d19_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e788fc52c81ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7eab7fa6b971_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e86147ae55e4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e88bbd8e28629_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8b8dfde6d515_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8f8f3d4fc313_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e90847f5bbb22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e90e74420a803_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e93644385e780_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9416b9f18e8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9454ba9908cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9d89a75096b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaf6d4dd4926e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb2c13d6e013b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb4db4ee2341c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb6554360fe9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb7a1e07a796e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eba6cb3bd3256_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebeaf887b2026_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebf4f40d12714_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec2bc9e4f79ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec3a8507ff10f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6e905ffb7e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec7bd31a995b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecbba97cb043b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecfd50bd7da6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed0f8bd2b4a58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed15a57230c30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed497028d6376_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed50246a0e120_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed75c0020b8f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed7790edc13bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbd371b9c3d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd98c16a7f69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edee67e7a5f93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee34b2a773e30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee59cd920945f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eeca8b2b1ed56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5215480c04f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e23ce4671d0f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e413bdb862b03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e4261f3ad79c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e42e90a833366_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e502c460a34a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e861ebac7619f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8627876a04cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e95311539630d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9db513dd43cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9fcb07160dae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea426a8e450a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2efdc7432d89ff_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e0161bbac8ee4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e08637c74d64f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2ccc392aa616_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e46fb39917a36_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e5ddeb58f982c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e61964f018a0f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e93c26cc245a5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9aa0bcc9cb73_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9bac1ffba9cb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9fd610852af2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea89d7e336944_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebdb87659f7ff_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edd7faae14b53_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef4fb59f56e69_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efc940ce61102_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3410c48381e5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e3a4bdfb117d1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ec0eef65dd926_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2edbe4c61d560e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e05fc01e97355_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e202149215940_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e8780ccb8266b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e96037bfc4fcc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eb8eeb8e0ffd6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e04521f1d0f73_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0bf98f575276_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0cb43e7a2fc1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e257c982aed17_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2ac848c238dc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2bf34d9d2d1e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2dd42c7bb770_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e3db5b7062ec6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4d2d0eb54b11_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4e02e6e16340_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e572f4f1df672_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6f62c54f9426_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e783e6f673c61_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e83c5f31f4fb6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e872316d2ccc4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8df4df7d5e3a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e94be93455e52_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9fa4e19221ac_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ead8598f9549e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb81949ed1917_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb8e4ec61a6c6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed23d5ff6581d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eda2faa7e443b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eddb724488a85_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e068713e2833b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0fd3643b0b4b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e11ca88ce36d9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e15e7683e0de8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1812141dc625_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2f5c6a6af656_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e354db7a64499_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e46194e9ca3a5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5c29d26b6550_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e709b17a71b9e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7af4636cfdbe_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7b5bbc8cf312_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e824ca2558873_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e875b3f6fe91a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ba81076d153_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e9ede92e76fe6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea8c4d9f7089e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ead778b34fd37_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eafabc4b4a91b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb42cce65525e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb85593224f54_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec827c6057f80_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec935fcc82a8d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed0710be00032_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed3832205a300_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed4fdeaa15e20_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eda65c0fad6c0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee3b0b74a6d2d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee65ca3b0b30f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef5fedd4483c8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef64899c1efbf_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef880d9a315a0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e04e580751646_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e092676b27c8e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e09a7a54cc621_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0cb4aeb85b92_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0e9a3bcbddae_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e10bf5ab40f93_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e123b93872d0e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e14cf67483000_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e158583653e7b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2022300fb63f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e20bcda1cc6c7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2142b5b60d81_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e28341f50d9b2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e30002fcad07a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3a59bfd70d92_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3e5c7d8de2b7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e411ac9e4cde0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e45baf22190b3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4be20d513332_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e504e0bc52ad0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e56b341879639_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5979782a5438_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5ae03e481ea6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e609cf167d15b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e679832f6df82_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6e1f0dccb75b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e717e0d38e093_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e75ecafac696c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7673e79b50bf_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e796da50835fe_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7beb2dfdc3f9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e830b055fa606_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e848d0e6503e0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e84bf4f1a007d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8813077a61b7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8877daeced0b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8ba403f75897_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8cf1bf60c616_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8fb95952b367_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e94714d87c697_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9e8a11fb5ca6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9f60c5d4e309_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea3d07fecc90a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaa2fc3291de6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaa7a2b7c9ac9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb5a63961253a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb9d542f05e93_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec18bc4ad862d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec613bd11482e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecad5964715b2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecb4aa144d1ee_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecdfd0e7fcda9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ece756e3368ec_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed07c1b3d66a2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed7e90edb24de_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed87a7847af72_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edb62f1d2f353_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbdc307b19f6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd418cde53d7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee22d7bddf310_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee70168293ab4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eef1b17ec56c5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef2fb434d14eb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef50384809bc8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef529c8310275_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef6eef8fe7d86_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef98842254da5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efa315f6d6b37_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efce446b8d14b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efeae5570358b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e01625114fea8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e036cc6ef16c6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5395be956197_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e72207718c82d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e749bef183203_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e78d3359df903_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7bb4f037a322_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8712c615e578_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ebdb820e679c3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed6b2c80a3c61_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef95067d46ec9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2efabdfd112138_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e08762fe484c7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e0a822057e907_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e10d6afa37690_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2e284ae0a3da_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e50cb831b4a17_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7005ccbab167_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7d1bb3a1a4cd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8feaaa4ecbed_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9a6c3f553cd5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea21901be193a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb9ef68a023c5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebac4ddadc061_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebcc225c14477_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edb9ccee71e36_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef1269c4aa5e8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e1f589d08203b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ea326534621ad_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eada7ceb5fd91_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eba5693773173_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e14164ee34517_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e94938dd1b6d4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ea7eac6a1c47a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ed32ecf3c3f16_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eecdd1017f600_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e222854106fe3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2506f3b609ff_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2f6cbbfac580_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e347e7771063e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e37329309bc1e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e39d8267c90f6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e3e57d53dacc4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4afc815500af_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4e59adcc4aee_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e515f9cd82b6b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5b5b22266a6c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5b94643d4173_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5c4d9205cc7e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6a7af93f7f33_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6d6c4eee7ad0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e84a2ab114896_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e869dd78449fe_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9d094a0e18f9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb45b2b3fac8f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eca9f7868607b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ecb4a9cd8cf48_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed448938f4215_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed8a2ad5c569d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edcabc07f1c08_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0a47deb34909_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e104c6b9aab24_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e12468ba19b36_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1a673fe15372_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1af870bd09df_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e26b1d6f47a78_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2f3b0ca2e74d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e30e2c3b7a76b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e31387d25a555_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e36180bf80237_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e36b4b5fafea5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e43741f9b0aa5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e461b0b0f8e97_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e484146f1aae6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4d0745d3447b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5baa2e221f2f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e60d989a66012_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6388f917dfe5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e680efbe3b1b9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7d43b0eb779a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e855ff1da4f74_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8efb8a528493_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea539a41ed8e9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ead955c9e09ab_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb3e9c9f8309b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed60095713ff3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed9eb071af2f9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef22b3a3de1c8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef61af7834fa9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef76fd726eda2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef9b464a495b7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efd940d213eb2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e008d1fd8cc30_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e031d1444b803_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0323434d1846_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e06c03b71e980_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0a6bee0b2da3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0cde8670ed15_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0d0e67d9b9d8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0ff3cea3b9fa_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1121e4e78a09_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e12968fd969cf_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1839bfc5f5af_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1a033d6ed1d1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1a7149de0aa6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1a9ea9e50afd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1f5fde1c3a69_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e20041e5b589b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2338d54f5b1a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e296fbd0357eb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e30e838ea0e7d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e35400ab6a190_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e35f15e145a9c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e42d4d2472dfe_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e45c1c1038d4c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e48007f42d802_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4b06de60dbc8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e503f3f8dad5a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5186b7c01f0a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e54931be13753_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e55a72102781d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e715eb328b153_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7835fd202d19_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e788fc52c81ee_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7eab7fa6b971_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e86147ae55e4f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e88bbd8e28629_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8b8dfde6d515_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8f8f3d4fc313_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e90847f5bbb22_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e90e74420a803_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e93644385e780_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9416b9f18e8c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9454ba9908cd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9d89a75096b6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaf6d4dd4926e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb2c13d6e013b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb4db4ee2341c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb6554360fe9f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb7a1e07a796e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eba6cb3bd3256_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebeaf887b2026_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebf4f40d12714_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec2bc9e4f79ec_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec3a8507ff10f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6e905ffb7e4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec7bd31a995b9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecbba97cb043b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecfd50bd7da6b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed0f8bd2b4a58_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed15a57230c30_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed497028d6376_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed50246a0e120_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed75c0020b8f2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed7790edc13bd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbd371b9c3d8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd98c16a7f69_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edee67e7a5f93_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee34b2a773e30_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee59cd920945f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eeca8b2b1ed56_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5215480c04f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e23ce4671d0f6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e413bdb862b03_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e4261f3ad79c2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e42e90a833366_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e502c460a34a2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e861ebac7619f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8627876a04cd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e95311539630d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9db513dd43cc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9fcb07160dae_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea426a8e450a5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2efdc7432d89ff_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v4_entries(int i, uint32_t* count) {

@@ -6,274 +6,274 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e06909e7f98c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e2da01224f659_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e46fb3d16a197_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e58a94b141b4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7adade45a83c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e81415a521ad4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8850e7f159d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e91b213eebb80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ecea5c2d5cb99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed2ba8127ab1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edf3a652bdfd3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eed3093937302_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eefab024ca16d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2efadbabe1592e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2b0c98471ca9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e328d8baf45ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e6dc649da0e83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e9424e1c035aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e12d639a83680_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ecc71cddab07c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ef46a0336ae27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eff3013c29611_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e026f59ca6a1d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e074ded13ed87_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0ee54779a864_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1300569d0028_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e144efe75f0a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e14db51142527_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1df0f8d533d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1f181f1da3a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e21745443061f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22e5feb3d377_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e28327ef9d26c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d3dd35564ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d71f2142c46_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e421501a331ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e475f3a7c3d20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e476666d6275e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4de5cced494d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f58dee1086b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54438e327331_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e57c9682166b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58fa2f207200_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5ba862487bc3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c61ba525935_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e61539bb7ee26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e69ec3d30593d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6aa6d86322b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c2bb1ba8e30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6df6c9581eb3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fe31b8e7985_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e70b076cd6caf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e748b455ae0de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7737cb9b7a60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7762f36f9c10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7893d82633f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e78c47462fb72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a9a5055c26c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7eee77565c69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e80572c88f6d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8379ba89ff44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e85f8b2cfacd3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8be418a69545_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d823076cc66_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8f712da6a69e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92a3ac625681_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e93e56e655e11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e95fe57f74a8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9624e1d312f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9d7abe2da397_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9db245e5d960_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea235b47b1458_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea2b26704988e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea85b6ea044c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaf1594f0bc83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaff238395fd4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3aa912461aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb4c9c683e6b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6b05eb0c6d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb7df09d28d10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebbec52c1afa8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebe1ac8f1dda4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec152f3887cfe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec293b53ffd87_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec3ae45ce60d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eca22e962e0b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eca3b88d2fe17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed07123dabeb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed4e3abdd6941_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed906ba927290_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ede9a08fe4737_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee19858ececca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee597d5627d39_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee91291816201_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef194d1a3862_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef03de60a7875_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4fe2a81e54a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef5457bfcfb16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef6744858aef6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef884cdc79f21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efcd9dfcb420d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2effabe8647ed8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e0cec71bafc7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e703e42d2a8fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e87512e2e0706_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e92fe307c4425_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb87e97501db1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ed36ebf554526_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0f09de8f23fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0fcf8255126d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e19e660c34db6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1a5a0a797713_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e24667ff88a31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e36af3d082795_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4c558d06ad41_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5a5befcc1bc3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5b1b784a45db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e628a70859cec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e79505c00a549_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7a627e75567e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8e2eadfdf053_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e991d86f3d78d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea2506bb3e2ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb8187988665f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb8c581a097cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebc00fbea0753_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebc14c35f48a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebef6afb7e194_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee8578ca40b5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef1088c305317_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef6052948b002_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efcd9d6001d31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1010f3dc1558_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1f3e2e9044e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e318898d94517_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3e99000c3bb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7bcaee821220_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8e0422cbcb16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebfed1add6861_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ec33bdf32de63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed70520f8ade9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edda79d2bf094_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee582ce449f8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eec17b67d4cb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef3099aa297cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef55876e6896d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e469372b41b16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e6628dfd151bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ea1122f48a277_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2edc7314f129da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e26c4fb6bb883_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e285f790b07e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eacf4b7b15f84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ecb45ef7c2851_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0ae3b7c039be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0cc38c9df2ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e13f1212a0f03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e151835441f6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e174be79e535a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1826441f180a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1f9c38e32d45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2163a8cc8293_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e24e674aee2cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2553b097aa37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e25c32c1b01a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e289190c6cfaf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e05ac3d4f98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e34d3a8b44a7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3526e527e55a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e380841f0841e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3b6583e7262b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3e7ee907dcd6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3f9226140205_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42a94aa33f37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e474fdc74f90a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c307b8bc675_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c717079fccd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4d733f85177b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53363675eaf6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5351ea6bc2b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5812338cba8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5adc709cd4ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e67f4792c0a36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e693351c7319c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6f95b3dfe146_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72eb782aac04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7601f60ab489_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7db2a35c2417_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f1f7d9c92bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f84be9f76e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8c4052446184_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d442f1f4ccf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8f2d94132eee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e903389569b21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92e61dabaaea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e943779b59614_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9467aaf08adc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e94a33d748ead_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e96facaf1dd1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a08c4fe786d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9ba1dc7ac13e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fa5714de3d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea31200c027f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea3192386710c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea34df6a4614d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa1f3483c956_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eae23d6cf4294_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb05b3ceaf7a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3d2adddc830_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb5261d682d27_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb79c0e88d4d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebb95d4a1c4e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebeabf92fa8bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4ec34b11083_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec85732f41283_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec8b03bb4263a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed1a347cbb143_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed303933b8e78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed9568e188315_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eda9070683b8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eddb91b3f130c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee5416fb11474_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeda565a049f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef6c67a027fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef81134001cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef331d45594df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef6df1d9e6cf8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef8860101f741_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef919599fd07d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efbcdadcd81f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efda8842cab7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efeede44dea79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff41560f250e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff52d1c6f515_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e6436cd07310d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e8718d3db3ccc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ea0aa5b038d02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb853cb16f72d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ebbb2ead7cef6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2edefadef1d887_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e097ff039b670_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1ca034041633_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1d6bf921c830_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e22e92443ab21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2699d44405e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e37f1584aad85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3c7458739f91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3ccc9244b0e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4252cbdecf63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e462e2580491d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5c718f0f561f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e89e2356ccb8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8b5cde71af6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8be9956cd300_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8ead2041110f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eab3035bc1e35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eabbefa915572_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eadc7acb8fd52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed3e4c9de36f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2edf5bf968f4a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee040f462a03b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee1dff87bbac1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee9a02c13d39a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efde7d835551a_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e06909e7f98c0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e2da01224f659_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e46fb3d16a197_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e58a94b141b4e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7adade45a83c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e81415a521ad4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8850e7f159d4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e91b213eebb80_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ecea5c2d5cb99_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed2ba8127ab1b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edf3a652bdfd3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eed3093937302_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eefab024ca16d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2efadbabe1592e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e2b0c98471ca9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e328d8baf45ce_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e6dc649da0e83_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e9424e1c035aa_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e12d639a83680_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ecc71cddab07c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ef46a0336ae27_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eff3013c29611_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e026f59ca6a1d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e074ded13ed87_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0ee54779a864_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1300569d0028_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e144efe75f0a8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e14db51142527_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1df0f8d533d0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1f181f1da3a0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e21745443061f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e22e5feb3d377_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e28327ef9d26c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d3dd35564ee_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2d71f2142c46_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e421501a331ea_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e475f3a7c3d20_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e476666d6275e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4de5cced494d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f58dee1086b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54438e327331_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e57c9682166b8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58fa2f207200_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5ba862487bc3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c61ba525935_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e61539bb7ee26_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e69ec3d30593d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6aa6d86322b8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c2bb1ba8e30_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6df6c9581eb3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6fe31b8e7985_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e70b076cd6caf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e748b455ae0de_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7737cb9b7a60_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7762f36f9c10_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7893d82633f7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e78c47462fb72_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a9a5055c26c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7eee77565c69_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e80572c88f6d1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8379ba89ff44_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e85f8b2cfacd3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8be418a69545_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d823076cc66_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8f712da6a69e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92a3ac625681_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e93e56e655e11_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e95fe57f74a8e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9624e1d312f2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9d7abe2da397_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9db245e5d960_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea235b47b1458_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea2b26704988e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea85b6ea044c5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaf1594f0bc83_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaff238395fd4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3aa912461aa_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb4c9c683e6b7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6b05eb0c6d9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb7df09d28d10_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebbec52c1afa8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebe1ac8f1dda4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec152f3887cfe_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec293b53ffd87_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec3ae45ce60d8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eca22e962e0b1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eca3b88d2fe17_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed07123dabeb7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed4e3abdd6941_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed906ba927290_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ede9a08fe4737_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee19858ececca_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee597d5627d39_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee91291816201_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef194d1a3862_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef03de60a7875_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4fe2a81e54a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef5457bfcfb16_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef6744858aef6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef884cdc79f21_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efcd9dfcb420d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2effabe8647ed8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e0cec71bafc7e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e703e42d2a8fc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e87512e2e0706_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e92fe307c4425_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb87e97501db1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ed36ebf554526_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0f09de8f23fb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0fcf8255126d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e19e660c34db6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1a5a0a797713_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e24667ff88a31_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e36af3d082795_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4c558d06ad41_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5a5befcc1bc3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5b1b784a45db_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e628a70859cec_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e79505c00a549_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7a627e75567e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8e2eadfdf053_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e991d86f3d78d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea2506bb3e2ec_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb8187988665f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb8c581a097cc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebc00fbea0753_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebc14c35f48a6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebef6afb7e194_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee8578ca40b5f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef1088c305317_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef6052948b002_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efcd9d6001d31_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1010f3dc1558_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1f3e2e9044e3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e318898d94517_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3e99000c3bb7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7bcaee821220_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8e0422cbcb16_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebfed1add6861_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ec33bdf32de63_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed70520f8ade9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edda79d2bf094_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee582ce449f8a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eec17b67d4cb9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef3099aa297cd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef55876e6896d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e469372b41b16_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e6628dfd151bf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ea1122f48a277_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2edc7314f129da_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e26c4fb6bb883_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e285f790b07e1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eacf4b7b15f84_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ecb45ef7c2851_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0ae3b7c039be_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0cc38c9df2ff_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e13f1212a0f03_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e151835441f6e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e174be79e535a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1826441f180a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1f9c38e32d45_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2163a8cc8293_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e24e674aee2cd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2553b097aa37_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e25c32c1b01a4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e289190c6cfaf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e05ac3d4f98_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e34d3a8b44a7f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3526e527e55a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e380841f0841e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3b6583e7262b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3e7ee907dcd6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3f9226140205_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42a94aa33f37_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e474fdc74f90a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c307b8bc675_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c717079fccd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4d733f85177b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53363675eaf6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5351ea6bc2b4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5812338cba8a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5adc709cd4ed_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e67f4792c0a36_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e693351c7319c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6f95b3dfe146_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72eb782aac04_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7601f60ab489_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7db2a35c2417_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f1f7d9c92bc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f84be9f76e2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8c4052446184_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d442f1f4ccf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8f2d94132eee_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e903389569b21_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92e61dabaaea_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e943779b59614_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9467aaf08adc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e94a33d748ead_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e96facaf1dd1d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a08c4fe786d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9ba1dc7ac13e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fa5714de3d2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea31200c027f3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea3192386710c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea34df6a4614d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa1f3483c956_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eae23d6cf4294_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb05b3ceaf7a0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3d2adddc830_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb5261d682d27_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb79c0e88d4d4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebb95d4a1c4e8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebeabf92fa8bc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4ec34b11083_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec85732f41283_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec8b03bb4263a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed1a347cbb143_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed303933b8e78_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed9568e188315_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eda9070683b8a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eddb91b3f130c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee5416fb11474_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeda565a049f7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef6c67a027fb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef81134001cd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef331d45594df_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef6df1d9e6cf8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef8860101f741_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef919599fd07d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efbcdadcd81f9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efda8842cab7d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efeede44dea79_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff41560f250e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff52d1c6f515_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e6436cd07310d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e8718d3db3ccc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ea0aa5b038d02_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb853cb16f72d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ebbb2ead7cef6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2edefadef1d887_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e097ff039b670_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1ca034041633_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1d6bf921c830_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e22e92443ab21_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2699d44405e7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e37f1584aad85_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3c7458739f91_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3ccc9244b0e5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4252cbdecf63_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e462e2580491d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5c718f0f561f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e89e2356ccb8f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8b5cde71af6b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8be9956cd300_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8ead2041110f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eab3035bc1e35_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eabbefa915572_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eadc7acb8fd52_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed3e4c9de36f9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2edf5bf968f4a3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee040f462a03b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee1dff87bbac1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee9a02c13d39a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efde7d835551a_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v3_entries(int i, uint32_t* count) {

@@ -6,274 +6,274 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0963aa886208_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1be871918e20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e240689b467df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e27026bb90eb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e29bb9a432536_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e38eb241d3712_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5709000a2b9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e57944fcf32be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5b6660f8bb61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea2e02bb83208_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea9be9338b99e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb18dee2b8556_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ecfb706eae2a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eed71368e6197_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e307c3390cfa2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e73f771b94b08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e906bbb7c9c54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2efac856ce5ce1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e27c4c22408c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e33398e0e8cef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e443aa2e58bef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ed67aab92435d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e023d7242cba5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e035bc7be91bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e035fd8c19a2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0511aab76437_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e06e207384d42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f3b0df90ad7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e13259a12a061_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e19a6e25c462f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1a2d4b58321d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1fd99c7322eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e22e7b8312a9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e232ccda1cd41_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e278f1435f881_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2c108553cb73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e98150344f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e302cbfd6d3fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3067edcc08e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e30c1ee387225_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e31e58a6da6d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3382018c7e80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3a432a3f2fc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e403634cbbb06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4150bb23bafa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41ff70a2e2a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e424f16dbe3d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e429b1a7c6092_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e42cde3696488_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43667fbc2645_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e471095f41320_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e482ea83c442f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49870c039a06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4a399a5d4690_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b77e321a9ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4dd5730f30c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e58808ad30350_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a57753eca32_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a597d24acb8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c3df1689b7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5dc83933d356_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e627b1fb8c4f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e632e698f7ca4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e66837d819caf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b06b6a84b50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f01ddacee6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7144e7c16ecc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e74debe505b8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78728deaed78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78e758f039a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d6a1e2b3cff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83213e9a6926_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e854ed22e7146_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e882f08d8eb8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89a21db9089a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8a83a10ae82d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e93071bfc6a8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9db04b1cf94f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea188f5ab6fb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3ab6c4103e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8600f24b8fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa11788038dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb7261df92d89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdf99342821b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0bc34414da2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec8c319a387ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf309093aff7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed41c4641d462_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee35e5b8fa28e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3c07604f064_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5a732a95750_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee62ee579094d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee7355e91ce6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebc532454e05_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eed24b95aaed2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef09d40d77be4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef793b8341c92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7ee09a13833_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc159cf8353f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efd3a784c3bbe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efefa7872a7c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2effaa0705f136_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e2c15fc4315dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e32220ff5101a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e55d25fb48c14_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e841b05babc3d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e96e870040357_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eb3554c49dd29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0ab8bae208ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0fe98294b530_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e28583e1d5df3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e34ac1dbfe0c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3d7e770eb6df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e40c18147b8ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e412eab722f75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e72653f2b973b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e752f9f44f710_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e761c0eefb911_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e87dcadb61cba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e965605a51d68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea3ad855b7820_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea43b6af42b70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebb2918d771c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebe4e8db4023e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2edac961d4d020_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee64198b474d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eec0a60915939_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eef947d3db7d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef00198ac20aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef8040653d965_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef8551a8be297_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2efe93d2ec64c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e22331fae2aec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e38b27f424d80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e41abf3a59843_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e4584f2e765fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e52fe8f29c1a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8ad208a496c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e96c9463f4ba3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb21651f0bba5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed16576c46634_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed3904eecc6cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee045d9cc2903_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eeb0c5e133bcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef79a27c88f53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eff7622bcd71d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0f177b7c4ad2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0f9168cb24fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eca1b4754403c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eeae5e2154adb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e3b1fa5e14ecb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e9af214385f9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ea65513b9f051_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2efd9c07152b96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e01bd6d92ab70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0709bd80be51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0af30a8e7a09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f60fbb1edd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e141a7faf9e3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e17d0b4d80eb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1c97852ca71c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e20663acbe36f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2835a93aab4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2d8864234118_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2dc11209a2d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2ee48dd2783c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e35707d4dad67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e357dd992198a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3961f44c3699_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4528b5af1c25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e465b1cbe55ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e472a789e5a93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e47e5f2285112_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e1453e19351_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4efb51717212_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4f037ee44a77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e55c4ab2babee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b82b1f0c0bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c362ccf1a03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e609852aaf66f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e67494419d717_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e680d0be45a2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6d4e78f2caa5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6e01fbe74853_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7013332db505_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e751106534cd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e77129ff85dd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7a2f5423b347_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7f0dc0fc4230_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e804a0716d2ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84cbff0d07a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e875cec1612f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8a365f0a080a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90a2cd162433_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91ca07ad42b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e92f563cd8646_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e93928280bca4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9399fcc3e2f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e951ccb7dcf09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9629c8573d47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98d25d54c332_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e99427ea2f787_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea151e5861df7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1b2d12b59ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1f943cb2db4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3946754da63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea7081839218d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea7f93d3ac2d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9409c45f908_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb387a6ee9ab4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb388f191e7b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3c587958933_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebab94d6b7725_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebff0f240eefd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0e685e254c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec33b8db7f322_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec43c927c2b83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec4be8594ee8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec7ee2097c608_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecb49a9f909e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecc01e7360275_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed0e799e5761b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3292e3cd8e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee7b83799a82f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eea6391a4fcac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eedb6b9ea776d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefb1ef8b3125_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef00870587558_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef0bf829b3ff8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef5464fd5032e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef55f64042e98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7a39c6c6ad4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7ab2a21cf36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef9687e95b39a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e2da4f6fe0cf0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e45e7e971bf68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e543a8e3c4b4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ed8b6c4a9cf3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ee49a62c59f8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ef6d29f7a94db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0395ad192008_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0ce564edcdcd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0cebceb06be2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e1547ca18f992_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e16421043bcb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e18c56811c6e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e208c104ce59b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3ed40743eae8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e443621ea348f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4a3386ed8500_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e56fd05a22dfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e5fdc6bcad134_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e69391cd6dd7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e7275b4654210_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e8af960875267_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9a9a1c9d147d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9fc5f97d0ac8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eaf89e46e16d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb1875b23cd11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec519226ffbd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec71e0ceb56ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee2de289c87c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef71f03144b05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2efa82851fc04f_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e0963aa886208_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1be871918e20_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e240689b467df_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e27026bb90eb6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e29bb9a432536_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e38eb241d3712_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5709000a2b9b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e57944fcf32be_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e5b6660f8bb61_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea2e02bb83208_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea9be9338b99e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb18dee2b8556_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ecfb706eae2a0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eed71368e6197_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e307c3390cfa2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e73f771b94b08_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e906bbb7c9c54_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2efac856ce5ce1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e27c4c22408c5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e33398e0e8cef_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e443aa2e58bef_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ed67aab92435d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e023d7242cba5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e035bc7be91bf_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e035fd8c19a2d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0511aab76437_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e06e207384d42_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f3b0df90ad7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e13259a12a061_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e19a6e25c462f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1a2d4b58321d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1fd99c7322eb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e22e7b8312a9b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e232ccda1cd41_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e278f1435f881_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2c108553cb73_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2e98150344f8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e302cbfd6d3fe_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3067edcc08e0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e30c1ee387225_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e31e58a6da6d2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3382018c7e80_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3a432a3f2fc8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e403634cbbb06_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4150bb23bafa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41ff70a2e2a1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e424f16dbe3d1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e429b1a7c6092_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e42cde3696488_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e43667fbc2645_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e471095f41320_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e482ea83c442f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49870c039a06_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4a399a5d4690_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b77e321a9ca_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4dd5730f30c4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e58808ad30350_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a57753eca32_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a597d24acb8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c3df1689b7a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5dc83933d356_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e627b1fb8c4f2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e632e698f7ca4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e66837d819caf_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b06b6a84b50_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6f01ddacee6e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7144e7c16ecc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e74debe505b8f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78728deaed78_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e78e758f039a2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d6a1e2b3cff_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e83213e9a6926_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e854ed22e7146_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e882f08d8eb8f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89a21db9089a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8a83a10ae82d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e93071bfc6a8f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9db04b1cf94f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea188f5ab6fb9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3ab6c4103e4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea8600f24b8fe_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa11788038dc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb7261df92d89_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebdf99342821b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0bc34414da2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec8c319a387ef_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecf309093aff7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed41c4641d462_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee35e5b8fa28e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3c07604f064_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5a732a95750_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee62ee579094d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee7355e91ce6f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebc532454e05_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eed24b95aaed2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef09d40d77be4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef793b8341c92_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7ee09a13833_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efc159cf8353f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efd3a784c3bbe_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efefa7872a7c4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2effaa0705f136_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e2c15fc4315dd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e32220ff5101a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e55d25fb48c14_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e841b05babc3d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e96e870040357_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eb3554c49dd29_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0ab8bae208ef_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0fe98294b530_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e28583e1d5df3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e34ac1dbfe0c4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3d7e770eb6df_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e40c18147b8ea_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e412eab722f75_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e72653f2b973b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e752f9f44f710_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e761c0eefb911_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e87dcadb61cba_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e965605a51d68_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea3ad855b7820_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea43b6af42b70_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebb2918d771c3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebe4e8db4023e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2edac961d4d020_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee64198b474d0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eec0a60915939_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eef947d3db7d6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef00198ac20aa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef8040653d965_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef8551a8be297_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2efe93d2ec64c6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e22331fae2aec_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e38b27f424d80_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e41abf3a59843_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e4584f2e765fa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e52fe8f29c1a3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8ad208a496c7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e96c9463f4ba3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb21651f0bba5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed16576c46634_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed3904eecc6cf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee045d9cc2903_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eeb0c5e133bcb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef79a27c88f53_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eff7622bcd71d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0f177b7c4ad2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0f9168cb24fa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eca1b4754403c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eeae5e2154adb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e3b1fa5e14ecb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e9af214385f9d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ea65513b9f051_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2efd9c07152b96_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e01bd6d92ab70_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0709bd80be51_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0af30a8e7a09_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f60fbb1edd2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e141a7faf9e3e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e17d0b4d80eb8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1c97852ca71c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e20663acbe36f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2835a93aab4d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2d8864234118_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2dc11209a2d4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2ee48dd2783c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e35707d4dad67_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e357dd992198a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3961f44c3699_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4528b5af1c25_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e465b1cbe55ea_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e472a789e5a93_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e47e5f2285112_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e1453e19351_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4efb51717212_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4f037ee44a77_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e55c4ab2babee_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b82b1f0c0bc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c362ccf1a03_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e609852aaf66f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e67494419d717_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e680d0be45a2d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6d4e78f2caa5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6e01fbe74853_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7013332db505_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e751106534cd2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e77129ff85dd3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7a2f5423b347_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7f0dc0fc4230_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e804a0716d2ba_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84cbff0d07a1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e875cec1612f6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8a365f0a080a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90a2cd162433_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91ca07ad42b6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e92f563cd8646_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e93928280bca4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9399fcc3e2f2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e951ccb7dcf09_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9629c8573d47_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98d25d54c332_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e99427ea2f787_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea151e5861df7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1b2d12b59ff_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1f943cb2db4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3946754da63_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea7081839218d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea7f93d3ac2d6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9409c45f908_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb387a6ee9ab4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb388f191e7b5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3c587958933_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebab94d6b7725_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebff0f240eefd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0e685e254c5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec33b8db7f322_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec43c927c2b83_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec4be8594ee8c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec7ee2097c608_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecb49a9f909e1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecc01e7360275_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed0e799e5761b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3292e3cd8e0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee7b83799a82f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eea6391a4fcac_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eedb6b9ea776d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefb1ef8b3125_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef00870587558_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef0bf829b3ff8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef5464fd5032e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef55f64042e98_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7a39c6c6ad4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7ab2a21cf36_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef9687e95b39a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e2da4f6fe0cf0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e45e7e971bf68_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e543a8e3c4b4d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ed8b6c4a9cf3f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ee49a62c59f8a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ef6d29f7a94db_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0395ad192008_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0ce564edcdcd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0cebceb06be2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e1547ca18f992_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e16421043bcb4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e18c56811c6e3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e208c104ce59b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3ed40743eae8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e443621ea348f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4a3386ed8500_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e56fd05a22dfe_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e5fdc6bcad134_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e69391cd6dd7c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e7275b4654210_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e8af960875267_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9a9a1c9d147d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9fc5f97d0ac8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eaf89e46e16d1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb1875b23cd11_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec519226ffbd8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec71e0ceb56ff_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee2de289c87c4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef71f03144b05_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2efa82851fc04f_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v4_entries(int i, uint32_t* count) {

@@ -6,156 +6,156 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e2cae0700fbf5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e33ec9c9304a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e35f3cc0954cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e82d771986cf1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2eb28b798727be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ecdcf8f90fe6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ed740c07270b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2efe3e035c6bdf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e010879013b8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e0bb93ccfe44b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e102de22cd360_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e12142c2477fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e14ee3fff8ee4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e1504ed8191f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e1b882f21492d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e22c8080557ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e2b7a3054c6c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3679ca3607f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e45544a63389c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e493877112cb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4f6b90b50abe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e54a949ba8b35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e54acbd4743d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e579b80b6292b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e5824e1bed4c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e5b5806bb70fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e6bdc38ebf449_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e6e74102581fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e700ba5ee6c94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e714aa5756295_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e74eb8e7bb93c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7813ebf3bb94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7bd6725051a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7be32dc175a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7c42bf54b1a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e822bd9a389ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e861615a3b44e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e9914195ab30b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea20eeea0b227_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea41f227b72e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea60335ad7dcc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea61b71c2c475_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea7146c661e6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea7984a51b921_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea8e2088f3e61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eaf2291ff53c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb02f5b55632f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb38cea5f6bad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb4b83d8578b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb9ae507709ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ebd378f1ae37e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecad44b723a74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecf085fcc6f7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed0cc73a53b60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed62372370b10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed915018cfca1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed9c20161c4c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eda3b7901a20e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2edc2349e8ae01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2edf5ffb0fa5a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee0f8a96f100c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee63c1b1dab38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eed645b0233ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eee2fd90157f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ef76655b07e50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efc50ae293e0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efdfc3dcab74a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efea2c374c9cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e195a15647086_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e3fc5bea0850b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e8e8ad7111656_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2ebde9470293bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2edffd767f04c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e074cda8b865a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e4bfd5f3b17b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e4ea2cafc9e77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e80094f852873_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ed8988b43299f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2edbd4a226ab29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ee16992207b07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ef736121e1b83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e018899912d4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e04c4045cc8b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e04ec298d51ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e08cff9722127_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e08dab0fce71b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e090ee75b10b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e0957f317f909_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e13437752e427_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e146bfe0c1b22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e16c200b025a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e171728ed36b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e25ddef19cf4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e26bb3c0c4dab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e2d47d569dcc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e39c527bcfe48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3d50d25c2b60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3d55ae305d4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4135744d2f71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e481c5061feda_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e497d4022ccdb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4b2f83f62e29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4b7b19af927a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e50dbe714a57c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e54070d9baaef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e5d39d4748791_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e65c4a0ab5e17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e65f4897f8be1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e67d817836cff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e6d3b45b2959f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e764b02c75e1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7b37a6bcffd5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7dcd2ae0e6e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e8306b77f1374_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e83bb7db374fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e883505cbe83b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e8c07a6217247_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e9b9d33bcb5ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e9cc61746ba61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea08142773c00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea2b23cacb7e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea2e6b3f593b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eab696d3929ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eaf4ef105657f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb0699e5a05dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb13d8c3f6184_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb3c1d9d04c54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb3ed140eace6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ec01c1dab4bfb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ec6cb4c4e4141_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecaff058635df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecbca00fb8854_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed352f234bad5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee47d0651c023_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee480ec4d8e31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee4cffd54cbc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eeaad28d69e8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eec3f0f2de689_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ef2211958846d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efc78a166fa65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efc82042444d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e2fe4ba43758d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e3f8f84829055_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2eb2c2d70080a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2ecaf1c65afc97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2ed40d976f262c_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e2cae0700fbf5_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e33ec9c9304a5_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e35f3cc0954cf_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e82d771986cf1_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2eb28b798727be_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ecdcf8f90fe6f_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ed740c07270b3_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2efe3e035c6bdf_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e010879013b8d_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e0bb93ccfe44b_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e102de22cd360_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e12142c2477fe_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e14ee3fff8ee4_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e1504ed8191f3_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e1b882f21492d_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e22c8080557ce_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e2b7a3054c6c8_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3679ca3607f0_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e45544a63389c_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e493877112cb2_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4f6b90b50abe_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e54a949ba8b35_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e54acbd4743d0_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e579b80b6292b_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e5824e1bed4c0_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e5b5806bb70fe_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e6bdc38ebf449_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e6e74102581fc_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e700ba5ee6c94_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e714aa5756295_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e74eb8e7bb93c_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7813ebf3bb94_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7bd6725051a8_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7be32dc175a0_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7c42bf54b1a5_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e822bd9a389ce_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e861615a3b44e_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e9914195ab30b_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea20eeea0b227_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea41f227b72e6_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea60335ad7dcc_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea61b71c2c475_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea7146c661e6f_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea7984a51b921_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea8e2088f3e61_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eaf2291ff53c9_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb02f5b55632f_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb38cea5f6bad_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb4b83d8578b0_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb9ae507709ac_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ebd378f1ae37e_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecad44b723a74_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecf085fcc6f7b_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed0cc73a53b60_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed62372370b10_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed915018cfca1_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed9c20161c4c4_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eda3b7901a20e_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2edc2349e8ae01_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2edf5ffb0fa5a5_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee0f8a96f100c_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee63c1b1dab38_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eed645b0233ef_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eee2fd90157f0_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ef76655b07e50_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efc50ae293e0c_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efdfc3dcab74a_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efea2c374c9cc_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e195a15647086_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e3fc5bea0850b_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e8e8ad7111656_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2ebde9470293bb_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2edffd767f04c9_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e074cda8b865a_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e4bfd5f3b17b0_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e4ea2cafc9e77_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e80094f852873_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ed8988b43299f_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2edbd4a226ab29_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ee16992207b07_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ef736121e1b83_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e018899912d4b_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e04c4045cc8b8_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e04ec298d51ec_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e08cff9722127_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e08dab0fce71b_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e090ee75b10b5_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e0957f317f909_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e13437752e427_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e146bfe0c1b22_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e16c200b025a8_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e171728ed36b6_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e25ddef19cf4f_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e26bb3c0c4dab_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e2d47d569dcc8_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e39c527bcfe48_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3d50d25c2b60_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3d55ae305d4b_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4135744d2f71_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e481c5061feda_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e497d4022ccdb_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4b2f83f62e29_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4b7b19af927a_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e50dbe714a57c_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e54070d9baaef_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e5d39d4748791_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e65c4a0ab5e17_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e65f4897f8be1_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e67d817836cff_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e6d3b45b2959f_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e764b02c75e1b_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7b37a6bcffd5_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7dcd2ae0e6e4_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e8306b77f1374_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e83bb7db374fe_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e883505cbe83b_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e8c07a6217247_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e9b9d33bcb5ee_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e9cc61746ba61_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea08142773c00_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea2b23cacb7e9_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea2e6b3f593b9_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eab696d3929ef_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eaf4ef105657f_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb0699e5a05dc_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb13d8c3f6184_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb3c1d9d04c54_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb3ed140eace6_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ec01c1dab4bfb_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ec6cb4c4e4141_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecaff058635df_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecbca00fb8854_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed352f234bad5_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee47d0651c023_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee480ec4d8e31_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee4cffd54cbc5_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eeaad28d69e8e_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eec3f0f2de689_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ef2211958846d_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efc78a166fa65_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efc82042444d2_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e2fe4ba43758d_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e3f8f84829055_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2eb2c2d70080a8_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2ecaf1c65afc97_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2ed40d976f262c_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_quant_v3_entries(int i, uint32_t* count) {

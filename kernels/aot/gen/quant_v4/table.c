@@ -6,156 +6,156 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e24e736289ad4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e6a429cc63455_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e75c38eda7680_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e906c791539ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ea635663edd15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2eaf8481901fbf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2eafc94d4b2b53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2eea2c1e8008f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e04f3021ba1a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e05eda7eb798b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0a6b8930dece_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0c3a92cd501f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0d30e0ca9619_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e1106512e3e00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e13ee6cab5407_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e150a745c738b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e152b60a6fad6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e1e28ab587540_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e1fd0df79cc80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e29be8bfb6e24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e2c02ef929a57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e332bf807a596_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3617e5a6ea94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3b40b8736901_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3c56af93211f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4809ac09572c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4af7336fd085_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4d3c13d3b339_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4f974ec59464_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5016ae2517da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e50b9fb7f927c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e50f80c9cf357_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e65c37072d7e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e66159132a403_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6ff41bd64aec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e731c6a3a04c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e768fb3be84e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7d6f672fe1cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7fe44160a5da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e84550d85074f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e855b9e60fae4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8bd897628235_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8eb9439c790f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e9e3f82f5546b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e9f86e9e52ddc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea1a6a742af9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea931a9996c0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb7ab0a9cc7da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb80a94b10c23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb9526213aaa6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ebbc172743df6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ebd43286bcab3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec3a066b2b727_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec5fc54237375_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec727c63e482e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec7905901a96d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecc199cf61d72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecdf365b6dc98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed25631209d73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed3b7fda1526a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed615c2f44136_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed9d989d42aee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee100d467d7e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee7771f6a39d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eec1feaa7de8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eef2bcb9c8f1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ef329e8c8813c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2efe21b9a1dc3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e017e6b474ccc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e09e7cfbefed2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e64d1a35febe3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e7fcf4f39065b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2ea892d2f9c940_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e07e6221ffb4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e30190f903199_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e8e416450aaa0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e90168b84aec9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ed2fdd28cc98a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2edb25565e2f9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ede8edc03aaa1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2efbcbfdf9e669_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e00267dd95940_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e03af72d18985_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e03ebc2c3edae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e05772047e0a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0dacd2cd2d55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e13b2e42b6c80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e15e89a7a2cde_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e230564101d44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e263d6d5b43ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e2ca2084ed84f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e30fa831e9df2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3637bc919c5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e379fed07d4a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e37c6701f6bfa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e48a34c4f66e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4d7fac5cbf18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4e3725c588a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e50bce7b4541d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e520a7562b107_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5a03ca17489d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5ae8ec52429d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5b8b7d022dae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6074db8de387_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e615b2b5a1240_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e647ca445fb18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e67116b496051_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e68490ce5edff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e684a7151122c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e692e496dd3ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6ee58308b4f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6f2e71be3f79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e70865220258f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7349fa551346_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e796d78502768_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7e30aebef071_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8243a0b27036_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8b619997a1d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e961dcf9089e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e97de5d4c4669_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e9f7a0514e7fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea0182d2b1ff2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea4f0a9fe547d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eac085f8bd370_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eac46f9771021_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eac5338f0749a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb420149494cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb52b6dceda84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb6759ebf33b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec0b4d2369283_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecc2ac8eabe41_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecfa8f6ac975a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed0378cd3b5ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed5cd143be223_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed81eef169d77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ede9f3a8cfadd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee0f3d414aa3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee52c7cedfae2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee69e669b258f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eeb5d5d33b707_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2efd1786bf8f33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e040133850e5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e6436edb3c30b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e76b5736d2e78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2ec241927167ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2ecc70ca786007_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e24e736289ad4_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e6a429cc63455_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e75c38eda7680_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e906c791539ca_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ea635663edd15_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2eaf8481901fbf_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2eafc94d4b2b53_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2eea2c1e8008f5_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e04f3021ba1a0_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e05eda7eb798b_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0a6b8930dece_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0c3a92cd501f_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0d30e0ca9619_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e1106512e3e00_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e13ee6cab5407_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e150a745c738b_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e152b60a6fad6_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e1e28ab587540_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e1fd0df79cc80_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e29be8bfb6e24_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e2c02ef929a57_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e332bf807a596_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3617e5a6ea94_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3b40b8736901_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3c56af93211f_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4809ac09572c_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4af7336fd085_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4d3c13d3b339_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4f974ec59464_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5016ae2517da_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e50b9fb7f927c_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e50f80c9cf357_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e65c37072d7e8_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e66159132a403_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6ff41bd64aec_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e731c6a3a04c7_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e768fb3be84e4_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7d6f672fe1cc_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7fe44160a5da_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e84550d85074f_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e855b9e60fae4_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8bd897628235_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8eb9439c790f_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e9e3f82f5546b_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e9f86e9e52ddc_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea1a6a742af9f_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea931a9996c0e_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb7ab0a9cc7da_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb80a94b10c23_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb9526213aaa6_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ebbc172743df6_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ebd43286bcab3_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec3a066b2b727_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec5fc54237375_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec727c63e482e_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec7905901a96d_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecc199cf61d72_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecdf365b6dc98_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed25631209d73_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed3b7fda1526a_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed615c2f44136_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed9d989d42aee_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee100d467d7e1_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee7771f6a39d8_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eec1feaa7de8b_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eef2bcb9c8f1e_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ef329e8c8813c_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2efe21b9a1dc3f_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e017e6b474ccc_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e09e7cfbefed2_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e64d1a35febe3_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e7fcf4f39065b_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2ea892d2f9c940_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e07e6221ffb4b_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e30190f903199_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e8e416450aaa0_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e90168b84aec9_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ed2fdd28cc98a_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2edb25565e2f9c_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ede8edc03aaa1_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2efbcbfdf9e669_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e00267dd95940_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e03af72d18985_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e03ebc2c3edae_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e05772047e0a1_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0dacd2cd2d55_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e13b2e42b6c80_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e15e89a7a2cde_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e230564101d44_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e263d6d5b43ce_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e2ca2084ed84f_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e30fa831e9df2_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3637bc919c5e_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e379fed07d4a8_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e37c6701f6bfa_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e48a34c4f66e3_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4d7fac5cbf18_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4e3725c588a1_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e50bce7b4541d_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e520a7562b107_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5a03ca17489d_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5ae8ec52429d_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5b8b7d022dae_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6074db8de387_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e615b2b5a1240_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e647ca445fb18_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e67116b496051_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e68490ce5edff_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e684a7151122c_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e692e496dd3ef_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6ee58308b4f4_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6f2e71be3f79_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e70865220258f_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7349fa551346_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e796d78502768_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7e30aebef071_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8243a0b27036_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8b619997a1d5_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e961dcf9089e9_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e97de5d4c4669_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e9f7a0514e7fc_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea0182d2b1ff2_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea4f0a9fe547d_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eac085f8bd370_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eac46f9771021_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eac5338f0749a_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb420149494cf_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb52b6dceda84_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb6759ebf33b6_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec0b4d2369283_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecc2ac8eabe41_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecfa8f6ac975a_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed0378cd3b5ae_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed5cd143be223_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed81eef169d77_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ede9f3a8cfadd_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee0f3d414aa3e_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee52c7cedfae2_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee69e669b258f_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eeb5d5d33b707_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2efd1786bf8f33_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e040133850e5a_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e6436edb3c30b_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e76b5736d2e78_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2ec241927167ea_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2ecc70ca786007_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_quant_v4_entries(int i, uint32_t* count) {

@@ -6,138 +6,138 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e37b643c58c90_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e37fdb3961acc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e5b37d7678ad9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ec3c78f36271d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e02fc19194e02_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e084fa2a49a23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e1037f3afd878_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e20a11799dceb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e26bfc9428947_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e30960937c7d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e89a72a8fd101_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eba238bd324ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ebb5393b71413_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ed834e00eec05_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e2bf9aafa902f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e322cce065b2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e3635b0b474f1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e444290d22b34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e4dc03226473c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5d633297fda8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e70239fe708d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eaa8119213644_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eacd2acccc5ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2effd8844cde01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e07fe07fb7711_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0bef572c0f09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0c57aad46da9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0cecf15f8279_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e18d80e7f741a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e267a99ec0eb0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e345d612b60cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3ca65b9105cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e44d2c459e508_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e58ebaa299dea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5b0c90e16f0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5d78316e4271_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e63a58447b628_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e66304626052d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6aabfa3494b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6b0846d48549_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6dd6f14aec3d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6e79243479c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e702a420eeae4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e736380281aff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7e56259bfd8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e81838515497f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8b22ed86780c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8c4c29bda1a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e92a3490db7cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea2dfe9fa6168_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea34ad12e0708_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eac2b9c449f9b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec20c0471b821_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ecb33235efc28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed45d4c234e8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eda2eb942edc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2edf4571b57604_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee3961e6ba655_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee89b102c0286_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eefd56aad1f6d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef254cf252891_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef27ab46ca431_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efd4cf65ad840_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eff756dc908cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e5026b8ea4cc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e85b4dfd1bc1c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e960b29638bdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2eb99ff327fbc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e014616da946a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e2dfca347f569_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e4abe7f7a5c5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e685674db592c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e6a854345e775_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e8463c3449b95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ebe95d2482807_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ec2ae85a31548_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ec3b80d66ea9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ecac259d15034_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e063c66de1303_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e07002cd296c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e81f8768c8148_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e9a5ccf81ad02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e9d9cf1349786_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eb0b8d9f3853d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ec9f5389975d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ee9a8c6d8d27c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eea3863dc39b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2efcaa16f884b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e012be35ccff2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e05ba3b6bc1db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0d1099fce45e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0d4b620c17ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0ec0a293ffb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e297d24f2fadb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2f3f3e1bf27e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e30f79914c698_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3ee66bf1d567_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3fcce3f649d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e418b54e547bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e435b003bd709_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e49e47f145345_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4eef9a6c5a66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5b3f57010dae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5d34a66e16dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e619c23710456_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6a92a81e4842_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6b2eba6c9f64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7183aecf3057_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8bcff559e942_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8c5f3b320522_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8f1bb4a547c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e91e5194087c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e93bf661812e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e96609cb53c66_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e97eb8ca430b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e9973bfda8e86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea81bbf4269c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ead1a249aed09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eaea50b88867b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb3df9e7bb510_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb6b08b6c04fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ecd982c887e06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed3b5b03cef1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed51a891a4cb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2edb99ee06195e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eeb11ec27494d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef865ea8e7718_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efc1477282d13_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e37b643c58c90_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e37fdb3961acc_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e5b37d7678ad9_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2ec3c78f36271d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e02fc19194e02_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e084fa2a49a23_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e1037f3afd878_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e20a11799dceb_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e26bfc9428947_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e30960937c7d5_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e89a72a8fd101_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2eba238bd324ee_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ebb5393b71413_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ed834e00eec05_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e2bf9aafa902f_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e322cce065b2b_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e3635b0b474f1_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e444290d22b34_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e4dc03226473c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e5d633297fda8_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e70239fe708d3_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eaa8119213644_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eacd2acccc5ea_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2effd8844cde01_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e07fe07fb7711_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0bef572c0f09_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0c57aad46da9_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0cecf15f8279_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e18d80e7f741a_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e267a99ec0eb0_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e345d612b60cd_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3ca65b9105cc_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e44d2c459e508_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e58ebaa299dea_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5b0c90e16f0e_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5d78316e4271_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e63a58447b628_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e66304626052d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6aabfa3494b7_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6b0846d48549_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6dd6f14aec3d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6e79243479c0_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e702a420eeae4_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e736380281aff_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7e56259bfd8c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e81838515497f_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8b22ed86780c_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8c4c29bda1a0_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e92a3490db7cc_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea2dfe9fa6168_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea34ad12e0708_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eac2b9c449f9b_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ec20c0471b821_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ecb33235efc28_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed45d4c234e8d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eda2eb942edc5_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2edf4571b57604_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee3961e6ba655_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ee89b102c0286_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eefd56aad1f6d_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef254cf252891_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef27ab46ca431_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efd4cf65ad840_entries,
-    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eff756dc908cf_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e5026b8ea4cc5_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e85b4dfd1bc1c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2e960b29638bdc_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2earg_5freduce_2eb99ff327fbc9_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e014616da946a_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e2dfca347f569_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e4abe7f7a5c5d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e685674db592c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e6a854345e775_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2e8463c3449b95_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ebe95d2482807_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ec2ae85a31548_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ec3b80d66ea9e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5finner_2ecac259d15034_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e063c66de1303_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e07002cd296c0_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e81f8768c8148_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e9a5ccf81ad02_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2e9d9cf1349786_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eb0b8d9f3853d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ec9f5389975d6_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2ee9a8c6d8d27c_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2eea3863dc39b8_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_2efcaa16f884b8_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e012be35ccff2_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e05ba3b6bc1db_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0d1099fce45e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0d4b620c17ad_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e0ec0a293ffb1_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e297d24f2fadb_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e2f3f3e1bf27e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e30f79914c698_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3ee66bf1d567_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e3fcce3f649d7_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e418b54e547bb_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e435b003bd709_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e49e47f145345_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e4eef9a6c5a66_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5b3f57010dae_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e5d34a66e16dd_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e619c23710456_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6a92a81e4842_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e6b2eba6c9f64_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e7183aecf3057_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8bcff559e942_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8c5f3b320522_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e8f1bb4a547c4_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e91e5194087c9_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e93bf661812e2_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e96609cb53c66_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e97eb8ca430b2_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2e9973bfda8e86_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ea81bbf4269c4_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ead1a249aed09_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eaea50b88867b_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb3df9e7bb510_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eb6b08b6c04fa_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ecd982c887e06_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed3b5b03cef1e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ed51a891a4cb0_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2edb99ee06195e_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2eeb11ec27494d_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2ef865ea8e7718_entries,
+    loom_aot_loom_2eaot_2ev3_2ereduce_2ereduce_5frows_5fblock_2efc1477282d13_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_reduce_v3_entries(int i, uint32_t* count) {

@@ -6,138 +6,138 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e209e821b3d98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ed937ad5c6ef5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eeb6198e9d9f1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eec15adac32cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e6f85a06812c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e75ed8d89f11a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e903f2a944292_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e916b3c4efd59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e9ba8ed00fd2e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebb89ea9c7e4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebcbc6f14008d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2edc816999f753_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ef0b17c55eb91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ef59ccc734a28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e224e0a431092_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2643b5bd9d59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e29db222f6125_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2d81245b5f5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e547ff9a89df8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e6e82055eea5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e792d76b0fce5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ea8e417e69228_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee1b6b0fa210c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee4c36460e8ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0a75f3b0ada4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0f5d7166be4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1474b0dc2002_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1c73943d58fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e23aadffb76e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2882b5d8cac1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e32d3d961f901_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e351ed112bef7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e42ac2f88cd94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e45dfea670c82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4b9a3490b6d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e53188080e72e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5d630012e9a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e602420c5668d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e602b15a3bc4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e70565f457301_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7dfe060de1e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e88cc58995e93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e891b71abb6fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9607dd14d26d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9646fb575b77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e98d014bc6b71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e99aa7ea95f2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9db0805f0055_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9ddda3b6aef9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9eea402fa754_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea839b7e18165_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb05b74912dd9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb60110faff12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb8450ccd073b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec0d489033562_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec12a8dc59b99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed172985ab0df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed22726d20ea6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed242c9bb4130_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed38b11fa5375_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed51e761ed819_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee91a4f25b7ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eeba0b3b68f81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eebaa2e12c483_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e71aab2b3cba3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e83e6582d100f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ebd3a80b73499_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ed6985b23069d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e090ac3458fa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e1765319b0108_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2825474d8ca0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2a3625a44e2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e320254484b1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea550b0d808aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebc12f76b09e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ec8529dab6824_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2eea4bf7158870_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ef539157a1680_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e022ad4618100_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e058b2b13ebf0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2a987cddd500_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e32bf16f4c5af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e59d0bc912ea9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e5fed58dbe9aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e5ffd3bebd439_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e65fc1d5497a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e99ff48eed5e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e9f78a7e04dbe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e029707af8eca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e053426397172_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e07062cc8fba0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e12220acfd954_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e14b6e867a649_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1746316e55c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e265607ee3d8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e3010de95d141_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e3405aed5b004_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e34b1effff982_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e35e490b9ba39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e3c95d558e969_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e426168953b85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4a31081dd58e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4c8ca0fae7a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4f1d71454568_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e516adaacb4de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e589eb50a2038_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5dcac5414d95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e63f8e7393584_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e6680729a900f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e66c3797f660a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e682185f63011_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e6c96d6b6e439_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e6d46e0e9264d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7c79b168063e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e84527ada1cf7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9690e7affc14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea3bf57883b9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea9edaefba546_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb5441228b785_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ebadab10a7f6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ebb68ef90f326_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec3dee2f1cbfc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ecc35a9961c55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed36ba5fbfd39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edf4037523d3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee7ffba025c4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee9e39764f06c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eff6653fc8fd8_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e209e821b3d98_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ed937ad5c6ef5_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eeb6198e9d9f1_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2eec15adac32cf_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e6f85a06812c7_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e75ed8d89f11a_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e903f2a944292_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e916b3c4efd59_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e9ba8ed00fd2e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebb89ea9c7e4a_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebcbc6f14008d_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2edc816999f753_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ef0b17c55eb91_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ef59ccc734a28_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e224e0a431092_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2643b5bd9d59_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e29db222f6125_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2d81245b5f5e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e547ff9a89df8_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e6e82055eea5c_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e792d76b0fce5_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ea8e417e69228_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee1b6b0fa210c_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2ee4c36460e8ee_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0a75f3b0ada4_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e0f5d7166be4e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1474b0dc2002_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1c73943d58fa_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e23aadffb76e9_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e2882b5d8cac1_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e32d3d961f901_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e351ed112bef7_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e42ac2f88cd94_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e45dfea670c82_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4b9a3490b6d3_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e53188080e72e_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5d630012e9a0_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e602420c5668d_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e602b15a3bc4a_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e70565f457301_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7dfe060de1e8_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e88cc58995e93_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e891b71abb6fe_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9607dd14d26d_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9646fb575b77_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e98d014bc6b71_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e99aa7ea95f2a_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9db0805f0055_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9ddda3b6aef9_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9eea402fa754_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea839b7e18165_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb05b74912dd9_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb60110faff12_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb8450ccd073b_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec0d489033562_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec12a8dc59b99_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed172985ab0df_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed22726d20ea6_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed242c9bb4130_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed38b11fa5375_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed51e761ed819_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee91a4f25b7ba_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eeba0b3b68f81_entries,
-    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eebaa2e12c483_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e71aab2b3cba3_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2e83e6582d100f_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ebd3a80b73499_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2earg_5freduce_2ed6985b23069d_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e090ac3458fa6_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e1765319b0108_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2825474d8ca0_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e2a3625a44e2f_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2e320254484b1e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ea550b0d808aa_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ebc12f76b09e0_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ec8529dab6824_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2eea4bf7158870_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5finner_2ef539157a1680_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e022ad4618100_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e058b2b13ebf0_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e2a987cddd500_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e32bf16f4c5af_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e59d0bc912ea9_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e5fed58dbe9aa_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e5ffd3bebd439_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e65fc1d5497a2_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e99ff48eed5e1_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_2e9f78a7e04dbe_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e029707af8eca_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e053426397172_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e07062cc8fba0_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e12220acfd954_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e14b6e867a649_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e1746316e55c3_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e265607ee3d8e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e3010de95d141_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e3405aed5b004_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e34b1effff982_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e35e490b9ba39_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e3c95d558e969_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e426168953b85_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4a31081dd58e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4c8ca0fae7a5_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e4f1d71454568_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e516adaacb4de_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e589eb50a2038_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e5dcac5414d95_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e63f8e7393584_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e6680729a900f_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e66c3797f660a_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e682185f63011_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e6c96d6b6e439_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e6d46e0e9264d_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e7c79b168063e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e84527ada1cf7_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2e9690e7affc14_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea3bf57883b9a_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ea9edaefba546_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eb5441228b785_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ebadab10a7f6d_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ebb68ef90f326_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ec3dee2f1cbfc_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ecc35a9961c55_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ed36ba5fbfd39_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2edf4037523d3f_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee7ffba025c4e_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2ee9e39764f06c_entries,
+    loom_aot_loom_2eaot_2ev4_2ereduce_2ereduce_5frows_5fblock_2eff6653fc8fd8_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_reduce_v4_entries(int i, uint32_t* count) {

@@ -6,110 +6,110 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e9f229565af86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2e186984b7814a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e03091dfd93fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07a5e22c3009_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e13f66f84bbb8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1b02619efd88_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1b2b5299ff93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1d51b0b63f5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2b77e71bc933_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2bd20ddd708b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2e0112108b17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2e1479b4eed5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e35652d7c29bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4a489acddff5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e530bb6be8863_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e61ffc07b3c46_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e699e674bbc59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6e07c1c9c758_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6eff25fcb984_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e70fcc04067c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e738e21a59407_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e74a7e7144f68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7c247f23b63d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7ee734bee0d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8326f5bd27e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e845b4cb3d454_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8cb6e81359ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e902f67c20861_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e926034aad24a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e967267398163_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e971d23eda9c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e97a18295a8c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9a9367424f07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9baa847c336b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea0ea08eeb97d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea52af831dd21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea68aafd3c78e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb291b39aed37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb55f9799460f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebd7880980d50_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec6351e5d9c0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ecf332b1008f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed18d1e333b20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edc10918bbe92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee0f7c36dbba5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee33213559d77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee68b75cd20c1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee859a103e8ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eef9b9d1f1fe8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efef9f238213e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2ee02e03065307_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2ef4de9af6c567_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e02acf91e706a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07757528de72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e16237a026399_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1c58d894d885_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e208f751da0a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2585b53a850f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e26003bee090c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e27ad151f3a3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2a8a336caf59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2ba1fcae08b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2ea611c247fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e328911e5d374_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e32ef46b2a63c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4708dbf75e22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e47cbcfaa4086_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e494bf14a9c87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e561d8ccb9866_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e56c356099753_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e575fe4309f24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e57ca846c0352_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5c5ce187d541_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e60e000888ae9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e67bd27bfe7aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e69e10af152ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6beb600b49eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7e29c567b9f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7f5fbe3fda38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e80aa69ab94cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8f1dba31c5d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e90cd91b88d74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e96b86e022a32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e97d6d41c27c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9e99dc4d5dcf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea037c0d5b2ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea4ed1de5625c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea6c0b07e34db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea90b6e1f9fd6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb0c85edf6f94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb135ddb84043_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb52cfe65d53e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb6377550989b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed4c27051316c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed69cdf2344e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eddce7b68f9ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee00d3d219bcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee3b2d95359c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee8d2ae6027a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef98983876f41_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2e9f229565af86_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2e186984b7814a_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e03091dfd93fc_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07a5e22c3009_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e13f66f84bbb8_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1b02619efd88_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1b2b5299ff93_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1d51b0b63f5c_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2b77e71bc933_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2bd20ddd708b_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2e0112108b17_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2e1479b4eed5_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e35652d7c29bd_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4a489acddff5_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e530bb6be8863_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e61ffc07b3c46_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e699e674bbc59_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6e07c1c9c758_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6eff25fcb984_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e70fcc04067c5_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e738e21a59407_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e74a7e7144f68_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7c247f23b63d_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7ee734bee0d6_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8326f5bd27e4_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e845b4cb3d454_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8cb6e81359ec_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e902f67c20861_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e926034aad24a_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e967267398163_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e971d23eda9c7_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e97a18295a8c3_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9a9367424f07_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9baa847c336b_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea0ea08eeb97d_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea52af831dd21_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea68aafd3c78e_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb291b39aed37_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb55f9799460f_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ebd7880980d50_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ec6351e5d9c0f_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ecf332b1008f6_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed18d1e333b20_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2edc10918bbe92_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee0f7c36dbba5_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee33213559d77_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee68b75cd20c1_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee859a103e8ac_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eef9b9d1f1fe8_entries,
-    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2efef9f238213e_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2ee02e03065307_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2ef4de9af6c567_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e02acf91e706a_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e07757528de72_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e16237a026399_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e1c58d894d885_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e208f751da0a0_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2585b53a850f_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e26003bee090c_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e27ad151f3a3e_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2a8a336caf59_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2ba1fcae08b4_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e2ea611c247fb_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e328911e5d374_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e32ef46b2a63c_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e4708dbf75e22_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e47cbcfaa4086_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e494bf14a9c87_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e561d8ccb9866_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e56c356099753_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e575fe4309f24_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e57ca846c0352_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e5c5ce187d541_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e60e000888ae9_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e67bd27bfe7aa_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e69e10af152ff_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e6beb600b49eb_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7e29c567b9f8_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e7f5fbe3fda38_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e80aa69ab94cc_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e8f1dba31c5d8_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e90cd91b88d74_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e96b86e022a32_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e97d6d41c27c6_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2e9e99dc4d5dcf_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea037c0d5b2ba_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea4ed1de5625c_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea6c0b07e34db_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ea90b6e1f9fd6_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb0c85edf6f94_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb135ddb84043_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb52cfe65d53e_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eb6377550989b_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed4c27051316c_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ed69cdf2344e4_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2eddce7b68f9ee_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee00d3d219bcb_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee3b2d95359c0_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ee8d2ae6027a5_entries,
+    loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5ftable_2ef98983876f41_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_resize_v3_entries(int i, uint32_t* count) {

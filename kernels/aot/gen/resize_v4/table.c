@@ -6,110 +6,110 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2ea6d17090620b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2edff39bfcdc9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0265f2c152f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e06d397c2644a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0f01e64032c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e22e926f88f3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e272457f6beac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e27334f75ccb5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2bec75d215d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2ea03bf8fca8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3492e0d5e712_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3500b59f525f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e39a0529a0541_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e39f2d25757bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e46f9e4039a01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e49610372e76b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e512d69d214ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5c08ad6a314c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e603470a1865f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e632fb58e7862_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e83fc11106950_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e86f0fa91d797_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e89d1b135c0e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9039af00792b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e904df475aa2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e924aced12f80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9c378070b646_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea2248455e23c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea72619e6da8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eacf48f4ed12e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ead4a3f5fe0bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eaf64de2f32a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb20728cf9458_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb29e0d27df17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb7605dd99f84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eba9211087818_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebdf0da3ce3dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec4ec3a0ab019_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec73652ff1e0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecc5532b0ffc9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecc8ffe834809_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eccf2ba84065c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed786d9337fc6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eda5434a79a63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2edc83db2e41fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee5419a7fa1dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eedd9708ef385_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eede441e09d76_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eef6ae9156bcc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef9ffd2393b37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2efe0017bbb930_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e4f800c2d73ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e03b6a791c0a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0f68b908f620_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e12556476bf69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1bc1563cdd3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e24976898ab17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2dd0a1aa1baa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2df2b9617122_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2fc55216d855_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e30254e5f6e33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3208cc290470_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e36eb165a1b3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e37c0bc387273_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e486b9ce7864a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4bcf90f5963c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4f72f704ab2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e50b93d0ef551_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5234cbcf4caa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e635c466ffe57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e689d77b50b53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e762862f6e633_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7a46122c2ce4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7ebccd8385ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e81b221956c14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e83bfdc0141ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e84830a2767f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e84bb78aa4f92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e86a12d866157_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8c12492f13bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8fece75a1b50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e92144c33d622_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e956ec2e1031c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9993add1da2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9dba31b344eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea81ab059985e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eaf9d242e9677_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebacf72fd2ece_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebe8f13ce453d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed18624561e81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed22f69f022cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed53b387ccb97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ede0e9a7951fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee0bda93200ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee4e7e1ee7c35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee57ed43ea53b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eedcd855dde4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eee155be3d167_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef30534a2ed63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef7c00675f510_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2ea6d17090620b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2edff39bfcdc9e_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0265f2c152f4_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e06d397c2644a_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0f01e64032c0_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e22e926f88f3a_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e272457f6beac_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e27334f75ccb5_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2bec75d215d7_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2ea03bf8fca8_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3492e0d5e712_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3500b59f525f_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e39a0529a0541_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e39f2d25757bb_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e46f9e4039a01_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e49610372e76b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e512d69d214ee_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5c08ad6a314c_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e603470a1865f_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e632fb58e7862_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e83fc11106950_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e86f0fa91d797_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e89d1b135c0e7_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9039af00792b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e904df475aa2a_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e924aced12f80_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9c378070b646_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea2248455e23c_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea72619e6da8b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eacf48f4ed12e_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ead4a3f5fe0bc_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eaf64de2f32a7_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb20728cf9458_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb29e0d27df17_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eb7605dd99f84_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eba9211087818_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebdf0da3ce3dc_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec4ec3a0ab019_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ec73652ff1e0b_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecc5532b0ffc9_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ecc8ffe834809_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eccf2ba84065c_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed786d9337fc6_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eda5434a79a63_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2edc83db2e41fd_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee5419a7fa1dd_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eedd9708ef385_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eede441e09d76_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eef6ae9156bcc_entries,
-    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef9ffd2393b37_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5flinear_2efe0017bbb930_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5fnearest_2e4f800c2d73ba_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e03b6a791c0a8_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e0f68b908f620_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e12556476bf69_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e1bc1563cdd3b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e24976898ab17_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2dd0a1aa1baa_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2df2b9617122_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e2fc55216d855_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e30254e5f6e33_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e3208cc290470_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e36eb165a1b3f_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e37c0bc387273_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e486b9ce7864a_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4bcf90f5963c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e4f72f704ab2e_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e50b93d0ef551_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e5234cbcf4caa_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e635c466ffe57_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e689d77b50b53_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e762862f6e633_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7a46122c2ce4_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e7ebccd8385ff_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e81b221956c14_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e83bfdc0141ea_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e84830a2767f7_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e84bb78aa4f92_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e86a12d866157_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8c12492f13bc_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e8fece75a1b50_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e92144c33d622_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e956ec2e1031c_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9993add1da2e_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2e9dba31b344eb_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ea81ab059985e_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eaf9d242e9677_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebacf72fd2ece_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ebe8f13ce453d_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed18624561e81_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed22f69f022cc_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ed53b387ccb97_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ede0e9a7951fb_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee0bda93200ae_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee4e7e1ee7c35_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ee57ed43ea53b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eedcd855dde4b_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2eee155be3d167_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef30534a2ed63_entries,
+    loom_aot_loom_2eaot_2ev4_2eresize_2eresize_5ftable_2ef7c00675f510_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_resize_v4_entries(int i, uint32_t* count) {

@@ -6,18 +6,18 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e3cc4232fa486_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e57af22704640_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2ed6bfa5e2bf4e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2erows_2e45ed49328323_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e8e636a2e66c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2eef02c59e054b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2eb279d9526614_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ernn_2erows_2e74fbe293be6d_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e3cc4232fa486_entries,
-    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e57af22704640_entries,
-    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2ed6bfa5e2bf4e_entries,
-    loom_aot_loom_2eaot_2ev3_2ernn_2erows_2e45ed49328323_entries,
+    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2e8e636a2e66c6_entries,
+    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fbias_2eef02c59e054b_entries,
+    loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2eb279d9526614_entries,
+    loom_aot_loom_2eaot_2ev3_2ernn_2erows_2e74fbe293be6d_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_rnn_v3_entries(int i, uint32_t* count) {

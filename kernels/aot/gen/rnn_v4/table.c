@@ -6,18 +6,18 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2e06b03456213d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2ec53e636a35e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2e72063803bb25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2erows_2eb7d013902618_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2e44c9a6ca3ee9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2e6da010197353_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2eb1b6a09eb1b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ernn_2erows_2ec13a5b67e262_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2e06b03456213d_entries,
-    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2ec53e636a35e1_entries,
-    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2e72063803bb25_entries,
-    loom_aot_loom_2eaot_2ev4_2ernn_2erows_2eb7d013902618_entries,
+    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2e44c9a6ca3ee9_entries,
+    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fbias_2e6da010197353_entries,
+    loom_aot_loom_2eaot_2ev4_2ernn_2ernn_5fstep_2eb1b6a09eb1b6_entries,
+    loom_aot_loom_2eaot_2ev4_2ernn_2erows_2ec13a5b67e262_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_rnn_v4_entries(int i, uint32_t* count) {

@@ -37,6 +37,7 @@ func init() {
 	registerGPUGemmPlanners()
 	for op, isMax := range map[string]bool{"MaxPool": true, "AveragePool": false} {
 		ops.RegisterKernelOp(op, poolPlanner(isMax), hostFallback(op))
+		ops.RegisterGPUKernelPlanner(op, gpuPoolPlanner(isMax))
 	}
 	for op, log := range map[string]string{"Softmax": "false", "LogSoftmax": "true"} {
 		ops.RegisterKernelOp(op, softmaxPlanner(log), hostFallback(op))
@@ -362,16 +363,39 @@ func convPlanner(fused bool) ops.KernelPlanner {
 	}
 }
 
-// poolPlanner: the pool2d kernel for 2-D max and average pooling without indices.
+// poolPlanner: the pool kernels for 2-D max and average pooling without indices.
 func poolPlanner(isMax bool) ops.KernelPlanner {
 	return func(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
-		return poolPlan(nd, in, isMax, true)
+		return poolPlan(nd, in, isMax, poolExact)
 	}
 }
 
+// gpuPoolPlanner: pooling for the GPU planners, a thread an output (pool2d_window, pool2d).
+func gpuPoolPlanner(isMax bool) ops.KernelPlanner {
+	return func(nd *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
+		return poolPlan(nd, in, isMax, poolGPU)
+	}
+}
+
+// poolKind is what poolPlan plans for: the host with kernels compiled for the shapes
+// (poolExact), the host with the shipped shape-generic ones (poolGeneric), or a GPU.
+type poolKind int
+
+const (
+	poolExact poolKind = iota
+	poolGeneric
+	poolGPU
+)
+
+// poolPadStrides are the column strides pool2d_pad ships for (kernels/aot/manifest.txt, with
+// no dilation); the generic plans of other strides or with dilation take pool2d.
+var poolPadStrides = map[int]bool{1: true, 2: true}
+
 // poolPlan plans 2-D pooling: pool2d_window or pool2d_rows (shape-specialized) for windows
-// inside the image when windows is set, else pool2d (every shape).
-func poolPlan(nd *graph.Node, in []ops.ValueInfo, isMax, windows bool) (*ops.KernelPlan, string, error) {
+// inside the image, and pool2d_pad for the others (padding, dilation, ceil_mode's overhang)
+// on the host; pool2d_pad for every window with the shipped generic kernels; on a GPU
+// pool2d_window for windows inside the image, else pool2d.
+func poolPlan(nd *graph.Node, in []ops.ValueInfo, isMax bool, kind poolKind) (*ops.KernelPlan, string, error) {
 	if len(in) < 1 || !allFloat32(in, 0) {
 		return nil, declineType(in), nil
 	}
@@ -390,13 +414,19 @@ func poolPlan(nd *graph.Node, in []ops.ValueInfo, isMax, windows bool) (*ops.Ker
 	if nc*oh*ow == 0 {
 		return p, "", nil
 	}
-	if w, ok := poolWindowCall(isMax, pr, nc, oh, ow, h, wd); ok && windows {
+	countPad := nd.AttrInt("count_include_pad", 0) != 0
+	if w, ok := poolWindowCall(isMax, pr, nc, oh, ow, h, wd, kind == poolGPU); ok && kind != poolGeneric {
 		p.Calls = []ops.KernelCall{w}
 		p.Reason += ", windows inside the image"
 		return p, "", nil
 	}
-	cfg := map[string]string{"MAX": strconv.FormatBool(isMax),
-		"COUNT_PAD": strconv.FormatBool(nd.AttrInt("count_include_pad", 0) != 0)}
+	dilated := pr.Dilations[0] != 1 || pr.Dilations[1] != 1
+	if kind == poolExact || (kind == poolGeneric && poolPadStrides[pr.Strides[1]] && !dilated) {
+		p.Calls = []ops.KernelCall{poolPadCall(isMax, countPad, kind == poolGeneric, pr, nc, oh, ow, h, wd)}
+		p.Reason += ", vectors over the outputs whose windows lie inside the image"
+		return p, "", nil
+	}
+	cfg := map[string]string{"MAX": strconv.FormatBool(isMax), "COUNT_PAD": strconv.FormatBool(countPad)}
 	args := []uint64{U(nc), U(oh), U(ow), U(h), U(wd), U(pr.Kernel[0]), U(pr.Kernel[1]), U(pr.Strides[0]), U(pr.Strides[1]),
 		U(pr.PadBegin[0]), U(pr.PadBegin[1]), U(pr.Dilations[0]), U(pr.Dilations[1]),
 		U(pr.PadBegin[0] + h + pr.PadEnd[0]), U(pr.PadBegin[1] + wd + pr.PadEnd[1])}
@@ -411,14 +441,14 @@ const poolRowsBlockInputs = 8192
 
 // poolWindowCall is the pool2d_window (or, for narrow rows, pool2d_rows) launch for pooling
 // whose windows all lie inside the image (no padding, dilation 1, small windows), or false.
-func poolWindowCall(isMax bool, pr ops.ConvParams, nc, oh, ow, h, wd int) (ops.KernelCall, bool) {
+func poolWindowCall(isMax bool, pr ops.ConvParams, nc, oh, ow, h, wd int, gpu bool) (ops.KernelCall, bool) {
 	kh, kw, sh, sw := pr.Kernel[0], pr.Kernel[1], pr.Strides[0], pr.Strides[1]
 	if pr.PadBegin[0] != 0 || pr.PadBegin[1] != 0 || pr.Dilations[0] != 1 || pr.Dilations[1] != 1 ||
 		kh > 8 || kw > 8 || (oh-1)*sh+kh > h || (ow-1)*sw+kw > wd {
 		return ops.KernelCall{}, false
 	}
 	args := []uint64{U(nc), U(oh), U(ow), U(h), U(wd)}
-	if ow < 32 {
+	if ow < 32 && !gpu {
 		// Narrow rows as pool2d_rows' vectors along each row; blocks of channels reading
 		// about poolRowsBlockInputs window cells each, balanced (MNIST's pools: one block).
 		vl := vectorWidth(ow)
@@ -440,6 +470,42 @@ func poolWindowCall(isMax bool, pr ops.ConvParams, nc, oh, ow, h, wd int) (ops.K
 		"SH": strconv.Itoa(sh), "SW": strconv.Itoa(sw), "BLOCK": strconv.Itoa(block), "ROWS": strconv.Itoa(rows)}
 	return ops.KernelCall{File: "linalg.loom", Symbol: "pool2d_window", Config: cfg, Args: args, Workload: args[:3],
 		Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.WriteOf(ops.OutputOperand(0))}}, true
+}
+
+// poolPadCall is pool2d_pad's launch for pooling with pr over x [nc, h, wd] into [nc, oh, ow],
+// its window compiled in unless generic (then a run-time value, as are the padding and the
+// strides but the column stride), blocks of channels reading about poolRowsBlockInputs window
+// cells each.
+func poolPadCall(isMax, countPad, generic bool, pr ops.ConvParams, nc, oh, ow, h, wd int) ops.KernelCall {
+	ox0, ox1 := poolInterior(ow, wd, pr.Kernel[1], pr.Strides[1], pr.PadBegin[1], pr.Dilations[1])
+	vl := 8
+	if ox1-ox0 >= 16 {
+		vl = 16
+	}
+	chb := min(max(poolRowsBlockInputs/max(oh*ow*pr.Kernel[0]*pr.Kernel[1], 1), 1), nc)
+	chb = ceilDiv(nc, ceilDiv(nc, chb))
+	args := []uint64{U(nc), U(oh), U(ow), U(chb), U(h), U(wd), U(pr.Kernel[0]), U(pr.Kernel[1]), U(pr.Strides[0]),
+		U(pr.PadBegin[0]), U(pr.PadBegin[1]), U(pr.Dilations[0]), U(pr.Dilations[1]),
+		U(pr.PadBegin[0] + h + pr.PadEnd[0]), U(pr.PadBegin[1] + wd + pr.PadEnd[1])}
+	cfg := map[string]string{"MAX": strconv.FormatBool(isMax), "COUNT_PAD": strconv.FormatBool(countPad && !isMax),
+		"SW": strconv.Itoa(pr.Strides[1]), "VL": strconv.Itoa(vl), "KH": "0", "KW": "0",
+		"DILATED": strconv.FormatBool(pr.Dilations[0] != 1 || pr.Dilations[1] != 1)}
+	if !generic {
+		cfg["KH"], cfg["KW"] = strconv.Itoa(pr.Kernel[0]), strconv.Itoa(pr.Kernel[1])
+	}
+	return ops.KernelCall{File: "linalg.loom", Symbol: "pool2d_pad", Config: cfg, Args: args, Workload: args[:4],
+		Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.WriteOf(ops.OutputOperand(0))}}
+}
+
+// poolInterior is the range [o0, o1) of the n outputs along an axis of extent size whose k taps
+// (stride s, padding p before, dilation d) all lie inside the axis (pool2d_pad computes the
+// same).
+func poolInterior(n, size, k, s, p, d int) (o0, o1 int) {
+	o0 = min(ceilDiv(p, s), n)
+	if last := size - 1 + p - (k-1)*d; last >= 0 {
+		o1 = min(last/s+1, n)
+	}
+	return o0, max(o1, o0)
 }
 
 // softmaxPlanner: the softmax kernel over a trailing block of axes (the last axis from
