@@ -70,3 +70,8 @@ func CUDACompiler() (string, error) {
 	}
 	return v, nil
 }
+
+// ShimSourcesHash is the SHA-256 of the shim's sources compiled into this binary (its headers
+// and sources under shim/). What CompileCUDA produces depends on them (the options the shim
+// gives NVRTC) as well as on the compiler, so tools that keep its results key them by both.
+func ShimSourcesHash() string { return cabi.ShimSourcesHash }

@@ -38,6 +38,7 @@ import (
 	"github.com/loomrt/loom/kernels/aot"
 	_ "github.com/loomrt/loom/kernels/aot/gen/cuda_sm80" // the shipped cubins (Go only: the host
 	_ "github.com/loomrt/loom/kernels/aot/gen/cuda_sm90" // packages of aot/all need libm)
+	"github.com/loomrt/loom/tools/internal/checkcache"
 )
 
 func main() {
@@ -97,7 +98,9 @@ func run(args []string, stdout io.Writer) error {
 			vs = append(vs, v)
 		}
 	}
-	// cuobjdump and nvdisasm take a fraction of a second a cubin: one at a time per CPU.
+	// cuobjdump and nvdisasm take a fraction of a second a cubin: one at a time per CPU, for the
+	// cubins the check cache has not seen with these tools.
+	cache := openFactsCache(tool, disasm)
 	us := make([]usage, len(vs))
 	errs := make([]error, len(vs))
 	next := make(chan int)
@@ -107,7 +110,7 @@ func run(args []string, stdout io.Writer) error {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				us[i], errs[i] = measure(tool, disasm, vs[i], sm)
+				us[i], errs[i] = measure(tool, disasm, vs[i], sm, cache)
 			}
 		}()
 	}
@@ -158,7 +161,7 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil || !bytes.Equal(have, report) {
 		return fmt.Errorf("%s is not current: run `go run ./tools/cmd/cudareport` (with LOOM_CUOBJDUMP from tools/cuda/fetch.sh)", *out)
 	}
-	fmt.Fprintf(stdout, "cudareport: %d cubins for %s meet the thresholds or are listed; %s is current\n", len(us), t, *out)
+	fmt.Fprintf(stdout, "cudareport: %d cubins for %s meet the thresholds or are listed; %s is current (%s)\n", len(us), t, *out, cache.stats())
 	return nil
 }
 
@@ -212,41 +215,17 @@ var resource = regexp.MustCompile(`REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+
 // 64-bit with its 32-bit fast path): one a division, inlined or in a called routine.
 var division = regexp.MustCompile(`\bI2F\.U(32|64)\.RP\b`)
 
-func measure(tool, disasm string, v *aot.Variant, sm limits) (usage, error) {
+func measure(tool, disasm string, v *aot.Variant, sm limits, cache *factsCache) (usage, error) {
 	u := usage{v: v}
 	image, err := v.Image()
 	if err != nil {
 		return u, err
 	}
-	f, err := os.CreateTemp("", "cudareport-*.cubin")
+	f, err := cache.facts(image, func() (cubinFacts, error) { return readCubin(tool, disasm, v.Module, image) })
 	if err != nil {
 		return u, err
 	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(image); err != nil {
-		f.Close()
-		return u, err
-	}
-	f.Close()
-	outb, err := exec.Command(tool, "--dump-resource-usage", f.Name()).CombinedOutput()
-	if err != nil {
-		return u, fmt.Errorf("%s on %s: %v: %s", tool, v.Module, err, outb)
-	}
-	m := resource.FindSubmatch(outb)
-	if m == nil {
-		return u, fmt.Errorf("%s on %s printed no resource usage:\n%s", tool, v.Module, outb)
-	}
-	sass := exec.Command(tool, "-sass", f.Name())
-	sass.Env = append(os.Environ(), "NVDISASM_PATH="+filepath.Dir(disasm))
-	sassOut, err := sass.CombinedOutput()
-	if err != nil {
-		return u, fmt.Errorf("%s -sass on %s: %v: %s", tool, v.Module, err, sassOut)
-	}
-	u.divisions = len(division.FindAll(sassOut, -1))
-	u.regs, _ = strconv.Atoi(string(m[1]))
-	u.stack, _ = strconv.Atoi(string(m[2]))
-	u.shared, _ = strconv.Atoi(string(m[3]))
-	u.local, _ = strconv.Atoi(string(m[4]))
+	u.regs, u.stack, u.shared, u.local, u.divisions = f.Regs, f.Stack, f.Shared, f.Local, f.Divisions
 	var md loom.StaticMetadata
 	if err := json.Unmarshal([]byte(v.Metadata), &md); err != nil || md.Artifact == nil {
 		return u, fmt.Errorf("%s: bad metadata: %v", v.Module, err)
@@ -272,6 +251,100 @@ func measure(tool, disasm string, v *aot.Variant, sm limits) (usage, error) {
 		u.why = strings.Join(why, "; ")
 	}
 	return u, nil
+}
+
+// cubinFacts is what cuobjdump and nvdisasm read from one cubin.
+type cubinFacts struct {
+	Regs, Stack, Shared, Local int
+	Divisions                  int // integer divisions in the machine code
+}
+
+// readCubin runs cuobjdump (and, for -sass, nvdisasm) on image, the cubin of module.
+func readCubin(tool, disasm, module string, image []byte) (cubinFacts, error) {
+	var c cubinFacts
+	f, err := os.CreateTemp("", "cudareport-*.cubin")
+	if err != nil {
+		return c, err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(image); err != nil {
+		f.Close()
+		return c, err
+	}
+	f.Close()
+	outb, err := exec.Command(tool, "--dump-resource-usage", f.Name()).CombinedOutput()
+	if err != nil {
+		return c, fmt.Errorf("%s on %s: %v: %s", tool, module, err, outb)
+	}
+	m := resource.FindSubmatch(outb)
+	if m == nil {
+		return c, fmt.Errorf("%s on %s printed no resource usage:\n%s", tool, module, outb)
+	}
+	sass := exec.Command(tool, "-sass", f.Name())
+	sass.Env = append(os.Environ(), "NVDISASM_PATH="+filepath.Dir(disasm))
+	sassOut, err := sass.CombinedOutput()
+	if err != nil {
+		return c, fmt.Errorf("%s -sass on %s: %v: %s", tool, module, err, sassOut)
+	}
+	c.Divisions = len(division.FindAll(sassOut, -1))
+	c.Regs, _ = strconv.Atoi(string(m[1]))
+	c.Stack, _ = strconv.Atoi(string(m[2]))
+	c.Shared, _ = strconv.Atoi(string(m[3]))
+	c.Local, _ = strconv.Atoi(string(m[4]))
+	return c, nil
+}
+
+// factsCache keeps cubinFacts by the cubin's bytes and the two tools' (checkcache): a clean
+// clone reads again only the cubins that changed. The nil *factsCache keeps nothing.
+type factsCache struct {
+	*checkcache.Cache
+	tools []byte
+}
+
+// openFactsCache is the cache for these two tools, or nil when either cannot be read.
+func openFactsCache(tool, disasm string) *factsCache {
+	a, err := checkcache.FileHash(tool)
+	if err != nil {
+		return nil
+	}
+	b, err := checkcache.FileHash(disasm)
+	if err != nil {
+		return nil
+	}
+	c := checkcache.Open("cudareport")
+	if c == nil {
+		return nil
+	}
+	return &factsCache{Cache: c, tools: []byte(a + "\x00" + b)}
+}
+
+func (c *factsCache) stats() string {
+	if c == nil {
+		return "no check cache"
+	}
+	return c.Stats()
+}
+
+// facts is image's facts from the cache, else read's (then kept).
+func (c *factsCache) facts(image []byte, read func() (cubinFacts, error)) (cubinFacts, error) {
+	if c == nil {
+		return read()
+	}
+	key := checkcache.Key([]byte("cudareport-v1"), c.tools, image)
+	if b, ok := c.Get(key); ok {
+		var f cubinFacts
+		if json.Unmarshal(b, &f) == nil {
+			return f, nil
+		}
+	}
+	f, err := read()
+	if err != nil {
+		return f, err
+	}
+	if b, err := json.Marshal(f); err == nil {
+		c.Put(key, b)
+	}
+	return f, nil
 }
 
 // sampleBlock is the block the launch program picks for a large workload: every workload value

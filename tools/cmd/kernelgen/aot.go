@@ -200,10 +200,12 @@ var entriesDefine = regexp.MustCompile(`#define loom_host_module_entries (\w+)`)
 
 // generateAOT renders every generated file, by path relative to dir. rebuild compiles every
 // CUDA variant with NVRTC instead of reusing the shipped cubins of unchanged variants.
-func generateAOT(dir string, rebuild bool) (map[string][]byte, error) {
+// cacheNote says how many NVRTC compilations the check cache answered ("" when none was
+// looked up).
+func generateAOT(dir string, rebuild bool) (files map[string][]byte, cacheNote string, err error) {
 	variants, err := aotVariants(dir)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	type job struct {
 		v      aotVariant
@@ -223,14 +225,18 @@ func generateAOT(dir string, rebuild bool) (map[string][]byte, error) {
 	}
 	compiler, compileAll, nvrtcErr := cudaPlan(dir, rebuild)
 	if rebuild && nvrtcErr != nil {
-		return nil, nvrtcErr
+		return nil, "", nvrtcErr
+	}
+	var cache *nvrtcCache
+	if nvrtcErr == nil {
+		cache = openNVRTCCache()
 	}
 	sources := map[string][]byte{}
 	for _, v := range variants {
 		if _, ok := sources[v.file]; !ok {
 			b, err := os.ReadFile(filepath.Join(dir, v.file))
 			if err != nil {
-				return nil, fmt.Errorf("variant %s: %w", v.id(), err)
+				return nil, "", fmt.Errorf("variant %s: %w", v.id(), err)
 			}
 			sources[v.file] = b
 		}
@@ -257,7 +263,7 @@ func generateAOT(dir string, rebuild bool) (map[string][]byte, error) {
 			defer func() { <-sem }()
 			e, err := emitCUDAVariant(j.v, j.target, sources[j.v.file])
 			if err == nil {
-				err = fillCUDAImage(dir, &e, compileAll, nvrtcErr)
+				err = fillCUDAImage(dir, &e, compileAll, nvrtcErr, cache)
 			}
 			cudaResults[i], errs[len(jobs)+i] = e, err
 		}()
@@ -265,7 +271,7 @@ func generateAOT(dir string, rebuild bool) (map[string][]byte, error) {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	byPkg := map[string][]emitted{}
@@ -286,7 +292,7 @@ func generateAOT(dir string, rebuild bool) (map[string][]byte, error) {
 		sort.Slice(es, func(i, j int) bool { return es[i].module < es[j].module })
 		files, err := renderPackage(p, es)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		for name, b := range files {
 			out[filepath.Join("aot", "gen", p, name)] = b
@@ -309,7 +315,7 @@ func generateAOT(dir string, rebuild bool) (map[string][]byte, error) {
 		sort.Slice(es, func(i, j int) bool { return es[i].module < es[j].module })
 		files, err := renderCUDAPackage(p, compiler, es)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		for name, b := range files {
 			out[filepath.Join("aot", "gen", p, name)] = b
@@ -319,16 +325,16 @@ func generateAOT(dir string, rebuild bool) (map[string][]byte, error) {
 	out[filepath.Join("aot", "all", "BUILD.bazel")] = renderAllBuild(pkgs, cudaPkgs)
 	all, err := renderAll(pkgs)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out[filepath.Join("aot", "all", "imports_linux_amd64.go")] = all
 	allCUDA, err := renderAllCUDA(cudaPkgs)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out[filepath.Join("aot", "all", "imports_cuda.go")] = allCUDA
 	out[filepath.Join("aot", "variants.bzl")] = renderBzl(results)
-	return out, nil
+	return out, cache.note(), nil
 }
 
 // emitStatic emits variant v for target with loom.EmitStatic under the module name
@@ -504,9 +510,12 @@ func renderBzl(es []emitted) []byte {
 
 // runAOT writes (or, with check, compares) the generated files of the shipped kernels.
 func runAOT(dir string, check, rebuild bool, stdout io.Writer) error {
-	files, err := generateAOT(dir, rebuild)
+	files, cacheNote, err := generateAOT(dir, rebuild)
 	if err != nil {
 		return err
+	}
+	if cacheNote != "" {
+		fmt.Fprintf(stdout, "kernelgen: NVRTC: %s\n", cacheNote)
 	}
 	const regen = "run `go generate ./kernels/...` (or `go run ./tools/cmd/kernelgen -aot -dir kernels`)"
 	gen := filepath.Join(dir, "aot", "gen")

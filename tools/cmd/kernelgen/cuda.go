@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"go/format"
@@ -13,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/tools/internal/checkcache"
 )
 
 // The shipped CUDA kernels (-aot): every variant of the manifest and the corpus, emitted with
@@ -135,10 +138,13 @@ func cudaPlan(dir string, rebuild bool) (compiler string, compileAll bool, nvrtc
 }
 
 // fillCUDAImage sets e.image: the shipped file when reuse allows and it exists, else NVRTC's
-// cubin, compressed.
-func fillCUDAImage(dir string, e *cudaEmitted, compileAll bool, nvrtcErr error) error {
+// cubin, compressed. A compilation that cache has seen with the same compiler, shim, name,
+// target and source, and whose result is the shipped file, is not done again: the shipped file
+// is what NVRTC built from them.
+func fillCUDAImage(dir string, e *cudaEmitted, compileAll bool, nvrtcErr error, cache *nvrtcCache) error {
+	shipped := filepath.Join(dir, "aot", "gen", e.pkg, e.file)
 	if !compileAll {
-		if b, err := os.ReadFile(filepath.Join(dir, "aot", "gen", e.pkg, e.file)); err == nil {
+		if b, err := os.ReadFile(shipped); err == nil {
 			e.image = b
 			return nil
 		}
@@ -147,14 +153,91 @@ func fillCUDAImage(dir string, e *cudaEmitted, compileAll bool, nvrtcErr error) 
 				e.v.id(), e.target, e.file, nvrtcErr)
 		}
 	}
-	image, _, err := native.CompileCUDA(e.v.file+" "+e.v.symbol+" ["+e.v.configString()+"]", e.source, e.target, native.Cubin)
+	name := e.v.file + " " + e.v.symbol + " [" + e.v.configString() + "]"
+	key := cache.key(name, e.target, e.source)
+	if want, ok := cache.Get(key); ok {
+		if b, err := os.ReadFile(shipped); err == nil && sha256Hex(b) == string(want) {
+			e.image = b
+			return nil
+		}
+	}
+	image, _, err := native.CompileCUDA(name, e.source, e.target, native.Cubin)
 	if err != nil {
 		return fmt.Errorf("variant %s for %s: %w", e.v.id(), e.target, err)
 	}
 	if e.image, err = gzipImage(image); err != nil {
 		return err
 	}
+	cache.Put(key, []byte(sha256Hex(e.image)))
 	return nil
+}
+
+// nvrtcCache remembers, by the compiler's and the shim's identity, the name, target and CUDA C,
+// the SHA-256 of the compressed cubin NVRTC made of them (checkcache). The nil *nvrtcCache
+// remembers nothing.
+type nvrtcCache struct {
+	*checkcache.Cache
+	id []byte // the compiler (its version and the library's SHA-256) and the shim's sources
+}
+
+// openNVRTCCache is the cache for the NVRTC that CompileCUDA uses, or nil when that library's
+// file cannot be read (a name the dynamic linker resolves): a cache keyed by a version string
+// alone could answer for another build of the compiler.
+func openNVRTCCache() *nvrtcCache {
+	v, err := native.CUDACompiler()
+	if err != nil {
+		return nil
+	}
+	i, j := strings.LastIndex(v, "("), strings.LastIndex(v, ")")
+	if i < 0 || j < i || !strings.Contains(v[i+1:j], "/") {
+		return nil
+	}
+	sum, err := checkcache.FileHash(v[i+1 : j])
+	if err != nil {
+		return nil
+	}
+	c := checkcache.Open("kernelgen-nvrtc")
+	if c == nil {
+		return nil
+	}
+	return &nvrtcCache{Cache: c, id: []byte(v + "\x00" + sum + "\x00" + native.ShimSourcesHash())}
+}
+
+func (c *nvrtcCache) key(name, target string, source []byte) string {
+	if c == nil {
+		return ""
+	}
+	return checkcache.Key(c.id, []byte(name), []byte(target), source)
+}
+
+// Get and Put are the check cache's, on a nil *nvrtcCache too.
+func (c *nvrtcCache) Get(key string) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	return c.Cache.Get(key)
+}
+
+func (c *nvrtcCache) Put(key string, value []byte) {
+	if c != nil {
+		c.Cache.Put(key, value)
+	}
+}
+
+// note is the cache's count of compilations it answered, or "" when none was looked up.
+func (c *nvrtcCache) note() string {
+	if c == nil {
+		return ""
+	}
+	if n, _ := c.Lookups(); n == 0 {
+		return ""
+	}
+	return c.Stats()
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }
 
 // renderCUDAPackage renders a CUDA package: its cubins, the registration and the doc.
