@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 )
 
 // event is the subset of test2json's TestEvent that the summary needs.
@@ -22,6 +23,13 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on pass and fail
+}
+
+// timed is one finished top-level test and its duration.
+type timed struct {
+	name    string
+	seconds float64
 }
 
 // summary counts test outcomes and remembers which packages failed outside any test
@@ -30,6 +38,14 @@ type summary struct {
 	passed, failed, skipped int
 	failedTests             []string
 	failedPackages          map[string]bool
+	durations               []timed // top-level tests, passed or failed
+}
+
+// slowest is the n longest top-level tests, longest first.
+func (s *summary) slowest(n int) []timed {
+	d := append([]timed(nil), s.durations...)
+	sort.SliceStable(d, func(i, j int) bool { return d[i].seconds > d[j].seconds })
+	return d[:min(n, len(d))]
 }
 
 func main() {
@@ -56,6 +72,12 @@ func main() {
 	for _, p := range pkgs {
 		fmt.Println("failed package:", p)
 	}
+	if slow := s.slowest(12); len(slow) > 0 {
+		fmt.Println("slowest tests:")
+		for _, d := range slow {
+			fmt.Printf("  %7.1fs %s\n", d.seconds, d.name)
+		}
+	}
 	fmt.Printf("%s: %d passed, %d failed, %d skipped\n", label, s.passed, s.failed, s.skipped)
 	if s.failed > 0 || len(pkgs) > 0 {
 		os.Exit(1)
@@ -78,6 +100,9 @@ func summarize(r io.Reader, w io.Writer) (*summary, error) {
 			continue
 		}
 		key := e.Package + "." + e.Test
+		if (e.Action == "pass" || e.Action == "fail") && e.Test != "" && !strings.Contains(e.Test, "/") {
+			s.durations = append(s.durations, timed{key, e.Elapsed})
+		}
 		switch e.Action {
 		case "output":
 			if e.Test == "" {

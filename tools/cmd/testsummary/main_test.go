@@ -32,3 +32,18 @@ func TestSummarizeCountsAndKeepsOnlyFailingOutput(t *testing.T) {
 	assert.Contains(t, out.String(), "a build error")
 	assert.NotContains(t, out.String(), "noise from a passing test")
 }
+
+func TestSlowestAreTopLevelTestsLongestFirst(t *testing.T) {
+	events := strings.Join([]string{
+		`{"Action":"pass","Package":"p","Test":"TestA","Elapsed":1.5}`,
+		`{"Action":"pass","Package":"p","Test":"TestB/sub","Elapsed":9}`,
+		`{"Action":"pass","Package":"p","Test":"TestB","Elapsed":9.2}`,
+		`{"Action":"fail","Package":"q","Test":"TestC","Elapsed":3}`,
+		`{"Action":"skip","Package":"q","Test":"TestD","Elapsed":20}`,
+		`{"Action":"pass","Package":"q","Elapsed":14}`,
+	}, "\n")
+	s, err := summarize(strings.NewReader(events), &strings.Builder{})
+	require.NoError(t, err)
+	assert.Equal(t, []timed{{"p.TestB", 9.2}, {"q.TestC", 3}}, s.slowest(2))
+	assert.Len(t, s.slowest(10), 3)
+}
