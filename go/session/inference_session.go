@@ -75,6 +75,12 @@ const (
 	// never compiles at run time (only shipped kernels run, as without a C compiler). Warmup
 	// compiles on its own path under every policy but off.
 	OptionJIT = "loom.jit"
+	// OptionJITMaxKernels bounds the kernel modules the JIT compiles and loads for the
+	// session: a positive integer, default 4096. A kernel's specialization can depend on the
+	// input shape (a convolution's row width), so a stream of new shapes would otherwise load
+	// modules without end; past the bound, kernels not loaded yet are served as under
+	// OptionJIT "off", and CacheStats.JITUnavailable says why.
+	OptionJITMaxKernels = "loom.jit_max_kernels"
 	// OptionSharedArenas "1" (the default) runs host plans with arenas of 128 KiB or more on
 	// slabs every signature's plans share, one per concurrent run; "0": an arena per instance.
 	OptionSharedArenas = "loom.shared_arenas"
@@ -188,6 +194,11 @@ func WithOption(key, value string) LoadOption {
 		case OptionJIT:
 			if _, ok := exec.ParseJITPolicy(value); !ok {
 				o.fail("session option %s must be background, sync or off, got %q", key, value)
+				return
+			}
+		case OptionJITMaxKernels:
+			if n, err := strconv.Atoi(value); err != nil || n < 1 {
+				o.fail("session option %s must be a positive integer, got %q", key, value)
 				return
 			}
 		case OptionEPContextFilePath:

@@ -35,10 +35,14 @@ type CacheStats struct {
 	// before the first miss creates it).
 	Compiler loom.CacheStats
 	// JITUnavailable says why kernels cannot be compiled at run time (no C compiler for a host
-	// target), once the session has needed to know; empty when the JIT works (or was never
+	// target, or the session has loaded OptionJITMaxKernels of them), once the session has
+	// needed to know; empty when the JIT works (or was never
 	// needed). Without the JIT only shipped kernels run, and ops whose kernels are not shipped
 	// run as host functions.
 	JITUnavailable string
+	// JITKernels counts the kernel modules the JIT built and loaded for the session (at most
+	// OptionJITMaxKernels).
+	JITKernels int64
 	// NotShipped counts the ops that ran as host functions because a kernel they needed was
 	// neither shipped nor compilable.
 	NotShipped int64
@@ -79,7 +83,7 @@ func (s *InferenceSession) CacheStats() CacheStats {
 	if c.JITErr != nil {
 		out.JITUnavailable = c.JITErr.Error()
 	}
-	out.NotShipped = c.NotShipped
+	out.NotShipped, out.JITKernels = c.NotShipped, int64(c.JITModules())
 	c.Mu.Unlock()
 	bg := c.BackgroundStats()
 	out.Background = BackgroundCompileCounts{Queued: bg.Queued, Done: bg.Done, Failed: bg.Failed, Compiles: bg.Compiles}

@@ -305,3 +305,41 @@ func TestBackgroundJITConcurrentShapes(t *testing.T) {
 	}
 	require.Zero(t, m.s.CacheStats().Background.Failed)
 }
+
+// A session's JIT stops at OptionJITMaxKernels modules: past it, new batch sizes run on what
+// is loaded or shipped (shape-generic stand-ins, host functions), their outputs still the
+// reference's, and CacheStats says why the JIT is off.
+func TestJITMaxKernels(t *testing.T) {
+	t.Setenv("LOOM_CACHE_DIR", t.TempDir())
+	rnd := inferRand()
+	seed := rnd.Uint64()
+	mk := func(opts ...LoadOption) *jitMLP {
+		return newJITMLP(t, rand.New(rand.NewPCG(seed, 1)), append([]LoadOption{WithOption(OptionJIT, "sync")}, opts...)...)
+	}
+	free := mk()
+	defer free.s.Close()
+	const rows = 24
+	for r := 1; r <= rows; r++ {
+		free.run(t, rnd, r)
+	}
+	if all := free.s.CacheStats(); all.JITKernels < 2 {
+		t.Skipf("batches 1-%d loaded %d compiled kernels: %+v", rows, all.JITKernels, all)
+	}
+
+	capped := mk(WithOption(OptionJITMaxKernels, "1"))
+	defer capped.s.Close()
+	for r := 1; r <= rows; r++ {
+		capped.run(t, rnd, r)
+	}
+	st := capped.s.CacheStats()
+	require.Contains(t, st.JITUnavailable, "loaded 1 kernels compiled at run time, its limit (session option loom.jit_max_kernels)")
+	require.Equal(t, int64(1), st.JITKernels, "one module built by the JIT, no more: %+v", st)
+	for r := 1; r <= rows; r++ {
+		capped.run(t, rnd, r) // the plans of every batch size, once more
+	}
+
+	for _, bad := range []string{"0", "-3", "many", ""} {
+		_, err := FromGraph(mlpModel(t, free.w, free.b, free.in, free.out), WithOption(OptionJITMaxKernels, bad))
+		require.ErrorContains(t, err, "loom.jit_max_kernels must be a positive integer", "%q", bad)
+	}
+}

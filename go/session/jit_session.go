@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/loomrt/loom/go/session/internal/device"
 	"github.com/loomrt/loom/go/session/internal/exec"
@@ -23,6 +24,7 @@ func (s *InferenceSession) setupJIT() {
 		policy = exec.JITBackground
 	}
 	s.eng.Kernels.Policy = policy
+	s.eng.Kernels.MaxJITModules, _ = strconv.Atoi(s.options[OptionJITMaxKernels]) // checked; "": 0, the default
 	if limit := s.eng.Mem.Limit(); limit != device.Unlimited {
 		s.plans.MaxArenaBytes = int64(min(limit/planArenaShare, 1<<62))
 	}

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/loomrt/loom/go/native"
@@ -33,7 +34,19 @@ type KernelCache struct {
 	// the first run); bg is the background compiler of JITBackground (jit_background.go).
 	Policy JITPolicy
 	bg     background
+	// MaxJITModules bounds the modules the JIT compiles and loads for the session (0:
+	// DefaultMaxJITModules). A kernel specialization can depend on the input shape (a
+	// convolution's row width, a block count), so a stream of new shapes would otherwise
+	// load modules without end; past the bound the JIT is unavailable to the session (as
+	// under JITOff: loaded and shipped kernels, shape-generic stand-ins, host functions), and
+	// JITErr says why. jitModules counts the modules it loaded.
+	MaxJITModules int
+	jitModules    int
 }
+
+// DefaultMaxJITModules is KernelCache.MaxJITModules's default: over a hundred times what a
+// batch sweep of a CNN classifier loads (29 for batches 1-64), a few megabytes of mappings.
+const DefaultMaxJITModules = 4096
 
 // Get returns the kernel for the request, compiling (through the context's compiler and its
 // disk cache) and loading it on first use; the outcome is counted under phase.
@@ -116,12 +129,19 @@ func (c *KernelCache) Get(ctx *device.ModelContext, phase RunPhase, file, symbol
 			}
 		}
 	}
-	return c.install(key, file, symbol, config, src, ck, m, fresh)
+	return c.install(key, file, symbol, config, src, ck, m, fresh, v == nil)
 }
 
 // install records a loaded kernel of module m (fresh: m was loaded for it, and is closed
-// when the kernel is not in it); c.Mu is held.
-func (c *KernelCache) install(key, file, symbol string, config map[string]string, src device.KernelSource, ck device.CompiledKernel, m *native.Module, fresh bool) (*device.LoadedKernel, error) {
+// when the kernel is not in it; compiled: the JIT built m, which counts against
+// MaxJITModules); c.Mu is held.
+func (c *KernelCache) install(key, file, symbol string, config map[string]string, src device.KernelSource, ck device.CompiledKernel, m *native.Module, fresh, compiled bool) (*device.LoadedKernel, error) {
+	if fresh && compiled {
+		if err := c.takeJITModule(); err != nil {
+			m.Close()
+			return nil, tensor.WrapError("Run", tensor.ErrCompile, err, "%s", device.DescribeSource(src))
+		}
+	}
 	kernel, err := m.Kernel(ck.Artifact.Entry)
 	if err != nil {
 		if fresh {
@@ -143,6 +163,36 @@ func (c *KernelCache) install(key, file, symbol string, config map[string]string
 	c.Kernels[key] = k
 	c.keepArtifact(key, file, symbol, config, ck.Artifact)
 	return k, nil
+}
+
+// takeJITModule counts a module the JIT built, or fails when the session has loaded
+// MaxJITModules of them (and makes the JIT unavailable to it from then on); c.Mu is held.
+func (c *KernelCache) takeJITModule() error {
+	if err := c.jitLimit(); err != nil {
+		return err
+	}
+	c.jitModules++
+	return nil
+}
+
+// JITModules is how many modules the JIT built and loaded for the session; c.Mu is held.
+func (c *KernelCache) JITModules() int { return c.jitModules }
+
+// jitLimit is JITErr once the session has loaded MaxJITModules modules the JIT built (set
+// then, for good), else nil; c.Mu is held.
+func (c *KernelCache) jitLimit() error {
+	limit := c.MaxJITModules
+	if limit <= 0 {
+		limit = DefaultMaxJITModules
+	}
+	if c.jitModules < limit {
+		return nil
+	}
+	if c.JITErr == nil {
+		c.jitChecked = true
+		c.JITErr = fmt.Errorf("the session has loaded %d kernels compiled at run time, its limit (session option loom.jit_max_kernels)", c.jitModules)
+	}
+	return c.JITErr
 }
 
 // Close stops the background compiler (waiting for it) and unloads the modules; the caller

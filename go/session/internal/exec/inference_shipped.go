@@ -130,6 +130,9 @@ func loadShipped(dev *native.Device, v *aot.Variant) (*native.Module, error) {
 // jit reports (once per kernel cache) whether comp can compile at run time: a C compiler for
 // host targets, NVRTC for CUDA ones (Loom itself emits the CUDA C); never under JITOff.
 func (c *KernelCache) jit(comp device.Compiler) error {
+	if err := c.jitLimit(); err != nil {
+		return err
+	}
 	if !c.jitChecked {
 		c.jitChecked = true
 		if c.Policy == JITOff {

@@ -343,9 +343,13 @@ func (c *KernelCache) compileBackground(ctx context.Context, mctx *device.ModelC
 	const op = "Run"
 	c.Mu.Lock()
 	done := c.closed || c.Kernels[job.key] != nil
+	limit := c.jitLimit()
 	c.Mu.Unlock()
 	if done { // closed, or a run loaded it meanwhile
 		return ctx.Err()
+	}
+	if limit != nil { // the session's JIT is spent: the stand-ins stay
+		return limit
 	}
 	src, err := SourceOf(job.file, job.symbol, job.config)
 	if err != nil {
@@ -407,7 +411,7 @@ func (c *KernelCache) compileBackground(ctx context.Context, mctx *device.ModelC
 			return err
 		}
 	}
-	_, err = c.install(job.key, job.file, job.symbol, job.config, src, device.CompiledKernel{Artifact: art, Sig: sig}, m, fresh)
+	_, err = c.install(job.key, job.file, job.symbol, job.config, src, device.CompiledKernel{Artifact: art, Sig: sig}, m, fresh, true)
 	return err
 }
 

@@ -161,7 +161,7 @@ var KernelGeometry = map[string]launchFormula{
 		b, rows := spec("BLOCK", 64), spec("ROWS", 1)
 		return launchShape{Grid: [3]int64{cdiv(w[2], b), cdiv(w[1], rows), w[0]}, Block: [3]int64{b, rows, 1}, Foldable: true}
 	},
-	"linalg.loom:pool2d_rows":    serial1D("CH", 1),
+	"linalg.loom:pool2d_rows": serial1D("CH", 1),
 	"linalg.loom:pool2d_pad": func(w []int64, _ func(string, int64) int64) launchShape {
 		return launchShape{Grid: [3]int64{cdiv(w[0], max(w[3], 1)), 1, 1}, Block: [3]int64{1, 1, 1}}
 	},
