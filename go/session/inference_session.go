@@ -76,10 +76,10 @@ const (
 	// compiles on its own path under every policy but off.
 	OptionJIT = "loom.jit"
 	// OptionJITMaxKernels bounds the kernel modules the JIT compiles and loads for the
-	// session: a positive integer, default 1024 (about 38 kB each on the host). A kernel's specialization can depend on the
-	// input shape (a convolution's row width), so a stream of new shapes would otherwise load
-	// modules without end; past the bound, kernels not loaded yet are served as under
-	// OptionJIT "off", and CacheStats.JITUnavailable says why.
+	// session: a positive integer, default 1024 (about 38 kB each on the host). A kernel's
+	// specialization can depend on the input shape (a convolution's row width), so a stream
+	// of new shapes would otherwise load modules without end; past the bound, kernels not
+	// loaded yet are served as under OptionJIT "off", and CacheStats.JITUnavailable says why.
 	OptionJITMaxKernels = "loom.jit_max_kernels"
 	// OptionSharedArenas "1" (the default) runs host plans with arenas of 128 KiB or more on
 	// slabs every signature's plans share, one per concurrent run; "0": an arena per instance.
