@@ -85,6 +85,7 @@ func (c *Compiler) lookup(key string, target Target) (*Artifact, cacheStatus) {
 		}
 		a.SharedObject = soPath
 	}
+	touch(metaPath)
 	return &a, cacheHit
 }
 
@@ -112,7 +113,11 @@ func (c *Compiler) publish(a *Artifact, so []byte) error {
 	if err != nil {
 		return fmt.Errorf("loom: cache: %w", err)
 	}
-	return writeAtomic(metaPath, data, 0o644)
+	if err := writeAtomic(metaPath, data, 0o644); err != nil {
+		return err
+	}
+	c.wrote(len(so) + len(data)) // the entry is whole: a trim it starts may take it
+	return nil
 }
 
 // writeAtomic writes data to a temporary file in path's directory and renames it over path.

@@ -88,6 +88,7 @@ func (c *Compiler) CachedImage(k ImageKey, build func() ([]byte, error)) (image 
 	}
 	if err == nil {
 		writeAtomic(metaPath, meta, 0o644)
+		c.wrote(len(img) + len(meta))
 	}
 	// Where caching failed (a read-only or full disk) the image is still good: it is served.
 	return img, false, nil
@@ -111,6 +112,7 @@ func readImage(metaPath, imgPath string, k ImageKey) ([]byte, cacheStatus) {
 	if hex.EncodeToString(sum[:]) != e.SHA256 {
 		return nil, cacheCorrupt
 	}
+	touch(metaPath)
 	return img, cacheHit
 }
 

@@ -36,6 +36,10 @@ type Config struct {
 	CC string
 	// Parallelism bounds concurrent compilations in CompileBatch. Zero: GOMAXPROCS.
 	Parallelism int
+	// CacheMaxBytes bounds the disk cache: past it the least recently used entries are
+	// removed (cache_trim.go). Zero: $LOOM_CACHE_MAX_BYTES, else DefaultCacheMaxBytes;
+	// negative: the cache is never trimmed.
+	CacheMaxBytes int64
 }
 
 // Specialization selects a kernel in a source file and binds its specialization constants.
@@ -83,6 +87,12 @@ type Compiler struct {
 
 	hits, misses, corrupt  atomic.Int64
 	imageHits, imageMisses atomic.Int64
+
+	// written counts the bytes written to the disk cache since the last trim; trimming says
+	// a trim is running (trimWG: Close waits for it).
+	written  atomic.Int64
+	trimming atomic.Bool
+	trimWG   sync.WaitGroup
 }
 
 type flight struct {
@@ -109,6 +119,7 @@ func (c *Compiler) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
+	c.trimWG.Wait()
 	if c.private != "" {
 		return os.RemoveAll(c.private)
 	}
@@ -160,6 +171,7 @@ func (c *Compiler) init() error {
 			}
 		}
 		c.cacheDir = dir
+		c.startTrim(false)
 	})
 	return c.initErr
 }
