@@ -17,9 +17,10 @@ import (
 // version's entries unused. So the cache is kept within Config.CacheMaxBytes, least recently
 // used entries out first, and entries unused for cacheMaxAge are removed whatever the size.
 // A hit refreshes its entry's modification time (at most once per cacheTouchEvery), which is
-// what "used" means here; a trim runs when a Compiler first uses the directory (at most once
-// per cacheTrimEvery for all the processes sharing it, by the time of the file trim.txt), and
-// again whenever the process has written an eighth of the limit since its last trim.
+// what "used" means here; a trim runs when a Compiler first writes an entry (at most once per
+// cacheTrimEvery for all the processes sharing the directory, by the time of the file
+// trim.txt), and again whenever the process has written an eighth of the limit since its
+// last trim. A process that only reads entries adds nothing, and trims nothing.
 // Removing an entry another process is about to read is harmless: a reader that finds it
 // gone or incomplete compiles again.
 
@@ -60,8 +61,9 @@ func touch(path string) {
 	}
 }
 
-// wrote counts n bytes written to the disk cache, and starts a trim in the background once an
-// eighth of the limit has been written since the last one.
+// wrote counts n bytes written to the disk cache (a whole entry), and starts a trim in the
+// background: after the process's first write, unless the directory was trimmed within
+// cacheTrimEvery, and once an eighth of the limit has been written since the last one.
 func (c *Compiler) wrote(n int) {
 	limit := c.maxCacheBytes()
 	if c.private != "" || limit < 0 {
@@ -70,6 +72,8 @@ func (c *Compiler) wrote(n int) {
 	if c.written.Add(int64(n)) >= limit/8 {
 		c.written.Store(0)
 		c.startTrim(true)
+	} else if c.wroteOnce.CompareAndSwap(false, true) {
+		c.startTrim(false)
 	}
 }
 

@@ -88,11 +88,11 @@ type Compiler struct {
 	hits, misses, corrupt  atomic.Int64
 	imageHits, imageMisses atomic.Int64
 
-	// written counts the bytes written to the disk cache since the last trim; trimming says
-	// a trim is running (trimWG: Close waits for it).
-	written  atomic.Int64
-	trimming atomic.Bool
-	trimWG   sync.WaitGroup
+	// written counts the bytes written to the disk cache since the last trim, wroteOnce
+	// says something was; trimming says a trim is running (trimWG: Close waits for it).
+	written             atomic.Int64
+	wroteOnce, trimming atomic.Bool
+	trimWG              sync.WaitGroup
 }
 
 type flight struct {
@@ -171,7 +171,6 @@ func (c *Compiler) init() error {
 			}
 		}
 		c.cacheDir = dir
-		c.startTrim(false)
 	})
 	return c.initErr
 }
