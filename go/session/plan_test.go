@@ -453,14 +453,21 @@ func TestPlanSettlesThreadCount(t *testing.T) {
 // few small launches; outputs match the interpreter's.
 func TestThreadCountPresetFromWork(t *testing.T) {
 	rnd := inferRand()
-	// Four 1024 x 1024 weights (16 MiB read per run): all threads.
+	// Four 1024 x 1024 weights (16 MiB read per run): all threads. The weights are scaled by
+	// sqrt(3/1024), so that every layer keeps its input's variance: unscaled, the outputs grow
+	// to about 7e4 and one that cancels to near 0 differs between summation orders by more
+	// than the relative tolerance (the rounding error follows the terms, not the sum).
 	g := &graph.Graph{Name: "big"}
 	g.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.Shape{graph.DimOf(1), graph.DimOf(1024)}))}
 	g.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
 	prev := "x"
 	for i := range 4 {
 		w := fmt.Sprintf("w%d", i)
-		g.AddInitializer(graph.TensorFromFloat32(w, []int64{1024, 1024}, randomF32(rnd, 1024*1024)))
+		wv := randomF32(rnd, 1024*1024)
+		for j := range wv {
+			wv[j] *= float32(math.Sqrt(3.0 / 1024))
+		}
+		g.AddInitializer(graph.TensorFromFloat32(w, []int64{1024, 1024}, wv))
 		out := fmt.Sprintf("h%d", i)
 		if i == 3 {
 			out = "y"
