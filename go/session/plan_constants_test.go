@@ -101,9 +101,13 @@ func TestStandInsShareOneUnpackedWeight(t *testing.T) {
 		}
 		return n, packedBound
 	}
+	// An exact plan the background JIT finished meanwhile binds the packed weight itself (a
+	// buffer of the same size, under load): only the other buffers are unpacked copies.
 	copies, packedBound := bound()
+	if packedBound {
+		copies--
+	}
 	require.Equal(t, 1, copies, "one unpacked copy for %d stand-in plans, not one a plan", standIns)
-	require.False(t, packedBound, "the stand-ins read the weight unpacked")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
