@@ -38,6 +38,7 @@ _LOOM_HOST_COPTS = [
     "-std=gnu11",
     "-fwrapv",
     "-fno-math-errno",
+    "-fno-trapping-math",
     "-ffp-contract=fast",
 ]
 

@@ -417,8 +417,13 @@ func (c *Compiler) key(ctx context.Context, src KernelSource, target Target) (st
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// cflags are the C compiler flags of host kernels. -fno-trapping-math: a kernel never reads
+// the floating-point exception flags, and with them kept GCC may not compute a float operation
+// a branch might skip, so it could not if-convert, and vectorize, a loop holding a select of
+// float math: attention softmax's exps, select(d < -87, 0, exp(max(d, -87))), ran scalar
+// (11 ms of a BERT-base run on Zen 3). It changes no result.
 func cflags(t Target) []string {
-	f := []string{"-O3", "-std=gnu11", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-ffp-contract=fast", "-fvisibility=hidden"}
+	f := []string{"-O3", "-std=gnu11", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast", "-fvisibility=hidden"}
 	return append(f, t.hostFlags()...)
 }
 

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel attn_softmax_rows [LOG2=6,MASK=0] for host-x86_64-v4 (module "loom.aot.v4.attention.attn_softmax_rows.1dca1303e84b"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel bmm_nt [MR=2,NC=8,TM=1] for host-x86_64-v3 (module "loom.aot.v3.bmm.bmm_nt.7021b628b2c9"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel bmm_nt [MR=1,NC=8,TM=1] for host-x86_64-v4 (module "loom.aot.v4.bmm.bmm_nt.c2c09dc4c23b"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

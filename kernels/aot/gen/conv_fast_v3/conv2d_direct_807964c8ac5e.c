@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel conv2d_direct [ACT=7,AFFINE=true,BIAS=true,DEPTHWISE=true,DH=1,DW=1,KH=3,KU=3,KV=3,KW=3,MR=1,NVX=2,NVY=4,SH=1,SW=1,TX=8,TY=8,TZ=1,VL=16] for host-x86_64-v3 (module "loom.aot.v3.conv_fast.conv2d_direct.807964c8ac5e"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel conv_cols [DH=1,DW=1,KH=1,KW=3,ROWS=1,SH=1,SW=1] for host-x86_64-v3 (module "loom.aot.v3.conv_fast.conv_cols.78babbcb582a"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel conv_pad [PLANES=16,SW=1,VL=16] for host-x86_64-v3 (module "loom.aot.v3.conv_fast.conv_pad.4323730a4fb3"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

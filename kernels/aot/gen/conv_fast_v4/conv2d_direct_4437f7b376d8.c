@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel conv2d_direct [ACT=8,AFFINE=false,BIAS=true,DEPTHWISE=false,DH=1,DW=1,KH=1,KU=3,KV=1,KW=3,MR=15,NVX=1,NVY=1,SH=1,SW=1,TX=1,TY=1,TZ=1,VL=16] for host-x86_64-v4 (module "loom.aot.v4.conv_fast.conv2d_direct.4437f7b376d8"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

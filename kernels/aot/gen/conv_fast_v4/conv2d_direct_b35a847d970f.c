@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel conv2d_direct [ACT=0,AFFINE=false,BIAS=true,DEPTHWISE=true,DH=1,DW=1,KH=3,KU=3,KV=3,KW=3,MR=1,NVX=2,NVY=4,SH=1,SW=2,TX=4,TY=4,TZ=2,VL=16] for host-x86_64-v4 (module "loom.aot.v4.conv_fast.conv2d_direct.b35a847d970f"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

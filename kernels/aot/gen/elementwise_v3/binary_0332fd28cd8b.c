@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel binary [ACC=true,BX=1,BY=256,OP=5,SCALE=false] for host-x86_64-v3 (module "loom.aot.v3.elementwise.binary.0332fd28cd8b"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel binary_flat [BLOCK=256,EPT=4,OP=1,XS=0,YS=1] for host-x86_64-v3 (module "loom.aot.v3.elementwise.binary_flat.6a74895a44df"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel binary [ACC=false,BX=16,BY=16,OP=6,SCALE=false] for host-x86_64-v4 (module "loom.aot.v4.elementwise.binary.8745db544d6d"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

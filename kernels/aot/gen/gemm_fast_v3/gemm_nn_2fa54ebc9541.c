@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_nn [ACT=10,AFFINE=false,CMODE=1,KS=4,MR=1,NV=2,PACKA=false,PACKB=true,TX=4,TY=1,VL=16] for host-x86_64-v3 (module "loom.aot.v3.gemm_fast.gemm_nn.2fa54ebc9541"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_nn [ACT=8,AFFINE=false,CMODE=2,KS=1,MR=8,NV=2,PACKA=false,TX=1,TY=4,VL=16] for host-x86_64-v3 (module "loom.aot.v3.gemm_fast.gemm_nn.a7e2654f3fce"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

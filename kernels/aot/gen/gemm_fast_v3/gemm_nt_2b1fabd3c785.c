@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_nt [ACT=0,AFFINE=false,CMODE=1,MR=3,NC=5,TX=1,TY=2,VL=16] for host-x86_64-v3 (module "loom.aot.v3.gemm_fast.gemm_nt.2b1fabd3c785"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -9,18 +9,28 @@
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00617d740b26_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00d148663140_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e021c4770cf42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e02e4cfb539ca_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03134496a2be_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e031be1271640_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e033c35f4ab64_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0356c9c91ec2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03bed1b5df86_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03cd32e8f769_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e040ea32a8b40_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05b1288f2bfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05ed67303087_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e06056f99b335_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0741f256e166_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e07593208f6dc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e077116274cc4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e082bc91e6add_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e085e0e76cd03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e091c2a70bb5e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e094e6c44ed9e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e099974045840_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e09c7ad47e6a6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a7779188f33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0abf409b8dc9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b23f30093cb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b6edf1778cf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ba7c27463d3_entries(uint32_t* count, const char** target);
@@ -29,10 +39,13 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0dd793c6aac1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0e159d16a59a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ee0aa4aae63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1047e1f1022b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e128ee6f2e596_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e142daa2d9dbf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e145d172e61e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e148bdae9ae5d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e159837c3a7a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e15b610b9e0cd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e15c47e6754df_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e166d7df3d48e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e16975a43fab9_entries(uint32_t* count, const char** target);
@@ -44,8 +57,12 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19128cd6970f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19210397ac06_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19e28beb2909_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1a9badab13af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ad91860f29e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ae684396478_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c144298609a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c3c102ea83d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c61effbb4a1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ca04231b12a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cbb071bf8b2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cbd16aedfaf_entries(uint32_t* count, const char** target);
@@ -56,12 +73,15 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d9d61aef4f6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1dd909253c64_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1e50f9887a77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1e880d099e6f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ed205fcbfdd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ed8e90c91d9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1f9122acd932_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fb08c8aaed8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fd21e82d4a0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e206424484762_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2064ff8784a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e20977bf2a42d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e214113f76bc2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21a8e9f82c4f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2280b9890786_entries(uint32_t* count, const char** target);
@@ -70,12 +90,14 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2498cf52a3af_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24ba840cf21c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24e8b17ee11b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e252814df7943_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e253d600de0c7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26ee263e9ba1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2799b3dca636_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e279cb924afe0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e27bd7266f5df_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e28847f4d3964_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e28b7535a6403_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e291c2f9f5247_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e294084acbdca_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e294c1f6d6e16_entries(uint32_t* count, const char** target);
@@ -87,14 +109,17 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ce6fc544aec_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d001bdb5f47_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2dd72ff4f2ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2dea8744a6a2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f585b2a6400_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f8bb6a05ab1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2fa54ebc9541_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3024ebaf405d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3047ae1abade_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3131e92adac6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e318d790433d3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34ab35813b20_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34edea4ab5d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e360ed11dd0ee_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e367522f7e593_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e36c4683f8649_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e36e6e8ea93a9_entries(uint32_t* count, const char** target);
@@ -104,6 +129,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38896743680c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38bc00c1855c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38cc6e74e051_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38f8d0d00b5e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3982b170ad12_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3a1514158c3b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3a75310b9b2d_entries(uint32_t* count, const char** target);
@@ -113,6 +139,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c7d7eb3f481_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d0d25a5b790_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d1f025eb70e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d3d2a8f5a91_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d448eddbe38_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3dee8ad9f6f1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3dfb2ae11127_entries(uint32_t* count, const char** target);
@@ -123,6 +150,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e40fdd1970f18_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e411085efc2e9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e41b5eb6b5b0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42140c30f4c6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e427310c428a3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4309e142da0d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e43a83cf9f987_entries(uint32_t* count, const char** target);
@@ -131,11 +159,14 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e45bd073f5cbe_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e460d16a287ab_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e464ec6160c48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e466a8f854dde_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e46d645ed554a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e46f8e1be9077_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e470ee53a362f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e473678d9a48a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e475eef3b2e06_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e47c2277078ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e48171f9d5842_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e48b8b960df61_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4998da13540d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b795fe9393b_entries(uint32_t* count, const char** target);
@@ -149,10 +180,17 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e18b06ab3c5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e22cbec10a6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e483568d1ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4ed2e9a618f8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4ed694274c4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4ee7b99549cc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f2259e92132_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4fad9ec7c5e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50b17015c404_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50c0a2dda5b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e51e01cc0afe2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e52224c4f135d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e523e0c4b5d86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e52702ccd901b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e532fdac6e62a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5342a88e9eea_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e53c7205fcbc0_entries(uint32_t* count, const char** target);
@@ -165,7 +203,10 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56a5aff59be7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56b49989c982_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56f364b9fef7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56f44b45415a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5708887fe672_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e57d531627a14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58681df31370_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58917a9f6c4f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58d35c06fdcd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5986afc6eb17_entries(uint32_t* count, const char** target);
@@ -173,28 +214,43 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59c5f35cb743_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59fe68eaacfd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5acbd1a36886_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5b0718fbdb6e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c38b017ffc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c6a490b492e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c79809fb545_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5cd6963f678c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5cdd31ad42b1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5ce258fbb98a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d6cb43e91f8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d6f634eb0b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d81af2fbfda_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d93c540d079_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5de22dba9f2d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e13911020c5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e1f9e639044_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e8318d4c534_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e95f086216c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5ed3fb37e72f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5f7898307cf5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5fada3e6e199_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e608c0e621369_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6160f0cca8b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e622e5e53dd1f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e623a6396b46a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6387c283d45b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e639ceb487699_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63a9b0063efa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63bd6a51bcab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63e0dba9b4ce_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e642ceaaeec89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e648f51f44a1e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6496c12e8c8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6598c0ccae3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6641abc0e024_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e66d9ab87243d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e66fa9d1fc862_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67044cf6d728_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e670d8ded57d4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67b154314b1c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6825313c9f66_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6868ecacfb42_entries(uint32_t* count, const char** target);
@@ -211,6 +267,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ff4e6f63a22_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e70ad91e47892_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e712d3e0a5f54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7181729efc5c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71f22331f793_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e737c112d27bf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e73c40b8debb6_entries(uint32_t* count, const char** target);
@@ -220,6 +277,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75cf6db187dd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75efc09cbc44_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7606031d5726_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e76ad358ba53e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e76e121d11787_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78033c408a76_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7845ace43323_entries(uint32_t* count, const char** target);
@@ -230,6 +288,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a5fe744caf7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7aae08785a07_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7b01746a037e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7b2c8529c26b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7ba33f4d0697_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7c5ec1d3a362_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7c7f4d2b6826_entries(uint32_t* count, const char** target);
@@ -245,16 +304,21 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7fdd18947695_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e800076d516db_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8026594206f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80622afc96b6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80a8b5dcc927_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e81b9b0165f61_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e81f30811344a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8205aebf4e9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e82fdb57e1ace_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84a1b9ce49ef_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86880bf82672_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86d617a7980f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86e5785047b7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e883d8190977e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e885674111728_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e885c8fa86ea4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88e7f5fabd5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e89375b6790cc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e894d3057d754_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e895109213dfd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e896814d83dc5_entries(uint32_t* count, const char** target);
@@ -262,21 +326,29 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a11f2673251_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a984554214b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8aba1eaee39c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ac8c74e152e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8af217e8f15e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b542b47fe8d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b6b2dcd395d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b83163f9d0e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ba57641e9f0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c011adf9295_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c3e658b5f3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c8b35a76a9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8cdb1b110ee1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ce6f57bc9fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8e56d33d1847_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8e8b837a71ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8f7f0567234d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e901ce5d7bd67_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e907c92b8d2aa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e919ab177fcd5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e91d685d63f47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92a92c4a61e0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e932f5976a8f1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9384ecdab594_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e93bc84eb133e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e94256e3bdd93_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9432821fb977_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e943f0e9f752c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e94433653bd7f_entries(uint32_t* count, const char** target);
@@ -290,6 +362,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e972a8a0c3407_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e978c6dbf71f2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e97f20518120b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e97fa573f858e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e987d84ec2788_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9909324622d8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99d9cfd431d5_entries(uint32_t* count, const char** target);
@@ -300,7 +373,10 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9c3022ad8e24_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9c75fd969a4c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ce384c15cd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9d1cc443d30c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9d4567c94873_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ddc3b70e478_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9df8c04bacca_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e39a6db624a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e9bf0ca5a22_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ea8ffe5846b_entries(uint32_t* count, const char** target);
@@ -308,6 +384,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea03c9514032f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea09aacdae966_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea0e493bc4a04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea0f337093c2d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea11afd516ab2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea123bc83af95_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea16623587a53_entries(uint32_t* count, const char** target);
@@ -319,11 +396,15 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2f98fdb6707_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3197b9482d3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3d8dad39373_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3f69ed2af50_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea41532868109_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea4322edde822_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea519e804e8b1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5a6acd1f431_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea6021a9fbb05_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea73062b47f97_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea7e2654f3fce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea7f2f9a6c7ea_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea8782c334288_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea882cb9fe1a6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea910d41219f3_entries(uint32_t* count, const char** target);
@@ -347,6 +428,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb28a024f5c30_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb2c508faa3a9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb2e9dd826d2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb34a58e05aa5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb39a5268e65f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3c9a0539335_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb499c6c465b0_entries(uint32_t* count, const char** target);
@@ -354,23 +436,30 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb520bda295e7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb54d3b73ba8f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5beb89d6568_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5c9a1dee041_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5f3b394e647_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb620455bbc17_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb7fd9c00f6b8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb86fe2ee29ff_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb95847537e7d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb9924fd843a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba84af0ae597_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba90fc0a0d13_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb99588ac378_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebbcbca673dc9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebc11fc9b8a9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebc71bcf1aa47_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd1954b9db81_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd3189c4e56d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd3c6728fde4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebddcd537fbfb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf87f497ca17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec17fda11ae3e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec19953f8c576_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec26ab35ffbd9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec27015bc6390_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec28933c82e50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec3b307853a53_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec3ba0d2a4223_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4217d7a87d9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4b6166c8235_entries(uint32_t* count, const char** target);
@@ -379,6 +468,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4ea66897a2c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec530841d9bdd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec53d85e920e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec56961f2d420_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec58203e863c8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec59a3299879c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5f167c46ddb_entries(uint32_t* count, const char** target);
@@ -387,6 +477,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec70ecd8c57eb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec71128b7e253_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7b784fa933e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7c6173eafb4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec81ffebebcfd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec91ea4ed31aa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec98cea11b618_entries(uint32_t* count, const char** target);
@@ -395,9 +486,14 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecb2d77975a12_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecbbde346c1f1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecbd123bf46aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecc303b8dcbdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecc997a5b8ca5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccb9df350c8b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecce4cba19784_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccf05d5f4465_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd0a1c3f86a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd0a993b4cfb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd241c10a1f3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece13ef246f9b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece40c01a2e22_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece80af5c68d9_entries(uint32_t* count, const char** target);
@@ -407,6 +503,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecfcec16e1b40_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecfd803f25fcc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed05f77efd5a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1664456cc25_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1ad5549a2f6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1e7738affac_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1f5a818f8b2_entries(uint32_t* count, const char** target);
@@ -433,11 +530,13 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb0f49d2bcb9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb5ace8b7726_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb764aa43201_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edd2ce51a065e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf16329fa57c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf2d25fc5fbd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfccca7ee868_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfd9aadb3534_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfe0143afacb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edff025a10660_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee00e0755a06b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee1b9aa465554_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee1d7ad740244_entries(uint32_t* count, const char** target);
@@ -448,10 +547,12 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee34cb5f105d3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4b64e17a780_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4f1bd658ac1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5591e5d6b23_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee613afa29893_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee672b4c62025_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee69d8f2e467e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6ba3e9a4dd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee72777751662_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee779affacfb5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee7b2ce2533e4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee966c83ee965_entries(uint32_t* count, const char** target);
@@ -462,6 +563,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb9c76068ef1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eecfe0165a181_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed4c63776fb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eee6ad5cd8ece_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eee8aba74b4f6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeeca90518a87_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef4e7fe28f9e_entries(uint32_t* count, const char** target);
@@ -470,9 +572,11 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef1aa35693155_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef1f98dfd0277_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef23e89835509_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef248b5341202_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef28b0b5da000_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef2a32600235b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef2bb859c764b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef30b89d3cfd0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4a403b47133_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4ac759d6088_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef580947e9641_entries(uint32_t* count, const char** target);
@@ -482,6 +586,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef829b4edfd45_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef861cdfe2663_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8bd259ba827_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8d7138cc3c0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8e640d70250_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8f8612325ab_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef92b04a88d4d_entries(uint32_t* count, const char** target);
@@ -495,7 +600,9 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa6bbae24b07_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efbf5307096a2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc723403046b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc739a59f718_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efd1fccded324_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efd9196072a58_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff726635631b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e091cdae45bb7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e094d59d4bb0a_entries(uint32_t* count, const char** target);
@@ -614,18 +721,28 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00617d740b26_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e00d148663140_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e021c4770cf42_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e02e4cfb539ca_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03134496a2be_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e031be1271640_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e033c35f4ab64_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0356c9c91ec2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03bed1b5df86_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e03cd32e8f769_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e040ea32a8b40_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05b1288f2bfe_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e05ed67303087_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e06056f99b335_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0741f256e166_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e07593208f6dc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e077116274cc4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e082bc91e6add_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e085e0e76cd03_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e091c2a70bb5e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e094e6c44ed9e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e099974045840_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e09c7ad47e6a6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0a7779188f33_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0abf409b8dc9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b23f30093cb_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b6edf1778cf_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ba7c27463d3_entries,
@@ -634,10 +751,13 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0dd793c6aac1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0e159d16a59a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0ee0aa4aae63_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1047e1f1022b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e128ee6f2e596_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e142daa2d9dbf_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e145d172e61e3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e148bdae9ae5d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e159837c3a7a6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e15b610b9e0cd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e15c47e6754df_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e166d7df3d48e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e16975a43fab9_entries,
@@ -649,8 +769,12 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19128cd6970f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19210397ac06_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e19e28beb2909_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1a9badab13af_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ad91860f29e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ae684396478_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c144298609a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c3c102ea83d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c61effbb4a1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ca04231b12a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cbb071bf8b2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1cbd16aedfaf_entries,
@@ -661,12 +785,15 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1d9d61aef4f6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1dd909253c64_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1e50f9887a77_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1e880d099e6f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ed205fcbfdd_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1ed8e90c91d9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1f9122acd932_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fb08c8aaed8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1fd21e82d4a0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e206424484762_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2064ff8784a3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e20977bf2a42d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e214113f76bc2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e21a8e9f82c4f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2280b9890786_entries,
@@ -675,12 +802,14 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2498cf52a3af_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24ba840cf21c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e24e8b17ee11b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e252814df7943_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e253d600de0c7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e26ee263e9ba1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2799b3dca636_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e279cb924afe0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e27bd7266f5df_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e28847f4d3964_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e28b7535a6403_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e291c2f9f5247_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e294084acbdca_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e294c1f6d6e16_entries,
@@ -692,14 +821,17 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2ce6fc544aec_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d001bdb5f47_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2dd72ff4f2ff_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2dea8744a6a2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f585b2a6400_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2f8bb6a05ab1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2fa54ebc9541_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3024ebaf405d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3047ae1abade_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3131e92adac6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e318d790433d3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34ab35813b20_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e34edea4ab5d3_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e360ed11dd0ee_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e367522f7e593_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e36c4683f8649_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e36e6e8ea93a9_entries,
@@ -709,6 +841,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38896743680c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38bc00c1855c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38cc6e74e051_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e38f8d0d00b5e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3982b170ad12_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3a1514158c3b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3a75310b9b2d_entries,
@@ -718,6 +851,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3c7d7eb3f481_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d0d25a5b790_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d1f025eb70e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d3d2a8f5a91_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3d448eddbe38_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3dee8ad9f6f1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e3dfb2ae11127_entries,
@@ -728,6 +862,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e40fdd1970f18_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e411085efc2e9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e41b5eb6b5b0f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e42140c30f4c6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e427310c428a3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4309e142da0d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e43a83cf9f987_entries,
@@ -736,11 +871,14 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e45bd073f5cbe_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e460d16a287ab_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e464ec6160c48_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e466a8f854dde_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e46d645ed554a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e46f8e1be9077_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e470ee53a362f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e473678d9a48a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e475eef3b2e06_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e47c2277078ae_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e48171f9d5842_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e48b8b960df61_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4998da13540d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4b795fe9393b_entries,
@@ -754,10 +892,17 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e18b06ab3c5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e22cbec10a6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4e483568d1ff_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4ed2e9a618f8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4ed694274c4e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4ee7b99549cc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4f2259e92132_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e4fad9ec7c5e7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50b17015c404_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e50c0a2dda5b0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e51e01cc0afe2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e52224c4f135d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e523e0c4b5d86_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e52702ccd901b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e532fdac6e62a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5342a88e9eea_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e53c7205fcbc0_entries,
@@ -770,7 +915,10 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56a5aff59be7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56b49989c982_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56f364b9fef7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e56f44b45415a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5708887fe672_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e57d531627a14_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58681df31370_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58917a9f6c4f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e58d35c06fdcd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5986afc6eb17_entries,
@@ -778,28 +926,43 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59c5f35cb743_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e59fe68eaacfd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5acbd1a36886_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5b0718fbdb6e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c38b017ffc2_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c6a490b492e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5c79809fb545_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5cd6963f678c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5cdd31ad42b1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5ce258fbb98a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d6cb43e91f8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d6f634eb0b1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d81af2fbfda_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5d93c540d079_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5de22dba9f2d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e13911020c5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e1f9e639044_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e8318d4c534_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5e95f086216c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5ed3fb37e72f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5f7898307cf5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e5fada3e6e199_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e608c0e621369_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6160f0cca8b6_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e622e5e53dd1f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e623a6396b46a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6387c283d45b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e639ceb487699_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63a9b0063efa_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63bd6a51bcab_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e63e0dba9b4ce_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e642ceaaeec89_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e648f51f44a1e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6496c12e8c8d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6598c0ccae3e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6641abc0e024_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e66d9ab87243d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e66fa9d1fc862_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67044cf6d728_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e670d8ded57d4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e67b154314b1c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6825313c9f66_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6868ecacfb42_entries,
@@ -816,6 +979,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6ff4e6f63a22_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e70ad91e47892_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e712d3e0a5f54_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7181729efc5c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e71f22331f793_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e737c112d27bf_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e73c40b8debb6_entries,
@@ -825,6 +989,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75cf6db187dd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e75efc09cbc44_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7606031d5726_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e76ad358ba53e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e76e121d11787_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e78033c408a76_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7845ace43323_entries,
@@ -835,6 +1000,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7a5fe744caf7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7aae08785a07_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7b01746a037e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7b2c8529c26b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7ba33f4d0697_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7c5ec1d3a362_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7c7f4d2b6826_entries,
@@ -850,16 +1016,21 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7fdd18947695_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e800076d516db_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8026594206f9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80622afc96b6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e80a8b5dcc927_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e81b9b0165f61_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e81f30811344a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8205aebf4e9a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e82fdb57e1ace_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84a1b9ce49ef_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86880bf82672_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86d617a7980f_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e86e5785047b7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e883d8190977e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e885674111728_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e885c8fa86ea4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e88e7f5fabd5c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e89375b6790cc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e894d3057d754_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e895109213dfd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e896814d83dc5_entries,
@@ -867,21 +1038,29 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a11f2673251_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a984554214b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8aba1eaee39c_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ac8c74e152e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8af217e8f15e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b542b47fe8d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b6b2dcd395d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8b83163f9d0e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ba57641e9f0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c011adf9295_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c3e658b5f3a_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8c8b35a76a9d_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8cdb1b110ee1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8ce6f57bc9fa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8e56d33d1847_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8e8b837a71ca_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8f7f0567234d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e901ce5d7bd67_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e907c92b8d2aa_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e919ab177fcd5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e91d685d63f47_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e92a92c4a61e0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e932f5976a8f1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9384ecdab594_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e93bc84eb133e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e94256e3bdd93_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9432821fb977_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e943f0e9f752c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e94433653bd7f_entries,
@@ -895,6 +1074,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e972a8a0c3407_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e978c6dbf71f2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e97f20518120b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e97fa573f858e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e987d84ec2788_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9909324622d8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e99d9cfd431d5_entries,
@@ -905,7 +1085,10 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9c3022ad8e24_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9c75fd969a4c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ce384c15cd0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9d1cc443d30c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9d4567c94873_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ddc3b70e478_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9df8c04bacca_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e39a6db624a_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9e9bf0ca5a22_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9ea8ffe5846b_entries,
@@ -913,6 +1096,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea03c9514032f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea09aacdae966_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea0e493bc4a04_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea0f337093c2d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea11afd516ab2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea123bc83af95_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea16623587a53_entries,
@@ -924,11 +1108,15 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea2f98fdb6707_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3197b9482d3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3d8dad39373_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea3f69ed2af50_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea41532868109_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea4322edde822_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea519e804e8b1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea5a6acd1f431_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea6021a9fbb05_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea73062b47f97_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea7e2654f3fce_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea7f2f9a6c7ea_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea8782c334288_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea882cb9fe1a6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea910d41219f3_entries,
@@ -952,6 +1140,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb28a024f5c30_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb2c508faa3a9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb2e9dd826d2b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb34a58e05aa5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb39a5268e65f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb3c9a0539335_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb499c6c465b0_entries,
@@ -959,23 +1148,30 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb520bda295e7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb54d3b73ba8f_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5beb89d6568_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5c9a1dee041_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb5f3b394e647_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb620455bbc17_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb7fd9c00f6b8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb86fe2ee29ff_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb95847537e7d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb9924fd843a9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba84af0ae597_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eba90fc0a0d13_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb99588ac378_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebbcbca673dc9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebc11fc9b8a9b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebc71bcf1aa47_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd1954b9db81_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd3189c4e56d_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebd3c6728fde4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebddcd537fbfb_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebf87f497ca17_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec17fda11ae3e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec19953f8c576_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec26ab35ffbd9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec27015bc6390_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec28933c82e50_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec3b307853a53_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec3ba0d2a4223_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4217d7a87d9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4b6166c8235_entries,
@@ -984,6 +1180,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec4ea66897a2c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec530841d9bdd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec53d85e920e8_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec56961f2d420_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec58203e863c8_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec59a3299879c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec5f167c46ddb_entries,
@@ -992,6 +1189,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec70ecd8c57eb_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec71128b7e253_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7b784fa933e_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec7c6173eafb4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec81ffebebcfd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec91ea4ed31aa_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec98cea11b618_entries,
@@ -1000,9 +1198,14 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecb2d77975a12_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecbbde346c1f1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecbd123bf46aa_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecc303b8dcbdf_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecc997a5b8ca5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccb9df350c8b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecce4cba19784_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eccf05d5f4465_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd0a1c3f86a7_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd0a993b4cfb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecd241c10a1f3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece13ef246f9b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece40c01a2e22_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ece80af5c68d9_entries,
@@ -1012,6 +1215,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecfcec16e1b40_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecfd803f25fcc_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed05f77efd5a4_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1664456cc25_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1ad5549a2f6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1e7738affac_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed1f5a818f8b2_entries,
@@ -1038,11 +1242,13 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb0f49d2bcb9_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb5ace8b7726_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edb764aa43201_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edd2ce51a065e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf16329fa57c_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edf2d25fc5fbd_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfccca7ee868_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfd9aadb3534_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edfe0143afacb_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2edff025a10660_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee00e0755a06b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee1b9aa465554_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee1d7ad740244_entries,
@@ -1053,10 +1259,12 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee34cb5f105d3_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4b64e17a780_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee4f1bd658ac1_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee5591e5d6b23_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee613afa29893_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee672b4c62025_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee69d8f2e467e_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee6ba3e9a4dd9_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee72777751662_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee779affacfb5_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee7b2ce2533e4_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee966c83ee965_entries,
@@ -1067,6 +1275,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb9c76068ef1_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eecfe0165a181_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eed4c63776fb0_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eee6ad5cd8ece_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eee8aba74b4f6_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeeca90518a87_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eef4e7fe28f9e_entries,
@@ -1075,9 +1284,11 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef1aa35693155_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef1f98dfd0277_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef23e89835509_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef248b5341202_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef28b0b5da000_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef2a32600235b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef2bb859c764b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef30b89d3cfd0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4a403b47133_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4ac759d6088_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef580947e9641_entries,
@@ -1087,6 +1298,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef829b4edfd45_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef861cdfe2663_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8bd259ba827_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8d7138cc3c0_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8e640d70250_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef8f8612325ab_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef92b04a88d4d_entries,
@@ -1100,7 +1312,9 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efa6bbae24b07_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efbf5307096a2_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc723403046b_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efc739a59f718_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efd1fccded324_entries,
+    loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efd9196072a58_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eff726635631b_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e091cdae45bb7_entries,
     loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnt_2e094d59d4bb0a_entries,

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_nn [ACT=3,AFFINE=true,CMODE=2,KS=1,MR=8,NV=1,PACKA=false,TX=1,TY=4,VL=8] for host-x86_64-v4 (module "loom.aot.v4.gemm_fast.gemm_nn.2b8e000c585f"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

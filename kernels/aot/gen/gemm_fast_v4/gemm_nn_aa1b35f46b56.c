@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_nn [ACT=0,AFFINE=false,CMODE=0,KS=4,MR=2,NV=1,PACKA=false,TX=1,TY=1,VL=2] for host-x86_64-v4 (module "loom.aot.v4.gemm_fast.gemm_nn.aa1b35f46b56"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

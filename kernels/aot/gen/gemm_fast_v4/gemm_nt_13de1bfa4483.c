@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_nt [ACT=0,AFFINE=false,CMODE=1,MR=1,NC=1,TX=16,TY=4,VL=8] for host-x86_64-v4 (module "loom.aot.v4.gemm_fast.gemm_nt.13de1bfa4483"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

@@ -17,34 +17,45 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e054c28c1ea29_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e056dd216fa80_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0599b9a24c86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0633243d16b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0686fee4e49b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06bd2f757af1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06e51a5280a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e07e14d5ddc14_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e07f89c7b5790_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0841bfe1105d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e089346fa65b0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e08e83aa4f9e5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e08ecd31609f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e091ead1f12ac_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e098122696483_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0a52aca15a2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0a5922d03fca_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0abaf8d188a0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c6956f94feb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c9528b19cd9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0cdef0c65397_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0eaa60a33772_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f2906d80ee6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f727d1655bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f8b1f65582e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0fadeb00d652_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e101ac13a0f99_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e11f566de0a36_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e12800fd18357_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1426f63e8a57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e14679c2ffda0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1483c039e2fa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e149931fe4cf4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e14e079b187cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15215f714fcc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e155831d0022a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1577b229f778_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15ab987c9a53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16111b9fbf0e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16c059e7353d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1705b2ed75fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1733532fe2de_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17472ffd8fe2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17b889bb21ec_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17d9f3c3e906_entries(uint32_t* count, const char** target);
@@ -57,6 +68,8 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1a8ed8487058_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b28d3714f8a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b896b862c28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1bcda19c9fe1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c22f39b7cf8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c234fd96562_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c48ac815268_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c7311ea44ab_entries(uint32_t* count, const char** target);
@@ -72,6 +85,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f027a178a5d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f8c3a01eee3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1feba2b1baaf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20bd3a478f31_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e21297eb71495_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e213164aca201_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23a9acfc1225_entries(uint32_t* count, const char** target);
@@ -82,14 +96,18 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24a3bc55dbed_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24e5d824a158_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e25c3973c6f5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e25c872148a3a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2609809d229f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2661dce6da4c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e26d5a0e85fdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2784ededca3d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e27c30719e9a6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28a51a6e4ee9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28cab2bf16dd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e292e98d1fee3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2976d21289c7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e29d0032f70e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e29ecc814cfeb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a099de7078a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a1163ee76ed_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a7e72b0aa5c_entries(uint32_t* count, const char** target);
@@ -102,14 +120,18 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c55445715a1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2cf3b926efd2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d7d8e8ee41e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2dcd401f8dc1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2dd79d997615_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e45508f7e70_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e5efbc6f6b2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e794e827dcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e951dfac8eb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f238f6cfe9d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f915026d302_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fbc87d41e6a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fe8ff0c456e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3070b71db108_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e325a032ad1aa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3286adc776ec_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e328bce7596e2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e328ca2d30157_entries(uint32_t* count, const char** target);
@@ -125,10 +147,12 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3641e51ccc62_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e365ef791d291_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e36fb60d6c73a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e37212b5c3cec_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e37674d866b35_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e379026d51e19_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e38e1a4ea5b2d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e391599d13fdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39772dd6bac8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39c75b2156b8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a2e57cd11f2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a392126e8ec_entries(uint32_t* count, const char** target);
@@ -137,9 +161,12 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bc4d3409239_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bf33ceb6aed_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ce9b954d5a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3d266f3c08fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f5e0c35729f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4010eef31989_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e40be5b7fa481_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4129e08f2f55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4132e3628e00_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41c22a2b8a39_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41ca34af1c66_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41d6ad59b8fc_entries(uint32_t* count, const char** target);
@@ -147,6 +174,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42e0be6889bf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43482f7ca418_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43b556a08bea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43baefa39422_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e443bfb8bc4d5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e449b312236c2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e44be6f5c202c_entries(uint32_t* count, const char** target);
@@ -157,6 +185,8 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47331e4aac88_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47ea2cce15df_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47f13a1b65a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e48b0cc395ae3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e48b54bfef5c4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a0d266572e6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b52d18f4c38_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b72a511845b_entries(uint32_t* count, const char** target);
@@ -165,7 +195,9 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d3de07d409b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d68f379dbe1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e233b5c8058_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e56aa788dc8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ea5f621f80c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ebd78ba5c16_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4f063ef23ea5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fb62951a22b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fba704329f5_entries(uint32_t* count, const char** target);
@@ -180,25 +212,36 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e529101d0f0c1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e533ff92c72be_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e53a67aed4a10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e53dff84ebc73_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e53ff8cbd7fd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e548e37b5db34_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e54a9ad3e00a9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55ea1be2b9d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e56976e18f40e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e573cd3e15693_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57dbed42df8d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e585e5191ee42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e58df5640b181_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e58f0758271f6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e590a648a0ab4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e59143069a374_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e594eef1d6293_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5ae4074615b0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5b1934fd29d4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5bddb84653dc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5c5373cbeed2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d1fb0d748f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d3d1de41841_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d5ef29401be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d8a86f44287_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5df55f20205e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5e0e882a5720_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5e11209bc5a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5f188ba41f39_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60ae1def03b0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6159dcaa1c80_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6183e194d7d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e61e658f7f684_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62127e59549a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6225c70f5335_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63bdda12cf8f_entries(uint32_t* count, const char** target);
@@ -210,10 +253,12 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e66710a025574_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67825dcfbbf5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67f74585cfd6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e68adbeb4c284_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69164928a91c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6927305eef62_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6963d6665237_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69c65f08923d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a5b7f71f079_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ad2c6f44574_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ada72e6f780_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c131ec460c1_entries(uint32_t* count, const char** target);
@@ -224,8 +269,12 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e2477f12b5e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e54c57a3616_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e660c2762d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e705962962129_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e70e5ce4733ff_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e725bb620dc49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e731f932c9830_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e732dbf6e2f4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7405d7a2a4f1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e743d64dac0dc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75556a055b14_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e755fd551bc6d_entries(uint32_t* count, const char** target);
@@ -245,6 +294,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b9457be6104_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bad35b2af35_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bf4ab68ab50_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7c333e42932b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7c475c46ba67_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7cd3f030f220_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7dfc5a7b9abd_entries(uint32_t* count, const char** target);
@@ -252,6 +302,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ecfdf7abdc2_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f1d0372e53c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f2ba51f6047_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f551e37fdae_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f712ed2e92a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f8068c2f070_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fa2cc2c4b17_entries(uint32_t* count, const char** target);
@@ -262,6 +313,8 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e81e6fe19f093_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8289e0fa8f8c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e82a6fb7f0af1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e82c918fb1322_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83428ae22035_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83f7cac80ad9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8623eb241fff_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e86aad6b48988_entries(uint32_t* count, const char** target);
@@ -278,8 +331,10 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a5047567474_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8b3bc9c4a4e1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c0e8980ca28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c1b2ff29891_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c6710d32c2c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ca5e281ccab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d36a32b0c4c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d3903f80dd5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e071f6d3cc6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e62abb748ef_entries(uint32_t* count, const char** target);
@@ -289,19 +344,26 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8eb6c8a1ba13_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ebc944bc1df_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8f03609d7c5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9038311bbc16_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e90a48c4e48c6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9193fa489f01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91e440efcadf_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92029c89e0b9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e923f48babd11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9265323e11be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e934f76eca740_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9355041844dc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9371f9547a77_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e93743f7088e6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9375f4c4e424_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e938520b5d6b0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e945a2fb59f3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9479cb29aa87_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e955560448f12_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e956abe0860d5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96b52090abb1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96f401d5ca56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9705cede2511_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e970e07c5ea22_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97310938a03a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9743aae95256_entries(uint32_t* count, const char** target);
@@ -312,17 +374,21 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e995298ffff5c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a29c106b5a1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9aa2f063ad59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b83e2c904fb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b8851f4ad72_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b9c9e62ead5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bbbf7f575d3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c7bef9300fa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c9e7c826176_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9cd2a0d7360c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d1444b9bed9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d2532fc419d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d3c4a25a53c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d66147339b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9dd4f685baa5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ec9bd9994f1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1b21affe9d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1b86473103e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea23595fee1dc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2921f75a852_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2a4049253d7_entries(uint32_t* count, const char** target);
@@ -331,9 +397,12 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea42e6e351cc7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4c69dadfd90_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea662919a5aa8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea702424ea5c7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea70968a449fe_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea73416aeaf32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea80e2890ef79_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea854bd086bdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea8619e500050_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea94844448a93_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea999d8e3478a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9ae176188f6_entries(uint32_t* count, const char** target);
@@ -342,6 +411,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaa1b35f46b56_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eab1bcaa9c5c7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac62de44e06f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac9d883f2198_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaceb1cbfa90a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae167400f5f1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae5a4fd4fcf7_entries(uint32_t* count, const char** target);
@@ -350,6 +420,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaea717a39466_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaef5d6e6f37f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafc9deaed37b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafd51a191014_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafdd2cf3e2ae_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb03cb81effaa_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb09380850e4f_entries(uint32_t* count, const char** target);
@@ -358,8 +429,12 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb1fd46f8f478_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb2359da057db_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb240815a23d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb3abcb5df105_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb3c130c693c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb3cf4e4e2017_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb4db048d2eff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb57dada11710_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5eaee5e2151_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb6aec6aaa797_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb6c9c7b811c5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb7c352128528_entries(uint32_t* count, const char** target);
@@ -374,6 +449,7 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb2556b00827_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb268c461131_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb345c373346_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb9314d3c2f1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebbb808ff7660_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc85eafab2bd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc91e6fb4fdf_entries(uint32_t* count, const char** target);
@@ -381,16 +457,24 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd24ab04e95c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe219917d6b5_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe88635f6d0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebec63f6658ed_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf346c83d532_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf41b0e0b776_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf4b741f5105_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf7121071ca1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf80b86efe71_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebfaa42b87382_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebfc9b4b5bd20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebfe2936e045a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec109950d5168_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1358412d515_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec18857ab4091_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1cdd79b5fa6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1d721ea48af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1f5cc6edcd0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2afee25e699_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2b705e517dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2dc3ba4ddeb_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2e0220a0bf0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec3b51783f78c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec43563e904e1_entries(uint32_t* count, const char** target);
@@ -398,25 +482,32 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec44ca352082d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec50e573c1127_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec5ff1620974e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6335cfd007f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec765cd9ea01e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec7c9438425e9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec7d7ccfabfe7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec8cea644ccbf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec99a77578b89_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec9e5763add1a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca34e667263f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecad40c980456_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecb75c841b445_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc4796291aa4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc47bad9c427_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecceed14fd2db_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd302d31cd37_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd5da4daeb15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd8427dda896_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece624d68231d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece78505e9b78_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecec9a1457b91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced7e56dfdd6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf1ec0f97a85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf22765ea13e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf479f2cbbae_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf7af2d70c23_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecfbee0526989_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed03fac785460_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed15d03374ccd_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed218d3fc9174_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed24e7d17f244_entries(uint32_t* count, const char** target);
@@ -424,25 +515,34 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed33c206aea65_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed480950655b3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed491768034db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed4b3d96a88cc_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed57800fa818d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5907df3fbd8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5a6cd2be65b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5b1b86c0910_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5eeac37efa1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7f1eb2dcf0b_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8062aa31123_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed853d51d369e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed876f217dfc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed88a5bb3b83c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8f3ac66f88f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed90a89b91c68_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eda7c09d9c76a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eda9640863616_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edae74ff22397_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edb53a7076583_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edbbfe1441158_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc455b9694f3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc579f496255_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc9ba5cbb59e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edcbfe120ba11_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf21a12f82d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee02e6aeb7e7f_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee09620a1c4fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee104c2ff8457_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee16e559420cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1a9daf3dcf9_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1b75f367a2c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee2b7333b7e5a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee3096d92540d_entries(uint32_t* count, const char** target);
@@ -454,9 +554,11 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee583261ad65a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee5cd05c92408_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee62b2e68922c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6735512a482_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee70e09a4ebf7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee70efe274450_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee76cd58f3f23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee7e33965533c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8ddb6753140_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee95d828c44e6_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea2634738736_entries(uint32_t* count, const char** target);
@@ -465,11 +567,13 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea9e7bbcb0ad_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeaaf670cf6a8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eebc5712a0ade_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eebcee9b4e594_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eecd39bb9c830_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed143422b403_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed2748958e37_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed76121555c4_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eede1564592e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eee2b2f442a8a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeeaa3271b263_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeeb3d3b78fd1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeef9413c240a_entries(uint32_t* count, const char** target);
@@ -487,10 +591,13 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef65f83027dfe_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef673b617511c_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef716fa73adbb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef7975ede8441_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef7a666b616e0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef888519518c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efa086aa19108_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efa46e9982fa0_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb7fb9f2f3b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efc88cae0ae62_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efce40727ed34_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcfa443027e8_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd071e3878f9_entries(uint32_t* count, const char** target);
@@ -622,34 +729,45 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e054c28c1ea29_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e056dd216fa80_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0599b9a24c86_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0633243d16b7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0686fee4e49b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06bd2f757af1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e06e51a5280a8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e07e14d5ddc14_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e07f89c7b5790_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0841bfe1105d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e089346fa65b0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e08e83aa4f9e5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e08ecd31609f7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e091ead1f12ac_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e098122696483_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0a52aca15a2c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0a5922d03fca_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0abaf8d188a0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c6956f94feb_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0c9528b19cd9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0cdef0c65397_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0eaa60a33772_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f2906d80ee6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f727d1655bb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0f8b1f65582e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e0fadeb00d652_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e101ac13a0f99_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e11f566de0a36_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e12800fd18357_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1426f63e8a57_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e14679c2ffda0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1483c039e2fa_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e149931fe4cf4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e14e079b187cf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15215f714fcc_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e155831d0022a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1577b229f778_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e15ab987c9a53_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16111b9fbf0e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e16c059e7353d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1705b2ed75fd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1733532fe2de_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17472ffd8fe2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17b889bb21ec_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e17d9f3c3e906_entries,
@@ -662,6 +780,8 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1a8ed8487058_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b28d3714f8a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1b896b862c28_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1bcda19c9fe1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c22f39b7cf8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c234fd96562_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c48ac815268_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1c7311ea44ab_entries,
@@ -677,6 +797,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f027a178a5d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1f8c3a01eee3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e1feba2b1baaf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e20bd3a478f31_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e21297eb71495_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e213164aca201_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e23a9acfc1225_entries,
@@ -687,14 +808,18 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24a3bc55dbed_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e24e5d824a158_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e25c3973c6f5f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e25c872148a3a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2609809d229f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2661dce6da4c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e26d5a0e85fdf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2784ededca3d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e27c30719e9a6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28a51a6e4ee9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e28cab2bf16dd_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e292e98d1fee3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2976d21289c7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e29d0032f70e9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e29ecc814cfeb_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a099de7078a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a1163ee76ed_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2a7e72b0aa5c_entries,
@@ -707,14 +832,18 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2c55445715a1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2cf3b926efd2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2d7d8e8ee41e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2dcd401f8dc1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2dd79d997615_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e45508f7e70_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e5efbc6f6b2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e794e827dcc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2e951dfac8eb_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f238f6cfe9d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2f915026d302_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fbc87d41e6a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e2fe8ff0c456e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3070b71db108_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e325a032ad1aa_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3286adc776ec_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e328bce7596e2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e328ca2d30157_entries,
@@ -730,10 +859,12 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3641e51ccc62_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e365ef791d291_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e36fb60d6c73a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e37212b5c3cec_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e37674d866b35_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e379026d51e19_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e38e1a4ea5b2d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e391599d13fdc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39772dd6bac8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e39c75b2156b8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a2e57cd11f2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3a392126e8ec_entries,
@@ -742,9 +873,12 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bc4d3409239_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3bf33ceb6aed_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3ce9b954d5a0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3d266f3c08fb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e3f5e0c35729f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4010eef31989_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e40be5b7fa481_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4129e08f2f55_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4132e3628e00_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41c22a2b8a39_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41ca34af1c66_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e41d6ad59b8fc_entries,
@@ -752,6 +886,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e42e0be6889bf_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43482f7ca418_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43b556a08bea_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e43baefa39422_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e443bfb8bc4d5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e449b312236c2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e44be6f5c202c_entries,
@@ -762,6 +897,8 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47331e4aac88_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47ea2cce15df_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e47f13a1b65a4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e48b0cc395ae3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e48b54bfef5c4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4a0d266572e6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b52d18f4c38_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4b72a511845b_entries,
@@ -770,7 +907,9 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d3de07d409b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4d68f379dbe1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e233b5c8058_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4e56aa788dc8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ea5f621f80c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4ebd78ba5c16_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4f063ef23ea5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fb62951a22b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e4fba704329f5_entries,
@@ -785,25 +924,36 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e529101d0f0c1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e533ff92c72be_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e53a67aed4a10_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e53dff84ebc73_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e53ff8cbd7fd2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e548e37b5db34_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e54a9ad3e00a9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e55ea1be2b9d0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e56976e18f40e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e573cd3e15693_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e57dbed42df8d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e585e5191ee42_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e58df5640b181_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e58f0758271f6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e590a648a0ab4_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e59143069a374_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e594eef1d6293_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5ae4074615b0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5b1934fd29d4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5bddb84653dc_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5c5373cbeed2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d1fb0d748f3_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d3d1de41841_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d5ef29401be_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5d8a86f44287_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5df55f20205e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5e0e882a5720_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5e11209bc5a7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e5f188ba41f39_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e60ae1def03b0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6159dcaa1c80_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6183e194d7d7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e61e658f7f684_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e62127e59549a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6225c70f5335_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e63bdda12cf8f_entries,
@@ -815,10 +965,12 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e66710a025574_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67825dcfbbf5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e67f74585cfd6_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e68adbeb4c284_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69164928a91c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6927305eef62_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6963d6665237_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e69c65f08923d_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6a5b7f71f079_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ad2c6f44574_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6ada72e6f780_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6c131ec460c1_entries,
@@ -829,8 +981,12 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e2477f12b5e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e54c57a3616_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e6e660c2762d0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e705962962129_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e70e5ce4733ff_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e725bb620dc49_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e731f932c9830_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e732dbf6e2f4a_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7405d7a2a4f1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e743d64dac0dc_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e75556a055b14_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e755fd551bc6d_entries,
@@ -850,6 +1006,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7b9457be6104_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bad35b2af35_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7bf4ab68ab50_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7c333e42932b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7c475c46ba67_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7cd3f030f220_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7dfc5a7b9abd_entries,
@@ -857,6 +1014,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7ecfdf7abdc2_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f1d0372e53c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f2ba51f6047_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f551e37fdae_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f712ed2e92a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7f8068c2f070_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e7fa2cc2c4b17_entries,
@@ -867,6 +1025,8 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e81e6fe19f093_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8289e0fa8f8c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e82a6fb7f0af1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e82c918fb1322_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83428ae22035_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e83f7cac80ad9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8623eb241fff_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e86aad6b48988_entries,
@@ -883,8 +1043,10 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8a5047567474_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8b3bc9c4a4e1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c0e8980ca28_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c1b2ff29891_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8c6710d32c2c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ca5e281ccab_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d36a32b0c4c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8d3903f80dd5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e071f6d3cc6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8e62abb748ef_entries,
@@ -894,19 +1056,26 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8eb6c8a1ba13_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8ebc944bc1df_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e8f03609d7c5c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9038311bbc16_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e90a48c4e48c6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9193fa489f01_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e91e440efcadf_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e92029c89e0b9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e923f48babd11_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9265323e11be_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e934f76eca740_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9355041844dc_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9371f9547a77_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e93743f7088e6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9375f4c4e424_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e938520b5d6b0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e945a2fb59f3f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9479cb29aa87_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e955560448f12_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e956abe0860d5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96b52090abb1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e96f401d5ca56_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9705cede2511_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e970e07c5ea22_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e97310938a03a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9743aae95256_entries,
@@ -917,17 +1086,21 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e995298ffff5c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9a29c106b5a1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9aa2f063ad59_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b83e2c904fb_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b8851f4ad72_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9b9c9e62ead5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9bbbf7f575d3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c7bef9300fa_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9c9e7c826176_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9cd2a0d7360c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d1444b9bed9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d2532fc419d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d3c4a25a53c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9d66147339b9_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9dd4f685baa5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2e9ec9bd9994f1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1b21affe9d2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea1b86473103e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea23595fee1dc_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2921f75a852_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea2a4049253d7_entries,
@@ -936,9 +1109,12 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea42e6e351cc7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea4c69dadfd90_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea662919a5aa8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea702424ea5c7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea70968a449fe_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea73416aeaf32_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea80e2890ef79_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea854bd086bdf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea8619e500050_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea94844448a93_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea999d8e3478a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ea9ae176188f6_entries,
@@ -947,6 +1123,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaa1b35f46b56_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eab1bcaa9c5c7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac62de44e06f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eac9d883f2198_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaceb1cbfa90a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae167400f5f1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eae5a4fd4fcf7_entries,
@@ -955,6 +1132,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaea717a39466_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eaef5d6e6f37f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafc9deaed37b_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafd51a191014_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eafdd2cf3e2ae_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb03cb81effaa_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb09380850e4f_entries,
@@ -963,8 +1141,12 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb1fd46f8f478_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb2359da057db_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb240815a23d0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb3abcb5df105_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb3c130c693c7_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb3cf4e4e2017_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb4db048d2eff_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb57dada11710_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb5eaee5e2151_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb6aec6aaa797_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb6c9c7b811c5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eb7c352128528_entries,
@@ -979,6 +1161,7 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb2556b00827_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb268c461131_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb345c373346_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebb9314d3c2f1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebbb808ff7660_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc85eafab2bd_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebc91e6fb4fdf_entries,
@@ -986,16 +1169,24 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebd24ab04e95c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe219917d6b5_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebe88635f6d0f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebec63f6658ed_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf346c83d532_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf41b0e0b776_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf4b741f5105_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf7121071ca1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebf80b86efe71_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebfaa42b87382_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebfc9b4b5bd20_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ebfe2936e045a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec109950d5168_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1358412d515_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec18857ab4091_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1cdd79b5fa6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1d721ea48af_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec1f5cc6edcd0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2afee25e699_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2b705e517dd_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2dc3ba4ddeb_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec2e0220a0bf0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec3b51783f78c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec43563e904e1_entries,
@@ -1003,25 +1194,32 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec44ca352082d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec50e573c1127_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec5ff1620974e_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec6335cfd007f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec765cd9ea01e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec7c9438425e9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec7d7ccfabfe7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec8cea644ccbf_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec99a77578b89_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ec9e5763add1a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eca34e667263f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecad40c980456_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecb75c841b445_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc4796291aa4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecc47bad9c427_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecceed14fd2db_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd302d31cd37_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd5da4daeb15_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecd8427dda896_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece624d68231d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ece78505e9b78_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecec9a1457b91_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eced7e56dfdd6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf1ec0f97a85_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf22765ea13e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf479f2cbbae_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecf7af2d70c23_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ecfbee0526989_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed03fac785460_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed15d03374ccd_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed218d3fc9174_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed24e7d17f244_entries,
@@ -1029,25 +1227,34 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed33c206aea65_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed480950655b3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed491768034db_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed4b3d96a88cc_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed57800fa818d_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5907df3fbd8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5a6cd2be65b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5b1b86c0910_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed5eeac37efa1_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed7f1eb2dcf0b_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8062aa31123_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed853d51d369e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed876f217dfc8_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed88a5bb3b83c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed8f3ac66f88f_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ed90a89b91c68_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eda7c09d9c76a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eda9640863616_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edae74ff22397_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edb53a7076583_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edbbfe1441158_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc455b9694f3_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc579f496255_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edc9ba5cbb59e_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edcbfe120ba11_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2edf21a12f82d2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee02e6aeb7e7f_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee09620a1c4fb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee104c2ff8457_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee16e559420cc_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1a9daf3dcf9_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee1b75f367a2c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee2b7333b7e5a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee3096d92540d_entries,
@@ -1059,9 +1266,11 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee583261ad65a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee5cd05c92408_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee62b2e68922c_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee6735512a482_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee70e09a4ebf7_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee70efe274450_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee76cd58f3f23_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee7e33965533c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee8ddb6753140_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ee95d828c44e6_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea2634738736_entries,
@@ -1070,11 +1279,13 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eea9e7bbcb0ad_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeaaf670cf6a8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eebc5712a0ade_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eebcee9b4e594_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eecd39bb9c830_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed143422b403_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed2748958e37_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eed76121555c4_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eede1564592e2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eee2b2f442a8a_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeeaa3271b263_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeeb3d3b78fd1_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2eeef9413c240a_entries,
@@ -1092,10 +1303,13 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef65f83027dfe_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef673b617511c_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef716fa73adbb_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef7975ede8441_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef7a666b616e0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2ef888519518c0_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efa086aa19108_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efa46e9982fa0_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efb7fb9f2f3b2_entries,
+    loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efc88cae0ae62_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efce40727ed34_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efcfa443027e8_entries,
     loom_aot_loom_2eaot_2ev4_2egemm_5ffast_2egemm_5fnn_2efd071e3878f9_entries,

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel transpose2d [] for host-x86_64-v4 (module "loom.aot.v4.gemm_fast.transpose2d.ae4b6a9218eb"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_tiled [ACT=8,AFFINE=false,BK=16,BM=64,BN=64,CMODE=0,TM=4,TN=4] for host-x86_64-v3 (module "loom.aot.v3.gemm_gpu.gemm_tiled.20966339caa4"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

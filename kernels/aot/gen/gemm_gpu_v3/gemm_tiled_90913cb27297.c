@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_tiled [ACT=0,AFFINE=false,BK=8,BM=128,BN=128,CMODE=0,TM=8,TN=8] for host-x86_64-v3 (module "loom.aot.v3.gemm_gpu.gemm_tiled.90913cb27297"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

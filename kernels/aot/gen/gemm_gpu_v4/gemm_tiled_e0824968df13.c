@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gemm_tiled [ACT=6,AFFINE=false,BK=16,BM=64,BN=64,CMODE=2,TM=4,TN=4] for host-x86_64-v4 (module "loom.aot.v4.gemm_gpu.gemm_tiled.e0824968df13"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

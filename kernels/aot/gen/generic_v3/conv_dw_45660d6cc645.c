@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel conv_dw [ACT=1,AFFINE=true,NV=4,NY=4,VL=16] for host-x86_64-v3 (module "loom.aot.v3.generic.conv_dw.45660d6cc645"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel conv_dw [ACT=5,AFFINE=false,NV=4,NY=4,VL=16] for host-x86_64-v4 (module "loom.aot.v4.generic.conv_dw.9f2d3724224d"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pool2d [COUNT_PAD=false,MAX=true] for host-x86_64-v3 (module "loom.aot.v3.linalg.pool2d.de82210638f1"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pool2d_pad [COUNT_PAD=false,DILATED=false,KH=0,KW=0,MAX=true,SW=1,VL=8] for host-x86_64-v3 (module "loom.aot.v3.linalg.pool2d_pad.871d78588345"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pool2d_rows [CH=8,KH=2,KW=2,MAX=true,SH=2,SW=2,VL=8] for host-x86_64-v3 (module "loom.aot.v3.linalg.pool2d_rows.657e1cd0eb1d"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

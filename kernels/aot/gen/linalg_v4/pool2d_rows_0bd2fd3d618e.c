@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pool2d_rows [CH=16,KH=3,KW=3,MAX=true,SH=3,SW=3,VL=4] for host-x86_64-v4 (module "loom.aot.v4.linalg.pool2d_rows.0bd2fd3d618e"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

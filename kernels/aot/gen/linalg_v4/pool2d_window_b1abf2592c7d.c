@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pool2d_window [BLOCK=64,KH=3,KW=2,MAX=false,ROWS=1,SH=3,SW=2] for host-x86_64-v4 (module "loom.aot.v4.linalg.pool2d_window.b1abf2592c7d"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel softmax [BLOCK=1,LOG=false] for host-x86_64-v4 (module "loom.aot.v4.linalg.softmax.9a31a74c8aba"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel cast_from_bool [D=f32] for host-x86_64-v3 (module "loom.aot.v3.movement.cast_from_bool.cf1ff133df10"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pad [BX=16,BY=16,HASV=true,MODE=0,T=u64] for host-x86_64-v3 (module "loom.aot.v3.movement.pad.b65c66cbe0d9"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel strided_copy [BX=256,BY=1,REV4=true,REV5=false,T=u64,UNIT=true] for host-x86_64-v3 (module "loom.aot.v3.movement.strided_copy.9a0b4082810f"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel cast [D=f32,S=f32] for host-x86_64-v4 (module "loom.aot.v4.movement.cast.08762fe484c7"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel cast_from_bool [D=i64] for host-x86_64-v4 (module "loom.aot.v4.movement.cast_from_bool.ada7ceb5fd91"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel pad [BX=256,BY=1,HASV=true,MODE=0,T=u32] for host-x86_64-v4 (module "loom.aot.v4.movement.pad.26b1d6f47a78"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

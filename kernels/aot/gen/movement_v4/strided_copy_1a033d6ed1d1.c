@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel strided_copy [BX=256,BY=1,REV4=false,REV5=false,T=u8,UNIT=false] for host-x86_64-v4 (module "loom.aot.v4.movement.strided_copy.1a033d6ed1d1"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

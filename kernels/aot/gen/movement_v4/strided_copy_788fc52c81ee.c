@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel strided_copy [BX=16,BY=16,REV4=false,REV5=false,T=u16,UNIT=true] for host-x86_64-v4 (module "loom.aot.v4.movement.strided_copy.788fc52c81ee"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

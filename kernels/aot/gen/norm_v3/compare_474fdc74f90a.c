@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel compare [BX=16,BY=16,OP=4,T=f64] for host-x86_64-v3 (module "loom.aot.v3.norm.compare.474fdc74f90a"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel norm_rows_block [BIAS=1,LOG2=8,SCOL=true] for host-x86_64-v3 (module "loom.aot.v3.norm.norm_rows_block.5c718f0f561f"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel activation [OP=2] for host-x86_64-v4 (module "loom.aot.v4.norm.activation.96c9463f4ba3"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel norm_rows_block [BIAS=0,LOG2=7,SCOL=false] for host-x86_64-v4 (module "loom.aot.v4.norm.norm_rows_block.9a9a1c9d147d"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

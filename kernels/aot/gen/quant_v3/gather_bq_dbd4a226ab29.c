@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel gather_bq [BITS=4,BX=64,HASZP=true,IT=i64] for host-x86_64-v3 (module "loom.aot.v3.quant.gather_bq.dbd4a226ab29"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel matmul_nbits [BIAS=true,BITS=4,BS=16,HASZP=true,MR=4,NC=2,VW=2] for host-x86_64-v3 (module "loom.aot.v3.quant.matmul_nbits.171728ed36b6"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

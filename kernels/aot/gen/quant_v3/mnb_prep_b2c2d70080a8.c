@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel mnb_prep [BITS=8,VW=4] for host-x86_64-v3 (module "loom.aot.v3.quant.mnb_prep.b2c2d70080a8"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

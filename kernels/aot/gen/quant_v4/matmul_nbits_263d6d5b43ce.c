@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel matmul_nbits [BIAS=true,BITS=8,BS=32,HASZP=false,MR=4,NC=2,VW=8] for host-x86_64-v4 (module "loom.aot.v4.quant.matmul_nbits.263d6d5b43ce"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

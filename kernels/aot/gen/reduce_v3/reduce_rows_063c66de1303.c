@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel reduce_rows [OP=4] for host-x86_64-v3 (module "loom.aot.v3.reduce.reduce_rows.063c66de1303"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

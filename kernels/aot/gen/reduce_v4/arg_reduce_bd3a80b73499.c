@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel arg_reduce [LAST=true,MAX=true] for host-x86_64-v4 (module "loom.aot.v4.reduce.arg_reduce.bd3a80b73499"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

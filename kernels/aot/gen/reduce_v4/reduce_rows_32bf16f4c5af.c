@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel reduce_rows [OP=1] for host-x86_64-v4 (module "loom.aot.v4.reduce.reduce_rows.32bf16f4c5af"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel resize_table [COORD=0,MODE=1,NEAREST=1] for host-x86_64-v3 (module "loom.aot.v3.resize.resize_table.02acf91e706a"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel resize_table [COORD=5,MODE=1,NEAREST=3] for host-x86_64-v3 (module "loom.aot.v3.resize.resize_table.27ad151f3a3e"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"

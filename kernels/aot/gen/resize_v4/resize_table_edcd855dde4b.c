@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel resize_table [COORD=5,MODE=1,NEAREST=3] for host-x86_64-v4 (module "loom.aot.v4.resize.resize_table.edcd855dde4b"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

@@ -3,7 +3,7 @@
 //go:build linux && amd64 && cgo
 
 /* Kernel rnn_step [CELL=1,CLIP=false,G0=0,GATES=4,HAS_Y=true,LENS=false,NG=4,PEEP=false] for host-x86_64-v4 (module "loom.aot.v4.rnn.rnn_step.b1b6a09eb1b6"). */
-#pragma GCC optimize ("wrapv", "no-math-errno", "fp-contract=fast", "ira-region=all")
+#pragma GCC optimize ("wrapv", "no-math-errno", "no-trapping-math", "fp-contract=fast", "ira-region=all")
 #include "loom/loom.h"
 
 #define LOOM_AOT_TARGET "host-x86_64-v4"

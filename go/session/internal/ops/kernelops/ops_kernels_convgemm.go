@@ -184,11 +184,23 @@ type gemmSpec struct {
 // partial sums over k.
 type nnTile struct{ mr, nv, vl, ks int }
 
-// nnCost estimates gemm_nn's instructions for the tile.
+// nnCost estimates gemm_nn's instructions for the tile, in vectors of vl lanes: a step of p
+// costs its fused multiply-adds or its loads (B's vectors and A's broadcasts), whichever are
+// more. A tile whose accumulators, B's vectors and a broadcast outnumber the vector registers
+// loads B again for every row (the C compiler folds B's loads into the multiply-adds): a
+// vector wider than a register takes several (vec[16]f32 on AVX2: two), so on AVX2 a tile of
+// 2 x 3 such vectors, which fits AVX-512's 32 registers, made 14 loads a step for 12
+// multiply-adds and ran at 46-66 GFLOP/s where 4 x 1 runs at 88-100 (Zen 3, FMA peak 102.6:
+// BenchmarkWeightProducts). On AVX-512 every tile the planner considers fits.
 func (g gemmSpec) nnCost(t nnTile) int {
 	tiles := ceilDiv(g.m, t.mr) * ceilDiv(g.n, t.nv*t.vl)
-	acc := t.mr * t.nv
-	return tiles * (g.k*max(acc, t.mr+t.nv) + 4*acc + 16)
+	rpv := ceilDiv(t.vl*4, vectorRegBytes) // registers a vector takes
+	acc, bregs := t.mr*t.nv*rpv, t.nv*rpv
+	loads := bregs + t.mr
+	if acc+bregs+1 > vectorRegs {
+		loads = t.mr*bregs + t.mr
+	}
+	return tiles * (ceilDiv(g.k*max(acc, loads), rpv) + 4*t.mr*t.nv + 16)
 }
 
 func (g gemmSpec) bestNN() (nnTile, int) { return g.bestNNOf(0) }

@@ -91,6 +91,27 @@ var genericNN = []genericTile{
 	{mr: 8, nv: 1, vl: 1, ks: 1, tx: 1, ty: 4},
 }
 
+// genericNNSmall are genericNN for a register file smaller than AVX-512's 2 KiB (AVX2's 16
+// registers of 32 bytes, NEON's 32 of 16), where genericNN's first two tiles do not fit (8 x 2
+// vectors of 16 lanes are 32 AVX2 registers of accumulators; the C compiler spills them, or
+// loads B again for every row): 4 rows by one vector of 16, and one row by 2 vectors in 2
+// partial sums, leave room for B's vectors and a broadcast (see nnCost).
+var genericNNSmall = []genericTile{
+	{mr: 4, nv: 1, vl: 16, ks: 1, tx: 1, ty: 4},
+	{mr: 1, nv: 2, vl: 16, ks: 2, tx: 1, ty: 4},
+	{mr: 8, nv: 1, vl: 8, ks: 1, tx: 1, ty: 4},
+	{mr: 8, nv: 1, vl: 1, ks: 1, tx: 1, ty: 4},
+}
+
+// genericTiles returns the generic tiles for the host's register file (or the one
+// SetVectorFile set).
+func genericTiles() []genericTile {
+	if vectorRegs*vectorRegBytes >= 32*64 {
+		return genericNN
+	}
+	return genericNNSmall
+}
+
 // genericTileEpilogue says whether the genericNN tiles ship gemm_nn's epilogue cfg: every ACT
 // (0..10) and C mode without AFFINE; with it (FusedConv's output_scale and output_shift) the
 // convolution's activations (ACT 0..8) and C absent or a bias per row (CMODE 0, 2). Other
@@ -127,7 +148,7 @@ func genericGemmNN(p *ops.KernelPlan, i int) (int, bool) {
 	if m >= 4 && n >= 8 && cfg["ACT"] == "0" && cfg["AFFINE"] == "false" {
 		mr, vl, ks, tx, ty = 4, 8, 2, 4, 4
 	}
-	for _, t := range genericNN {
+	for _, t := range genericTiles() {
 		if genericTileEpilogue(cfg) && m >= uint64(t.mr) && n >= uint64(t.nv*t.vl) {
 			mr, nv, vl, ks, tx, ty = t.mr, t.nv, t.vl, t.ks, t.tx, t.ty
 			break
