@@ -6,334 +6,334 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e0784a3fd134c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e14228559d0cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1482f67241c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1963b48b516f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3318697e26c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3828a6e14d68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e46731c40a51c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e494323f24cad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e74190653278e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e76288b459d64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e76819ce36a15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e7b0cb468f696_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebdad1b5be078_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebe22d7943665_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2efd5c77edbcd5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e65fb034954b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ea49b3eba9d7a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ebb8b33819b5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ecf1ff133df10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e384395967569_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e5d156c8d22ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7b43e26db8ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ed14752ffbb5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ee6820b87fcb1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0939e1acf130_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0bed133f770b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e180a5be3fe30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2012a08f37dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e38ff185bcbec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e39d4317c99ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4b523e0219af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4c2cb90ccfa6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5e5719d2ca9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6972b1240a68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e71459708063b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e76e07f0fc597_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e79dc2a7eb664_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8183b90c7dc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8443f3d8ad85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e889388202c5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9080dc0a1885_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb022a8cae13c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb10ec33d7101_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb5a246381637_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb8a8373b3657_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ebd561adfff81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec1bb5865537b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ece78bc410144_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e07203817bf5b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0cf07ab51c51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e110288688da5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e16007cd1471d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1bc7af8f575d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1e1dd0af6601_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2c2a9226d083_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e340e2500519e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4b3cacf71e67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4dbc0b9887ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4f4eb6410e33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e51a6b891dfc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5e5462b3bde3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c9674b2b745_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e79e1d2b3c271_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8564f5539692_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8f729b5f1587_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e920ed9bbe62f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e93fd99ef223a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e985e9f6a35ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9872f6b219d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9991b560c53a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea5e0432a8112_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea71901633eb6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea8fd88b9d727_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eacebfd0ad648_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb65c66cbe0d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eba2e495aa12a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec6284606e7a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ee8fb022ff80b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eeb2b9d1f3c2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eef5f80cbc910_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0073b0d50ef0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e05a3ddcc3015_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0988175097f8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b4c7e97ab00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0e0367ffb61f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e113aebb054ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e211695b2c835_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e25b90e138732_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e28feae9dba03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2e732e7c4e3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e338724589612_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e36b4c531244c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e38047dac70d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e382523faf59c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e47176d0d24f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e492ee8ef6bae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4ad9dfaf4e83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4f5dde37686e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4f6ac50b7d5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e54c53290e6f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e54c99cfbf22f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e580d8a36ae33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e58a2c4be8a82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5d63cef441b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5ebe3fa30c4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e64d7f3b25e23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e68d81b42e04a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6bd70d81a10a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6dc61958ffa0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6eb05511bf9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6f41e289708b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e719b8ecebabe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7927eac22f07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7bb9891b1856_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e82eba3bfb478_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e886c19d21695_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8897e25a72cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e88d13f0d718a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9229fb9ce848_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e95d01132da69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9a0b4082810f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea0cd2da691b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea17584916347_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea8b378d8ea34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea96facc6ed3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eacc0132db94f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb78b723ca8c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebb9867c1ad35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebcc1a4192a8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebd59536576b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec0a1424a1c72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec54a1d9b80f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec579d8b26266_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecb1ec12309e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ece6dd4c31628_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed30bcecde676_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed9a6ec1f56b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eda96d5a90da7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edabc78239154_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edb1206ea15cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee1dec4ebf59c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee44261f07a49_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee9a5b39760d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eee4b49c65d16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eef194de036c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef0bb454beb6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef395fdc23134_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef7bf2b3e3fe3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eff5d7a729d70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2effd28dca2ce0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0097212567ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2807c46a9dfd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e31ca2d150ed5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5538e4df4e38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e589fbec3f5da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5d52e58b4249_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6dd3610911b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e88c568603c99_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb025cfb511a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb762e76610d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ebd1452e09191_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec318bf2a7975_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e12eb838a31b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1622ba612a01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1d4c8e150a35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e560b58bf75f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e6ae0d964e939_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e863d83ad763d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e93b939a7d602_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea0d1304af91c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea956c38b8671_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec9241502185f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed3f066e8bc96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed46f0a87c0ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed616420be87b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2edfabd82ea85d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef701e871245a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e08306c3323f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e57520792a21c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2efd27e1450e1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2efd37663e3ce3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e04511a322699_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e369b3eb06fae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e6ade23ab9aa1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ebcb08ddbf936_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ee117ec598c5b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e094ccfe1e933_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e27a5fa99816e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e29abbcb18f95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e3934dc20cc78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e490b5637d197_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4ddd73f63dfe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e68934b599383_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6e3d4d0cb58e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7253c75bc535_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e758775151759_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e79fcd3cbe2eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7de547571402_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8cde15ab772d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8ce493ba568e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9bbfd8e836b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9d5659848ffd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9d824a50ee04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9dde790cb128_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea96aae1a9492_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ead08e46503a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec57d80d44d76_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecdc47d9a2379_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2edf5c917a6672_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee24b32e54995_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e04d09fa44441_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0b4363e1e1e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1294dde9af57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1556ddc2c640_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e18908c850658_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1a676ca8cb15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1c890e583054_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2fc3f176c821_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3047d5880b12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3906e45e6bd2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3d690f1a44b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e41ccf7b376e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4908e30110c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e51ccd55823c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e555507ea09c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5d9aa93c13aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7b3a0b32dc3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8164dbf91487_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e86746c51f719_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e88f58bc00163_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e89a4bf641789_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9bc45c6b3cef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea48ad3d5ef86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb52a8eebc467_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb9e8815cb1ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eba82705cb6ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec8fbe62bdfda_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed36926f2332e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef7079b3b72ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef842861d003d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efa11fda8c1ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efb19967b62f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0136aa8b5c63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e05403460deee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b8aad42a15c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0ed483c12498_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e11583c27acb7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1377dc07f92c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e15ded4817e93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e18b219ade907_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1db88310fe91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1ecd2b49862e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e21d377de85ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e273d5f4d0e86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2ca81e3614b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2eb364a589ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2ee24e2ca105_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3552fc0f6d0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e39702d6a24ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3b134de3f48b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c34ac025463_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e403d02194dbc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e42d50c6d3e58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e42db9f5db595_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e432054b9dbd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4538553ff30a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4667a393ba6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e49757544b7b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4c57b56a84fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e504c9ed4c428_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e56eed1239a22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5b5c30f78470_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5c6ad206c12e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e60884a642dae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e619e07798d2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e637935d17a98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6389e4baa6e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e80cde8a685bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e82c315fb906a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e83704e640748_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e879ba4907f7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e91479ff8ea87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e95032cff48fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9a478049dc69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9b7076f66eea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9c8477ac0ed1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9c8fbd6c33da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9cf38be2c9b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea1494dfe3ae2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea21da9deff9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea371b1cfa173_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaefa071be610_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb8033e1a4c51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb9cdc73b8ad2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebd4769b80a01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebe50d4ac84b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebe7e975a2a70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec7b742d5eb35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec94ffb517efd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed24713903e0d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4f9f0452ce6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed618ee3c440e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc92363530aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edcbe4947bcef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eddd0ba2b70ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eeaef031dda31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec50150150a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eed8f81093990_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eeda8b225b49c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef11b09ac2e34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef6c11b94ceb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef98abce044fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e197241ecc503_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e423b5ad42a4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e49ddef8ace3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5f5048589c79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e604299747b65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e77fe2ece9f60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e786219d78786_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb2d59845660a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb3bd15f5f1fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed844e15bd451_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edeaf5896ae94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2efea9e736b306_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e0784a3fd134c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e14228559d0cc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1482f67241c6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1963b48b516f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3318697e26c5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3828a6e14d68_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e46731c40a51c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e494323f24cad_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e74190653278e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e76288b459d64_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e76819ce36a15_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e7b0cb468f696_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebdad1b5be078_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebe22d7943665_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2efd5c77edbcd5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e65fb034954b7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ea49b3eba9d7a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ebb8b33819b5e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ecf1ff133df10_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e384395967569_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e5d156c8d22ac_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7b43e26db8ef_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ed14752ffbb5c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ee6820b87fcb1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0939e1acf130_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0bed133f770b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e180a5be3fe30_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2012a08f37dd_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e38ff185bcbec_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e39d4317c99ce_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4b523e0219af_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4c2cb90ccfa6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5e5719d2ca9e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6972b1240a68_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e71459708063b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e76e07f0fc597_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e79dc2a7eb664_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8183b90c7dc2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8443f3d8ad85_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e889388202c5c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9080dc0a1885_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb022a8cae13c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb10ec33d7101_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb5a246381637_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb8a8373b3657_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ebd561adfff81_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec1bb5865537b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ece78bc410144_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e07203817bf5b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0cf07ab51c51_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e110288688da5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e16007cd1471d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1bc7af8f575d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1e1dd0af6601_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2c2a9226d083_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e340e2500519e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4b3cacf71e67_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4dbc0b9887ae_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4f4eb6410e33_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e51a6b891dfc2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5e5462b3bde3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c9674b2b745_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e79e1d2b3c271_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8564f5539692_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8f729b5f1587_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e920ed9bbe62f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e93fd99ef223a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e985e9f6a35ab_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9872f6b219d8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9991b560c53a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea5e0432a8112_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea71901633eb6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea8fd88b9d727_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eacebfd0ad648_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb65c66cbe0d9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eba2e495aa12a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec6284606e7a1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ee8fb022ff80b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eeb2b9d1f3c2b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eef5f80cbc910_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0073b0d50ef0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e05a3ddcc3015_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0988175097f8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b4c7e97ab00_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0e0367ffb61f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e113aebb054ec_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e211695b2c835_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e25b90e138732_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e28feae9dba03_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2e732e7c4e3e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e338724589612_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e36b4c531244c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e38047dac70d4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e382523faf59c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e47176d0d24f5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e492ee8ef6bae_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4ad9dfaf4e83_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4f5dde37686e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4f6ac50b7d5d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e54c53290e6f0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e54c99cfbf22f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e580d8a36ae33_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e58a2c4be8a82_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5d63cef441b4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5ebe3fa30c4f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e64d7f3b25e23_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e68d81b42e04a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6bd70d81a10a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6dc61958ffa0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6eb05511bf9e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6f41e289708b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e719b8ecebabe_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7927eac22f07_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7bb9891b1856_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e82eba3bfb478_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e886c19d21695_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8897e25a72cf_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e88d13f0d718a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9229fb9ce848_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e95d01132da69_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9a0b4082810f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea0cd2da691b2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea17584916347_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea8b378d8ea34_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea96facc6ed3e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eacc0132db94f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb78b723ca8c0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebb9867c1ad35_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebcc1a4192a8a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebd59536576b1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec0a1424a1c72_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec54a1d9b80f7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec579d8b26266_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecb1ec12309e6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ece6dd4c31628_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed30bcecde676_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed9a6ec1f56b4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eda96d5a90da7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edabc78239154_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edb1206ea15cf_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee1dec4ebf59c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee44261f07a49_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee9a5b39760d0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eee4b49c65d16_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eef194de036c8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef0bb454beb6b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef395fdc23134_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef7bf2b3e3fe3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eff5d7a729d70_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2effd28dca2ce0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0097212567ba_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2807c46a9dfd_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e31ca2d150ed5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5538e4df4e38_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e589fbec3f5da_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5d52e58b4249_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6dd3610911b1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e88c568603c99_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb025cfb511a8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb762e76610d6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ebd1452e09191_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec318bf2a7975_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e12eb838a31b5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1622ba612a01_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1d4c8e150a35_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e560b58bf75f7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e6ae0d964e939_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e863d83ad763d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e93b939a7d602_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea0d1304af91c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea956c38b8671_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec9241502185f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed3f066e8bc96_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed46f0a87c0ea_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed616420be87b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2edfabd82ea85d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef701e871245a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e08306c3323f7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e57520792a21c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2efd27e1450e1b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2efd37663e3ce3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e04511a322699_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e369b3eb06fae_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e6ade23ab9aa1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ebcb08ddbf936_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ee117ec598c5b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e094ccfe1e933_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e27a5fa99816e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e29abbcb18f95_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e3934dc20cc78_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e490b5637d197_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4ddd73f63dfe_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e68934b599383_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6e3d4d0cb58e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7253c75bc535_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e758775151759_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e79fcd3cbe2eb_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7de547571402_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8cde15ab772d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8ce493ba568e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9bbfd8e836b2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9d5659848ffd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9d824a50ee04_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9dde790cb128_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea96aae1a9492_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ead08e46503a4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec57d80d44d76_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecdc47d9a2379_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2edf5c917a6672_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee24b32e54995_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e04d09fa44441_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0b4363e1e1e4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1294dde9af57_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1556ddc2c640_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e18908c850658_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1a676ca8cb15_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1c890e583054_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2fc3f176c821_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3047d5880b12_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3906e45e6bd2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3d690f1a44b4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e41ccf7b376e1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4908e30110c8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e51ccd55823c2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e555507ea09c0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5d9aa93c13aa_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7b3a0b32dc3b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8164dbf91487_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e86746c51f719_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e88f58bc00163_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e89a4bf641789_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9bc45c6b3cef_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea48ad3d5ef86_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb52a8eebc467_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb9e8815cb1ff_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eba82705cb6ea_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec8fbe62bdfda_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed36926f2332e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef7079b3b72ab_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef842861d003d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efa11fda8c1ca_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efb19967b62f6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0136aa8b5c63_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e05403460deee_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b8aad42a15c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0ed483c12498_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e11583c27acb7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1377dc07f92c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e15ded4817e93_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e18b219ade907_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1db88310fe91_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1ecd2b49862e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e21d377de85ea_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e273d5f4d0e86_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2ca81e3614b6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2eb364a589ea_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2ee24e2ca105_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3552fc0f6d0a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e39702d6a24ff_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3b134de3f48b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c34ac025463_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e403d02194dbc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e42d50c6d3e58_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e42db9f5db595_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e432054b9dbd3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4538553ff30a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4667a393ba6e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e49757544b7b1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4c57b56a84fb_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e504c9ed4c428_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e56eed1239a22_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5b5c30f78470_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5c6ad206c12e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e60884a642dae_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e619e07798d2a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e637935d17a98_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6389e4baa6e7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e80cde8a685bc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e82c315fb906a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e83704e640748_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e879ba4907f7d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e91479ff8ea87_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e95032cff48fe_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9a478049dc69_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9b7076f66eea_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9c8477ac0ed1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9c8fbd6c33da_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9cf38be2c9b6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea1494dfe3ae2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea21da9deff9a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea371b1cfa173_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaefa071be610_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb8033e1a4c51_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb9cdc73b8ad2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebd4769b80a01_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebe50d4ac84b3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebe7e975a2a70_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec7b742d5eb35_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec94ffb517efd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed24713903e0d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4f9f0452ce6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed618ee3c440e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc92363530aa_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edcbe4947bcef_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eddd0ba2b70ee_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eeaef031dda31_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec50150150a2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eed8f81093990_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eeda8b225b49c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef11b09ac2e34_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef6c11b94ceb9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef98abce044fc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e197241ecc503_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e423b5ad42a4a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e49ddef8ace3c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5f5048589c79_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e604299747b65_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e77fe2ece9f60_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e786219d78786_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb2d59845660a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb3bd15f5f1fe_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed844e15bd451_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edeaf5896ae94_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2efea9e736b306_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v3_entries(int i, uint32_t* count) {

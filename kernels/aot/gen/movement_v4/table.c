@@ -6,334 +6,334 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e08762fe484c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e0a822057e907_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e10d6afa37690_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2e284ae0a3da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e50cb831b4a17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7005ccbab167_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7d1bb3a1a4cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8feaaa4ecbed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9a6c3f553cd5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea21901be193a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb9ef68a023c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebac4ddadc061_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebcc225c14477_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edb9ccee71e36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef1269c4aa5e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e1f589d08203b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ea326534621ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eada7ceb5fd91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eba5693773173_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e14164ee34517_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e94938dd1b6d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ea7eac6a1c47a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ed32ecf3c3f16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eecdd1017f600_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e222854106fe3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2506f3b609ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2f6cbbfac580_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e347e7771063e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e37329309bc1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e39d8267c90f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e3e57d53dacc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4afc815500af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4e59adcc4aee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e515f9cd82b6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5b5b22266a6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5b94643d4173_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5c4d9205cc7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6a7af93f7f33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6d6c4eee7ad0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e84a2ab114896_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e869dd78449fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9d094a0e18f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb45b2b3fac8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eca9f7868607b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ecb4a9cd8cf48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed448938f4215_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed8a2ad5c569d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edcabc07f1c08_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0a47deb34909_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e104c6b9aab24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e12468ba19b36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1a673fe15372_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1af870bd09df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e26b1d6f47a78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2f3b0ca2e74d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e30e2c3b7a76b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e31387d25a555_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e36180bf80237_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e36b4b5fafea5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e43741f9b0aa5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e461b0b0f8e97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e484146f1aae6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4d0745d3447b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5baa2e221f2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e60d989a66012_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6388f917dfe5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e680efbe3b1b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7d43b0eb779a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e855ff1da4f74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8efb8a528493_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea539a41ed8e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ead955c9e09ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb3e9c9f8309b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed60095713ff3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed9eb071af2f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef22b3a3de1c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef61af7834fa9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef76fd726eda2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef9b464a495b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efd940d213eb2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e008d1fd8cc30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e031d1444b803_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0323434d1846_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e06c03b71e980_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0a6bee0b2da3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0cde8670ed15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0d0e67d9b9d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0ff3cea3b9fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1121e4e78a09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e12968fd969cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1839bfc5f5af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1a033d6ed1d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1a7149de0aa6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1a9ea9e50afd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1f5fde1c3a69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e20041e5b589b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2338d54f5b1a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e296fbd0357eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e30e838ea0e7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e35400ab6a190_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e35f15e145a9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e42d4d2472dfe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e45c1c1038d4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e48007f42d802_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4b06de60dbc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e503f3f8dad5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5186b7c01f0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e54931be13753_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e55a72102781d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e715eb328b153_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7835fd202d19_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e788fc52c81ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7eab7fa6b971_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e86147ae55e4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e88bbd8e28629_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8b8dfde6d515_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8f8f3d4fc313_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e90847f5bbb22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e90e74420a803_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e93644385e780_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9416b9f18e8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9454ba9908cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9d89a75096b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaf6d4dd4926e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb2c13d6e013b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb4db4ee2341c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb6554360fe9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb7a1e07a796e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eba6cb3bd3256_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebeaf887b2026_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebf4f40d12714_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec2bc9e4f79ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec3a8507ff10f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6e905ffb7e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec7bd31a995b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecbba97cb043b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecfd50bd7da6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed0f8bd2b4a58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed15a57230c30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed497028d6376_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed50246a0e120_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed75c0020b8f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed7790edc13bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbd371b9c3d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd98c16a7f69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edee67e7a5f93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee34b2a773e30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee59cd920945f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eeca8b2b1ed56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5215480c04f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e23ce4671d0f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e413bdb862b03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e4261f3ad79c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e42e90a833366_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e502c460a34a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e861ebac7619f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8627876a04cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e95311539630d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9db513dd43cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9fcb07160dae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea426a8e450a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2efdc7432d89ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e1e7b745db79d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2037b29b7480_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e22838d621e81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2406a2da6048_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e27910ed460e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e29aba5c56c67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e5de87bea05c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e79cab5375905_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea87c5e100738_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eae9450bc9819_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb4ab90bd8979_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ede4cce3eb043_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ee3d1f353e4a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef5acc45966c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efa382a35197d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e132735c8bd07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e159f80bc637a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e6cb7646aba7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eba6c1bd462b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e5b1f1041d7b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e904e7e635025_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e9cb7d3aafd6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ed45d3a9772c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ee7d207316bed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e10001908ff4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e475eaae93d2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e52c5ac9ead8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5f9595d756ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e660f652340b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e84d4cab14614_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e855d5ed1a4e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e891c7a762568_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e899bbec13259_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8bb3a095ad63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea04d02405dc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea652b11f6612_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eaf9a22b9d888_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb6391b68968d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec08007a092ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec2adaf591dc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ecdd26a55c531_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edaa916bff1a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edfd5eacf1e4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee638bda8ff73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eee725b786a6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef081f017658a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef139c1a3db89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef47fb90ce507_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e00c12fce45c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e02977da9a344_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0fba0b279ae7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1585f636d100_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1677ac158615_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1bb9925b62be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e31a0589df23b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e365db37d8aa5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e36a6cc3ac4f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e38db7f662980_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3b796dfeb653_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3fa6bb7abd48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3fdf97b89bed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e438b03e85aab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e452a2851ba2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4b757984b5a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5bf4bb206012_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e669a4ded344d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7d70423620c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e878f32f067fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8b7c2bd9d64a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e94ea4271ae4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea07df3912a06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ead134fd35901_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb71ff70a5cb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec81eee2d43cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ecb7fbb1ee0c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed59e4296453a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed93e8ed3bc9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2edf3d60499a6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee12d0a9c0fb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee342905b87ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e02aa8b008e4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e030d9dbc1719_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e05a874a508f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e07dcb767fca0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e091398e1d7f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0efdba3101d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0f5ffb5ac0fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e144be5700353_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1838dc7903d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e203a96276959_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e261759fa90e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e26bafd66a4a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e28bbd6ef6a19_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2b9eea23ab73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e304d4cc2d7f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e32236b65cd95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e36794c92dabb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4a3b6b035d91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e57e0e9252252_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5ea04575ecc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e611a0e0708dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e62ab9207adb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6a3f987b04df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6c01ed6e7ab2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e723c46ca2382_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77d68ba5839e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e78e31a1eed1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7a6e1e914690_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82dd9844dc80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8358d61748e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e87268be78eaf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e89ba9f87caca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c95f04fe33d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8e519caae039_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9a6e3c3be05d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9f60817439c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9fcdda0bdc34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea00c7079cfef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea45d45074f6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea477aeef7bee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea4977e5639d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea4f5b2e92d2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea6320c8377c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea8449d9fe02d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eafe5fa8f5646_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb0f9cd4a8622_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb2c1c212560d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb33cd6bb2a03_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb41b4399e0c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb4b07a393868_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb60e967ff92e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb9690572cc1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebb48c0e8b964_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebba83a0c0fca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebde34521437e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecab5375634cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed2665636c31f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed305e29ba682_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed9bea40992fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee0ab321cd9a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee2f5b401ee67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eebabaef73a1c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eec2595d684c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eee5d3c5fc7a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5c67f8198ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5eddd3166cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef832e39dcea5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efaae48e49d97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efc47439b1025_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efde189b34814_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e632b07db576c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e6872e79ef62b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e85f8cf88fe1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea696dc931d75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb099a2178b59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb0e3556e9fe8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb1a2db690a9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ec29c6d79a623_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ec4ac3b83c58d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ecb5c1df489c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ecdba610526ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef891e6846a35_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e08762fe484c7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e0a822057e907_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e10d6afa37690_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2e284ae0a3da_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e50cb831b4a17_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7005ccbab167_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e7d1bb3a1a4cd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8feaaa4ecbed_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9a6c3f553cd5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea21901be193a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb9ef68a023c5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebac4ddadc061_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebcc225c14477_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edb9ccee71e36_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef1269c4aa5e8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e1f589d08203b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2ea326534621ad_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eada7ceb5fd91_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eba5693773173_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e14164ee34517_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e94938dd1b6d4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ea7eac6a1c47a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ed32ecf3c3f16_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eecdd1017f600_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e222854106fe3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2506f3b609ff_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2f6cbbfac580_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e347e7771063e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e37329309bc1e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e39d8267c90f6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e3e57d53dacc4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4afc815500af_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4e59adcc4aee_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e515f9cd82b6b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5b5b22266a6c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5b94643d4173_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5c4d9205cc7e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6a7af93f7f33_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e6d6c4eee7ad0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e84a2ab114896_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e869dd78449fe_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9d094a0e18f9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb45b2b3fac8f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eca9f7868607b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ecb4a9cd8cf48_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed448938f4215_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed8a2ad5c569d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edcabc07f1c08_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0a47deb34909_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e104c6b9aab24_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e12468ba19b36_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1a673fe15372_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1af870bd09df_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e26b1d6f47a78_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e2f3b0ca2e74d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e30e2c3b7a76b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e31387d25a555_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e36180bf80237_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e36b4b5fafea5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e43741f9b0aa5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e461b0b0f8e97_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e484146f1aae6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4d0745d3447b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5baa2e221f2f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e60d989a66012_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6388f917dfe5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e680efbe3b1b9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7d43b0eb779a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e855ff1da4f74_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8efb8a528493_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea539a41ed8e9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ead955c9e09ab_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb3e9c9f8309b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed60095713ff3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed9eb071af2f9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef22b3a3de1c8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef61af7834fa9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef76fd726eda2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef9b464a495b7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efd940d213eb2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e008d1fd8cc30_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e031d1444b803_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0323434d1846_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e06c03b71e980_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0a6bee0b2da3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0cde8670ed15_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0d0e67d9b9d8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0ff3cea3b9fa_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1121e4e78a09_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e12968fd969cf_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1839bfc5f5af_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1a033d6ed1d1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1a7149de0aa6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1a9ea9e50afd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1f5fde1c3a69_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e20041e5b589b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2338d54f5b1a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e296fbd0357eb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e30e838ea0e7d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e35400ab6a190_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e35f15e145a9c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e42d4d2472dfe_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e45c1c1038d4c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e48007f42d802_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4b06de60dbc8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e503f3f8dad5a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5186b7c01f0a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e54931be13753_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e55a72102781d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e715eb328b153_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7835fd202d19_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e788fc52c81ee_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7eab7fa6b971_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e86147ae55e4f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e88bbd8e28629_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8b8dfde6d515_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8f8f3d4fc313_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e90847f5bbb22_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e90e74420a803_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e93644385e780_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9416b9f18e8c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9454ba9908cd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9d89a75096b6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eaf6d4dd4926e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb2c13d6e013b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb4db4ee2341c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb6554360fe9f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb7a1e07a796e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eba6cb3bd3256_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebeaf887b2026_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebf4f40d12714_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec2bc9e4f79ec_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec3a8507ff10f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6e905ffb7e4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec7bd31a995b9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecbba97cb043b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecfd50bd7da6b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed0f8bd2b4a58_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed15a57230c30_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed497028d6376_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed50246a0e120_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed75c0020b8f2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed7790edc13bd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbd371b9c3d8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edd98c16a7f69_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edee67e7a5f93_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee34b2a773e30_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee59cd920945f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eeca8b2b1ed56_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5215480c04f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e23ce4671d0f6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e413bdb862b03_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e4261f3ad79c2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e42e90a833366_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e502c460a34a2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e861ebac7619f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8627876a04cd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e95311539630d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9db513dd43cc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9fcb07160dae_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea426a8e450a5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2efdc7432d89ff_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e1e7b745db79d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2037b29b7480_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e22838d621e81_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2406a2da6048_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e27910ed460e0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e29aba5c56c67_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e5de87bea05c4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e79cab5375905_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea87c5e100738_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eae9450bc9819_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb4ab90bd8979_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ede4cce3eb043_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ee3d1f353e4a2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef5acc45966c7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efa382a35197d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e132735c8bd07_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e159f80bc637a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e6cb7646aba7d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eba6c1bd462b3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e5b1f1041d7b5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e904e7e635025_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e9cb7d3aafd6f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ed45d3a9772c4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ee7d207316bed_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e10001908ff4a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e475eaae93d2c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e52c5ac9ead8d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5f9595d756ed_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e660f652340b4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e84d4cab14614_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e855d5ed1a4e3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e891c7a762568_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e899bbec13259_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8bb3a095ad63_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea04d02405dc2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea652b11f6612_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eaf9a22b9d888_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb6391b68968d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec08007a092ad_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec2adaf591dc4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ecdd26a55c531_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edaa916bff1a4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edfd5eacf1e4d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee638bda8ff73_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eee725b786a6e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef081f017658a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef139c1a3db89_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef47fb90ce507_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e00c12fce45c9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e02977da9a344_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0fba0b279ae7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1585f636d100_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1677ac158615_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1bb9925b62be_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e31a0589df23b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e365db37d8aa5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e36a6cc3ac4f9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e38db7f662980_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3b796dfeb653_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3fa6bb7abd48_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3fdf97b89bed_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e438b03e85aab_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e452a2851ba2d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4b757984b5a7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5bf4bb206012_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e669a4ded344d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7d70423620c6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e878f32f067fd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8b7c2bd9d64a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e94ea4271ae4f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea07df3912a06_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ead134fd35901_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb71ff70a5cb9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec81eee2d43cb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ecb7fbb1ee0c3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed59e4296453a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed93e8ed3bc9e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2edf3d60499a6c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee12d0a9c0fb9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee342905b87ac_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e02aa8b008e4a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e030d9dbc1719_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e05a874a508f0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e07dcb767fca0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e091398e1d7f5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0efdba3101d7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0f5ffb5ac0fa_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e144be5700353_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1838dc7903d1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e203a96276959_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e261759fa90e4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e26bafd66a4a2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e28bbd6ef6a19_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2b9eea23ab73_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e304d4cc2d7f2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e32236b65cd95_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e36794c92dabb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4a3b6b035d91_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e57e0e9252252_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5ea04575ecc5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e611a0e0708dd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e62ab9207adb1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6a3f987b04df_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6c01ed6e7ab2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e723c46ca2382_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77d68ba5839e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e78e31a1eed1e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7a6e1e914690_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82dd9844dc80_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8358d61748e5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e87268be78eaf_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e89ba9f87caca_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c95f04fe33d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8e519caae039_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9a6e3c3be05d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9f60817439c6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9fcdda0bdc34_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea00c7079cfef_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea45d45074f6c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea477aeef7bee_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea4977e5639d2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea4f5b2e92d2c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea6320c8377c8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea8449d9fe02d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eafe5fa8f5646_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb0f9cd4a8622_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb2c1c212560d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb33cd6bb2a03_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb41b4399e0c3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb4b07a393868_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb60e967ff92e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb9690572cc1b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebb48c0e8b964_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebba83a0c0fca_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebde34521437e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecab5375634cc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed2665636c31f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed305e29ba682_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed9bea40992fc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee0ab321cd9a1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee2f5b401ee67_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eebabaef73a1c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eec2595d684c3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eee5d3c5fc7a1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5c67f8198ec_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5eddd3166cd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef832e39dcea5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efaae48e49d97_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efc47439b1025_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efde189b34814_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e632b07db576c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e6872e79ef62b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e85f8cf88fe1b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea696dc931d75_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb099a2178b59_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb0e3556e9fe8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb1a2db690a9c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ec29c6d79a623_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ec4ac3b83c58d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ecb5c1df489c2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ecdba610526ce_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef891e6846a35_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v4_entries(int i, uint32_t* count) {
