@@ -546,7 +546,9 @@ func loomBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "loom")
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		// Compiling the shipped kernels cold takes most of this on two cores; tools/test builds
+		// the command once and passes LOOM_BINARY instead.
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/loom")
 		cmd.Dir = ".."

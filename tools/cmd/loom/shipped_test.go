@@ -26,14 +26,23 @@ func TestLoomRunsWithoutACompiler(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the loom command")
 	}
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skipf("no go command to build loom with: %v", err)
-	}
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "loom")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build:\n%s", out)
+	// LOOM_BINARY: a loom command already built by `go build` from this checkout (tools/test
+	// builds it once for every test that runs it); else build one here.
+	bin := os.Getenv("LOOM_BINARY")
+	if bin == "" {
+		if _, err := exec.LookPath("go"); err != nil {
+			t.Skipf("no go command to build loom with: %v", err)
+		}
+		bin = filepath.Join(tmp, "loom")
+		build := exec.Command("go", "build", "-o", bin, ".")
+		out, err := build.CombinedOutput()
+		require.NoError(t, err, "go build:\n%s", out)
+	} else {
+		abs, err := filepath.Abs(bin)
+		require.NoError(t, err)
+		bin = abs
+	}
 
 	// No C compiler anywhere: PATH is an empty directory and CC is unset.
 	empty := filepath.Join(tmp, "bin")

@@ -6,334 +6,334 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e12eb838a31b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1622ba612a01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1d4c8e150a35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e560b58bf75f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e6ae0d964e939_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e863d83ad763d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e93b939a7d602_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea0d1304af91c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea956c38b8671_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec9241502185f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed3f066e8bc96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed46f0a87c0ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed616420be87b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2edfabd82ea85d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef701e871245a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e08306c3323f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e57520792a21c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2efd27e1450e1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2efd37663e3ce3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e04511a322699_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e369b3eb06fae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e6ade23ab9aa1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ebcb08ddbf936_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ee117ec598c5b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e094ccfe1e933_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e27a5fa99816e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e29abbcb18f95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e3934dc20cc78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e490b5637d197_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4ddd73f63dfe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e68934b599383_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6e3d4d0cb58e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7253c75bc535_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e758775151759_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e79fcd3cbe2eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7de547571402_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8cde15ab772d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8ce493ba568e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9bbfd8e836b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9d5659848ffd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9d824a50ee04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9dde790cb128_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea96aae1a9492_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ead08e46503a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec57d80d44d76_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecdc47d9a2379_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2edf5c917a6672_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee24b32e54995_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e04d09fa44441_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0b4363e1e1e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1294dde9af57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1556ddc2c640_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e18908c850658_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1a676ca8cb15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1c890e583054_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2fc3f176c821_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3047d5880b12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3906e45e6bd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3d690f1a44b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e41ccf7b376e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4908e30110c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e51ccd55823c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e555507ea09c0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5d9aa93c13aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7b3a0b32dc3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8164dbf91487_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e86746c51f719_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e88f58bc00163_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e89a4bf641789_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9bc45c6b3cef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea48ad3d5ef86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb52a8eebc467_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb9e8815cb1ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eba82705cb6ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec8fbe62bdfda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed36926f2332e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef7079b3b72ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef842861d003d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efa11fda8c1ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efb19967b62f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0136aa8b5c63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e05403460deee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b8aad42a15c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0ed483c12498_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e11583c27acb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1377dc07f92c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e15ded4817e93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e18b219ade907_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1db88310fe91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1ecd2b49862e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e21d377de85ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e273d5f4d0e86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2ca81e3614b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2eb364a589ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2ee24e2ca105_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3552fc0f6d0a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e39702d6a24ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3b134de3f48b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c34ac025463_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e403d02194dbc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e42d50c6d3e58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e42db9f5db595_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e432054b9dbd3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4538553ff30a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4667a393ba6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e49757544b7b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4c57b56a84fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e504c9ed4c428_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e56eed1239a22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5b5c30f78470_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5c6ad206c12e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e60884a642dae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e619e07798d2a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e637935d17a98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6389e4baa6e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e80cde8a685bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e82c315fb906a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e83704e640748_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e879ba4907f7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e91479ff8ea87_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e95032cff48fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9a478049dc69_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9b7076f66eea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9c8477ac0ed1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9c8fbd6c33da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9cf38be2c9b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea1494dfe3ae2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea21da9deff9a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea371b1cfa173_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaefa071be610_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb8033e1a4c51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb9cdc73b8ad2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebd4769b80a01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebe50d4ac84b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebe7e975a2a70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec7b742d5eb35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec94ffb517efd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed24713903e0d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4f9f0452ce6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed618ee3c440e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc92363530aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edcbe4947bcef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eddd0ba2b70ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eeaef031dda31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec50150150a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eed8f81093990_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eeda8b225b49c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef11b09ac2e34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef6c11b94ceb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef98abce044fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e197241ecc503_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e423b5ad42a4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e49ddef8ace3c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5f5048589c79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e604299747b65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e77fe2ece9f60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e786219d78786_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb2d59845660a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb3bd15f5f1fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed844e15bd451_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edeaf5896ae94_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2efea9e736b306_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e14b48ba60659_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e339e68ef2c9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e382108347eee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3b479f896918_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e602ab038b2f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8169fbb9e204_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eba60232d5839_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebdc5830dcb4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ecac77ddc2b6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed26760f1c4d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed560682c13aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed770361f9313_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee6e56cf05658_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eea6c689a6615_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef02a13d88426_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e09f608b5faca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e6da90a2fc8c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ecaf26e33c88e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ed99f2cc30247_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e013087157826_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e0db3f3772912_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e51420ccc0a82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7f6402e23a65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eda96303669a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e05dca5750294_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e09f1be51b262_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1397d8eff5f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2aff5cb1eea3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e3871a87a5e80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e577b774ff908_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5fc4c6772146_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6b596f811031_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7308892e1387_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e77c3e30b3add_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7ce5b49b1f59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7f9bc6468c5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e82055baec1b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8ae23a764bf5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8b47b6b6db9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8f97d9124b3b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e90156cdde43d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9778d7ab6376_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb82497e29b28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed04500021b4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed11fc55fc92d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eda4a82144165_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ef55f63bbd7ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efd52bce7035e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e03088e3365da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0ae498034588_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e11d7dc038487_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1544cdfc1d02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1657d118fbdd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e24a2fe15e0dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e258958b9fd2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e280bbb70668c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2813c3118ac8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e38bdfca7ec7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e38da3bbed576_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3e54cc879294_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e409e60d82874_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5cd4c53cb523_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e657bf2575713_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c03da715fe9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e78e6cda05288_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7dc27dcb1f35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7f80d4f0d3c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea44adb16ebf1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eabbd52e9269f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eac8ab1c1e089_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eaee14050134a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb5148634a6d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebf0725f04f91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebf52681dd0e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec56a9a0381df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edd311856e8f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ede0f66bde476_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edfa2f1badc14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef5d86a819417_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef7d75c1995aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e02b8c9832d3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1b8d7ee0a0f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1decab999e26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24982e8c5793_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24d78c9c3222_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2893749efc2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e309a48c10b26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e373d2c036ede_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3d82070198a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3dbe64f02dfd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4eb00809fec4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e501fd0a54d34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e530118f4e9d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e57d6eadbf4d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5aea0ebdc6be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5e49ea7b633c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5ed238451028_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e60f39a2045f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6a2b726aef23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6b2e429c52bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6def75d3bcef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6e4957d3a30f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7461f1a2ce57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e74a7206f1fd6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7d9a92d9eee6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7df1cdd6e063_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e818474e2f277_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e81971eb7cbfc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e85be94efe72a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e872cd5749cd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e873b0b1cea9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e87ca10f51910_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e89097a9859b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8b47d069b361_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8c16c762b030_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e90778f362b0d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e90f4c058b412_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e91f0e35092b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e93a1b5b175bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9ba83508b414_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9ca5f86b565a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea04cbae825cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea38cf0190115_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea4ff72a01a58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea9931948cbda_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaf813fb49b3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb42537531fca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb48ac716d740_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb52524e0be5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb5e2a7ba2732_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebade61a5a079_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec13829c4775e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec17006143242_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec352b064aded_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec61e184a452a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecd2bf21cc83f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ece4cb9e9db0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4c58506e94c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4cc1391805c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4e87aea5cbb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed88b1568aca5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed8a700f3e393_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec1106aa9e64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec59579eba3d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eecee0fef1e25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eee379a005c1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef36f62eac77b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef447e0ba62fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef48d1299eb85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef78bd5e92b8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e1152179b7740_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e23660d511e59_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e255a693845fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e4391b22e89a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5a33d1b47d65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6f932833fdd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea1f83fd59ff0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea9bb0e86d398_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec8f50922f0ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ecdb8be056da3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee1bf2e9989ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eef871f53c832_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e12eb838a31b5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1622ba612a01_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e1d4c8e150a35_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e560b58bf75f7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e6ae0d964e939_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e863d83ad763d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e93b939a7d602_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea0d1304af91c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ea956c38b8671_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec9241502185f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed3f066e8bc96_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed46f0a87c0ea_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed616420be87b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2edfabd82ea85d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef701e871245a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e08306c3323f7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e57520792a21c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2efd27e1450e1b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2efd37663e3ce3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e04511a322699_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e369b3eb06fae_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e6ade23ab9aa1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ebcb08ddbf936_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ee117ec598c5b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e094ccfe1e933_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e27a5fa99816e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e29abbcb18f95_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e3934dc20cc78_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e490b5637d197_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4ddd73f63dfe_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e68934b599383_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6e3d4d0cb58e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7253c75bc535_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e758775151759_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e79fcd3cbe2eb_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7de547571402_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8cde15ab772d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8ce493ba568e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9bbfd8e836b2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9d5659848ffd_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9d824a50ee04_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9dde790cb128_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea96aae1a9492_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ead08e46503a4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ec57d80d44d76_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ecdc47d9a2379_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2edf5c917a6672_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee24b32e54995_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e04d09fa44441_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0b4363e1e1e4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1294dde9af57_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1556ddc2c640_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e18908c850658_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1a676ca8cb15_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1c890e583054_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2fc3f176c821_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3047d5880b12_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3906e45e6bd2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3d690f1a44b4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e41ccf7b376e1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e4908e30110c8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e51ccd55823c2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e555507ea09c0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5d9aa93c13aa_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7b3a0b32dc3b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8164dbf91487_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e86746c51f719_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e88f58bc00163_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e89a4bf641789_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9bc45c6b3cef_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea48ad3d5ef86_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb52a8eebc467_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb9e8815cb1ff_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eba82705cb6ea_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec8fbe62bdfda_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed36926f2332e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef7079b3b72ab_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef842861d003d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efa11fda8c1ca_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2efb19967b62f6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0136aa8b5c63_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e05403460deee_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0b8aad42a15c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0ed483c12498_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e11583c27acb7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1377dc07f92c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e15ded4817e93_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e18b219ade907_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1db88310fe91_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1ecd2b49862e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e21d377de85ea_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e273d5f4d0e86_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2ca81e3614b6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2eb364a589ea_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2ee24e2ca105_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3552fc0f6d0a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e39702d6a24ff_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3b134de3f48b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3c34ac025463_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e403d02194dbc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e42d50c6d3e58_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e42db9f5db595_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e432054b9dbd3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4538553ff30a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4667a393ba6e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e49757544b7b1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4c57b56a84fb_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e504c9ed4c428_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e56eed1239a22_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5b5c30f78470_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5c6ad206c12e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e60884a642dae_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e619e07798d2a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e637935d17a98_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6389e4baa6e7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e80cde8a685bc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e82c315fb906a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e83704e640748_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e879ba4907f7d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e91479ff8ea87_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e95032cff48fe_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9a478049dc69_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9b7076f66eea_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9c8477ac0ed1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9c8fbd6c33da_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9cf38be2c9b6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea1494dfe3ae2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea21da9deff9a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea371b1cfa173_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaefa071be610_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb8033e1a4c51_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb9cdc73b8ad2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebd4769b80a01_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebe50d4ac84b3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebe7e975a2a70_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec7b742d5eb35_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec94ffb517efd_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed24713903e0d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4f9f0452ce6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed618ee3c440e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc92363530aa_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edcbe4947bcef_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eddd0ba2b70ee_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eeaef031dda31_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec50150150a2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eed8f81093990_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eeda8b225b49c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef11b09ac2e34_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef6c11b94ceb9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef98abce044fc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e197241ecc503_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e423b5ad42a4a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e49ddef8ace3c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5f5048589c79_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e604299747b65_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e77fe2ece9f60_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e786219d78786_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb2d59845660a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb3bd15f5f1fe_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed844e15bd451_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2edeaf5896ae94_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2efea9e736b306_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e14b48ba60659_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e339e68ef2c9e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e382108347eee_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3b479f896918_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e602ab038b2f0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8169fbb9e204_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eba60232d5839_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebdc5830dcb4f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ecac77ddc2b6d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed26760f1c4d9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed560682c13aa_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed770361f9313_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee6e56cf05658_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eea6c689a6615_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef02a13d88426_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e09f608b5faca_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e6da90a2fc8c9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ecaf26e33c88e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ed99f2cc30247_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e013087157826_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e0db3f3772912_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e51420ccc0a82_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7f6402e23a65_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eda96303669a4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e05dca5750294_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e09f1be51b262_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1397d8eff5f7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2aff5cb1eea3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e3871a87a5e80_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e577b774ff908_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5fc4c6772146_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6b596f811031_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7308892e1387_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e77c3e30b3add_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7ce5b49b1f59_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7f9bc6468c5c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e82055baec1b1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8ae23a764bf5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8b47b6b6db9c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8f97d9124b3b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e90156cdde43d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9778d7ab6376_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb82497e29b28_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed04500021b4a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed11fc55fc92d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eda4a82144165_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ef55f63bbd7ea_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efd52bce7035e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e03088e3365da_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0ae498034588_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e11d7dc038487_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1544cdfc1d02_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1657d118fbdd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e24a2fe15e0dc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e258958b9fd2f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e280bbb70668c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2813c3118ac8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e38bdfca7ec7f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e38da3bbed576_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3e54cc879294_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e409e60d82874_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5cd4c53cb523_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e657bf2575713_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c03da715fe9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e78e6cda05288_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7dc27dcb1f35_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7f80d4f0d3c6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea44adb16ebf1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eabbd52e9269f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eac8ab1c1e089_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eaee14050134a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb5148634a6d4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebf0725f04f91_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebf52681dd0e7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec56a9a0381df_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edd311856e8f3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ede0f66bde476_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edfa2f1badc14_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef5d86a819417_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef7d75c1995aa_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e02b8c9832d3f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1b8d7ee0a0f2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1decab999e26_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24982e8c5793_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24d78c9c3222_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2893749efc2b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e309a48c10b26_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e373d2c036ede_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3d82070198a4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3dbe64f02dfd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4eb00809fec4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e501fd0a54d34_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e530118f4e9d1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e57d6eadbf4d5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5aea0ebdc6be_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5e49ea7b633c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5ed238451028_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e60f39a2045f7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6a2b726aef23_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6b2e429c52bf_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6def75d3bcef_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6e4957d3a30f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7461f1a2ce57_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e74a7206f1fd6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7d9a92d9eee6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7df1cdd6e063_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e818474e2f277_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e81971eb7cbfc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e85be94efe72a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e872cd5749cd0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e873b0b1cea9f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e87ca10f51910_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e89097a9859b8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8b47d069b361_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8c16c762b030_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e90778f362b0d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e90f4c058b412_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e91f0e35092b4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e93a1b5b175bc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9ba83508b414_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9ca5f86b565a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea04cbae825cd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea38cf0190115_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea4ff72a01a58_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea9931948cbda_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaf813fb49b3a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb42537531fca_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb48ac716d740_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb52524e0be5e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb5e2a7ba2732_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebade61a5a079_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec13829c4775e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec17006143242_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec352b064aded_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec61e184a452a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecd2bf21cc83f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ece4cb9e9db0e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4c58506e94c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4cc1391805c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4e87aea5cbb_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed88b1568aca5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed8a700f3e393_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec1106aa9e64_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec59579eba3d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eecee0fef1e25_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eee379a005c1f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef36f62eac77b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef447e0ba62fb_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef48d1299eb85_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef78bd5e92b8d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e1152179b7740_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e23660d511e59_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e255a693845fa_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e4391b22e89a0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5a33d1b47d65_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6f932833fdd3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea1f83fd59ff0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea9bb0e86d398_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec8f50922f0ca_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ecdb8be056da3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee1bf2e9989ec_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eef871f53c832_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v3_entries(int i, uint32_t* count) {

@@ -6,334 +6,334 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e1e7b745db79d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2037b29b7480_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e22838d621e81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2406a2da6048_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e27910ed460e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e29aba5c56c67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e5de87bea05c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e79cab5375905_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea87c5e100738_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eae9450bc9819_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb4ab90bd8979_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ede4cce3eb043_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ee3d1f353e4a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef5acc45966c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efa382a35197d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e132735c8bd07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e159f80bc637a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e6cb7646aba7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eba6c1bd462b3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e5b1f1041d7b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e904e7e635025_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e9cb7d3aafd6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ed45d3a9772c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ee7d207316bed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e10001908ff4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e475eaae93d2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e52c5ac9ead8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5f9595d756ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e660f652340b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e84d4cab14614_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e855d5ed1a4e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e891c7a762568_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e899bbec13259_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8bb3a095ad63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea04d02405dc2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea652b11f6612_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eaf9a22b9d888_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb6391b68968d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec08007a092ad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec2adaf591dc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ecdd26a55c531_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edaa916bff1a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edfd5eacf1e4d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee638bda8ff73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eee725b786a6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef081f017658a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef139c1a3db89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef47fb90ce507_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e00c12fce45c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e02977da9a344_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0fba0b279ae7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1585f636d100_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1677ac158615_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1bb9925b62be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e31a0589df23b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e365db37d8aa5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e36a6cc3ac4f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e38db7f662980_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3b796dfeb653_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3fa6bb7abd48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3fdf97b89bed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e438b03e85aab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e452a2851ba2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4b757984b5a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5bf4bb206012_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e669a4ded344d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7d70423620c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e878f32f067fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8b7c2bd9d64a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e94ea4271ae4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea07df3912a06_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ead134fd35901_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb71ff70a5cb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec81eee2d43cb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ecb7fbb1ee0c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed59e4296453a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed93e8ed3bc9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2edf3d60499a6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee12d0a9c0fb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee342905b87ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e02aa8b008e4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e030d9dbc1719_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e05a874a508f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e07dcb767fca0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e091398e1d7f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0efdba3101d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0f5ffb5ac0fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e144be5700353_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1838dc7903d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e203a96276959_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e261759fa90e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e26bafd66a4a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e28bbd6ef6a19_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2b9eea23ab73_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e304d4cc2d7f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e32236b65cd95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e36794c92dabb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4a3b6b035d91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e57e0e9252252_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5ea04575ecc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e611a0e0708dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e62ab9207adb1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6a3f987b04df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6c01ed6e7ab2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e723c46ca2382_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77d68ba5839e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e78e31a1eed1e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7a6e1e914690_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82dd9844dc80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8358d61748e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e87268be78eaf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e89ba9f87caca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c95f04fe33d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8e519caae039_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9a6e3c3be05d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9f60817439c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9fcdda0bdc34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea00c7079cfef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea45d45074f6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea477aeef7bee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea4977e5639d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea4f5b2e92d2c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea6320c8377c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea8449d9fe02d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eafe5fa8f5646_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb0f9cd4a8622_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb2c1c212560d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb33cd6bb2a03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb41b4399e0c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb4b07a393868_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb60e967ff92e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb9690572cc1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebb48c0e8b964_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebba83a0c0fca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebde34521437e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecab5375634cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed2665636c31f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed305e29ba682_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed9bea40992fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee0ab321cd9a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee2f5b401ee67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eebabaef73a1c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eec2595d684c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eee5d3c5fc7a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5c67f8198ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5eddd3166cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef832e39dcea5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efaae48e49d97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efc47439b1025_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efde189b34814_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e632b07db576c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e6872e79ef62b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e85f8cf88fe1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea696dc931d75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb099a2178b59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb0e3556e9fe8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb1a2db690a9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ec29c6d79a623_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ec4ac3b83c58d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ecb5c1df489c2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ecdba610526ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef891e6846a35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e20fbd5807779_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e4a18aec8a741_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e4e6cce7801aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e5e9d35c7ce96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e624529364fab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e670bceff0c4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9b0e8ed2d47b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea16cb7413d96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb2d392271d9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebb64563f6814_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ec3b2d68616f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ecd882534aa8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed02fda3333e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed5747f5afd37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ee62dd8e32766_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e5fbbb4b7febc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e68ec0a4b58fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e87f0fe353ff0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eeee5014b4869_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e007e5fc85d54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e433954e322ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e995887ebe5e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eac4083897e26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eede51abc520d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e01570970c1e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0280686f0dec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e02d3c8eb9874_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1587bc5076fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1cadd731ab63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e20cdcf2e944c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e265efee79983_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e3d50eced22de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e46b5ef5349fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e765a241a913f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e794fa03a4338_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7c0c9797acf2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7c6d3940651e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7cbb8cea5d33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7d0f1f7d15d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e823bf3686578_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8bc007dea1ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea063dd4770d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb575f8815858_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ebef69d1c9be5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec2b13054b00b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee5262a1fd2fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee6cc07e310fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efc334aa2e838_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e11921dda97fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1bdc6e67b502_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1c10f837b5c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e25cc36d7882e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3403cc938f04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3a82463ff60e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e448a1db748e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4ac3cfa080a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4c6eeb700429_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e53a13f71ad0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e685f38f5c2f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6a3fda81f785_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e71fccc7cde56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e82c85064fa10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8365e6a25f48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e886e245451aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ca20bb24df6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e914bd3dceb6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea183c8b3beb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eaa5759d5e1a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eab70e4c00d01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eba39c6e1ae23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec005031af8e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec2c9566e8aa9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec4eefbe07b38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eccc69ecf50f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ecd0fe9292216_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed5d027f2103b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee3298e3d3c2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef2b19b3056f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef5966b9c91f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efb1cdb9816c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e082b025432a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e099abde7d0ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e09ce3df6295f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e11297203da34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e128fc1ac4b5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e15ba8e15aa46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e187d6d78bc5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1974298c3071_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e236b145c7f83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2421f68a6d95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e24f1f5b9c8ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e25607d2564ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e29071e9929ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2a7558e650ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2f8674506249_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e30b5758226ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e358524eeaecd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e37d3029d70f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e39eff7a67a9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3b9729682ea4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3e1db47e544d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3fbbaf69faab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e517807997333_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5cc742534ccd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e606587cdc3c7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e62066a41f5bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e679f4e4a2448_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6856d943844d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e707e853f4050_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7588dfa6a93c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7b2f08b9a06c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7bd1a6068462_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e87aa25e6dad7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c0332f774ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8f59dd57691a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e900b690c5d86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e935be2ca78d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9c2ee1c07f33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea44489dac086_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea458561da798_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea4c184e92c2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea68d38665125_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea8159692965b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eac0cfac6eca4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb0a738dedde5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb1a31ad8a87b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb3cbc3f9382d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb84397c6da6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebb10b7905e75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebdaabd15f5f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebe40f4d93648_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec297e5faef30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec62bbb7c178d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6aad04b6d72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc46e0b8eadd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ece29fdc706ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed00fa2bcdc19_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed194245fc47e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbb8e7f09560_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edf7f68e63ef9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee094f4e98dd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee451f280de2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee53530ad377b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee561564cd19d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eeeeb2265a7a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5769a0c1548_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef68e26b79c20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef8e1c708b933_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efa70c5999902_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efcef3086ec02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e10f01d956a79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e228f3daf386c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e272c496c393e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e3c3d752e5e1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e491f9b9d99fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e588efa9e2e7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7217c2f695ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7a917bfb00be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e859b95c77ee5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e93ad8bb6f735_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea778dbf5d299_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ee92d67002f79_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e1e7b745db79d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2037b29b7480_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e22838d621e81_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e2406a2da6048_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e27910ed460e0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e29aba5c56c67_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e5de87bea05c4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e79cab5375905_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea87c5e100738_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eae9450bc9819_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb4ab90bd8979_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ede4cce3eb043_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ee3d1f353e4a2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef5acc45966c7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2efa382a35197d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e132735c8bd07_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e159f80bc637a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e6cb7646aba7d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eba6c1bd462b3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e5b1f1041d7b5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e904e7e635025_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e9cb7d3aafd6f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ed45d3a9772c4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ee7d207316bed_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e10001908ff4a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e475eaae93d2c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e52c5ac9ead8d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5f9595d756ed_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e660f652340b4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e84d4cab14614_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e855d5ed1a4e3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e891c7a762568_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e899bbec13259_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8bb3a095ad63_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea04d02405dc2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea652b11f6612_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eaf9a22b9d888_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb6391b68968d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec08007a092ad_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec2adaf591dc4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ecdd26a55c531_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edaa916bff1a4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edfd5eacf1e4d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee638bda8ff73_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eee725b786a6e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef081f017658a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef139c1a3db89_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef47fb90ce507_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e00c12fce45c9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e02977da9a344_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e0fba0b279ae7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1585f636d100_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1677ac158615_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1bb9925b62be_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e31a0589df23b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e365db37d8aa5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e36a6cc3ac4f9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e38db7f662980_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3b796dfeb653_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3fa6bb7abd48_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3fdf97b89bed_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e438b03e85aab_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e452a2851ba2d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4b757984b5a7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5bf4bb206012_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e669a4ded344d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e7d70423620c6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e878f32f067fd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8b7c2bd9d64a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e94ea4271ae4f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea07df3912a06_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ead134fd35901_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb71ff70a5cb9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec81eee2d43cb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ecb7fbb1ee0c3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed59e4296453a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed93e8ed3bc9e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2edf3d60499a6c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee12d0a9c0fb9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee342905b87ac_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e02aa8b008e4a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e030d9dbc1719_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e05a874a508f0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e07dcb767fca0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e091398e1d7f5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0efdba3101d7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0f5ffb5ac0fa_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e144be5700353_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1838dc7903d1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e203a96276959_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e261759fa90e4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e26bafd66a4a2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e28bbd6ef6a19_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2b9eea23ab73_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e304d4cc2d7f2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e32236b65cd95_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e36794c92dabb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4a3b6b035d91_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e57e0e9252252_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5ea04575ecc5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e611a0e0708dd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e62ab9207adb1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6a3f987b04df_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6c01ed6e7ab2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e723c46ca2382_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e77d68ba5839e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e78e31a1eed1e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7a6e1e914690_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e82dd9844dc80_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8358d61748e5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e87268be78eaf_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e89ba9f87caca_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c95f04fe33d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8e519caae039_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9a6e3c3be05d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9f60817439c6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9fcdda0bdc34_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea00c7079cfef_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea45d45074f6c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea477aeef7bee_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea4977e5639d2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea4f5b2e92d2c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea6320c8377c8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea8449d9fe02d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eafe5fa8f5646_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb0f9cd4a8622_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb2c1c212560d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb33cd6bb2a03_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb41b4399e0c3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb4b07a393868_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb60e967ff92e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb9690572cc1b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebb48c0e8b964_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebba83a0c0fca_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebde34521437e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecab5375634cc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed2665636c31f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed305e29ba682_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed9bea40992fc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee0ab321cd9a1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee2f5b401ee67_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eebabaef73a1c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eec2595d684c3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eee5d3c5fc7a1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5c67f8198ec_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5eddd3166cd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef832e39dcea5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efaae48e49d97_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efc47439b1025_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efde189b34814_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e632b07db576c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e6872e79ef62b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e85f8cf88fe1b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea696dc931d75_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb099a2178b59_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb0e3556e9fe8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb1a2db690a9c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ec29c6d79a623_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ec4ac3b83c58d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ecb5c1df489c2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ecdba610526ce_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef891e6846a35_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e20fbd5807779_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e4a18aec8a741_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e4e6cce7801aa_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e5e9d35c7ce96_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e624529364fab_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e670bceff0c4d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9b0e8ed2d47b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea16cb7413d96_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb2d392271d9d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebb64563f6814_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ec3b2d68616f0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ecd882534aa8b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed02fda3333e9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed5747f5afd37_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ee62dd8e32766_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e5fbbb4b7febc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e68ec0a4b58fc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e87f0fe353ff0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eeee5014b4869_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e007e5fc85d54_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e433954e322ea_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e995887ebe5e4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eac4083897e26_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eede51abc520d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e01570970c1e8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0280686f0dec_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e02d3c8eb9874_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1587bc5076fd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1cadd731ab63_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e20cdcf2e944c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e265efee79983_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e3d50eced22de_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e46b5ef5349fd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e765a241a913f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e794fa03a4338_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7c0c9797acf2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7c6d3940651e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7cbb8cea5d33_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7d0f1f7d15d8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e823bf3686578_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8bc007dea1ca_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea063dd4770d9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb575f8815858_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ebef69d1c9be5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec2b13054b00b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee5262a1fd2fc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee6cc07e310fb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efc334aa2e838_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e11921dda97fd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1bdc6e67b502_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1c10f837b5c9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e25cc36d7882e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3403cc938f04_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3a82463ff60e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e448a1db748e5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4ac3cfa080a3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4c6eeb700429_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e53a13f71ad0f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e685f38f5c2f6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6a3fda81f785_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e71fccc7cde56_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e82c85064fa10_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8365e6a25f48_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e886e245451aa_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ca20bb24df6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e914bd3dceb6e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea183c8b3beb1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eaa5759d5e1a8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eab70e4c00d01_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eba39c6e1ae23_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec005031af8e6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec2c9566e8aa9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec4eefbe07b38_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eccc69ecf50f1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ecd0fe9292216_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed5d027f2103b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee3298e3d3c2f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef2b19b3056f9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef5966b9c91f4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efb1cdb9816c5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e082b025432a1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e099abde7d0ef_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e09ce3df6295f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e11297203da34_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e128fc1ac4b5d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e15ba8e15aa46_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e187d6d78bc5c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1974298c3071_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e236b145c7f83_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2421f68a6d95_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e24f1f5b9c8ce_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e25607d2564ac_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e29071e9929ff_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2a7558e650ac_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2f8674506249_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e30b5758226ed_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e358524eeaecd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e37d3029d70f3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e39eff7a67a9c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3b9729682ea4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3e1db47e544d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3fbbaf69faab_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e517807997333_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5cc742534ccd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e606587cdc3c7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e62066a41f5bd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e679f4e4a2448_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6856d943844d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e707e853f4050_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7588dfa6a93c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7b2f08b9a06c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7bd1a6068462_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e87aa25e6dad7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c0332f774ee_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8f59dd57691a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e900b690c5d86_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e935be2ca78d9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9c2ee1c07f33_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea44489dac086_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea458561da798_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea4c184e92c2b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea68d38665125_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea8159692965b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eac0cfac6eca4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb0a738dedde5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb1a31ad8a87b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb3cbc3f9382d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb84397c6da6d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebb10b7905e75_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebdaabd15f5f9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebe40f4d93648_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec297e5faef30_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec62bbb7c178d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6aad04b6d72_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc46e0b8eadd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ece29fdc706ba_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed00fa2bcdc19_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed194245fc47e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbb8e7f09560_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edf7f68e63ef9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee094f4e98dd3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee451f280de2b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee53530ad377b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee561564cd19d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eeeeb2265a7a2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5769a0c1548_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef68e26b79c20_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef8e1c708b933_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efa70c5999902_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efcef3086ec02_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e10f01d956a79_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e228f3daf386c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e272c496c393e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e3c3d752e5e1d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e491f9b9d99fa_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e588efa9e2e7f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7217c2f695ae_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7a917bfb00be_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e859b95c77ee5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e93ad8bb6f735_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea778dbf5d299_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ee92d67002f79_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v4_entries(int i, uint32_t* count) {

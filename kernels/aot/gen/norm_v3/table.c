@@ -6,274 +6,274 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1010f3dc1558_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1f3e2e9044e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e318898d94517_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3e99000c3bb7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7bcaee821220_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8e0422cbcb16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebfed1add6861_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ec33bdf32de63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed70520f8ade9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edda79d2bf094_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee582ce449f8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eec17b67d4cb9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef3099aa297cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef55876e6896d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e469372b41b16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e6628dfd151bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ea1122f48a277_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2edc7314f129da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e26c4fb6bb883_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e285f790b07e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eacf4b7b15f84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ecb45ef7c2851_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0ae3b7c039be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0cc38c9df2ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e13f1212a0f03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e151835441f6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e174be79e535a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1826441f180a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1f9c38e32d45_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2163a8cc8293_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e24e674aee2cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2553b097aa37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e25c32c1b01a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e289190c6cfaf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e05ac3d4f98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e34d3a8b44a7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3526e527e55a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e380841f0841e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3b6583e7262b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3e7ee907dcd6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3f9226140205_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42a94aa33f37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e474fdc74f90a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c307b8bc675_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c717079fccd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4d733f85177b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53363675eaf6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5351ea6bc2b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5812338cba8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5adc709cd4ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e67f4792c0a36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e693351c7319c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6f95b3dfe146_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72eb782aac04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7601f60ab489_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7db2a35c2417_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f1f7d9c92bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f84be9f76e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8c4052446184_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d442f1f4ccf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8f2d94132eee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e903389569b21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92e61dabaaea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e943779b59614_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9467aaf08adc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e94a33d748ead_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e96facaf1dd1d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a08c4fe786d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9ba1dc7ac13e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fa5714de3d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea31200c027f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea3192386710c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea34df6a4614d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa1f3483c956_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eae23d6cf4294_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb05b3ceaf7a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3d2adddc830_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb5261d682d27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb79c0e88d4d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebb95d4a1c4e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebeabf92fa8bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4ec34b11083_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec85732f41283_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec8b03bb4263a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed1a347cbb143_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed303933b8e78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed9568e188315_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eda9070683b8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eddb91b3f130c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee5416fb11474_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeda565a049f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef6c67a027fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef81134001cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef331d45594df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef6df1d9e6cf8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef8860101f741_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef919599fd07d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efbcdadcd81f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efda8842cab7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efeede44dea79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff41560f250e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff52d1c6f515_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e6436cd07310d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e8718d3db3ccc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ea0aa5b038d02_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb853cb16f72d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ebbb2ead7cef6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2edefadef1d887_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e097ff039b670_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1ca034041633_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1d6bf921c830_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e22e92443ab21_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2699d44405e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e37f1584aad85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3c7458739f91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3ccc9244b0e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4252cbdecf63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e462e2580491d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5c718f0f561f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e89e2356ccb8f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8b5cde71af6b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8be9956cd300_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8ead2041110f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eab3035bc1e35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eabbefa915572_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eadc7acb8fd52_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed3e4c9de36f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2edf5bf968f4a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee040f462a03b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee1dff87bbac1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee9a02c13d39a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efde7d835551a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1e643542a988_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4afae9b99628_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4c4c89057978_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e543c794b9876_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e58d629a4a404_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e64fcd3cd4715_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e797b3f8bf389_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ec95e16ce22a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed0d5b6a81f98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee3336aa0a2a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eea43a6edd8a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eeece8cbd65da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef79885441daf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eff9181b3decf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e3bfa7934bbb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e41eb0a1ee498_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e4ce609d3370f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2efd67e815e2a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e06660722fecc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e551742a9d753_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ee946900cc267_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ef557bec930ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e024553d33be3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03f13cb5eddf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e040fce64a835_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e04154cacf3a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0829e7802fa2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0c26d4728f17_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0fcbd870ec55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1014526ce74e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1225b1379074_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1492f0569469_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1bdeb5f1907b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1c5607209d31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1ccf21f1e175_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1fda102a1268_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e21ddb09fe1f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e23a970cda631_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2a438fe213c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2f07765a5406_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e311c028be69f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35167ab1461b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3bcf242b514e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c43503b2d81_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3e1a7acc7708_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e43d45546a67b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e49d6fad3c6a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e51df2c11cb6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53d0b997aee8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54373cf3bad0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58c4ca9e4421_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5f41e0c2abcf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5ff1638e9888_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e64326062be0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e65e5fa54f6e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68e5124baacf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c383ce77018_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6d2b36f18dd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e702060f776b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e712acb5e5c01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e74e0ccd7c33a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a0cf1be581f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e84dee88a77dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88b43649c188_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88be015648eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e89a55b0e7c24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d38ab8f234d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e929f0e81780e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9849fef8de84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9cd61275986a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9dc2337c7794_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9de09c01eac1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f850ce4d55a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f910915b842_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea26484d817e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea40533488939_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea7f283f7ccc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea969352aa782_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eab48b9bd3474_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb7a3ed2b4d4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb945051567bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb9aa13b956ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebc1beab6aede_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebe860f977dc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebf3df436d256_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4177245f903_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdf9976c1aa1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed01bb14a5f20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed5e415a71139_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed8debbaef0fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edafc9770f420_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee0464ddb90e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee140a02bfc12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee8d886987dbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeb87924b1e44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed2cbdd2a4b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeefe04213e6c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef050c7acb182_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4c77f4184af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efca72bd50d7b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff21e9566233_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff48af0628b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e24420130af8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e817d320ce0ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e87dc57e178ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9143c99a4cf0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e95344e1911de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ef2c9941f4c8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e025f38245cd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0d0e33b08171_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0fda39e071ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e15fb37440b05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1e478c37fdbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2eac264b4749_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3b8c5cc0df84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e43405371c273_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4ae0fcc74c92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e59298151c5ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e627d6c2cae80_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e6ed38b4e44aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e756a34ec8798_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7dce5687be8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7f25460dfc15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8bf947af2451_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e99f49046867a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea8f63031eeda_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb48e793237b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec17dfce95626_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ede6667e307b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee0ea4c0c8866_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eeb46f3a05841_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef205321d837e_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1010f3dc1558_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1f3e2e9044e3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e318898d94517_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e3e99000c3bb7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e7bcaee821220_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e8e0422cbcb16_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ebfed1add6861_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ec33bdf32de63_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed70520f8ade9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2edda79d2bf094_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee582ce449f8a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eec17b67d4cb9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef3099aa297cd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef55876e6896d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e469372b41b16_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e6628dfd151bf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ea1122f48a277_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2edc7314f129da_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e26c4fb6bb883_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e285f790b07e1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eacf4b7b15f84_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ecb45ef7c2851_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0ae3b7c039be_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0cc38c9df2ff_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e13f1212a0f03_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e151835441f6e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e174be79e535a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1826441f180a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1f9c38e32d45_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2163a8cc8293_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e24e674aee2cd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2553b097aa37_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e25c32c1b01a4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e289190c6cfaf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e05ac3d4f98_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e34d3a8b44a7f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3526e527e55a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e380841f0841e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3b6583e7262b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3e7ee907dcd6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3f9226140205_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42a94aa33f37_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e474fdc74f90a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c307b8bc675_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4c717079fccd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4d733f85177b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53363675eaf6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5351ea6bc2b4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5812338cba8a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5adc709cd4ed_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e67f4792c0a36_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e693351c7319c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6f95b3dfe146_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72eb782aac04_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7601f60ab489_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7db2a35c2417_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f1f7d9c92bc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7f84be9f76e2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8c4052446184_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d442f1f4ccf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8f2d94132eee_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e903389569b21_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e92e61dabaaea_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e943779b59614_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9467aaf08adc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e94a33d748ead_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e96facaf1dd1d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a08c4fe786d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9ba1dc7ac13e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fa5714de3d2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea31200c027f3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea3192386710c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea34df6a4614d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa1f3483c956_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eae23d6cf4294_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb05b3ceaf7a0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb3d2adddc830_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb5261d682d27_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb79c0e88d4d4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebb95d4a1c4e8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebeabf92fa8bc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4ec34b11083_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec85732f41283_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec8b03bb4263a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed1a347cbb143_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed303933b8e78_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed9568e188315_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eda9070683b8a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eddb91b3f130c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee5416fb11474_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeda565a049f7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef6c67a027fb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eef81134001cd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef331d45594df_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef6df1d9e6cf8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef8860101f741_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef919599fd07d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efbcdadcd81f9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efda8842cab7d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efeede44dea79_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff41560f250e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff52d1c6f515_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e6436cd07310d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e8718d3db3ccc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ea0aa5b038d02_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb853cb16f72d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ebbb2ead7cef6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2edefadef1d887_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e097ff039b670_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1ca034041633_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1d6bf921c830_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e22e92443ab21_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2699d44405e7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e37f1584aad85_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3c7458739f91_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3ccc9244b0e5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4252cbdecf63_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e462e2580491d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e5c718f0f561f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e89e2356ccb8f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8b5cde71af6b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8be9956cd300_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8ead2041110f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eab3035bc1e35_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eabbefa915572_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eadc7acb8fd52_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ed3e4c9de36f9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2edf5bf968f4a3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee040f462a03b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee1dff87bbac1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee9a02c13d39a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2efde7d835551a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1e643542a988_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4afae9b99628_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4c4c89057978_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e543c794b9876_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e58d629a4a404_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e64fcd3cd4715_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e797b3f8bf389_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ec95e16ce22a6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed0d5b6a81f98_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee3336aa0a2a8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eea43a6edd8a1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eeece8cbd65da_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef79885441daf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eff9181b3decf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e3bfa7934bbb4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e41eb0a1ee498_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e4ce609d3370f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2efd67e815e2a5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e06660722fecc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e551742a9d753_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ee946900cc267_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ef557bec930ee_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e024553d33be3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03f13cb5eddf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e040fce64a835_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e04154cacf3a3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0829e7802fa2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0c26d4728f17_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0fcbd870ec55_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1014526ce74e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1225b1379074_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1492f0569469_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1bdeb5f1907b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1c5607209d31_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1ccf21f1e175_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1fda102a1268_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e21ddb09fe1f9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e23a970cda631_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2a438fe213c3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2f07765a5406_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e311c028be69f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35167ab1461b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3bcf242b514e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c43503b2d81_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3e1a7acc7708_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e43d45546a67b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e49d6fad3c6a2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e51df2c11cb6d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53d0b997aee8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54373cf3bad0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58c4ca9e4421_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5f41e0c2abcf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5ff1638e9888_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e64326062be0b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e65e5fa54f6e4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68e5124baacf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c383ce77018_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6d2b36f18dd0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e702060f776b7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e712acb5e5c01_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e74e0ccd7c33a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a0cf1be581f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e84dee88a77dd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88b43649c188_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88be015648eb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e89a55b0e7c24_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d38ab8f234d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e929f0e81780e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9849fef8de84_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9cd61275986a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9dc2337c7794_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9de09c01eac1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f850ce4d55a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f910915b842_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea26484d817e6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea40533488939_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea7f283f7ccc4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea969352aa782_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eab48b9bd3474_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb7a3ed2b4d4d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb945051567bb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb9aa13b956ce_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebc1beab6aede_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebe860f977dc5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebf3df436d256_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4177245f903_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdf9976c1aa1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed01bb14a5f20_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed5e415a71139_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed8debbaef0fe_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edafc9770f420_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee0464ddb90e1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee140a02bfc12_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee8d886987dbd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeb87924b1e44_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed2cbdd2a4b1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeefe04213e6c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef050c7acb182_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4c77f4184af_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efca72bd50d7b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff21e9566233_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff48af0628b6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e24420130af8b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e817d320ce0ea_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e87dc57e178ab_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9143c99a4cf0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e95344e1911de_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ef2c9941f4c8e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e025f38245cd9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0d0e33b08171_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0fda39e071ac_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e15fb37440b05_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1e478c37fdbd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2eac264b4749_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3b8c5cc0df84_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e43405371c273_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4ae0fcc74c92_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e59298151c5ea_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e627d6c2cae80_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e6ed38b4e44aa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e756a34ec8798_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7dce5687be8a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7f25460dfc15_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8bf947af2451_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e99f49046867a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea8f63031eeda_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb48e793237b1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec17dfce95626_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ede6667e307b7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee0ea4c0c8866_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eeb46f3a05841_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef205321d837e_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v3_entries(int i, uint32_t* count) {

@@ -6,274 +6,274 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e22331fae2aec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e38b27f424d80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e41abf3a59843_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e4584f2e765fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e52fe8f29c1a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8ad208a496c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e96c9463f4ba3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb21651f0bba5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed16576c46634_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed3904eecc6cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee045d9cc2903_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eeb0c5e133bcb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef79a27c88f53_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eff7622bcd71d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0f177b7c4ad2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0f9168cb24fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eca1b4754403c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eeae5e2154adb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e3b1fa5e14ecb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e9af214385f9d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ea65513b9f051_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2efd9c07152b96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e01bd6d92ab70_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0709bd80be51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0af30a8e7a09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f60fbb1edd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e141a7faf9e3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e17d0b4d80eb8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1c97852ca71c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e20663acbe36f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2835a93aab4d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2d8864234118_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2dc11209a2d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2ee48dd2783c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e35707d4dad67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e357dd992198a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3961f44c3699_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4528b5af1c25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e465b1cbe55ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e472a789e5a93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e47e5f2285112_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e1453e19351_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4efb51717212_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4f037ee44a77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e55c4ab2babee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b82b1f0c0bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c362ccf1a03_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e609852aaf66f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e67494419d717_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e680d0be45a2d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6d4e78f2caa5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6e01fbe74853_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7013332db505_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e751106534cd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e77129ff85dd3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7a2f5423b347_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7f0dc0fc4230_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e804a0716d2ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84cbff0d07a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e875cec1612f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8a365f0a080a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90a2cd162433_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91ca07ad42b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e92f563cd8646_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e93928280bca4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9399fcc3e2f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e951ccb7dcf09_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9629c8573d47_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98d25d54c332_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e99427ea2f787_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea151e5861df7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1b2d12b59ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1f943cb2db4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3946754da63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea7081839218d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea7f93d3ac2d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9409c45f908_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb387a6ee9ab4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb388f191e7b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3c587958933_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebab94d6b7725_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebff0f240eefd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0e685e254c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec33b8db7f322_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec43c927c2b83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec4be8594ee8c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec7ee2097c608_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecb49a9f909e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecc01e7360275_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed0e799e5761b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3292e3cd8e0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee7b83799a82f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eea6391a4fcac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eedb6b9ea776d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefb1ef8b3125_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef00870587558_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef0bf829b3ff8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef5464fd5032e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef55f64042e98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7a39c6c6ad4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7ab2a21cf36_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef9687e95b39a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e2da4f6fe0cf0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e45e7e971bf68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e543a8e3c4b4d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ed8b6c4a9cf3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ee49a62c59f8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ef6d29f7a94db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0395ad192008_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0ce564edcdcd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0cebceb06be2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e1547ca18f992_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e16421043bcb4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e18c56811c6e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e208c104ce59b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3ed40743eae8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e443621ea348f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4a3386ed8500_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e56fd05a22dfe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e5fdc6bcad134_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e69391cd6dd7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e7275b4654210_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e8af960875267_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9a9a1c9d147d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9fc5f97d0ac8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eaf89e46e16d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb1875b23cd11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec519226ffbd8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec71e0ceb56ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee2de289c87c4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef71f03144b05_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2efa82851fc04f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e3414448c7fc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e3cc7b3bdf0d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7d51cd498f4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7fd4f2f39373_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7ff2eab178bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8b4f6b2b2b72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e981f932b549e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea077aae2db61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec5d3ae3a05d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec67849aec5b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec9d85ba8af97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed09941d9c68a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed983c6a6f96a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee5fe639127f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e3ab3043fadc4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb79689dc20e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb99bd53c92fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2edc89299a07c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e1ca38e368242_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e8e0f5b08450b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ed4b1cf601bcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ef9f9876a9a23_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e009ca7b19420_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e03cdc80af0cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0484a4a13999_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e078a6bc8c225_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0bcebb05da3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0dcf06c7dd44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0e3920627e0c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e19283b59f29c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1b8a2aadb076_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1d56668e4ae9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e22c8a3d1e2ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e277a513bbb6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3003d5e9ef64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e316c1f873942_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e32b00a31bb0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e379eb6005dad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41184af6cb86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e45775e3b943c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4da534b8c9f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e507011ee146e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5146dccf9cfa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e52c9fedcfc3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e563abe201766_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e59e5db875527_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ab2e60522ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5affdb868230_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c6ea0426507_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e60e0813799a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e60efdef6c0fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e64c908f84b65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e678894b179ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e67a7e0313cff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6c20c20056fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e727afa8974b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7888aa61caf7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7a7aeca29a5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7f277784f020_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e866eee37fe46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8955756bd464_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8faac474cd71_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98a2677b5a2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98d329fdbb67_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9b909bde4a18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9bae663a927c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9f7c1c33150e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea04a4c292957_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea0dc9de05487_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea380d2c3c95b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3c67ae91934_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea74d85db842f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9db4cddf4c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eab890e7526db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb0fc6258d066_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb4b7e2173e74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb676d474c250_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebc36638a089f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec5370dd7c528_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec5db92fd8bbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec76edc2e0871_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecd17863dc370_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed120123b5052_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed246e2b4322a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed52f9b085f5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edc724aca8739_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edc7c25b3dff3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eddc94f1e0be8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede79ee62eb15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee0ee2c4a9aa3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee13fecc7fb26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3037ca2dc57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee37310166128_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5201966c8f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee95cac963597_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eea97086e95e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef564549e93f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefc350ed8bd7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef4d19583006a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef92e396ab60e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efa2f1541cdcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efdbc3dc1c620_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e00bffa2044df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e0e1e368805d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e119ed04fbbec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e6d6faef017d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9b446dc27521_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eb6000b96271a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e1a1ea6265a8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e1adbc2ea9515_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e2274740d41eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e41671d90db1c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e60831417b503_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e652a26586570_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e72a3f8bc9bbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e7655e6d245d6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e7f24e2a74340_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e81e492464f7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e8a7920520d28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e8f9f6232ea7e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea42d719fc48e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb1551049ad13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb89b24cf5a91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebf18991626fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec218ca5a3fcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed7a608fe1932_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed8f1ad827ab1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee993f7b260a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eedc4329b89fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef102398cb241_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef3cc613a6c42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef8681aec8ce7_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e22331fae2aec_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e38b27f424d80_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e41abf3a59843_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e4584f2e765fa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e52fe8f29c1a3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8ad208a496c7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e96c9463f4ba3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb21651f0bba5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed16576c46634_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed3904eecc6cf_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee045d9cc2903_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eeb0c5e133bcb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef79a27c88f53_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eff7622bcd71d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0f177b7c4ad2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e0f9168cb24fa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eca1b4754403c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eeae5e2154adb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e3b1fa5e14ecb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e9af214385f9d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ea65513b9f051_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2efd9c07152b96_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e01bd6d92ab70_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0709bd80be51_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0af30a8e7a09_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f60fbb1edd2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e141a7faf9e3e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e17d0b4d80eb8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1c97852ca71c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e20663acbe36f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2835a93aab4d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2d8864234118_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2dc11209a2d4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2ee48dd2783c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e35707d4dad67_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e357dd992198a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3961f44c3699_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4528b5af1c25_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e465b1cbe55ea_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e472a789e5a93_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e47e5f2285112_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e1453e19351_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4efb51717212_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4f037ee44a77_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e55c4ab2babee_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5b82b1f0c0bc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c362ccf1a03_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e609852aaf66f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e67494419d717_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e680d0be45a2d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6d4e78f2caa5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6e01fbe74853_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7013332db505_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e751106534cd2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e77129ff85dd3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7a2f5423b347_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7f0dc0fc4230_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e804a0716d2ba_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e84cbff0d07a1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e875cec1612f6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8a365f0a080a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e90a2cd162433_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91ca07ad42b6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e92f563cd8646_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e93928280bca4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9399fcc3e2f2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e951ccb7dcf09_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9629c8573d47_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98d25d54c332_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e99427ea2f787_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea151e5861df7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1b2d12b59ff_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea1f943cb2db4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3946754da63_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea7081839218d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea7f93d3ac2d6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9409c45f908_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb387a6ee9ab4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb388f191e7b5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3c587958933_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebab94d6b7725_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebff0f240eefd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0e685e254c5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec33b8db7f322_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec43c927c2b83_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec4be8594ee8c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec7ee2097c608_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecb49a9f909e1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecc01e7360275_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed0e799e5761b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3292e3cd8e0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee7b83799a82f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eea6391a4fcac_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eedb6b9ea776d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefb1ef8b3125_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef00870587558_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef0bf829b3ff8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef5464fd5032e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef55f64042e98_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7a39c6c6ad4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7ab2a21cf36_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef9687e95b39a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e2da4f6fe0cf0_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e45e7e971bf68_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e543a8e3c4b4d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ed8b6c4a9cf3f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ee49a62c59f8a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2ef6d29f7a94db_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0395ad192008_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0ce564edcdcd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0cebceb06be2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e1547ca18f992_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e16421043bcb4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e18c56811c6e3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e208c104ce59b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3ed40743eae8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e443621ea348f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4a3386ed8500_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e56fd05a22dfe_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e5fdc6bcad134_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e69391cd6dd7c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e7275b4654210_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e8af960875267_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9a9a1c9d147d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e9fc5f97d0ac8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eaf89e46e16d1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb1875b23cd11_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec519226ffbd8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec71e0ceb56ff_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee2de289c87c4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef71f03144b05_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2efa82851fc04f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e3414448c7fc8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e3cc7b3bdf0d4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7d51cd498f4a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7fd4f2f39373_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7ff2eab178bb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8b4f6b2b2b72_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e981f932b549e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea077aae2db61_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec5d3ae3a05d2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec67849aec5b2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec9d85ba8af97_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed09941d9c68a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed983c6a6f96a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee5fe639127f2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e3ab3043fadc4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb79689dc20e1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb99bd53c92fd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2edc89299a07c3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e1ca38e368242_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e8e0f5b08450b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ed4b1cf601bcc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ef9f9876a9a23_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e009ca7b19420_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e03cdc80af0cf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0484a4a13999_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e078a6bc8c225_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0bcebb05da3e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0dcf06c7dd44_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0e3920627e0c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e19283b59f29c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1b8a2aadb076_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1d56668e4ae9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e22c8a3d1e2ec_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e277a513bbb6e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3003d5e9ef64_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e316c1f873942_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e32b00a31bb0e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e379eb6005dad_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41184af6cb86_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e45775e3b943c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4da534b8c9f5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e507011ee146e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5146dccf9cfa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e52c9fedcfc3a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e563abe201766_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e59e5db875527_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ab2e60522ca_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5affdb868230_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c6ea0426507_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e60e0813799a2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e60efdef6c0fe_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e64c908f84b65_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e678894b179ea_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e67a7e0313cff_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6c20c20056fa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e727afa8974b7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7888aa61caf7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7a7aeca29a5d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7f277784f020_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e866eee37fe46_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8955756bd464_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8faac474cd71_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98a2677b5a2f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98d329fdbb67_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9b909bde4a18_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9bae663a927c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9f7c1c33150e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea04a4c292957_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea0dc9de05487_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea380d2c3c95b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3c67ae91934_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea74d85db842f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9db4cddf4c8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eab890e7526db_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb0fc6258d066_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb4b7e2173e74_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb676d474c250_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebc36638a089f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec5370dd7c528_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec5db92fd8bbd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec76edc2e0871_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecd17863dc370_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed120123b5052_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed246e2b4322a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed52f9b085f5a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edc724aca8739_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edc7c25b3dff3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eddc94f1e0be8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede79ee62eb15_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee0ee2c4a9aa3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee13fecc7fb26_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3037ca2dc57_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee37310166128_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5201966c8f1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee95cac963597_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eea97086e95e9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef564549e93f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefc350ed8bd7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef4d19583006a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef92e396ab60e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efa2f1541cdcc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efdbc3dc1c620_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e00bffa2044df_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e0e1e368805d7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e119ed04fbbec_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e6d6faef017d4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9b446dc27521_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eb6000b96271a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e1a1ea6265a8a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e1adbc2ea9515_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e2274740d41eb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e41671d90db1c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e60831417b503_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e652a26586570_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e72a3f8bc9bbd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e7655e6d245d6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e7f24e2a74340_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e81e492464f7f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e8a7920520d28_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e8f9f6232ea7e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea42d719fc48e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb1551049ad13_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb89b24cf5a91_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebf18991626fa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec218ca5a3fcb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed7a608fe1932_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed8f1ad827ab1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee993f7b260a6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eedc4329b89fe_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef102398cb241_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef3cc613a6c42_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef8681aec8ce7_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v4_entries(int i, uint32_t* count) {
