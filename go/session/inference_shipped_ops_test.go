@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -92,5 +93,50 @@ func TestManifestMovementOpsWithoutACompiler(t *testing.T) {
 		genericCase{"slice_reverse_inner_f32", slice, 13, []tensor.Tensor{of(graph.Float, 4, 30), int64Vec(-1), int64Vec(-1000), int64Vec(1), int64Vec(-1)}, []int{1, 2, 3, 4}, ops.HostOps["Slice"]},
 		genericCase{"slice_reverse_rows_i64", slice, 13, []tensor.Tensor{of(graph.Int64, 40, 3), int64Vec(-1), int64Vec(-1000), int64Vec(0), int64Vec(-1)}, []int{1, 2, 3, 4}, ops.HostOps["Slice"]},
 		genericCase{"slice_reverse_both_f64", slice, 13, []tensor.Tensor{of(graph.Double, 3, 4, 7), int64Vec(-1, -2), int64Vec(-1000, -1000), int64Vec(1, 2), int64Vec(-1, -1)}, []int{1, 2, 3, 4}, ops.HostOps["Slice"]})
+	runWithoutACompiler(t, rnd, cases)
+}
+
+// TestInnerStrideVariantsWithoutACompiler runs binary, compare and where over every pairing of
+// inner strides their planners pick (AS5, BS5, CS5: an operand contiguous along the inner axis,
+// 1, or broadcast along it, 0; a variadic Sum's chained launches), on shapes that take each of
+// the four movement tiles, with no C compiler: each must run as its shipped kernel and match
+// the host function.
+func TestInnerStrideVariantsWithoutACompiler(t *testing.T) {
+	t.Setenv("CC", filepath.Join(t.TempDir(), "no-cc"))
+	t.Setenv("LOOM_CACHE_DIR", t.TempDir())
+	rnd := inferRand()
+	f32 := func(shape ...int64) tensor.Tensor {
+		return tensor.MustTensor(shape, randomF32(rnd, ops.Numel(shape)))
+	}
+	cond := func(shape ...int64) tensor.Tensor {
+		v := make([]bool, ops.Numel(shape))
+		for i := range v {
+			v[i] = rnd.IntN(2) == 1
+		}
+		return tensor.MustTensor(shape, v)
+	}
+	node := func(op string) *graph.Node { return graph.NewNode("n", op, nil, []string{"y"}) }
+	var cases []genericCase
+	// [rows, cols] for pickTile's 256x1, 32x8, 16x16 and 1x256 tiles.
+	for _, rc := range [][2]int64{{3, 512}, {16, 96}, {16, 48}, {256, 3}} {
+		r, c := rc[0], rc[1]
+		name := fmt.Sprintf("%dx%d", r, c)
+		cases = append(cases,
+			genericCase{"add_row_vector_" + name, node("Add"), 14, []tensor.Tensor{f32(r, c), f32(c)}, nil, ops.HostOps["Add"]},
+			genericCase{"mul_per_row_" + name, node("Mul"), 14, []tensor.Tensor{f32(r, c), f32(r, 1)}, nil, ops.HostOps["Mul"]},
+			genericCase{"sub_per_row_first_" + name, node("Sub"), 14, []tensor.Tensor{f32(r, 1), f32(r, c)}, nil, ops.HostOps["Sub"]},
+			genericCase{"sum_chained_" + name, node("Sum"), 13, []tensor.Tensor{f32(r, c), f32(r, 1), f32(c)}, nil, ops.HostOps["Sum"]},
+			genericCase{"less_per_row_" + name, node("Less"), 13, []tensor.Tensor{f32(r, c), f32(r, 1)}, nil, ops.HostOps["Less"]},
+			genericCase{"greater_per_row_first_" + name, node("Greater"), 13, []tensor.Tensor{f32(r, 1), f32(r, c)}, nil, ops.HostOps["Greater"]},
+			genericCase{"where_rows_cols_" + name, node("Where"), 16, []tensor.Tensor{cond(r, c), f32(r, 1), f32(c)}, nil, ops.HostOps["Where"]},
+			genericCase{"where_per_row_cond_" + name, node("Where"), 16, []tensor.Tensor{cond(r, 1), f32(r, c), f32(1)}, nil, ops.HostOps["Where"]},
+			genericCase{"where_values_only_b_" + name, node("Where"), 16, []tensor.Tensor{cond(r, 1), f32(r, 1), f32(r, c)}, nil, ops.HostOps["Where"]},
+		)
+	}
+	// One element: every stride is given as 1.
+	cases = append(cases,
+		genericCase{"less_one_element", node("Less"), 13, []tensor.Tensor{f32(1), f32(1, 1)}, nil, ops.HostOps["Less"]},
+		genericCase{"where_one_element", node("Where"), 16, []tensor.Tensor{cond(1), f32(1), f32(1, 1)}, nil, ops.HostOps["Where"]},
+	)
 	runWithoutACompiler(t, rnd, cases)
 }

@@ -6,198 +6,358 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0332fd28cd8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0370e5337098_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e064dca656183_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0767d8f68985_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e084666e8556d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0aa21e08f881_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0ada3c9403c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0b1d57477a65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e132ba93e954b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13fa70a97dc6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1641648283ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1b1332f12e6f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24a971198258_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2711958977f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b30bc87a2d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2d513b37d944_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e30bbc8800418_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e325610f75dcf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e377cfac0b3c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e382e37ed1691_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3c743ce57ecd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5496330406e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5b03a7294a4d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5cce39af565c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5d2b001bebe4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5d85086639aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6475e6ed90cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e72ac4388e132_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7d613dfa8470_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e84f4f88587f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8584b1911a27_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e85f0281f2ba9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8b558afa1f30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9a6c8cc7adb3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eab2306073ec1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eadaddd3cbe4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb126a1836c5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb49ef22f968a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec1a41ea328bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec48f7264bc74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec9ccf78c418c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecb0e3233c952_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed048fb2ed04e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed63ffa2a136e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed734a1ffbe11_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edcc0a03ca1e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef1b8d2a922a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efbbd23e3118c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e053649ca064a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0617ea0bcf8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e099b69299621_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0a90423203fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0f0c4e74478c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2827f6f63c13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2ece442f14d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e34dee5b9e963_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e376f61fcea5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4e6ac9b05d30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5ae7f4afdda1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e695c6e78bb40_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6a74895a44df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6aa1eeb6f875_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7a602ebc57ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7cbb060c1734_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e80d641e09cd9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e89aa9f974e76_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e9829a4efd99e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e9ad74108c158_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ea418688a747a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb7fcd830a0f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb99227695987_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec54f4152a4d0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec57e2440b251_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec670ac619c9a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec93559484fe8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed24d05eab0cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed2d01fe2b75d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee7b9c1f8161f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee845d17dcc20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efb7df6d3a8cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e29256846ff59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e465907f05b51_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5548ab6473af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e57bce6cc0edf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7324fa889559_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7c9327bef8f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea22aabf81d93_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec77d9d294be4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edbfab8ad5e54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edf4eb8cc269a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ee34336d8b1fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ee9683e9e2009_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eee07ea2eb640_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2efba0031951a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e01415f088812_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e01cab5409a4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e07b8f0d16c0e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0a31cb739799_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0fac28ddd9c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e10404f423d56_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e10d84fb897ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e114c8333d16c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1186b96b88e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e119a2ebf8bdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13704b9ca09f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e16234a8844f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1637cbc7c0ad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1bcb6ab7e22d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1bd121038250_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24aceabc2961_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e25049aedd891_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e279813976a68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e28dabc75eb05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b90e907e5a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2be1630bd0a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2c6b1a97081b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2d86b84b6c61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2e4c7a058409_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e306a99b1429c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e30eed3185330_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e314cef45a928_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3369472660ee_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e34d65d5eb1a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3adfd9094388_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3b56cf6e6341_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3b90c3552dfd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3da8bdc20005_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3f6c7542d5be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3fbfa7069b90_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e40f446764389_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e42d6c792488d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4388fdd5e892_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e441856849f2b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4df4d632c1dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4e4e0110aee8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4f4520084a8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5025c1c5dda0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e56c1babba3cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e57c317ec9ea5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e58b20ad1defd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e58f8ff929ef4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5a2fdda79aad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5c62cecc477d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5db722f81df5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5dd0293cba99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e60a69624b6b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e634862c5f82a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6446e56194bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e646d7fc7e797_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e64ae9f8de941_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6c77712831e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6d7e33fce8ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6fce94936b72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7205218a9927_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e725bca1bcbec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e732df44f69fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e774c953256da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e77b3e9b43fc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7abcf80d4a63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7b319d609d61_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7b812b230c12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e857253101867_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e876ddc9c07b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e876fcfc4eea2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e89f5fcad598d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8baf0d359e65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8fb4ae40e608_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e924ce62a90ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9797d895dab8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e97e45f75143c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9d74a6a7cc6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9fceda153a4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea111f6715233_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea5870853f5c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea5acd3d37797_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea5fc5bc88266_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea63985b9cbdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea8deecc41885_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea98101b79547_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eab0b3c663a91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eaf5af7ba7daf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb5e22b1cf003_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb6d3389a4707_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb8e98ead85dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eba01b2034a44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebb21551cc015_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec1af40f6d7b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec47e8a63dfe9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec75efabf1c35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecb33c4adcc41_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecbf783414ccd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecf3f42131420_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed0f743c6daae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed1d56602b161_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed334ee0b7898_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed5907f99a700_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed75d990d0694_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed8619c850ecf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed8644c0129ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed92d7224c490_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed9fa0b3d5f86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edb1c7edd19cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edc89e1bce628_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee00d3ed70177_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee0c14943b909_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee18a4d266bad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee32dfbab2cba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee3dc5b48f3c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee6f19d549494_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee871f8e03c19_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eea5c721ec2c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eeaad9f9b65bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eed7f82d28349_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef1244a0f415e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef3077731d4f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef5d2e1564203_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef8d7b0ffc7b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efa1a68d7ab8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efa98f8320512_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efb217d8ba820_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efe457c9c8144_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efe4bf318c32b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0583c0f5ced2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e071d6c1143c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0b5b5010a081_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0dc0e9c0045e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e15f818cdc3de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e180649306052_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e22d27df3520f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2b78eacb3cb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e33464f329dd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e3bc730228919_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e3be9e68c0ff2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4149ba4416a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4468e490bd7c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e48a67a420ec9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e496bf44fe76c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5a751b62426a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e75f2963cbaa0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e79060d8ef808_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7b1c96d39bf4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e8a93caa97de9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e8b2180c16ffa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb310dcfc1c11_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb708e6ecea68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec83a782970ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec9dbf4c180a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecee11c4010a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecfb5edacb9e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed14926d12e15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed4b39022914f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee5176a2ec264_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef7a429553fdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eff8653e29b5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e217ebb609799_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e36540827ea94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3ee407895e31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e6936ab15a1d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e6c5e6d8008ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e70fd07569c85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e74b5a43322cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e751d766a976f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e84f07e39aa35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb3923358375e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec5f2b17267be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec75d5d0a5842_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ecccb7cd86479_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eeb25096e196a_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0332fd28cd8b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0370e5337098_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e064dca656183_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0767d8f68985_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e084666e8556d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0aa21e08f881_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0ada3c9403c3_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0b1d57477a65_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e132ba93e954b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13fa70a97dc6_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1641648283ec_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1b1332f12e6f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24a971198258_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2711958977f7_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b30bc87a2d5_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2d513b37d944_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e30bbc8800418_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e325610f75dcf_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e377cfac0b3c5_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e382e37ed1691_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3c743ce57ecd_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5496330406e1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5b03a7294a4d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5cce39af565c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5d2b001bebe4_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5d85086639aa_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6475e6ed90cd_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e72ac4388e132_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7d613dfa8470_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e84f4f88587f9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8584b1911a27_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e85f0281f2ba9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8b558afa1f30_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9a6c8cc7adb3_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eab2306073ec1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eadaddd3cbe4b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb126a1836c5a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb49ef22f968a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec1a41ea328bc_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec48f7264bc74_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec9ccf78c418c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecb0e3233c952_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed048fb2ed04e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed63ffa2a136e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed734a1ffbe11_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edcc0a03ca1e2_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef1b8d2a922a5_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efbbd23e3118c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e053649ca064a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0617ea0bcf8b_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e099b69299621_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0a90423203fe_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0f0c4e74478c_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2827f6f63c13_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2ece442f14d8_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e34dee5b9e963_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e376f61fcea5e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4e6ac9b05d30_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5ae7f4afdda1_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e695c6e78bb40_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6a74895a44df_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e6aa1eeb6f875_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7a602ebc57ae_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7cbb060c1734_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e80d641e09cd9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e89aa9f974e76_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e9829a4efd99e_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e9ad74108c158_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ea418688a747a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb7fcd830a0f0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb99227695987_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec54f4152a4d0_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec57e2440b251_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec670ac619c9a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec93559484fe8_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed24d05eab0cd_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed2d01fe2b75d_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee7b9c1f8161f_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee845d17dcc20_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2efb7df6d3a8cd_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e29256846ff59_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e465907f05b51_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e5548ab6473af_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e57bce6cc0edf_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7324fa889559_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e7c9327bef8f9_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ea22aabf81d93_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec77d9d294be4_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edbfab8ad5e54_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2edf4eb8cc269a_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ee34336d8b1fa_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ee9683e9e2009_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eee07ea2eb640_entries,
-    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2efba0031951a3_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e01415f088812_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e01cab5409a4d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e07b8f0d16c0e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0a31cb739799_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e0fac28ddd9c5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e10404f423d56_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e10d84fb897ef_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e114c8333d16c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1186b96b88e5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e119a2ebf8bdf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e13704b9ca09f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e16234a8844f0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1637cbc7c0ad_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1bcb6ab7e22d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e1bd121038250_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e24aceabc2961_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e25049aedd891_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e279813976a68_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e28dabc75eb05_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2b90e907e5a2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2be1630bd0a8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2c6b1a97081b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2d86b84b6c61_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e2e4c7a058409_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e306a99b1429c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e30eed3185330_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e314cef45a928_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3369472660ee_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e34d65d5eb1a6_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3adfd9094388_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3b56cf6e6341_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3b90c3552dfd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3da8bdc20005_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3f6c7542d5be_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e3fbfa7069b90_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e40f446764389_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e42d6c792488d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4388fdd5e892_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e441856849f2b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4df4d632c1dd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4e4e0110aee8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e4f4520084a8e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5025c1c5dda0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e56c1babba3cb_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e57c317ec9ea5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e58b20ad1defd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e58f8ff929ef4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5a2fdda79aad_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5c62cecc477d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5db722f81df5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e5dd0293cba99_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e60a69624b6b4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e634862c5f82a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6446e56194bf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e646d7fc7e797_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e64ae9f8de941_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6c77712831e8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6d7e33fce8ab_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e6fce94936b72_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7205218a9927_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e725bca1bcbec_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e732df44f69fd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e774c953256da_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e77b3e9b43fc9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7abcf80d4a63_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7b319d609d61_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e7b812b230c12_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e857253101867_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e876ddc9c07b3_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e876fcfc4eea2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e89f5fcad598d_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8baf0d359e65_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e8fb4ae40e608_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e924ce62a90ba_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9797d895dab8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e97e45f75143c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9d74a6a7cc6e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2e9fceda153a4c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea111f6715233_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea5870853f5c5_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea5acd3d37797_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea5fc5bc88266_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea63985b9cbdc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea8deecc41885_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ea98101b79547_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eab0b3c663a91_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eaf5af7ba7daf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb5e22b1cf003_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb6d3389a4707_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eb8e98ead85dc_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eba01b2034a44_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ebb21551cc015_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec1af40f6d7b7_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec47e8a63dfe9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ec75efabf1c35_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecb33c4adcc41_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecbf783414ccd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ecf3f42131420_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed0f743c6daae_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed1d56602b161_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed334ee0b7898_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed5907f99a700_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed75d990d0694_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed8619c850ecf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed8644c0129ac_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed92d7224c490_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ed9fa0b3d5f86_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edb1c7edd19cf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2edc89e1bce628_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee00d3ed70177_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee0c14943b909_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee18a4d266bad_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee32dfbab2cba_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee3dc5b48f3c0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee6f19d549494_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ee871f8e03c19_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eea5c721ec2c2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eeaad9f9b65bd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2eed7f82d28349_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef1244a0f415e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef3077731d4f3_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef5d2e1564203_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2ef8d7b0ffc7b4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efa1a68d7ab8c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efa98f8320512_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efb217d8ba820_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efe457c9c8144_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_2efe4bf318c32b_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0583c0f5ced2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e071d6c1143c4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0b5b5010a081_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e0dc0e9c0045e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e15f818cdc3de_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e180649306052_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e22d27df3520f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e2b78eacb3cb8_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e33464f329dd4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e3bc730228919_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e3be9e68c0ff2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4149ba4416a0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e4468e490bd7c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e48a67a420ec9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e496bf44fe76c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e5a751b62426a_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e75f2963cbaa0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e79060d8ef808_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e7b1c96d39bf4_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e8a93caa97de9_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2e8b2180c16ffa_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb310dcfc1c11_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eb708e6ecea68_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec83a782970ca_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ec9dbf4c180a0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecee11c4010a2_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ecfb5edacb9e0_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed14926d12e15_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ed4b39022914f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ee5176a2ec264_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2ef7a429553fdf_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2ebinary_5fflat_2eff8653e29b5c_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e217ebb609799_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e36540827ea94_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e3ee407895e31_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e6936ab15a1d7_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e6c5e6d8008ec_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e70fd07569c85_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e74b5a43322cd_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e751d766a976f_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2e84f07e39aa35_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eb3923358375e_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec5f2b17267be_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ec75d5d0a5842_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2ecccb7cd86479_entries,
+    loom_aot_loom_2eaot_2ev3_2eelementwise_2eunary_2eeb25096e196a_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v3_entries(int i, uint32_t* count) {

@@ -6,198 +6,358 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e050db75343bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e10d6c77c68a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e130330cf8b4c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1e6d2048026e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e218df9dc13de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e22ca85155c48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e25a36c3333f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e262296e33125_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2921934198d3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2ed156b8c007_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e304cf8311315_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e305881ffd409_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e37c1ae039407_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3b6b4d60727c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3ed54fbc0136_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e435f4b0748ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e47cbf5359255_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e487655fced7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4ec60dcb25d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e56fcfedab8b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5c1e294d303d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5caa8df43a57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e696a2cba25e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e69ec5f4d8768_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c421a2f227b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e779079101136_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e799cf8d35e6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7b4d3c697570_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e81c55ab51169_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e835f2381c107_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8745db544d6d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8fa55f164147_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e939ada4970a7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea5472718960e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea8e090be23a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb67d5174c5b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb811c878dcba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebec2fe0a083a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec53eb7d97f26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec66dd4189b7d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed21326acf1c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eded262e47480_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2edf8535a45d5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee10c3499c67b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee392ddd0f51c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea1e97796406_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeb969734a079_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef13e4a7c29ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e102dada227f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e131ba828cac1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1d8ed0214d32_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2782decda2a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e32e175427b4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e3949a59711fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e43355f91e189_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e51d702975c0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e6626fe6518e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e70d7536d0762_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e794ddd1470b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e79e75f2a29f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8327ef387c68_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e87e484f3d105_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8de46fbcde77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e96b841e3e458_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9771e710f6bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e981a7f33b946_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea5003779db60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea6e59dd51326_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea8951000ce89_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb0eb6b1edd5f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb5a4014794dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb9d8b1a06819_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebbc3453baa6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd3f79b327cc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec529af233b8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec7a9ce790a7c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eca34054d248e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed672fb668ef9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee2cfc66ab437_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee6cbceaed0e2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4e8994b8efd2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e68217fed7bd1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e6d64b7d24954_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8e7596cbb0e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e903dc15e6533_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e928976997be7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea6c8cfb6e43f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eae1fbd20f8db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec2e8eb6efe16_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eceb801a33714_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2edbfbabc17c38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2edffa6e2b61ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee0a4b78e719c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef5d09f928609_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e00682c370e89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e00d7846286c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e00fe9f43ddb5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e065e6c412252_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0787db8da12a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0ad72f74010c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0c4f5dbcdb37_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0d727ea6342c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0d7f507f69db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0fd1d1ead379_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1082ee04106b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e13094195cb36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e175f2330de1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18330f105388_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e192ec430cf8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1c0335a82a8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1e5ced47d703_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e223e553d80bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e237dd610ff93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e26869a28fd9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e26e515a8f8bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e278195e677c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e283a8487b6c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e285fa6dd4d5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2b953936ed1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2c2b263ffda3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2d29a4b80254_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2d7f43365e3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2ddefc027596_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2f2bbd06bde7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e301a95b94ac6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e31a53775229f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e371d8af88e6a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3a30414b9136_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3dcc3e6f2fa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e444472da9c10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4683b4cb0c30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e49dcfbafc0f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4a418342727c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4a4a81a71933_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4c5e25b3df8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4d6398dde4ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4daf5421690a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e512cc3713eb9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5197dd2cd983_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e55b220201425_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e565154ff1bae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e57e40449fbd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e591b4ab6f9c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5c7f1a3e9c64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6160fcd13b9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e61640422676f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6317d2192e7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e64d98a2cd7a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e65a455dcdee2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e66c8dc1f6f4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e684279ee3133_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c827e7b9bf3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6ce52d0f4d68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6d8d6bf0f582_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e70fc2236e454_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e711cb78a1ac5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e71d9f1e0f5e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e74dac4419a3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e75a269051eb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7859dd30357a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e79ea39e5e909_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7aaaf3a0300d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7c58b2bb740f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7cd52242c5cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7fe9d6211956_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e80d463c67982_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e811e03a3f0f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e82eaf632ac30_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e83a2be195548_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e87d845c2f102_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8884c1a93a33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8f00da32f74e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91e27ce59b6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e93006c0e12ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e95a69d7b1830_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e96d091da86bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e96ffdb03cff6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e97eea6289bce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e99dbdad3a6c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea1883c262823_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea31c03cd7988_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea5d7056e06fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea720093ffbff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea859b800de14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea8b298657a68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb297a60618e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb4476dfcc5f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb58e2397664a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb65e0c37b1ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb9b2c5e2ac9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebb54d8c4835f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec2b68c4c21b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec7835edde3e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecc204deaab2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ece07e6fbec8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed0601ad118f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed54f4d9b6a21_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed63381407fad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed6f3d28aa9f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed7c3022ae42e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed7e98ea82e79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed8b91049c3c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed92758bbff91_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eda24dd15d506_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eda921926f970_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2edbc8013595e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee01396a77527_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee2c15f80cad7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee3fa763823d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee5e47b64881e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee873aebd2ffb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeaf60fba34f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeb8d1135c5ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eee079d0882af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef3a0b8c13718_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef4dc454b4d47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef56342185fe7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef79cd7b45f8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef7b6c05c23d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef850f1a8cd88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef8aca8d7e141_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eff2457323d4c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0d49dd437e79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e11be96509bd1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e17e39ab1cefc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1a455c611cc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2529ca9e8344_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2c208b681975_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2d9f74eb65fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30b2d79ee126_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e35daaad19313_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e40a58f093ee4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4fe4c94ded68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e500ff18e7620_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e590e6cf5f59a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5b3c31217650_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e6795f73b35cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e77746b68017d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e7f02b14c6683_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9057a1b010c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e977acbe4c42f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea79e735cdfcd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb14b457c63cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb198975e2e28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebc9d3dd3aa0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec0b85d1fad15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec5fbb1f08b6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec8004ce97d55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee208ab6c0f07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee3d6740af919_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eed3484370d88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eede80d11131b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ef41c5abbcf38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ef4691dbfa489_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0ec84818a1ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e35c97d108c4d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3d5b640ae755_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4dc9d4cc664d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e82b0b8edc292_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8dff5eb1d34e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea5037919635d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea9b0dc84f8dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ebbbc4799f206_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ecd38cbd3570b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ed675065d2673_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eeb2fa19cd90a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef66bd0c8879c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2efe0cee47a2dc_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e050db75343bf_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e10d6c77c68a5_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e130330cf8b4c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1e6d2048026e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e218df9dc13de_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e22ca85155c48_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e25a36c3333f7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e262296e33125_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2921934198d3_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2ed156b8c007_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e304cf8311315_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e305881ffd409_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e37c1ae039407_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3b6b4d60727c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3ed54fbc0136_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e435f4b0748ce_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e47cbf5359255_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e487655fced7d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4ec60dcb25d1_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e56fcfedab8b7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5c1e294d303d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5caa8df43a57_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e696a2cba25e6_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e69ec5f4d8768_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c421a2f227b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e779079101136_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e799cf8d35e6e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7b4d3c697570_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e81c55ab51169_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e835f2381c107_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8745db544d6d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8fa55f164147_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e939ada4970a7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea5472718960e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea8e090be23a8_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb67d5174c5b9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb811c878dcba_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebec2fe0a083a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec53eb7d97f26_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec66dd4189b7d_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed21326acf1c7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eded262e47480_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2edf8535a45d5e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee10c3499c67b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee392ddd0f51c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eea1e97796406_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeb969734a079_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef13e4a7c29ac_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e102dada227f0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e131ba828cac1_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1d8ed0214d32_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2782decda2a6_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e32e175427b4a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e3949a59711fc_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e43355f91e189_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e51d702975c0b_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e6626fe6518e6_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e70d7536d0762_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e794ddd1470b6_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e79e75f2a29f0_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8327ef387c68_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e87e484f3d105_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e8de46fbcde77_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e96b841e3e458_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9771e710f6bd_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e981a7f33b946_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea5003779db60_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea6e59dd51326_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea8951000ce89_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb0eb6b1edd5f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb5a4014794dd_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb9d8b1a06819_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebbc3453baa6c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebd3f79b327cc_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec529af233b8a_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec7a9ce790a7c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eca34054d248e_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ed672fb668ef9_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee2cfc66ab437_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee6cbceaed0e2_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4e8994b8efd2_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e68217fed7bd1_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e6d64b7d24954_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8e7596cbb0e3_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e903dc15e6533_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e928976997be7_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea6c8cfb6e43f_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eae1fbd20f8db_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ec2e8eb6efe16_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eceb801a33714_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2edbfbabc17c38_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2edffa6e2b61ec_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ee0a4b78e719c_entries,
-    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef5d09f928609_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e00682c370e89_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e00d7846286c0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e00fe9f43ddb5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e065e6c412252_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0787db8da12a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0ad72f74010c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0c4f5dbcdb37_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0d727ea6342c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0d7f507f69db_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e0fd1d1ead379_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1082ee04106b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e13094195cb36_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e175f2330de1d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e18330f105388_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e192ec430cf8e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1c0335a82a8b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e1e5ced47d703_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e223e553d80bf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e237dd610ff93_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e26869a28fd9c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e26e515a8f8bb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e278195e677c8_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e283a8487b6c5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e285fa6dd4d5a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2b953936ed1a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2c2b263ffda3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2d29a4b80254_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2d7f43365e3a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2ddefc027596_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e2f2bbd06bde7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e301a95b94ac6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e31a53775229f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e371d8af88e6a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3a30414b9136_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e3dcc3e6f2fa6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e444472da9c10_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4683b4cb0c30_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e49dcfbafc0f9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4a418342727c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4a4a81a71933_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4c5e25b3df8b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4d6398dde4ca_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e4daf5421690a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e512cc3713eb9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5197dd2cd983_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e55b220201425_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e565154ff1bae_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e57e40449fbd0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e591b4ab6f9c9_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e5c7f1a3e9c64_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6160fcd13b9c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e61640422676f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6317d2192e7d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e64d98a2cd7a3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e65a455dcdee2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e66c8dc1f6f4a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e684279ee3133_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6c827e7b9bf3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6ce52d0f4d68_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e6d8d6bf0f582_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e70fc2236e454_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e711cb78a1ac5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e71d9f1e0f5e3_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e74dac4419a3f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e75a269051eb2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7859dd30357a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e79ea39e5e909_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7aaaf3a0300d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7c58b2bb740f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7cd52242c5cb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e7fe9d6211956_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e80d463c67982_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e811e03a3f0f0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e82eaf632ac30_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e83a2be195548_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e87d845c2f102_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8884c1a93a33_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e8f00da32f74e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e91e27ce59b6b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e93006c0e12ec_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e95a69d7b1830_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e96d091da86bf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e96ffdb03cff6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e97eea6289bce_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2e99dbdad3a6c4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea1883c262823_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea31c03cd7988_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea5d7056e06fa_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea720093ffbff_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea859b800de14_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ea8b298657a68_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb297a60618e8_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb4476dfcc5f6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb58e2397664a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb65e0c37b1ae_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eb9b2c5e2ac9a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ebb54d8c4835f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec2b68c4c21b7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ec7835edde3e0_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ecc204deaab2d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ece07e6fbec8d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed0601ad118f1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed54f4d9b6a21_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed63381407fad_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed6f3d28aa9f5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed7c3022ae42e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed7e98ea82e79_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed8b91049c3c8_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ed92758bbff91_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eda24dd15d506_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eda921926f970_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2edbc8013595e2_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee01396a77527_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee2c15f80cad7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee3fa763823d5_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee5e47b64881e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ee873aebd2ffb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeaf60fba34f6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eeb8d1135c5ca_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eee079d0882af_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef3a0b8c13718_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef4dc454b4d47_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef56342185fe7_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef79cd7b45f8f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef7b6c05c23d4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef850f1a8cd88_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2ef8aca8d7e141_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_2eff2457323d4c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e0d49dd437e79_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e11be96509bd1_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e17e39ab1cefc_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e1a455c611cc6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2529ca9e8344_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2c208b681975_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e2d9f74eb65fd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e30b2d79ee126_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e35daaad19313_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e40a58f093ee4_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e4fe4c94ded68_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e500ff18e7620_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e590e6cf5f59a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e5b3c31217650_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e6795f73b35cb_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e77746b68017d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e7f02b14c6683_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e9057a1b010c6_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2e977acbe4c42f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ea79e735cdfcd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb14b457c63cf_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eb198975e2e28_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ebc9d3dd3aa0f_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec0b85d1fad15_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec5fbb1f08b6b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ec8004ce97d55_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee208ab6c0f07_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ee3d6740af919_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eed3484370d88_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2eede80d11131b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ef41c5abbcf38_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2ebinary_5fflat_2ef4691dbfa489_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e0ec84818a1ca_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e35c97d108c4d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e3d5b640ae755_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e4dc9d4cc664d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e82b0b8edc292_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2e8dff5eb1d34e_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea5037919635d_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ea9b0dc84f8dd_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ebbbc4799f206_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ecd38cbd3570b_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ed675065d2673_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2eeb2fa19cd90a_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2ef66bd0c8879c_entries,
+    loom_aot_loom_2eaot_2ev4_2eelementwise_2eunary_2efe0cee47a2dc_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_elementwise_v4_entries(int i, uint32_t* count) {

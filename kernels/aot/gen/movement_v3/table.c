@@ -6,334 +6,478 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e14b48ba60659_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e339e68ef2c9e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e382108347eee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3b479f896918_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e602ab038b2f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8169fbb9e204_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eba60232d5839_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebdc5830dcb4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ecac77ddc2b6d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed26760f1c4d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed560682c13aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed770361f9313_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee6e56cf05658_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eea6c689a6615_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef02a13d88426_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e09f608b5faca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e6da90a2fc8c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ecaf26e33c88e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ed99f2cc30247_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e013087157826_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e0db3f3772912_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e51420ccc0a82_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7f6402e23a65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eda96303669a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e05dca5750294_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e09f1be51b262_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1397d8eff5f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2aff5cb1eea3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e3871a87a5e80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e577b774ff908_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5fc4c6772146_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6b596f811031_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7308892e1387_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e77c3e30b3add_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7ce5b49b1f59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7f9bc6468c5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e82055baec1b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8ae23a764bf5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8b47b6b6db9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8f97d9124b3b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e90156cdde43d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9778d7ab6376_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb82497e29b28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed04500021b4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed11fc55fc92d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eda4a82144165_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ef55f63bbd7ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efd52bce7035e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e03088e3365da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0ae498034588_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e11d7dc038487_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1544cdfc1d02_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1657d118fbdd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e24a2fe15e0dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e258958b9fd2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e280bbb70668c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2813c3118ac8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e38bdfca7ec7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e38da3bbed576_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3e54cc879294_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e409e60d82874_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5cd4c53cb523_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e657bf2575713_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c03da715fe9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e78e6cda05288_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7dc27dcb1f35_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7f80d4f0d3c6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea44adb16ebf1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eabbd52e9269f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eac8ab1c1e089_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eaee14050134a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb5148634a6d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebf0725f04f91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebf52681dd0e7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec56a9a0381df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edd311856e8f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ede0f66bde476_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edfa2f1badc14_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef5d86a819417_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef7d75c1995aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e02b8c9832d3f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1b8d7ee0a0f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1decab999e26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24982e8c5793_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24d78c9c3222_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2893749efc2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e309a48c10b26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e373d2c036ede_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3d82070198a4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3dbe64f02dfd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4eb00809fec4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e501fd0a54d34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e530118f4e9d1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e57d6eadbf4d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5aea0ebdc6be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5e49ea7b633c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5ed238451028_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e60f39a2045f7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6a2b726aef23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6b2e429c52bf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6def75d3bcef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6e4957d3a30f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7461f1a2ce57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e74a7206f1fd6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7d9a92d9eee6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7df1cdd6e063_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e818474e2f277_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e81971eb7cbfc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e85be94efe72a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e872cd5749cd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e873b0b1cea9f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e87ca10f51910_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e89097a9859b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8b47d069b361_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8c16c762b030_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e90778f362b0d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e90f4c058b412_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e91f0e35092b4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e93a1b5b175bc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9ba83508b414_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9ca5f86b565a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea04cbae825cd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea38cf0190115_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea4ff72a01a58_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea9931948cbda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaf813fb49b3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb42537531fca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb48ac716d740_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb52524e0be5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb5e2a7ba2732_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebade61a5a079_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec13829c4775e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec17006143242_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec352b064aded_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec61e184a452a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecd2bf21cc83f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ece4cb9e9db0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4c58506e94c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4cc1391805c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4e87aea5cbb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed88b1568aca5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed8a700f3e393_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec1106aa9e64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec59579eba3d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eecee0fef1e25_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eee379a005c1f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef36f62eac77b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef447e0ba62fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef48d1299eb85_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef78bd5e92b8d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e1152179b7740_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e23660d511e59_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e255a693845fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e4391b22e89a0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5a33d1b47d65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6f932833fdd3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea1f83fd59ff0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea9bb0e86d398_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec8f50922f0ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ecdb8be056da3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee1bf2e9989ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eef871f53c832_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e06b9d01a8700_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e07ee69653f89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e2dd56a32198e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e421f19627842_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e461c7c25797c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e47f9cac2734e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e701fcdef6edd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8e7319bcbd04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e948081c0d2e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebbc9afa09c57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec2a5e0ee1f88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec33b98b32e25_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2edac704bea81e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2efa60f149287d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2efb78ec8f32e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e11975a7049c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e4c96dd8dea27_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e94cd921c3553_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ea2fbbf876635_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e1c333320a0d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e516abbb1faf6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e6d8ad236bddd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e766d4a9cada2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ed88784c34c95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0549c1a326f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e06d3d0902ac2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e12ea9f79ab3d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1e56013a7bcb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e30d4e73e3359_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e48e209f970b4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4d70770f7832_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4fde4483484f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e86d63c2af756_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e90ec3b877b63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea3860907db8b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eaa9920171567_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eac6688e1c237_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eba96e7c9a70b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ebed91a4307ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eca04c4f2386d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed288a006987d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed95dfc0ecb55_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee362e7730fd6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee87dad4d410f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eed9d95a64844_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eef0e7bc5f9c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ef46b5add9ad9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efae9c98f7f28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0aa086fe5455_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e18eeb3bc0f06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1cc9c4bbf5bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e254bb694ca2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e304fc76b39ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e32d2bc20f9c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3c66ccb4b599_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3db64bc4e161_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e41d95a35a1c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e479a31fda142_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e64c5d01969d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e65d8f8180f97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6996057ed22f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7e99c0a53787_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e88d2064de3da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8aaa0ec99a46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e91f1830cc0b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e97b7e8991762_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9d9c2b9182ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9fb8ea0bf55b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eac45f8d40cf2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebefe7785dda9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec003f1d2b267_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed2eee03a8192_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed366133ac25c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ede4e6d6b2a9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ee61f071abac8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ee973233cd39e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eeb39dc504616_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef0dc44de658a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef513b0f1f5a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eff717e280881_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e06a261ada8f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0860d0b86b95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0bc6a8a73214_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0f54b0c37b00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1132199012ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e190618020f39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1a4c5f2bb280_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1cdba37dc683_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1fa8d7dfa73b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e20ea853afce8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e21d7b092169e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24447000094e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e27ac68d23af6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e31839e3b6297_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e32d57348e0a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3b475abdd3bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e415c35df9374_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e56c20cd2345f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e58f740ed8c83_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5f4be19a409d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6150b3bec714_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e61ceb3b7841e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6358fb37d711_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e645d825ac000_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e67e76217e739_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e79176671fde6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7d7f6a10ba53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7e8d1765158b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e828ea01285c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e861a94ff1f07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8854e8642552_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8aafc820de08_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8b46e357c949_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e91b12d92a58d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e91f8199f16a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e928c4ec74006_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e934331ceb309_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e944581b0b4ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e96219d541e2c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e97d552f2d870_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea3c990466162_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea3d40c0434c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea6f46c036c87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea73b572d2849_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaf04906f9331_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb1f0bced16c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec77b98180063_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec82a4b540eb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec8605b0282a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecdb87280a504_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ece8982261c53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed0bbe08b4b62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed19969d21f6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed2159d8cf362_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed402823664c4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed7486b3de3a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed8798b55b089_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc84d58da637_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee0a2c44cd9e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee476936818a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee483b23db79d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee76a6250f771_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eea394669de6b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eea6d46d0e35d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec13b95c3a1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef15ebe1c0eb6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef1b18ac7bf38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef3e3369d7475_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef996461e7e29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efd9b3875f5d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e026717092bc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0407b80f23bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0654dd2f9362_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e092953a6b3a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0aff1e70b75f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0ee89f0d92e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e13aa8391c0f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e14098c7d63e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e160704360cc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e177c8ebeab06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e19e432d1352e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e1a08b8ba56b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e1b7ff1edcedc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e1d8be350f42d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e23e78758943f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2445abe9ec22_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2de47636a071_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e34fe93e442fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e350dee632c15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e373ec1f3bef6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e39e9ce50ee04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3c27f7bef8b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3db1e67da3b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3ecaf3fc78a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e444628899644_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e460f84799bbc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e48c373e45e01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e48e6558dc6a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e4bd61c2247b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e4bf92cfca430_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e51ece1ff272b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e527473dc5874_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e528cd7153f33_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e530be6d35492_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5361e1035a62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e541176382064_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5a3b72d37f73_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5ac8c835f987_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5be169bfd11a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5d7f9fea43a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e60865261ea8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e690d67e818a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6e696729f13f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6e9122998086_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e77d465cf801a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e785f2b16d497_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e7bdff2bb33f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e7de05f1c2de2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e81f01be90c13_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e83fbf69b94de_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e867feed9afd4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e9049dd7f6259_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e928d55931d10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e92ed0541772b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e93bb8b8f2c10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e9b2355ae245e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e9d3336246617_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea08b2e292a87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea5b854a0c094_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eaa8a63b72fec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eab54c407ffe3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eab636d71e7fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eadd018735224_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb0d4be439351_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb37bd8b212ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb806f4f08c09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec20388a9f7cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec26acb64daf1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec5148a2f94fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec895c694ee6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed22d75256351_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed5902338f902_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed7a73981ab62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed8d724197d65_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee2b3427f7f99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee66d5b422f63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee7cdd120b14b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee9a1b1ae3bb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eea0fdd22201e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eec26c53d514e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef2ebc982ad82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef641a60c35a8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2efaa5815b83d4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2efbc9790c0558_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e14b48ba60659_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e339e68ef2c9e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e382108347eee_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e3b479f896918_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e602ab038b2f0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8169fbb9e204_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eba60232d5839_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebdc5830dcb4f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ecac77ddc2b6d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed26760f1c4d9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed560682c13aa_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ed770361f9313_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ee6e56cf05658_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2eea6c689a6615_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ef02a13d88426_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e09f608b5faca_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e6da90a2fc8c9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ecaf26e33c88e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ed99f2cc30247_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e013087157826_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e0db3f3772912_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e51420ccc0a82_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e7f6402e23a65_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2eda96303669a4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e05dca5750294_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e09f1be51b262_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1397d8eff5f7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e2aff5cb1eea3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e3871a87a5e80_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e577b774ff908_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e5fc4c6772146_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e6b596f811031_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7308892e1387_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e77c3e30b3add_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7ce5b49b1f59_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e7f9bc6468c5c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e82055baec1b1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8ae23a764bf5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8b47b6b6db9c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e8f97d9124b3b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e90156cdde43d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e9778d7ab6376_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eb82497e29b28_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed04500021b4a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed11fc55fc92d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eda4a82144165_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ef55f63bbd7ea_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efd52bce7035e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e03088e3365da_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0ae498034588_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e11d7dc038487_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1544cdfc1d02_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1657d118fbdd_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e24a2fe15e0dc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e258958b9fd2f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e280bbb70668c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e2813c3118ac8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e38bdfca7ec7f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e38da3bbed576_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3e54cc879294_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e409e60d82874_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e5cd4c53cb523_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e657bf2575713_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6c03da715fe9_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e78e6cda05288_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7dc27dcb1f35_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7f80d4f0d3c6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ea44adb16ebf1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eabbd52e9269f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eac8ab1c1e089_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eaee14050134a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eb5148634a6d4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebf0725f04f91_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebf52681dd0e7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec56a9a0381df_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edd311856e8f3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ede0f66bde476_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2edfa2f1badc14_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef5d86a819417_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef7d75c1995aa_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e02b8c9832d3f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1b8d7ee0a0f2_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1decab999e26_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24982e8c5793_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24d78c9c3222_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e2893749efc2b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e309a48c10b26_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e373d2c036ede_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3d82070198a4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3dbe64f02dfd_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e4eb00809fec4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e501fd0a54d34_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e530118f4e9d1_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e57d6eadbf4d5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5aea0ebdc6be_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5e49ea7b633c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5ed238451028_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e60f39a2045f7_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6a2b726aef23_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6b2e429c52bf_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6def75d3bcef_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6e4957d3a30f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7461f1a2ce57_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e74a7206f1fd6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7d9a92d9eee6_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7df1cdd6e063_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e818474e2f277_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e81971eb7cbfc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e85be94efe72a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e872cd5749cd0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e873b0b1cea9f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e87ca10f51910_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e89097a9859b8_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8b47d069b361_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8c16c762b030_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e90778f362b0d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e90f4c058b412_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e91f0e35092b4_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e93a1b5b175bc_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9ba83508b414_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e9ca5f86b565a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea04cbae825cd_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea38cf0190115_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea4ff72a01a58_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea9931948cbda_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaf813fb49b3a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb42537531fca_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb48ac716d740_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb52524e0be5e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb5e2a7ba2732_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ebade61a5a079_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec13829c4775e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec17006143242_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec352b064aded_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec61e184a452a_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecd2bf21cc83f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ece4cb9e9db0e_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4c58506e94c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4cc1391805c_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed4e87aea5cbb_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed88b1568aca5_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed8a700f3e393_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec1106aa9e64_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec59579eba3d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eecee0fef1e25_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eee379a005c1f_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef36f62eac77b_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef447e0ba62fb_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef48d1299eb85_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef78bd5e92b8d_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e1152179b7740_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e23660d511e59_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e255a693845fa_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e4391b22e89a0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5a33d1b47d65_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6f932833fdd3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea1f83fd59ff0_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea9bb0e86d398_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec8f50922f0ca_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ecdb8be056da3_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee1bf2e9989ec_entries,
-    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eef871f53c832_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e06b9d01a8700_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e07ee69653f89_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e2dd56a32198e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e421f19627842_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e461c7c25797c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e47f9cac2734e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e701fcdef6edd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e8e7319bcbd04_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2e948081c0d2e5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ebbc9afa09c57_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec2a5e0ee1f88_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2ec33b98b32e25_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2edac704bea81e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2efa60f149287d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_2efb78ec8f32e0_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e11975a7049c8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e4c96dd8dea27_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2e94cd921c3553_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5ffrom_5fbool_2ea2fbbf876635_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e1c333320a0d2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e516abbb1faf6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e6d8ad236bddd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2e766d4a9cada2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ecast_5fto_5fbool_2ed88784c34c95_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e0549c1a326f3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e06d3d0902ac2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e12ea9f79ab3d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e1e56013a7bcb_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e30d4e73e3359_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e48e209f970b4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4d70770f7832_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e4fde4483484f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e86d63c2af756_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2e90ec3b877b63_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ea3860907db8b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eaa9920171567_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eac6688e1c237_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eba96e7c9a70b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ebed91a4307ae_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eca04c4f2386d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed288a006987d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ed95dfc0ecb55_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee362e7730fd6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ee87dad4d410f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eed9d95a64844_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2eef0e7bc5f9c5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2ef46b5add9ad9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2egather_2efae9c98f7f28_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e0aa086fe5455_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e18eeb3bc0f06_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e1cc9c4bbf5bd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e254bb694ca2a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e304fc76b39ab_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e32d2bc20f9c4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3c66ccb4b599_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e3db64bc4e161_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e41d95a35a1c9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e479a31fda142_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e64c5d01969d1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e65d8f8180f97_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e6996057ed22f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e7e99c0a53787_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e88d2064de3da_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e8aaa0ec99a46_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e91f1830cc0b2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e97b7e8991762_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9d9c2b9182ec_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2e9fb8ea0bf55b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eac45f8d40cf2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ebefe7785dda9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ec003f1d2b267_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed2eee03a8192_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ed366133ac25c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ede4e6d6b2a9a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ee61f071abac8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ee973233cd39e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eeb39dc504616_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef0dc44de658a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2ef513b0f1f5a1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2epad_2eff717e280881_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e06a261ada8f5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0860d0b86b95_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0bc6a8a73214_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e0f54b0c37b00_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1132199012ed_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e190618020f39_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1a4c5f2bb280_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1cdba37dc683_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e1fa8d7dfa73b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e20ea853afce8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e21d7b092169e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e24447000094e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e27ac68d23af6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e31839e3b6297_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e32d57348e0a7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e3b475abdd3bf_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e415c35df9374_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e56c20cd2345f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e58f740ed8c83_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e5f4be19a409d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6150b3bec714_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e61ceb3b7841e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e6358fb37d711_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e645d825ac000_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e67e76217e739_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e79176671fde6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7d7f6a10ba53_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e7e8d1765158b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e828ea01285c1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e861a94ff1f07_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8854e8642552_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8aafc820de08_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e8b46e357c949_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e91b12d92a58d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e91f8199f16a6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e928c4ec74006_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e934331ceb309_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e944581b0b4ef_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e96219d541e2c_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2e97d552f2d870_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea3c990466162_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea3d40c0434c9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea6f46c036c87_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ea73b572d2849_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eaf04906f9331_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eb1f0bced16c3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec77b98180063_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec82a4b540eb1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ec8605b0282a7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ecdb87280a504_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ece8982261c53_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed0bbe08b4b62_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed19969d21f6e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed2159d8cf362_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed402823664c4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed7486b3de3a1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ed8798b55b089_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2edc84d58da637_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee0a2c44cd9e6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee476936818a9_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee483b23db79d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ee76a6250f771_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eea394669de6b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eea6d46d0e35d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2eec13b95c3a1a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef15ebe1c0eb6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef1b18ac7bf38_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef3e3369d7475_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2ef996461e7e29_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2estrided_5fcopy_2efd9b3875f5d4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e026717092bc6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0407b80f23bf_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0654dd2f9362_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e092953a6b3a5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0aff1e70b75f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e0ee89f0d92e5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e13aa8391c0f8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e14098c7d63e4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e160704360cc5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e177c8ebeab06_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e19e432d1352e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e1a08b8ba56b1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e1b7ff1edcedc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e1d8be350f42d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e23e78758943f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2445abe9ec22_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e2de47636a071_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e34fe93e442fb_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e350dee632c15_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e373ec1f3bef6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e39e9ce50ee04_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3c27f7bef8b6_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3db1e67da3b7_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e3ecaf3fc78a8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e444628899644_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e460f84799bbc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e48c373e45e01_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e48e6558dc6a1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e4bd61c2247b5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e4bf92cfca430_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e51ece1ff272b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e527473dc5874_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e528cd7153f33_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e530be6d35492_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5361e1035a62_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e541176382064_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5a3b72d37f73_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5ac8c835f987_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5be169bfd11a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e5d7f9fea43a5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e60865261ea8a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e690d67e818a3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6e696729f13f_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e6e9122998086_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e77d465cf801a_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e785f2b16d497_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e7bdff2bb33f5_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e7de05f1c2de2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e81f01be90c13_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e83fbf69b94de_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e867feed9afd4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e9049dd7f6259_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e928d55931d10_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e92ed0541772b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e93bb8b8f2c10_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e9b2355ae245e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2e9d3336246617_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea08b2e292a87_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ea5b854a0c094_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eaa8a63b72fec_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eab54c407ffe3_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eab636d71e7fd_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eadd018735224_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb0d4be439351_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb37bd8b212ed_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eb806f4f08c09_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec20388a9f7cc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec26acb64daf1_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec5148a2f94fc_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ec895c694ee6d_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed22d75256351_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed5902338f902_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed7a73981ab62_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ed8d724197d65_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee2b3427f7f99_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee66d5b422f63_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee7cdd120b14b_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ee9a1b1ae3bb2_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eea0fdd22201e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2eec26c53d514e_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef2ebc982ad82_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2ef641a60c35a8_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2efaa5815b83d4_entries,
+    loom_aot_loom_2eaot_2ev3_2emovement_2ewhere_2efbc9790c0558_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v3_entries(int i, uint32_t* count) {

@@ -6,334 +6,478 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e20fbd5807779_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e4a18aec8a741_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e4e6cce7801aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e5e9d35c7ce96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e624529364fab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e670bceff0c4d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9b0e8ed2d47b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea16cb7413d96_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb2d392271d9d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebb64563f6814_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ec3b2d68616f0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ecd882534aa8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed02fda3333e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed5747f5afd37_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ee62dd8e32766_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e5fbbb4b7febc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e68ec0a4b58fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e87f0fe353ff0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eeee5014b4869_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e007e5fc85d54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e433954e322ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e995887ebe5e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eac4083897e26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eede51abc520d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e01570970c1e8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0280686f0dec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e02d3c8eb9874_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1587bc5076fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1cadd731ab63_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e20cdcf2e944c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e265efee79983_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e3d50eced22de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e46b5ef5349fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e765a241a913f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e794fa03a4338_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7c0c9797acf2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7c6d3940651e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7cbb8cea5d33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7d0f1f7d15d8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e823bf3686578_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8bc007dea1ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea063dd4770d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb575f8815858_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ebef69d1c9be5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec2b13054b00b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee5262a1fd2fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee6cc07e310fb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efc334aa2e838_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e11921dda97fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1bdc6e67b502_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1c10f837b5c9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e25cc36d7882e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3403cc938f04_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3a82463ff60e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e448a1db748e5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4ac3cfa080a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4c6eeb700429_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e53a13f71ad0f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e685f38f5c2f6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6a3fda81f785_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e71fccc7cde56_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e82c85064fa10_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8365e6a25f48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e886e245451aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ca20bb24df6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e914bd3dceb6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea183c8b3beb1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eaa5759d5e1a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eab70e4c00d01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eba39c6e1ae23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec005031af8e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec2c9566e8aa9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec4eefbe07b38_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eccc69ecf50f1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ecd0fe9292216_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed5d027f2103b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee3298e3d3c2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef2b19b3056f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef5966b9c91f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efb1cdb9816c5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e082b025432a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e099abde7d0ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e09ce3df6295f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e11297203da34_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e128fc1ac4b5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e15ba8e15aa46_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e187d6d78bc5c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1974298c3071_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e236b145c7f83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2421f68a6d95_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e24f1f5b9c8ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e25607d2564ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e29071e9929ff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2a7558e650ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2f8674506249_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e30b5758226ed_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e358524eeaecd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e37d3029d70f3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e39eff7a67a9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3b9729682ea4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3e1db47e544d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3fbbaf69faab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e517807997333_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5cc742534ccd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e606587cdc3c7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e62066a41f5bd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e679f4e4a2448_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6856d943844d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e707e853f4050_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7588dfa6a93c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7b2f08b9a06c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7bd1a6068462_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e87aa25e6dad7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c0332f774ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8f59dd57691a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e900b690c5d86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e935be2ca78d9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9c2ee1c07f33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea44489dac086_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea458561da798_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea4c184e92c2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea68d38665125_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea8159692965b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eac0cfac6eca4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb0a738dedde5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb1a31ad8a87b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb3cbc3f9382d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb84397c6da6d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebb10b7905e75_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebdaabd15f5f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebe40f4d93648_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec297e5faef30_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec62bbb7c178d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6aad04b6d72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc46e0b8eadd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ece29fdc706ba_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed00fa2bcdc19_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed194245fc47e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbb8e7f09560_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edf7f68e63ef9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee094f4e98dd3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee451f280de2b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee53530ad377b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee561564cd19d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eeeeb2265a7a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5769a0c1548_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef68e26b79c20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef8e1c708b933_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efa70c5999902_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efcef3086ec02_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e10f01d956a79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e228f3daf386c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e272c496c393e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e3c3d752e5e1d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e491f9b9d99fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e588efa9e2e7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7217c2f695ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7a917bfb00be_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e859b95c77ee5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e93ad8bb6f735_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea778dbf5d299_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ee92d67002f79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e011b8ac9d31f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e348710a73990_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e6bedde92b49d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e828be10b708f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8a368f55a473_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9aac18595e5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eaf0dc49b432b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ec413e392f2f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ec6a4cca842a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edb49d8e86147_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ee0b04f9b4904_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ee8cba48fc02d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef5af0e2a1612_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef6c4a28ab13f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef703a1d78613_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e1405f2a4d281_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e39eed04443fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e4bba3c63211b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eb02fef41caeb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e5566e1b6ed1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e7bd248a8d9bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ea90c80124e70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eef09e71bbb87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ef2c7f2ef0a74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1d1db9d02259_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1d7470fd909b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2082c18c5168_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e20a7abf3f31f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e21f04d40dc7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e27b2e95fe083_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2bd5a426b2e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2f2d3fc50a97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e35196a29b80b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e400d5640b13f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4ea2f455a6a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5cf9d3e8f3e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e66e143ed2705_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8bcd1430bdbc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9ccf4906333d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea81a91d98785_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eac47acd5a914_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb2ac789a2817_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eca08abf78b24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed0b1f0bff04d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edbcc272849a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee467a7809bf9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef4d6d8e5be87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efcb52ead1951_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e05a08ffa2dae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e08a34c802ee4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1332d287af45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e150814271705_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1f472ba7ae77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e22255efbad9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e32ca81e897c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e404272349ec3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e46fc261ae6a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e49ca804afb84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e501a37d2cba6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e56390c6419bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5a19347f104e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5ad4412ea3df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5d8dc99c1073_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e62ceb1c75e35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e67388162d887_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6dccea67baf1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e761e897fb542_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e962333a75dff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e988ca69e68ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e98bcd5c1927b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e9a61e37473e2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea68b5ce14953_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eab9b526a98ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb2f51d455bd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ebf4257db67be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed37166c7bfe1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee0331f9db5af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eeb41ece3976e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efb4578ff886c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2epad_2effb8e26ebc0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e04d2749429d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0e398bd4f795_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e10689044a32e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e13a0e7900321_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e19ebe765cff5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1bfd8a294349_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e20e955083a01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e23c47c249fff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2a13b1dd1fca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2c31a82ef1cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2c613fd1f8b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2c6d39ca9d3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2fb7dea00d9b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3106121ff271_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e36d6aa9cb83f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e37e1cecb6718_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4071cb92642f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e42fe4dd502eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e48327fbcf732_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4a9b57a3762a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4fa116d1f6eb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5054a3c38291_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5c592a0eb53a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5de2e4aebe53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e641566e9eba2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6bf7890056ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7047650b3a87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e71460230f9fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e732894338454_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e76d3659017a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7b2d3022a2fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7b4f4c6903f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e87bdb8683236_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8ad0a069faab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8b68512b5e38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8e0a883dae07_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e97237d592205_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e97688bf8cb2f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e985b0836e0d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea125e0c9fe99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea2b8fa05c855_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea3cb2e7095df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea6b09977b668_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb23eb6220ff4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb494a4634037_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb59f606088a9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb9e7d00c2150_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec0d5cda87bf3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec5151986307f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc687f44f692_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecf868e376f15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed02e2062d588_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed0aa18939260_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed2ff8a322062_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed3e1eedfdd89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed52cc8b2c78d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed842cc562741_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbf95da77c52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ede3caacd20e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edf75e7d4abac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee3ecfd86d78b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee447d7eebceb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee83e5bc7d7e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee8a8a80beebe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eeb948446327a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef3b636fd38ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef3f82827176a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efe03282b0ff0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2effadc505efc7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efff02d41521e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e03d47d7353b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e049b37d38395_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e06fac71cdbda_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e0f43dcf242ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e14eff08f47ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e15394c5bdf31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e16fafe133dc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e1b310486e35a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2193d854e440_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e28b72eb7ca1c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2bad27370825_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2ee86dc742b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e30ac823a9c3a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e32ac1af6c2ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e33cccfee11b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e352e918c40c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e3b27b04062be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e3d43c77c76fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e3f7f6d4e8f99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e44844c40e792_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e48172d246782_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e486fb0b2b152_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e48b644fa6478_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e4c8a87bb0755_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e4d7dea4e2341_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e512afd5169b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e51d7a9401c2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e52fd41debc96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e533327b9c494_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5a04202e825b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5c4a7691030a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e62de1456aa7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e6474529f1cd9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e64b7d7abefb0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e656a1e7ecc9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e66c89c41b47e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e674d8b008aaa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e71896d57aed5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e730dd56508bc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e73e2fe607266_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e75d9e15808ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7651c43b72e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e78204b5812e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e782a2bccdd00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e784de577d6fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7b2c1118056b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e81392629a309_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e82d862e5b6a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e840f1ff67dc5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8bef0c198359_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8d216cfd0654_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8f24190a0166_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8fc49f923ffd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e94a1bcb54933_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9a9699973339_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9b10d8fd25b7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9c057e4121da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9c1c3f4b1827_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9c2a2d7351ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea4ac037f874f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea75d31904583_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea7f87962f238_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea8678c892ab3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eac2526169f1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ead5aa46d5424_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb12f7ff3201b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb7539243ee86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ec53bf1534ed8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ec7922312dfce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ecdd1bdc3e646_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ecf0c548ea2c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed3625c52de86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed468a5b23ceb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed9649ba6b64f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2edb11c70977b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2edc110244566d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2edcc94254259f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eebc3bc3834cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef36753195a2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef4c87eff0548_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef57e4ed8ca1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef593966ea6bb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef5a607c237cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef7d4fcb741f1_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e20fbd5807779_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e4a18aec8a741_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e4e6cce7801aa_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e5e9d35c7ce96_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e624529364fab_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e670bceff0c4d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9b0e8ed2d47b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ea16cb7413d96_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eb2d392271d9d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ebb64563f6814_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ec3b2d68616f0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ecd882534aa8b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed02fda3333e9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ed5747f5afd37_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ee62dd8e32766_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e5fbbb4b7febc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e68ec0a4b58fc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e87f0fe353ff0_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eeee5014b4869_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e007e5fc85d54_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e433954e322ea_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e995887ebe5e4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eac4083897e26_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eede51abc520d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e01570970c1e8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e0280686f0dec_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e02d3c8eb9874_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1587bc5076fd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1cadd731ab63_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e20cdcf2e944c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e265efee79983_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e3d50eced22de_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e46b5ef5349fd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e765a241a913f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e794fa03a4338_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7c0c9797acf2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7c6d3940651e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7cbb8cea5d33_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e7d0f1f7d15d8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e823bf3686578_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8bc007dea1ca_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea063dd4770d9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb575f8815858_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ebef69d1c9be5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ec2b13054b00b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee5262a1fd2fc_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee6cc07e310fb_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efc334aa2e838_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e11921dda97fd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1bdc6e67b502_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1c10f837b5c9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e25cc36d7882e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3403cc938f04_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e3a82463ff60e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e448a1db748e5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4ac3cfa080a3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e4c6eeb700429_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e53a13f71ad0f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e685f38f5c2f6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6a3fda81f785_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e71fccc7cde56_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e82c85064fa10_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8365e6a25f48_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e886e245451aa_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e8ca20bb24df6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e914bd3dceb6e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea183c8b3beb1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eaa5759d5e1a8_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eab70e4c00d01_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eba39c6e1ae23_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec005031af8e6_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec2c9566e8aa9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ec4eefbe07b38_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eccc69ecf50f1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ecd0fe9292216_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed5d027f2103b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee3298e3d3c2f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef2b19b3056f9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ef5966b9c91f4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efb1cdb9816c5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e082b025432a1_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e099abde7d0ef_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e09ce3df6295f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e11297203da34_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e128fc1ac4b5d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e15ba8e15aa46_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e187d6d78bc5c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1974298c3071_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e236b145c7f83_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2421f68a6d95_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e24f1f5b9c8ce_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e25607d2564ac_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e29071e9929ff_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2a7558e650ac_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2f8674506249_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e30b5758226ed_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e358524eeaecd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e37d3029d70f3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e39eff7a67a9c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3b9729682ea4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3e1db47e544d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3fbbaf69faab_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e517807997333_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5cc742534ccd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e606587cdc3c7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e62066a41f5bd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e679f4e4a2448_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6856d943844d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e707e853f4050_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7588dfa6a93c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7b2f08b9a06c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7bd1a6068462_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e87aa25e6dad7_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8c0332f774ee_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8f59dd57691a_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e900b690c5d86_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e935be2ca78d9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e9c2ee1c07f33_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea44489dac086_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea458561da798_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea4c184e92c2b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea68d38665125_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea8159692965b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eac0cfac6eca4_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb0a738dedde5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb1a31ad8a87b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb3cbc3f9382d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb84397c6da6d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebb10b7905e75_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebdaabd15f5f9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ebe40f4d93648_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec297e5faef30_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec62bbb7c178d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec6aad04b6d72_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc46e0b8eadd_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ece29fdc706ba_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed00fa2bcdc19_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed194245fc47e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbb8e7f09560_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edf7f68e63ef9_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee094f4e98dd3_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee451f280de2b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee53530ad377b_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee561564cd19d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eeeeb2265a7a2_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef5769a0c1548_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef68e26b79c20_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef8e1c708b933_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efa70c5999902_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efcef3086ec02_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e10f01d956a79_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e228f3daf386c_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e272c496c393e_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e3c3d752e5e1d_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e491f9b9d99fa_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e588efa9e2e7f_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7217c2f695ae_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7a917bfb00be_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e859b95c77ee5_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e93ad8bb6f735_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea778dbf5d299_entries,
-    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ee92d67002f79_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e011b8ac9d31f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e348710a73990_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e6bedde92b49d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e828be10b708f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e8a368f55a473_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2e9aac18595e5c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2eaf0dc49b432b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ec413e392f2f9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ec6a4cca842a1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2edb49d8e86147_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ee0b04f9b4904_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ee8cba48fc02d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef5af0e2a1612_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef6c4a28ab13f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_2ef703a1d78613_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e1405f2a4d281_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e39eed04443fb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2e4bba3c63211b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5ffrom_5fbool_2eb02fef41caeb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e5566e1b6ed1e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2e7bd248a8d9bd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ea90c80124e70_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2eef09e71bbb87_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ecast_5fto_5fbool_2ef2c7f2ef0a74_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1d1db9d02259_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e1d7470fd909b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2082c18c5168_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e20a7abf3f31f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e21f04d40dc7a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e27b2e95fe083_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2bd5a426b2e8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e2f2d3fc50a97_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e35196a29b80b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e400d5640b13f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e4ea2f455a6a7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e5cf9d3e8f3e8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e66e143ed2705_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e8bcd1430bdbc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2e9ccf4906333d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ea81a91d98785_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eac47acd5a914_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eb2ac789a2817_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2eca08abf78b24_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ed0b1f0bff04d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2edbcc272849a0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ee467a7809bf9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2ef4d6d8e5be87_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2egather_2efcb52ead1951_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e05a08ffa2dae_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e08a34c802ee4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1332d287af45_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e150814271705_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e1f472ba7ae77_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e22255efbad9e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e32ca81e897c6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e404272349ec3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e46fc261ae6a0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e49ca804afb84_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e501a37d2cba6_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e56390c6419bb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5a19347f104e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5ad4412ea3df_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e5d8dc99c1073_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e62ceb1c75e35_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e67388162d887_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e6dccea67baf1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e761e897fb542_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e962333a75dff_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e988ca69e68ab_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e98bcd5c1927b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2e9a61e37473e2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ea68b5ce14953_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eab9b526a98ac_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eb2f51d455bd9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ebf4257db67be_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ed37166c7bfe1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2ee0331f9db5af_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2eeb41ece3976e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2efb4578ff886c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2epad_2effb8e26ebc0b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e04d2749429d1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e0e398bd4f795_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e10689044a32e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e13a0e7900321_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e19ebe765cff5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e1bfd8a294349_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e20e955083a01_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e23c47c249fff_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2a13b1dd1fca_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2c31a82ef1cc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2c613fd1f8b0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2c6d39ca9d3c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e2fb7dea00d9b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e3106121ff271_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e36d6aa9cb83f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e37e1cecb6718_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4071cb92642f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e42fe4dd502eb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e48327fbcf732_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4a9b57a3762a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e4fa116d1f6eb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5054a3c38291_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5c592a0eb53a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e5de2e4aebe53_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e641566e9eba2_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e6bf7890056ca_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7047650b3a87_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e71460230f9fd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e732894338454_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e76d3659017a5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7b2d3022a2fd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e7b4f4c6903f9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e87bdb8683236_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8ad0a069faab_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8b68512b5e38_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e8e0a883dae07_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e97237d592205_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e97688bf8cb2f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2e985b0836e0d5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea125e0c9fe99_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea2b8fa05c855_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea3cb2e7095df_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ea6b09977b668_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb23eb6220ff4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb494a4634037_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb59f606088a9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eb9e7d00c2150_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec0d5cda87bf3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ec5151986307f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecc687f44f692_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ecf868e376f15_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed02e2062d588_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed0aa18939260_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed2ff8a322062_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed3e1eedfdd89_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed52cc8b2c78d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ed842cc562741_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edbf95da77c52_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ede3caacd20e8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2edf75e7d4abac_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee3ecfd86d78b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee447d7eebceb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee83e5bc7d7e0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ee8a8a80beebe_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2eeb948446327a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef3b636fd38ff_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2ef3f82827176a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efe03282b0ff0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2effadc505efc7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2estrided_5fcopy_2efff02d41521e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e03d47d7353b8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e049b37d38395_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e06fac71cdbda_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e0f43dcf242ff_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e14eff08f47ab_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e15394c5bdf31_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e16fafe133dc9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e1b310486e35a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2193d854e440_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e28b72eb7ca1c_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2bad27370825_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e2ee86dc742b3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e30ac823a9c3a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e32ac1af6c2ec_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e33cccfee11b5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e352e918c40c5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e3b27b04062be_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e3d43c77c76fe_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e3f7f6d4e8f99_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e44844c40e792_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e48172d246782_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e486fb0b2b152_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e48b644fa6478_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e4c8a87bb0755_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e4d7dea4e2341_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e512afd5169b7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e51d7a9401c2a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e52fd41debc96_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e533327b9c494_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5a04202e825b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e5c4a7691030a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e62de1456aa7d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e6474529f1cd9_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e64b7d7abefb0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e656a1e7ecc9f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e66c89c41b47e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e674d8b008aaa_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e71896d57aed5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e730dd56508bc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e73e2fe607266_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e75d9e15808ff_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7651c43b72e4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e78204b5812e5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e782a2bccdd00_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e784de577d6fa_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e7b2c1118056b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e81392629a309_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e82d862e5b6a4_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e840f1ff67dc5_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8bef0c198359_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8d216cfd0654_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8f24190a0166_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e8fc49f923ffd_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e94a1bcb54933_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9a9699973339_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9b10d8fd25b7_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9c057e4121da_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9c1c3f4b1827_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2e9c2a2d7351ef_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea4ac037f874f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea75d31904583_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea7f87962f238_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ea8678c892ab3_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eac2526169f1f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ead5aa46d5424_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb12f7ff3201b_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eb7539243ee86_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ec53bf1534ed8_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ec7922312dfce_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ecdd1bdc3e646_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ecf0c548ea2c0_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed3625c52de86_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed468a5b23ceb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ed9649ba6b64f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2edb11c70977b1_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2edc110244566d_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2edcc94254259f_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2eebc3bc3834cc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef36753195a2a_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef4c87eff0548_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef57e4ed8ca1e_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef593966ea6bb_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef5a607c237cc_entries,
+    loom_aot_loom_2eaot_2ev4_2emovement_2ewhere_2ef7d4fcb741f1_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_movement_v4_entries(int i, uint32_t* count) {

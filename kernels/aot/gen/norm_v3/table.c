@@ -6,274 +6,594 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1e643542a988_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4afae9b99628_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4c4c89057978_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e543c794b9876_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e58d629a4a404_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e64fcd3cd4715_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e797b3f8bf389_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ec95e16ce22a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed0d5b6a81f98_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee3336aa0a2a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eea43a6edd8a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eeece8cbd65da_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef79885441daf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eff9181b3decf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e3bfa7934bbb4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e41eb0a1ee498_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e4ce609d3370f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2efd67e815e2a5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e06660722fecc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e551742a9d753_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ee946900cc267_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ef557bec930ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e024553d33be3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03f13cb5eddf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e040fce64a835_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e04154cacf3a3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0829e7802fa2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0c26d4728f17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0fcbd870ec55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1014526ce74e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1225b1379074_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1492f0569469_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1bdeb5f1907b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1c5607209d31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1ccf21f1e175_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1fda102a1268_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e21ddb09fe1f9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e23a970cda631_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2a438fe213c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2f07765a5406_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e311c028be69f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35167ab1461b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3bcf242b514e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c43503b2d81_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3e1a7acc7708_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e43d45546a67b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e49d6fad3c6a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e51df2c11cb6d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53d0b997aee8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54373cf3bad0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58c4ca9e4421_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5f41e0c2abcf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5ff1638e9888_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e64326062be0b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e65e5fa54f6e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68e5124baacf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c383ce77018_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6d2b36f18dd0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e702060f776b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e712acb5e5c01_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e74e0ccd7c33a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a0cf1be581f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e84dee88a77dd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88b43649c188_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88be015648eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e89a55b0e7c24_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d38ab8f234d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e929f0e81780e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9849fef8de84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9cd61275986a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9dc2337c7794_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9de09c01eac1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f850ce4d55a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f910915b842_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea26484d817e6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea40533488939_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea7f283f7ccc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea969352aa782_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eab48b9bd3474_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb7a3ed2b4d4d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb945051567bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb9aa13b956ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebc1beab6aede_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebe860f977dc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebf3df436d256_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4177245f903_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdf9976c1aa1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed01bb14a5f20_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed5e415a71139_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed8debbaef0fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edafc9770f420_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee0464ddb90e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee140a02bfc12_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee8d886987dbd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeb87924b1e44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed2cbdd2a4b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeefe04213e6c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef050c7acb182_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4c77f4184af_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efca72bd50d7b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff21e9566233_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff48af0628b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e24420130af8b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e817d320ce0ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e87dc57e178ab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9143c99a4cf0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e95344e1911de_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ef2c9941f4c8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e025f38245cd9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0d0e33b08171_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0fda39e071ac_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e15fb37440b05_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1e478c37fdbd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2eac264b4749_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3b8c5cc0df84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e43405371c273_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4ae0fcc74c92_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e59298151c5ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e627d6c2cae80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e6ed38b4e44aa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e756a34ec8798_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7dce5687be8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7f25460dfc15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8bf947af2451_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e99f49046867a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea8f63031eeda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb48e793237b1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec17dfce95626_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ede6667e307b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee0ea4c0c8866_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eeb46f3a05841_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef205321d837e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1060e47094c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e11c5211481b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1645a70bd3c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1c27c7f50fac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1ec6618f2270_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e2f4d060b9ea5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e500163052176_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6eff1cc76975_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e950722b3745a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eaa1d1351d2d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eaadeacf47c49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed4947c3e7a85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed6ad3b531b3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2efcfd736385cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e6e88bd0f0d6e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e8ebd67766755_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e8f268a8f7901_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ecf9c4cba2c4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4ddce31fb46e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e669e3c8db324_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e98ce91651f36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eb6768e176bf7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e01eac1c69ba1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e01ffba4e2ca6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0368f62d6f42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03dc203f644c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03f8228d5c0f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e04459c7e505f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e04da1616efb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e04efec8f60c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0519d1d592b0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e05abe45604ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e06048f338e0b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0638e4c6fb31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e066b576a7922_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e06d0b3f74bbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e077139b6ed31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e078326350742_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0b009f337008_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0bf8d3c29ed8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0cfd06f3c48b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0f181a6ca518_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e10b0136ca6e3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e111827266006_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e113c365ed52d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e126eba38e5d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12c19c935e1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12cacc63b128_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e13695d366dfc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e13f452f4713d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e162c20d0bf10_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e169fa874d93a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e170683efbb0a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17ce1df2b007_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e18c19fdb1a89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e196b4de785fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19f06ed3b38d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1a13529a4eba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1a5a31ebd292_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1bdf85c18e49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1cf53e17c432_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d5075c1c506_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1dc6e96dddf9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1f447b86d6cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1f47f4a63b63_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e208b3b9c1fcd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e220221237032_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e225fd5279b53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e26637770f0e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e26a794d00a88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e277ff07b2cde_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e27d31ad536af_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e28dc875f4494_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e29810087b635_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e29c52554d177_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2c7341ba4ca4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ce76d859938_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2deba31d6df0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e3e518582a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2f17900f1d8f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e31ff83d3fbd3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35cc0910bfc8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e38d3c22cf482_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e39f8b26efaa2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3f0fdbf40c1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3f8c181fec8e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e40b5d3a3f51f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e421005827a01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e421af3ec478a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42218b1cea01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4298a8e02999_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45890272f0d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45b11fd39789_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4638d72476ae_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e464c09c855b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e46ed69917605_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e47593fdcfb9d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e48d5c8763b58_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4b20fdb61fc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4bb412aa01e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f5a519a82fc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5242e6726ee5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e526f6291cdbd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e52fb1a1fa8fb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e535d83f59ec9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53faadd427cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54661c9a133a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e548080ee6f18_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e554093277523_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e587537ba0bb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58b461e743db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5a7725010cb5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5b7844c4774e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c9687a1df7d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5da80047738a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5dcc0d891a3f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5eb19ffb5c2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5edf9845d0b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5fca640285e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6123b262e8e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6206cfe58572_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6219ea3c08b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e62950d189d42_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e633f45f55670_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e642aea23d842_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e664996a70a06_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e687c414ad65f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6a50dccbde45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6b98da9babba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c1351e487ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c66dce3d1f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e71b3699a3a4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e722a9fb43d01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72e16f781c84_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e730a690c2700_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75778e9d2994_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75f6c0d6e701_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e76061346a670_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7767d14c948c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e78806ad81d35_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a175e1cf998_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8426cad5a673_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e85aac0bc5c7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e86f8b5876a09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8822dae74472_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88a1fdba3eac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e89c2a3d02ebb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8c86b69fb789_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8c9a369e4715_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d20c9890842_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d6d69a75b82_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8dcf62441e1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8e7be0e0eae9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8ef6d3fc9d14_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e91ba8acaff6f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e928e38c07b57_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e933f12bc16d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e93df910fd98c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e945947e65f75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e94cab548d587_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e950d42b9fb4a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e951da7cae9cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9634f7642af2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e970299b244ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a7a9a236c99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9ae90cad7502_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9af031f9b569_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9bbfbf3973ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9c42d13bb413_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9dd6d794f9be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e79da374dc0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f1bb04476da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fac207e2cc0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fba89ee90df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea051a22ec990_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea28d2e7ebfa1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea37af3c62335_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea39ab649c5dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea3cf76e13529_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea47f5809688a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea5329b5b5575_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea54d2884ce02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea64b69f48a43_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea9c5b921e7be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa0cb990017a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eab9f461c9e40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eace97a764988_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ead3001336fad_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eae63758a4bf5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaeb00b091eaf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eafa6dfee9b60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb06d266100f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb195249fddd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb2850031a2cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb40006a157f3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb40e0b2cff6d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6db35bc9c77_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb7fdf980aa31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eba86bde0333d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebb74c364c033_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebb84d786b379_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebdd9b4b08e44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec098a3bb9ade_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec0cada005914_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec1a3c0934ac5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec304ba95d48e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec37a8ca74c1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec98fe30baf32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecaa7655a0e29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecbe16db6e331_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecd05c5813ac6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf24366adaf2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf424b2cd42b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed064b9fb9406_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed0a42db0ddb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed2393bc928b9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed2fb8f51d196_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed358fdbf63be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed3ba4b36f410_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed4538e622178_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed46b92d53d52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed4f40ecf975f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed578f96f9688_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed676c6b0ad45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed6b3a2c2a7a7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed6dbc429c903_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed841b1e195b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed84de297487b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed8ca2bd0641a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed8d255f4debe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edbff2449ffb2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc489998d037_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc54e7991cb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edef49fbe3ffd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee133df31dff4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee2b9ae642066_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee421422a1af6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee49bd75d49df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6060f935654_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee7dfdda83288_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee803d64afdf2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee8311c067079_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee8ead111b02a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee93a073e7feb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee9e3624502f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eea04613d46f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eebd68a30289a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef07437a65032_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef1ebae390695_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef2446a76aa1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3a10fde4fd1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3f2030eb926_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4ad452b913b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4bacda0b976_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4c7670b71c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef5ff97d854d3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef6273a9ba866_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef90f0059a31c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efa58e022da3d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efa86293095ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efb0f6e575e32_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efbb85b7c9b1b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e3f57fd0a35da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e5604b75daa6a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e74a782837451_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e945581e14aa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb4808d2bab9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ef50057568c26_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e141f18b276d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e16a35e35a029_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2724c93acecc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e30164d1c5eaf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e39d7c8a39d89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3af0c8fdd809_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4c61703102d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4f9a9fbdcebb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7a13ee7aa9df_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7bcba80cc369_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8239c15c41a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8aac437cdf31_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e901f23b4f5a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e907d1e8d04bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e91c4dca172a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9584ad9bc3a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e97e0c35ae237_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9a9bfdacb9d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9e3ce9f42aaf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb19d742417a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb2b6785db5cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb9e0e27075b8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebd4f818387f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef0a67c491888_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1e643542a988_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4afae9b99628_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e4c4c89057978_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e543c794b9876_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e58d629a4a404_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e64fcd3cd4715_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e797b3f8bf389_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ec95e16ce22a6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed0d5b6a81f98_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ee3336aa0a2a8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eea43a6edd8a1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eeece8cbd65da_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ef79885441daf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eff9181b3decf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e3bfa7934bbb4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e41eb0a1ee498_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e4ce609d3370f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2efd67e815e2a5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e06660722fecc_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e551742a9d753_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ee946900cc267_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2ef557bec930ee_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e024553d33be3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03f13cb5eddf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e040fce64a835_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e04154cacf3a3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0829e7802fa2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0c26d4728f17_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0fcbd870ec55_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1014526ce74e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1225b1379074_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1492f0569469_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1bdeb5f1907b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1c5607209d31_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1ccf21f1e175_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1fda102a1268_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e21ddb09fe1f9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e23a970cda631_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2a438fe213c3_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2f07765a5406_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e311c028be69f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35167ab1461b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3bcf242b514e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3c43503b2d81_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3e1a7acc7708_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e43d45546a67b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e49d6fad3c6a2_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e51df2c11cb6d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53d0b997aee8_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54373cf3bad0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58c4ca9e4421_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5f41e0c2abcf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5ff1638e9888_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e64326062be0b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e65e5fa54f6e4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e68e5124baacf_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c383ce77018_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6d2b36f18dd0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e702060f776b7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e712acb5e5c01_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e74e0ccd7c33a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a0cf1be581f_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e84dee88a77dd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88b43649c188_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88be015648eb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e89a55b0e7c24_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d38ab8f234d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e929f0e81780e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9849fef8de84_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9cd61275986a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9dc2337c7794_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9de09c01eac1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f850ce4d55a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f910915b842_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea26484d817e6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea40533488939_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea7f283f7ccc4_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea969352aa782_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eab48b9bd3474_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb7a3ed2b4d4d_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb945051567bb_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb9aa13b956ce_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebc1beab6aede_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebe860f977dc5_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebf3df436d256_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec4177245f903_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecdf9976c1aa1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed01bb14a5f20_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed5e415a71139_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed8debbaef0fe_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edafc9770f420_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee0464ddb90e1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee140a02bfc12_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee8d886987dbd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeb87924b1e44_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eed2cbdd2a4b1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eeefe04213e6c_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef050c7acb182_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4c77f4184af_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efca72bd50d7b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff21e9566233_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eff48af0628b6_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e24420130af8b_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e817d320ce0ea_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e87dc57e178ab_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e9143c99a4cf0_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e95344e1911de_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ef2c9941f4c8e_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e025f38245cd9_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0d0e33b08171_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e0fda39e071ac_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e15fb37440b05_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e1e478c37fdbd_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2eac264b4749_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3b8c5cc0df84_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e43405371c273_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4ae0fcc74c92_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e59298151c5ea_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e627d6c2cae80_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e6ed38b4e44aa_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e756a34ec8798_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7dce5687be8a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7f25460dfc15_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8bf947af2451_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e99f49046867a_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ea8f63031eeda_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb48e793237b1_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ec17dfce95626_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ede6667e307b7_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ee0ea4c0c8866_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eeb46f3a05841_entries,
-    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef205321d837e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1060e47094c9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e11c5211481b8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1645a70bd3c1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1c27c7f50fac_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e1ec6618f2270_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e2f4d060b9ea5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e500163052176_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e6eff1cc76975_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2e950722b3745a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eaa1d1351d2d7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2eaadeacf47c49_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed4947c3e7a85_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2ed6ad3b531b3c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eactivation_2efcfd736385cb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e6e88bd0f0d6e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e8ebd67766755_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2e8f268a8f7901_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ebatch_5fnorm_2ecf9c4cba2c4e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e4ddce31fb46e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e669e3c8db324_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2e98ce91651f36_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2eclip_2eb6768e176bf7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e01eac1c69ba1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e01ffba4e2ca6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0368f62d6f42_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03dc203f644c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e03f8228d5c0f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e04459c7e505f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e04da1616efb2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e04efec8f60c1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0519d1d592b0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e05abe45604ca_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e06048f338e0b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0638e4c6fb31_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e066b576a7922_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e06d0b3f74bbd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e077139b6ed31_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e078326350742_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0b009f337008_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0bf8d3c29ed8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0cfd06f3c48b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e0f181a6ca518_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e10b0136ca6e3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e111827266006_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e113c365ed52d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e126eba38e5d9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12c19c935e1b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e12cacc63b128_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e13695d366dfc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e13f452f4713d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e162c20d0bf10_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e169fa874d93a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e170683efbb0a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e17ce1df2b007_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e18c19fdb1a89_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e196b4de785fa_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e19f06ed3b38d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1a13529a4eba_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1a5a31ebd292_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1bdf85c18e49_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1cf53e17c432_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1d5075c1c506_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1dc6e96dddf9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1f447b86d6cf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e1f47f4a63b63_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e208b3b9c1fcd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e220221237032_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e225fd5279b53_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e26637770f0e6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e26a794d00a88_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e277ff07b2cde_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e27d31ad536af_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e28dc875f4494_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e29810087b635_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e29c52554d177_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2c7341ba4ca4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2ce76d859938_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2deba31d6df0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2e3e518582a6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e2f17900f1d8f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e31ff83d3fbd3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e35cc0910bfc8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e38d3c22cf482_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e39f8b26efaa2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3f0fdbf40c1b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e3f8c181fec8e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e40b5d3a3f51f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e421005827a01_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e421af3ec478a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e42218b1cea01_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4298a8e02999_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45890272f0d2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e45b11fd39789_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4638d72476ae_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e464c09c855b1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e46ed69917605_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e47593fdcfb9d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e48d5c8763b58_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4b20fdb61fc6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4bb412aa01e4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e4f5a519a82fc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5242e6726ee5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e526f6291cdbd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e52fb1a1fa8fb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e535d83f59ec9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e53faadd427cc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e54661c9a133a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e548080ee6f18_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e554093277523_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e587537ba0bb2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e58b461e743db_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5a7725010cb5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5b7844c4774e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5c9687a1df7d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5da80047738a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5dcc0d891a3f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5eb19ffb5c2a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5edf9845d0b8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e5fca640285e9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6123b262e8e1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6206cfe58572_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6219ea3c08b3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e62950d189d42_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e633f45f55670_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e642aea23d842_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e664996a70a06_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e687c414ad65f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6a50dccbde45_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6b98da9babba_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c1351e487ea_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e6c66dce3d1f9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e71b3699a3a4b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e722a9fb43d01_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e72e16f781c84_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e730a690c2700_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75778e9d2994_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e75f6c0d6e701_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e76061346a670_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7767d14c948c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e78806ad81d35_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e7a175e1cf998_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8426cad5a673_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e85aac0bc5c7a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e86f8b5876a09_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8822dae74472_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e88a1fdba3eac_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e89c2a3d02ebb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8c86b69fb789_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8c9a369e4715_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d20c9890842_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8d6d69a75b82_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8dcf62441e1d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8e7be0e0eae9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e8ef6d3fc9d14_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e91ba8acaff6f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e928e38c07b57_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e933f12bc16d2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e93df910fd98c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e945947e65f75_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e94cab548d587_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e950d42b9fb4a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e951da7cae9cb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9634f7642af2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e970299b244ff_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9a7a9a236c99_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9ae90cad7502_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9af031f9b569_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9bbfbf3973ab_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9c42d13bb413_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9dd6d794f9be_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9e79da374dc0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9f1bb04476da_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fac207e2cc0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2e9fba89ee90df_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea051a22ec990_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea28d2e7ebfa1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea37af3c62335_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea39ab649c5dd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea3cf76e13529_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea47f5809688a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea5329b5b5575_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea54d2884ce02_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea64b69f48a43_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ea9c5b921e7be_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaa0cb990017a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eab9f461c9e40_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eace97a764988_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ead3001336fad_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eae63758a4bf5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eaeb00b091eaf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eafa6dfee9b60_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb06d266100f5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb195249fddd0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb2850031a2cf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb40006a157f3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb40e0b2cff6d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb6db35bc9c77_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eb7fdf980aa31_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eba86bde0333d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebb74c364c033_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebb84d786b379_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ebdd9b4b08e44_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec098a3bb9ade_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec0cada005914_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec1a3c0934ac5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec304ba95d48e_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec37a8ca74c1d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ec98fe30baf32_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecaa7655a0e29_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecbe16db6e331_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecd05c5813ac6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf24366adaf2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ecf424b2cd42b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed064b9fb9406_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed0a42db0ddb8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed2393bc928b9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed2fb8f51d196_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed358fdbf63be_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed3ba4b36f410_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed4538e622178_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed46b92d53d52_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed4f40ecf975f_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed578f96f9688_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed676c6b0ad45_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed6b3a2c2a7a7_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed6dbc429c903_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed841b1e195b5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed84de297487b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed8ca2bd0641a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ed8d255f4debe_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edbff2449ffb2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc489998d037_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edc54e7991cb8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2edef49fbe3ffd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee133df31dff4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee2b9ae642066_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee421422a1af6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee49bd75d49df_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee6060f935654_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee7dfdda83288_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee803d64afdf2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee8311c067079_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee8ead111b02a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee93a073e7feb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ee9e3624502f0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eea04613d46f1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2eebd68a30289a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef07437a65032_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef1ebae390695_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef2446a76aa1d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3a10fde4fd1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef3f2030eb926_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4ad452b913b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4bacda0b976_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef4c7670b71c1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef5ff97d854d3_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef6273a9ba866_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2ef90f0059a31c_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efa58e022da3d_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efa86293095ba_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efb0f6e575e32_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2ecompare_2efbb85b7c9b1b_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e3f57fd0a35da_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e5604b75daa6a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e74a782837451_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2e945581e14aa6_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2eb4808d2bab9a_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_2ef50057568c26_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e141f18b276d0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e16a35e35a029_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e2724c93acecc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e30164d1c5eaf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e39d7c8a39d89_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e3af0c8fdd809_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4c61703102d9_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e4f9a9fbdcebb_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7a13ee7aa9df_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e7bcba80cc369_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8239c15c41a2_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e8aac437cdf31_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e901f23b4f5a4_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e907d1e8d04bd_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e91c4dca172a0_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9584ad9bc3a5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e97e0c35ae237_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9a9bfdacb9d1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2e9e3ce9f42aaf_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb19d742417a1_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb2b6785db5cc_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2eb9e0e27075b8_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ebd4f818387f5_entries,
+    loom_aot_loom_2eaot_2ev3_2enorm_2enorm_5frows_5fblock_2ef0a67c491888_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v3_entries(int i, uint32_t* count) {

@@ -6,274 +6,594 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e3414448c7fc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e3cc7b3bdf0d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7d51cd498f4a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7fd4f2f39373_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7ff2eab178bb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8b4f6b2b2b72_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e981f932b549e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea077aae2db61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec5d3ae3a05d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec67849aec5b2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec9d85ba8af97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed09941d9c68a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed983c6a6f96a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee5fe639127f2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e3ab3043fadc4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb79689dc20e1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb99bd53c92fd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2edc89299a07c3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e1ca38e368242_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e8e0f5b08450b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ed4b1cf601bcc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ef9f9876a9a23_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e009ca7b19420_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e03cdc80af0cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0484a4a13999_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e078a6bc8c225_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0bcebb05da3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0dcf06c7dd44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0e3920627e0c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e19283b59f29c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1b8a2aadb076_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1d56668e4ae9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e22c8a3d1e2ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e277a513bbb6e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3003d5e9ef64_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e316c1f873942_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e32b00a31bb0e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e379eb6005dad_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41184af6cb86_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e45775e3b943c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4da534b8c9f5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e507011ee146e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5146dccf9cfa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e52c9fedcfc3a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e563abe201766_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e59e5db875527_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ab2e60522ca_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5affdb868230_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c6ea0426507_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e60e0813799a2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e60efdef6c0fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e64c908f84b65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e678894b179ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e67a7e0313cff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6c20c20056fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e727afa8974b7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7888aa61caf7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7a7aeca29a5d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7f277784f020_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e866eee37fe46_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8955756bd464_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8faac474cd71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98a2677b5a2f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98d329fdbb67_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9b909bde4a18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9bae663a927c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9f7c1c33150e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea04a4c292957_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea0dc9de05487_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea380d2c3c95b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3c67ae91934_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea74d85db842f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9db4cddf4c8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eab890e7526db_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb0fc6258d066_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb4b7e2173e74_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb676d474c250_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebc36638a089f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec5370dd7c528_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec5db92fd8bbd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec76edc2e0871_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecd17863dc370_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed120123b5052_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed246e2b4322a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed52f9b085f5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edc724aca8739_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edc7c25b3dff3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eddc94f1e0be8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede79ee62eb15_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee0ee2c4a9aa3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee13fecc7fb26_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3037ca2dc57_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee37310166128_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5201966c8f1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee95cac963597_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eea97086e95e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef564549e93f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefc350ed8bd7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef4d19583006a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef92e396ab60e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efa2f1541cdcc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efdbc3dc1c620_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e00bffa2044df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e0e1e368805d7_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e119ed04fbbec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e6d6faef017d4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9b446dc27521_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eb6000b96271a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e1a1ea6265a8a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e1adbc2ea9515_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e2274740d41eb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e41671d90db1c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e60831417b503_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e652a26586570_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e72a3f8bc9bbd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e7655e6d245d6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e7f24e2a74340_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e81e492464f7f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e8a7920520d28_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e8f9f6232ea7e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea42d719fc48e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb1551049ad13_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb89b24cf5a91_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebf18991626fa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec218ca5a3fcb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed7a608fe1932_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed8f1ad827ab1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee993f7b260a6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eedc4329b89fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef102398cb241_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef3cc613a6c42_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef8681aec8ce7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1c6d3912f105_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2fb8d7305234_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e39d89a25ba94_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e41cae89836c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e44efad6377f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e6339e823ae74_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e86e403683985_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea00be5f58a15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea4b21faa3a2a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eacd39ca901ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb17b93a0fc9c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec4b6eb263f93_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed30094ddb66c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef70ee45774ed_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e094ee33ba3c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e6f6eab37875e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb90b2a3db1f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ed967e44434ea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e35d9883c3f88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e45c384848241_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e8e8641fdf2ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e8eab11aae291_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0276ddb2b6cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e034d5f877b00_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e034ee03acf51_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e07e31e601f52_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0a741c5f7260_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0b339153498f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c283845a7c9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c37a700228a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0ce4ab886046_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0ec0659b268a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f5a438e7aa0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f6dd28703c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0fa179fd760f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e13354aba678a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1446b30d1d09_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e14c9bf51f68e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e185771a97b34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e18f55c40ee48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e191e5f9c5d98_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e19aa11f75908_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1a6d6ca62e54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1aa89a6738f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ac935f43919_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1c99feb65f46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ccec009e030_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1dcc7d9fb975_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1e89e39029fe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e200a2d17a377_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e20ea91d50121_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e214351ce6a9f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e222e13276fb8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2390354806c6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e26e04d5ddebe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e26e0f47a3833_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e28b6575d102d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e29661c5ac77e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e29784e0b9698_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e29f55ea2f160_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2a0447980ef6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2d8c72b58f28_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e30412f6b3139_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e328d11fee3ca_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e33357c4622a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e34230c0518ac_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e344adb2388cd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e39b53abd24f5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3adab0528d16_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3b385796a7a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3b5fb709fa69_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3bba73b3c46c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3c356efcdf44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3c9da64d35e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d31fbc4e948_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d7dadc25047_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3da5351966c3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3dfd75d869d5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3e4e01eac1a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3f116485a6e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3f1befac8a04_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3f2a0add94d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3f76a16f8c5a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4180c85013b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41f4df7a9b01_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41f81bb2e983_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e42a294fcf7f9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e45676b920ea8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e467a1e42a446_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49d3996cfc99_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4a1ab445e73b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b8b137ce51c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c7b3fe32256_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4d885a787fef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e4819b9bd29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4f5044aa7858_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e51c18487e599_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e55c89bf9acc2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e57f749cff7fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5847344a6a7a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a92b2131f40_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5aadaf5a9b02_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5cdc69e33eea_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d13cf5ae180_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5e7ab5809b95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5f7af506486b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6025181dddfb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6064c6f3cae4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e60f4341fb632_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e64fb2a5edc36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e65461cfcb065_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e65fed2c6dd3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68bd2c8dbbc7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69e561ae1be5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6a3ac17c3c29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b625abae2e4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6c3e27e26394_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6c99ef8f44b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6e300256a601_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e700171e633f6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e725e78e21ee0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e72bf2bf82d62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e72c1549ce574_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e746598188eab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e746c355c1ffd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e748e509bc8a4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e74d8d855f514_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e771c297c17cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e779ae054fd79_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7808f63c6e4f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7c5787ffc409_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d58974437f2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e80f78c06e0f4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e81fc6aeabb75_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8228847bb7f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8278ef111d12_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e82bf34d76fd6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e838d2f6eced0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e843f2106f251_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e87453ecb65b1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8754ab11f666_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e893c2a30733b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8987ab34a910_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89c122151e53_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89f1d21efe47_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89fab4dda71a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8abb1d281d44_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8baf22cd531b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8bc21dc72a1a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8db71adf4387_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8dd6118f7cdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8e0a5b1d761e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8f6a555f4a38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8f6e5d0714b2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8f9a3fd1edf4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fd8c99e7fa3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e908517d72238_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91f6c8b21042_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e95718501f6e5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96b0f85eb077_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96b284d3aa27_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96f00f45b46d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98c35b7d0122_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a1401ca6795_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9c339daded15_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9ca61d82ea46_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9e29a2c3df87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9fc51e64c2c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea4807da8eb88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea490ac2ff422_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea4d1772db68f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea4ea48ba697e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea53034654e24_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea748df5044be_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea80274be583f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea96bd267c3ba_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea96e28cca100_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa3f3853d96b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaaa7dd4be3a6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac43f6aa7e48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eae94f4342913_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaf6b22deeca8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb16d449e0b27_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb1db6d1f858b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb2900b7fbffd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb30345a0eec7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb33a4fc579cc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3641131cae2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3e807b1c08d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb4c72ef2c419_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb4dad14a684e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb6d92c7cffb1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb76160ff30a0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb93e79e15961_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb94ef092652d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb958419208b3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb9690d71412d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb9a4259a4bdc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eba40c084526a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebef731c15ee9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf53dd3640ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0ce64e06370_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec4b85b4a2e8c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec649f899f2f7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec6d60166780f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec7ad419089f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecc4b4eb55aa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ece9c1a6bc3ff_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eceb3ade91506_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed1260ce7af89_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed3ea400dd575_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed7ac0b0cffb5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed802180df4f0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed825225c3a54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed87770615d95_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed9c80d7c58cf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edafd52e3a1c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edc4a5b228497_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edc94bae7a878_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edce782467aa5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edd39322e66ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edd4ec9424b38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede115a050689_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede23cf78ec64_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede8a87150ded_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede9cf78af741_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edec7485e22d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee171e965b4a3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee1a6aaa57f85_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee2073ae365a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee369d182c1ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee4790884a11b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee6df4ce639d1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee6edaaab4804_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee70579e742fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee7a6099899f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee7a66a4218fd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee867b725e9ef_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb4e7bfbfb54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb5050575482_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebc1cf787a2e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebc41c7a9445_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebd84d63c011_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eec7fad9ab2aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeccce974fbc9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeed81b056640_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef0332398a52d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef0c6edb50cd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef1a5b7a8bdaf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef2d88f53a938_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef2f2ebe252c8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef31d28b41ec9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef321d0d3a828_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef44c114eae34_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef46fb311667a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7797a6c16e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef950f81d4d62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef9da16e358aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efac4ffeedaeb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efe2b4a70097e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eff65af074aa2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efff9a9be88c0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e1982ae1840f1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e2188f2f378b5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e323d32821469_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e331fc0089b68_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e83f7a8af23ab_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e930d98785347_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e019deeb4bf62_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0421874778e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0683164d144d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e15aaf486a69d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e22437c96fdd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e22c2a2d74f8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e30440e96f313_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3c9d09cd706a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4b04bc33b910_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e5be5fd40094c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e69dac1268e5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6f5fcf338a4b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e80b439b2699e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e866b2296bdde_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e95f6eb62e011_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea49b444f04cb_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eac970a6f2141_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb7590c7871bd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec1721457a90f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec5a28fc6b804_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eca7136fe096b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ecc66233904c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee01e71d354a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee032e7e49575_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e3414448c7fc8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e3cc7b3bdf0d4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7d51cd498f4a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7fd4f2f39373_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e7ff2eab178bb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e8b4f6b2b2b72_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e981f932b549e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea077aae2db61_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec5d3ae3a05d2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec67849aec5b2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec9d85ba8af97_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed09941d9c68a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed983c6a6f96a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ee5fe639127f2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e3ab3043fadc4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb79689dc20e1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb99bd53c92fd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2edc89299a07c3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e1ca38e368242_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e8e0f5b08450b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ed4b1cf601bcc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2ef9f9876a9a23_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e009ca7b19420_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e03cdc80af0cf_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0484a4a13999_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e078a6bc8c225_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0bcebb05da3e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0dcf06c7dd44_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0e3920627e0c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e19283b59f29c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1b8a2aadb076_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1d56668e4ae9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e22c8a3d1e2ec_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e277a513bbb6e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3003d5e9ef64_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e316c1f873942_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e32b00a31bb0e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e379eb6005dad_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41184af6cb86_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e45775e3b943c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4da534b8c9f5_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e507011ee146e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5146dccf9cfa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e52c9fedcfc3a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e563abe201766_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e59e5db875527_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5ab2e60522ca_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5affdb868230_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5c6ea0426507_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e60e0813799a2_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e60efdef6c0fe_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e64c908f84b65_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e678894b179ea_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e67a7e0313cff_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6c20c20056fa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e727afa8974b7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7888aa61caf7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7a7aeca29a5d_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7f277784f020_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e866eee37fe46_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8955756bd464_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8faac474cd71_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98a2677b5a2f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98d329fdbb67_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9b909bde4a18_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9bae663a927c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9f7c1c33150e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea04a4c292957_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea0dc9de05487_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea380d2c3c95b_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea3c67ae91934_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea74d85db842f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea9db4cddf4c8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eab890e7526db_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb0fc6258d066_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb4b7e2173e74_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb676d474c250_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebc36638a089f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec5370dd7c528_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec5db92fd8bbd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec76edc2e0871_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecd17863dc370_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed120123b5052_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed246e2b4322a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed52f9b085f5a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edc724aca8739_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edc7c25b3dff3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eddc94f1e0be8_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede79ee62eb15_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee0ee2c4a9aa3_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee13fecc7fb26_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee3037ca2dc57_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee37310166128_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee5201966c8f1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee95cac963597_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eea97086e95e9_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eef564549e93f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eefc350ed8bd7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef4d19583006a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef92e396ab60e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efa2f1541cdcc_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efdbc3dc1c620_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e00bffa2044df_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e0e1e368805d7_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e119ed04fbbec_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e6d6faef017d4_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e9b446dc27521_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2eb6000b96271a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e1a1ea6265a8a_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e1adbc2ea9515_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e2274740d41eb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e41671d90db1c_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e60831417b503_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e652a26586570_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e72a3f8bc9bbd_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e7655e6d245d6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e7f24e2a74340_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e81e492464f7f_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e8a7920520d28_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e8f9f6232ea7e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea42d719fc48e_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb1551049ad13_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb89b24cf5a91_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ebf18991626fa_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec218ca5a3fcb_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed7a608fe1932_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ed8f1ad827ab1_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee993f7b260a6_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eedc4329b89fe_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef102398cb241_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef3cc613a6c42_entries,
-    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ef8681aec8ce7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e1c6d3912f105_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e2fb8d7305234_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e39d89a25ba94_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e41cae89836c3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e44efad6377f5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e6339e823ae74_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2e86e403683985_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea00be5f58a15_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ea4b21faa3a2a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eacd39ca901ac_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2eb17b93a0fc9c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ec4b6eb263f93_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ed30094ddb66c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eactivation_2ef70ee45774ed_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e094ee33ba3c5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2e6f6eab37875e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2eb90b2a3db1f8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ebatch_5fnorm_2ed967e44434ea_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e35d9883c3f88_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e45c384848241_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e8e8641fdf2ce_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2eclip_2e8eab11aae291_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0276ddb2b6cc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e034d5f877b00_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e034ee03acf51_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e07e31e601f52_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0a741c5f7260_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0b339153498f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c283845a7c9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0c37a700228a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0ce4ab886046_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0ec0659b268a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f5a438e7aa0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0f6dd28703c5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e0fa179fd760f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e13354aba678a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1446b30d1d09_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e14c9bf51f68e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e185771a97b34_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e18f55c40ee48_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e191e5f9c5d98_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e19aa11f75908_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1a6d6ca62e54_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1aa89a6738f6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ac935f43919_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1c99feb65f46_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1ccec009e030_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1dcc7d9fb975_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e1e89e39029fe_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e200a2d17a377_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e20ea91d50121_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e214351ce6a9f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e222e13276fb8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2390354806c6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e26e04d5ddebe_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e26e0f47a3833_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e28b6575d102d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e29661c5ac77e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e29784e0b9698_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e29f55ea2f160_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2a0447980ef6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e2d8c72b58f28_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e30412f6b3139_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e328d11fee3ca_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e33357c4622a3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e34230c0518ac_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e344adb2388cd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e39b53abd24f5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3adab0528d16_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3b385796a7a5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3b5fb709fa69_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3bba73b3c46c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3c356efcdf44_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3c9da64d35e7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d31fbc4e948_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3d7dadc25047_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3da5351966c3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3dfd75d869d5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3e4e01eac1a6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3f116485a6e6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3f1befac8a04_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3f2a0add94d1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e3f76a16f8c5a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4180c85013b6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41f4df7a9b01_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e41f81bb2e983_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e42a294fcf7f9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e45676b920ea8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e467a1e42a446_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e49d3996cfc99_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4a1ab445e73b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4b8b137ce51c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4c7b3fe32256_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4d885a787fef_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4e4819b9bd29_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e4f5044aa7858_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e51c18487e599_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e55c89bf9acc2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e57f749cff7fa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5847344a6a7a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5a92b2131f40_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5aadaf5a9b02_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5cdc69e33eea_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5d13cf5ae180_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5e7ab5809b95_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e5f7af506486b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6025181dddfb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6064c6f3cae4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e60f4341fb632_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e64fb2a5edc36_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e65461cfcb065_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e65fed2c6dd3e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e68bd2c8dbbc7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e69e561ae1be5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6a3ac17c3c29_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6b625abae2e4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6c3e27e26394_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6c99ef8f44b5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e6e300256a601_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e700171e633f6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e725e78e21ee0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e72bf2bf82d62_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e72c1549ce574_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e746598188eab_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e746c355c1ffd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e748e509bc8a4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e74d8d855f514_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e771c297c17cb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e779ae054fd79_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7808f63c6e4f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7c5787ffc409_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e7d58974437f2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e80f78c06e0f4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e81fc6aeabb75_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8228847bb7f1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8278ef111d12_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e82bf34d76fd6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e838d2f6eced0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e843f2106f251_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e87453ecb65b1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8754ab11f666_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e893c2a30733b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8987ab34a910_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89c122151e53_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89f1d21efe47_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e89fab4dda71a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8abb1d281d44_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8baf22cd531b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8bc21dc72a1a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8db71adf4387_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8dd6118f7cdf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8e0a5b1d761e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8f6a555f4a38_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8f6e5d0714b2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8f9a3fd1edf4_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e8fd8c99e7fa3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e908517d72238_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e91f6c8b21042_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e95718501f6e5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96b0f85eb077_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96b284d3aa27_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e96f00f45b46d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e98c35b7d0122_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9a1401ca6795_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9c339daded15_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9ca61d82ea46_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9e29a2c3df87_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2e9fc51e64c2c0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea4807da8eb88_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea490ac2ff422_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea4d1772db68f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea4ea48ba697e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea53034654e24_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea748df5044be_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea80274be583f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea96bd267c3ba_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ea96e28cca100_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaa3f3853d96b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaaa7dd4be3a6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eac43f6aa7e48_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eae94f4342913_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eaf6b22deeca8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb16d449e0b27_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb1db6d1f858b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb2900b7fbffd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb30345a0eec7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb33a4fc579cc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3641131cae2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb3e807b1c08d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb4c72ef2c419_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb4dad14a684e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb6d92c7cffb1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb76160ff30a0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb93e79e15961_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb94ef092652d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb958419208b3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb9690d71412d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eb9a4259a4bdc_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eba40c084526a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebef731c15ee9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ebf53dd3640ef_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec0ce64e06370_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec4b85b4a2e8c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec649f899f2f7_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec6d60166780f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ec7ad419089f1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ecc4b4eb55aa6_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ece9c1a6bc3ff_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eceb3ade91506_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed1260ce7af89_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed3ea400dd575_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed7ac0b0cffb5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed802180df4f0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed825225c3a54_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed87770615d95_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ed9c80d7c58cf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edafd52e3a1c2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edc4a5b228497_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edc94bae7a878_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edce782467aa5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edd39322e66ab_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edd4ec9424b38_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede115a050689_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede23cf78ec64_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede8a87150ded_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ede9cf78af741_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2edec7485e22d2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee171e965b4a3_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee1a6aaa57f85_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee2073ae365a5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee369d182c1ec_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee4790884a11b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee6df4ce639d1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee6edaaab4804_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee70579e742fd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee7a6099899f8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee7a66a4218fd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ee867b725e9ef_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb4e7bfbfb54_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeb5050575482_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebc1cf787a2e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebc41c7a9445_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eebd84d63c011_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eec7fad9ab2aa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeccce974fbc9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eeed81b056640_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef0332398a52d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef0c6edb50cd8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef1a5b7a8bdaf_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef2d88f53a938_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef2f2ebe252c8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef31d28b41ec9_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef321d0d3a828_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef44c114eae34_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef46fb311667a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef7797a6c16e0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef950f81d4d62_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2ef9da16e358aa_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efac4ffeedaeb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efe2b4a70097e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2eff65af074aa2_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2ecompare_2efff9a9be88c0_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e1982ae1840f1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e2188f2f378b5_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e323d32821469_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e331fc0089b68_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e83f7a8af23ab_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_2e930d98785347_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e019deeb4bf62_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0421874778e8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e0683164d144d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e15aaf486a69d_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e22437c96fdd8_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e22c2a2d74f8a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e30440e96f313_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e3c9d09cd706a_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e4b04bc33b910_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e5be5fd40094c_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e69dac1268e5f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e6f5fcf338a4b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e80b439b2699e_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e866b2296bdde_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2e95f6eb62e011_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ea49b444f04cb_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eac970a6f2141_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eb7590c7871bd_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec1721457a90f_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ec5a28fc6b804_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2eca7136fe096b_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ecc66233904c1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee01e71d354a1_entries,
+    loom_aot_loom_2eaot_2ev4_2enorm_2enorm_5frows_5fblock_2ee032e7e49575_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_norm_v4_entries(int i, uint32_t* count) {

@@ -155,6 +155,11 @@ func binaryCall(code string, out []int64, a, b []int64, acc, scaled bool, scale 
 	t := pickTile(dims[4], dims[5])
 	args := blockSplitArgs(append(rank6Args(dims, st), f32bits(scale)), dims, t.bx, t.by)
 	cfg := t.config(map[string]string{"OP": code, "ACC": strconv.FormatBool(acc), "SCALE": strconv.FormatBool(scaled)})
+	aName := "AS5" // an ACC launch does not read a
+	if acc {
+		aName = ""
+	}
+	cfg = innerStrides(cfg, dims, st, aName, "BS5")
 	// y is read_write in every launch (only ACC launches read it).
 	return ops.KernelCall{File: elementwiseFile, Symbol: "binary", Config: cfg, Args: args, Workload: args[:movementRank],
 		Bind: []ops.KernelBinding{ops.ReadOf(opA), ops.ReadOf(opB), ops.ReadWriteOf(ops.OutputOperand(0))}}, true

@@ -654,6 +654,24 @@ func broadcastAxes(out []int64, strides ...[]int) (dims [movementRank]int64, st 
 	return dims, st, true
 }
 
+// innerStrides sets in cfg, under names[k], operand k's inner stride from broadcastAxes (the
+// AS5, BS5 and CS5 specializations of binary, compare and where), skipping empty names. After
+// the merging it is 0 (broadcast along the inner axis) or 1 (the operands are contiguous); an
+// inner axis of one element takes 1 for every operand (the stride never multiplies), so that
+// no variant has them all 0. A stride of any other value is left to run time.
+func innerStrides(cfg map[string]string, dims [movementRank]int64, st [][movementRank]int64, names ...string) map[string]string {
+	for k, name := range names {
+		v := st[k][movementRank-1]
+		if dims[movementRank-1] == 1 {
+			v = 1
+		}
+		if name != "" && (v == 0 || v == 1) {
+			cfg[name] = strconv.FormatInt(v, 10)
+		}
+	}
+	return cfg
+}
+
 func PlanWhere(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, string, error) {
 	if !needInput(in, 0) || !needInput(in, 1) || !needInput(in, 2) {
 		return nil, "", ops.OpErr("Where needs a condition and two values")
@@ -699,7 +717,7 @@ func PlanWhere(n *graph.Node, _ int64, in []ops.ValueInfo) (*ops.KernelPlan, str
 	}
 	t := pickTile(dims[4], dims[5])
 	args = blockSplitArgs(args, dims, t.bx, t.by)
-	p.Calls = []ops.KernelCall{{File: movementFile, Symbol: "where", Config: t.config(map[string]string{"T": width}),
+	p.Calls = []ops.KernelCall{{File: movementFile, Symbol: "where", Config: t.config(innerStrides(map[string]string{"T": width}, dims, st, "CS5", "AS5", "BS5")),
 		Args: args, Workload: args[:6],
 		Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadOf(ops.InputOperand(1)), ops.ReadOf(ops.InputOperand(2)), ops.WriteOf(ops.OutputOperand(0))}}}
 	return p, "", nil

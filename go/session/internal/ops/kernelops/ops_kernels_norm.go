@@ -241,7 +241,7 @@ func comparePlanner(code string) ops.KernelPlanner {
 		tl := pickTile(dims[4], dims[5])
 		args := blockSplitArgs(rank6Args(dims, st), dims, tl.bx, tl.by)
 		p.Calls = []ops.KernelCall{{File: normFile, Symbol: "compare",
-			Config: tl.config(map[string]string{"T": t, "OP": code}), Args: args, Workload: args[:movementRank],
+			Config: tl.config(innerStrides(map[string]string{"T": t, "OP": code}, dims, st, "AS5", "BS5")), Args: args, Workload: args[:movementRank],
 			Bind: []ops.KernelBinding{ops.ReadOf(ops.InputOperand(0)), ops.ReadOf(ops.InputOperand(1)), ops.WriteOf(ops.OutputOperand(0))}}}
 		return p, "", nil
 	}
