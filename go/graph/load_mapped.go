@@ -51,11 +51,37 @@ func loadMapped(data []byte, opts LoadOptions) (_ *Model, ok bool, err error) {
 			return nil, false, nil
 		}
 	}
-	for _, c := range cuts {
-		inits[c.index].RawData = copyOut(data, c.raw)
+	room := make([]int, len(cuts))
+	for i, c := range cuts {
+		room[i] = rawRoom(inits[c.index])
+		inits[c.index].RawData = copyOut(data, c.raw, room[i])
 	}
 	m, err := fromProto(&mp, opts, lim)
+	if err == nil && m != nil && m.Graph != nil {
+		for i, c := range cuts {
+			if t := m.Graph.Initializers[inits[c.index].GetName()]; t != nil && room[i] > 0 && len(t.Raw) == len(c.raw) {
+				t.setRoom(room[i])
+			}
+		}
+	}
 	return m, true, err
+}
+
+// rawRoomColumns: a 2-D float weight [k, n] copied out of a mapped model file gets room for
+// k·(rawRoomColumns - 1) more elements behind it (Tensor.RawRoom), what a host provider needs
+// to lay it out in place in column panels of up to rawRoomColumns columns, the last of which
+// overlaps its neighbour when n is not a multiple of the width (go/session's packed weights:
+// a 768 x 50257 vocabulary projection was otherwise packed into new memory, 154 MB more at the
+// peak). The room is allocated, not touched: it costs no resident memory until used.
+const rawRoomColumns = 128
+
+// rawRoom is the room rawRoomColumns gives tp (0 unless it is a 2-D float tensor).
+func rawRoom(tp *onnxpb.TensorProto) int {
+	d := tp.GetDims()
+	if DataType(tp.GetDataType()) != Float || len(d) != 2 || d[0] < 1 || d[1] < rawRoomColumns || d[0] > 1<<40 {
+		return 0
+	}
+	return int(d[0]) * (rawRoomColumns - 1) * 4
 }
 
 // cutLargeRaw returns the encoding of the ModelProto data without the raw_data fields of
@@ -157,9 +183,10 @@ const copyOutChunk = 8 << 20
 
 // copyOut copies part, a slice of the mapping data, into memory aligned for any element type,
 // dropping the mapping's pages behind it as it goes.
-func copyOut(data, part []byte) []byte {
-	words := make([]uint64, (len(part)+7)/8)
-	out := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:len(part):len(part)]
+// room more bytes follow it in the same allocation (the slice's capacity).
+func copyOut(data, part []byte, room int) []byte {
+	words := make([]uint64, (len(part)+room+7)/8)
+	out := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:len(part) : len(part)+room]
 	for off := 0; off < len(part); off += copyOutChunk {
 		end := min(off+copyOutChunk, len(part))
 		copy(out[off:end], part[off:end])

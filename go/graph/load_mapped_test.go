@@ -56,6 +56,18 @@ func TestLoadCopiesLargeWeightsOutOfTheMapping(t *testing.T) {
 		if len(got.Raw) >= mappedRawMin {
 			assert.Zero(t, uintptr(unsafe.Pointer(&got.Raw[0]))%8, "%s is aligned", name)
 		}
+		// Room behind the cut 2-D float weights of at least rawRoomColumns columns: k·127
+		// elements, the rest of the memory Raw's own (RawRoom), none for the others.
+		room := got.RawRoom()
+		assert.Same(t, unsafe.SliceData(got.Raw), unsafe.SliceData(room), name)
+		if len(got.Raw) >= mappedRawMin && got.Dims[1] >= rawRoomColumns {
+			assert.Equal(t, len(got.Raw)+int(got.Dims[0])*(rawRoomColumns-1)*4, len(room), name)
+			got.Raw = append([]byte{}, got.Raw...) // replaced: its room is gone
+			assert.Len(t, got.RawRoom(), len(got.Raw), name)
+		} else {
+			assert.Len(t, room, len(got.Raw), name)
+		}
+		assert.Len(t, w.RawRoom(), len(w.Raw), "%s decoded from bytes has no room", name)
 	}
 	assert.Equal(t, len(want.Graph.Nodes), len(loaded.Graph.Nodes))
 

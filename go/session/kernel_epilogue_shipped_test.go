@@ -94,8 +94,12 @@ func TestShippedEpiloguesWithoutACompiler(t *testing.T) {
 			}
 			require.NoError(t, ops.FitPlan(plan, ops.KernelLimits))
 			bound := b
-			if cfg["PACKB"] == "true" { // B in column panels of NR = NV·VL (the last one overlapping)
-				nr := atoi(cfg, "NV") * atoi(cfg, "VL")
+			if cfg["PACKB"] == "true" { // B in column panels of NV/PS·VL (the last one overlapping)
+				ps := 1
+				if _, ok := cfg["PS"]; ok {
+					ps = atoi(cfg, "PS")
+				}
+				nr := atoi(cfg, "NV") / ps * atoi(cfg, "VL")
 				bound = nil
 				for tile := 0; tile < (n+nr-1)/nr; tile++ {
 					j0 := min(tile*nr, n-nr)

@@ -55,7 +55,7 @@ func TestPackedWeightsMatchAndAreSharedAcrossShapes(t *testing.T) {
 		gemm   bool
 		rank   int
 		ms     [][]int64 // x's leading dimensions, one plan each
-		packed int       // packed copies: rows 4 KiB apart, long panels, or k >= 256 in at most 32 MiB
+		packed int       // packed copies: rows 4 KiB apart, long panels, or k >= 256
 	}{
 		{k: 768, n: 1024, rank: 2, ms: [][]int64{{1}, {5}, {128}}, packed: 1},
 		{k: 300, n: 2048, rank: 3, ms: [][]int64{{1, 1}, {2, 37}}, packed: 1},
@@ -63,7 +63,7 @@ func TestPackedWeightsMatchAndAreSharedAcrossShapes(t *testing.T) {
 		{k: 3000, n: 520, gemm: true, rank: 2, ms: [][]int64{{1}, {17}}, packed: 1},
 		{k: 768, n: 768, rank: 2, ms: [][]int64{{1}, {40}}, packed: 1},
 		{k: 200, n: 300, rank: 2, ms: [][]int64{{1}, {64}}, packed: 0},  // short k, small B
-		{k: 256, n: 33000, rank: 2, ms: [][]int64{{1}, {9}}, packed: 0}, // over 32 MiB
+		{k: 256, n: 33000, rank: 2, ms: [][]int64{{1}, {9}}, packed: 1}, // 34 MB: a vocabulary's
 		// Gemm's transposed B, packed whatever its size (gemm_nt's dot products are slower).
 		{k: 64, n: 64, gemm: true, rank: 2, ms: [][]int64{{1}, {512}}, packed: 1},
 		{k: 768, n: 768, gemm: true, rank: 2, ms: [][]int64{{3}}, packed: 1},

@@ -63,7 +63,15 @@ func (s *InferenceSession) relayWeights() {
 		// In place only when no other initializer's bytes share the weight's memory (its own
 		// initializer's do when the session views them, and are dropped below).
 		inPlace := overlaps == 0 || (overlaps == 1 && mine && s.ownModel)
-		t, ok := r.Relay(w, inPlace, transposed[name])
+		// The weight's own bytes may continue into room its loader left behind them
+		// (graph.Tensor.RawRoom), which the panels may take when they outgrow the weight.
+		var room []float32
+		if inPlace && mine {
+			if rb := gt.RawRoom(); len(rb) > len(raw) && len(rb)%4 == 0 {
+				room = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(rb))), len(rb)/4)
+			}
+		}
+		t, ok := r.RelayWithRoom(w, room, inPlace, transposed[name])
 		if !ok {
 			continue
 		}

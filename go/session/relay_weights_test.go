@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -189,4 +190,45 @@ func TestRelaidWeightsAreHeldOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A weight whose panels outgrow it (n not a multiple of the panel width: the last panel
+// overlaps its neighbour) is packed in the room its loader left behind it when the session
+// loads the model file (graph.Tensor.RawRoom; the panels are checked against the planners' in
+// internal/ops/kernelops): the products, short ones reading several panels side by side
+// (PS) and tall ones, match a float64 reference on fresh random inputs, and Graph gives the
+// weight back exactly.
+func TestRelayIntoTheLoadersRoom(t *testing.T) {
+	rnd := inferRand()
+	const k, n = 300, 1000
+	w, bias := randomF32(rnd, k*n), randomF32(rnd, n)
+	data, err := weightProductModel(t, w, bias, k, n, false, 2).Marshal()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "room.onnx")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	s, err := Load(path, WithExecutionProvider(ProviderHost), WithIntraOpThreads(2))
+	require.NoError(t, err)
+	defer s.Close()
+	require.NotNil(t, tensor.RelaidOf(s.eng.Weights["w"]), "w is held packed")
+	assert.Nil(t, s.eng.Model.Graph.Initializers["w"].Raw, "its bytes as stored are dropped")
+	for _, m := range []int{1, 3, 1, 70} {
+		x := randomF32(rnd, m*k)
+		outs, err := s.Run(context.Background(), []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{int64(m), k}, x)}})
+		require.NoError(t, err)
+		got := outs[0].Data().([]float32)
+		require.Len(t, got, m*n)
+		for r := range m {
+			for j := range n {
+				want, mag := float64(bias[j]), math.Abs(float64(bias[j]))
+				for p := range k {
+					want += float64(x[r*k+p]) * float64(w[p*n+j])
+					mag += math.Abs(float64(x[r*k+p]) * float64(w[p*n+j]))
+				}
+				require.InDelta(t, want, float64(got[r*n+j]), 1e-6*(1+mag)*math.Sqrt(k), "m %d, y[%d, %d]", m, r, j)
+			}
+		}
+	}
+	back, err := s.Graph().Graph.Initializers["w"].Float32s()
+	require.NoError(t, err)
+	assert.Equal(t, w, back, "Graph gives the weight back as stored")
 }

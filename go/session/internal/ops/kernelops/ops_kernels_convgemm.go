@@ -254,19 +254,17 @@ const packBMinBytes = 256 << 10
 // prefetcher follows one contiguous stream where it loses NR-wide pieces of rows.
 const packBPanelBytes = 512 << 10
 
-// packBLongK and packBLongMaxBytes: a B of k >= packBLongK rows in at most packBLongMaxBytes
-// is packed whatever its row stride. Each of a tile's k steps then loads its vectors of B
-// from one contiguous panel rather than from rows 4n bytes apart: on the AVX-512 Xeon of
-// 2026-12-05 (BenchmarkWeightProducts, one thread, quiet, three runs) 768 x 2304 ran
-// 1.23-1.29x faster packed for 128 rows and 1.11-1.17x for one row, 768 x 768 1.02-1.10x and
-// 1.06-1.10x; BERT-base over 128 tokens 170-177 -> 154-163 ms (docs/performance.md). A larger B
-// (a vocabulary projection, 768 x 50257: 154 MB) streams from memory for one row, where
-// one panel at a time, three vectors wide, kept fewer loads in flight than B's rows:
-// 10.7-11.2 GB/s packed against 14.4-16.0 as stored.
-const (
-	packBLongK        = 256
-	packBLongMaxBytes = 32 << 20
-)
+// packBLongK: a B of k >= packBLongK rows is packed whatever its row stride. Each of a
+// tile's k steps then loads its vectors of B from one contiguous panel rather than from rows
+// 4n bytes apart: on the AVX-512 Xeon of 2026-12-05 (BenchmarkWeightProducts, one thread,
+// quiet, three runs) 768 x 2304 ran 1.23-1.29x faster packed for 128 rows and 1.11-1.17x for
+// one row, 768 x 768 1.02-1.10x and 1.06-1.10x; BERT-base over 128 tokens 170-177 -> 154-163
+// ms (docs/performance.md). A B that streams from memory for a short product (a vocabulary
+// projection, 768 x 50257: 154 MB, one row) was read as stored until 2026-12-06: one panel at
+// a time kept fewer loads in flight than B's rows (10.7-11.2 GB/s packed against 14.4-16.0 as
+// stored, that Xeon); its tiles now read several panels side by side (packStreams), 18.2-23.3
+// GB/s against 10.2-12.3 as stored on a Zen 3.
+const packBLongK = 256
 
 // packsB says whether gemm_nn reads B packed into column panels (PACKB), and if so the panels'
 // width in vectors: for a constant B (one for every batch) of at least packBMinBytes whose
@@ -274,8 +272,7 @@ const (
 // successive rows alias in the caches and defeat the prefetcher (a 768 x 3072 weight: 1.6x
 // faster packed for one row of A, 1.2x for 128, measured by BenchmarkWeightProducts), panels
 // of at least packBPanelBytes (a 3072 x 768 weight, 128 rows: 1.2x), or a k of at least
-// packBLongK in a B of at most packBLongMaxBytes (768 x 768 and 768 x 2304, see
-// packBLongK). B's layout in memory does not matter then (Gemm's transB too).
+// packBLongK (768 x 768, 768 x 2304, a vocabulary projection: see packBLongK). B's layout in memory does not matter then (Gemm's transB too).
 //
 // A B the session already holds packed (tensor.Relaid, see Relayer) is read packed whenever
 // its layout is the one this product wants, without a DerivedConsts.
@@ -303,8 +300,46 @@ func (g gemmSpec) packPays() (nv int, ok bool) {
 	if nr > g.n {
 		return 0, false
 	}
-	long := g.k >= packBLongK && 4*g.k*g.n <= packBLongMaxBytes
-	return nv, columns || (4*g.n)%4096 == 0 || 4*g.k*nr >= packBPanelBytes || long
+	return nv, columns || (4*g.n)%4096 == 0 || 4*g.k*nr >= packBPanelBytes || g.k >= packBLongK
+}
+
+// packStreamMaxRows, packStreamMinBytes and packStreamMax bound packStreams.
+const (
+	packStreamMaxRows  = 4
+	packStreamMinBytes = 1 << 20
+	packStreamMax      = 4
+)
+
+// packStreams is how many adjacent panels of a packed B a tile of t reads side by side
+// (gemm_nn's PS): for a short product (at most packStreamMaxRows rows: a decode step's
+// matrix-vector products) of a B that streams from memory (at least packStreamMinBytes), where
+// reading several contiguous panels at once keeps more of B's loads in flight than reading
+// them one after the other. Up to packStreamMax streams, as many as the accumulators leave
+// room for in the vector registers. Measured on an AMD EPYC (Zen 3, 2026-12-06, one thread,
+// a 768 x 50304 B packed in panels of 16 columns, a throwaway C loop of the kernel's shape,
+// three runs under load): one panel at a time 14.9-16.5 GB/s, two at once 17.9-21.4, four
+// 19.5-22.5, eight 18.4-21.3, against 15.3-17.2 for the machine's sequential read
+// (tools/bench/stream_read.c) in the same runs.
+func (g gemmSpec) packStreams(t nnTile) int {
+	if g.m > packStreamMaxRows || 4*g.k*g.n < packStreamMinBytes {
+		return 1
+	}
+	rpv := ceilDiv(t.vl*4, vectorRegBytes)
+	for s := packStreamMax; s > 1; s-- {
+		if t.mr*t.nv*s*rpv+1 <= vectorRegs && t.nv*s*t.vl <= g.n {
+			return s
+		}
+	}
+	return 1
+}
+
+// withStreams is tile t widened to s panels (packStreams), its partial sums counted again.
+func (g gemmSpec) withStreams(t nnTile, s int) nnTile {
+	t.nv *= s
+	acc := t.mr * t.nv
+	maxAcc := accumulators(maxAccumulators, t.vl)
+	t.ks = min(max(ceilDiv(8, acc*ceilDiv(t.vl*4, vectorRegBytes)), 1), max(g.k/2, 1), max(maxAcc/acc, 1))
+	return t
 }
 
 // packedNV is the tile width (vectors) that a packed B's panels are cut for: the one gemm_nn
@@ -452,9 +487,12 @@ func (g gemmSpec) emit(p *ops.KernelPlan, y ops.Operand) {
 	if nnOK && g.n == 1 {
 		g.bs[3] = 1
 	}
-	nn, nnCost := nnTile{}, math.MaxInt
+	nn, nnCost, streams := nnTile{}, math.MaxInt, 1
 	if packB {
 		nn, nnCost = g.bestNNOf(packedNV)
+		if streams = g.packStreams(nn); streams > 1 {
+			nn = g.withStreams(nn, streams)
+		}
 	} else if nnOK {
 		nn, nnCost = g.bestNN()
 	}
@@ -502,12 +540,15 @@ func (g gemmSpec) emit(p *ops.KernelPlan, y ops.Operand) {
 		if packB {
 			// B packed once for the session (the kernel ignores B's strides, which then
 			// describe the packed B unpacked: see unpackB).
-			nr := nn.nv * nn.vl
+			nr := nn.nv / streams * nn.vl
 			layout := g.packedLayout(nr)
 			p.Consts = append(p.Consts, g.bDerived.Get(g.bStatic, layout, func() tensor.Tensor { return g.packB(nr) }))
 			g.b, g.bs = ops.ConstOperand(len(p.Consts)-1), [4]int{0, 0, g.n, 1}
 			bind[1] = ops.ReadOf(g.b)
 			cfg["PACKB"] = "true"
+			if streams > 1 {
+				cfg["PS"] = strconv.Itoa(streams)
+			}
 		}
 		args := []uint64{U(g.nb0), U(g.nb1), U(g.m), U(g.n), U(g.k), U(g.as[0]), U(g.as[1]), U(g.as[2]), U(g.as[3]),
 			U(g.bs[0]), U(g.bs[1]), U(g.bs[2]), U(g.cs[0]), U(g.cs[1]), U(g.cs[2]), U(g.cs[3]), alpha, beta, p0, p1, p2, p3}

@@ -238,12 +238,16 @@ func unpackB(p *ops.KernelPlan, i int) bool {
 	c := &p.Calls[i]
 	nv, err1 := strconv.Atoi(c.Config["NV"])
 	vl, err2 := strconv.Atoi(c.Config["VL"])
+	ps, err3 := 1, error(nil)
+	if v, ok := c.Config["PS"]; ok {
+		ps, err3 = strconv.Atoi(v)
+	}
 	b := c.Bind[1].Operand
 	n, k := int(c.Args[3]), int(c.Args[4])
-	if err1 != nil || err2 != nil || nv < 1 || vl < 1 || b.Kind != ops.OperandConst || n < nv*vl {
+	if err1 != nil || err2 != nil || err3 != nil || ps < 1 || nv < 1 || nv%ps != 0 || vl < 1 || b.Kind != ops.OperandConst || n < nv*vl {
 		return false
 	}
-	nr := nv * vl
+	nr := nv / ps * vl // the panels' width (PS panels a tile)
 	packed, ok := p.Consts[b.Index].Data().([]float32)
 	if !ok || len(packed) != ceilDiv(n, nr)*k*nr {
 		return false
@@ -257,6 +261,7 @@ func unpackB(p *ops.KernelPlan, i int) bool {
 	p.Consts[b.Index] = un
 	c.Args[9], c.Args[10], c.Args[11] = 0, 0, U(n)
 	delete(c.Config, "PACKB")
+	delete(c.Config, "PS")
 	return true
 }
 

@@ -1,6 +1,8 @@
 package kernelops
 
 import (
+	"unsafe"
+
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
@@ -18,10 +20,21 @@ type Relayer struct {
 // (packPays, packB), as a tensor that holds the packed copy only (tensor.Relaid): the
 // planners then read the panels as they are, and everything else sees the elements unpacked.
 // ok is false when the host planners read such a B as stored (too small, or a layout that
-// does not pay). With inPlace the panels reuse w's memory when they fit it exactly (n a
-// multiple of the panel width), so that relaying allocates nothing the session keeps: the
-// caller must own w's elements then, with no other view of them.
+// does not pay). With inPlace the panels reuse w's memory when they fit it (n a multiple of
+// the panel width, or room, w's elements extended over spare memory behind them, holds the
+// overlapping last panel too), so that relaying allocates nothing the session keeps: the
+// caller must own w's elements and room then, with no other view of them. Packing in place
+// takes a bitmap of one bit a panel row as its only scratch (a [k, n] weight rearranged by
+// following the cycles of the permutation), so that a large weight (a vocabulary projection,
+// 154 MB) is never held twice.
 func (r *Relayer) Relay(w tensor.Tensor, inPlace, transposed bool) (_ tensor.Tensor, ok bool) {
+	return r.RelayWithRoom(w, nil, inPlace, transposed)
+}
+
+// RelayWithRoom is Relay for a weight whose elements continue into room: room[:w.Len()] are
+// w's elements (the same memory) and the rest is spare memory that the panels may take when
+// packed in place (graph.Tensor.RawRoom). A nil room is w's elements alone.
+func (r *Relayer) RelayWithRoom(w tensor.Tensor, room []float32, inPlace, transposed bool) (_ tensor.Tensor, ok bool) {
 	dims := w.Dims()
 	if w.DType() != graph.Float || len(dims) != 2 || tensor.RelaidOf(w) != nil || dims[0] < 1 || dims[1] < 1 {
 		return tensor.Tensor{}, false
@@ -46,8 +59,24 @@ func (r *Relayer) Relay(w tensor.Tensor, inPlace, transposed bool) (_ tensor.Ten
 	if nr > g.n {
 		return tensor.Tensor{}, false
 	}
+	if room == nil || len(room) < len(b) || unsafe.SliceData(room) != unsafe.SliceData(b) {
+		room = b
+	}
 	var packed []float32
-	if size := ceilDiv(g.n, nr) * g.k * nr; inPlace && size == len(b) {
+	if size := ceilDiv(g.n, nr) * g.k * nr; inPlace && !transposed && size <= len(room) {
+		packed = room[:size:size]
+		if size > relayScratchMax {
+			g.packInPlace(packed, nr)
+		} else {
+			// Packed into scratch and copied back: sequential, several times faster than
+			// following the cycles, for at most relayScratchMax elements of scratch.
+			if cap(r.scratch) < size {
+				r.scratch = make([]float32, size)
+			}
+			g.packInto(r.scratch[:size], b, nr)
+			copy(packed, r.scratch[:size])
+		}
+	} else if inPlace && size == len(b) {
 		if cap(r.scratch) < size {
 			r.scratch = make([]float32, size)
 		}
@@ -65,6 +94,51 @@ func (r *Relayer) Relay(w tensor.Tensor, inPlace, transposed bool) (_ tensor.Ten
 	}
 	t, err := tensor.NewRelaid(dims, g.packedLayout(nr), packed, unpack)
 	return t, err == nil
+}
+
+// relayScratchMax is the largest weight (elements) Relay packs in place through scratch; a
+// larger one is rearranged where it lies (packInPlace), so that the scratch, held while the
+// session relays its weights, stays small beside them.
+const relayScratchMax = 4 << 20
+
+// packInPlace lays B out in panels of nr columns as packInto does, in buf, whose first k·n
+// elements are B [k, n] row-major (bs = {.., n, 1}) and whose length is the packed size
+// (ceilDiv(n, nr)·k·nr). First each row moves to a stride of whole panels, its last panel's
+// columns the overlapping n - nr .. n - 1 (from the last row back, so that no row overwrites
+// one not yet moved); then the [k, np] matrix of nr-column pieces is transposed to [np, k] by
+// following the permutation's cycles, a bitmap marking the pieces in place.
+func (g gemmSpec) packInPlace(buf []float32, nr int) {
+	k, n := g.k, g.n
+	np := ceilDiv(n, nr)
+	w := np * nr
+	piece := make([]float32, nr)
+	if w != n {
+		for p := k - 1; p >= 0; p-- {
+			copy(piece, buf[p*n+n-nr:p*n+n])
+			copy(buf[p*w:p*w+w-nr], buf[p*n:p*n+w-nr])
+			copy(buf[p*w+w-nr:p*w+w], piece)
+		}
+	}
+	at := func(i int) []float32 { return buf[i*nr : i*nr+nr] }
+	done := make([]uint64, ceilDiv(k*np, 64))
+	for s := range k * np {
+		if done[s/64]&(1<<(s%64)) != 0 {
+			continue
+		}
+		// Piece d of the panels (panel d / k, row d % k) is piece (d % k)·np + d / k of the
+		// rows: move each into place along the cycle through s.
+		copy(piece, at(s))
+		for d := s; ; {
+			done[d/64] |= 1 << (d % 64)
+			src := (d%k)*np + d/k
+			if src == s {
+				copy(at(d), piece)
+				break
+			}
+			copy(at(d), at(src))
+			d = src
+		}
+	}
 }
 
 // unpackPanelsT writes Bᵀ [n, k] (row-major: B as Gemm with transB stores it) from B's panels
