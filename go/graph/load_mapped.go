@@ -72,13 +72,17 @@ func loadMapped(data []byte, opts LoadOptions) (_ *Model, ok bool, err error) {
 // to lay it out in place in column panels of up to rawRoomColumns columns, the last of which
 // overlaps its neighbour when n is not a multiple of the width (go/session's packed weights:
 // a 768 x 50257 vocabulary projection was otherwise packed into new memory, 154 MB more at the
-// peak). The room is allocated, not touched: it costs no resident memory until used.
+// peak). The room is allocated, not touched: it costs no resident memory until used (unless
+// the allocator hands out reused memory, which it zeroes), and it is given only to weights of
+// at least 4·rawRoomColumns columns, so that it is at most a quarter of the weight (0.25% of
+// the vocabulary projection's).
 const rawRoomColumns = 128
 
-// rawRoom is the room rawRoomColumns gives tp (0 unless it is a 2-D float tensor).
+// rawRoom is the room rawRoomColumns gives tp (0 unless it is a 2-D float tensor of at least
+// 4·rawRoomColumns columns).
 func rawRoom(tp *onnxpb.TensorProto) int {
 	d := tp.GetDims()
-	if DataType(tp.GetDataType()) != Float || len(d) != 2 || d[0] < 1 || d[1] < rawRoomColumns || d[0] > 1<<40 {
+	if DataType(tp.GetDataType()) != Float || len(d) != 2 || d[0] < 1 || d[1] < 4*rawRoomColumns || d[0] > 1<<40 {
 		return 0
 	}
 	return int(d[0]) * (rawRoomColumns - 1) * 4
