@@ -53,7 +53,7 @@ func loadMapped(data []byte, opts LoadOptions) (_ *Model, ok bool, err error) {
 	}
 	room := make([]int, len(cuts))
 	for i, c := range cuts {
-		room[i] = rawRoom(inits[c.index])
+		room[i] = rawRoom(inits[c.index], len(c.raw))
 		inits[c.index].RawData = copyOut(data, c.raw, room[i])
 	}
 	m, err := fromProto(&mp, opts, lim)
@@ -67,22 +67,29 @@ func loadMapped(data []byte, opts LoadOptions) (_ *Model, ok bool, err error) {
 	return m, true, err
 }
 
-// rawRoomColumns: a 2-D float weight [k, n] copied out of a mapped model file gets room for
-// k·(rawRoomColumns - 1) more elements behind it (Tensor.RawRoom), what a host provider needs
-// to lay it out in place in column panels of up to rawRoomColumns columns, the last of which
-// overlaps its neighbour when n is not a multiple of the width (go/session's packed weights:
-// a 768 x 50257 vocabulary projection was otherwise packed into new memory, 154 MB more at the
-// peak). The room is allocated, not touched: it costs no resident memory until used (unless
-// the allocator hands out reused memory, which it zeroes), and it is given only to weights of
-// at least 4·rawRoomColumns columns, so that it is at most a quarter of the weight (0.25% of
-// the vocabulary projection's).
+// rawRoomColumns: a 2-D float weight [k, n] copied out of a mapped model file, n no multiple
+// of 16, gets room for k·(rawRoomColumns - 1) more elements behind it (Tensor.RawRoom), what a
+// host provider needs to lay it out in place in column panels of up to rawRoomColumns columns,
+// the last of which overlaps its neighbour (go/session's packed weights: a 768 x 50257
+// vocabulary projection was otherwise packed into new memory, 154 MB more at the peak). The
+// room is allocated, not touched: it costs no resident memory until used (unless the
+// allocator hands out reused memory, which it zeroes). It is given only to weights whose bytes
+// are all there (raw_data as long as the dims say: the dims of a hostile file must not size an
+// allocation) of at least 4·rawRoomColumns columns, so that it is at most a quarter of the
+// weight (0.25% of the vocabulary projection's), and not when n is a multiple of 16, where the
+// AVX2 and NEON panels fit the weight (AVX-512's of 3 or 5 vectors may not: such a weight is
+// packed into new memory, as before).
 const rawRoomColumns = 128
 
-// rawRoom is the room rawRoomColumns gives tp (0 unless it is a 2-D float tensor of at least
-// 4·rawRoomColumns columns).
-func rawRoom(tp *onnxpb.TensorProto) int {
+// rawRoom is the room rawRoomColumns gives tp, whose raw_data is rawLen bytes.
+func rawRoom(tp *onnxpb.TensorProto, rawLen int) int {
 	d := tp.GetDims()
-	if DataType(tp.GetDataType()) != Float || len(d) != 2 || d[0] < 1 || d[1] < 4*rawRoomColumns || d[0] > 1<<40 {
+	if DataType(tp.GetDataType()) != Float || len(d) != 2 || d[0] < 1 || d[1] < 4*rawRoomColumns || d[1]%16 == 0 {
+		return 0
+	}
+	// d[1] >= 512, so a d[0] that passes this check makes d[0]·d[1]·4 at most rawLen: no
+	// overflow below.
+	if d[0] > int64(rawLen)/4/d[1] || d[0]*d[1]*4 != int64(rawLen) {
 		return 0
 	}
 	return int(d[0]) * (rawRoomColumns - 1) * 4

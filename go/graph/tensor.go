@@ -30,10 +30,10 @@ type Tensor struct {
 	Ref     WeightRef
 	Doc     string
 
-	// roomAt and roomLen: Raw's first byte and the length of the memory it may grow into
-	// (RawRoom), when its loader allocated spare room behind it.
-	roomAt  uintptr
-	roomLen int
+	// roomAt, rawLen and roomLen: Raw's first byte, its length and the length of the memory it
+	// may grow into (RawRoom), when its loader allocated spare room behind it.
+	roomAt          uintptr
+	rawLen, roomLen int
 }
 
 // setRoom records that room bytes of spare memory follow Raw in its allocation.
@@ -41,16 +41,16 @@ func (t *Tensor) setRoom(room int) {
 	if len(t.Raw) == 0 || cap(t.Raw) < len(t.Raw)+room {
 		return
 	}
-	t.roomAt, t.roomLen = uintptr(unsafe.Pointer(unsafe.SliceData(t.Raw))), len(t.Raw)+room
+	t.roomAt, t.rawLen, t.roomLen = uintptr(unsafe.Pointer(unsafe.SliceData(t.Raw))), len(t.Raw), len(t.Raw)+room
 }
 
 // RawRoom is Raw extended over spare memory its loader allocated behind it (a large 2-D float
 // initializer of a model file loaded by mapping: room for a runtime to lay the elements out
 // again in place in a somewhat larger layout, such as the host's packed weight panels), or
-// Raw itself when there is none or Raw has been replaced since. The bytes past len(Raw) belong
-// to t alone; their contents are unspecified.
+// Raw itself when there is none or Raw has been replaced or resliced since. The bytes past
+// len(Raw) belong to t alone; their contents are unspecified.
 func (t *Tensor) RawRoom() []byte {
-	if t.roomLen > len(t.Raw) && len(t.Raw) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(t.Raw))) == t.roomAt && cap(t.Raw) >= t.roomLen {
+	if t.roomLen > len(t.Raw) && len(t.Raw) == t.rawLen && len(t.Raw) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(t.Raw))) == t.roomAt && cap(t.Raw) >= t.roomLen {
 		return t.Raw[:t.roomLen]
 	}
 	return t.Raw
