@@ -197,7 +197,7 @@ const copyOutChunk = 8 << 20
 // room more bytes follow it in the same allocation (the slice's capacity).
 func copyOut(data, part []byte, room int) []byte {
 	words := make([]uint64, (len(part)+room+7)/8)
-	out := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[:len(part) : len(part)+room]
+	out := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[: len(part) : len(part)+room]
 	for off := 0; off < len(part); off += copyOutChunk {
 		end := min(off+copyOutChunk, len(part))
 		copy(out[off:end], part[off:end])

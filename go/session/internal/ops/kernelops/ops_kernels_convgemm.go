@@ -259,11 +259,8 @@ const packBPanelBytes = 512 << 10
 // 4n bytes apart: on the AVX-512 Xeon of 2026-12-05 (BenchmarkWeightProducts, one thread,
 // quiet, three runs) 768 x 2304 ran 1.23-1.29x faster packed for 128 rows and 1.11-1.17x for
 // one row, 768 x 768 1.02-1.10x and 1.06-1.10x; BERT-base over 128 tokens 170-177 -> 154-163
-// ms (docs/performance.md). A B that streams from memory for a short product (a vocabulary
-// projection, 768 x 50257: 154 MB, one row) was read as stored until 2026-12-06: one panel at
-// a time kept fewer loads in flight than B's rows (10.7-11.2 GB/s packed against 14.4-16.0 as
-// stored, that Xeon); its tiles now read several panels side by side (packStreams), 18.2-23.3
-// GB/s against 10.2-12.3 as stored on a Zen 3.
+// ms (docs/performance.md). A vocabulary projection (768 x 50257, one row) is packed too since
+// its tiles read several panels side by side (packStreams): 18.2-23.3 GB/s, 10.2-12.3 stored.
 const packBLongK = 256
 
 // packsB says whether gemm_nn reads B packed into column panels (PACKB), and if so the panels'
@@ -303,24 +300,15 @@ func (g gemmSpec) packPays() (nv int, ok bool) {
 	return nv, columns || (4*g.n)%4096 == 0 || 4*g.k*nr >= packBPanelBytes || g.k >= packBLongK
 }
 
-// packStreamMaxRows, packStreamMinBytes and packStreamMax bound packStreams.
-const (
-	packStreamMaxRows  = 4
-	packStreamMinBytes = 1 << 20
-	packStreamMax      = 4
-)
-
 // packStreams is how many adjacent panels of a packed B a tile of t reads side by side
-// (gemm_nn's PS): for a short product (at most packStreamMaxRows rows: a decode step's
-// matrix-vector products) of a B that streams from memory (at least packStreamMinBytes), where
-// reading several contiguous panels at once keeps more of B's loads in flight than reading
-// them one after the other. Up to packStreamMax streams, as many as the accumulators leave
-// room for in the vector registers. Measured on an AMD EPYC (Zen 3, 2026-12-06, one thread,
-// a 768 x 50304 B packed in panels of 16 columns, a throwaway C loop of the kernel's shape,
-// three runs under load): one panel at a time 14.9-16.5 GB/s, two at once 17.9-21.4, four
-// 19.5-22.5, eight 18.4-21.3, against 15.3-17.2 for the machine's sequential read
-// (tools/bench/stream_read.c) in the same runs.
+// (gemm_nn's PS): for a short product (at most packStreamMaxRows rows: a decode step) of a B
+// of at least packStreamMinBytes, which streams from memory, several contiguous panels at once
+// keep more loads in flight than one after another; up to packStreamMax, as the accumulators
+// leave room in the registers. Zen 3, one thread, 768 x 50304 packed in panels of 16, a C loop
+// of the kernel's shape: one panel at a time 14.9-16.5 GB/s, 2: 17.9-21.4, 4: 19.5-22.5, 8:
+// 18.4-21.3 (docs/performance.md).
 func (g gemmSpec) packStreams(t nnTile) int {
+	const packStreamMaxRows, packStreamMinBytes, packStreamMax = 4, 1 << 20, 4
 	if g.m > packStreamMaxRows || 4*g.k*g.n < packStreamMinBytes {
 		return 1
 	}
@@ -372,19 +360,7 @@ func (g gemmSpec) packB(nr int) tensor.Tensor {
 // packInto writes b (B's elements, strides g.bs[2], g.bs[3]) into packed in panels of nr
 // columns (see packB).
 func (g gemmSpec) packInto(packed, b []float32, nr int) {
-	for t := range ceilDiv(g.n, nr) {
-		j0 := min(t*nr, g.n-nr)
-		for p := range g.k {
-			row := packed[(t*g.k+p)*nr : (t*g.k+p+1)*nr]
-			if g.bs[3] == 1 {
-				copy(row, b[p*g.bs[2]+j0:])
-				continue
-			}
-			for c := range row {
-				row[c] = b[p*g.bs[2]+(j0+c)*g.bs[3]]
-			}
-		}
-	}
+	tensor.PackPanels(packed, b, g.k, g.n, nr, g.bs[2], g.bs[3])
 }
 
 // packA says whether gemm_nn reads A packed by pack_a: for tall tiles (their row pointers

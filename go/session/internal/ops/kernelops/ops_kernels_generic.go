@@ -253,7 +253,7 @@ func unpackB(p *ops.KernelPlan, i int) bool {
 		return false
 	}
 	un, err := unpackedConst(packed, k*n, fmt.Sprintf("gemm_nn.B unpacked k=%d n=%d nr=%d", k, n, nr), func(packed, un []float32) {
-		unpackPanels(packed, un, k, n, nr)
+		tensor.UnpackPanels(packed, un, k, n, nr)
 	})
 	if err != nil {
 		return false

@@ -88,9 +88,9 @@ func (r *Relayer) RelayWithRoom(w tensor.Tensor, room []float32, inPlace, transp
 		g.packInto(packed, b, nr)
 	}
 	k, n := g.k, g.n
-	unpack := func(p, dst []float32) { unpackPanels(p, dst, k, n, nr) }
+	unpack := func(p, dst []float32) { tensor.UnpackPanels(p, dst, k, n, nr) }
 	if transposed {
-		unpack = func(p, dst []float32) { unpackPanelsT(p, dst, k, n, nr) }
+		unpack = func(p, dst []float32) { tensor.UnpackPanelsT(p, dst, k, n, nr) }
 	}
 	t, err := tensor.NewRelaid(dims, g.packedLayout(nr), packed, unpack)
 	return t, err == nil
@@ -101,65 +101,6 @@ func (r *Relayer) RelayWithRoom(w tensor.Tensor, room []float32, inPlace, transp
 // session relays its weights, stays small beside them.
 const relayScratchMax = 4 << 20
 
-// packInPlace lays B out in panels of nr columns as packInto does, in buf, whose first k·n
-// elements are B [k, n] row-major (bs = {.., n, 1}) and whose length is the packed size
-// (ceilDiv(n, nr)·k·nr). First each row moves to a stride of whole panels, its last panel's
-// columns the overlapping n - nr .. n - 1 (from the last row back, so that no row overwrites
-// one not yet moved); then the [k, np] matrix of nr-column pieces is transposed to [np, k] by
-// following the permutation's cycles, a bitmap marking the pieces in place.
-func (g gemmSpec) packInPlace(buf []float32, nr int) {
-	k, n := g.k, g.n
-	np := ceilDiv(n, nr)
-	w := np * nr
-	piece := make([]float32, nr)
-	if w != n {
-		for p := k - 1; p >= 0; p-- {
-			copy(piece, buf[p*n+n-nr:p*n+n])
-			copy(buf[p*w:p*w+w-nr], buf[p*n:p*n+w-nr])
-			copy(buf[p*w+w-nr:p*w+w], piece)
-		}
-	}
-	at := func(i int) []float32 { return buf[i*nr : i*nr+nr] }
-	done := make([]uint64, ceilDiv(k*np, 64))
-	for s := range k * np {
-		if done[s/64]&(1<<(s%64)) != 0 {
-			continue
-		}
-		// Piece d of the panels (panel d / k, row d % k) is piece (d % k)·np + d / k of the
-		// rows: move each into place along the cycle through s.
-		copy(piece, at(s))
-		for d := s; ; {
-			done[d/64] |= 1 << (d % 64)
-			src := (d%k)*np + d/k
-			if src == s {
-				copy(at(d), piece)
-				break
-			}
-			copy(at(d), at(src))
-			d = src
-		}
-	}
-}
-
-// unpackPanelsT writes Bᵀ [n, k] (row-major: B as Gemm with transB stores it) from B's panels
-// of nr columns.
-func unpackPanelsT(packed, dst []float32, k, n, nr int) {
-	for t := range ceilDiv(n, nr) {
-		j0 := min(t*nr, n-nr)
-		for p := range k {
-			for c, v := range packed[(t*k+p)*nr : (t*k+p+1)*nr] {
-				dst[(j0+c)*k+p] = v
-			}
-		}
-	}
-}
-
-// unpackPanels writes B [k, n] (row-major) from its panels of nr columns (see packB).
-func unpackPanels(packed, dst []float32, k, n, nr int) {
-	for t := range ceilDiv(n, nr) {
-		j0 := min(t*nr, n-nr)
-		for p := range k {
-			copy(dst[p*n+j0:p*n+j0+nr], packed[(t*k+p)*nr:(t*k+p+1)*nr])
-		}
-	}
-}
+// packInPlace lays B [k, n] (row-major), the first k·n elements of buf, out in panels of nr
+// columns where it lies (tensor.PackPanelsInPlace); buf is as long as the panels.
+func (g gemmSpec) packInPlace(buf []float32, nr int) { tensor.PackPanelsInPlace(buf, g.k, g.n, nr) }

@@ -34,9 +34,9 @@ func TestRelayMatchesThePlanners(t *testing.T) {
 		{k: 768, n: 3072, packs: true, inPlace: true},
 		{k: 9000, n: 100, packs: true, inPlace: false},
 		{k: 768, n: 768, packs: true, inPlace: true},
-		{k: 200, n: 400, packs: false},   // k under packBLongK
-		{k: 256, n: 33000, packs: true},  // 34 MB: streamed by short products, several panels at once
-		{k: 32, n: 1024, packs: false},   // 128 KiB: small enough to stay in the caches
+		{k: 200, n: 400, packs: false},  // k under packBLongK
+		{k: 256, n: 33000, packs: true}, // 34 MB: streamed by short products, several panels at once
+		{k: 32, n: 1024, packs: false},  // 128 KiB: small enough to stay in the caches
 		{k: 64, n: 64, packs: true, inPlace: true, transposed: true},
 		{k: 768, n: 768, packs: true, inPlace: true, transposed: true},
 		{k: 100, n: 37, packs: true, transposed: true},
