@@ -63,9 +63,10 @@ func (r *Relayer) RelayWithRoom(w tensor.Tensor, room []float32, inPlace, transp
 		room = b
 	}
 	var packed []float32
-	if size := ceilDiv(g.n, nr) * g.k * nr; inPlace && !transposed && size <= len(room) {
+	// In place: into room when the panels fit it (a transposed B only when they fit B itself).
+	if size := ceilDiv(g.n, nr) * g.k * nr; inPlace && (size == len(b) || !transposed && size <= len(room)) {
 		packed = room[:size:size]
-		if size > relayScratchMax {
+		if !transposed && size > relayScratchMax {
 			g.packInPlace(packed, nr)
 		} else {
 			// Packed into scratch and copied back: sequential, several times faster than
@@ -76,13 +77,6 @@ func (r *Relayer) RelayWithRoom(w tensor.Tensor, room []float32, inPlace, transp
 			g.packInto(r.scratch[:size], b, nr)
 			copy(packed, r.scratch[:size])
 		}
-	} else if inPlace && size == len(b) {
-		if cap(r.scratch) < size {
-			r.scratch = make([]float32, size)
-		}
-		g.packInto(r.scratch[:size], b, nr)
-		copy(b, r.scratch[:size])
-		packed = b
 	} else {
 		packed = make([]float32, size)
 		g.packInto(packed, b, nr)
