@@ -207,28 +207,30 @@ func TestMatMulAddGeluEpilogue(t *testing.T) {
 // bandwidth). `go test -run '^$' -bench WeightProducts ./go/session`
 func BenchmarkWeightProducts(b *testing.B) {
 	rnd := inferRand()
-	for _, c := range []struct{ m, k, n int }{{1, 768, 768}, {1, 768, 2304}, {1, 768, 3072}, {1, 3072, 768}, {1, 768, 50257}, {128, 768, 768}, {128, 768, 2304}, {128, 768, 3072}, {128, 3072, 768}, {1024, 1024, 1024}} {
+	for _, c := range []struct{ m, k, n int }{{1, 512, 512}, {1, 512, 1536}, {1, 512, 2048}, {1, 2048, 512}, {1, 512, 8192}, {1, 768, 768}, {1, 768, 2304}, {1, 768, 3072}, {1, 3072, 768}, {1, 768, 50257}, {128, 768, 768}, {128, 768, 2304}, {128, 768, 3072}, {128, 3072, 768}, {1024, 1024, 1024}} {
 		w, bias := randomF32(rnd, c.k*c.n), randomF32(rnd, c.n)
 		for _, pack := range []string{"1", "0"} {
-			b.Run(fmt.Sprintf("m%d_k%d_n%d/pack%s", c.m, c.k, c.n, pack), func(b *testing.B) {
-				s, err := FromGraph(weightProductModel(&testing.T{}, w, bias, c.k, c.n, false, 2),
-					WithExecutionProvider(ProviderHost), WithIntraOpThreads(1), WithOption(OptionPackWeights, pack), WithOption(OptionJIT, "sync"))
-				require.NoError(b, err)
-				defer s.Close()
-				feeds := []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{int64(c.m), int64(c.k)}, randomF32(rnd, c.m*c.k))}}
-				for range 3 { // the plan is built, then warm
-					_, err := s.Run(context.Background(), feeds)
+			for _, threads := range []int{1, 2} {
+				b.Run(fmt.Sprintf("m%d_k%d_n%d/pack%s/t%d", c.m, c.k, c.n, pack, threads), func(b *testing.B) {
+					s, err := FromGraph(weightProductModel(&testing.T{}, w, bias, c.k, c.n, false, 2),
+						WithExecutionProvider(ProviderHost), WithIntraOpThreads(threads), WithOption(OptionPackWeights, pack), WithOption(OptionJIT, "sync"))
 					require.NoError(b, err)
-				}
-				for b.Loop() {
-					if _, err := s.Run(context.Background(), feeds); err != nil {
-						b.Fatal(err)
+					defer s.Close()
+					feeds := []tensor.NamedTensor{{Name: "x", Tensor: tensor.MustTensor([]int64{int64(c.m), int64(c.k)}, randomF32(rnd, c.m*c.k))}}
+					for range 3 { // the plan is built, then warm
+						_, err := s.Run(context.Background(), feeds)
+						require.NoError(b, err)
 					}
-				}
-				sec := b.Elapsed().Seconds() / float64(b.N)
-				b.ReportMetric(float64(2*c.m*c.k*c.n)/sec/1e9, "GFLOP/s")
-				b.ReportMetric(float64(4*c.k*c.n)/sec/1e9, "weightGB/s")
-			})
+					for b.Loop() {
+						if _, err := s.Run(context.Background(), feeds); err != nil {
+							b.Fatal(err)
+						}
+					}
+					sec := b.Elapsed().Seconds() / float64(b.N)
+					b.ReportMetric(float64(2*c.m*c.k*c.n)/sec/1e9, "GFLOP/s")
+					b.ReportMetric(float64(4*c.k*c.n)/sec/1e9, "weightGB/s")
+				})
+			}
 		}
 	}
 }
