@@ -1,11 +1,13 @@
 package graph
 
 import (
+	"errors"
 	"sort"
 )
 
 // Model is a loaded ONNX model: metadata, opset imports and the main graph. A model whose
-// weights are mmapped from external files must be closed to release the mappings.
+// weights are mmapped from external files, or whose large weights its file loader keeps
+// outside the Go heap, should be closed to release that memory (see Close).
 type Model struct {
 	Name            string // the file name for Load, "" for LoadBytes unless the graph is named
 	IRVersion       int64
@@ -22,6 +24,9 @@ type Model struct {
 	Passes []PassResult
 
 	mappings *mappingSet
+	// weights holds the initializers the loader copied out of a mapped model file, outside
+	// the Go heap (weight_store.go).
+	weights *weightStore
 }
 
 // Function is a model-local function (FunctionProto). Loading expands every call of it (see
@@ -37,13 +42,19 @@ type Function struct {
 	Opsets       map[string]int64
 }
 
-// Close releases mmapped external weights. It is safe to call more than once; tensors that
-// aliased the mappings must not be used afterwards.
+// Close releases mmapped external weights and the memory of the large initializers a model
+// file's loader copied out of the file (outside the Go heap). It is safe to call more than
+// once; tensors that aliased that memory must not be used afterwards. A model not closed gives
+// that memory back once neither it nor any of those tensors is reachable.
 func (m *Model) Close() error {
-	if m == nil || m.mappings == nil {
+	if m == nil {
 		return nil
 	}
-	return m.mappings.close()
+	err := m.weights.release()
+	if m.mappings != nil {
+		err = errors.Join(m.mappings.close(), err)
+	}
+	return err
 }
 
 // Opset returns the imported version of a domain ("" and "ai.onnx" are the same), 0 when the

@@ -51,20 +51,37 @@ func loadMapped(data []byte, opts LoadOptions) (_ *Model, ok bool, err error) {
 			return nil, false, nil
 		}
 	}
-	room := make([]int, len(cuts))
+	room, lens := make([]int, len(cuts)), make([]int, len(cuts))
 	for i, c := range cuts {
-		room[i] = rawRoom(inits[c.index], len(c.raw))
-		inits[c.index].RawData = copyOut(data, c.raw, room[i])
+		room[i], lens[i] = rawRoom(inits[c.index], len(c.raw)), len(c.raw)
+	}
+	// The copies go outside the Go heap (weight_store.go), into the Go heap if that fails.
+	var store *weightStore
+	if size := weightStoreSize(lens, room); size > 0 {
+		store = newWeightStore(size)
+	}
+	for i, c := range cuts {
+		inits[c.index].RawData = copyOut(data, c.raw, room[i], store)
 	}
 	m, err := fromProto(&mp, opts, lim)
-	if err == nil && m != nil && m.Graph != nil {
-		for i, c := range cuts {
-			if t := m.Graph.Initializers[inits[c.index].GetName()]; t != nil && room[i] > 0 && len(t.Raw) == len(c.raw) {
-				t.setRoom(room[i])
-			}
+	if err != nil || m == nil || m.Graph == nil {
+		store.release()
+		return m, true, err
+	}
+	m.weights = store
+	for i, c := range cuts {
+		t := m.Graph.Initializers[inits[c.index].GetName()]
+		if t == nil {
+			continue
+		}
+		if store.inStore(t.Raw) {
+			t.store = store
+		}
+		if room[i] > 0 && len(t.Raw) == len(c.raw) {
+			t.setRoom(room[i])
 		}
 	}
-	return m, true, err
+	return m, true, nil
 }
 
 // rawRoomColumns: a 2-D float weight [k, n] copied out of a mapped model file, n no multiple
@@ -192,12 +209,18 @@ func eachField(data []byte, f func(num protowire.Number, typ protowire.Type, fie
 // copyOutChunk is how much copyOut copies before it drops the pages copied.
 const copyOutChunk = 8 << 20
 
-// copyOut copies part, a slice of the mapping data, into memory aligned for any element type,
-// dropping the mapping's pages behind it as it goes.
+// copyOut copies part, a slice of the mapping data, into store (the Go heap when store is nil
+// or full), aligned for any element type, dropping the mapping's pages behind it as it goes.
 // room more bytes follow it in the same allocation (the slice's capacity).
-func copyOut(data, part []byte, room int) []byte {
-	words := make([]uint64, (len(part)+room+7)/8)
-	out := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[: len(part) : len(part)+room]
+func copyOut(data, part []byte, room int, store *weightStore) []byte {
+	var out []byte
+	if store != nil {
+		out = store.take(len(part), room)
+	}
+	if out == nil {
+		words := make([]uint64, (len(part)+room+7)/8)
+		out = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), len(words)*8)[: len(part) : len(part)+room]
+	}
 	for off := 0; off < len(part); off += copyOutChunk {
 		end := min(off+copyOutChunk, len(part))
 		copy(out[off:end], part[off:end])

@@ -25,7 +25,7 @@ type Tensor struct {
 	Name    string
 	DType   DataType
 	Dims    []int64
-	Raw     []byte   // packed little-endian elements; may alias an mmapped external file
+	Raw     []byte   // packed little-endian elements; may alias an mmapped external file or memory outside the Go heap, valid until the Model's Close (Model.Close)
 	Strings [][]byte // elements of a string tensor
 	Ref     WeightRef
 	Doc     string
@@ -34,6 +34,9 @@ type Tensor struct {
 	// may grow into (RawRoom), when its loader allocated spare room behind it.
 	roomAt          uintptr
 	rawLen, roomLen int
+	// store is the memory outside the Go heap that Raw lies in, when its loader put it there
+	// (weight_store.go): the tensor keeps it from being released.
+	store *weightStore
 }
 
 // setRoom records that room bytes of spare memory follow Raw in its allocation.
