@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 
+	"github.com/loomrt/loom/go/graph/internal/modelmem"
 	"github.com/loomrt/loom/go/graph/internal/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -36,8 +37,8 @@ const (
 // sizes and nesting are bounded by DefaultLimits.
 func DecodeDataValue(b []byte, kind TypeKind) (*DataValue, error) {
 	lim := DefaultLimits()
-	l := &loader{name: "data", lim: lim, maps: newMappingSet("")}
-	defer l.maps.close()
+	l := &loader{name: "data", lim: lim, maps: modelmem.NewMappings("")}
+	defer l.maps.Close()
 	uo := proto.UnmarshalOptions{RecursionLimit: 16*lim.MaxNesting + 16}
 	switch kind {
 	case KindTensor:

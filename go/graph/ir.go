@@ -3,6 +3,8 @@ package graph
 import (
 	"errors"
 	"sort"
+
+	"github.com/loomrt/loom/go/graph/internal/modelmem"
 )
 
 // Model is a loaded ONNX model: metadata, opset imports and the main graph. A model whose
@@ -23,10 +25,10 @@ type Model struct {
 	// Passes records the optimization passes applied, in order.
 	Passes []PassResult
 
-	mappings *mappingSet
+	mappings *modelmem.Mappings
 	// weights holds the initializers the loader copied out of a mapped model file, outside
-	// the Go heap (weight_store.go).
-	weights *weightStore
+	// the Go heap (modelmem.Store).
+	weights *modelmem.Store
 }
 
 // Function is a model-local function (FunctionProto). Loading expands every call of it (see
@@ -50,9 +52,9 @@ func (m *Model) Close() error {
 	if m == nil {
 		return nil
 	}
-	err := m.weights.release()
+	err := m.weights.Release()
 	if m.mappings != nil {
-		err = errors.Join(m.mappings.close(), err)
+		err = errors.Join(m.mappings.Close(), err)
 	}
 	return err
 }

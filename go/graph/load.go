@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/loomrt/loom/go/graph/internal/modelmem"
 	"github.com/loomrt/loom/go/graph/internal/onnxpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -103,12 +104,12 @@ func LoadBytesWithOptions(data []byte, opts LoadOptions) (*Model, error) {
 type loader struct {
 	name  string
 	lim   Limits
-	maps  *mappingSet
+	maps  *modelmem.Mappings
 	nodes int
 }
 
 func fromProto(mp *onnxpb.ModelProto, opts LoadOptions, lim Limits) (*Model, error) {
-	l := &loader{name: opts.Name, lim: lim, maps: newMappingSet(opts.Dir)}
+	l := &loader{name: opts.Name, lim: lim, maps: modelmem.NewMappings(opts.Dir)}
 	if l.name == "" && mp.GetGraph() != nil {
 		l.name = mp.GetGraph().GetName()
 	}
@@ -125,7 +126,7 @@ func fromProto(mp *onnxpb.ModelProto, opts LoadOptions, lim Limits) (*Model, err
 		mappings:        l.maps,
 	}
 	fail := func(err error) (*Model, error) {
-		_ = l.maps.close()
+		_ = l.maps.Close()
 		return nil, err
 	}
 	for _, p := range mp.GetMetadataProps() {
@@ -651,7 +652,7 @@ func (l *loader) tensor(tp *onnxpb.TensorProto, _ int) (*Tensor, error) {
 		if ref.Length != want {
 			return nil, fmt.Errorf("tensor %q: external length %d, want %d bytes for %d %v elements", t.Name, ref.Length, want, n, dt)
 		}
-		raw, err := l.maps.bytes(ref.Location, ref.Offset, ref.Length)
+		raw, err := l.maps.Bytes(ref.Location, ref.Offset, ref.Length)
 		if err != nil {
 			return nil, fmt.Errorf("tensor %q: %v", t.Name, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/loomrt/loom/go/graph/internal/modelmem"
 	"github.com/loomrt/loom/go/graph/internal/onnxpb"
 )
 
@@ -55,17 +56,17 @@ func loadMapped(data []byte, opts LoadOptions) (_ *Model, ok bool, err error) {
 	for i, c := range cuts {
 		room[i], lens[i] = rawRoom(inits[c.index], len(c.raw)), len(c.raw)
 	}
-	// The copies go outside the Go heap (weight_store.go), into the Go heap if that fails.
-	var store *weightStore
-	if size := weightStoreSize(lens, room); size > 0 {
-		store = newWeightStore(size)
+	// The copies go outside the Go heap (modelmem.Store), into the Go heap if that fails.
+	var store *modelmem.Store
+	if size := modelmem.Size(lens, room); size > 0 {
+		store = modelmem.NewStore(size)
 	}
 	for i, c := range cuts {
 		inits[c.index].RawData = copyOut(data, c.raw, room[i], store)
 	}
 	m, err := fromProto(&mp, opts, lim)
 	if err != nil || m == nil || m.Graph == nil {
-		store.release()
+		_ = store.Release()
 		return m, true, err
 	}
 	m.weights = store
@@ -74,7 +75,7 @@ func loadMapped(data []byte, opts LoadOptions) (_ *Model, ok bool, err error) {
 		if t == nil {
 			continue
 		}
-		if store.inStore(t.Raw) {
+		if store.Contains(t.Raw) {
 			t.store = store
 		}
 		if room[i] > 0 && len(t.Raw) == len(c.raw) {
@@ -212,10 +213,10 @@ const copyOutChunk = 8 << 20
 // copyOut copies part, a slice of the mapping data, into store (the Go heap when store is nil
 // or full), aligned for any element type, dropping the mapping's pages behind it as it goes.
 // room more bytes follow it in the same allocation (the slice's capacity).
-func copyOut(data, part []byte, room int, store *weightStore) []byte {
+func copyOut(data, part []byte, room int, store *modelmem.Store) []byte {
 	var out []byte
 	if store != nil {
-		out = store.take(len(part), room)
+		out = store.Take(len(part), room)
 	}
 	if out == nil {
 		words := make([]uint64, (len(part)+room+7)/8)

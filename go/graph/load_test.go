@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomrt/loom/go/graph/internal/modelmem"
 	"github.com/loomrt/loom/go/graph/internal/onnxpb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,7 +73,7 @@ func TestModelMetadata(t *testing.T) {
 }
 
 func TestTensorDecoding(t *testing.T) {
-	l := &loader{lim: DefaultLimits(), maps: newMappingSet("")}
+	l := &loader{lim: DefaultLimits(), maps: modelmem.NewMappings("")}
 	cases := []struct {
 		name string
 		tp   *onnxpb.TensorProto

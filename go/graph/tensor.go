@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
+
+	"github.com/loomrt/loom/go/graph/internal/modelmem"
 )
 
 // WeightRef says where an initializer's bytes live: inline in the model (Location empty) or a
@@ -35,8 +37,8 @@ type Tensor struct {
 	roomAt          uintptr
 	rawLen, roomLen int
 	// store is the memory outside the Go heap that Raw lies in, when its loader put it there
-	// (weight_store.go): the tensor keeps it from being released.
-	store *weightStore
+	// (modelmem.Store): the tensor keeps it from being released.
+	store *modelmem.Store
 }
 
 // setRoom records that room bytes of spare memory follow Raw in its allocation.

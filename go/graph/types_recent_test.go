@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/loomrt/loom/go/graph/internal/modelmem"
 	"github.com/loomrt/loom/go/graph/internal/onnxpb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,7 +14,7 @@ import (
 // The element types ONNX added after 1.18 (float8e8m0, uint2, int2) load with their TensorProto
 // numbers, in both the raw and the int32_data layouts.
 func TestRecentElementTypesDecode(t *testing.T) {
-	l := &loader{lim: DefaultLimits(), maps: newMappingSet("")}
+	l := &loader{lim: DefaultLimits(), maps: modelmem.NewMappings("")}
 	cases := []struct {
 		name  string
 		tp    *onnxpb.TensorProto

@@ -128,7 +128,8 @@ var inner = []struct {
 	{"go/session/internal/plan", "go/session", []string{"go/session/internal/tensor", "go/session/internal/device", "go/session/internal/ops", "go/session/internal/ep", "go/session/internal/exec"}},
 	{"go/session/internal/epcontext", "go/session", []string{"go/session/internal/ops", "go/session/internal/ep"}},
 	{"go/session/internal/sessiontest", "go/session", nil},
-	{"go/graph", "go/graph", []string{"go/graph/internal/onnxpb"}},
+	{"go/graph/internal/modelmem", "go/graph", nil},
+	{"go/graph", "go/graph", []string{"go/graph/internal/onnxpb", "go/graph/internal/modelmem"}},
 	{"go/graph/infer", "go/graph", []string{"go/graph"}},
 }
 

@@ -289,8 +289,9 @@ func sliceLen(s any) int {
 }
 
 // weightTensor is FromGraphTensor without the copy where it can: a numeric constant whose
-// packed little-endian bytes the model carries inline (in the Go heap, not an mmapped external
-// file), aligned for its element type, is viewed in place, so that the session's weights and
+// packed little-endian bytes the model carries inline (in the Go heap, or in the memory its
+// file's loader keeps outside it, graph's weight store; not an mmapped external file), aligned
+// for its element type, is viewed in place, so that the session's weights and
 // its model's initializers are one copy rather than two (on a 10 MB model, 10 MB of peak
 // memory). Only for a model the session owns: nothing writes either side (host functions
 // never modify their inputs; kernels read uploaded copies or bound weights, which they never

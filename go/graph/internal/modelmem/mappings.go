@@ -1,4 +1,4 @@
-package graph
+package modelmem
 
 import (
 	"errors"
@@ -10,9 +10,9 @@ import (
 	"syscall"
 )
 
-// mappingSet owns the read-only mappings (or, where mmap is refused, the copies) of the
+// Mappings owns the read-only mappings (or, where mmap is refused, the copies) of the
 // external data files of one model, each file opened once.
-type mappingSet struct {
+type Mappings struct {
 	mu     sync.Mutex
 	dir    string
 	files  map[string][]byte
@@ -20,8 +20,10 @@ type mappingSet struct {
 	closed bool
 }
 
-func newMappingSet(dir string) *mappingSet {
-	return &mappingSet{dir: dir, files: map[string][]byte{}, mapped: map[string]bool{}}
+// NewMappings makes the Mappings of a model in directory dir ("": a model with no directory,
+// whose external data Bytes refuses).
+func NewMappings(dir string) *Mappings {
+	return &Mappings{dir: dir, files: map[string][]byte{}, mapped: map[string]bool{}}
 }
 
 // resolveExternal checks that location names a file inside dir and returns its path. Absolute
@@ -55,9 +57,9 @@ func resolveExternal(dir, location string) (string, error) {
 	return full, nil
 }
 
-// bytes returns length bytes at offset of the external file named by location (length -1: to
+// Bytes returns length bytes at offset of the external file named by location (length -1: to
 // the end of the file).
-func (m *mappingSet) bytes(location string, offset, length int64) ([]byte, error) {
+func (m *Mappings) Bytes(location string, offset, length int64) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -90,7 +92,7 @@ func (m *mappingSet) bytes(location string, offset, length int64) ([]byte, error
 	return data[offset : offset+length : offset+length], nil
 }
 
-func (m *mappingSet) open(path string) ([]byte, error) {
+func (m *Mappings) open(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -121,7 +123,8 @@ func (m *mappingSet) open(path string) ([]byte, error) {
 	return data, nil
 }
 
-func (m *mappingSet) close() error {
+// Close unmaps the files; the bytes Bytes returned must not be used afterwards. Idempotent.
+func (m *Mappings) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
