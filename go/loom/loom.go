@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -183,7 +182,7 @@ func (c *Compiler) ccIdentity(ctx context.Context) (string, error) {
 	if id != "" {
 		return id, nil
 	}
-	out, err := exec.CommandContext(ctx, c.cc, "--version").Output()
+	out, err := ccCommand(ctx, "", c.cc, "--version").Output()
 	if err != nil {
 		return "", fmt.Errorf("loom: C compiler %q: %w", c.cc, err)
 	}
@@ -289,7 +288,7 @@ func (c *Compiler) linksVectorMath(ctx context.Context, target Target, level int
 		return false
 	}
 	args := append(cflags(target), "-DLOOM_LIBMVEC="+strconv.Itoa(level), "-Wl,-z,defs", "-o", sofile, cfile, "-lmvec", "-lm")
-	if exec.CommandContext(ctx, c.cc, args...).Run() != nil {
+	if ccCommand(ctx, dir, c.cc, args...).Run() != nil {
 		return false
 	}
 	// The declarations must have taken effect: the probe calls vector variants.
@@ -448,8 +447,7 @@ func (c *Compiler) buildSharedObject(ctx context.Context, source string, target 
 		args = append(args, "-lmvec")
 	}
 	args = append(args, "-lm")
-	cmd := exec.CommandContext(ctx, c.cc, args...)
-	out, err := cmd.CombinedOutput()
+	out, err := ccCommand(ctx, dir, c.cc, args...).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("loom: %s failed for %s: %v\n%s", c.cc, key[:12], err, out)
 	}
