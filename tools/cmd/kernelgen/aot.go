@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/loomrt/loom/go/loom"
+	"github.com/loomrt/loom/kernels/aot"
 )
 
 // The shipped kernels (-aot). The variants are the union of two lists in kernels/aot:
@@ -458,15 +459,18 @@ func renderPackage(pkg string, es []emitted) (map[string][]byte, error) {
 	fmt.Fprintf(&g, "#cgo CFLAGS: %s -g0 -Wno-psabi\n\n", strings.Join(flags, " "))
 	fmt.Fprintf(&g, "#include <stdint.h>\n\n#include \"loom/loom.h\"\n\nconst loom_host_kernel_entry* %s(int i, uint32_t* count);\n*/\nimport \"C\"\n\n", accessor)
 	fmt.Fprintf(&g, "import (\n\t\"unsafe\"\n\n\t%q\n)\n\n", aotModulePath)
-	g.WriteString("func entries(i int) func() (unsafe.Pointer, int) {\n\treturn func() (unsafe.Pointer, int) {\n\t\tvar n C.uint32_t\n")
-	fmt.Fprintf(&g, "\t\tp := C.%s(C.int(i), &n)\n\t\treturn unsafe.Pointer(p), int(n)\n\t}\n}\n\n", accessor)
-	g.WriteString("func init() {\n\taot.Register([]aot.Variant{\n")
-	for i, e := range es {
-		cfg := goMapBody(e.v.config)
-		fmt.Fprintf(&g, "\t\t{File: %q, Symbol: %q, Config: map[string]string{%s}, Target: %q,\n\t\t\tKey: %q, Module: %q, Entries: entries(%d),\n\t\t\tMetadata: %s},\n",
-			e.v.file, e.v.symbol, cfg, e.target, e.key, e.module, i, strconv.Quote(e.meta))
+	// The table is strings only, which the linker lays out as data (aot.Entry): no code runs
+	// for it at start-up.
+	g.WriteString("// hostEntries returns the loom_host_kernel_entry array of table.Entries[i] and its length.\n")
+	g.WriteString("func hostEntries(i int) (unsafe.Pointer, int) {\n\tvar n C.uint32_t\n")
+	fmt.Fprintf(&g, "\tp := C.%s(C.int(i), &n)\n\treturn unsafe.Pointer(p), int(n)\n}\n\n", accessor)
+	g.WriteString("func init() { aot.RegisterTable(&table) }\n\n")
+	g.WriteString("var table = aot.Table{HostEntries: hostEntries, Entries: []aot.Entry{\n")
+	for _, e := range es {
+		fmt.Fprintf(&g, "\t{File: %q, Symbol: %q, Config: %q, Target: %q,\n\t\tKey: %q, Module: %q,\n\t\tMetadata: %s},\n",
+			e.v.file, e.v.symbol, aot.FormatConfig(e.v.config), e.target, e.key, e.module, strconv.Quote(e.meta))
 	}
-	g.WriteString("\t})\n}\n")
+	g.WriteString("}}\n")
 	src, err := format.Source(g.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("package %s: %v", pkg, err)

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/loomrt/loom/go/native"
+	"github.com/loomrt/loom/kernels/aot"
 	"github.com/loomrt/loom/tools/internal/checkcache"
 )
 
@@ -252,12 +253,14 @@ func renderCUDAPackage(pkg, compiler string, es []cudaEmitted) (map[string][]byt
 	g.WriteString("// Compiler is the compiler that built the cubins (kernelgen rebuilds them all when another\n// one generates the package).\n")
 	fmt.Fprintf(&g, "const Compiler = %q\n\n", compiler)
 	g.WriteString("//go:embed cubin\nvar images embed.FS\n\n")
-	g.WriteString("func init() {\n\taot.Register([]aot.Variant{\n")
+	// The table is strings only, which the linker lays out as data (aot.Entry).
+	g.WriteString("func init() {\n\ttable.Images = images\n\taot.RegisterTable(&table)\n}\n\n")
+	g.WriteString("var table = aot.Table{Compiler: Compiler, Entries: []aot.Entry{\n")
 	for _, e := range es {
-		fmt.Fprintf(&g, "\t\t{File: %q, Symbol: %q, Config: map[string]string{%s}, Target: %q,\n\t\t\tKey: %q, Module: %q, Compiler: Compiler,\n\t\t\tImage: aot.GzipImage(images, %q),\n\t\t\tMetadata: %s},\n",
-			e.v.file, e.v.symbol, goMapBody(e.v.config), e.target, e.key, e.module, e.file, strconv.Quote(e.meta))
+		fmt.Fprintf(&g, "\t{File: %q, Symbol: %q, Config: %q, Target: %q,\n\t\tKey: %q, Module: %q,\n\t\tImage: %q,\n\t\tMetadata: %s},\n",
+			e.v.file, e.v.symbol, aot.FormatConfig(e.v.config), e.target, e.key, e.module, e.file, strconv.Quote(e.meta))
 	}
-	g.WriteString("\t})\n}\n")
+	g.WriteString("}}\n")
 	src, err := format.Source(g.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("package %s: %v", pkg, err)
