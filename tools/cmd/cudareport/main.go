@@ -144,7 +144,7 @@ func run(args []string, stdout io.Writer) error {
 		_, listed := exceptions[u.id()]
 		switch {
 		case u.why != "" && !listed:
-			problems = append(problems, fmt.Sprintf("%s (%s %s): %s", u.id(), u.v.File, configString(u.v.Config), u.why))
+			problems = append(problems, fmt.Sprintf("%s (%s %s): %s", u.id(), u.v.File, aot.FormatConfig(u.v.Config), u.why))
 		case u.why == "" && listed:
 			problems = append(problems, fmt.Sprintf("%s meets the thresholds now: remove it from kernels/aot/cuda_exceptions.txt", u.id()))
 		}
@@ -385,19 +385,6 @@ func streaming(symbol string) bool {
 	return false
 }
 
-func configString(c map[string]string) string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + c[k]
-	}
-	return strings.Join(parts, ",")
-}
-
 // readExceptions reads "SYMBOL KEY12  # why" lines.
 func readExceptions(path string) (map[string]string, error) {
 	f, err := os.Open(path)
@@ -514,7 +501,7 @@ func render(target string, us []usage) []byte {
 	} else {
 		b.WriteString("| variant | configuration | what |\n|---|---|---|\n")
 		for _, u := range listed {
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", u.id(), configString(u.v.Config), u.why)
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", u.id(), aot.FormatConfig(u.v.Config), u.why)
 		}
 	}
 	return b.Bytes()
