@@ -60,9 +60,9 @@ func LoadWithOptions(path string, opts LoadOptions) (*Model, error) {
 	// not alias the mapping: the protobuf decoder copies bytes and strings.
 	if st.Mode().IsRegular() && st.Size() > 0 && int64(int(st.Size())) == st.Size() {
 		if data, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED); err == nil {
-			m, ok, err := loadMapped(data, opts)
+			m, ok, err := loadMapped(data, opts, true)
 			if !ok {
-				m, err = LoadBytesWithOptions(data, opts)
+				m, err = decodeBytes(data, opts)
 			}
 			if uerr := syscall.Munmap(data); uerr != nil && err == nil {
 				m.Close()
@@ -79,14 +79,26 @@ func LoadWithOptions(path string, opts LoadOptions) (*Model, error) {
 	return LoadBytesWithOptions(data, opts)
 }
 
-// LoadBytes decodes a serialized ModelProto held in memory. Tensors may alias data. External
-// data is refused since there is no directory to resolve it against; use LoadBytesWithOptions.
+// LoadBytes decodes a serialized ModelProto held in memory. data is only read, and no tensor
+// aliases it: the main graph's large weights (raw_data of 64 KiB or more) are copied, as Load
+// copies them, into memory the model owns outside the Go heap (released by Close, or once
+// neither the model nor its tensors are reachable), the rest into the Go heap. External data
+// is refused since there is no directory to resolve it against; use LoadBytesWithOptions.
 func LoadBytes(data []byte) (*Model, error) {
 	return LoadBytesWithOptions(data, LoadOptions{})
 }
 
 // LoadBytesWithOptions is LoadBytes with explicit options.
 func LoadBytesWithOptions(data []byte, opts LoadOptions) (*Model, error) {
+	if m, ok, err := loadMapped(data, opts, false); ok {
+		return m, err
+	}
+	return decodeBytes(data, opts)
+}
+
+// decodeBytes decodes data with the protobuf decoder alone (every field copied into the Go
+// heap): what LoadBytesWithOptions does where the wire walk of loadMapped does not apply.
+func decodeBytes(data []byte, opts LoadOptions) (*Model, error) {
 	lim := opts.Limits.withDefaults()
 	if int64(len(data)) > lim.MaxModelBytes {
 		return nil, &Error{Model: opts.Name, Msg: fmt.Sprintf("model is %d bytes, over the %d byte limit", len(data), lim.MaxModelBytes)}

@@ -29,10 +29,12 @@ type cutRaw struct {
 	raw   []byte
 }
 
-// loadMapped decodes data, a read-only mapping of a model file, as LoadBytesWithOptions does;
-// ok is false when the wire walk does not understand data (malformed, or a form it does not
-// handle), and the caller decodes it the usual way, which reports any error.
-func loadMapped(data []byte, opts LoadOptions) (_ *Model, ok bool, err error) {
+// loadMapped decodes data as decodeBytes does, the large raw_data fields copied into the
+// model's store; ok is false when the wire walk does not understand data (malformed, or a form
+// it does not handle), and the caller decodes it the usual way, which reports any error. With
+// mapped, data is a private read-only mapping of the model file and the pages of each copied
+// field are dropped as the copy goes; without, data is the caller's and is only read.
+func loadMapped(data []byte, opts LoadOptions, mapped bool) (_ *Model, ok bool, err error) {
 	lim := opts.Limits.withDefaults()
 	if int64(len(data)) > lim.MaxModelBytes {
 		return nil, false, nil
@@ -62,7 +64,7 @@ func loadMapped(data []byte, opts LoadOptions) (_ *Model, ok bool, err error) {
 		store = modelmem.NewStore(size)
 	}
 	for i, c := range cuts {
-		inits[c.index].RawData = copyOut(data, c.raw, room[i], store)
+		inits[c.index].RawData = copyOut(data, c.raw, room[i], store, mapped)
 	}
 	m, err := fromProto(&mp, opts, lim)
 	if err != nil || m == nil || m.Graph == nil {
@@ -210,10 +212,11 @@ func eachField(data []byte, f func(num protowire.Number, typ protowire.Type, fie
 // copyOutChunk is how much copyOut copies before it drops the pages copied.
 const copyOutChunk = 8 << 20
 
-// copyOut copies part, a slice of the mapping data, into store (the Go heap when store is nil
-// or full), aligned for any element type, dropping the mapping's pages behind it as it goes.
-// room more bytes follow it in the same allocation (the slice's capacity).
-func copyOut(data, part []byte, room int, store *modelmem.Store) []byte {
+// copyOut copies part, a slice of data, into store (the Go heap when store is nil or full),
+// aligned for any element type; with drop (data is a mapping of the file) it drops the
+// mapping's pages behind it as it goes. room more bytes follow it in the same allocation (the
+// slice's capacity).
+func copyOut(data, part []byte, room int, store *modelmem.Store, drop bool) []byte {
 	var out []byte
 	if store != nil {
 		out = store.Take(len(part), room)
@@ -225,7 +228,9 @@ func copyOut(data, part []byte, room int, store *modelmem.Store) []byte {
 	for off := 0; off < len(part); off += copyOutChunk {
 		end := min(off+copyOutChunk, len(part))
 		copy(out[off:end], part[off:end])
-		dropPages(data, part[off:end])
+		if drop {
+			dropPages(data, part[off:end])
+		}
 	}
 	return out
 }

@@ -13,8 +13,8 @@ import (
 )
 
 // A model file whose initializers are large is decoded from its mapping with those raw_data
-// fields copied out by hand (loadMapped): Load gives the same model as LoadBytes, bytes for
-// bytes, with every large initializer aligned for its elements; a file cut short fails as
+// fields copied out by hand (loadMapped): Load and LoadBytes give the same model as the
+// protobuf decoder alone, bytes for bytes, with every large initializer aligned for its elements; a file cut short fails as
 // LoadBytes fails on the same bytes.
 func TestLoadCopiesLargeWeightsOutOfTheMapping(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
@@ -45,11 +45,19 @@ func TestLoadCopiesLargeWeightsOutOfTheMapping(t *testing.T) {
 	loaded, err := Load(path)
 	require.NoError(t, err)
 	defer loaded.Close()
-	want, err := LoadBytes(data)
+	want, err := decodeBytes(data, LoadOptions{}) // the protobuf decoder alone
 	require.NoError(t, err)
+	fromBytes, err := LoadBytes(data) // the same copying out, from the caller's bytes
+	require.NoError(t, err)
+	defer fromBytes.Close()
 	require.Equal(t, len(want.Graph.Initializers), len(loaded.Graph.Initializers))
+	require.Equal(t, len(want.Graph.Initializers), len(fromBytes.Graph.Initializers))
 	for name, w := range want.Graph.Initializers {
 		got := loaded.Graph.Initializers[name]
+		b := fromBytes.Graph.Initializers[name]
+		require.NotNil(t, b, name)
+		assert.Equal(t, w.Raw, b.Raw, name)
+		assert.Equal(t, len(got.RawRoom()), len(b.RawRoom()), "%s: LoadBytes leaves the room Load leaves", name)
 		require.NotNil(t, got, name)
 		assert.Equal(t, w.Dims, got.Dims, name)
 		assert.Equal(t, w.Raw, got.Raw, name)

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -65,6 +66,30 @@ func TestLoadKeepsLargeWeightsOutsideTheGoHeap(t *testing.T) {
 	assert.True(t, m.weights.Memory().Released(), "Close releases the store")
 	require.NoError(t, m.Close(), "once")
 	assert.False(t, m.weights.Contains(w.Raw))
+}
+
+// LoadBytes copies large weights out of the caller's bytes into the model's store as Load does,
+// and only reads them: the caller's buffer is unchanged (the file path drops the mapping's
+// pages as it copies; done to a caller's memory, that would zero it).
+func TestLoadBytesKeepsLargeWeightsOutsideTheGoHeap(t *testing.T) {
+	path, want := weightFile(t, 1024, 1030)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	kept := append([]byte(nil), data...)
+	m, err := LoadBytes(data)
+	require.NoError(t, err)
+	w := m.Graph.Initializers["w"]
+	require.NotNil(t, w)
+	require.NotNil(t, m.weights, "the weight is in a store")
+	assert.True(t, m.weights.Contains(w.Raw))
+	assert.Equal(t, want, w.Raw)
+	assert.True(t, bytes.Equal(kept, data), "LoadBytes changed the caller's bytes")
+	for i := range data { // the model does not alias them
+		data[i] = 0
+	}
+	assert.Equal(t, want, w.Raw)
+	require.NoError(t, m.Close())
+	assert.True(t, m.weights.Memory().Released())
 }
 
 // TestWeightStoreLivesWithItsTensors: a model dropped without Close keeps its weights while a
