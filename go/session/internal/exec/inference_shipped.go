@@ -71,7 +71,7 @@ func shippedMemoKey(src device.KernelSource, target loom.Target) (string, bool) 
 	if !librarySource(src) {
 		return "", false
 	}
-	return fmt.Sprintf("%s|%s|%v|%s", src.Name, src.Specialization.Symbol, src.Specialization.Config, target), true
+	return ops.KernelKey(src.Name, src.Specialization.Symbol, src.Specialization.Config) + "\x00" + target.String(), true
 }
 
 // shippedLookups memoizes LookupShipped (see there); it grows with the distinct kernels of

@@ -896,22 +896,23 @@ func bestConvTile(mg, oh, ow, cg int, kern, str, dil [2]int) (convTile, float64)
 	vl := vectorWidth(ow)
 	maxAcc = accumulators(maxAcc, vl)
 	kk := kern[0] * kern[1]
+	var rows [9]int // rows[nvy]: the distinct input rows a tile of nvy output rows reads, any mr
+	for nvy, seen := 1, map[int]bool{}; nvy <= min(oh, 8); nvy++ {
+		for ky := range kern[0] {
+			seen[(nvy-1)*str[0]+ky*dil[0]] = true
+		}
+		rows[nvy] = len(seen)
+	}
 	best, bestCost := convTile{}, math.Inf(1)
 	for mr := 1; mr <= min(mg, 16); mr++ {
 		for nvy := 1; nvy <= min(oh, 8); nvy++ {
-			rows := map[int]bool{}
-			for j := range nvy {
-				for ky := range kern[0] {
-					rows[j*str[0]+ky*dil[0]] = true
-				}
-			}
 			for nvx := 1; nvx <= min(ow/vl, 6); nvx++ {
 				nv := nvy * nvx
 				if mr*nv > maxAcc {
 					continue
 				}
 				fmas := float64(mr * nv * kk)
-				loads := float64(len(rows)*nvx*kern[1])*1.5 + float64(mr*kk)
+				loads := float64(rows[nvy]*nvx*kern[1])*1.5 + float64(mr*kk)
 				perChannel := max(fmas/2, loads/2, float64(4*kk))
 				tiles := ceilDiv(mg, mr) * ceilDiv(oh, nvy) * ceilDiv(ow, nvx*vl)
 				cost := float64(tiles) * (float64(cg)*perChannel + float64(2*mr*nv) + 30)
