@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -44,7 +43,7 @@ func TestCancelledCompileLeavesNoProcessOrFile(t *testing.T) {
 		child, err = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond, "the fake compiler never started its child")
-	assert.FileExists(t, filepath.Join(tmp, "cc123.s"), "TMPDIR was not the compilation's directory")
+	require.FileExists(t, filepath.Join(tmp, "cc123.s"), "TMPDIR was not the compilation's directory")
 
 	cancel()
 	select {
@@ -54,6 +53,6 @@ func TestCancelledCompileLeavesNoProcessOrFile(t *testing.T) {
 		t.Fatal("the cancelled compile did not return: its children hold its output open")
 	}
 	// The child is gone (reaped by init once killed; kill(pid, 0) fails).
-	assert.Eventually(t, func() bool { return syscall.Kill(child, 0) == syscall.ESRCH }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return syscall.Kill(child, 0) == syscall.ESRCH }, 10*time.Second, 10*time.Millisecond,
 		"the compiler's child %d outlived the cancelled compile", child)
 }
