@@ -52,7 +52,7 @@ func EmitStatic(src KernelSource, target Target, module string) (*StaticKernel, 
 		return nil, err
 	}
 	src.Specialization.Symbol = symbol
-	r, err := frontend(src, target, nil)
+	r, err := frontendText(src, target, nil, false) // the artifact leaves the IR out
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,12 @@ func resolveSymbol(src KernelSource) (string, error) {
 
 // frontend runs the compiler from source to generated C (or CUDA C).
 func frontend(src KernelSource, target Target, dump passes.Dump) (*frontendResult, error) {
+	return frontendText(src, target, dump, true)
+}
+
+// frontendText is frontend, with the IR's text (frontendResult.irText: the artifact's IR)
+// printed only when withIR says (printing it took 7% of the shipped kernels' front ends).
+func frontendText(src KernelSource, target Target, dump passes.Dump, withIR bool) (*frontendResult, error) {
 	f, err := parse(src)
 	if err != nil {
 		return nil, err
@@ -80,7 +86,9 @@ func frontend(src KernelSource, target Target, dump passes.Dump) (*frontendResul
 		return nil, fmt.Errorf("%s: kernel %s: %w", k.Filename, symbol, err)
 	}
 	r := &frontendResult{kernel: k, fn: fn, launch: l, code: code, bce: st}
-	r.irText = l.String() + "\n" + fn.String()
+	if withIR {
+		r.irText = l.String() + "\n" + fn.String()
+	}
 
 	ck := &codegen.Kernel{Symbol: symbol, Func: fn, Target: target.String()}
 	var scalarTypes []*types.Basic

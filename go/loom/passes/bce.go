@@ -3,7 +3,7 @@ package passes
 import (
 	"math"
 	"math/bits"
-	"sort"
+	"slices"
 
 	"github.com/loomrt/loom/go/loom/ir"
 	"github.com/loomrt/loom/go/loom/types"
@@ -29,6 +29,8 @@ func EliminateBoundsChecks(f *ir.Func) BCEStats {
 		ivals:  map[*ir.Value]interval{},
 		ivBnds: map[*ir.Value][2]*ir.Value{},
 		ivStep: map[*ir.Value]int64{},
+
+		atomRows: map[*ir.Value][]row{},
 	}
 	var st BCEStats
 	p.walk(f.Body, &st)
@@ -58,6 +60,9 @@ type prover struct {
 	ivBnds map[*ir.Value][2]*ir.Value // induction variable -> lo, hi
 	ivStep map[*ir.Value]int64
 	facts  []row
+	elim   elim
+	// atomRows are atomFacts' rows by atom.
+	atomRows map[*ir.Value][]row
 }
 
 const bigBound = int64(1) << 61
@@ -371,8 +376,18 @@ func (p *prover) linear0(v *ir.Value) *lin {
 	return nil
 }
 
-// atomFacts lists the inequalities that always hold for atom a.
+// atomFacts lists the inequalities that always hold for atom a (made once an atom: they
+// read only the atom's interval, linear forms and loop bounds, which the prover caches too).
 func (p *prover) atomFacts(a *ir.Value) []row {
+	if rows, ok := p.atomRows[a]; ok {
+		return rows
+	}
+	rows := p.atomFacts0(a)
+	p.atomRows[a] = rows
+	return rows
+}
+
+func (p *prover) atomFacts0(a *ir.Value) []row {
 	var out []row
 	iv := p.ival(a)
 	if iv.ok {
@@ -551,7 +566,7 @@ func (p *prover) prove(goal *lin) bool {
 		neg.terms[a] = -c
 	}
 	rows = append(rows, neg)
-	return infeasible(rows)
+	return p.elim.infeasible(rows)
 }
 
 func gcd(a, b int64) int64 {
@@ -570,181 +585,228 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func normalize(r row) (row, bool) {
-	g := int64(0)
-	for _, c := range r.terms {
-		g = gcd(g, c)
-	}
-	if g > 1 {
-		n := row{terms: make(map[*ir.Value]int64, len(r.terms)), c: floorDiv(r.c, g)}
-		for a, c := range r.terms {
-			n.terms[a] = c / g
+// elim is the elimination's working memory, reused from one proof to the next (a prover
+// keeps one: proofs run one at a time).
+type elim struct {
+	col        map[*ir.Value]int
+	atoms      []*ir.Value
+	cur, next  [][]int64
+	ps, ns     [][]int64
+	pos, neg   []int
+	seen       map[uint64]int32 // a derived row's hash -> 1 + its index in next
+	chain      []int32          // 1 + the index of the previous derived row of the same hash
+	chunks     [][]int64        // the rows' words
+	chunk, off int
+}
+
+// row returns w words for a row, not cleared.
+func (e *elim) row(w int) []int64 {
+	for {
+		if e.chunk < len(e.chunks) {
+			if c := e.chunks[e.chunk]; e.off+w <= len(c) {
+				r := c[e.off : e.off+w : e.off+w]
+				e.off += w
+				return r
+			}
+			e.chunk, e.off = e.chunk+1, 0
+			continue
 		}
-		return n, true
+		e.chunks = append(e.chunks, make([]int64, max(4096, w)))
 	}
-	return r, true
 }
 
 // infeasible runs Fourier–Motzkin elimination; true means the rows have no (rational, hence no
 // integer) solution. Any overflow or blow-up gives up (false).
-func infeasible(rows []row) bool {
+//
+// The rows are laid out densely for the elimination: one column per atom, in ascending value
+// ID (so the variable chosen on a tie in cost is the lowest ID), the constant last. A derived
+// row that overflows is dropped (that only weakens the proof); derived rows are deduplicated
+// within each step; more than maxRows rows after a step, or 64 steps, give up.
+func (e *elim) infeasible(rows []row) bool {
 	const maxRows = 600
-	cur := make([]row, 0, len(rows))
+	if e.col == nil {
+		e.col, e.seen = map[*ir.Value]int{}, map[uint64]int32{}
+	}
+	clear(e.col)
+	e.chunk, e.off = 0, 0
+	// The atoms, in ID order.
+	atoms := e.atoms[:0]
 	for _, r := range rows {
 		for a, c := range r.terms {
 			if c == 0 {
 				delete(r.terms, a)
+				continue
+			}
+			if _, ok := e.col[a]; !ok {
+				e.col[a] = 0
+				atoms = append(atoms, a)
 			}
 		}
-		n, _ := normalize(r)
-		cur = append(cur, n)
 	}
+	slices.SortFunc(atoms, func(a, b *ir.Value) int { return a.ID - b.ID })
+	for i, a := range atoms {
+		e.col[a] = i
+	}
+	e.atoms = atoms
+	k := len(atoms)
+	w := k + 1 // the terms, then the constant
+	cur := e.cur[:0]
+	for _, r := range rows {
+		d := e.row(w)
+		clear(d)
+		for a, c := range r.terms {
+			d[e.col[a]] = c
+		}
+		d[k] = r.c
+		normalizeDense(d)
+		cur = append(cur, d)
+	}
+	e.pos, e.neg = slices.Grow(e.pos[:0], k)[:k], slices.Grow(e.neg[:0], k)[:k]
+	pos, neg := e.pos, e.neg
+	next := e.next[:0]
+	defer func() { e.cur, e.next = cur[:0], next[:0] }()
 	for iter := 0; iter < 64; iter++ {
-		vars := map[*ir.Value][2]int{}
+		clear(pos)
+		clear(neg)
+		any := false
 		for _, r := range cur {
-			if len(r.terms) == 0 {
-				if r.c < 0 {
+			empty := true
+			for j, c := range r[:k] {
+				switch {
+				case c > 0:
+					pos[j]++
+					empty = false
+				case c < 0:
+					neg[j]++
+					empty = false
+				}
+			}
+			if empty {
+				if r[k] < 0 {
 					return true
 				}
 				continue
 			}
-			for a, c := range r.terms {
-				cnt := vars[a]
-				if c > 0 {
-					cnt[0]++
-				} else {
-					cnt[1]++
-				}
-				vars[a] = cnt
-			}
+			any = true
 		}
-		if len(vars) == 0 {
+		if !any {
 			return false
 		}
-		// Pick the variable with the cheapest elimination (deterministically).
-		keys := make([]*ir.Value, 0, len(vars))
-		for a := range vars {
-			keys = append(keys, a)
-		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i].ID < keys[j].ID })
-		var best *ir.Value
-		bestCost := math.MaxInt
-		for _, a := range keys {
-			cnt := vars[a]
-			cost := cnt[0]*cnt[1] - cnt[0] - cnt[1]
-			if cost < bestCost {
-				best, bestCost = a, cost
+		// The variable with the cheapest elimination (the lowest ID among equals).
+		best, bestCost := -1, math.MaxInt
+		for j := 0; j < k; j++ {
+			if pos[j] == 0 && neg[j] == 0 {
+				continue
+			}
+			if cost := pos[j]*neg[j] - pos[j] - neg[j]; cost < bestCost {
+				best, bestCost = j, cost
 			}
 		}
-		var pos, neg, rest []row
+		next = next[:0]
+		ps, ns := e.ps[:0], e.ns[:0]
 		for _, r := range cur {
-			c := r.terms[best]
-			switch {
+			switch c := r[best]; {
 			case c > 0:
-				pos = append(pos, r)
+				ps = append(ps, r)
 			case c < 0:
-				neg = append(neg, r)
+				ns = append(ns, r)
 			default:
-				rest = append(rest, r)
+				next = append(next, r)
 			}
 		}
-		next := rest
-		seen := map[string]bool{}
-		for _, a := range pos {
-			for _, b := range neg {
-				ca, cb := a.terms[best], -b.terms[best]
-				n := row{terms: map[*ir.Value]int64{}}
+		e.ps, e.ns = ps, ns
+		clear(e.seen)
+		chain := e.chain[:0]
+		for range next {
+			chain = append(chain, 0) // rows carried over are not deduplicated
+		}
+		var n []int64
+		for _, a := range ps {
+		pairs:
+			for _, b := range ns {
+				ca, cb := a[best], -b[best]
+				if n == nil {
+					n = e.row(w)
+				}
 				ok := true
-				for v, c := range a.terms {
-					if v == best {
+				for j := 0; j <= k; j++ {
+					if j == best {
 						continue
 					}
-					x, o := mulOv(c, cb)
-					if o {
+					x, o1 := mulOv(a[j], cb)
+					y, o2 := mulOv(b[j], ca)
+					s, o3 := addOv(x, y)
+					if o1 || o2 || o3 {
 						ok = false
+						break
 					}
-					n.terms[v] = x
+					n[j] = s
 				}
-				for v, c := range b.terms {
-					if v == best {
-						continue
-					}
-					x, o1 := mulOv(c, ca)
-					s, o2 := addOv(n.terms[v], x)
-					if o1 || o2 {
-						ok = false
-					}
-					if s == 0 {
-						delete(n.terms, v)
-					} else {
-						n.terms[v] = s
-					}
-				}
-				x1, o1 := mulOv(a.c, cb)
-				x2, o2 := mulOv(b.c, ca)
-				s, o3 := addOv(x1, x2)
-				if o1 || o2 || o3 {
-					ok = false
-				}
-				n.c = s
 				if !ok {
 					continue // dropping a derived row only weakens the proof
 				}
-				n, _ = normalize(n)
-				if len(n.terms) == 0 {
-					if n.c < 0 {
+				n[best] = 0
+				normalizeDense(n)
+				empty := true
+				for _, c := range n[:k] {
+					if c != 0 {
+						empty = false
+						break
+					}
+				}
+				if empty {
+					if n[k] < 0 {
 						return true
 					}
 					continue
 				}
-				k := rowKey(n)
-				if seen[k] {
-					continue
+				h := hashRow(n)
+				for i := e.seen[h]; i != 0; i = chain[i-1] {
+					if slices.Equal(next[i-1], n) {
+						continue pairs
+					}
 				}
-				seen[k] = true
+				chain = append(chain, e.seen[h])
+				e.seen[h] = int32(len(next) + 1)
 				next = append(next, n)
+				n = nil
 			}
 		}
+		e.chain = chain
 		if len(next) > maxRows {
 			return false
 		}
-		cur = next
+		cur, next = next, cur
 	}
 	return false
 }
 
-func rowKey(r row) string {
-	keys := make([]*ir.Value, 0, len(r.terms))
-	for a := range r.terms {
-		keys = append(keys, a)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].ID < keys[j].ID })
-	b := make([]byte, 0, 16*len(keys)+8)
-	for _, a := range keys {
-		b = appendInt(b, int64(a.ID))
-		b = append(b, ':')
-		b = appendInt(b, r.terms[a])
-		b = append(b, ',')
-	}
-	return string(appendInt(b, r.c))
-}
-
-func appendInt(b []byte, v int64) []byte {
-	if v < 0 {
-		b = append(b, '-')
-		v = -v
-	}
-	var tmp [20]byte
-	i := len(tmp)
-	for {
-		i--
-		tmp[i] = byte('0' + v%10)
-		v /= 10
-		if v == 0 {
-			break
+// normalizeDense divides a dense row's terms by their greatest common divisor, and its
+// constant by the same, rounding down (integer tightening).
+func normalizeDense(d []int64) {
+	k := len(d) - 1
+	g := int64(0)
+	for _, c := range d[:k] {
+		if c != 0 {
+			g = gcd(g, c)
 		}
 	}
-	return append(b, tmp[i:]...)
+	if g > 1 {
+		for j := range d[:k] {
+			d[j] /= g
+		}
+		d[k] = floorDiv(d[k], g)
+	}
+}
+
+// hashRow is FNV-1a over a dense row's words.
+func hashRow(d []int64) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range d {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
 }
 
 // extents returns, for a memory operand, the extent value of each index (nil entries for local
@@ -792,6 +854,7 @@ func (p *prover) walk(b *ir.Block, st *BCEStats) {
 				p.ivStep[iv] = 1
 			}
 			delete(p.ivals, iv)
+			delete(p.atomRows, iv)
 			p.walk(op.Regions[0], st)
 		case ir.OpLoad, ir.OpStore:
 			p.access(op, st)

@@ -4,7 +4,6 @@
 package passes
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 
@@ -39,6 +38,7 @@ func Fold(b *ir.Block) {
 type folder struct {
 	repl    map[*ir.Value]*ir.Value
 	changed bool
+	key     []byte // the op's common-subexpression key (appendCSEKey), reused
 }
 
 type cseScope struct {
@@ -46,9 +46,9 @@ type cseScope struct {
 	m      map[string]*ir.Value
 }
 
-func (s *cseScope) lookup(k string) *ir.Value {
+func (s *cseScope) lookup(k []byte) *ir.Value {
 	for ; s != nil; s = s.parent {
-		if v := s.m[k]; v != nil {
+		if v := s.m[string(k)]; v != nil {
 			return v
 		}
 	}
@@ -70,19 +70,38 @@ func (f *folder) replace(old, new *ir.Value) {
 	f.changed = true
 }
 
-func cseKey(op *ir.Op) string {
+// appendCSEKey appends op's common-subexpression key to b (nothing for an op that is not a
+// candidate): its code, sub-code, immediates, result type, cast type and arguments.
+func appendCSEKey(b []byte, op *ir.Op) []byte {
 	if !op.Pure() || op.Result == nil || op.Code == ir.OpThreadID {
 		// Thread ids stay where they are: on the host each barrier segment has its own loop.
-		return ""
+		return b
 	}
-	k := fmt.Sprintf("%d/%d/%d/%v/%s/%s", op.Code, op.Sub, op.Int, op.Float, op.Str, ir.TypeString(op.Result.Type))
+	b = strconv.AppendUint(b, uint64(op.Code), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(op.Sub), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, op.Int, 10)
+	b = append(b, '/')
+	b = strconv.AppendFloat(b, op.Float, 'g', -1, 64)
+	b = append(b, '/')
+	b = append(b, op.Str...)
+	b = append(b, '/')
+	switch t := op.Result.Type.(type) {
+	case *types.Basic:
+		b = append(b, t.String()...)
+	default:
+		b = append(b, ir.TypeString(t)...)
+	}
 	if op.Type != nil {
-		k += "/" + op.Type.String()
+		b = append(b, '/')
+		b = append(b, op.Type.String()...)
 	}
 	for _, a := range op.Args {
-		k += "," + strconv.Itoa(a.ID)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(a.ID), 10)
 	}
-	return k
+	return b
 }
 
 func (f *folder) block(b *ir.Block, parent *cseScope) {
@@ -141,12 +160,12 @@ func (f *folder) block(b *ir.Block, parent *cseScope) {
 			f.replace(op.Result, v)
 			continue
 		}
-		if k := cseKey(op); k != "" {
-			if prev := scope.lookup(k); prev != nil {
+		if f.key = appendCSEKey(f.key[:0], op); len(f.key) > 0 {
+			if prev := scope.lookup(f.key); prev != nil {
 				f.replace(op.Result, prev)
 				continue
 			}
-			scope.m[k] = op.Result
+			scope.m[string(f.key)] = op.Result
 		}
 		out = append(out, op)
 	}
