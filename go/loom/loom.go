@@ -182,16 +182,28 @@ func (c *Compiler) ccIdentity(ctx context.Context) (string, error) {
 	if id != "" {
 		return id, nil
 	}
+	file, known := ccFileOf(c.cc)
+	if known {
+		if p, ok := cachedIdentity(file); ok {
+			c.mu.Lock()
+			c.ccID, c.ccGCC = p.id, p.gcc
+			c.mu.Unlock()
+			return p.id, nil
+		}
+	}
 	out, err := ccCommand(ctx, "", c.cc, "--version").Output()
 	if err != nil {
 		return "", fmt.Errorf("loom: C compiler %q: %w", c.cc, err)
 	}
-	id = strings.SplitN(string(out), "\n", 2)[0]
+	p := ccIdentityProbe{id: strings.SplitN(string(out), "\n", 2)[0],
+		gcc: !strings.Contains(string(out), "clang") && strings.Contains(string(out), "Free Software Foundation")}
+	if known {
+		keepIdentity(file, p)
+	}
 	c.mu.Lock()
-	c.ccID = id
-	c.ccGCC = !strings.Contains(string(out), "clang") && strings.Contains(string(out), "Free Software Foundation")
+	c.ccID, c.ccGCC = p.id, p.gcc
 	c.mu.Unlock()
-	return id, nil
+	return p.id, nil
 }
 
 // gccOnlyFlags are code-generation flags for host kernels that GCC takes and clang rejects.
@@ -224,37 +236,57 @@ func (c *Compiler) HostFlags(ctx context.Context, target Target) ([]string, erro
 	if gcc {
 		f = append(f, gccOnlyFlags...)
 	}
-	return append(f, c.vectorMathFlags(ctx, target)...), nil
+	vf, err := c.vectorMathFlags(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return append(f, vf...), nil
 }
 
 // vectorMathFlags defines LOOM_LIBMVEC for host kernels of target when libmvec links (see
 // codegen.VectorMathDecls).
-func (c *Compiler) vectorMathFlags(ctx context.Context, target Target) []string {
-	if level := c.vectorMath(ctx, target); level > 0 {
-		return []string{"-DLOOM_LIBMVEC=" + strconv.Itoa(level)}
+func (c *Compiler) vectorMathFlags(ctx context.Context, target Target) ([]string, error) {
+	level, err := c.vectorMath(ctx, target)
+	if err != nil || level == 0 {
+		return nil, err
 	}
-	return nil
+	return []string{"-DLOOM_LIBMVEC=" + strconv.Itoa(level)}, nil
 }
 
 // vectorMath returns how much of glibc's libmvec host kernels of target can call: 2 (glibc
 // 2.35 on), 1 (2.22 on) or 0 (none: not x86-64 Linux, another C library, or a compiler that
 // rejects the declarations). It links a probe that calls each declared function from a
 // vectorized loop, with undefined symbols refused, once per target.
-func (c *Compiler) vectorMath(ctx context.Context, target Target) int {
+func (c *Compiler) vectorMath(ctx context.Context, target Target) (int, error) {
 	if target.Kind != TargetHost || target.Arch != "x86_64" || runtime.GOOS != "linux" {
-		return 0
+		return 0, nil
 	}
 	c.mu.Lock()
 	level, ok := c.vecMath[target]
 	c.mu.Unlock()
 	if ok {
-		return level
+		return level, nil
 	}
-	level = 0
-	for _, try := range []int{2, 1} {
-		if c.linksVectorMath(ctx, target, try) {
-			level = try
-			break
+	file, known := ccFileOf(c.cc)
+	if known {
+		level, ok = cachedVectorMath(file, target)
+	}
+	if !ok {
+		level = 0
+		for _, try := range []int{2, 1} {
+			if c.linksVectorMath(ctx, target, try) {
+				level = try
+				break
+			}
+		}
+		// A probe the context cut short failed for that reason alone: kept, its "does not
+		// link" would give every later kernel of the process other flags (other keys: each
+		// compiled again, and without vector math).
+		if probeCancelled(ctx) {
+			return 0, fmt.Errorf("loom: probing libmvec: %w", context.Cause(ctx))
+		}
+		if known {
+			keepVectorMath(file, target, level)
 		}
 	}
 	c.mu.Lock()
@@ -263,7 +295,7 @@ func (c *Compiler) vectorMath(ctx context.Context, target Target) int {
 	}
 	c.vecMath[target] = level
 	c.mu.Unlock()
-	return level
+	return level, nil
 }
 
 func (c *Compiler) linksVectorMath(ctx context.Context, target Target, level int) bool {
@@ -443,7 +475,9 @@ func (c *Compiler) buildSharedObject(ctx context.Context, source string, target 
 		return nil, err
 	}
 	args = append(args, "-o", sofile, cfile)
-	if c.vectorMath(ctx, target) > 0 {
+	if level, err := c.vectorMath(ctx, target); err != nil {
+		return nil, err
+	} else if level > 0 {
 		args = append(args, "-lmvec")
 	}
 	args = append(args, "-lm")

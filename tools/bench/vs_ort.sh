@@ -7,6 +7,13 @@
 # Needs ../shared/bench (beside the repository) and the fetched models (tools/models/fetch.sh). The
 # transformer cases (gpt2_decode, decoder_d512_decode, bert_128) are made on first use into the models
 # directory by tools/models/gen_transformers.py (python3 with onnx and numpy), inputs included.
+# Before every run the script drops the Loom binary and ONNX Runtime's library from the page cache
+# (python3: fsync, then posix_fadvise DONTNEED), so that each process reads its code from disk as
+# a freshly started service does. Peak RSS counts the code pages a process maps, and how many a
+# touch maps depends on how the file came into the page cache: the loom binary `go build` had just
+# written peaked at 170-171 MB on the d-512 decoder at one thread, the same file dropped from the
+# cache and read again at 151-152 MB, every later run too (Linux 6.18, ext4, 2026-12-07).
+# (ONNX Runtime's peak on that case is 158 or 195 MB from one run to the next, dropped or not.)
 # The decode steps read every weight once, so their bound is the weights' bytes over the machine's
 # streaming read rate: for them the script also builds tools/bench/stream_read.c (cc) and measures
 # that rate with the same thread count right after the case, and a second table gives the bound and
@@ -25,6 +32,21 @@ loom=$work/loom
 stream=$work/stream_read
 cc -O3 -march=native -pthread -o "$stream" "$repo/tools/bench/stream_read.c" 2>/dev/null || stream=""
 bounds=()
+ortlib=${LOOM_ORT_LIB:-${LOOM_ORT_DIR:-$HOME/.cache/loom-bench/ort}/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1}
+# cold: drops the runtimes' code files from the page cache (see above); nothing without python3.
+cold() {
+  python3 - "$loom" "$ortlib" <<'PY' 2>/dev/null || true
+import os, sys
+for p in sys.argv[1:]:
+    try:
+        fd = os.open(os.path.realpath(p), os.O_RDONLY)
+    except OSError:
+        continue
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+PY
+}
 
 cases=(
   "add|200000|$repo/tools/cmd/loom/testdata/add.onnx a=shape:1024 b=shape:1024"
@@ -80,7 +102,9 @@ for c in "${cases[@]}"; do
   for t in "${threads[@]}"; do
     lm=(); om=(); lp=(); op=(); lr=(); orr=()
     for round in 1 2; do
+      cold
       l=$("$loom" bench "${argv[@]}" --threads "$t" --runs "$runs" --warmup "${warm:-20}" --json 2>/dev/null | tail -1)
+      cold
       o=$(bash "$ort" bench "${argv[@]}" --threads "$t" --runs "$runs" --warmup "${warm:-20}" --json 2>/dev/null | tail -1)
       lm+=("$(echo "$l" | field median_ms)"); om+=("$(echo "$o" | field median_ms)")
       lp+=("$(echo "$l" | field p95_ms)"); op+=("$(echo "$o" | field p95_ms)")
