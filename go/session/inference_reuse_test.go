@@ -59,6 +59,9 @@ func TestInferenceSessionReusesKernelsAndRunSessions(t *testing.T) {
 	for rows := 1; rows <= 4; rows++ {
 		require.NoError(t, check(rows, randomF32(rnd, rows*in)))
 	}
+	// The exact kernels those runs queued for the background compiler load when they land
+	// (from the disk cache, in milliseconds): the count is taken once they have.
+	require.NoError(t, s.waitBackground(context.Background()))
 	s.eng.Kernels.Mu.Lock()
 	kernels, modules := len(s.eng.Kernels.Kernels), len(s.eng.Kernels.Modules)
 	s.eng.Kernels.Mu.Unlock()
