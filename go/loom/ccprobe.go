@@ -1,7 +1,6 @@
 package loom
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"sync"
@@ -84,7 +83,3 @@ func keepVectorMath(f ccFile, target Target, level int) {
 	}
 	ccProbes.vec[ccVecKey{f, target}] = level
 }
-
-// probeCancelled says whether a probe that ran under ctx may have been cut short: its answer
-// (a failed build reads as "does not link") then decides nothing.
-func probeCancelled(ctx context.Context) bool { return ctx.Err() != nil }

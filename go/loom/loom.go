@@ -256,7 +256,8 @@ func (c *Compiler) vectorMathFlags(ctx context.Context, target Target) ([]string
 // vectorMath returns how much of glibc's libmvec host kernels of target can call: 2 (glibc
 // 2.35 on), 1 (2.22 on) or 0 (none: not x86-64 Linux, another C library, or a compiler that
 // rejects the declarations). It links a probe that calls each declared function from a
-// vectorized loop, with undefined symbols refused, once per target.
+// vectorized loop, with undefined symbols refused, once a process for a compiler's file and
+// target (ccProbes); a probe its context cancelled returns the context's error.
 func (c *Compiler) vectorMath(ctx context.Context, target Target) (int, error) {
 	if target.Kind != TargetHost || target.Arch != "x86_64" || runtime.GOOS != "linux" {
 		return 0, nil
@@ -282,7 +283,7 @@ func (c *Compiler) vectorMath(ctx context.Context, target Target) (int, error) {
 		// A probe the context cut short failed for that reason alone: kept, its "does not
 		// link" would give every later kernel of the process other flags (other keys: each
 		// compiled again, and without vector math).
-		if probeCancelled(ctx) {
+		if ctx.Err() != nil {
 			return 0, fmt.Errorf("loom: probing libmvec: %w", context.Cause(ctx))
 		}
 		if known {
