@@ -113,6 +113,18 @@ type memoryMap struct {
 }
 
 // region checks that r belongs to the map's owner and lies inside its allocation.
+// validRegion is r's allocation when region would accept r (no error to spell out).
+func (m *memoryMap) validRegion(r Region) (*allocation, bool) {
+	if r.owner == nil || r.owner != m.owner || r.alloc < 0 || r.alloc >= m.count {
+		return nil, false
+	}
+	a := m.alloc(r.alloc)
+	if a == nil || a.released || r.offset > a.bytes || r.bytes > a.bytes-r.offset {
+		return nil, false
+	}
+	return a, true
+}
+
 func (m *memoryMap) region(op, what string, r Region) (*allocation, error) {
 	if r.owner == nil {
 		return nil, tensor.NewError(op, tensor.ErrInvalidArgument, "%s is the zero Region", what)
@@ -201,7 +213,7 @@ func (m *memoryMap) prepareDispatch(op string, d Dispatch) (preparedCommand, err
 		return preparedCommand{}, err
 	}
 	sig := &k.sig
-	p := preparedCommand{kind: dispatchCommand, kernel: k.kernel, desc: "dispatch of " + sig.Name}
+	p := preparedCommand{kind: dispatchCommand, kernel: k.kernel, desc: "dispatch of " + sig.Name, uses: make([]byteUse, 0, len(d.Bindings))}
 	if d.IgnoreViolations && d.Violation.owner != nil {
 		return p, tensor.NewError(op, tensor.ErrInvalidArgument, "the dispatch of kernel %q binds a violation word (%s) and ignores violations; set one or the other", sig.Name, d.Violation)
 	}
@@ -212,6 +224,15 @@ func (m *memoryMap) prepareDispatch(op string, d Dispatch) (preparedCommand, err
 	sizes := make([]uint64, len(d.Bindings))
 	for i, b := range d.Bindings {
 		param := sig.Buffers[i]
+		if a, ok := m.validRegion(b.Region); ok && b.Access.valid() && b.Region.bytes > 0 &&
+			(!reads(param.Access) || reads(b.Access)) && (!AccessWrites(param.Access) || AccessWrites(b.Access)) &&
+			(!AccessWrites(b.Access) || !a.weight) {
+			// The common case, checked without spelling out the binding for an error.
+			buffers[i] = native.Binding{Buffer: a.buf, Offset: b.Region.offset}
+			sizes[i] = b.Region.bytes
+			p.uses = append(p.uses, byteUse{alloc: a.index, start: b.Region.offset, end: b.Region.end(), access: b.Access})
+			continue
+		}
 		what := fmt.Sprintf("binding %d (%s) of kernel %q", i, param.Name, sig.Name)
 		if !b.Access.valid() {
 			return p, tensor.NewError(op, tensor.ErrInvalidArgument, "%s has no valid access; use Region.Read, Write or ReadWrite", what)

@@ -54,16 +54,18 @@ const DefaultMaxJITModules = 1024
 // disk cache) and loading it on first use; the outcome is counted under phase.
 func (c *KernelCache) Get(ctx *device.ModelContext, phase RunPhase, file, symbol string, config map[string]string) (*device.LoadedKernel, error) {
 	const op = "Run"
-	key := ops.KernelKey(file, symbol, config)
+	var buf [256]byte
+	kb := ops.AppendKernelKey(buf[:0], file, symbol, config)
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
 	if c.closed {
 		return nil, tensor.NewError(op, tensor.ErrClosed, "the session is closed")
 	}
-	if k := c.Kernels[key]; k != nil {
+	if k := c.Kernels[string(kb)]; k != nil {
 		c.Counts[phase].Hits++
 		return k, nil
 	}
+	key := string(kb)
 	c.Counts[phase].Misses++
 	recordKernel(file, symbol, config)
 	src, err := SourceOf(file, symbol, config)

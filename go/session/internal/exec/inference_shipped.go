@@ -175,7 +175,8 @@ func (c *KernelCache) servable(ctx *device.ModelContext, calls []ops.KernelCall)
 func (c *KernelCache) loaded(call ops.KernelCall) bool {
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
-	_, ok := c.Kernels[ops.KernelKey(call.File, call.Symbol, call.Config)]
+	var buf [256]byte
+	_, ok := c.Kernels[string(ops.AppendKernelKey(buf[:0], call.File, call.Symbol, call.Config))]
 	return ok
 }
 

@@ -163,22 +163,35 @@ var KernelPlanners = map[string]KernelPlanner{}
 // EP context blob's kernels. The configuration's keys are sorted so the same specialization
 // always maps to the same entry.
 func KernelKey(file, symbol string, config map[string]string) string {
-	keys := make([]string, 0, len(config))
+	var buf [256]byte
+	return string(AppendKernelKey(buf[:0], file, symbol, config))
+}
+
+// AppendKernelKey appends KernelKey(file, symbol, config) to b. A lookup with it spells the
+// key in the caller's buffer (m[string(b)] allocates nothing): a new shape's plan looks up
+// every call's kernel several times.
+func AppendKernelKey(b []byte, file, symbol string, config map[string]string) []byte {
+	var small [16]string
+	keys := small[:0]
 	for k := range config {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString(file)
-	b.WriteByte(0)
-	b.WriteString(symbol)
-	for _, k := range keys {
-		b.WriteByte(0)
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(config[k])
+	// Insertion sort: a configuration has a handful of keys (sort.Strings allocated).
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
 	}
-	return b.String()
+	b = append(b, file...)
+	b = append(b, 0)
+	b = append(b, symbol...)
+	for _, k := range keys {
+		b = append(b, 0)
+		b = append(b, k...)
+		b = append(b, '=')
+		b = append(b, config[k]...)
+	}
+	return b
 }
 
 func PlannerKey(n *graph.Node) string {
