@@ -39,6 +39,11 @@ func Check(m *graph.Model) error {
 type Signature struct {
 	Shapes map[string]graph.Shape
 	Values map[string]*graph.Tensor
+	// Resolved says the model is resolved as it stands (graph.Model.Resolve ran after the
+	// last change to its nodes, values or initializers, as Load and every pass leave it), so
+	// ShapesFor does not resolve it again: a session infers a loaded model's shapes for each
+	// new input shape, on a copy of its value records.
+	Resolved bool
 }
 
 // ShapesFor is Shapes with graph inputs bound by a signature, which must agree with what the
@@ -61,8 +66,10 @@ func ShapesFor(m *graph.Model, sig Signature) (err error) {
 	if m.Graph == nil {
 		return &graph.Error{Model: m.Name, Msg: "model has no graph"}
 	}
-	if err := m.Resolve(); err != nil {
-		return err
+	if !sig.Resolved {
+		if err := m.Resolve(); err != nil {
+			return err
+		}
 	}
 	defer func() {
 		if r := recover(); r != nil {

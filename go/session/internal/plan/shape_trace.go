@@ -40,7 +40,9 @@ func (pe *Env) ShapeTrace(rc *exec.RunCtx, fed map[string]tensor.Tensor) ([]Trac
 		return nil, "the run overrides an initializer"
 	}
 	control := pe.ControlInputs()
-	sig := infer.Signature{Shapes: map[string]graph.Shape{}, Values: map[string]*graph.Tensor{}}
+	// The session's model was resolved when it was loaded and optimized, and nothing changes
+	// its nodes after: the copy inference writes its types into need not be resolved again.
+	sig := infer.Signature{Shapes: map[string]graph.Shape{}, Values: map[string]*graph.Tensor{}, Resolved: true}
 	vals := make(map[string]tensor.Tensor, len(g.Nodes)+len(fed))
 	dyn := map[string]bool{}
 	for _, name := range pe.Eng.InputNames {
