@@ -1,6 +1,7 @@
 package loom
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,12 +9,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
-// The cache holds, per key, <key>.so (host targets) and <key>.json: the artifact's metadata,
-// its digest and the digest of the shared object. Files are published by writing a temporary
-// file and renaming it into place, the .so before the .json, so a reader that finds the .json
-// finds a complete entry; a reader verifies both digests and treats any mismatch as a miss.
+// The cache holds, per key, <key>.so (host targets), <key>.txt (host targets: the artifact's
+// C source and IR text) and <key>.json: the artifact's metadata, its digest and the digests of
+// the other files. Files are published by writing a temporary file and renaming it into place,
+// the .so and .txt before the .json, so a reader that finds the .json finds a complete entry; a
+// reader verifies the digests of what it reads and treats any mismatch as a miss.
+//
+// A host artifact's text is most of its entry (a GEMM's: 50 KB of C and 38 KB of IR in a 96 KB
+// entry), and a session that loads kernels from the cache runs them without reading either:
+// decoding them as JSON took 1.5-3 ms a kernel, in the background compiler beside the runs.
+// A lookup for a caller that only runs the artifact (Request.RunOnly) leaves the .txt unread.
+// Entries written before the .txt existed keep the text in the metadata and are read as they are.
 
 type cacheStatus int
 
@@ -26,11 +35,50 @@ const (
 type cacheEntry struct {
 	Artifact json.RawMessage `json:"artifact"`
 	Digest   string          `json:"digest"` // hex SHA-256 of Artifact
+	// Text is the hex SHA-256 of <key>.txt, which holds the artifact's Source and IR; empty
+	// when the metadata holds them (CUDA targets, and entries from before the .txt).
+	Text string `json:"text,omitempty"`
+}
+
+// textHeader starts a .txt file: the format's name and the source's length in bytes; the
+// source follows, then the IR to the end of the file.
+const textHeader = "loom-artifact-text 1 "
+
+// encodeText lays out an artifact's source and IR for its .txt file.
+func encodeText(source, ir string) []byte {
+	b := make([]byte, 0, len(textHeader)+24+len(source)+len(ir))
+	b = append(b, textHeader...)
+	b = strconv.AppendInt(b, int64(len(source)), 10)
+	b = append(b, '\n')
+	b = append(b, source...)
+	return append(b, ir...)
+}
+
+// decodeText is encodeText's inverse; ok is false for anything it did not write.
+func decodeText(b []byte) (source, ir string, ok bool) {
+	rest, found := bytes.CutPrefix(b, []byte(textHeader))
+	if !found {
+		return "", "", false
+	}
+	num, body, found := bytes.Cut(rest, []byte{'\n'})
+	if !found {
+		return "", "", false
+	}
+	n, err := strconv.ParseUint(string(num), 10, 63)
+	if err != nil || n > uint64(len(body)) {
+		return "", "", false
+	}
+	return string(body[:n]), string(body[n:]), true
 }
 
 func (c *Compiler) entryPaths(key string) (meta, so string) {
 	dir := filepath.Join(c.cacheDir, key[:2])
 	return filepath.Join(dir, key+".json"), filepath.Join(dir, key+".so")
+}
+
+// textPath is the path of key's .txt file.
+func (c *Compiler) textPath(key string) string {
+	return filepath.Join(c.cacheDir, key[:2], key+".txt")
 }
 
 // Cached reports whether the disk cache holds src compiled for target, so that Compile would
@@ -55,8 +103,9 @@ func (c *Compiler) Cached(ctx context.Context, src KernelSource, target Target) 
 	return true
 }
 
-// lookup returns a verified cached artifact.
-func (c *Compiler) lookup(key string, target Target) (*Artifact, cacheStatus) {
+// lookup returns a verified cached artifact; with text false, a host artifact whose text is in
+// its .txt file comes without its Source and IR (the .txt is not read).
+func (c *Compiler) lookup(key string, target Target, text bool) (*Artifact, cacheStatus) {
 	metaPath, soPath := c.entryPaths(key)
 	data, err := os.ReadFile(metaPath)
 	if err != nil {
@@ -74,6 +123,20 @@ func (c *Compiler) lookup(key string, target Target) (*Artifact, cacheStatus) {
 	if err := json.Unmarshal(e.Artifact, &a); err != nil || a.Key != key || a.Target != target.String() {
 		return nil, cacheCorrupt
 	}
+	if e.Text != "" && (text || target.Kind != TargetHost) {
+		raw, err := os.ReadFile(c.textPath(key))
+		if err != nil {
+			return nil, cacheCorrupt
+		}
+		sum := sha256.Sum256(raw)
+		var ok bool
+		if hex.EncodeToString(sum[:]) != e.Text {
+			return nil, cacheCorrupt
+		}
+		if a.Source, a.IR, ok = decodeText(raw); !ok {
+			return nil, cacheCorrupt
+		}
+	}
 	if target.Kind == TargetHost {
 		so, err := os.ReadFile(soPath)
 		if err != nil {
@@ -90,8 +153,9 @@ func (c *Compiler) lookup(key string, target Target) (*Artifact, cacheStatus) {
 }
 
 // publish writes an artifact (and its shared object) into the cache and points the artifact at
-// the cached shared object.
-func (c *Compiler) publish(a *Artifact, so []byte) error {
+// the cached shared object. A host artifact's Source and IR go to its .txt file (the cache
+// layout above); a is not changed otherwise.
+func (c *Compiler) publish(a *Artifact, target Target, so []byte) error {
 	metaPath, soPath := c.entryPaths(a.Key)
 	if err := os.MkdirAll(filepath.Dir(metaPath), 0o755); err != nil {
 		return fmt.Errorf("loom: cache: %w", err)
@@ -104,19 +168,35 @@ func (c *Compiler) publish(a *Artifact, so []byte) error {
 		}
 		a.SharedObject = soPath
 	}
-	raw, err := json.Marshal(a)
+	meta := a
+	var entry cacheEntry
+	written := len(so)
+	if target.Kind == TargetHost && (a.Source != "" || a.IR != "") {
+		text := encodeText(a.Source, a.IR)
+		sum := sha256.Sum256(text)
+		entry.Text = hex.EncodeToString(sum[:])
+		if err := writeAtomic(c.textPath(a.Key), text, 0o644); err != nil {
+			return err
+		}
+		written += len(text)
+		lean := *a
+		lean.Source, lean.IR = "", ""
+		meta = &lean
+	}
+	raw, err := json.Marshal(meta)
 	if err != nil {
 		return fmt.Errorf("loom: cache: %w", err)
 	}
 	sum := sha256.Sum256(raw)
-	data, err := json.Marshal(cacheEntry{Artifact: raw, Digest: hex.EncodeToString(sum[:])})
+	entry.Artifact, entry.Digest = raw, hex.EncodeToString(sum[:])
+	data, err := json.Marshal(entry)
 	if err != nil {
 		return fmt.Errorf("loom: cache: %w", err)
 	}
 	if err := writeAtomic(metaPath, data, 0o644); err != nil {
 		return err
 	}
-	c.wrote(len(so) + len(data)) // the entry is whole: a trim it starts may take it
+	c.wrote(written + len(data)) // the entry is whole: a trim it starts may take it
 	return nil
 }
 

@@ -336,13 +336,22 @@ func (c *Compiler) Compile(src KernelSource, target Target) (*Artifact, error) {
 
 // CompileContext is Compile with a context that bounds the C compiler's run.
 func (c *Compiler) CompileContext(ctx context.Context, src KernelSource, target Target) (*Artifact, error) {
+	return c.compileContext(ctx, src, target, true)
+}
+
+// compileContext is CompileContext; text false is Request.RunOnly.
+func (c *Compiler) compileContext(ctx context.Context, src KernelSource, target Target, text bool) (*Artifact, error) {
 	src, key, err := c.prepare(ctx, src, target)
 	if err != nil {
 		return nil, err
 	}
-	// One compilation per key at a time in this process.
+	// One compilation per key (and kind of artifact) at a time in this process.
+	flightKey := key
+	if !text {
+		flightKey += " run-only"
+	}
 	c.mu.Lock()
-	if f, ok := c.inflight[key]; ok {
+	if f, ok := c.inflight[flightKey]; ok {
 		c.mu.Unlock()
 		select {
 		case <-f.done:
@@ -355,11 +364,11 @@ func (c *Compiler) CompileContext(ctx context.Context, src KernelSource, target 
 		}
 	}
 	f := &flight{done: make(chan struct{})}
-	c.inflight[key] = f
+	c.inflight[flightKey] = f
 	c.mu.Unlock()
-	f.art, f.err = c.compileKey(ctx, src, target, key)
+	f.art, f.err = c.compileKey(ctx, src, target, key, text)
 	c.mu.Lock()
-	delete(c.inflight, key)
+	delete(c.inflight, flightKey)
 	c.mu.Unlock()
 	close(f.done)
 	return f.art, f.err
@@ -392,8 +401,8 @@ func (c *Compiler) prepare(ctx context.Context, src KernelSource, target Target)
 	return src, key, err
 }
 
-func (c *Compiler) compileKey(ctx context.Context, src KernelSource, target Target, key string) (*Artifact, error) {
-	if art, status := c.lookup(key, target); status == cacheHit {
+func (c *Compiler) compileKey(ctx context.Context, src KernelSource, target Target, key string, text bool) (*Artifact, error) {
+	if art, status := c.lookup(key, target, text); status == cacheHit {
 		c.hits.Add(1)
 		return art, nil
 	} else if status == cacheCorrupt {
@@ -410,10 +419,10 @@ func (c *Compiler) compileKey(ctx context.Context, src KernelSource, target Targ
 		if err != nil {
 			return nil, err
 		}
-		if err := c.publish(art, so); err != nil {
+		if err := c.publish(art, target, so); err != nil {
 			return nil, err
 		}
-	} else if err := c.publish(art, nil); err != nil {
+	} else if err := c.publish(art, target, nil); err != nil {
 		return nil, err
 	}
 	return art, nil
@@ -493,6 +502,10 @@ func (c *Compiler) buildSharedObject(ctx context.Context, source string, target 
 type Request struct {
 	Source KernelSource
 	Target Target
+	// RunOnly says the caller loads and runs the artifact and never reads its Source or IR:
+	// a host artifact read from the disk cache then comes without them (they stay on disk,
+	// unread; a fresh compilation's come along anyway).
+	RunOnly bool
 }
 
 // Result is the outcome of one Request.
@@ -522,7 +535,7 @@ func (c *Compiler) CompileBatch(ctx context.Context, reqs []Request) []Result {
 				return
 			}
 			defer func() { <-sem }()
-			out[i].Artifact, out[i].Err = c.CompileContext(ctx, reqs[i].Source, reqs[i].Target)
+			out[i].Artifact, out[i].Err = c.compileContext(ctx, reqs[i].Source, reqs[i].Target, !reqs[i].RunOnly)
 		}(i)
 	}
 	wg.Wait()

@@ -51,7 +51,9 @@ type CompiledKernel struct {
 func CompileKernel(c Compiler, op string, dev *native.Device, sources []KernelSource) ([]CompiledKernel, error) {
 	requests := make([]loom.Request, len(sources))
 	for i, src := range sources {
-		requests[i] = loom.Request{Source: src, Target: c.Target}
+		// The session loads and runs what it compiles: a host artifact from the disk cache
+		// need not bring its C source and IR text along.
+		requests[i] = loom.Request{Source: src, Target: c.Target, RunOnly: true}
 	}
 	results := c.Loom.CompileBatch(context.Background(), requests)
 	out := make([]CompiledKernel, len(results))

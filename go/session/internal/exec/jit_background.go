@@ -368,7 +368,7 @@ func (c *KernelCache) compileBackground(ctx context.Context, mctx *device.ModelC
 	// The compiler's misses meanwhile, less those the run path counted as its own (it
 	// compiles under c.Mu, typically inside this window), are this kernel's.
 	before, fgBefore := comp.Loom.Stats().Misses, c.bg.fgMisses.Load()
-	res := comp.Loom.CompileBatch(ctx, []loom.Request{{Source: src, Target: comp.Target}})[0]
+	res := comp.Loom.CompileBatch(ctx, []loom.Request{{Source: src, Target: comp.Target, RunOnly: true}})[0]
 	d := max(comp.Loom.Stats().Misses-before-(c.bg.fgMisses.Load()-fgBefore), 0)
 	c.bg.misses.Add(d)
 	c.bg.mu.Lock()
