@@ -2,7 +2,6 @@ package infer
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -92,23 +91,13 @@ func TestInferNodeTests(t *testing.T) {
 }
 
 func TestInferReferenceModels(t *testing.T) {
-	models := referenceModels()
-	if len(models) == 0 {
-		t.Skip("no reference models found (go/session/testdata/models, tools/models/fetch.sh, or LOOM_ONNX_MODELS)")
-	}
-	for _, p := range models {
-		t.Run(filepath.Base(p), func(t *testing.T) {
-			m, err := graph.Load(p)
-			require.NoError(t, err)
-			defer m.Close()
-			require.NoError(t, Shapes(m))
-			require.NoError(t, m.Check())
-			d, probs := compareDeclared(m)
-			require.Empty(t, probs)
-			for _, o := range m.Graph.Outputs {
-				t.Logf("output %s: declared %v inferred %v", o.Name, o.Declared, o.Inferred)
-			}
-			t.Logf("%d declared dims matched", d)
-		})
-	}
+	eachReferenceModel(t, func(t *testing.T, m *graph.Model) {
+		require.NoError(t, m.Check())
+		d, probs := compareDeclared(m)
+		require.Empty(t, probs)
+		for _, o := range m.Graph.Outputs {
+			t.Logf("output %s: declared %v inferred %v", o.Name, o.Declared, o.Inferred)
+		}
+		t.Logf("%d declared dims matched", d)
+	})
 }

@@ -107,3 +107,21 @@ func referenceModels() []string {
 	sort.Strings(out)
 	return out
 }
+
+// eachReferenceModel runs f on each reference model (referenceModels), loaded and with its
+// shapes inferred, as a subtest; it skips the test when there is none.
+func eachReferenceModel(t *testing.T, f func(t *testing.T, m *graph.Model)) {
+	models := referenceModels()
+	if len(models) == 0 {
+		t.Skip("no reference models found (go/session/testdata/models, tools/models/fetch.sh, or LOOM_ONNX_MODELS)")
+	}
+	for _, p := range models {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			m, err := graph.Load(p)
+			require.NoError(t, err)
+			defer m.Close()
+			require.NoError(t, Shapes(m))
+			f(t, m)
+		})
+	}
+}

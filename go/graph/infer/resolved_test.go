@@ -1,7 +1,6 @@
 package infer
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,37 +21,27 @@ func typesOf(m *graph.Model) map[string]string {
 // the same types as one that has ShapesFor resolve it (the reference models, their symbolic
 // dimensions bound to 3 and then 5).
 func TestResolvedSignatureInfersAsResolving(t *testing.T) {
-	models := referenceModels()
-	if len(models) == 0 {
-		t.Skip("no reference models found (go/session/testdata/models, tools/models/fetch.sh, or LOOM_ONNX_MODELS)")
-	}
-	for _, p := range models {
-		t.Run(filepath.Base(p), func(t *testing.T) {
-			m, err := graph.Load(p)
-			require.NoError(t, err)
-			defer m.Close()
-			require.NoError(t, Shapes(m))
-			for _, size := range []int64{3, 5} {
-				sig := Signature{Shapes: map[string]graph.Shape{}}
-				for _, in := range m.Graph.Inputs {
-					if in.Initializer != nil || in.Declared.Kind != graph.KindTensor {
-						continue
-					}
-					s := in.Declared.Shape.Clone()
-					for i, d := range s {
-						if !d.Known() {
-							s[i] = graph.DimOf(size)
-						}
-					}
-					sig.Shapes[in.Name] = s
+	eachReferenceModel(t, func(t *testing.T, m *graph.Model) {
+		for _, size := range []int64{3, 5} {
+			sig := Signature{Shapes: map[string]graph.Shape{}}
+			for _, in := range m.Graph.Inputs {
+				if in.Initializer != nil || in.Declared.Kind != graph.KindTensor {
+					continue
 				}
-				require.NoError(t, ShapesFor(m, sig))
-				want := typesOf(m)
-				sig.Resolved = true
-				require.NoError(t, Shapes(m)) // back to the declared shapes, then bound again
-				require.NoError(t, ShapesFor(m, sig))
-				require.Equal(t, want, typesOf(m), "size %d", size)
+				s := in.Declared.Shape.Clone()
+				for i, d := range s {
+					if !d.Known() {
+						s[i] = graph.DimOf(size)
+					}
+				}
+				sig.Shapes[in.Name] = s
 			}
-		})
-	}
+			require.NoError(t, ShapesFor(m, sig))
+			want := typesOf(m)
+			sig.Resolved = true
+			require.NoError(t, Shapes(m)) // back to the declared shapes, then bound again
+			require.NoError(t, ShapesFor(m, sig))
+			require.Equal(t, want, typesOf(m), "size %d", size)
+		}
+	})
 }
