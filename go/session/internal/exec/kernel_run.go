@@ -228,6 +228,11 @@ func kernelRun(key string, fallback ops.OpFunc) RunFunc {
 			}
 			return fallback(rc, n, in)
 		}
+		if fallback != nil && shapeArithmetic(in, p.Outputs) {
+			outs, err := fallback(rc, n, in)
+			rc.KernelVariant, rc.KernelReason = VariantHost, shapeArithmeticReason
+			return outs, err
+		}
 		// The outputs' shapes are checked against the element limit, and their bytes reserved
 		// from the memory budget, before anything is compiled or allocated for them.
 		for i, o := range p.Outputs {
@@ -243,6 +248,46 @@ func kernelRun(key string, fallback ops.OpFunc) RunFunc {
 		}
 		return rc.RunKernelPlanFor(n, p, in)
 	}
+}
+
+// Shape arithmetic runs as host functions. A model exported from a framework computes its
+// Reshape targets, slice bounds and the like from Shape through Gather, Slice, Concat and Cast
+// of a few int64 elements; where those run the op's kernels, each costs a kernel plan, a
+// device session's uploads and a launch (35-170 us each on two loaded cores, 2026-12-07), the
+// host function about a microsecond. PP-OCRv4 rec folds 19 such nodes for every new image
+// width (ShapeTrace), a few milliseconds of its first run at that width. Integer and bool
+// values are exact either way (the ops with integer kernels move, cast and compare values;
+// integer arithmetic has no kernels), so the result is the same.
+
+// shapeArithmeticElements is the most elements an input or output of an op may have for it to
+// run as shape arithmetic.
+const shapeArithmeticElements = 64
+
+// shapeArithmeticReason is the reason the trace gives such an op.
+var shapeArithmeticReason = "host: integer values of at most " + strconv.Itoa(shapeArithmeticElements) +
+	" elements (shape arithmetic) run as the host function"
+
+// shapeArithmetic reports whether an op reading in and writing outs (its kernel plan's
+// outputs) is shape arithmetic: every present input and every output an integer or bool
+// tensor of at most shapeArithmeticElements elements.
+func shapeArithmetic(in []tensor.Tensor, outs []ops.ValueType) bool {
+	small := func(dt tensor.DType, n int) bool {
+		return (dt.IsInteger() || dt == graph.Bool) && n <= shapeArithmeticElements
+	}
+	for _, t := range in {
+		if !t.IsValid() {
+			continue // an omitted optional input (as the planners take it)
+		}
+		if tensor.Box(t) != nil || !small(t.DType(), t.Len()) {
+			return false
+		}
+	}
+	for _, o := range outs {
+		if !small(o.Dtype, ops.Numel(o.Shape)) {
+			return false
+		}
+	}
+	return len(outs) > 0
 }
 
 // wrappable returns the memory of operand o (an input, a constant or an output of p) when
