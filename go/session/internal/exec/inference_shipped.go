@@ -173,10 +173,11 @@ func (c *KernelCache) servable(ctx *device.ModelContext, calls []ops.KernelCall)
 
 // loaded says whether call's kernel is loaded in the cache already.
 func (c *KernelCache) loaded(call ops.KernelCall) bool {
+	var buf [256]byte
+	key := ops.AppendKernelKey(buf[:0], call.File, call.Symbol, call.Config) // outside the lock
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
-	var buf [256]byte
-	_, ok := c.Kernels[string(ops.AppendKernelKey(buf[:0], call.File, call.Symbol, call.Config))]
+	_, ok := c.Kernels[string(key)]
 	return ok
 }
 

@@ -171,25 +171,28 @@ func KernelKey(file, symbol string, config map[string]string) string {
 // key in the caller's buffer (m[string(b)] allocates nothing): a new shape's plan looks up
 // every call's kernel several times.
 func AppendKernelKey(b []byte, file, symbol string, config map[string]string) []byte {
-	var small [16]string
-	keys := small[:0]
-	for k := range config {
-		keys = append(keys, k)
+	// The pairs on the stack (a convolution's configuration has about 20), each value taken
+	// with its key rather than looked up again.
+	type pair struct{ k, v string }
+	var small [32]pair
+	kv := small[:0]
+	for k, v := range config {
+		kv = append(kv, pair{k, v})
 	}
 	// Insertion sort: a configuration has a handful of keys (sort.Strings allocated).
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
+	for i := 1; i < len(kv); i++ {
+		for j := i; j > 0 && kv[j].k < kv[j-1].k; j-- {
+			kv[j], kv[j-1] = kv[j-1], kv[j]
 		}
 	}
 	b = append(b, file...)
 	b = append(b, 0)
 	b = append(b, symbol...)
-	for _, k := range keys {
+	for _, p := range kv {
 		b = append(b, 0)
-		b = append(b, k...)
+		b = append(b, p.k...)
 		b = append(b, '=')
-		b = append(b, config[k]...)
+		b = append(b, p.v...)
 	}
 	return b
 }
