@@ -255,9 +255,11 @@ func kernelRun(key string, fallback ops.OpFunc) RunFunc {
 // of a few int64 elements; where those run the op's kernels, each costs a kernel plan, a
 // device session's uploads and a launch (35-170 us each on two loaded cores, 2026-12-07), the
 // host function about a microsecond. PP-OCRv4 rec folds 19 such nodes for every new image
-// width (ShapeTrace), a few milliseconds of its first run at that width. Integer and bool
-// values are exact either way (the ops with integer kernels move, cast and compare values;
-// integer arithmetic has no kernels), so the result is the same.
+// width (ShapeTrace), a few milliseconds of its first run at that width. The result is the
+// same: the ops with integer kernels move, cast and compare values (integer arithmetic has
+// no kernels), and the host functions, which compute in float64, do so exactly for integers
+// of at most 2^53 in magnitude; an int64 or uint64 input beyond that (not a shape) takes the
+// kernels (a host Cast of a random int64 to int32 came out 4 off the kernel's wrapped value).
 
 // shapeArithmeticElements is the most elements an input or output of an op may have for it to
 // run as shape arithmetic.
@@ -268,17 +270,22 @@ var shapeArithmeticReason = "host: integer values of at most " + strconv.Itoa(sh
 	" elements (shape arithmetic) run as the host function"
 
 // shapeArithmetic reports whether an op reading in and writing outs (its kernel plan's
-// outputs) is shape arithmetic: every present input and every output an integer or bool
-// tensor of at most shapeArithmeticElements elements.
+// outputs) is shape arithmetic: every present input and every output an integer (of 8 to 64
+// bits) or bool tensor of at most shapeArithmeticElements elements, the inputs' values held
+// in Go memory and exact in float64.
 func shapeArithmetic(in []tensor.Tensor, outs []ops.ValueType) bool {
 	small := func(dt tensor.DType, n int) bool {
-		return (dt.IsInteger() || dt == graph.Bool) && n <= shapeArithmeticElements
+		switch dt {
+		case graph.Bool, graph.Int8, graph.Uint8, graph.Int16, graph.Uint16, graph.Int32, graph.Uint32, graph.Int64, graph.Uint64:
+			return n <= shapeArithmeticElements
+		}
+		return false
 	}
 	for _, t := range in {
 		if !t.IsValid() {
 			continue // an omitted optional input (as the planners take it)
 		}
-		if tensor.Box(t) != nil || !small(t.DType(), t.Len()) {
+		if tensor.Box(t) != nil || !small(t.DType(), t.Len()) || !exactInFloat64(t) {
 			return false
 		}
 	}
@@ -288,6 +295,32 @@ func shapeArithmetic(in []tensor.Tensor, outs []ops.ValueType) bool {
 		}
 	}
 	return len(outs) > 0
+}
+
+// exactInFloat64 reports whether t's values are in Go memory and float64 holds each exactly:
+// always for the integers of 32 bits or fewer and bool, for int64 and uint64 those of at most
+// 2^53 in magnitude.
+func exactInFloat64(t tensor.Tensor) bool {
+	const limit = 1 << 53
+	switch v := t.Data().(type) {
+	case []int64:
+		for _, e := range v {
+			if e > limit || e < -limit {
+				return false
+			}
+		}
+		return true
+	case []uint64:
+		for _, e := range v {
+			if e > limit {
+				return false
+			}
+		}
+		return true
+	case []bool, []int8, []uint8, []int16, []uint16, []int32, []uint32:
+		return true
+	}
+	return false
 }
 
 // wrappable returns the memory of operand o (an input, a constant or an output of p) when
