@@ -16,12 +16,14 @@ import (
 // against a KV cache of 32 positions, the same shapes every step) on the host provider, at 1
 // and 2 threads: eager Run (the compiled run plan, outputs allocated and handed back with
 // Recycle), eager RunWithDeviceBindings (inputs and outputs in persistent bindings), and the
-// replay of the captured device graph against the same bindings.
+// replay of the captured device graph against the same bindings. The kernels compile on the
+// run path (sameKernels): every mode times the exact kernels, and the capture never meets a
+// plan on background stand-ins.
 func BenchmarkDecodeStep(b *testing.B) {
 	const heads, headDim, kvLen = 4, 16, 32
 	kv := []string{"k0", "v0", "k1", "v1"}
 	for _, threads := range []int{1, 2} {
-		s, err := Load("testdata/models/tiny_gpt_kv.onnx", WithExecutionProvider(ProviderHost), WithIntraOpThreads(threads))
+		s, err := Load("testdata/models/tiny_gpt_kv.onnx", sameKernels([]LoadOption{WithExecutionProvider(ProviderHost), WithIntraOpThreads(threads)})...)
 		require.NoError(b, err)
 		rnd := inferRand()
 		feeds := []tensor.NamedTensor{{Name: "input_ids", Tensor: tensor.MustTensor([]int64{1, 1}, []int64{7})}}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/loomrt/loom/go/session/internal/exec"
@@ -254,6 +256,25 @@ func (s *InferenceSession) auditCapture(st *bindingState, step *boundStep, bindi
 	}
 	if !warmed {
 		return reject(SeamNotWarmed, "the plan of this shape signature has not run yet (its kernels are not loaded nor its segments recorded): run the step with RunWithDeviceBindings once more")
+	}
+	// A plan built with shape-generic stand-ins for kernels compiling in the background
+	// (loom.jit=background) is replaced by the exact kernels' plan once they are loaded; a
+	// graph captured from it would keep the stand-ins until ResetDeviceGraph (slower, and not
+	// the eager runs' results bit for bit).
+	if nodes, loaded := s.plans.StandIns(e); len(nodes) > 0 {
+		names := make([]string, len(nodes))
+		for i, n := range nodes {
+			names[i] = strconv.Quote(n.Name)
+			reason := "runs a shape-generic stand-in while its exact kernel compiles in the background (session option " + OptionJIT + "=background)"
+			if loaded {
+				reason = "runs a shape-generic stand-in; its exact kernel, compiled in the background, is loaded and the step's next run plans with it"
+			}
+			res.Declines = append(res.Declines, CaptureDecline{Node: n.Name, OpType: n.OpType, Domain: n.Domain, Reason: reason, SeamKind: SeamNotWarmed})
+		}
+		if loaded {
+			return reject(SeamNotWarmed, "the step's plan runs shape-generic stand-ins for %s, whose exact kernels, compiled in the background, are now loaded: run the step once more (its next run plans it with them), then capture; a graph captured now would keep the stand-ins until ResetDeviceGraph", strings.Join(names, ", "))
+		}
+		return reject(SeamNotWarmed, "the step's plan runs shape-generic stand-ins for %s while the exact kernels compile in the background (session option %s=background): a graph captured now would keep the stand-ins until ResetDeviceGraph; run the step until they are loaded (CacheStats.Background), or compile them before the first run (Warmup with the step's shapes, or %s=sync)", strings.Join(names, ", "), OptionJIT, OptionJIT)
 	}
 	for _, h := range t.HostSteps() {
 		reason := h.Reason

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/loomrt/loom/go/graph"
+	"github.com/loomrt/loom/go/session/internal/exec"
 	"github.com/loomrt/loom/go/session/internal/tensor"
 )
 
@@ -540,4 +541,99 @@ func TestGPTKVGrowingDecodeWithBindings(t *testing.T) {
 		assert.Equal(t, uint64(steps), memo.Primed+memo.Rebuilt+memo.Ineligible)
 		assert.True(t, slices.ContainsFunc(s.CaptureSegmentation(), func(d CaptureDecline) bool { return d.SeamKind == SeamGrowingShape }))
 	})
+}
+
+// Under the default loom.jit=background, a plan built while its exact kernels compile runs
+// shape-generic stand-ins: the capture declines, naming the nodes that run them (SeamNotWarmed),
+// while the compile is held in flight and again once the kernels are loaded but not yet planned
+// with; the step's next run plans with them, and the graph captured then replays the exact
+// kernels, bit for bit the results of a session that compiled them on the run path. (Host
+// only: the cuda provider ships this model's kernels, shape-generic, and compiles nothing.)
+func TestCaptureDeclinesBackgroundStandIns(t *testing.T) {
+	opts := []LoadOption{WithExecutionProvider(ProviderHost), WithIntraOpThreads(1)}
+	release := make(chan struct{})
+	restore := exec.SetBackgroundHook(func(ctx context.Context) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	})
+	defer restore()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	rnd := inferRand()
+	lm := newRNNLM(t, rnd, 40, 24, false)
+	const steps = 8
+	first := int64(rnd.IntN(lm.v))
+	exact, err := FromGraph(lm.model, sameKernels(opts)...)
+	require.NoError(t, err)
+	defer exact.Close()
+	wantToks, wantLogits, _ := decodeEager(t, exact, lm, first, steps)
+
+	s, err := FromGraph(lm.model, opts...) // loom.jit=background, the default
+	require.NoError(t, err)
+	defer s.Close()
+	b := newLMBindings(t, s, lm, first)
+	ctx := context.Background()
+	restart := func() { // the state and the token of step 0
+		require.NoError(t, b.h.Upload(tensor.MustTensor([]int64{1, int64(lm.h)}, make([]float32, lm.h))))
+		require.NoError(t, b.tok.Upload(tensor.MustTensor([]int64{1}, []int64{first})))
+	}
+	for range 2 {
+		_, err := s.RunWithDeviceBindings(ctx, nil, b.all())
+		require.NoError(t, err)
+	}
+	res, err := s.TryCaptureWithDeviceBindings(ctx, nil, b.all())
+	require.NoError(t, err)
+	require.False(t, res.Captured, "the plan runs stand-ins")
+	require.NotEmpty(t, res.Declines)
+	var nodes []string
+	for _, d := range res.Declines {
+		assert.Equal(t, SeamNotWarmed, d.SeamKind)
+		assert.Contains(t, d.Reason, "compiles in the background")
+		nodes = append(nodes, d.Node+" "+d.OpType)
+	}
+	assert.Equal(t, []string{"proj MatMul", "head MatMul"}, nodes)
+	assert.Contains(t, res.Reason, `stand-ins for "proj", "head" while the exact kernels compile in the background`)
+	assert.Equal(t, 0, s.CapturedGraphSegmentCount())
+	_, err = s.ReplayDeviceGraph(b.all())
+	requireKind(t, err, ErrNotCaptured, "")
+
+	close(release)
+	released = true
+	require.NoError(t, s.waitBackground(ctx))
+	res, err = s.TryCaptureWithDeviceBindings(ctx, nil, b.all())
+	require.NoError(t, err)
+	require.False(t, res.Captured, "the kernels are loaded but the plan still runs the stand-ins")
+	assert.Contains(t, res.Reason, "are now loaded: run the step once more")
+	require.Len(t, res.Declines, 2)
+	assert.Contains(t, res.Declines[0].Reason, "is loaded and the step's next run plans with it")
+
+	_, err = s.RunWithDeviceBindings(ctx, nil, b.all()) // plans the step with the exact kernels
+	require.NoError(t, err)
+	restart()
+	var toks []int64
+	for i := range steps {
+		if i == 0 {
+			res, err := s.TryCaptureWithDeviceBindings(ctx, nil, b.all())
+			require.NoError(t, err)
+			require.True(t, res.Captured, res.Reason)
+			require.Empty(t, res.Declines)
+		} else {
+			ok, err := s.ReplayDeviceGraph(b.all())
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		tok, logits := b.nextToken(t)
+		require.Equal(t, wantLogits[i], logits, "step %d: not the exact kernels' result", i)
+		toks = append(toks, tok)
+	}
+	require.Equal(t, wantToks, toks)
+	st := s.CacheStats()
+	assert.Equal(t, int64(1), st.ProvisionalPlans)
+	assert.Equal(t, int64(1), st.ReplannedPlans)
 }

@@ -60,7 +60,8 @@ func TestSharedArenasServeEverySignature(t *testing.T) {
 				t.Cleanup(func() { require.NoError(t, s.Close()) })
 				return s
 			}
-			shared, own, interpreted := open(), open(WithOption(OptionSharedArenas, "0")), open(WithOption(OptionRunPlan, "0"))
+			// shared and own are held to each other bit for bit: the same kernels (sameKernels).
+			shared, own, interpreted := open(sameKernels(nil)...), open(sameKernels([]LoadOption{WithOption(OptionSharedArenas, "0")})...), open(WithOption(OptionRunPlan, "0"))
 			for _, size := range c.sizes {
 				for range 2 { // the signature's first run and a later one
 					feeds := c.feeds(rnd, size)

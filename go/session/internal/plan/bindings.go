@@ -162,6 +162,34 @@ func (c *Cache) Warmed(e *Entry) (*Template, bool) {
 	return e.Template, e.Template != nil && e.Count > 0
 }
 
+// StandIns are the nodes of e's plan that run shape-generic stand-ins while their exact
+// kernels compile in the background (exec.Substitutes), in step order, and whether those
+// kernels have all settled with one loaded since (the signature's next lookup plans it again
+// with them). None when the plan was built with its exact kernels, or when every compile it
+// waited for failed (the stand-ins then stay). A captured device graph would keep the
+// stand-ins until it is reset.
+func (c *Cache) StandIns(e *Entry) (nodes []*graph.Node, loaded bool) {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	if e.Template == nil || len(e.waits) == 0 && !e.stale {
+		return nil, false
+	}
+	loaded = c.staleLocked(e)
+	if len(e.waits) == 0 { // every compile failed
+		return nil, false
+	}
+	for i := range e.Template.Steps {
+		st := &e.Template.Steps[i]
+		if st.Node == nil || slices.Contains(nodes, st.Node) {
+			continue
+		}
+		if kc, _ := exec.Substitutes(st.kernel); kc != nil {
+			nodes = append(nodes, st.Node)
+		}
+	}
+	return nodes, loaded
+}
+
 // TakeLatched returns the violation bits the instance's kernels set since the last call,
 // and clears them.
 func (inst *Instance) TakeLatched() uint32 {
