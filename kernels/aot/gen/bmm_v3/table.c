@@ -6,9 +6,11 @@
 
 #include "loom/loom.h"
 
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e16d75a6905d7_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e4c3437eb5ec3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e64af919ff991_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6c35aa3f2e36_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e7377c411d3d1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e92dd7d826e4d_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e435f9ce5dbd3_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e7021b628b2c9_entries(uint32_t* count, const char** target);
@@ -17,9 +19,11 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e847ae8
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e16d75a6905d7_entries,
     loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e4c3437eb5ec3_entries,
     loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e64af919ff991_entries,
     loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6c35aa3f2e36_entries,
+    loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e7377c411d3d1_entries,
     loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e92dd7d826e4d_entries,
     loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e435f9ce5dbd3_entries,
     loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e7021b628b2c9_entries,

@@ -10,6 +10,8 @@ const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e08aa48e0f6a
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e33d8dcc075a1_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e4574bedd9c73_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e68b5c0ede1b6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e87b187313a3c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ea01b0e396a8e_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e1a02e41f1e48_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e39c87b7aa57a_entries(uint32_t* count, const char** target);
 const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec2c09dc4c23b_entries(uint32_t* count, const char** target);
@@ -21,6 +23,8 @@ static const loom_aot_entries_fn loom_aot_table[] = {
     loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e33d8dcc075a1_entries,
     loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e4574bedd9c73_entries,
     loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e68b5c0ede1b6_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2e87b187313a3c_entries,
+    loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_2ea01b0e396a8e_entries,
     loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e1a02e41f1e48_entries,
     loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2e39c87b7aa57a_entries,
     loom_aot_loom_2eaot_2ev4_2ebmm_2ebmm_5fnt_2ec2c09dc4c23b_entries,

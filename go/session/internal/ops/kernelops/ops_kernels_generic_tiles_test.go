@@ -3,6 +3,7 @@ package kernelops
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -69,6 +70,30 @@ func TestGemmTilesFitTheRegisterFile(t *testing.T) {
 				require.Equal(t, nnTile{mr: 8, nv: 3, vl: 16, ks: 1}, tile, "%s n=%d", target, n)
 			case "host-x86_64-v3":
 				require.Equal(t, nnTile{mr: 4, nv: 1, vl: 16, ks: 1}, tile, "%s n=%d", target, n)
+			}
+		}
+		restore()
+	}
+}
+
+// bmm's register tile (MR rows by NV vectors of 16 lanes, default NV 2) fits each host's vector
+// registers with B's vectors and a broadcast: on AVX-512 the planner keeps NV 2; on AVX2 and
+// NEON tiles of 4 and 6 rows take one vector (6 x 2 such vectors are 24 of AVX2's 16
+// registers: they spilled; kernels/aot/corpus.txt ships both variants).
+func TestBMMTilesFitTheRegisterFile(t *testing.T) {
+	for _, target := range []string{"host-x86_64-v4", "host-x86_64-v3", "host-aarch64-v8"} {
+		restore := SetVectorFile(loom.MustParseTarget(target))
+		for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 128} {
+			c := bmmSpec{m: m, n: 128, k: 64, dims: [3]int{1, 1, 12}}.call()
+			mr, _ := strconv.Atoi(c.Config["MR"])
+			nv := 2
+			if v, ok := c.Config["NV"]; ok {
+				nv, _ = strconv.Atoi(v)
+			}
+			rpv := ceilDiv(16*4, vectorRegBytes)
+			require.LessOrEqual(t, mr*nv*rpv+nv*rpv+1, vectorRegs, "%s m=%d: %v", target, m, c.Config)
+			if target == "host-x86_64-v4" || mr <= 2 {
+				require.Equal(t, 2, nv, "%s m=%d: two vectors fit", target, m)
 			}
 		}
 		restore()
