@@ -43,7 +43,8 @@ func (s bmmSpec) call() ops.KernelCall {
 		mr, tm = 4, 2
 	}
 	config := map[string]string{"MR": strconv.Itoa(mr), "TM": strconv.Itoa(tm)}
-	if !bmmTileFits(mr, 2) {
+	// One vector of 16 lanes a row, not NV's two, where two outnumber the registers (see nnCost).
+	if rpv := ceilDiv(16*4, vectorRegBytes); mr*2*rpv+2*rpv+1 > vectorRegs {
 		config["NV"] = "1"
 	}
 	batch := s.dims[0] * s.dims[1] * s.dims[2]
@@ -52,13 +53,6 @@ func (s bmmSpec) call() ops.KernelCall {
 		U(s.cBatch[0]), U(s.cBatch[1]), U(s.cBatch[2])}
 	return ops.KernelCall{File: "bmm.loom", Symbol: "bmm", Config: config,
 		Args: args, Workload: args[:3], Bind: []ops.KernelBinding{ops.ReadOf(s.a), ops.ReadOf(s.b), ops.WriteOf(s.c)}}
-}
-
-// bmmTileFits reports whether bmm's full tile of mr rows by nv vectors of 16 lanes (its VL),
-// B's nv vectors and a broadcast element fit the host's vector registers (see nnCost).
-func bmmTileFits(mr, nv int) bool {
-	rpv := ceilDiv(16*4, vectorRegBytes)
-	return mr*nv*rpv+nv*rpv+1 <= vectorRegs
 }
 
 // callNT is the launch of C = A·Bᵀ (bmm_nt): B is [n, k] with row stride bs0 and contiguous
