@@ -169,7 +169,12 @@ func benchDecode(ctx context.Context, s *session.InferenceSession, model string,
 	// the eager steps and the replays time the same kernels.
 	if bg := s.CacheStats().Background; bg.Queued > bg.Done+bg.Failed {
 		for deadline := time.Now().Add(2 * time.Minute); bg.Queued > bg.Done+bg.Failed && time.Now().Before(deadline); bg = s.CacheStats().Background {
-			if err := stepAfterPause(ctx, s, bindings); err != nil {
+			select {
+			case <-ctx.Done():
+				return r, ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+			if _, err := s.RunWithDeviceBindings(ctx, nil, bindings); err != nil {
 				return r, err
 			}
 		}
@@ -192,15 +197,6 @@ func benchDecode(ctx context.Context, s *session.InferenceSession, model string,
 		return r, nil
 	}
 	res, err := s.TryCaptureWithDeviceBindings(ctx, nil, bindings)
-	// A kernel queued after the warm-up (a run that planned again) may still compile, and
-	// the capture declines a plan on its stand-in (a graph would keep it): the step runs
-	// eagerly, 10 ms apart, until it is planned with the exact kernels (two minutes at most).
-	for deadline := time.Now().Add(2 * time.Minute); err == nil && !res.Captured && onStandIns(res.Declines) && time.Now().Before(deadline); {
-		if err := stepAfterPause(ctx, s, bindings); err != nil {
-			return r, err
-		}
-		res, err = s.TryCaptureWithDeviceBindings(ctx, nil, bindings)
-	}
 	if err != nil {
 		return r, err
 	}
@@ -247,27 +243,4 @@ func printDecode(w io.Writer, r decodeResult, asJSON bool) {
 	case r.Reason != "":
 		fmt.Fprintf(w, "  replay  not capturable: %s\n", r.Reason)
 	}
-}
-
-// stepAfterPause runs the step eagerly after 10 ms (a background compile's time to finish),
-// or returns ctx's error when it is done first.
-func stepAfterPause(ctx context.Context, s *session.InferenceSession, bindings []*session.DeviceBinding) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(10 * time.Millisecond):
-	}
-	_, err := s.RunWithDeviceBindings(ctx, nil, bindings)
-	return err
-}
-
-// onStandIns reports whether a capture declined only nodes on shape-generic stand-ins whose
-// exact kernels compile in the background (session.SeamNotWarmed, a node named).
-func onStandIns(declines []session.CaptureDecline) bool {
-	for _, d := range declines {
-		if d.SeamKind != session.SeamNotWarmed || d.Node == "" {
-			return false
-		}
-	}
-	return len(declines) > 0
 }
