@@ -518,7 +518,71 @@ func (p *prover) condFacts(c *ir.Value, negate bool, depth int) []row {
 }
 
 // prove reports whether goal >= 0 follows from the facts in scope.
+// maxSplits bounds the nesting of prove's case splits (each one doubles the proofs tried).
+const maxSplits = 3
+
+// prove reports whether goal >= 0 always holds: by the linear facts, or else by a case split
+// on a min or max among its atoms. a = max(x, y) is x or y (integers), but its linear facts
+// (a >= x, a >= y) bound it from below only: a goal that needs an upper bound of a (its
+// coefficient negative) holds when it holds with x and with y in a's place. Likewise a min,
+// bounded from above only, where the goal needs its lower bound. Where the goal needs the
+// bound the facts give (a max's lower, a min's upper), it holds when it holds with either arm
+// in a's place (c·max(x, y) >= c·x for c > 0), which reaches a min or max nested in an arm.
+// So a clamped index, max(min(i, n - 1), 0), is proven below n (given n >= 1) and at least 0.
+// Atoms are tried in the order of their IDs, so that a kernel compiles to the same code every
+// time.
 func (p *prover) prove(goal *lin) bool {
+	return p.proveSplit(goal, 0)
+}
+
+func (p *prover) proveSplit(goal *lin, depth int) bool {
+	if p.proveLinear(goal) {
+		return true
+	}
+	if goal == nil || depth >= maxSplits {
+		return false
+	}
+	var cands []*ir.Value
+	for a := range goal.terms {
+		if op := a.Def; op != nil && op.Code == ir.OpBinary && len(op.Args) == 2 &&
+			(op.Sub == ir.BinMax || op.Sub == ir.BinMin) {
+			if b := a.Basic(); b != nil && b.IsInteger() {
+				cands = append(cands, a)
+			}
+		}
+	}
+	slices.SortFunc(cands, func(x, y *ir.Value) int { return x.ID - y.ID })
+	for _, a := range cands {
+		c := goal.terms[a]
+		// both: the goal needs the bound the facts lack, so each arm must prove it.
+		both := (a.Def.Sub == ir.BinMax) == (c < 0)
+		ok := both
+		for _, arm := range a.Def.Args {
+			g := goal.clone()
+			delete(g.terms, a)
+			proven := false
+			if g = g.add(p.linear(arm), c); g != nil {
+				proven = p.proveSplit(g, depth+1)
+			}
+			if both && !proven {
+				ok = false
+				break
+			}
+			if !both && proven {
+				ok = true
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// proveLinear reports whether goal >= 0 follows from the linear facts: its negation is
+// infeasible.
+func (p *prover) proveLinear(goal *lin) bool {
 	if goal == nil {
 		return false
 	}

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e16d75a6905d7_entries
-#include "../src/bmm/bmm_a4d50ad4808e.h"
+#include "../src/bmm/bmm_8e01913893b2.h"
 #undef loom_host_module_entries

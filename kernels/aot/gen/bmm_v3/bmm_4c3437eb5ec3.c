@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e4c3437eb5ec3_entries
-#include "../src/bmm/bmm_a9cef0c8bd72.h"
+#include "../src/bmm/bmm_5c4fdf59dc25.h"
 #undef loom_host_module_entries

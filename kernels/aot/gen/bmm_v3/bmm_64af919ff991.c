@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e64af919ff991_entries
-#include "../src/bmm/bmm_774c521d5659.h"
+#include "../src/bmm/bmm_40459386b9c3.h"
 #undef loom_host_module_entries

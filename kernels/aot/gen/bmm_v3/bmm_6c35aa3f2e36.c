@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e6c35aa3f2e36_entries
-#include "../src/bmm/bmm_d829188462ae.h"
+#include "../src/bmm/bmm_aeebaf25a08e.h"
 #undef loom_host_module_entries

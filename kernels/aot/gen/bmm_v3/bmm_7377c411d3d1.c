@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e7377c411d3d1_entries
-#include "../src/bmm/bmm_4c7488716d23.h"
+#include "../src/bmm/bmm_2c5e91ca16eb.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_2e92dd7d826e4d_entries
-#include "../src/bmm/bmm_6c2162362a1e.h"
+#include "../src/bmm/bmm_d13207a569cc.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e435f9ce5dbd3_entries
-#include "../src/bmm/bmm_nt_cb1c9b1cd83f.h"
+#include "../src/bmm/bmm_nt_e84475186259.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e7021b628b2c9_entries
-#include "../src/bmm/bmm_nt_ad75ade72fc8.h"
+#include "../src/bmm/bmm_nt_187f38c496a4.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ebmm_2ebmm_5fnt_2e847ae8632230_entries
-#include "../src/bmm/bmm_nt_2d79eca61f4a.h"
+#include "../src/bmm/bmm_nt_c12942234d4d.h"
 #undef loom_host_module_entries

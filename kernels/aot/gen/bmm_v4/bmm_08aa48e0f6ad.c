@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/bmm/bmm_b562982c8937.h"
+#include "../src/bmm/bmm_fc01775863f3.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/bmm/bmm_8b225495b5a7.h"
+#include "../src/bmm/bmm_8640cca030cd.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/bmm/bmm_044306c73706.h"
+#include "../src/bmm/bmm_55174297b36e.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/bmm/bmm_667ba0e33f42.h"
+#include "../src/bmm/bmm_49b2b7c7a844.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/bmm/bmm_a3f991acbc4d.h"
+#include "../src/bmm/bmm_9b3a53a52170.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

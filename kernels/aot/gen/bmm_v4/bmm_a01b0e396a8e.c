@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/bmm/bmm_1aa63a9df924.h"
+#include "../src/bmm/bmm_82f853c0b0e5.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

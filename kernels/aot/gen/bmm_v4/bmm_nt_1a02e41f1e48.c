@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/bmm/bmm_nt_be8ca80622d5.h"
+#include "../src/bmm/bmm_nt_81a81bca7143.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

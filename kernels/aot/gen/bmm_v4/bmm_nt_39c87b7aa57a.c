@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/bmm/bmm_nt_49a5a8c9faa3.h"
+#include "../src/bmm/bmm_nt_a25d33e1f63d.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

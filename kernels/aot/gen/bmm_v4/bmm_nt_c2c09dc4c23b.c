@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/bmm/bmm_nt_ac940ec504ad.h"
+#include "../src/bmm/bmm_nt_7c253172118a.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

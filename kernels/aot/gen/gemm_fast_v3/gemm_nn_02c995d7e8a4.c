@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e02c995d7e8a4_entries
-#include "../src/gemm_fast/gemm_nn_d78bcb51db76.h"
+#include "../src/gemm_fast/gemm_nn_72cefa13782a.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0420e4c119ed_entries
-#include "../src/gemm_fast/gemm_nn_b7645e8c9c13.h"
+#include "../src/gemm_fast/gemm_nn_b12ac459ab24.h"
 #undef loom_host_module_entries

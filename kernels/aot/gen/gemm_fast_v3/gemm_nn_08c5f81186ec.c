@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e08c5f81186ec_entries
-#include "../src/gemm_fast/gemm_nn_e658eec4c49a.h"
+#include "../src/gemm_fast/gemm_nn_2a9a054cfccd.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e0b5004307737_entries
-#include "../src/gemm_fast/gemm_nn_87c6c6e00050.h"
+#include "../src/gemm_fast/gemm_nn_667ab71bf289.h"
 #undef loom_host_module_entries

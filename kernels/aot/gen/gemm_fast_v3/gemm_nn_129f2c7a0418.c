@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e129f2c7a0418_entries
-#include "../src/gemm_fast/gemm_nn_b41b4821599e.h"
+#include "../src/gemm_fast/gemm_nn_57883115562d.h"
 #undef loom_host_module_entries

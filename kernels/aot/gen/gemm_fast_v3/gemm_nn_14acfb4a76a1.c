@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e14acfb4a76a1_entries
-#include "../src/gemm_fast/gemm_nn_7aed8f072f52.h"
+#include "../src/gemm_fast/gemm_nn_40ee6242d6cd.h"
 #undef loom_host_module_entries

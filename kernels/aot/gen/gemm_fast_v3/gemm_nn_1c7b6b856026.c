@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e1c7b6b856026_entries
-#include "../src/gemm_fast/gemm_nn_223bd59d8bfc.h"
+#include "../src/gemm_fast/gemm_nn_efb2d492173b.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e20523c5a3b4d_entries
-#include "../src/gemm_fast/gemm_nn_8841b85882fd.h"
+#include "../src/gemm_fast/gemm_nn_05f2a82b1709.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2353426e34c4_entries
-#include "../src/gemm_fast/gemm_nn_99d01f6029fa.h"
+#include "../src/gemm_fast/gemm_nn_4b358e5cb8a1.h"
 #undef loom_host_module_entries

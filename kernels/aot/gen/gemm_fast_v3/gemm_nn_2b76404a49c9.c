@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2b76404a49c9_entries
-#include "../src/gemm_fast/gemm_nn_dcb844b1f68d.h"
+#include "../src/gemm_fast/gemm_nn_6f012dfdbc3b.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2d67b7910a8b_entries
-#include "../src/gemm_fast/gemm_nn_42663b906a8d.h"
+#include "../src/gemm_fast/gemm_nn_83434742c9fa.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e2dc41f1686e8_entries
-#include "../src/gemm_fast/gemm_nn_543d817a90eb.h"
+#include "../src/gemm_fast/gemm_nn_b47b675d9360.h"
 #undef loom_host_module_entries

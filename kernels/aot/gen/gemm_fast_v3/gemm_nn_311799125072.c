@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e311799125072_entries
-#include "../src/gemm_fast/gemm_nn_25ec7ec7adba.h"
+#include "../src/gemm_fast/gemm_nn_62b8c7c30e2c.h"
 #undef loom_host_module_entries

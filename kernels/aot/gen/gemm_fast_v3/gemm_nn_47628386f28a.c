@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e47628386f28a_entries
-#include "../src/gemm_fast/gemm_nn_6229dfce68d1.h"
+#include "../src/gemm_fast/gemm_nn_4c79e4f813f5.h"
 #undef loom_host_module_entries

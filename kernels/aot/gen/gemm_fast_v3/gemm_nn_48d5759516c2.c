@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e48d5759516c2_entries
-#include "../src/gemm_fast/gemm_nn_8b52d138933d.h"
+#include "../src/gemm_fast/gemm_nn_14caae898e94.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e557233c6c6b0_entries
-#include "../src/gemm_fast/gemm_nn_571b24bbdbb4.h"
+#include "../src/gemm_fast/gemm_nn_aaeaf58a164a.h"
 #undef loom_host_module_entries

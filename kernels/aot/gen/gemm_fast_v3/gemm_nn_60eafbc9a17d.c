@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e60eafbc9a17d_entries
-#include "../src/gemm_fast/gemm_nn_9e251d48bdd8.h"
+#include "../src/gemm_fast/gemm_nn_1dfb0169447c.h"
 #undef loom_host_module_entries

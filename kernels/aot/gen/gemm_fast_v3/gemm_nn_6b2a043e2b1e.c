@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e6b2a043e2b1e_entries
-#include "../src/gemm_fast/gemm_nn_4d15a286f7db.h"
+#include "../src/gemm_fast/gemm_nn_b9ef69343787.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7812a247cd15_entries
-#include "../src/gemm_fast/gemm_nn_ac0e0429bbe9.h"
+#include "../src/gemm_fast/gemm_nn_e0a1ef9e3471.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e7af7afe567bf_entries
-#include "../src/gemm_fast/gemm_nn_3bf1d8332c74.h"
+#include "../src/gemm_fast/gemm_nn_01e87de8257b.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e83544cc85f54_entries
-#include "../src/gemm_fast/gemm_nn_3fb5a291eb7c.h"
+#include "../src/gemm_fast/gemm_nn_f62bea0661be.h"
 #undef loom_host_module_entries

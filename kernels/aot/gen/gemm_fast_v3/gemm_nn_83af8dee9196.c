@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e83af8dee9196_entries
-#include "../src/gemm_fast/gemm_nn_712d0e1086a1.h"
+#include "../src/gemm_fast/gemm_nn_1b02a9bb1e5e.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e83c923b576a4_entries
-#include "../src/gemm_fast/gemm_nn_5dbbdfffa78f.h"
+#include "../src/gemm_fast/gemm_nn_7b8587f011d2.h"
 #undef loom_host_module_entries

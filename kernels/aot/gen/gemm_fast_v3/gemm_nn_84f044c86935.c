@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e84f044c86935_entries
-#include "../src/gemm_fast/gemm_nn_915f34782bc5.h"
+#include "../src/gemm_fast/gemm_nn_20b22638b95d.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e865dff4cadf6_entries
-#include "../src/gemm_fast/gemm_nn_c22769e8d50c.h"
+#include "../src/gemm_fast/gemm_nn_6e3b0375223c.h"
 #undef loom_host_module_entries

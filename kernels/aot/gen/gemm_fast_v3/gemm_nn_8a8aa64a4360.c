@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e8a8aa64a4360_entries
-#include "../src/gemm_fast/gemm_nn_8649bd4f2812.h"
+#include "../src/gemm_fast/gemm_nn_4494d72a6c2a.h"
 #undef loom_host_module_entries

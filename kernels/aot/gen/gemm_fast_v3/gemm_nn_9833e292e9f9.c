@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2e9833e292e9f9_entries
-#include "../src/gemm_fast/gemm_nn_8d1c265619ab.h"
+#include "../src/gemm_fast/gemm_nn_1d5adb50a1e6.h"
 #undef loom_host_module_entries

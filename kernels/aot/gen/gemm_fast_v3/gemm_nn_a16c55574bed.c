@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea16c55574bed_entries
-#include "../src/gemm_fast/gemm_nn_eaf10216edce.h"
+#include "../src/gemm_fast/gemm_nn_d5176c1df4f5.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ea9dabfb3c285_entries
-#include "../src/gemm_fast/gemm_nn_8f5b2b3fc03a.h"
+#include "../src/gemm_fast/gemm_nn_db0d003034d6.h"
 #undef loom_host_module_entries

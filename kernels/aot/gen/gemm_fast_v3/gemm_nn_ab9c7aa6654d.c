@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eab9c7aa6654d_entries
-#include "../src/gemm_fast/gemm_nn_c3181d624f17.h"
+#include "../src/gemm_fast/gemm_nn_5ccf37f2fdab.h"
 #undef loom_host_module_entries

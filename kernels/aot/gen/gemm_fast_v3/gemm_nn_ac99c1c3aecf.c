@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eac99c1c3aecf_entries
-#include "../src/gemm_fast/gemm_nn_e380ceb1091d.h"
+#include "../src/gemm_fast/gemm_nn_e77a4cd604d6.h"
 #undef loom_host_module_entries

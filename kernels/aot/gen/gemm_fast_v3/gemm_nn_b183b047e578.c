@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb183b047e578_entries
-#include "../src/gemm_fast/gemm_nn_502c2dd53d1a.h"
+#include "../src/gemm_fast/gemm_nn_80c16eadd02f.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb25d6ead942d_entries
-#include "../src/gemm_fast/gemm_nn_20d2ca3ed3d5.h"
+#include "../src/gemm_fast/gemm_nn_6a1276b2b07a.h"
 #undef loom_host_module_entries

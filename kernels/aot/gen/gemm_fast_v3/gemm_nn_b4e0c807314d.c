@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eb4e0c807314d_entries
-#include "../src/gemm_fast/gemm_nn_81c23288614a.h"
+#include "../src/gemm_fast/gemm_nn_e70eb827d62b.h"
 #undef loom_host_module_entries

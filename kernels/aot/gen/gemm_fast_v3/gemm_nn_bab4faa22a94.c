@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebab4faa22a94_entries
-#include "../src/gemm_fast/gemm_nn_9ac6c465be5b.h"
+#include "../src/gemm_fast/gemm_nn_878de711a128.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebb81caadcf9b_entries
-#include "../src/gemm_fast/gemm_nn_3b57528d7aec.h"
+#include "../src/gemm_fast/gemm_nn_4f4e59c28e82.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebcb2adb005a9_entries
-#include "../src/gemm_fast/gemm_nn_960df6b53a1f.h"
+#include "../src/gemm_fast/gemm_nn_3b66fa5f2bf7.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ebdc16b2d046e_entries
-#include "../src/gemm_fast/gemm_nn_54ae135a096c.h"
+#include "../src/gemm_fast/gemm_nn_171562b4c974.h"
 #undef loom_host_module_entries

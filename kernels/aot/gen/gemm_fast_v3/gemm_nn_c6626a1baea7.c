@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec6626a1baea7_entries
-#include "../src/gemm_fast/gemm_nn_3982e4a092c4.h"
+#include "../src/gemm_fast/gemm_nn_5e952748bbfe.h"
 #undef loom_host_module_entries

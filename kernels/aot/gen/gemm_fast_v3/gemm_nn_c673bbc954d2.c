@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec673bbc954d2_entries
-#include "../src/gemm_fast/gemm_nn_cf87f1c73a1a.h"
+#include "../src/gemm_fast/gemm_nn_5eb8dca1179c.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec6d6b3619862_entries
-#include "../src/gemm_fast/gemm_nn_0a1c3b653ebe.h"
+#include "../src/gemm_fast/gemm_nn_ad1b39ef688c.h"
 #undef loom_host_module_entries

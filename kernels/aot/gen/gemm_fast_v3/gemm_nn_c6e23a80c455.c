@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ec6e23a80c455_entries
-#include "../src/gemm_fast/gemm_nn_1c8d1b3a5c8b.h"
+#include "../src/gemm_fast/gemm_nn_c1b525278e64.h"
 #undef loom_host_module_entries

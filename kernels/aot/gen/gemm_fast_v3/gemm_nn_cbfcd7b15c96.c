@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ecbfcd7b15c96_entries
-#include "../src/gemm_fast/gemm_nn_431f0e12cd49.h"
+#include "../src/gemm_fast/gemm_nn_a28bfc324d83.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed67cb5aa26a9_entries
-#include "../src/gemm_fast/gemm_nn_4dba13a70aa4.h"
+#include "../src/gemm_fast/gemm_nn_e49a726b3294.h"
 #undef loom_host_module_entries

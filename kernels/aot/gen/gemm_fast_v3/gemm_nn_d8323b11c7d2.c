@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ed8323b11c7d2_entries
-#include "../src/gemm_fast/gemm_nn_b22d445e3aef.h"
+#include "../src/gemm_fast/gemm_nn_acd6f328b846.h"
 #undef loom_host_module_entries

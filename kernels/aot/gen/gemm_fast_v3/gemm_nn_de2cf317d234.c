@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ede2cf317d234_entries
-#include "../src/gemm_fast/gemm_nn_a7cd3e41d0c6.h"
+#include "../src/gemm_fast/gemm_nn_c01d7d2f23d4.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee0b20a6ec0ed_entries
-#include "../src/gemm_fast/gemm_nn_3fcbbf1817ff.h"
+#include "../src/gemm_fast/gemm_nn_334b90f0837e.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee723011a6912_entries
-#include "../src/gemm_fast/gemm_nn_29d1add620f6.h"
+#include "../src/gemm_fast/gemm_nn_025d8aaf0513.h"
 #undef loom_host_module_entries

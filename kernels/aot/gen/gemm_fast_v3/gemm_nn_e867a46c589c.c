@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ee867a46c589c_entries
-#include "../src/gemm_fast/gemm_nn_7daf4ce6978e.h"
+#include "../src/gemm_fast/gemm_nn_d2d807e32a2a.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eeb861bcb02d2_entries
-#include "../src/gemm_fast/gemm_nn_b8ebbe61ac9b.h"
+#include "../src/gemm_fast/gemm_nn_9210b399f1df.h"
 #undef loom_host_module_entries

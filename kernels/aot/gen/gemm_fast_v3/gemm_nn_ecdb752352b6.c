@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2eecdb752352b6_entries
-#include "../src/gemm_fast/gemm_nn_889a0b2dff56.h"
+#include "../src/gemm_fast/gemm_nn_882df4df8a77.h"
 #undef loom_host_module_entries

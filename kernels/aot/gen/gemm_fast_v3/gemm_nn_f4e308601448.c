@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2ef4e308601448_entries
-#include "../src/gemm_fast/gemm_nn_6104ec3e3d16.h"
+#include "../src/gemm_fast/gemm_nn_9a35abee6d04.h"
 #undef loom_host_module_entries

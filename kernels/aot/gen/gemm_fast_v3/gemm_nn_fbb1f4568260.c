@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2egemm_5ffast_2egemm_5fnn_2efbb1f4568260_entries
-#include "../src/gemm_fast/gemm_nn_82cb107e4e5b.h"
+#include "../src/gemm_fast/gemm_nn_2d81d36dbeb5.h"
 #undef loom_host_module_entries

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_9a235fff9ab5.h"
+#include "../src/gemm_fast/gemm_nn_b9413db6c0de.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

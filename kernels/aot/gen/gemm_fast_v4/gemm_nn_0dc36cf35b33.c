@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_bf8d032a3318.h"
+#include "../src/gemm_fast/gemm_nn_db8e66defcee.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_af39da8c8665.h"
+#include "../src/gemm_fast/gemm_nn_5752b8c67bb2.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

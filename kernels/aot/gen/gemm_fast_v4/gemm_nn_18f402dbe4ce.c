@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_2182b7f24ca0.h"
+#include "../src/gemm_fast/gemm_nn_d597712b4c9e.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_c79fc4a6c54c.h"
+#include "../src/gemm_fast/gemm_nn_1c2c5a643f1f.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

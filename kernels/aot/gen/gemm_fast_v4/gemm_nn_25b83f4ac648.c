@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_9600b962a2aa.h"
+#include "../src/gemm_fast/gemm_nn_4e6e0ff50789.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_19c2c00c6a9c.h"
+#include "../src/gemm_fast/gemm_nn_5bf57da688bc.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

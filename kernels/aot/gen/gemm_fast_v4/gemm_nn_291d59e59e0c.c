@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_66a75cde28e7.h"
+#include "../src/gemm_fast/gemm_nn_6a8e6f209a74.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_b4838c1669e9.h"
+#include "../src/gemm_fast/gemm_nn_822d6d144b2f.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

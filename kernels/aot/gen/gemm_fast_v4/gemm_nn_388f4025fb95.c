@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_3583b3dfee4c.h"
+#include "../src/gemm_fast/gemm_nn_9b8957fd9018.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

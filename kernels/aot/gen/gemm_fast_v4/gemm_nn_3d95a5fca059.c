@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_bd2688b6669a.h"
+#include "../src/gemm_fast/gemm_nn_deb6dacba8f6.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_cf1728ce51a6.h"
+#include "../src/gemm_fast/gemm_nn_f5f1f2f89daa.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_e1d3206a37f0.h"
+#include "../src/gemm_fast/gemm_nn_24d74de5aaf7.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

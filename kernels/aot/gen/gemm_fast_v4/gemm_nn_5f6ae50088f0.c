@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_d1dec29141ae.h"
+#include "../src/gemm_fast/gemm_nn_c84113711bfe.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

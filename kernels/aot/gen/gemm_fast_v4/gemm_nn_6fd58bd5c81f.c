@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_03d8288cb170.h"
+#include "../src/gemm_fast/gemm_nn_3d4109e0c5ca.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

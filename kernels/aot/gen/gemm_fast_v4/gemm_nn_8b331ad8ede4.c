@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_a7dc0b53a9cd.h"
+#include "../src/gemm_fast/gemm_nn_c4422d509552.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

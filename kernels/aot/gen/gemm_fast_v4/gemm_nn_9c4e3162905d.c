@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_57d3fe6128b5.h"
+#include "../src/gemm_fast/gemm_nn_246b953a6477.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

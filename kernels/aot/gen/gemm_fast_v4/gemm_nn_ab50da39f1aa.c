@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_b5e4934bcba8.h"
+#include "../src/gemm_fast/gemm_nn_1ff3374c22a5.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

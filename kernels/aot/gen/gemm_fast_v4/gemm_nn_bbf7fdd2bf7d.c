@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_a027cc80c61b.h"
+#include "../src/gemm_fast/gemm_nn_59b946f4a96c.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_f2a0f0ff6d60.h"
+#include "../src/gemm_fast/gemm_nn_e65a656df231.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_b12b580f8225.h"
+#include "../src/gemm_fast/gemm_nn_f0543571d9ee.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

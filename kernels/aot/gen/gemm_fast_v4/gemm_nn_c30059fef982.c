@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_27bb31c33f7b.h"
+#include "../src/gemm_fast/gemm_nn_98ef413cdedf.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

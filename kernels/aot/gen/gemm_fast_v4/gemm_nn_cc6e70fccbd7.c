@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_e525f25ec2b1.h"
+#include "../src/gemm_fast/gemm_nn_9f0e3e01885e.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_2e1163f0e21e.h"
+#include "../src/gemm_fast/gemm_nn_41467710629d.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

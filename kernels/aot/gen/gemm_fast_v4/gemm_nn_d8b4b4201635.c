@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_030186f7fd23.h"
+#include "../src/gemm_fast/gemm_nn_5b70b1db2e3b.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_e4bc067ba5bc.h"
+#include "../src/gemm_fast/gemm_nn_90d58636b927.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_08e21a743f2f.h"
+#include "../src/gemm_fast/gemm_nn_e7c646b53371.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_45940d19fc00.h"
+#include "../src/gemm_fast/gemm_nn_9c62e1b81674.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

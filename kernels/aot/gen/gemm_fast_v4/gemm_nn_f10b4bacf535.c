@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_b044b5f2c7dc.h"
+#include "../src/gemm_fast/gemm_nn_91f26900f4c4.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

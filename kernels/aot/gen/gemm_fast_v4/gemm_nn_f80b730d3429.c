@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_00acb0b963dc.h"
+#include "../src/gemm_fast/gemm_nn_e08c7b3a4bf3.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

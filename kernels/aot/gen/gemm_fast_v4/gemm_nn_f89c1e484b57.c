@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_8e15255a4738.h"
+#include "../src/gemm_fast/gemm_nn_f099eca6f62b.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/gemm_fast/gemm_nn_121a77d292dd.h"
+#include "../src/gemm_fast/gemm_nn_f1b0a132e843.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e02a375542dae_entries
-#include "../src/linalg/pool2d_pad_19e0030abd1e.h"
+#include "../src/linalg/pool2d_pad_897739689a5c.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e11a9dda06b31_entries
-#include "../src/linalg/pool2d_pad_b565b7c1a76a.h"
+#include "../src/linalg/pool2d_pad_3af073e788f9.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e143319eeea8e_entries
-#include "../src/linalg/pool2d_pad_cf3c4a2fa7df.h"
+#include "../src/linalg/pool2d_pad_7471b8095e27.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e3134843d1fad_entries
-#include "../src/linalg/pool2d_pad_7bb584d8420a.h"
+#include "../src/linalg/pool2d_pad_755f7f1b3a9d.h"
 #undef loom_host_module_entries

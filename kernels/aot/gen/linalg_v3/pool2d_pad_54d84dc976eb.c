@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e54d84dc976eb_entries
-#include "../src/linalg/pool2d_pad_0197ecdb57a1.h"
+#include "../src/linalg/pool2d_pad_174aa9d355b9.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e5b25c09de6f7_entries
-#include "../src/linalg/pool2d_pad_cda3a5bd7bf3.h"
+#include "../src/linalg/pool2d_pad_32d24f253e09.h"
 #undef loom_host_module_entries

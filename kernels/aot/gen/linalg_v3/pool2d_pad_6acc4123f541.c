@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e6acc4123f541_entries
-#include "../src/linalg/pool2d_pad_346098c1395c.h"
+#include "../src/linalg/pool2d_pad_e42ef72d9bd9.h"
 #undef loom_host_module_entries

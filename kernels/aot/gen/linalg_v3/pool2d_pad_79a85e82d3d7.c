@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e79a85e82d3d7_entries
-#include "../src/linalg/pool2d_pad_d9560379b77c.h"
+#include "../src/linalg/pool2d_pad_74466408e65b.h"
 #undef loom_host_module_entries

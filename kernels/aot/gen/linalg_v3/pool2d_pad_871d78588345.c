@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e871d78588345_entries
-#include "../src/linalg/pool2d_pad_6f17f2919846.h"
+#include "../src/linalg/pool2d_pad_f64643ac8b77.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e91484c77f278_entries
-#include "../src/linalg/pool2d_pad_14da09ca6e92.h"
+#include "../src/linalg/pool2d_pad_1de0e0e9b464.h"
 #undef loom_host_module_entries

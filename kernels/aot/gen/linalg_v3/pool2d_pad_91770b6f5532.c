@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2e91770b6f5532_entries
-#include "../src/linalg/pool2d_pad_0a38347a40bf.h"
+#include "../src/linalg/pool2d_pad_07429a4a207f.h"
 #undef loom_host_module_entries

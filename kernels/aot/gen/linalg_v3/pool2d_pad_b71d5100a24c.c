@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2elinalg_2epool2d_5fpad_2eb71d5100a24c_entries
-#include "../src/linalg/pool2d_pad_85e9774b571b.h"
+#include "../src/linalg/pool2d_pad_25f7744e205f.h"
 #undef loom_host_module_entries

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/linalg/pool2d_pad_6435892c08a2.h"
+#include "../src/linalg/pool2d_pad_6c048fe430be.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/linalg/pool2d_pad_cda3a5bd7bf3.h"
+#include "../src/linalg/pool2d_pad_32d24f253e09.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/linalg/pool2d_pad_32d80bb50197.h"
+#include "../src/linalg/pool2d_pad_98bc69387dd9.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/linalg/pool2d_pad_e5bc0af07b93.h"
+#include "../src/linalg/pool2d_pad_0faf52b7030f.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/linalg/pool2d_pad_d9560379b77c.h"
+#include "../src/linalg/pool2d_pad_74466408e65b.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

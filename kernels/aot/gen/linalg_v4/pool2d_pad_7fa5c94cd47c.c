@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/linalg/pool2d_pad_0a38347a40bf.h"
+#include "../src/linalg/pool2d_pad_07429a4a207f.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

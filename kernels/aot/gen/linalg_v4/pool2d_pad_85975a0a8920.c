@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/linalg/pool2d_pad_59d8d6f7a5d8.h"
+#include "../src/linalg/pool2d_pad_64439def52df.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

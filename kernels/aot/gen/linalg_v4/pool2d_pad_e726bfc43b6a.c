@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/linalg/pool2d_pad_93daf5103d1d.h"
+#include "../src/linalg/pool2d_pad_005ef754aabc.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/linalg/pool2d_pad_cfe607e9c4f7.h"
+#include "../src/linalg/pool2d_pad_8a9678fd69ce.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/linalg/pool2d_pad_6f17f2919846.h"
+#include "../src/linalg/pool2d_pad_f64643ac8b77.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

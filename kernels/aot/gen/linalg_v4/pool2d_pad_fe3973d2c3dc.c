@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/linalg/pool2d_pad_cf3c4a2fa7df.h"
+#include "../src/linalg/pool2d_pad_7471b8095e27.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

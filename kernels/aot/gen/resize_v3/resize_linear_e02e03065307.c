@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5flinear_2ee02e03065307_entries
-#include "../src/resize/resize_linear_56518107fc57.h"
+#include "../src/resize/resize_linear_4dd2b842dbcc.h"
 #undef loom_host_module_entries

@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2eresize_2eresize_5fnearest_2ef4de9af6c567_entries
-#include "../src/resize/resize_nearest_5b60ab418cb5.h"
+#include "../src/resize/resize_nearest_27b74c5542ec.h"
 #undef loom_host_module_entries

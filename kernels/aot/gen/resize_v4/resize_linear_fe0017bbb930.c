@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/resize/resize_linear_56518107fc57.h"
+#include "../src/resize/resize_linear_4dd2b842dbcc.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/resize/resize_nearest_5b60ab418cb5.h"
+#include "../src/resize/resize_nearest_27b74c5542ec.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

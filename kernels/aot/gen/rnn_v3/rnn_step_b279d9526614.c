@@ -8,5 +8,5 @@
 
 #define LOOM_AOT_TARGET "host-x86_64-v3"
 #define loom_host_module_entries loom_aot_loom_2eaot_2ev3_2ernn_2ernn_5fstep_2eb279d9526614_entries
-#include "../src/rnn/rnn_step_f6d50c4483b7.h"
+#include "../src/rnn/rnn_step_6e32d052477b.h"
 #undef loom_host_module_entries

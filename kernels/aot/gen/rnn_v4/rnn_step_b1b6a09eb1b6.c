@@ -11,7 +11,7 @@
 #if defined(__clang__)
 #pragma clang attribute push (__attribute__((min_vector_width(512))), apply_to = function)
 #endif
-#include "../src/rnn/rnn_step_1b0c53608233.h"
+#include "../src/rnn/rnn_step_65fb20e2bd8d.h"
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
