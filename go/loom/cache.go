@@ -71,14 +71,29 @@ func decodeText(b []byte) (source, ir string, ok bool) {
 	return string(body[:n]), string(body[n:]), true
 }
 
+// codegenRevision counts the changes of the generated code that keep the kernels' keys (the
+// shipped tables are regenerated with each, so they hold the current code). The disk cache
+// names its entries with it (<key>-r<N>.json, .so, .txt), so that an entry an earlier revision
+// compiled is not read: the kernel is compiled again once, and the old entry ages out (the
+// trim). A CompilerVersion change instead gives every kernel, shipped ones included, a new key,
+// and CI then compiles all of them again, for every target.
+//
+//	1: the bounds prover's case splits on min and max (checks gone from 174 shipped kernels)
+const codegenRevision = 1
+
+// entryBase is key's entry in the cache directory without its extension.
+func (c *Compiler) entryBase(key string) string {
+	return filepath.Join(c.cacheDir, key[:2], key+"-r"+strconv.Itoa(codegenRevision))
+}
+
 func (c *Compiler) entryPaths(key string) (meta, so string) {
-	dir := filepath.Join(c.cacheDir, key[:2])
-	return filepath.Join(dir, key+".json"), filepath.Join(dir, key+".so")
+	base := c.entryBase(key)
+	return base + ".json", base + ".so"
 }
 
 // textPath is the path of key's .txt file.
 func (c *Compiler) textPath(key string) string {
-	return filepath.Join(c.cacheDir, key[:2], key+".txt")
+	return c.entryBase(key) + ".txt"
 }
 
 // Cached reports whether the disk cache holds src compiled for target, so that Compile would

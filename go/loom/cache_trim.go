@@ -37,9 +37,10 @@ const (
 )
 
 // cacheEntryFile matches the files of cache entries, relative to the cache directory:
-// <2 hex>/<key>.<ext> (artifacts) and images/<2 hex>/<digest>.<ext> (device images), and the
-// temporary files of writes under way or abandoned (.tmp-*).
-var cacheEntryFile = regexp.MustCompile(`^(images/)?[0-9a-f]{2}/(([0-9a-f]{64})\.[a-z0-9]+|\.tmp-[0-9]+)$`)
+// <2 hex>/<key>-r<revision>.<ext> (artifacts; <key>.<ext> before codegenRevision) and
+// images/<2 hex>/<digest>.<ext> (device images), and the temporary files of writes under way
+// or abandoned (.tmp-*).
+var cacheEntryFile = regexp.MustCompile(`^(images/)?[0-9a-f]{2}/(([0-9a-f]{64}(?:-r[0-9]+)?)\.[a-z0-9]+|\.tmp-[0-9]+)$`)
 
 // maxCacheBytes is the limit in force: Config.CacheMaxBytes, else $LOOM_CACHE_MAX_BYTES, else
 // DefaultCacheMaxBytes; negative for none.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -25,7 +26,7 @@ type ImageKey struct {
 
 func (k ImageKey) digest() string {
 	h := sha256.New()
-	for _, f := range []string{"loom-image-v1", CompilerVersion, k.Artifact, k.Target, k.Kind, k.Compiler, k.Driver} {
+	for _, f := range []string{"loom-image-v1", CompilerVersion, strconv.Itoa(codegenRevision), k.Artifact, k.Target, k.Kind, k.Compiler, k.Driver} {
 		h.Write([]byte(f))
 		h.Write([]byte{0})
 	}
