@@ -6,156 +6,156 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e074cda8b865a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e4bfd5f3b17b0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e4ea2cafc9e77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e80094f852873_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ed8988b43299f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2edbd4a226ab29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ee16992207b07_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ef736121e1b83_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e018899912d4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e04c4045cc8b8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e04ec298d51ec_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e08cff9722127_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e08dab0fce71b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e090ee75b10b5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e0957f317f909_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e13437752e427_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e146bfe0c1b22_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e16c200b025a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e171728ed36b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e25ddef19cf4f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e26bb3c0c4dab_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e2d47d569dcc8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e39c527bcfe48_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3d50d25c2b60_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3d55ae305d4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4135744d2f71_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e481c5061feda_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e497d4022ccdb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4b2f83f62e29_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4b7b19af927a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e50dbe714a57c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e54070d9baaef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e5d39d4748791_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e65c4a0ab5e17_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e65f4897f8be1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e67d817836cff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e6d3b45b2959f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e764b02c75e1b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7b37a6bcffd5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7dcd2ae0e6e4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e8306b77f1374_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e83bb7db374fe_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e883505cbe83b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e8c07a6217247_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e9b9d33bcb5ee_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e9cc61746ba61_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea08142773c00_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea2b23cacb7e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea2e6b3f593b9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eab696d3929ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eaf4ef105657f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb0699e5a05dc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb13d8c3f6184_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb3c1d9d04c54_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb3ed140eace6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ec01c1dab4bfb_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ec6cb4c4e4141_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecaff058635df_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecbca00fb8854_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed352f234bad5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee47d0651c023_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee480ec4d8e31_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee4cffd54cbc5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eeaad28d69e8e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eec3f0f2de689_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ef2211958846d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efc78a166fa65_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efc82042444d2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e2fe4ba43758d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e3f8f84829055_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2eb2c2d70080a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2ecaf1c65afc97_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2ed40d976f262c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e1634d521748a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e212354efeb1e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e255f8399c4ec_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e6934701ed387_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e7c57a247f70a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e89720f609014_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ed4ffa0efa360_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ee1eb82f5fe3e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e0c5b25cb4838_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e0dbc7807b165_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e0fcd5660afaf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e1092cbd6628f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e14e28f551faa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e159c2af58af8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e23e367aec93e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e256170f25a8a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e32117549d45e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e33ac01bbc3c5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e36f27a654688_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3bede90ee59a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3cfaab21c70e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3dfc433fdc70_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4033c3599175_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4663547813d9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e567d533d95d0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e5cea0ad0c636_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e5d48de8f262a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e6401f1051414_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e675e9398b7a5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e6828223edd1d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7001b4e3ffa6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e724467367ab0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7650b57b82dd_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e795350f7d77c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7b9c65c6a100_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7d41f96fc1fa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7e1332058e7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e81536338454e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e89834c726fcc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e9215dce507c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e96caa65d248a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea40efa0ef743_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea467a1974ecf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea4b835f3de9a_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea77ba510e56f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea77c3a23cb78_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea7f89a9a3ca5_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea805c64af38f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea8e8dc09b1e9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ebfce22652b60_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ec16dec736412_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecaaf8b9783e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecb1c12e48d38_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecd42b10666da_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ece4654e0a5a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed63a0ec72306_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2edb0771412e45_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2edc6a5f80737f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ede0c5c86e872_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee498f480a06d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee6f5e9305f39_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eec2521ca67dc_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eed2edf917f8d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eed30e249b41c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eee94c0f89114_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ef4f326103fdf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ef5ba84aa2f05_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efa0ebda14f87_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e355437985eb3_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e796ccb6708aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e84cbc8f9cfb4_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e8fed5a561157_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2eee4ca63c4b85_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e074cda8b865a_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e4bfd5f3b17b0_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e4ea2cafc9e77_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e80094f852873_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ed8988b43299f_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2edbd4a226ab29_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ee16992207b07_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ef736121e1b83_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e018899912d4b_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e04c4045cc8b8_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e04ec298d51ec_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e08cff9722127_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e08dab0fce71b_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e090ee75b10b5_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e0957f317f909_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e13437752e427_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e146bfe0c1b22_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e16c200b025a8_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e171728ed36b6_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e25ddef19cf4f_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e26bb3c0c4dab_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e2d47d569dcc8_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e39c527bcfe48_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3d50d25c2b60_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3d55ae305d4b_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4135744d2f71_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e481c5061feda_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e497d4022ccdb_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4b2f83f62e29_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4b7b19af927a_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e50dbe714a57c_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e54070d9baaef_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e5d39d4748791_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e65c4a0ab5e17_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e65f4897f8be1_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e67d817836cff_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e6d3b45b2959f_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e764b02c75e1b_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7b37a6bcffd5_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7dcd2ae0e6e4_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e8306b77f1374_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e83bb7db374fe_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e883505cbe83b_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e8c07a6217247_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e9b9d33bcb5ee_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e9cc61746ba61_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea08142773c00_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea2b23cacb7e9_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea2e6b3f593b9_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eab696d3929ef_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eaf4ef105657f_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb0699e5a05dc_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb13d8c3f6184_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb3c1d9d04c54_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eb3ed140eace6_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ec01c1dab4bfb_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ec6cb4c4e4141_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecaff058635df_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecbca00fb8854_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed352f234bad5_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee47d0651c023_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee480ec4d8e31_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee4cffd54cbc5_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eeaad28d69e8e_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eec3f0f2de689_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ef2211958846d_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efc78a166fa65_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efc82042444d2_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e2fe4ba43758d_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e3f8f84829055_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2eb2c2d70080a8_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2ecaf1c65afc97_entries,
-    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2ed40d976f262c_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e1634d521748a_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e212354efeb1e_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e255f8399c4ec_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e6934701ed387_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e7c57a247f70a_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2e89720f609014_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ed4ffa0efa360_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2egather_5fbq_2ee1eb82f5fe3e_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e0c5b25cb4838_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e0dbc7807b165_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e0fcd5660afaf_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e1092cbd6628f_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e14e28f551faa_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e159c2af58af8_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e23e367aec93e_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e256170f25a8a_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e32117549d45e_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e33ac01bbc3c5_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e36f27a654688_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3bede90ee59a_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3cfaab21c70e_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e3dfc433fdc70_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4033c3599175_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e4663547813d9_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e567d533d95d0_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e5cea0ad0c636_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e5d48de8f262a_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e6401f1051414_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e675e9398b7a5_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e6828223edd1d_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7001b4e3ffa6_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e724467367ab0_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7650b57b82dd_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e795350f7d77c_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7b9c65c6a100_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7d41f96fc1fa_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e7e1332058e7f_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e81536338454e_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e89834c726fcc_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e9215dce507c2_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2e96caa65d248a_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea40efa0ef743_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea467a1974ecf_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea4b835f3de9a_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea77ba510e56f_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea77c3a23cb78_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea7f89a9a3ca5_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea805c64af38f_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ea8e8dc09b1e9_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ebfce22652b60_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ec16dec736412_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecaaf8b9783e7_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecb1c12e48d38_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ecd42b10666da_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ece4654e0a5a2_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ed63a0ec72306_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2edb0771412e45_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2edc6a5f80737f_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ede0c5c86e872_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee498f480a06d_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ee6f5e9305f39_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eec2521ca67dc_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eed2edf917f8d_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eed30e249b41c_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2eee94c0f89114_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ef4f326103fdf_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2ef5ba84aa2f05_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2ematmul_5fnbits_2efa0ebda14f87_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e355437985eb3_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e796ccb6708aa_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e84cbc8f9cfb4_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2e8fed5a561157_entries,
+    loom_aot_loom_2eaot_2ev3_2equant_2emnb_5fprep_2eee4ca63c4b85_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_quant_v3_entries(int i, uint32_t* count) {

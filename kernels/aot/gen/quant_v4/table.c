@@ -6,156 +6,156 @@
 
 #include "loom/loom.h"
 
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e07e6221ffb4b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e30190f903199_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e8e416450aaa0_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e90168b84aec9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ed2fdd28cc98a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2edb25565e2f9c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ede8edc03aaa1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2efbcbfdf9e669_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e00267dd95940_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e03af72d18985_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e03ebc2c3edae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e05772047e0a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0dacd2cd2d55_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e13b2e42b6c80_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e15e89a7a2cde_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e230564101d44_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e263d6d5b43ce_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e2ca2084ed84f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e30fa831e9df2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3637bc919c5e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e379fed07d4a8_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e37c6701f6bfa_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e48a34c4f66e3_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4d7fac5cbf18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4e3725c588a1_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e50bce7b4541d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e520a7562b107_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5a03ca17489d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5ae8ec52429d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5b8b7d022dae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6074db8de387_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e615b2b5a1240_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e647ca445fb18_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e67116b496051_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e68490ce5edff_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e684a7151122c_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e692e496dd3ef_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6ee58308b4f4_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6f2e71be3f79_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e70865220258f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7349fa551346_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e796d78502768_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7e30aebef071_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8243a0b27036_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8b619997a1d5_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e961dcf9089e9_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e97de5d4c4669_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e9f7a0514e7fc_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea0182d2b1ff2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea4f0a9fe547d_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eac085f8bd370_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eac46f9771021_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eac5338f0749a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb420149494cf_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb52b6dceda84_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb6759ebf33b6_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec0b4d2369283_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecc2ac8eabe41_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecfa8f6ac975a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed0378cd3b5ae_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed5cd143be223_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed81eef169d77_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ede9f3a8cfadd_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee0f3d414aa3e_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee52c7cedfae2_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee69e669b258f_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eeb5d5d33b707_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2efd1786bf8f33_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e040133850e5a_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e6436edb3c30b_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e76b5736d2e78_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2ec241927167ea_entries(uint32_t* count, const char** target);
-const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2ecc70ca786007_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e063416d12325_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e0e6db48c0b54_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e0eb16164a0a2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e3a4675227101_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e4ca2d57e6629_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e7f36d53e4c29_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ea88d57a035aa_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ee29397318236_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0468a9e68fd8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0973cfdb9a97_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0a3fecdd9176_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0fc8ad4f5fc6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e10b95673575b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e12e5972712db_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e14896cb6e495_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e14ceff0ccd9e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e151a01a609e6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e173fde6c135e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e1a62f08e7ae9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e2b3d98e3af5c_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e2d0272848c92_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3978e4fab793_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3a1c57c8b301_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e40ce8fb1e2e7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e414d92155840_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4267e6ac75c1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4a8ce1af093e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4ac38ea64578_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4d576d93f53b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5619c160b179_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e566586f0b9f8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e56871889a6e8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e56911bbe0a5f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e56f32cb39f20_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e624260dffcf6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e636ef29be7bf_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6b614ff53ebe_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6c9243143fd6_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6ccc42c65d4e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6da7c8098121_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7255ecba0009_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e74bd9700684b_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e86579607c735_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e86d3b8aa587e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8d5dc7bd5f72_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e9288a37e963f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e93970a03b2a1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea0d39afe90e0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea41916c524e1_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea4e76d38e8d7_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ead67526d05d8_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb675711e36c2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb71486a9e84d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eba1caf73890f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecb229e8c1f1f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecdb83d5c9a86_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecf28fde81aa9_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed2f8499fd8d2_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed7ec900dc120_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed8d53f7115ce_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed942694d4d5d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eddc79790bd48_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee3a9762c0d2d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee5e9ec7b8698_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eecdaae839f88_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eeefc4fb72f7f_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ef8ba653bae96_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2efd9205c1dbd0_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e60329a300e49_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e6162899cd35d_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e91ad8f326383_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e93f94315ad5e_entries(uint32_t* count, const char** target);
+const loom_host_kernel_entry* loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2ee6890a2d2320_entries(uint32_t* count, const char** target);
 
 typedef const loom_host_kernel_entry* (*loom_aot_entries_fn)(uint32_t*, const char**);
 
 static const loom_aot_entries_fn loom_aot_table[] = {
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e07e6221ffb4b_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e30190f903199_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e8e416450aaa0_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e90168b84aec9_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ed2fdd28cc98a_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2edb25565e2f9c_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ede8edc03aaa1_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2efbcbfdf9e669_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e00267dd95940_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e03af72d18985_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e03ebc2c3edae_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e05772047e0a1_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0dacd2cd2d55_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e13b2e42b6c80_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e15e89a7a2cde_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e230564101d44_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e263d6d5b43ce_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e2ca2084ed84f_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e30fa831e9df2_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3637bc919c5e_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e379fed07d4a8_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e37c6701f6bfa_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e48a34c4f66e3_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4d7fac5cbf18_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4e3725c588a1_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e50bce7b4541d_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e520a7562b107_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5a03ca17489d_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5ae8ec52429d_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5b8b7d022dae_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6074db8de387_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e615b2b5a1240_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e647ca445fb18_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e67116b496051_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e68490ce5edff_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e684a7151122c_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e692e496dd3ef_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6ee58308b4f4_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6f2e71be3f79_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e70865220258f_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7349fa551346_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e796d78502768_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7e30aebef071_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8243a0b27036_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8b619997a1d5_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e961dcf9089e9_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e97de5d4c4669_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e9f7a0514e7fc_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea0182d2b1ff2_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea4f0a9fe547d_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eac085f8bd370_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eac46f9771021_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eac5338f0749a_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb420149494cf_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb52b6dceda84_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb6759ebf33b6_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ec0b4d2369283_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecc2ac8eabe41_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecfa8f6ac975a_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed0378cd3b5ae_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed5cd143be223_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed81eef169d77_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ede9f3a8cfadd_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee0f3d414aa3e_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee52c7cedfae2_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee69e669b258f_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eeb5d5d33b707_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2efd1786bf8f33_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e040133850e5a_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e6436edb3c30b_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e76b5736d2e78_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2ec241927167ea_entries,
-    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2ecc70ca786007_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e063416d12325_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e0e6db48c0b54_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e0eb16164a0a2_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e3a4675227101_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e4ca2d57e6629_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2e7f36d53e4c29_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ea88d57a035aa_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2egather_5fbq_2ee29397318236_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0468a9e68fd8_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0973cfdb9a97_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0a3fecdd9176_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e0fc8ad4f5fc6_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e10b95673575b_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e12e5972712db_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e14896cb6e495_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e14ceff0ccd9e_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e151a01a609e6_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e173fde6c135e_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e1a62f08e7ae9_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e2b3d98e3af5c_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e2d0272848c92_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3978e4fab793_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e3a1c57c8b301_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e40ce8fb1e2e7_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e414d92155840_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4267e6ac75c1_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4a8ce1af093e_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4ac38ea64578_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e4d576d93f53b_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e5619c160b179_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e566586f0b9f8_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e56871889a6e8_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e56911bbe0a5f_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e56f32cb39f20_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e624260dffcf6_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e636ef29be7bf_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6b614ff53ebe_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6c9243143fd6_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6ccc42c65d4e_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e6da7c8098121_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e7255ecba0009_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e74bd9700684b_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e86579607c735_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e86d3b8aa587e_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e8d5dc7bd5f72_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e9288a37e963f_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2e93970a03b2a1_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea0d39afe90e0_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea41916c524e1_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ea4e76d38e8d7_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ead67526d05d8_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb675711e36c2_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eb71486a9e84d_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eba1caf73890f_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecb229e8c1f1f_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecdb83d5c9a86_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ecf28fde81aa9_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed2f8499fd8d2_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed7ec900dc120_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed8d53f7115ce_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ed942694d4d5d_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eddc79790bd48_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee3a9762c0d2d_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ee5e9ec7b8698_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eecdaae839f88_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2eeefc4fb72f7f_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2ef8ba653bae96_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2ematmul_5fnbits_2efd9205c1dbd0_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e60329a300e49_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e6162899cd35d_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e91ad8f326383_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2e93f94315ad5e_entries,
+    loom_aot_loom_2eaot_2ev4_2equant_2emnb_5fprep_2ee6890a2d2320_entries,
 };
 
 const loom_host_kernel_entry* loom_aot_quant_v4_entries(int i, uint32_t* count) {
