@@ -517,7 +517,6 @@ func (p *prover) condFacts(c *ir.Value, negate bool, depth int) []row {
 	return nil
 }
 
-// prove reports whether goal >= 0 follows from the facts in scope.
 // maxSplits bounds the nesting of prove's case splits (each one doubles the proofs tried).
 const maxSplits = 3
 
