@@ -33,6 +33,7 @@ func TestShapeArithmeticRunsAsHostFunctions(t *testing.T) {
 		x.Data().([]int64)[r.rnd.IntN(int(n))] = 1<<53 + 1
 		return x
 	}
+	shaped := func(x tensor.Tensor, dims ...int64) tensor.Tensor { return tensor.MustTensor(dims, x.Data().([]int64)) }
 	axis0 := graph.IntAttr("axis", 0)
 	to := func(dt tensor.DType) *graph.Attribute { return graph.IntAttr("to", int64(dt)) }
 	cases := []struct {
@@ -57,11 +58,17 @@ func TestShapeArithmeticRunsAsHostFunctions(t *testing.T) {
 		{"equal_int64", kernelNode("Equal"), []tensor.Tensor{exact(5), exact(5)}, true, false},
 		{"less_int32", kernelNode("Less"), []tensor.Tensor{r.of(graph.Int32, 9), r.of(graph.Int32, 9)}, true, false},
 		{"where_bool_int32", kernelNode("Where"), []tensor.Tensor{r.of(graph.Bool, 7), r.of(graph.Int32, 7), r.of(graph.Int32, 7)}, true, false},
+		// Broadcast to 64 elements: shape arithmetic, known before planning.
+		{"equal_broadcast_64", kernelNode("Equal"), []tensor.Tensor{shaped(exact(4), 4, 1), shaped(exact(16), 1, 16)}, true, false},
+		// 80 elements by the bound taken before planning (data's times the indices'), 5 by
+		// the plan's outputs: host, decided after planning.
+		{"gather_int64_bound", kernelNode("Gather"), []tensor.Tensor{exact(16), int64Vec(0, 3, 5, -1, 2)}, true, false},
 		// An int64 past 2^53: float64 does not hold it (not a shape).
 		{"cast_int64_int32_beyond", kernelNode("Cast", to(graph.Int32)), []tensor.Tensor{beyond(16)}, false, true},
 		{"equal_int64_beyond", kernelNode("Equal"), []tensor.Tensor{beyond(5), exact(5)}, false, true},
 		// One element past the limit, in the output only.
 		{"concat_int64_65", kernelNode("Concat", axis0), []tensor.Tensor{exact(40), exact(25)}, false, false},
+		{"equal_broadcast_65", kernelNode("Equal"), []tensor.Tensor{shaped(exact(5), 5, 1), shaped(exact(13), 1, 13)}, false, false},
 		// Few elements, but a float among the values.
 		{"concat_float", kernelNode("Concat", axis0), []tensor.Tensor{r.f32(3), r.f32(2)}, false, false},
 		{"cast_int64_float", kernelNode("Cast", to(graph.Float)), []tensor.Tensor{exact(4)}, false, false},

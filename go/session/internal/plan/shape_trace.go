@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/loomrt/loom/go/graph"
 	"github.com/loomrt/loom/go/graph/infer"
@@ -180,25 +181,34 @@ func (pe *Env) ShapeTrace(rc *exec.RunCtx, fed map[string]tensor.Tensor) ([]Trac
 	return trace, ""
 }
 
-// cloneForInference is m with its main graph's value records copied (types deep), the nodes,
-// initializers and everything else shared: what infer.ShapesFor writes is the records' types.
-// The caller has checked that the graph has no subgraphs (inference would write theirs too).
+// cloneForInference is m with the value records of its main graph that inference writes (the
+// graph's inputs and outputs and the nodes' outputs) copied; the nodes, initializers and every
+// other record shared. infer.ShapesFor assigns those records' Type and Inferred, new types
+// every time (it clones what it merges and never writes a shape in place, which
+// TestShapeTraceLeavesTheModelAlone checks), and only reads the others (a weight's record), so
+// the copies are shallow. The caller has checked that the graph has no subgraphs (inference
+// would write theirs too). Every new signature's trace makes this copy: deep copies of every
+// record were a quarter of a small encoder's trace.
 func cloneForInference(m *graph.Model) *graph.Model {
 	cm := *m
 	g := *m.Graph
-	g.Values = make(map[string]*graph.Value, len(m.Graph.Values))
-	copyOf := func(v *graph.Value) *graph.Value {
-		if c, ok := g.Values[v.Name]; ok && m.Graph.Values[v.Name] == v {
-			return c
-		}
-		c := *v
-		c.Type, c.Declared, c.Inferred = v.Type.Clone(), v.Declared.Clone(), v.Inferred.Clone()
-		return &c
+	g.Values = maps.Clone(m.Graph.Values)
+	n := len(m.Graph.Inputs) + len(m.Graph.Outputs)
+	for _, nd := range m.Graph.Nodes {
+		n += len(nd.Outputs)
 	}
-	for name, v := range m.Graph.Values {
-		c := *v
-		c.Type, c.Declared, c.Inferred = v.Type.Clone(), v.Declared.Clone(), v.Inferred.Clone()
-		g.Values[name] = &c
+	copies := make([]graph.Value, 0, n)
+	copyOf := func(v *graph.Value) *graph.Value {
+		inMap := m.Graph.Values[v.Name] == v
+		if c := g.Values[v.Name]; inMap && c != v {
+			return c // copied already (an input that is also an output)
+		}
+		copies = append(copies, *v)
+		c := &copies[len(copies)-1]
+		if inMap {
+			g.Values[v.Name] = c
+		}
+		return c
 	}
 	g.Inputs = make([]*graph.Value, len(m.Graph.Inputs))
 	for i, v := range m.Graph.Inputs {
@@ -207,6 +217,13 @@ func cloneForInference(m *graph.Model) *graph.Model {
 	g.Outputs = make([]*graph.Value, len(m.Graph.Outputs))
 	for i, v := range m.Graph.Outputs {
 		g.Outputs[i] = copyOf(v)
+	}
+	for _, nd := range m.Graph.Nodes {
+		for _, name := range nd.Outputs {
+			if v := m.Graph.Values[name]; v != nil && name != "" {
+				copyOf(v)
+			}
+		}
 	}
 	g.OuterRefs = nil
 	cm.Graph = &g
