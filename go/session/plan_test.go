@@ -450,7 +450,8 @@ func TestPlanSettlesThreadCount(t *testing.T) {
 
 // Where a segment's work decides it, its thread count is chosen when the plan is built, the
 // same in every session: all threads for products that stream megabytes of weights, one for a
-// few small launches; outputs match the interpreter's.
+// few small launches, and for products of a few MFLOP that bind little; a convolution in
+// between is timed (ThreadTuner); outputs match the interpreter's.
 func TestThreadCountPresetFromWork(t *testing.T) {
 	rnd := inferRand()
 	// Four 1024 x 1024 weights (16 MiB read per run): all threads. The weights are scaled by
@@ -477,6 +478,29 @@ func TestThreadCountPresetFromWork(t *testing.T) {
 	}
 	big, err := graph.FromGraph("big", g, map[string]int64{"": 13})
 	require.NoError(t, err)
+	// A convolution of 8 x 12 x 12 by 16 x 8 x 5 x 5: under the bytes that decide one thread
+	// (its im2col scratch included), but 0.4 MFLOP of products: timed (-1 while the timing
+	// runs).
+	cg := &graph.Graph{Name: "conv"}
+	cg.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.Shape{graph.DimOf(1), graph.DimOf(8), graph.DimOf(12), graph.DimOf(12)}))}
+	cg.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
+	cw := randomF32(rnd, 16*8*5*5)
+	for j := range cw {
+		cw[j] *= 0.1
+	}
+	cg.AddInitializer(graph.TensorFromFloat32("w", []int64{16, 8, 5, 5}, cw))
+	cg.Nodes = append(cg.Nodes, graph.NewNode("conv", "Conv", []string{"x", "w"}, []string{"y"}))
+	conv, err := graph.FromGraph("conv", cg, map[string]int64{"": 13})
+	require.NoError(t, err)
+	// The same convolution over 8 x 28 x 28: about 1 MiB bound, under the bytes that decide all
+	// threads, but 3.7 MFLOP of products in two launches: all threads.
+	bg := &graph.Graph{Name: "conv_big"}
+	bg.Inputs = []*graph.Value{graph.Input("x", graph.TensorType(graph.Float, graph.Shape{graph.DimOf(1), graph.DimOf(8), graph.DimOf(28), graph.DimOf(28)}))}
+	bg.Outputs = []*graph.Value{graph.Output("y", graph.Type{})}
+	bg.AddInitializer(graph.TensorFromFloat32("w", []int64{16, 8, 5, 5}, cw))
+	bg.Nodes = append(bg.Nodes, graph.NewNode("conv", "Conv", []string{"x", "w"}, []string{"y"}))
+	bigConv, err := graph.FromGraph("conv_big", bg, map[string]int64{"": 13})
+	require.NoError(t, err)
 	for name, c := range map[string]struct {
 		load  func(opts ...LoadOption) (*InferenceSession, error)
 		shape []int64
@@ -486,6 +510,8 @@ func TestThreadCountPresetFromWork(t *testing.T) {
 		"add": {func(opts ...LoadOption) (*InferenceSession, error) {
 			return Load(filepath.Join("testdata", "models", "add.onnx"), opts...)
 		}, []int64{16}, 1},
+		"conv":     {func(opts ...LoadOption) (*InferenceSession, error) { return FromGraph(conv, opts...) }, []int64{1, 8, 12, 12}, -1},
+		"conv_big": {func(opts ...LoadOption) (*InferenceSession, error) { return FromGraph(bigConv, opts...) }, []int64{1, 8, 28, 28}, 0},
 	} {
 		for range 2 { // the same choice in every session
 			planned, interpreted := planPair(t, func(opts ...LoadOption) (*InferenceSession, error) {
@@ -506,7 +532,7 @@ func TestThreadCountPresetFromWork(t *testing.T) {
 			require.Len(t, reports, 1, name)
 			require.NotEmpty(t, reports[0].SegmentThreads, name)
 			for _, n := range reports[0].SegmentThreads {
-				require.Equal(t, c.want, n, "%s: threads chosen without timing (0: all)", name)
+				require.Equal(t, c.want, n, "%s: threads chosen without timing (0: all; -1: timed)", name)
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -1278,20 +1279,32 @@ type ThreadTuner struct {
 // The thresholds of preset, in bytes bound by a segment's launches per run: at 4 MiB (about
 // 100 us of streaming on one core) in launches of 64 KiB or more (a few us each, against the
 // ~0.5 us a launch's barrier costs a team), a second thread pays whatever the machine; under
-// 256 KiB (a few us in all) it cannot.
+// 256 KiB (a few us in all) it cannot, unless its products compute for longer: 256 Ki
+// floating-point operations (stepFLOPs) are a few us of one core's FMA units too, and a
+// segment over either threshold is timed. Products of 1 Mi floating-point operations or more,
+// 128 Ki a launch on average (3 us or more of work a launch against its barrier's 0.5-1.5),
+// run on all the threads however few bytes they bind: small convolutions (MNIST's, a small
+// image classifier's) were preset to one thread by their bytes, or timed, which on a shared
+// host kept one thread in some processes.
 const (
 	parallelBytes       = 4 << 20
 	parallelLaunchBytes = 64 << 10
 	serialBytes         = 256 << 10
+	serialFLOPs         = 256 << 10
+	parallelFLOPs       = 1 << 20
+	parallelLaunchFLOPs = 128 << 10
 )
 
 // preset decides the thread count from a segment's work when it is clear: the bytes its
-// launches bind per run and the number of launches (see ThreadTuner).
-func (tt *ThreadTuner) preset(bytes int64, launches int) {
+// launches bind per run, the floating-point operations of its products and the number of
+// launches (see ThreadTuner).
+func (tt *ThreadTuner) preset(bytes, flops int64, launches int) {
 	switch {
 	case launches > 0 && bytes >= parallelBytes && bytes/int64(launches) >= parallelLaunchBytes:
 		tt.choice = 0
-	case bytes < serialBytes:
+	case launches > 0 && flops >= parallelFLOPs && flops/int64(launches) >= parallelLaunchFLOPs:
+		tt.choice = 0
+	case bytes < serialBytes && flops < serialFLOPs:
 		tt.choice = 1
 	default:
 		return
@@ -1301,7 +1314,7 @@ func (tt *ThreadTuner) preset(bytes int64, launches int) {
 
 // segmentWork is what a segment's launches bind per run: the bytes of every region each
 // launch reads or writes, summed over launches, and the number of launches.
-func (t *Template) segmentWork(steps []int) (bytes int64, launches int) {
+func (t *Template) segmentWork(steps []int) (bytes, flops int64, launches int) {
 	for _, i := range steps {
 		st := &t.Steps[i]
 		for _, c := range st.kernel.Calls {
@@ -1310,8 +1323,63 @@ func (t *Template) segmentWork(steps []int) (bytes int64, launches int) {
 				bytes += t.operandBytes(st, b.Operand)
 			}
 		}
+		flops = min(flops+stepFLOPs(st), math.MaxInt64/2) // both at most MaxInt64/2: no overflow
 	}
-	return bytes, launches
+	return bytes, flops, launches
+}
+
+// stepFLOPs is the floating-point operations of st's products, counted from its shapes: two
+// a multiply-add of a MatMul, Gemm or convolution (the fused forms included); 0 for every other
+// op (their work is the bytes they move, which segmentWork counts). Convolutions read a few
+// kilobytes of input and weights for millions of operations: MNIST's second convolution, 50
+// KiB bound, is 1.25 MFLOP.
+func stepFLOPs(st *planStep) int64 {
+	if len(st.out) == 0 || len(st.in) < 2 || st.Node == nil {
+		return 0
+	}
+	out := int64(ops.Numel(st.out[0].shape))
+	a, w := st.in[0].shape, st.in[1].shape
+	var macs int64 // multiply-adds an output element
+	switch st.Node.OpType {
+	case "MatMul", "MatMulAdd", "FusedMatMul":
+		if len(a) == 0 {
+			return 0
+		}
+		k := a[len(a)-1]
+		if st.Node.AttrInt("transA", 0) != 0 && len(a) >= 2 {
+			k = a[len(a)-2]
+		}
+		macs = k
+	case "Gemm", "FusedGemm":
+		if len(a) != 2 {
+			return 0
+		}
+		macs = a[1]
+		if st.Node.AttrInt("transA", 0) != 0 {
+			macs = a[0]
+		}
+	case "Conv", "FusedConv":
+		if len(w) < 2 {
+			return 0
+		}
+		macs = int64(ops.Numel(w[1:])) // input channels a group times the kernel's taps
+	case "ConvTranspose":
+		// Each input element meets W[1] * taps weights.
+		if len(w) < 2 {
+			return 0
+		}
+		out, macs = int64(ops.Numel(a)), int64(ops.Numel(w[1:]))
+	default:
+		return 0
+	}
+	if out <= 0 || macs <= 0 {
+		return 0
+	}
+	// Saturated: the count only compares with thresholds.
+	if f := 2 * float64(out) * float64(macs); f < math.MaxInt64/2 {
+		return int64(f)
+	}
+	return math.MaxInt64 / 2
 }
 
 // operandBytes is the size of a kernel step's operand (0 when unknown).
