@@ -344,7 +344,8 @@ func shapeArithmeticOutputs(outs []tensor.Tensor) bool {
 // Concat or a Gather cost 5-10 times its host function (a new signature's shape trace of a
 // small encoder folds 82 such nodes: 0.25 ms of 1.2). The outputs are checked after (an
 // integer Cast to float is not shape arithmetic: the general path then runs it). Only ops
-// whose kernels take integers are here (they move, cast, compare and select): integer
+// with a kernel planner whose kernels take integers are here (they move, cast, compare and
+// select; views such as Unsqueeze and Reshape have no planner and run as host functions): integer
 // arithmetic (Add, Mul, ...) has no kernels, its planner declines at once, and the run reports
 // that reason as before. Ops that make shapes from values (ConstantOfShape, Range, Expand,
 // Tile) are not here either: their outputs are not bounded by their inputs' sizes, and the
@@ -374,46 +375,29 @@ var shapeArithmeticBounds = func() map[string]func(n *graph.Node, in []tensor.Te
 			return in[0].Len() * in[1].Len()
 		},
 	}
-	for _, op := range []string{"Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Cast", "Slice", "Transpose"} {
+	for _, op := range []string{"Cast", "Slice", "Transpose"} {
 		m[op] = first
 	}
-	for _, op := range []string{"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not", "Where"} {
+	for _, op := range []string{"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Where"} {
 		m[op] = broadcastElements
 	}
 	return m
 }()
 
-// broadcastElements is the elements of in's shapes broadcast together (numpy's rule), -1 where
-// they do not broadcast.
+// broadcastElements is the elements of in's shapes broadcast together (ops.BroadcastShapes),
+// -1 where they do not broadcast.
 func broadcastElements(_ *graph.Node, in []tensor.Tensor) int {
-	var out [8]int64
-	rank := 0
+	var out []int64
 	for _, t := range in {
 		if !t.IsValid() {
 			continue
 		}
-		d := t.Dims()
-		if len(d) > len(out) {
+		var err error
+		if out, err = ops.BroadcastShapes(out, t.Dims()); err != nil {
 			return -1
 		}
-		for i := range d {
-			// Aligned at the right: d's axis i is out's axis len(out)-len(d)+i.
-			j := len(out) - len(d) + i
-			switch o := out[j]; {
-			case len(d)-i > rank || o == 1:
-				out[j] = d[i]
-			case d[i] == 1 || d[i] == o:
-			default:
-				return -1
-			}
-		}
-		rank = max(rank, len(d))
 	}
-	n := 1
-	for _, d := range out[len(out)-rank:] {
-		n *= int(d)
-	}
-	return n
+	return ops.Numel(out)
 }
 
 // exactInFloat64 reports whether t's values are in Go memory and float64 holds each exactly:
