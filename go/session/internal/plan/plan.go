@@ -1313,7 +1313,8 @@ func (tt *ThreadTuner) preset(bytes, flops int64, launches int) {
 }
 
 // segmentWork is what a segment's launches bind per run: the bytes of every region each
-// launch reads or writes, summed over launches, and the number of launches.
+// launch reads or writes, summed over launches, the floating-point operations of its
+// products (stepFLOPs, saturated) and the number of launches.
 func (t *Template) segmentWork(steps []int) (bytes, flops int64, launches int) {
 	for _, i := range steps {
 		st := &t.Steps[i]
