@@ -106,6 +106,53 @@ func TestConvKernelsAgainstHost(t *testing.T) {
 	}
 }
 
+// TestConvVariantsAcrossBatchSizes: a padded convolution's plan launches the same kernel
+// variants (file, symbol, specialization) at every batch size, only with other arguments, so
+// that a dynamic-batch model's new batch size finds its convolutions' kernels loaded (or
+// shipped, when the model was recorded at batch 1) instead of running shape-generic
+// stand-ins while a variant compiles. conv_pad's planes a block were bounded by the batch's
+// planes (a new variant at batches 2, 3 and 4 of a 3-channel image); by one image's channels,
+// they are not. The batch 3 plans run against the host function.
+func TestConvVariantsAcrossBatchSizes(t *testing.T) {
+	s := kernelCheckSession(t)
+	f32 := f32Rand(t)
+	conv, pads, strides, group := convNode, padsAttr, stridesAttr, groupAttr
+	cases := []struct {
+		name      string
+		node      *graph.Node
+		c, h, w   int64
+		m, cg, kh int64
+	}{
+		{"rgb_3x3_pad", conv(pads(1, 1, 1, 1)), 3, 32, 32, 16, 3, 3},
+		{"3x3_pad_16ch", conv(pads(1, 1, 1, 1)), 16, 16, 16, 32, 16, 3},
+		{"3x3_stride2", conv(pads(1, 1, 1, 1), strides(2, 2)), 3, 48, 64, 16, 3, 3},
+		{"depthwise_stride_cols", conv(group(8), pads(1, 1, 1, 1), strides(1, 2)), 8, 12, 30, 8, 1, 3},
+	}
+	variants := func(n *graph.Node, in []tensor.Tensor) []string {
+		p, reason, err := ops.KernelPlanners[ops.PlannerKey(n)](n, 18, ops.InfosOf(in))
+		require.NoError(t, err)
+		require.NotNil(t, p, "declined: %s", reason)
+		var out []string
+		for _, c := range p.Calls {
+			out = append(out, ops.Describe(c))
+		}
+		return out
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := func(nb int64) []tensor.Tensor {
+				return []tensor.Tensor{f32(nb, c.c, c.h, c.w), f32(c.m, c.cg, c.kh, c.kh), f32(c.m)}
+			}
+			requirePlanUses(t, c.node, in(1), "conv_pad")
+			want := variants(c.node, in(1))
+			for _, nb := range []int64{2, 3, 4, 5, 8, 64} {
+				require.Equal(t, want, variants(c.node, in(nb)), "batch %d", nb)
+			}
+			checkKernelOp(t, s, c.node, 18, in(3), nil, convGemmTol, convGemmTol)
+		})
+	}
+}
+
 // activationRef is FusedConv's activation, written out independently of the kernels.
 func activationRef(name string, params []float32) func(float64) float64 {
 	p := func(i int, def float64) float64 {
