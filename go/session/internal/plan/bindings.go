@@ -38,6 +38,18 @@ func (t *Template) Views() uint64 {
 	return n
 }
 
+// KernelCalls counts the kernel launches the plan's segments record (an instance's graph
+// nodes; BenchmarkPlanPhases divides an instance's cost by it).
+func (t *Template) KernelCalls() int {
+	n := 0
+	for _, steps := range t.Segments {
+		for _, i := range steps {
+			n += len(t.Steps[i].kernel.Calls)
+		}
+	}
+	return n
+}
+
 // HostStep is a step of a plan that runs on the host between recorded segments (a node's Go
 // host function, the test of an If whose branches are plan steps, the copy of a branch's
 // output into the If's): its node, its reason (the one its trace span carries) and, on a
