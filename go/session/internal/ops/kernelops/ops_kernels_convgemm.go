@@ -732,11 +732,7 @@ func convPlan(nd *graph.Node, in []ops.ValueInfo, fused, gpu bool) (*ops.KernelP
 		hp, wq = h, wd
 	} else if needPad {
 		vl := vectorWidth(min(wd, wq))
-		// Planes a block: about 16 K floats, at most one image's channels. Bounded by c rather
-		// than the batch's nb·c, the variant is the same at every batch size: a new batch
-		// size's plan finds it loaded (or shipped, for a model recorded at batch 1) instead of
-		// running stand-ins while a variant that differs only in this knob compiles.
-		planes := pow2AtMost(min(max(16384/(str[1]*hp*wq), 1), c))
+		planes := pow2AtMost(min(max(16384/(str[1]*hp*wq), 1), c)) // by c, not nb·c: one variant for every batch size
 		args := []uint64{U(nb * c), U(hp), U(h), U(wd), U(wq), U(pad[0]), U(pad[1])}
 		p.Scratch = append(p.Scratch, int64(4*nb*c*str[1]*hp*wq))
 		xp = ops.ScratchOperand(len(p.Scratch) - 1)
