@@ -83,25 +83,7 @@ func BenchmarkFirstRunNewBatch(b *testing.B) {
 // compiles are waited for, so that the plans find their exact kernels loaded. Reported per
 // signature: build-us, instance-us, and instance-us/call (per kernel launch recorded).
 func BenchmarkPlanPhases(b *testing.B) {
-	rnd := inferRand()
-	span := func(lo, hi, step int) (v []int) {
-		for n := lo; n <= hi; n += step {
-			v = append(v, n)
-		}
-		return v
-	}
-	models := []struct {
-		name, path string
-		feed       func(n int) map[string]tensor.Tensor
-		sizes      []int
-	}{
-		{"tiny_encoder", "testdata/models/tiny_encoder.onnx", func(n int) map[string]tensor.Tensor {
-			return map[string]tensor.Tensor{"x": tensor.MustTensor([]int64{1, int64(n), 64}, randomF32(rnd, n*64))}
-		}, span(8, 256, 8)},
-		{"cnn_classifier", classifierPath, func(n int) map[string]tensor.Tensor {
-			return map[string]tensor.Tensor{"x": tensor.MustTensor([]int64{int64(n), 3, 32, 32}, randomF32(rnd, n*3*32*32))}
-		}, span(1, 16, 1)},
-	}
+	models := signatureModels()
 	for _, m := range models {
 		b.Run(m.name, func(b *testing.B) {
 			ctx := context.Background()

@@ -88,28 +88,9 @@ func TestShapeTraceLeavesTheModelAlone(t *testing.T) {
 // 1-16, one signature after another. $LOOM_BENCH_SHAPE_TRACE_MODEL adds a model of one
 // float input with a symbolic last dimension (PP-OCR's width), swept over 24-800.
 func BenchmarkShapeTrace(b *testing.B) {
-	type model struct {
-		name, path string
-		feed       func(n int) map[string]tensor.Tensor
-		sizes      []int
-	}
-	span := func(lo, hi, step int) (v []int) {
-		for n := lo; n <= hi; n += step {
-			v = append(v, n)
-		}
-		return v
-	}
-	rnd := inferRand()
-	models := []model{
-		{"tiny_encoder", "testdata/models/tiny_encoder.onnx", func(n int) map[string]tensor.Tensor {
-			return map[string]tensor.Tensor{"x": tensor.MustTensor([]int64{1, int64(n), 64}, randomF32(rnd, n*64))}
-		}, span(8, 256, 8)},
-		{"cnn_classifier", classifierPath, func(n int) map[string]tensor.Tensor {
-			return map[string]tensor.Tensor{"x": tensor.MustTensor([]int64{int64(n), 3, 32, 32}, randomF32(rnd, n*3*32*32))}
-		}, span(1, 16, 1)},
-	}
+	models := signatureModels()
 	if p := os.Getenv("LOOM_BENCH_SHAPE_TRACE_MODEL"); p != "" {
-		models = append(models, model{"env", p, nil, span(24, 800, 8)})
+		models = append(models, signatureModel{"env", p, nil, sizeSpan(24, 800, 8)})
 	}
 	for _, m := range models {
 		b.Run(m.name, func(b *testing.B) {
@@ -128,7 +109,7 @@ func BenchmarkShapeTrace(b *testing.B) {
 						}
 					}
 					d[len(d)-1] = int64(n)
-					return map[string]tensor.Tensor{in.Name: tensor.MustTensor(d, randomF32(rnd, int(ops.Numel(d))))}
+					return map[string]tensor.Tensor{in.Name: tensor.MustTensor(d, randomF32(inferRand(), int(ops.Numel(d))))}
 				}
 			}
 			feeds := make([]map[string]tensor.Tensor, len(m.sizes))
@@ -145,4 +126,34 @@ func BenchmarkShapeTrace(b *testing.B) {
 			}
 		})
 	}
+}
+
+// signatureModel is a model of the new-signature benchmarks (BenchmarkShapeTrace,
+// BenchmarkPlanPhases) with the inputs of each size it is swept over.
+type signatureModel struct {
+	name, path string
+	feed       func(n int) map[string]tensor.Tensor
+	sizes      []int
+}
+
+// signatureModels are the small encoder at sequence lengths 8-256 and the classifier at
+// batches 1-16, fed random inputs.
+func signatureModels() []signatureModel {
+	rnd := inferRand()
+	return []signatureModel{
+		{"tiny_encoder", "testdata/models/tiny_encoder.onnx", func(n int) map[string]tensor.Tensor {
+			return map[string]tensor.Tensor{"x": tensor.MustTensor([]int64{1, int64(n), 64}, randomF32(rnd, n*64))}
+		}, sizeSpan(8, 256, 8)},
+		{"cnn_classifier", classifierPath, func(n int) map[string]tensor.Tensor {
+			return map[string]tensor.Tensor{"x": tensor.MustTensor([]int64{int64(n), 3, 32, 32}, randomF32(rnd, n*3*32*32))}
+		}, sizeSpan(1, 16, 1)},
+	}
+}
+
+// sizeSpan is lo, lo+step, ... up to hi.
+func sizeSpan(lo, hi, step int) (v []int) {
+	for n := lo; n <= hi; n += step {
+		v = append(v, n)
+	}
+	return v
 }
