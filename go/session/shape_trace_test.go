@@ -99,6 +99,7 @@ func BenchmarkShapeTrace(b *testing.B) {
 			defer s.Close()
 			feed := m.feed
 			if feed == nil {
+				rnd := inferRand()
 				in := s.Inputs()[0]
 				feed = func(n int) map[string]tensor.Tensor {
 					d := make([]int64, len(in.Shape))
@@ -109,7 +110,7 @@ func BenchmarkShapeTrace(b *testing.B) {
 						}
 					}
 					d[len(d)-1] = int64(n)
-					return map[string]tensor.Tensor{in.Name: tensor.MustTensor(d, randomF32(inferRand(), int(ops.Numel(d))))}
+					return map[string]tensor.Tensor{in.Name: tensor.MustTensor(d, randomF32(rnd, int(ops.Numel(d))))}
 				}
 			}
 			feeds := make([]map[string]tensor.Tensor, len(m.sizes))
